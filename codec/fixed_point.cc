@@ -1,0 +1,136 @@
+#include "codec/fixed_point.h"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "codec/update_words.h"
+
+namespace reckon::codec {
+
+absl::StatusOr<ThresholdStep> MakeThresholdStep(double threshold, int fraction_bits) {
+  if (fraction_bits < 0 || fraction_bits > kMaxFractionBits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fraction bits ", fraction_bits, " outside [0, ", kMaxFractionBits, "]"));
+  }
+  if (!std::isfinite(threshold) || threshold <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threshold ", threshold, " must be finite and positive"));
+  }
+  const double scaled = std::ldexp(threshold, fraction_bits);
+  if (scaled >= 0x1p62) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "threshold ", threshold, " is too large for ", fraction_bits, " fraction bits"));
+  }
+  uint64_t quanta = static_cast<uint64_t>(std::llround(scaled));
+  if (quanta == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threshold ", threshold, " is below half a quantum (2^-", fraction_bits,
+                     "); use more fraction bits or a larger threshold"));
+  }
+  // Keep at most 24 significant bits so that tau is exact as a float32.
+  const int width = std::bit_width(quanta);
+  if (width > 24) {
+    const int drop = width - 24;
+    quanta = ((quanta + (uint64_t{1} << (drop - 1))) >> drop) << drop;
+  }
+  ThresholdStep step;
+  step.fraction_bits = fraction_bits;
+  step.step_quanta = static_cast<int64_t>(quanta);
+  step.tau = static_cast<float>(std::ldexp(static_cast<double>(quanta), -fraction_bits));
+  return step;
+}
+
+uint64_t SplitMix64::Uniform(uint64_t bound) {
+  if (bound == std::numeric_limits<uint64_t>::max()) return Next();
+  const uint64_t range = bound + 1;
+  // Reject the top partial copy of [0, range) so every value is equally likely.
+  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % range;
+  uint64_t x;
+  do {
+    x = Next();
+  } while (x >= limit);
+  return x % range;
+}
+
+FixedPointReplica::FixedPointReplica(uint64_t param_count, int fraction_bits)
+    : fraction_bits_(fraction_bits),
+      quantum_(std::ldexp(1.0, -fraction_bits)),
+      quanta_(param_count, 0),
+      weights_(param_count, 0.0f) {}
+
+absl::StatusOr<FixedPointReplica> FixedPointReplica::Create(uint64_t param_count,
+                                                            int fraction_bits) {
+  if (param_count > kMaxParamCount) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("param_count ", param_count, " exceeds 2^31"));
+  }
+  if (fraction_bits < 0 || fraction_bits > kMaxFractionBits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fraction bits ", fraction_bits, " outside [0, ", kMaxFractionBits, "]"));
+  }
+  return FixedPointReplica(param_count, fraction_bits);
+}
+
+absl::Status FixedPointReplica::InitializeUniform(uint64_t seed, uint64_t stream, uint64_t begin,
+                                                  uint64_t count, double limit) {
+  if (begin > param_count() || count > param_count() - begin) {
+    return absl::InvalidArgumentError(absl::StrCat("init range [", begin, ", ", begin + count,
+                                                   ") outside ", param_count(), " parameters"));
+  }
+  if (!std::isfinite(limit) || limit < 0 || std::ldexp(limit, fraction_bits_) >= 0x1p62) {
+    return absl::InvalidArgumentError(absl::StrCat("init limit ", limit, " out of range"));
+  }
+  // llround of an exact power-of-two scaling: the same integer everywhere.
+  const int64_t limit_quanta = std::llround(std::ldexp(limit, fraction_bits_));
+  // Mix the stream into the seed so tensors get independent sequences.
+  SplitMix64 mixer(seed ^ (0xD1B54A32D192ED03ull * (stream + 1)));
+  SplitMix64 rng(mixer.Next());
+  for (uint64_t i = begin; i < begin + count; ++i) {
+    const int64_t q = static_cast<int64_t>(rng.Uniform(2 * static_cast<uint64_t>(limit_quanta))) -
+                      limit_quanta;
+    quanta_[i] = q;
+    weights_[i] = QuantaToFloat(q, quantum_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint32_t> words) {
+  if (step_quanta <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("step_quanta ", step_quanta, " must be > 0"));
+  }
+  const uint64_t n = param_count();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  // Pass 1: validate everything; nothing changes if any word is bad.
+  uint64_t next = 0;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const uint32_t index = UpdateIndex(words[i]);
+    if (index < next || index >= n) [[unlikely]] {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "update ", i, " has index ", index,
+          index >= n ? absl::StrCat(" >= param_count ", n) : std::string(" out of order")));
+    }
+    const int64_t q = quanta_[index];
+    const bool overflows =
+        UpdateIsNegative(words[i]) ? q < kMin + step_quanta : q > kMax - step_quanta;
+    if (overflows) [[unlikely]] {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update ", i, " would overflow parameter ", index));
+    }
+    next = uint64_t{index} + 1;
+  }
+  // Pass 2: apply.
+  int64_t* quanta = quanta_.data();
+  float* weights = weights_.data();
+  for (const uint32_t w : words) {
+    const uint32_t index = UpdateIndex(w);
+    const int64_t q = quanta[index] + (UpdateIsNegative(w) ? -step_quanta : step_quanta);
+    quanta[index] = q;
+    weights[index] = QuantaToFloat(q, quantum_);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace reckon::codec

@@ -1,0 +1,101 @@
+// Fixed-point replicas (WIRE.md §2): every parameter is a signed 64-bit count
+// of quanta q = 2^-fraction_bits, plus the float32 copy the model computes
+// with, always equal to (float)((double)fixed * q). Applying a message is
+// integer addition, so replicas that applied the same messages are
+// bit-identical whatever the order.
+#ifndef RECKON_CODEC_FIXED_POINT_H_
+#define RECKON_CODEC_FIXED_POINT_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace reckon::codec {
+
+inline constexpr int kDefaultFractionBits = 32;
+inline constexpr int kMaxFractionBits = 62;
+
+// The magnitude of one threshold step: `step_quanta` quanta, and the same
+// value as a float32, `tau`, which is exact (tau == step_quanta * 2^-fb in
+// real arithmetic), so what the quantizer subtracts from its residual is
+// exactly what every peer adds.
+struct ThresholdStep {
+  int fraction_bits = kDefaultFractionBits;
+  int64_t step_quanta = 0;
+  float tau = 0;
+};
+
+// The step closest to `threshold` that lies on the grid and is exact as a
+// float32: step_quanta = round(threshold * 2^fb), then rounded to 24
+// significant bits. kInvalidArgument when threshold is not finite and
+// positive, is below half a quantum, or does not fit.
+absl::StatusOr<ThresholdStep> MakeThresholdStep(double threshold, int fraction_bits);
+
+// The float32 weight of `quanta` quanta at `fraction_bits`.
+inline float QuantaToFloat(int64_t quanta, double quantum) {
+  return static_cast<float>(static_cast<double>(quanta) * quantum);
+}
+
+// SplitMix64 (Steele, Lea, Flood 2014): portable, the same stream on every
+// platform and standard library. Used for all seeded initialization.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, bound], exact and unbiased (rejection; integer math only).
+  uint64_t Uniform(uint64_t bound);
+
+ private:
+  uint64_t state_;
+};
+
+// One replica. Not thread-safe: callers serialize Apply and reads (the
+// worker applies between training steps).
+class FixedPointReplica {
+ public:
+  // kInvalidArgument when param_count > 2^31 or fraction_bits is outside
+  // [0, 62]. All parameters start at zero.
+  static absl::StatusOr<FixedPointReplica> Create(uint64_t param_count, int fraction_bits);
+
+  uint64_t param_count() const { return quanta_.size(); }
+  int fraction_bits() const { return fraction_bits_; }
+  double quantum() const { return quantum_; }
+  std::span<const int64_t> quanta() const { return quanta_; }
+  std::span<const float> weights() const { return weights_; }
+
+  // Sets parameters [begin, begin + count) uniformly at random in
+  // [-limit, +limit], on the grid, from (seed, stream) alone: integer
+  // arithmetic only, so every machine builds the same replica. `stream`
+  // separates the tensors of one model (e.g. the layer number).
+  // kInvalidArgument when the range is outside the replica or limit is not
+  // finite and non-negative.
+  absl::Status InitializeUniform(uint64_t seed, uint64_t stream, uint64_t begin, uint64_t count,
+                                 double limit);
+
+  // Adds step_quanta (sign 0) or -step_quanta (sign 1) to each update's
+  // parameter. All or nothing: validates every word (index < param_count,
+  // strictly ascending, no int64 overflow) before changing anything, and
+  // refreshes the float32 copy of exactly the touched weights.
+  // kInvalidArgument when validation fails; the replica is then unchanged.
+  absl::Status Apply(int64_t step_quanta, std::span<const uint32_t> words);
+
+ private:
+  FixedPointReplica(uint64_t param_count, int fraction_bits);
+
+  int fraction_bits_;
+  double quantum_;
+  std::vector<int64_t> quanta_;
+  std::vector<float> weights_;
+};
+
+}  // namespace reckon::codec
+
+#endif  // RECKON_CODEC_FIXED_POINT_H_

@@ -1,0 +1,32 @@
+// Strom's threshold quantizer with residual (DESIGN.md step 5).
+#ifndef RECKON_CODEC_QUANTIZER_H_
+#define RECKON_CODEC_QUANTIZER_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "codec/fixed_point.h"
+
+namespace reckon::codec {
+
+// For every element of `residual`: if R_i >= tau, emit (i, +) and R_i -= tau;
+// else if R_i <= -tau, emit (i, -) and R_i += tau. `*words` is replaced by the
+// emitted updates, ascending by index (update_words.h).
+//
+// The subtraction is the float32 operation R_i - tau with tau exactly
+// step.step_quanta quanta; for |R_i| <= 2 tau (the usual case) it is exact
+// (Sterbenz), so the residual loses exactly what peers gain.
+//
+// All or nothing: a NaN or Inf anywhere in `residual` returns
+// kInvalidArgument naming the first such index, with `residual` unchanged
+// and `*words` empty; it is never sent. kInvalidArgument too when the
+// residual has more than 2^31 elements or the step is not positive.
+// Cost: one streaming read of the residual, plus a write per emitted element.
+absl::Status QuantizeResidual(std::span<float> residual, const ThresholdStep& step,
+                              std::vector<uint32_t>* words);
+
+}  // namespace reckon::codec
+
+#endif  // RECKON_CODEC_QUANTIZER_H_

@@ -1,0 +1,46 @@
+// Golomb-Rice coded gaps (WIRE.md §3.2). For update i, gap = index_i -
+// index_{i-1} - 1 (index_{-1} = -1); the quotient gap >> k is written in
+// unary (q zero bits, then a one), then the k low bits of gap, then the sign
+// bit, all least-significant-bit first; the stream is zero-padded to a byte.
+#ifndef RECKON_CODEC_RICE_H_
+#define RECKON_CODEC_RICE_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace reckon::codec {
+
+inline constexpr uint32_t kMaxRiceK = 30;
+
+// Exact size in bits of `words` Rice coded with parameter `k` (before the
+// padding to a whole byte). REQUIRES: words strictly ascending by index.
+uint64_t RiceEncodedBits(std::span<const uint32_t> words, uint32_t k);
+
+// The k in [0, 30] that minimizes RiceEncodedBits (hence the payload size);
+// the smallest such k on ties. Cost: two or three linear passes.
+// Why this is exact: bits(k+1) - bits(k) = count - sum(ceil((gap >> k) / 2)),
+// which never decreases as k grows, so bits(k) is convex in k and the first k
+// where that difference is >= 0 is the minimum.
+uint32_t OptimalRiceK(std::span<const uint32_t> words);
+
+// Replaces `*payload` with `words` Rice coded with parameter `k`.
+// REQUIRES: k <= 30; words strictly ascending by index (ValidateUpdateWords).
+void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payload);
+
+// Decodes `count` updates into `*words` (replaced). Returns kDataLoss, leaving
+// `*words` empty, on any of WIRE.md §3.2's rejections: k > 30, count >
+// param_count, param_count > 2^31, an index >= param_count, a stream that
+// ends before `count` updates, non-zero padding bits, bytes after the padding.
+// (The CRC is the message layer's job: update_message.h.)
+// Time and memory are bounded by the payload size, whatever the header says.
+absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k,
+                        uint64_t param_count, std::vector<uint32_t>* words);
+
+}  // namespace reckon::codec
+
+#endif  // RECKON_CODEC_RICE_H_

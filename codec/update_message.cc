@@ -1,0 +1,108 @@
+#include "codec/update_message.h"
+
+#include "absl/strings/str_cat.h"
+#include "codec/crc32c.h"
+#include "codec/packed32.h"
+#include "codec/rice.h"
+#include "codec/status_macros.h"
+#include "codec/update_words.h"
+
+namespace reckon::codec {
+
+absl::Status EncodeThresholdUpdate(std::span<const uint32_t> words, int64_t step_quanta,
+                                   uint64_t param_count, v1::Codec codec, v1::Update* msg) {
+  if (step_quanta <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("step_quanta ", step_quanta, " must be > 0"));
+  }
+  RECKON_RETURN_IF_ERROR(ValidateUpdateWords(words, param_count));
+  std::string* payload = msg->mutable_payload();
+  switch (codec) {
+    case v1::CODEC_THRESHOLD_PACKED32:
+      EncodePacked32(words, payload);
+      msg->set_rice_k(0);
+      break;
+    case v1::CODEC_THRESHOLD_RICE: {
+      const uint32_t k = OptimalRiceK(words);
+      EncodeRice(words, k, payload);
+      msg->set_rice_k(k);
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("codec ", v1::Codec_Name(codec), " is not a threshold codec"));
+  }
+  msg->set_codec(codec);
+  msg->set_param_count(param_count);
+  msg->set_count(static_cast<uint32_t>(words.size()));
+  msg->set_step_quanta(step_quanta);
+  msg->set_crc32c(Crc32c(*payload));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes, size_t max_bytes) {
+  if (bytes.size() > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("update message is ", bytes.size(),
+                                                     " bytes, above the limit of ", max_bytes));
+  }
+  v1::Update msg;
+  if (!msg.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::DataLossError(
+        absl::StrCat("not a valid reckon.v1.Update protobuf (", bytes.size(), " bytes)"));
+  }
+  return msg;
+}
+
+absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {
+  out->words.clear();
+  const int codec = msg.codec();
+  switch (codec) {
+    case v1::CODEC_THRESHOLD_PACKED32:
+    case v1::CODEC_THRESHOLD_RICE:
+      break;
+    case v1::CODEC_ONEBIT:
+    case v1::CODEC_DYNTREE8:
+    case v1::CODEC_DENSE_FP32:
+      return absl::UnimplementedError(absl::StrCat(
+          "codec ", v1::Codec_Name(static_cast<v1::Codec>(codec)), " is not supported yet"));
+    default:
+      return absl::DataLossError(absl::StrCat("unknown codec ", codec));
+  }
+  if (msg.param_count() > kMaxParamCount) {
+    return absl::DataLossError(absl::StrCat("param_count ", msg.param_count(), " exceeds 2^31"));
+  }
+  if (msg.step_quanta() <= 0) {
+    return absl::DataLossError(absl::StrCat("step_quanta ", msg.step_quanta(), " must be > 0"));
+  }
+  if (msg.count() > msg.param_count()) {
+    return absl::DataLossError(
+        absl::StrCat("count ", msg.count(), " exceeds param_count ", msg.param_count()));
+  }
+  if (codec == v1::CODEC_THRESHOLD_RICE && msg.rice_k() > kMaxRiceK) {
+    return absl::DataLossError(absl::StrCat("rice_k ", msg.rice_k(), " exceeds 30"));
+  }
+  const uint32_t crc = Crc32c(msg.payload());
+  if (crc != msg.crc32c()) {
+    return absl::DataLossError(absl::StrCat("CRC-32C mismatch: payload has ", absl::Hex(crc),
+                                            ", header says ", absl::Hex(msg.crc32c())));
+  }
+  if (codec == v1::CODEC_THRESHOLD_RICE) {
+    RECKON_RETURN_IF_ERROR(
+        DecodeRice(msg.payload(), msg.count(), msg.rice_k(), msg.param_count(), &out->words));
+  } else {
+    RECKON_RETURN_IF_ERROR(
+        DecodePacked32(msg.payload(), msg.count(), msg.param_count(), &out->words));
+  }
+  out->node_id = msg.origin().node_id();
+  out->incarnation = msg.origin().incarnation();
+  out->seq = msg.seq();
+  out->codec = static_cast<v1::Codec>(codec);
+  out->param_count = msg.param_count();
+  out->step_quanta = msg.step_quanta();
+  return absl::OkStatus();
+}
+
+double PayloadBitsPerUpdate(const v1::Update& msg) {
+  return msg.count() == 0 ? 0.0 : 8.0 * msg.payload().size() / msg.count();
+}
+
+}  // namespace reckon::codec

@@ -1,0 +1,27 @@
+// reckonctl subcommands. Each takes its arguments (after the subcommand
+// words) and streams for output, and returns the process exit code:
+//   0 success; 1 invalid input data (corrupt message, NaN residual, missing
+//   file); 2 usage error (unknown flag, bad value). On failure exactly one
+//   line goes to `err`, saying what is wrong, and nothing to `out`.
+#ifndef RECKON_CTL_COMMANDS_H_
+#define RECKON_CTL_COMMANDS_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace reckon::ctl {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitBadInput = 1;
+inline constexpr int kExitUsage = 2;
+
+// reckonctl codec encode|decode|inspect ...
+int RunCodecCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// reckonctl bench codec [--json] ...
+int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace reckon::ctl
+
+#endif  // RECKON_CTL_COMMANDS_H_

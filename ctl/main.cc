@@ -1,0 +1,38 @@
+// reckonctl: the operator's tool. Subcommands: codec, bench (later: local,
+// status). See README.md for each one's flags.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "ctl/commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: reckonctl <command> [args]\n"
+    "commands:\n"
+    "  codec encode|decode|inspect   encode a float32 residual; decode or inspect an Update\n"
+    "  bench codec [--json]          codec size and speed against entropy and zstd\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    (args.empty() ? std::cerr : std::cout) << kUsage;
+    return args.empty() ? reckon::ctl::kExitUsage : reckon::ctl::kExitOk;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  int code;
+  if (args[0] == "codec") {
+    code = reckon::ctl::RunCodecCommand(rest, std::cout, std::cerr);
+  } else if (args[0] == "bench") {
+    code = reckon::ctl::RunBenchCommand(rest, std::cout, std::cerr);
+  } else {
+    std::cerr << "reckonctl: unknown command '" << args[0] << "'\n" << kUsage;
+    code = reckon::ctl::kExitUsage;
+  }
+  std::cout.flush();
+  return code;
+}

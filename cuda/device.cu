@@ -1,0 +1,41 @@
+#include "cuda/device.h"
+
+#include <cuda_runtime.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace reckon::cuda {
+
+absl::StatusOr<DeviceInfo> ProbeDevice() {
+  DeviceInfo info;
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error for later callers
+    if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
+      return absl::UnavailableError(
+          absl::StrCat("no CUDA device: ", cudaGetErrorString(err)));
+    }
+    return absl::UnavailableError(absl::StrCat("CUDA unavailable: ", cudaGetErrorName(err),
+                                               ": ", cudaGetErrorString(err)));
+  }
+  if (count == 0) return absl::UnavailableError("no CUDA device found");
+  cudaDeviceProp prop{};
+  err = cudaGetDeviceProperties(&prop, 0);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InternalError(
+        absl::StrCat("cudaGetDeviceProperties: ", cudaGetErrorString(err)));
+  }
+  info.ordinal = 0;
+  info.name = prop.name;
+  info.compute_major = prop.major;
+  info.compute_minor = prop.minor;
+  info.global_memory_bytes = prop.totalGlobalMem;
+  info.multiprocessors = prop.multiProcessorCount;
+  cudaDriverGetVersion(&info.driver_version);
+  cudaRuntimeGetVersion(&info.runtime_version);
+  return info;
+}
+
+}  // namespace reckon::cuda
