@@ -1,0 +1,159 @@
+#include "codec/fixed_point.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "codec/update_words.h"
+#include "tests/test_util.h"
+
+namespace reckon::codec {
+namespace {
+
+using ::reckon::testing::RandomUpdates;
+
+TEST(SplitMix64, MatchesThePublishedReferenceStream) {
+  // First outputs of Vigna's splitmix64.c seeded with 0.
+  SplitMix64 rng(0);
+  EXPECT_EQ(rng.Next(), 0xE220A8397B1DCDAFull);
+  EXPECT_EQ(rng.Next(), 0x6E789E6AA1B965F4ull);
+  EXPECT_EQ(rng.Next(), 0x06C45D188009454Full);
+}
+
+TEST(SplitMix64, UniformStaysInRangeAndCoversIt) {
+  SplitMix64 rng(7);
+  std::vector<int> seen(7, 0);
+  for (int i = 0; i < 7000; ++i) {
+    const uint64_t x = rng.Uniform(6);
+    ASSERT_LE(x, 6u);
+    ++seen[x];
+  }
+  for (const int c : seen) EXPECT_GT(c, 800);  // each of 7 values near 1000
+  EXPECT_EQ(rng.Uniform(0), 0u);
+}
+
+TEST(FixedPointReplica, CreateRejectsBadShapes) {
+  EXPECT_FALSE(FixedPointReplica::Create((uint64_t{1} << 31) + 1, 32).ok());
+  EXPECT_FALSE(FixedPointReplica::Create(10, 63).ok());
+  EXPECT_FALSE(FixedPointReplica::Create(10, -1).ok());
+  EXPECT_TRUE(FixedPointReplica::Create(0, 32).ok());
+}
+
+TEST(FixedPointReplica, InitializationIsDeterministicOnGridAndWithinLimit) {
+  absl::StatusOr<FixedPointReplica> a = FixedPointReplica::Create(10'000, 32);
+  absl::StatusOr<FixedPointReplica> b = FixedPointReplica::Create(10'000, 32);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(a->InitializeUniform(42, 0, 0, 5000, 0.05).ok());
+  ASSERT_TRUE(a->InitializeUniform(42, 1, 5000, 5000, 0.5).ok());
+  ASSERT_TRUE(b->InitializeUniform(42, 0, 0, 5000, 0.05).ok());
+  ASSERT_TRUE(b->InitializeUniform(42, 1, 5000, 5000, 0.5).ok());
+  EXPECT_TRUE(std::equal(a->quanta().begin(), a->quanta().end(), b->quanta().begin()));
+  double max0 = 0, max1 = 0;
+  for (size_t i = 0; i < 10'000; ++i) {
+    const float w = a->weights()[i];
+    EXPECT_EQ(w, QuantaToFloat(a->quanta()[i], a->quantum()));
+    (i < 5000 ? max0 : max1) = std::max(i < 5000 ? max0 : max1, std::fabs(double(w)));
+  }
+  EXPECT_LE(max0, 0.05);
+  EXPECT_GT(max0, 0.049);  // the range is used
+  EXPECT_LE(max1, 0.5);
+  // Another seed or stream gives other weights.
+  ASSERT_TRUE(b->InitializeUniform(43, 0, 0, 5000, 0.05).ok());
+  EXPECT_FALSE(std::equal(a->quanta().begin(), a->quanta().begin() + 5000, b->quanta().begin()));
+  EXPECT_FALSE(a->InitializeUniform(1, 0, 9000, 2000, 0.1).ok());  // past the end
+  EXPECT_FALSE(a->InitializeUniform(1, 0, 0, 10, std::nan("")).ok());
+}
+
+TEST(FixedPointReplica, ApplyAddsStepsAndRefreshesTouchedWeights) {
+  absl::StatusOr<FixedPointReplica> r = FixedPointReplica::Create(8, 4);  // quantum 1/16
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->Apply(3, std::vector<uint32_t>{PackUpdate(1, false), PackUpdate(6, true)}).ok());
+  EXPECT_EQ(r->quanta()[1], 3);
+  EXPECT_EQ(r->quanta()[6], -3);
+  EXPECT_EQ(r->weights()[1], 3.0f / 16);
+  EXPECT_EQ(r->weights()[6], -3.0f / 16);
+  EXPECT_EQ(r->quanta()[0], 0);
+}
+
+TEST(FixedPointReplica, ApplyIsAllOrNothing) {
+  absl::StatusOr<FixedPointReplica> r = FixedPointReplica::Create(100, 32);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->InitializeUniform(1, 0, 0, 100, 0.1).ok());
+  const std::vector<int64_t> before(r->quanta().begin(), r->quanta().end());
+  auto unchanged = [&] { return std::equal(before.begin(), before.end(), r->quanta().begin()); };
+  // A bad word at the end: the good ones before it must not be applied.
+  EXPECT_FALSE(r->Apply(5, std::vector<uint32_t>{PackUpdate(1, false), PackUpdate(100, false)}).ok());
+  EXPECT_TRUE(unchanged());
+  EXPECT_FALSE(r->Apply(5, std::vector<uint32_t>{PackUpdate(3, false), PackUpdate(2, false)}).ok());
+  EXPECT_TRUE(unchanged());
+  EXPECT_FALSE(r->Apply(5, std::vector<uint32_t>{PackUpdate(3, false), PackUpdate(3, true)}).ok());
+  EXPECT_TRUE(unchanged());
+  EXPECT_FALSE(r->Apply(0, std::vector<uint32_t>{PackUpdate(3, false)}).ok());
+  EXPECT_TRUE(unchanged());
+  // Overflow of the int64 count is refused, not wrapped.
+  absl::StatusOr<FixedPointReplica> z = FixedPointReplica::Create(2, 0);
+  ASSERT_TRUE(z.ok());
+  const int64_t big = std::numeric_limits<int64_t>::max() / 2 + 1;
+  ASSERT_TRUE(z->Apply(big, std::vector<uint32_t>{PackUpdate(0, false)}).ok());
+  EXPECT_FALSE(z->Apply(big, std::vector<uint32_t>{PackUpdate(1, false), PackUpdate(0, false)}).ok());
+  EXPECT_EQ(z->quanta()[1], 0) << "update 0 must not be applied when update 1 overflows";
+}
+
+// The heart of dead reckoning: the same messages in any order give
+// memcmp-identical replicas, while the float32 `+=` control drifts.
+TEST(FixedPointReplica, OneThousandOrdersGiveIdenticalReplicasAndFloatControlDrifts) {
+  constexpr uint64_t kParams = 4096;
+  constexpr int kMessages = 64;
+  struct Message {
+    int64_t step_quanta;
+    float tau;
+    std::vector<uint32_t> words;
+  };
+  std::vector<Message> messages;
+  std::mt19937_64 rng(2015);
+  for (int m = 0; m < kMessages; ++m) {
+    // Several thresholds, as after tau changes, so float sums round differently.
+    absl::StatusOr<ThresholdStep> step = MakeThresholdStep(0.001 * (1 + m % 7) / 3.0, 32);
+    ASSERT_TRUE(step.ok());
+    messages.push_back({step->step_quanta, step->tau, RandomUpdates(1024, kParams, rng())});
+  }
+  absl::StatusOr<FixedPointReplica> base = FixedPointReplica::Create(kParams, 32);
+  ASSERT_TRUE(base.ok());
+  ASSERT_TRUE(base->InitializeUniform(7, 0, 0, kParams, 0.1).ok());
+
+  std::vector<int64_t> first_quanta;
+  std::vector<float> first_weights, first_control;
+  int control_differs = 0;
+  std::vector<int> order(kMessages);
+  for (int i = 0; i < kMessages; ++i) order[i] = i;
+  for (int trial = 0; trial < 1000; ++trial) {
+    std::shuffle(order.begin(), order.end(), rng);
+    FixedPointReplica replica = *base;
+    std::vector<float> control(base->weights().begin(), base->weights().end());
+    for (const int m : order) {
+      ASSERT_TRUE(replica.Apply(messages[m].step_quanta, messages[m].words).ok());
+      for (const uint32_t w : messages[m].words) {
+        control[UpdateIndex(w)] += UpdateIsNegative(w) ? -messages[m].tau : messages[m].tau;
+      }
+    }
+    if (trial == 0) {
+      first_quanta.assign(replica.quanta().begin(), replica.quanta().end());
+      first_weights.assign(replica.weights().begin(), replica.weights().end());
+      first_control = control;
+      continue;
+    }
+    ASSERT_EQ(std::memcmp(first_quanta.data(), replica.quanta().data(), kParams * 8), 0)
+        << "fixed-point replica differs in order " << trial;
+    ASSERT_EQ(std::memcmp(first_weights.data(), replica.weights().data(), kParams * 4), 0)
+        << "float32 copy differs in order " << trial;
+    if (std::memcmp(first_control.data(), control.data(), kParams * 4) != 0) ++control_differs;
+  }
+  // The control proves the test can see order-dependent drift.
+  EXPECT_GT(control_differs, 900) << "float32 += should differ in nearly every order";
+}
+
+}  // namespace
+}  // namespace reckon::codec

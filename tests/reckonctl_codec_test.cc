@@ -1,0 +1,185 @@
+// Drives the real reckonctl binary as a separate process, through files, the
+// way a user does.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "codec/fixed_point.h"
+#include "codec/quantizer.h"
+#include "codec/update_message.h"
+#include "codec/update_words.h"
+
+namespace reckon {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ReckonctlCodec : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("reckonctl_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result Run(std::vector<std::string> args) {
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      FILE* o = std::freopen(out.c_str(), "w", stdout);
+      FILE* e = std::freopen(err.c_str(), "w", stderr);
+      if (!o || !e) ::_exit(127);
+      std::vector<char*> argv;
+      std::string bin = RECKONCTL_PATH;
+      argv.push_back(bin.data());
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(bin.c_str(), argv.data());
+      ::_exit(127);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), Slurp(out),
+            Slurp(err)};
+  }
+
+  fs::path Write(const std::string& name, const std::string& bytes) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+
+  static std::string FloatBytes(const std::vector<float>& v) {
+    std::string s(v.size() * 4, '\0');
+    if (!v.empty()) std::memcpy(s.data(), v.data(), s.size());
+    return s;
+  }
+
+  // Exactly one line on stderr, nothing on stdout, the given exit code.
+  static void ExpectCleanFailure(const Result& r, int code, const std::string& mentions) {
+    EXPECT_EQ(r.exit_code, code) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ReckonctlCodec, EncodeDecodeInspectRoundTrip) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 0.004f);
+  std::vector<float> residual(100'000);
+  for (float& r : residual) r = normal(rng);
+  const fs::path in = Write("r.f32", FloatBytes(residual));
+
+  for (const std::string format : {"rice", "packed32"}) {
+    const fs::path msg = dir_ / ("u_" + format + ".pb"), r2 = dir_ / ("r2_" + format + ".f32");
+    Result enc = Run({"codec", "encode", "--input", in, "--threshold", "0.01", "--format", format,
+                      "--output", msg, "--residual-out", r2});
+    ASSERT_EQ(enc.exit_code, 0) << enc.err;
+
+    // What the library says the same input must produce.
+    std::vector<float> expected_residual = residual;
+    std::vector<uint32_t> expected;
+    const codec::ThresholdStep step = *codec::MakeThresholdStep(0.01, 32);
+    ASSERT_TRUE(codec::QuantizeResidual(expected_residual, step, &expected).ok());
+    ASSERT_GT(expected.size(), 100u);
+    EXPECT_EQ(Slurp(r2), FloatBytes(expected_residual));
+
+    Result dec = Run({"codec", "decode", "--input", msg});
+    ASSERT_EQ(dec.exit_code, 0) << dec.err;
+    std::string want;
+    for (const uint32_t w : expected) {
+      want += std::to_string(codec::UpdateIndex(w)) + (codec::UpdateIsNegative(w) ? " -\n" : " +\n");
+    }
+    EXPECT_EQ(dec.out, want);
+    EXPECT_EQ(dec.err, "");
+
+    Result ins = Run({"codec", "inspect", "--input", msg});
+    ASSERT_EQ(ins.exit_code, 0) << ins.err;
+    EXPECT_NE(ins.out.find("count:                " + std::to_string(expected.size())),
+              std::string::npos) << ins.out;
+    EXPECT_NE(ins.out.find("param_count:          100000"), std::string::npos);
+    EXPECT_NE(ins.out.find(format == "rice" ? "CODEC_THRESHOLD_RICE" : "CODEC_THRESHOLD_PACKED32"),
+              std::string::npos);
+    EXPECT_NE(ins.out.find("valid:                yes"), std::string::npos);
+  }
+}
+
+TEST_F(ReckonctlCodec, CorruptMessagesFailCleanly) {
+  std::vector<float> residual(1000, 0.0f);
+  for (int i = 0; i < 1000; i += 7) residual[i] = (i % 2 ? 1.0f : -1.0f);
+  const fs::path in = Write("r.f32", FloatBytes(residual));
+  const fs::path msg = dir_ / "u.pb";
+  ASSERT_EQ(Run({"codec", "encode", "--input", in, "--threshold", "0.5", "--output", msg}).exit_code, 0);
+  const std::string good = Slurp(msg);
+  auto parsed = codec::ParseUpdate(good);
+  ASSERT_TRUE(parsed.ok());
+
+  v1::Update flipped = *parsed;
+  (*flipped.mutable_payload())[3] ^= 0x04;
+  ExpectCleanFailure(Run({"codec", "decode", "--input", Write("crc.pb", flipped.SerializeAsString())}),
+                     1, "CRC-32C mismatch");
+  v1::Update bad_k = *parsed;
+  bad_k.set_rice_k(31);
+  ExpectCleanFailure(Run({"codec", "decode", "--input", Write("k.pb", bad_k.SerializeAsString())}),
+                     1, "rice_k 31");
+  ExpectCleanFailure(Run({"codec", "decode", "--input", Write("junk.pb", "\x0a\xff\xff\xff\xff\x0f")}),
+                     1, "not a valid reckon.v1.Update");
+  ExpectCleanFailure(Run({"codec", "decode", "--input", Write("trunc.pb", good.substr(0, good.size() - 3))}),
+                     1, "not a valid reckon.v1.Update");
+}
+
+TEST_F(ReckonctlCodec, BadFlagsAndMissingFilesFailCleanly) {
+  ExpectCleanFailure(Run({"codec", "decode", "--input", (dir_ / "absent.pb").string()}), 1,
+                     "absent.pb");
+  ExpectCleanFailure(Run({"codec", "decode", "--inptu", "x"}), 2, "unknown flag --inptu");
+  ExpectCleanFailure(Run({"codec", "decode"}), 2, "--input is required");
+  const fs::path in = Write("r.f32", FloatBytes({1.0f, 2.0f}));
+  ExpectCleanFailure(Run({"codec", "encode", "--input", in, "--threshold", "zero", "--output",
+                          (dir_ / "o.pb").string()}),
+                     2, "--threshold");
+  ExpectCleanFailure(Run({"codec", "encode", "--input", in, "--threshold", "0.1", "--format", "gzip",
+                          "--output", (dir_ / "o.pb").string()}),
+                     2, "--format");
+  ExpectCleanFailure(Run({"codec", "frobnicate"}), 2, "unknown subcommand");
+  const fs::path odd = Write("odd.f32", "12345");
+  ExpectCleanFailure(Run({"codec", "encode", "--input", odd, "--threshold", "0.1", "--output",
+                          (dir_ / "o.pb").string()}),
+                     1, "not a whole number of float32");
+}
+
+TEST_F(ReckonctlCodec, NanResidualIsRefusedAndNothingIsWritten) {
+  const fs::path in = Write("r.f32", FloatBytes({0.5f, std::nanf(""), -0.5f}));
+  const fs::path out = dir_ / "o.pb";
+  ExpectCleanFailure(Run({"codec", "encode", "--input", in, "--threshold", "0.1", "--output", out}),
+                     1, "residual element 1 is NaN");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+}  // namespace
+}  // namespace reckon

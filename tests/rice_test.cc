@@ -1,0 +1,169 @@
+#include "codec/rice.h"
+
+#include <gtest/gtest.h>
+
+#include "codec/update_words.h"
+#include "tests/reference_codec.h"
+#include "tests/test_util.h"
+
+namespace reckon::codec {
+namespace {
+
+using ::reckon::testing::RandomUpdates;
+using ::reckon::testing::ReferenceDecodeRice;
+using ::reckon::testing::ReferenceEncodeRice;
+
+// Sizes from STYLE.md §8; param_count leaves room for gaps of every k.
+class RiceRoundTrip : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(RiceRoundTrip, EveryKRoundTripsAndMatchesTheReference) {
+  const uint64_t count = GetParam();
+  const uint64_t param_count = std::max<uint64_t>(4 * count, 64);
+  const std::vector<uint32_t> words = RandomUpdates(count, param_count, /*seed=*/count + 7);
+  for (uint32_t k = 0; k <= kMaxRiceK; ++k) {
+    std::string payload;
+    EncodeRice(words, k, &payload);
+    EXPECT_EQ(payload.size(), (RiceEncodedBits(words, k) + 7) / 8) << "k=" << k;
+    std::vector<uint32_t> decoded;
+    ASSERT_TRUE(DecodeRice(payload, count, k, param_count, &decoded).ok()) << "k=" << k;
+    EXPECT_EQ(decoded, words) << "k=" << k;
+    if (count <= 33) {
+      // Bit-for-bit against the one-bit-at-a-time encoder and decoder.
+      EXPECT_EQ(payload, ReferenceEncodeRice(words, k)) << "k=" << k;
+      EXPECT_EQ(ReferenceDecodeRice(payload, count, k, param_count), words) << "k=" << k;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, RiceRoundTrip,
+                         ::testing::Values(0, 1, 31, 32, 33, (uint64_t{1} << 20) + 7));
+
+TEST(Rice, AllConsecutiveIndicesAllNegative) {
+  // Every gap zero, every sign set.
+  std::vector<uint32_t> words;
+  for (uint32_t i = 0; i < 1000; ++i) words.push_back(PackUpdate(i, true));
+  const uint32_t k = OptimalRiceK(words);
+  EXPECT_EQ(k, 0u);
+  std::string payload;
+  EncodeRice(words, k, &payload);
+  EXPECT_EQ(payload.size(), 1000u * 2 / 8);  // one stop bit + one sign bit each
+  std::vector<uint32_t> decoded;
+  ASSERT_TRUE(DecodeRice(payload, words.size(), k, 1000, &decoded).ok());
+  EXPECT_EQ(decoded, words);
+}
+
+TEST(Rice, LargestIndexWithLargestParamCountEveryK) {
+  const uint64_t param_count = uint64_t{1} << 31;
+  const std::vector<uint32_t> words = {PackUpdate(0, false), PackUpdate(12345, true),
+                                       PackUpdate((1u << 31) - 2, false),
+                                       PackUpdate((1u << 31) - 1, true)};
+  for (uint32_t k = 0; k <= kMaxRiceK; ++k) {
+    std::string payload;
+    EncodeRice(words, k, &payload);
+    std::vector<uint32_t> decoded;
+    ASSERT_TRUE(DecodeRice(payload, words.size(), k, param_count, &decoded).ok()) << "k=" << k;
+    EXPECT_EQ(decoded, words) << "k=" << k;
+  }
+}
+
+TEST(Rice, OptimalKIsTheBruteForceMinimum) {
+  for (const double density : {0.5, 0.1, 0.01, 1e-3, 1e-4}) {
+    const uint64_t param_count = 2'000'000;
+    const std::vector<uint32_t> words =
+        RandomUpdates(static_cast<uint64_t>(param_count * density), param_count, 99);
+    uint64_t best_bits = UINT64_MAX;
+    uint32_t best_k = 0;
+    for (uint32_t k = 0; k <= kMaxRiceK; ++k) {
+      const uint64_t bits = RiceEncodedBits(words, k);
+      if (bits < best_bits) {
+        best_bits = bits;
+        best_k = k;
+      }
+    }
+    EXPECT_EQ(OptimalRiceK(words), best_k) << "density " << density;
+  }
+  // A skewed set: many tiny gaps and one enormous one.
+  std::vector<uint32_t> skewed;
+  for (uint32_t i = 0; i < 100; ++i) skewed.push_back(PackUpdate(i, false));
+  skewed.push_back(PackUpdate(2'000'000'000u, true));
+  uint64_t best_bits = UINT64_MAX;
+  uint32_t best_k = 0;
+  for (uint32_t k = 0; k <= kMaxRiceK; ++k) {
+    if (RiceEncodedBits(skewed, k) < best_bits) {
+      best_bits = RiceEncodedBits(skewed, k);
+      best_k = k;
+    }
+  }
+  EXPECT_EQ(OptimalRiceK(skewed), best_k);
+}
+
+// --- every rejection WIRE.md §3.2 lists, one test each ---
+
+class RiceRejects : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    words_ = RandomUpdates(100, 10'000, 5);
+    k_ = OptimalRiceK(words_);
+    EncodeRice(words_, k_, &payload_);
+  }
+  void ExpectDataLoss(std::string_view payload, uint64_t count, uint32_t k, uint64_t params) {
+    std::vector<uint32_t> out = {1, 2, 3};
+    const absl::Status s = DecodeRice(payload, count, k, params, &out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_TRUE(out.empty()) << "nothing may come out of a rejected payload";
+    EXPECT_FALSE(ReferenceDecodeRice(payload, count, k, params).has_value());
+  }
+  std::vector<uint32_t> words_;
+  uint32_t k_ = 0;
+  std::string payload_;
+};
+
+TEST_F(RiceRejects, KAbove30) { ExpectDataLoss(payload_, words_.size(), 31, 10'000); }
+
+TEST_F(RiceRejects, CountAboveParamCount) { ExpectDataLoss(payload_, 10'001, k_, 10'000); }
+
+TEST_F(RiceRejects, ParamCountAbove2To31) {
+  ExpectDataLoss(payload_, words_.size(), k_, (uint64_t{1} << 31) + 1);
+}
+
+TEST_F(RiceRejects, IndexAtOrAboveParamCount) {
+  const uint64_t last = UpdateIndex(words_.back());
+  ExpectDataLoss(payload_, words_.size(), k_, last);  // last index == param_count
+}
+
+TEST_F(RiceRejects, StreamEndsEarly) {
+  ExpectDataLoss(payload_.substr(0, payload_.size() - 2), words_.size(), k_, 10'000);
+  ExpectDataLoss(payload_, words_.size() + 1, k_, 10'000);
+  ExpectDataLoss("", 1, 0, 10);
+}
+
+TEST_F(RiceRejects, NonZeroPaddingBits) {
+  // Index 3 at k = 0: "0001" then the sign: 5 bits, so 3 bits of padding.
+  const std::vector<uint32_t> one = {PackUpdate(3, true)};
+  std::string payload;
+  EncodeRice(one, 0, &payload);
+  ASSERT_EQ(payload.size(), 1u);
+  std::vector<uint32_t> decoded;
+  ASSERT_TRUE(DecodeRice(payload, 1, 0, 10, &decoded).ok());
+  for (int bit = 5; bit < 8; ++bit) {
+    std::string bad = payload;
+    bad[0] = static_cast<char>(static_cast<unsigned char>(bad[0]) | (1u << bit));
+    ExpectDataLoss(bad, 1, 0, 10);
+  }
+}
+
+TEST_F(RiceRejects, BytesAfterThePadding) {
+  ExpectDataLoss(payload_ + std::string(1, '\0'), words_.size(), k_, 10'000);
+}
+
+TEST_F(RiceRejects, HugeCountIsRefusedWithoutAllocatingForIt) {
+  // 2^31 claimed updates in 10 bytes: must fail fast, not reserve 8 GiB.
+  ExpectDataLoss(std::string(10, '\xff'), uint64_t{1} << 31, 0, uint64_t{1} << 31);
+}
+
+TEST_F(RiceRejects, LongZeroRunPastTheEnd) {
+  ExpectDataLoss(std::string(1000, '\0'), 1, 0, uint64_t{1} << 31);
+}
+
+}  // namespace
+}  // namespace reckon::codec

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite, from a clean checkout (after deploy/install-deps.sh):
+#   1. Release build with gcc, -Werror, CUDA compiled when nvcc is present:
+#      unit and command-line tests.
+#   2. clang build with ASan + UBSan: the same tests again, then each libFuzzer
+#      target for RECKON_FUZZ_SECONDS (default 30) seconds.
+# GPU tests skip with a printed reason where no GPU is found.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+fuzz_seconds=${RECKON_FUZZ_SECONDS:-30}
+
+echo "== build (gcc, -Werror) =="
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECKON_WERROR=ON
+cmake --build build -j "$jobs"
+echo "== tests =="
+ctest --test-dir build -j "$jobs" --output-on-failure
+
+echo "== build (clang, ASan + UBSan, libFuzzer) =="
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DRECKON_WERROR=ON -DRECKON_SANITIZE=ON -DRECKON_FUZZ=ON -DRECKON_CUDA=OFF \
+  -DRECKON_FUZZ_SECONDS="$fuzz_seconds"
+cmake --build build-sanitize -j "$jobs"
+echo "== tests under ASan + UBSan =="
+ctest --test-dir build-sanitize -j "$jobs" --output-on-failure -LE fuzz
+echo "== fuzz targets, ${fuzz_seconds}s each =="
+ctest --test-dir build-sanitize --output-on-failure -L fuzz
+echo "== all tests passed =="
