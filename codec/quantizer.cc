@@ -6,23 +6,57 @@
 #include "absl/strings/str_cat.h"
 #include "codec/update_words.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace reckon::codec {
 namespace {
 
 // Reads float bit patterns in place; may_alias makes that well-defined.
 using AliasedInt32 = int32_t __attribute__((may_alias));
 
+constexpr int32_t kAbsMask = 0x7FFFFFFF;
 constexpr int32_t kNonFiniteBits = 0x7F800000;  // |x| bits at or above: Inf or NaN
-constexpr size_t kBlock = 64;
+constexpr size_t kChunk = 64;
 
-// True when some element of the block has |x| >= tau or is not finite. For
-// non-negative floats the bit patterns order like the values, and Inf/NaN sit
-// above every finite tau, so one integer compare per element covers both.
-// Written as a branch-free OR so that the compiler vectorizes it.
-inline bool BlockHasCandidate(const AliasedInt32* bits, size_t n, int32_t tau_bits) {
-  int32_t any = 0;
-  for (size_t j = 0; j < n; ++j) any |= static_cast<int32_t>((bits[j] & 0x7FFFFFFF) >= tau_bits);
-  return any != 0;
+// Bit j of the result is set when element j of the 64 has |x| >= tau or is
+// not finite. For non-negative floats the bit patterns order like the values,
+// and Inf/NaN sit above every finite tau, so one integer compare per element
+// covers both. The caller then visits only the set bits, so the cost of an
+// emission is one iteration, not a rescan of its chunk.
+#if defined(__SSE2__)
+inline uint64_t CandidateMask64(const AliasedInt32* bits, int32_t tau_bits) {
+  const __m128i abs_mask = _mm_set1_epi32(kAbsMask);
+  const __m128i below = _mm_set1_epi32(tau_bits - 1);  // x >= tau  <=>  x > tau - 1
+  uint64_t mask = 0;
+  for (int q = 0; q < 4; ++q) {
+    const AliasedInt32* p = bits + 16 * q;
+    __m128i c[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4 * j));
+      c[j] = _mm_cmpgt_epi32(_mm_and_si128(v, abs_mask), below);
+    }
+    // 4 x 4 lanes of 0/-1 -> 16 bytes of 0/-1 -> 16 mask bits, in order.
+    const __m128i packed = _mm_packs_epi16(_mm_packs_epi32(c[0], c[1]), _mm_packs_epi32(c[2], c[3]));
+    mask |= static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(packed))) << (16 * q);
+  }
+  return mask;
+}
+#else
+inline uint64_t CandidateMask64(const AliasedInt32* bits, int32_t tau_bits) {
+  uint64_t mask = 0;
+  for (size_t j = 0; j < kChunk; ++j) {
+    mask |= static_cast<uint64_t>((bits[j] & kAbsMask) >= tau_bits) << j;
+  }
+  return mask;
+}
+#endif
+
+inline uint64_t CandidateMaskTail(const AliasedInt32* bits, size_t n, int32_t tau_bits) {
+  uint64_t mask = 0;
+  for (size_t j = 0; j < n; ++j) mask |= static_cast<uint64_t>((bits[j] & kAbsMask) >= tau_bits) << j;
+  return mask;
 }
 
 }  // namespace
@@ -46,13 +80,13 @@ absl::Status QuantizeResidual(std::span<float> residual, const ThresholdStep& st
 
   // Pass 1: find emitted elements, read-only, so that a NaN found late leaves
   // the residual untouched.
-  for (size_t base = 0; base < n; base += kBlock) {
-    const size_t len = std::min(kBlock, n - base);
-    if (!BlockHasCandidate(bits + base, len, tau_bits)) [[likely]] continue;
-    for (size_t j = base; j < base + len; ++j) {
-      const int32_t magnitude = bits[j] & 0x7FFFFFFF;
-      if (magnitude < tau_bits) continue;
-      if (magnitude >= kNonFiniteBits) {
+  for (size_t base = 0; base < n; base += kChunk) {
+    uint64_t mask = n - base >= kChunk ? CandidateMask64(bits + base, tau_bits)
+                                       : CandidateMaskTail(bits + base, n - base, tau_bits);
+    while (mask != 0) {
+      const size_t j = base + static_cast<size_t>(std::countr_zero(mask));
+      mask &= mask - 1;
+      if ((bits[j] & kAbsMask) >= kNonFiniteBits) [[unlikely]] {
         words->clear();
         return absl::InvalidArgumentError(absl::StrCat(
             "residual element ", j, " is ", std::isnan(residual[j]) ? "NaN" : "infinite",

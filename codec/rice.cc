@@ -1,5 +1,7 @@
 #include "codec/rice.h"
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 
@@ -9,26 +11,43 @@
 namespace reckon::codec {
 namespace {
 
-// Sum over updates of ceil((gap >> k) / 2); see OptimalRiceK.
-uint64_t SumHalfQuotients(std::span<const uint32_t> words, uint32_t k) {
-  uint64_t sum = 0;
-  uint32_t next = 0;  // previous index + 1
-  for (const uint32_t w : words) {
-    const uint32_t index = w & kIndexMask;
-    const uint32_t gap = index - next;
-    sum += ((gap >> k) + 1) >> 1;
-    next = index + 1;
-  }
-  return sum;
+// Gap of update i: index_i - index_{i-1} - 1, with index_{-1} = -1. Written
+// over explicit neighbours (not a running `prev`) so the loops vectorize.
+inline uint32_t GapAt(const uint32_t* w, size_t i) {
+  return (w[i] & kIndexMask) - (i == 0 ? 0u : (w[i - 1] & kIndexMask) + 1u);
 }
 
+// For each of three k, the sum over updates of ceil((gap >> k) / 2), in one
+// pass; see OptimalRiceK.
+// uint32 sums cannot overflow: the gaps sum to at most param_count <= 2^31,
+// so the half quotients sum to at most (2^31 + count) / 2 + count < 2^32.
+std::array<uint64_t, 3> SumHalfQuotients3(std::span<const uint32_t> words,
+                                          std::array<uint32_t, 3> k) {
+  uint32_t a = 0, b = 0, c = 0;
+  const uint32_t* w = words.data();
+  const size_t n = words.size();
+  if (n > 0) {
+    const uint32_t g = GapAt(w, 0);
+    a += ((g >> k[0]) + 1) >> 1;
+    b += ((g >> k[1]) + 1) >> 1;
+    c += ((g >> k[2]) + 1) >> 1;
+  }
+  for (size_t i = 1; i < n; ++i) {
+    const uint32_t g = (w[i] & kIndexMask) - (w[i - 1] & kIndexMask) - 1u;
+    a += ((g >> k[0]) + 1) >> 1;
+    b += ((g >> k[1]) + 1) >> 1;
+    c += ((g >> k[2]) + 1) >> 1;
+  }
+  return {a, b, c};
+}
+
+// The gaps sum to at most 2^31, so a uint32 sum cannot overflow.
 uint64_t SumQuotients(std::span<const uint32_t> words, uint32_t k) {
-  uint64_t sum = 0;
-  uint32_t next = 0;
-  for (const uint32_t w : words) {
-    const uint32_t index = w & kIndexMask;
-    sum += (index - next) >> k;
-    next = index + 1;
+  uint32_t sum = 0;
+  const uint32_t* w = words.data();
+  if (!words.empty()) sum += GapAt(w, 0) >> k;
+  for (size_t i = 1; i < words.size(); ++i) {
+    sum += ((w[i] & kIndexMask) - (w[i - 1] & kIndexMask) - 1u) >> k;
   }
   return sum;
 }
@@ -49,6 +68,11 @@ class BitWriter {
     out_ += pending_bits_ >> 3;
     pending_ >>= pending_bits_ & ~7u;
     pending_bits_ &= 7;
+  }
+
+  // Bytes holding the bits written so far, counted from `start`.
+  size_t BytesFrom(const unsigned char* start) const {
+    return static_cast<size_t>(out_ - start) + (pending_bits_ != 0 ? 1 : 0);
   }
 
   void PutZeros(uint64_t n) {
@@ -94,6 +118,28 @@ class BitReader {
 
 constexpr unsigned kPeekBits = 57;
 
+// Codes at the optimal k average about k + 3 bits, so this many usually fit
+// in the 56 bits the writer takes at once and the 57 the reader sees at once.
+// Encoder and decoder use it to work on groups of codes with one check per
+// group instead of a branch per code; a group that does not fit (rare) goes
+// one code at a time.
+inline size_t GroupSize(uint32_t k) { return std::clamp<size_t>(48 / (k + 3), 1, 8); }
+
+// Calls fn.template operator()<G>() with G == group, a compile-time constant.
+template <typename Fn>
+void DispatchGroupSize(size_t group, Fn& fn) {
+  switch (group) {
+    case 1: fn.template operator()<1>(); break;
+    case 2: fn.template operator()<2>(); break;
+    case 3: fn.template operator()<3>(); break;
+    case 4: fn.template operator()<4>(); break;
+    case 5: fn.template operator()<5>(); break;
+    case 6: fn.template operator()<6>(); break;
+    case 7: fn.template operator()<7>(); break;
+    default: fn.template operator()<8>(); break;
+  }
+}
+
 absl::Status Corrupt(const std::string& what) {
   return absl::DataLossError(absl::StrCat("rice: ", what));
 }
@@ -107,46 +153,135 @@ uint64_t RiceEncodedBits(std::span<const uint32_t> words, uint32_t k) {
 uint32_t OptimalRiceK(std::span<const uint32_t> words) {
   if (words.empty()) return 0;
   const uint64_t count = words.size();
-  // Start near log2 of the mean gap, then walk to where the slope turns.
-  const uint64_t span = uint64_t{UpdateIndex(words.back())} + 1;
-  const uint64_t mean_gap = span / count;
-  uint32_t k = mean_gap > 1 ? std::bit_width(mean_gap) - 1 : 0;
-  if (k > kMaxRiceK) k = kMaxRiceK;
-  // slope(k) = bits(k+1) - bits(k) = count - SumHalfQuotients(k).
-  auto slope_non_negative = [&](uint32_t kk) { return SumHalfQuotients(words, kk) <= count; };
-  if (slope_non_negative(k)) {
-    while (k > 0 && slope_non_negative(k - 1)) --k;
-  } else {
-    do {
-      ++k;
-    } while (k < kMaxRiceK && !slope_non_negative(k));
+  // slope(k) = bits(k+1) - bits(k) = count - H(k), H = sum of half quotients.
+  // "slope(k) >= 0", i.e. H(k) <= count, is false then true as k grows; the
+  // optimum is the first k where it holds (30 if none). Search [lo, hi] with
+  // three probes per pass, the first pass around log2 of the mean gap, which
+  // usually settles it.
+  uint32_t lo = 0, hi = kMaxRiceK;
+  const uint64_t mean_gap = (uint64_t{UpdateIndex(words.back())} + 1) / count;
+  const uint32_t guess = std::min<uint32_t>(mean_gap > 1 ? std::bit_width(mean_gap) - 1 : 0,
+                                            kMaxRiceK - 1);
+  std::array<uint32_t, 3> probes = {guess > 0 ? guess - 1 : 0, guess, guess + 1};
+  while (lo < hi) {
+    const std::array<uint64_t, 3> h = SumHalfQuotients3(words, probes);
+    for (int j = 0; j < 3; ++j) {
+      if (probes[j] < lo || probes[j] >= hi) continue;
+      if (h[j] <= count) {
+        hi = probes[j];
+      } else {
+        lo = std::max(lo, probes[j] + 1);
+      }
+    }
+    const uint32_t width = hi - lo;
+    for (uint32_t j = 0; j < 3; ++j) probes[j] = lo + width * (j + 1) / 4;
   }
-  return k;
+  return lo;
 }
 
 void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payload) {
-  const uint64_t bits = RiceEncodedBits(words, k);
-  const uint64_t bytes = (bits + 7) / 8;
-  payload->assign(bytes + 8, '\0');  // 8 bytes of slack for BitWriter
-  BitWriter writer(reinterpret_cast<unsigned char*>(payload->data()));
+  const uint32_t* w = words.data();
+  const size_t n = words.size();
+  // Size the buffer without a pass over the data: the quotients sum to at
+  // most (sum of gaps) >> k, and the gaps sum to last index + 1 - count.
+  const uint64_t gap_sum = n == 0 ? 0 : uint64_t{w[n - 1] & kIndexMask} + 1 - n;
+  const uint64_t max_bytes = (uint64_t{n} * (k + 2) + (gap_sum >> k) + 7) / 8;
+  payload->assign(max_bytes + 8, '\0');  // 8 bytes of slack for BitWriter
+  auto* start = reinterpret_cast<unsigned char*>(payload->data());
+  BitWriter writer(start);
   const uint64_t low_mask = (uint64_t{1} << k) - 1;
-  uint32_t next = 0;
-  for (const uint32_t w : words) {
-    const uint32_t index = w & kIndexMask;
-    const uint64_t gap = index - next;
-    next = index + 1;
+  const unsigned fixed_bits = k + 2;
+  // One update's code as a bit field: unary stop bit at bit q, then r, then
+  // the sign. Only meaningful when q + k + 2 <= 56 (the callers check).
+  auto code = [&](uint64_t gap, uint32_t word, uint64_t& len) {
     const uint64_t q = gap >> k;
-    const uint64_t tail = (gap & low_mask) | (uint64_t{w >> 31} << k);  // r, then sign
-    if (q + k + 2 <= 56) [[likely]] {
-      // unary 1 at bit q, then r and sign above it: one field.
-      writer.Put((uint64_t{1} | (tail << 1)) << q, static_cast<unsigned>(q + k + 2));
+    len = q + fixed_bits;
+    const uint64_t tail = (gap & low_mask) | (uint64_t{word >> 31} << k);  // r, then sign
+    return (uint64_t{1} | (tail << 1)) << (q & 63);
+  };
+  auto put_one = [&](size_t i) {
+    const uint64_t gap = GapAt(w, i);
+    uint64_t len;
+    const uint64_t c = code(gap, w[i], len);
+    if (len <= 56) [[likely]] {
+      writer.Put(c, static_cast<unsigned>(len));
     } else {
-      writer.PutZeros(q);
-      writer.Put(uint64_t{1} | (tail << 1), k + 2);
+      writer.PutZeros(gap >> k);
+      writer.Put(uint64_t{1} | (((gap & low_mask) | (uint64_t{w[i] >> 31} << k)) << 1),
+                 fixed_bits);
     }
-  }
-  payload->resize(bytes);
+  };
+  if (n > 0) put_one(0);
+  // Fast path: join a group of codes into one field and write it at once, so
+  // the writer's serial chain runs once per group, not once per update. The
+  // group size is what usually fits in 56 bits at the optimal k (codes
+  // average about k + 3 bits); a group that does not fit goes one by one.
+  // The group size is a compile-time constant so the inner loop unrolls.
+  size_t i = 1;
+  auto run_groups = [&]<size_t kGroup>() {
+    for (; i + kGroup <= n; i += kGroup) {
+      uint64_t field = 0, field_len = 0;
+      for (size_t g = 0; g < kGroup; ++g) {
+        const uint32_t gap = (w[i + g] & kIndexMask) - (w[i + g - 1] & kIndexMask) - 1u;
+        uint64_t len;
+        const uint64_t c = code(gap, w[i + g], len);
+        field |= c << (field_len & 63);
+        field_len += len;
+      }
+      if (field_len <= 56) [[likely]] {
+        writer.Put(field, static_cast<unsigned>(field_len));
+      } else {
+        for (size_t g = 0; g < kGroup; ++g) put_one(i + g);
+      }
+    }
+  };
+  DispatchGroupSize(GroupSize(k), run_groups);
+  for (; i < n; ++i) put_one(i);
+  payload->resize(writer.BytesFrom(start));
 }
+
+namespace {
+
+// Decodes one update at bit `pos`, one careful step at a time; used at the
+// ends of the stream, for long unary runs, and to redo a group that failed
+// its check (so that every error is reported by this path, with its reason).
+absl::Status DecodeOne(const BitReader& reader, uint64_t total_bits, uint32_t k,
+                       uint64_t param_count, uint64_t i, uint64_t* pos, uint64_t* next,
+                       uint32_t* out) {
+  uint64_t v = reader.Peek(*pos);
+  uint64_t q = 0;
+  while (v == 0) {
+    q += kPeekBits;
+    *pos += kPeekBits;
+    // Bounds time by the payload size, and q << k below by 2^61.
+    if (*pos >= total_bits || q >= param_count) {
+      return Corrupt(absl::StrCat("update ", i, ": unary quotient runs past ",
+                                  *pos >= total_bits ? "the end of the stream" : "param_count"));
+    }
+    v = reader.Peek(*pos);
+  }
+  const unsigned zeros = std::countr_zero(v);
+  q += zeros;
+  *pos += zeros + 1;
+  if (q >= param_count) {
+    return Corrupt(absl::StrCat("update ", i, ": quotient ", q, " exceeds param_count"));
+  }
+  const uint64_t tail = reader.Peek(*pos);  // r, then the sign
+  *pos += k + 1;
+  if (*pos > total_bits) {
+    return Corrupt(absl::StrCat("stream ends inside update ", i));
+  }
+  const uint64_t index = *next + ((q << k) | (tail & ((uint64_t{1} << k) - 1)));
+  if (index >= param_count) {
+    return Corrupt(
+        absl::StrCat("update ", i, " has index ", index, " >= param_count ", param_count));
+  }
+  *out = static_cast<uint32_t>(index) | static_cast<uint32_t>(((tail >> k) & 1) << 31);
+  *next = index + 1;
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k,
                         uint64_t param_count, std::vector<uint32_t>* words) {
@@ -169,53 +304,56 @@ absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k,
   uint32_t* out = words->data();
   const BitReader reader(reinterpret_cast<const unsigned char*>(payload.data()), payload.size());
   const uint64_t low_mask = (uint64_t{1} << k) - 1;
+  const unsigned fixed_bits = k + 2;  // stop bit, r, sign
+  // Fast path: decode a group of updates from one 57-bit window with no
+  // reload and no per-update branch, then check once that they all fitted in
+  // the window and the stream, and that the last (largest) index is in range.
+  // A failed check redoes the group carefully, which also reports any error.
   uint64_t pos = 0;
   uint64_t next = 0;  // previous index + 1
-  for (uint64_t i = 0; i < count; ++i) {
-    uint64_t v = reader.Peek(pos);
-    uint64_t q;
-    uint64_t tail;  // r | sign << k
-    if (v != 0 && std::countr_zero(v) + k + 2 <= kPeekBits) [[likely]] {
-      q = std::countr_zero(v);
-      tail = v >> (q + 1);
-      pos += q + k + 2;
-    } else {
-      // Long unary run: count zeros a word at a time.
-      q = 0;
-      while (v == 0) {
-        q += kPeekBits;
-        pos += kPeekBits;
-        // Bounds time by the payload size, and q << k below by 2^61.
-        if (pos >= total_bits || q >= param_count) {
-          words->clear();
-          return Corrupt(absl::StrCat("update ", i, ": unary quotient runs past ",
-                                      pos >= total_bits ? "the end of the stream"
-                                                        : "param_count"));
-        }
-        v = reader.Peek(pos);
+  uint64_t i = 0;
+  absl::Status status;
+  auto run_groups = [&]<size_t kGroup>() {
+    while (i + kGroup <= count) {
+      uint64_t v = reader.Peek(pos);
+      uint64_t consumed = 0;
+      uint64_t group_next = next;
+      for (size_t g = 0; g < kGroup; ++g) {
+        // The sentinel bit keeps q <= 63 when v ran out (the sum then exceeds
+        // the window and the check below fails).
+        const uint64_t q = std::countr_zero(v | (uint64_t{1} << 63));
+        const uint64_t at_stop = v >> q;
+        const uint64_t tail = at_stop >> 1;
+        const uint64_t index = group_next + ((q << k) | (tail & low_mask));
+        out[i + g] = static_cast<uint32_t>(index) | static_cast<uint32_t>(((tail >> k) & 1) << 31);
+        group_next = index + 1;
+        consumed += q + fixed_bits;
+        v = at_stop >> fixed_bits;
       }
-      const unsigned zeros = std::countr_zero(v);
-      q += zeros;
-      pos += zeros + 1;
-      if (q >= param_count) {
-        words->clear();
-        return Corrupt(absl::StrCat("update ", i, ": quotient ", q, " exceeds param_count"));
+      if (consumed <= kPeekBits && pos + consumed <= total_bits && group_next <= param_count)
+          [[likely]] {
+        pos += consumed;
+        next = group_next;
+        i += kGroup;
+        continue;
       }
-      tail = reader.Peek(pos);
-      pos += k + 1;
+      for (const uint64_t end = i + kGroup; i < end; ++i) {
+        status = DecodeOne(reader, total_bits, k, param_count, i, &pos, &next, &out[i]);
+        if (!status.ok()) return;
+      }
     }
-    if (pos > total_bits) [[unlikely]] {
+  };
+  DispatchGroupSize(GroupSize(k), run_groups);
+  if (!status.ok()) {
+    words->clear();
+    return status;
+  }
+  for (; i < count; ++i) {
+    if (absl::Status s = DecodeOne(reader, total_bits, k, param_count, i, &pos, &next, &out[i]);
+        !s.ok()) {
       words->clear();
-      return Corrupt(absl::StrCat("stream ends inside update ", i, " of ", count));
+      return s;
     }
-    const uint64_t index = next + ((q << k) | (tail & low_mask));
-    if (index >= param_count) [[unlikely]] {
-      words->clear();
-      return Corrupt(absl::StrCat("update ", i, " has index ", index, " >= param_count ",
-                                  param_count));
-    }
-    out[i] = static_cast<uint32_t>(index) | static_cast<uint32_t>(((tail >> k) & 1) << 31);
-    next = index + 1;
   }
   const uint64_t used_bytes = (pos + 7) / 8;
   if (used_bytes != payload.size()) {
