@@ -21,7 +21,8 @@ inline uint32_t GapAt(const uint32_t* w, size_t i) {
 // pass; see OptimalRiceK.
 // uint32 sums cannot overflow: the gaps sum to at most param_count <= 2^31,
 // so the half quotients sum to at most (2^31 + count) / 2 + count < 2^32.
-std::array<uint64_t, 3> SumHalfQuotients3(std::span<const uint32_t> words,
+__attribute__((target_clones("avx2", "default"))) std::array<uint64_t, 3> SumHalfQuotients3(
+    std::span<const uint32_t> words,
                                           std::array<uint32_t, 3> k) {
   uint32_t a = 0, b = 0, c = 0;
   const uint32_t* w = words.data();
@@ -144,6 +145,24 @@ absl::Status Corrupt(const std::string& what) {
   return absl::DataLossError(absl::StrCat("rice: ", what));
 }
 
+// Stage one of encoding, for `n` updates after one whose index is `prev`:
+// each update's code (unary stop bit at bit q, then r, then the sign) and its
+// length q + k + 2. Codes are only meaningful when that length is <= 56.
+// Branch-free and lane-independent, so it vectorizes (AVX2 has the per-lane
+// 64-bit shifts it needs; the default clone is scalar).
+__attribute__((target_clones("avx2", "default"))) void ComputeCodes(
+    const uint32_t* w, size_t n, uint32_t prev, uint32_t k, uint64_t* codes, uint64_t* lens) {
+  const uint64_t low_mask = (uint64_t{1} << k) - 1;
+  for (size_t j = 0; j < n; ++j) {
+    const uint32_t before = j == 0 ? prev : (w[j - 1] & kIndexMask);
+    const uint64_t gap = (w[j] & kIndexMask) - before - 1u;
+    const uint64_t q = gap >> k;
+    lens[j] = q + k + 2;
+    const uint64_t tail = (gap & low_mask) | (uint64_t{w[j] >> 31} << k);
+    codes[j] = ((tail << 1) | 1) << (q & 63);
+  }
+}
+
 }  // namespace
 
 uint64_t RiceEncodedBits(std::span<const uint32_t> words, uint32_t k) {
@@ -217,21 +236,30 @@ void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payloa
   // group size is what usually fits in 56 bits at the optimal k (codes
   // average about k + 3 bits); a group that does not fit goes one by one.
   // The group size is a compile-time constant so the inner loop unrolls.
+  // Codes are computed a chunk at a time (stage one, vectorized), then joined
+  // into groups and written (stage two).
+  constexpr size_t kChunk = 512;
+  uint64_t codes[kChunk];
+  uint64_t lens[kChunk];
   size_t i = 1;
   auto run_groups = [&]<size_t kGroup>() {
-    for (; i + kGroup <= n; i += kGroup) {
-      uint64_t field = 0, field_len = 0;
-      for (size_t g = 0; g < kGroup; ++g) {
-        const uint32_t gap = (w[i + g] & kIndexMask) - (w[i + g - 1] & kIndexMask) - 1u;
-        uint64_t len;
-        const uint64_t c = code(gap, w[i + g], len);
-        field |= c << (field_len & 63);
-        field_len += len;
-      }
-      if (field_len <= 56) [[likely]] {
-        writer.Put(field, static_cast<unsigned>(field_len));
-      } else {
-        for (size_t g = 0; g < kGroup; ++g) put_one(i + g);
+    constexpr size_t kChunkGroups = kChunk / kGroup;
+    while (i + kGroup <= n) {
+      const size_t groups = std::min<size_t>(kChunkGroups, (n - i) / kGroup);
+      ComputeCodes(w + i, groups * kGroup, w[i - 1] & kIndexMask, k, codes, lens);
+      for (size_t gi = 0; gi < groups; ++gi, i += kGroup) {
+        const uint64_t* c = codes + gi * kGroup;
+        const uint64_t* l = lens + gi * kGroup;
+        uint64_t field = 0, field_len = 0;
+        for (size_t g = 0; g < kGroup; ++g) {
+          field |= c[g] << (field_len & 63);
+          field_len += l[g];
+        }
+        if (field_len <= 56) [[likely]] {
+          writer.Put(field, static_cast<unsigned>(field_len));
+        } else {
+          for (size_t g = 0; g < kGroup; ++g) put_one(i + g);
+        }
       }
     }
   };
