@@ -12,9 +12,24 @@ absl::StatusOr<DeviceInfo> ProbeDevice() {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear the sticky error for later callers
-    if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
-      return absl::UnavailableError(
-          absl::StrCat("no CUDA device: ", cudaGetErrorString(err)));
+    if (err == cudaErrorInsufficientDriver) {
+      // The runtime says "insufficient" both when the driver is old and when
+      // there is none at all; the driver version tells which.
+      int driver = 0;
+      cudaDriverGetVersion(&driver);
+      int runtime = 0;
+      cudaRuntimeGetVersion(&runtime);
+      if (driver == 0) {
+        return absl::UnavailableError(
+            "no CUDA device: no NVIDIA driver is installed (libcuda.so not found)");
+      }
+      return absl::UnavailableError(absl::StrCat("no CUDA device: the NVIDIA driver supports CUDA ",
+                                                 driver / 1000, ".", (driver % 1000) / 10,
+                                                 ", older than this build's runtime ",
+                                                 runtime / 1000, ".", (runtime % 1000) / 10));
+    }
+    if (err == cudaErrorNoDevice) {
+      return absl::UnavailableError(absl::StrCat("no CUDA device: ", cudaGetErrorString(err)));
     }
     return absl::UnavailableError(absl::StrCat("CUDA unavailable: ", cudaGetErrorName(err),
                                                ": ", cudaGetErrorString(err)));

@@ -19,7 +19,9 @@ class RiceRoundTrip : public ::testing::TestWithParam<uint64_t> {};
 TEST_P(RiceRoundTrip, EveryKRoundTripsAndMatchesTheReference) {
   const uint64_t count = GetParam();
   const uint64_t param_count = std::max<uint64_t>(4 * count, 64);
-  const std::vector<uint32_t> words = RandomUpdates(count, param_count, /*seed=*/count + 7);
+  for (const bool all_negative : {false, true}) {
+  const std::vector<uint32_t> words =
+      RandomUpdates(count, param_count, /*seed=*/count + 7, all_negative);
   for (uint32_t k = 0; k <= kMaxRiceK; ++k) {
     std::string payload;
     EncodeRice(words, k, &payload);
@@ -32,6 +34,7 @@ TEST_P(RiceRoundTrip, EveryKRoundTripsAndMatchesTheReference) {
       EXPECT_EQ(payload, ReferenceEncodeRice(words, k)) << "k=" << k;
       EXPECT_EQ(ReferenceDecodeRice(payload, count, k, param_count), words) << "k=" << k;
     }
+  }
   }
 }
 
