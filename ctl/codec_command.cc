@@ -126,12 +126,21 @@ absl::Status LoadUpdate(const std::string& path, v1::Update* msg, codec::Decoded
   return absl::OkStatus();
 }
 
+// The flags of decode and inspect: just --input. Returns -1 to go on, else
+// the exit code (ParseFlagsOrExit).
+int ParseInputFlag(const std::string& command, const std::vector<std::string>& args,
+                   std::ostream& out, std::ostream& err, std::string* input) {
+  FlagSet flags(command);
+  flags.String("input", input, "a file holding one serialized Update");
+  flags.Require("input");
+  return ParseFlagsOrExit(flags, args, out, err);
+}
+
 int Decode(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string input;
-  FlagSet flags("reckonctl codec decode");
-  flags.String("input", &input, "a file holding one serialized Update");
-  flags.Require("input");
-  if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+  if (int code = ParseInputFlag("reckonctl codec decode", args, out, err, &input); code >= 0) {
+    return code;
+  }
   v1::Update msg;
   codec::DecodedUpdate decoded;
   bool parsed;
@@ -150,10 +159,9 @@ int Decode(const std::vector<std::string>& args, std::ostream& out, std::ostream
 
 int Inspect(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string input;
-  FlagSet flags("reckonctl codec inspect");
-  flags.String("input", &input, "a file holding one serialized Update");
-  flags.Require("input");
-  if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+  if (int code = ParseInputFlag("reckonctl codec inspect", args, out, err, &input); code >= 0) {
+    return code;
+  }
   v1::Update msg;
   codec::DecodedUpdate decoded;
   bool parsed;

@@ -144,6 +144,14 @@ TEST_F(ReckonctlCodec, CorruptMessagesFailCleanly) {
   (*flipped.mutable_payload())[3] ^= 0x04;
   ExpectCleanFailure(Run({"codec", "decode", "--input", Write("crc.pb", flipped.SerializeAsString())}),
                      1, "CRC-32C mismatch");
+  // inspect shows the header of a corrupt message, then fails on one line.
+  Result ins = Run({"codec", "inspect", "--input", (dir_ / "crc.pb").string()});
+  EXPECT_EQ(ins.exit_code, 1);
+  EXPECT_NE(ins.out.find("codec:                CODEC_THRESHOLD_RICE"), std::string::npos) << ins.out;
+  EXPECT_EQ(ins.out.find("valid:"), std::string::npos) << ins.out;
+  EXPECT_EQ(std::count(ins.err.begin(), ins.err.end(), '\n'), 1) << ins.err;
+  EXPECT_NE(ins.err.find("CRC-32C mismatch"), std::string::npos) << ins.err;
+
   v1::Update bad_k = *parsed;
   bad_k.set_rice_k(31);
   ExpectCleanFailure(Run({"codec", "decode", "--input", Write("k.pb", bad_k.SerializeAsString())}),
