@@ -45,8 +45,8 @@ uint32_t Crc32cPortable(const void* data, size_t size, uint32_t crc) {
   while (size >= 8) {
     const uint64_t v = LoadLittle64(p) ^ c;
     c = kTables[7][v & 0xFF] ^ kTables[6][(v >> 8) & 0xFF] ^ kTables[5][(v >> 16) & 0xFF] ^
-        kTables[4][(v >> 24) & 0xFF] ^ kTables[3][(v >> 32) & 0xFF] ^
-        kTables[2][(v >> 40) & 0xFF] ^ kTables[1][(v >> 48) & 0xFF] ^ kTables[0][v >> 56];
+        kTables[4][(v >> 24) & 0xFF] ^ kTables[3][(v >> 32) & 0xFF] ^ kTables[2][(v >> 40) & 0xFF] ^
+        kTables[1][(v >> 48) & 0xFF] ^ kTables[0][v >> 56];
     p += 8;
     size -= 8;
   }

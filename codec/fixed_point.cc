@@ -20,8 +20,8 @@ absl::StatusOr<ThresholdStep> MakeThresholdStep(double threshold, int fraction_b
   }
   const double scaled = std::ldexp(threshold, fraction_bits);
   if (scaled >= 0x1p62) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "threshold ", threshold, " is too large for ", fraction_bits, " fraction bits"));
+    return absl::InvalidArgumentError(absl::StrCat("threshold ", threshold, " is too large for ",
+                                                   fraction_bits, " fraction bits"));
   }
   uint64_t quanta = static_cast<uint64_t>(std::llround(scaled));
   if (quanta == 0) {
@@ -46,7 +46,8 @@ uint64_t SplitMix64::Uniform(uint64_t bound) {
   if (bound == std::numeric_limits<uint64_t>::max()) return Next();
   const uint64_t range = bound + 1;
   // Reject the top partial copy of [0, range) so every value is equally likely.
-  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % range;
+  const uint64_t limit =
+      std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % range;
   uint64_t x;
   do {
     x = Next();
@@ -63,8 +64,7 @@ FixedPointReplica::FixedPointReplica(uint64_t param_count, int fraction_bits)
 absl::StatusOr<FixedPointReplica> FixedPointReplica::Create(uint64_t param_count,
                                                             int fraction_bits) {
   if (param_count > kMaxParamCount) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("param_count ", param_count, " exceeds 2^31"));
+    return absl::InvalidArgumentError(absl::StrCat("param_count ", param_count, " exceeds 2^31"));
   }
   if (fraction_bits < 0 || fraction_bits > kMaxFractionBits) {
     return absl::InvalidArgumentError(
@@ -88,8 +88,8 @@ absl::Status FixedPointReplica::InitializeUniform(uint64_t seed, uint64_t stream
   SplitMix64 mixer(seed ^ (0xD1B54A32D192ED03ull * (stream + 1)));
   SplitMix64 rng(mixer.Next());
   for (uint64_t i = begin; i < begin + count; ++i) {
-    const int64_t q = static_cast<int64_t>(rng.Uniform(2 * static_cast<uint64_t>(limit_quanta))) -
-                      limit_quanta;
+    const int64_t q =
+        static_cast<int64_t>(rng.Uniform(2 * static_cast<uint64_t>(limit_quanta))) - limit_quanta;
     quanta_[i] = q;
     weights_[i] = QuantaToFloat(q, quantum_);
   }

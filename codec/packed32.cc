@@ -24,7 +24,8 @@ absl::Status DecodePacked32(std::string_view payload, uint64_t count, uint64_t p
                             std::vector<uint32_t>* words) {
   words->clear();
   if (param_count > kMaxParamCount) {
-    return absl::DataLossError(absl::StrCat("packed32: param_count ", param_count, " exceeds 2^31"));
+    return absl::DataLossError(
+        absl::StrCat("packed32: param_count ", param_count, " exceeds 2^31"));
   }
   if (count > param_count) {
     return absl::DataLossError(

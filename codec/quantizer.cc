@@ -38,7 +38,8 @@ inline uint64_t CandidateMask64(const AliasedInt32* bits, int32_t tau_bits) {
       c[j] = _mm_cmpgt_epi32(_mm_and_si128(v, abs_mask), below);
     }
     // 4 x 4 lanes of 0/-1 -> 16 bytes of 0/-1 -> 16 mask bits, in order.
-    const __m128i packed = _mm_packs_epi16(_mm_packs_epi32(c[0], c[1]), _mm_packs_epi32(c[2], c[3]));
+    const __m128i packed =
+        _mm_packs_epi16(_mm_packs_epi32(c[0], c[1]), _mm_packs_epi32(c[2], c[3]));
     mask |= static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(packed))) << (16 * q);
   }
   return mask;
@@ -55,7 +56,8 @@ inline uint64_t CandidateMask64(const AliasedInt32* bits, int32_t tau_bits) {
 
 inline uint64_t CandidateMaskTail(const AliasedInt32* bits, size_t n, int32_t tau_bits) {
   uint64_t mask = 0;
-  for (size_t j = 0; j < n; ++j) mask |= static_cast<uint64_t>((bits[j] & kAbsMask) >= tau_bits) << j;
+  for (size_t j = 0; j < n; ++j)
+    mask |= static_cast<uint64_t>((bits[j] & kAbsMask) >= tau_bits) << j;
   return mask;
 }
 
@@ -69,9 +71,8 @@ absl::Status QuantizeResidual(std::span<float> residual, const ThresholdStep& st
         absl::StrCat("residual has ", residual.size(), " elements, more than 2^31"));
   }
   if (step.step_quanta <= 0 || !(step.tau > 0) || !std::isfinite(step.tau)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("threshold step ", step.step_quanta, " quanta (tau ", step.tau,
-                     ") must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "threshold step ", step.step_quanta, " quanta (tau ", step.tau, ") must be positive"));
   }
   const int32_t tau_bits = std::bit_cast<int32_t>(step.tau);
   static_assert(sizeof(float) == sizeof(int32_t));

@@ -18,12 +18,11 @@ inline uint32_t GapAt(const uint32_t* w, size_t i) {
 }
 
 // For each of three k, the sum over updates of ceil((gap >> k) / 2), in one
-// pass; see OptimalRiceK.
-// uint32 sums cannot overflow: the gaps sum to at most param_count <= 2^31,
-// so the half quotients sum to at most (2^31 + count) / 2 + count < 2^32.
+// pass; see OptimalRiceK. uint32 sums cannot overflow: ceil(x / 2) <=
+// (x + 1) / 2, and gaps plus count sum to last index + 1 <= 2^31, so each sum
+// is at most 2^30. (REQUIRES: words ascending, as for every encoder call.)
 __attribute__((target_clones("avx2", "default"))) std::array<uint64_t, 3> SumHalfQuotients3(
-    std::span<const uint32_t> words,
-                                          std::array<uint32_t, 3> k) {
+    std::span<const uint32_t> words, std::array<uint32_t, 3> k) {
   uint32_t a = 0, b = 0, c = 0;
   const uint32_t* w = words.data();
   const size_t n = words.size();
@@ -130,14 +129,30 @@ inline size_t GroupSize(uint32_t k) { return std::clamp<size_t>(48 / (k + 3), 1,
 template <typename Fn>
 void DispatchGroupSize(size_t group, Fn& fn) {
   switch (group) {
-    case 1: fn.template operator()<1>(); break;
-    case 2: fn.template operator()<2>(); break;
-    case 3: fn.template operator()<3>(); break;
-    case 4: fn.template operator()<4>(); break;
-    case 5: fn.template operator()<5>(); break;
-    case 6: fn.template operator()<6>(); break;
-    case 7: fn.template operator()<7>(); break;
-    default: fn.template operator()<8>(); break;
+    case 1:
+      fn.template operator()<1>();
+      break;
+    case 2:
+      fn.template operator()<2>();
+      break;
+    case 3:
+      fn.template operator()<3>();
+      break;
+    case 4:
+      fn.template operator()<4>();
+      break;
+    case 5:
+      fn.template operator()<5>();
+      break;
+    case 6:
+      fn.template operator()<6>();
+      break;
+    case 7:
+      fn.template operator()<7>();
+      break;
+    default:
+      fn.template operator()<8>();
+      break;
   }
 }
 
@@ -150,8 +165,10 @@ absl::Status Corrupt(const std::string& what) {
 // length q + k + 2. Codes are only meaningful when that length is <= 56.
 // Branch-free and lane-independent, so it vectorizes (AVX2 has the per-lane
 // 64-bit shifts it needs; the default clone is scalar).
-__attribute__((target_clones("avx2", "default"))) void ComputeCodes(
-    const uint32_t* w, size_t n, uint32_t prev, uint32_t k, uint64_t* codes, uint64_t* lens) {
+__attribute__((target_clones("avx2", "default"))) void ComputeCodes(const uint32_t* w, size_t n,
+                                                                    uint32_t prev, uint32_t k,
+                                                                    uint64_t* codes,
+                                                                    uint64_t* lens) {
   const uint64_t low_mask = (uint64_t{1} << k) - 1;
   for (size_t j = 0; j < n; ++j) {
     const uint32_t before = j == 0 ? prev : (w[j - 1] & kIndexMask);
@@ -179,8 +196,8 @@ uint32_t OptimalRiceK(std::span<const uint32_t> words) {
   // usually settles it.
   uint32_t lo = 0, hi = kMaxRiceK;
   const uint64_t mean_gap = (uint64_t{UpdateIndex(words.back())} + 1) / count;
-  const uint32_t guess = std::min<uint32_t>(mean_gap > 1 ? std::bit_width(mean_gap) - 1 : 0,
-                                            kMaxRiceK - 1);
+  const uint32_t guess =
+      std::min<uint32_t>(mean_gap > 1 ? std::bit_width(mean_gap) - 1 : 0, kMaxRiceK - 1);
   std::array<uint32_t, 3> probes = {guess > 0 ? guess - 1 : 0, guess, guess + 1};
   while (lo < hi) {
     const std::array<uint64_t, 3> h = SumHalfQuotients3(words, probes);
@@ -226,8 +243,7 @@ void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payloa
       writer.Put(c, static_cast<unsigned>(len));
     } else {
       writer.PutZeros(gap >> k);
-      writer.Put(uint64_t{1} | (((gap & low_mask) | (uint64_t{w[i] >> 31} << k)) << 1),
-                 fixed_bits);
+      writer.Put(uint64_t{1} | (((gap & low_mask) | (uint64_t{w[i] >> 31} << k)) << 1), fixed_bits);
     }
   };
   if (n > 0) put_one(0);
@@ -311,8 +327,8 @@ absl::Status DecodeOne(const BitReader& reader, uint64_t total_bits, uint32_t k,
 
 }  // namespace
 
-absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k,
-                        uint64_t param_count, std::vector<uint32_t>* words) {
+absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, uint64_t param_count,
+                        std::vector<uint32_t>* words) {
   words->clear();
   if (k > kMaxRiceK) return Corrupt(absl::StrCat("k = ", k, " exceeds 30"));
   if (param_count > kMaxParamCount) {
@@ -325,8 +341,8 @@ absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k,
   // Each update takes at least k + 2 bits: this bounds the allocation below by
   // the payload size, whatever `count` claims.
   if (count * (k + 2) > total_bits) {
-    return Corrupt(absl::StrCat("stream ends before update ", total_bits / (k + 2), " of ",
-                                count, " (", payload.size(), " bytes for k = ", k, ")"));
+    return Corrupt(absl::StrCat("stream ends before update ", total_bits / (k + 2), " of ", count,
+                                " (", payload.size(), " bytes for k = ", k, ")"));
   }
   words->resize(count);
   uint32_t* out = words->data();
@@ -386,8 +402,8 @@ absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k,
   const uint64_t used_bytes = (pos + 7) / 8;
   if (used_bytes != payload.size()) {
     words->clear();
-    return Corrupt(absl::StrCat(payload.size() - used_bytes, " bytes after the padding (",
-                                count, " updates end at byte ", used_bytes, ")"));
+    return Corrupt(absl::StrCat(payload.size() - used_bytes, " bytes after the padding (", count,
+                                " updates end at byte ", used_bytes, ")"));
   }
   if (pos % 8 != 0 && (reader.Peek(pos) & 0xFF) != 0) {
     words->clear();

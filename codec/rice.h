@@ -38,8 +38,8 @@ void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payloa
 // ends before `count` updates, non-zero padding bits, bytes after the padding.
 // (The CRC is the message layer's job: update_message.h.)
 // Time and memory are bounded by the payload size, whatever the header says.
-absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k,
-                        uint64_t param_count, std::vector<uint32_t>* words);
+absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, uint64_t param_count,
+                        std::vector<uint32_t>* words);
 
 }  // namespace reckon::codec
 

@@ -11,10 +11,10 @@
 
 // Evaluates `expr` (an absl::Status) once; returns it from the enclosing
 // function when it is not OK.
-#define RECKON_RETURN_IF_ERROR(expr)                     \
-  do {                                                   \
-    ::absl::Status reckon_status_ = (expr);              \
-    if (!reckon_status_.ok()) return reckon_status_;     \
+#define RECKON_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status reckon_status_ = (expr);          \
+    if (!reckon_status_.ok()) return reckon_status_; \
   } while (false)
 
 // `lhs` is declared or assigned from the value of `expr` (an absl::StatusOr);

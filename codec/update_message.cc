@@ -41,8 +41,8 @@ absl::Status EncodeThresholdUpdate(std::span<const uint32_t> words, int64_t step
 
 absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes, size_t max_bytes) {
   if (bytes.size() > max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("update message is ", bytes.size(),
-                                                     " bytes, above the limit of ", max_bytes));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("update message is ", bytes.size(), " bytes, above the limit of ", max_bytes));
   }
   v1::Update msg;
   if (!msg.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {

@@ -103,10 +103,10 @@ absl::StatusOr<Row> Measure(uint64_t params, double p, const Timer& timer, uint6
   std::string zbuf(ZSTD_compressBound(packed.size()), '\0');
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
-  const size_t z19 = ZSTD_compressCCtx(cctx, zbuf.data(), zbuf.size(), packed.data(),
-                                       packed.size(), 19);
-  const size_t z1 = ZSTD_compressCCtx(cctx, zbuf.data(), zbuf.size(), packed.data(),
-                                      packed.size(), 1);
+  const size_t z19 =
+      ZSTD_compressCCtx(cctx, zbuf.data(), zbuf.size(), packed.data(), packed.size(), 19);
+  const size_t z1 =
+      ZSTD_compressCCtx(cctx, zbuf.data(), zbuf.size(), packed.data(), packed.size(), 1);
   if (ZSTD_isError(z19) || ZSTD_isError(z1)) {
     ZSTD_freeCCtx(cctx);
     ZSTD_freeDCtx(dctx);
@@ -118,9 +118,8 @@ absl::StatusOr<Row> Measure(uint64_t params, double p, const Timer& timer, uint6
 
   // --- codec speeds (same data, same run) ---
   std::string out;
-  row.rice_encode = n / timer.BestSecondsPerCall([&] {
-    codec::EncodeRice(words, codec::OptimalRiceK(words), &out);
-  });
+  row.rice_encode = n / timer.BestSecondsPerCall(
+                            [&] { codec::EncodeRice(words, codec::OptimalRiceK(words), &out); });
   std::vector<uint32_t> decoded;
   absl::Status decode_status;
   row.rice_decode = n / timer.BestSecondsPerCall([&] {
@@ -163,15 +162,17 @@ absl::StatusOr<Row> Measure(uint64_t params, double p, const Timer& timer, uint6
   }
   std::vector<uint32_t> emitted;
   absl::Status quantize_status;
-  row.quantize = static_cast<double>(params) / timer.BestSecondsPerCall(
-      [&] { quantize_status = codec::QuantizeResidual(residual, *step, &emitted); },
-      [&] {
-        for (const uint32_t w : emitted) {
-          const uint32_t i = codec::UpdateIndex(w);
-          residual[i] = codec::UpdateIsNegative(w) ? residual[i] - tau : residual[i] + tau;
-        }
-        emitted.clear();
-      });
+  row.quantize = static_cast<double>(params) /
+                 timer.BestSecondsPerCall(
+                     [&] { quantize_status = codec::QuantizeResidual(residual, *step, &emitted); },
+                     [&] {
+                       for (const uint32_t w : emitted) {
+                         const uint32_t i = codec::UpdateIndex(w);
+                         residual[i] =
+                             codec::UpdateIsNegative(w) ? residual[i] - tau : residual[i] + tau;
+                       }
+                       emitted.clear();
+                     });
   if (!quantize_status.ok()) return quantize_status;
   std::vector<float> copy(params);
   row.memcpy_rate = static_cast<double>(params) / timer.BestSecondsPerCall([&] {
@@ -223,7 +224,8 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   bool all_ok = true;
   for (const double p : {1e-2, 1e-3, 1e-4}) {
-    absl::StatusOr<Row> r = Measure(static_cast<uint64_t>(params), p, timer, static_cast<uint64_t>(seed));
+    absl::StatusOr<Row> r =
+        Measure(static_cast<uint64_t>(params), p, timer, static_cast<uint64_t>(seed));
     if (!r.ok()) {
       err << "reckonctl bench codec: " << r.status().message() << "\n";
       return kExitBadInput;
@@ -246,29 +248,41 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
       all_ok = all_ok && ok;
       return ok ? "ok" : "MISSED";
     };
-    out << absl::StrFormat("density %g: %d updates, rice k = %d\n", r->density, r->updates, r->rice_k);
-    out << absl::StrFormat("  bits/update   rice %.3f  entropy %.3f  zstd-1 %.3f  zstd-19 %.3f  packed32 32\n",
-                           r->rice_bits, r->entropy_bits, r->zstd1_bits, r->zstd19_bits);
-    out << absl::StrFormat("  encode        rice %.3g/s  zstd-1 %.3g/s\n", r->rice_encode, r->zstd1_compress);
-    out << absl::StrFormat("  decode        rice %.3g/s  zstd-1 %.3g/s\n", r->rice_decode, r->zstd1_decompress);
-    out << absl::StrFormat("  quantize      %.3g elem/s  memcpy %.3g elem/s\n", r->quantize, r->memcpy_rate);
+    out << absl::StrFormat("density %g: %d updates, rice k = %d\n", r->density, r->updates,
+                           r->rice_k);
+    out << absl::StrFormat(
+        "  bits/update   rice %.3f  entropy %.3f  zstd-1 %.3f  zstd-19 %.3f  packed32 32\n",
+        r->rice_bits, r->entropy_bits, r->zstd1_bits, r->zstd19_bits);
+    out << absl::StrFormat("  encode        rice %.3g/s  zstd-1 %.3g/s\n", r->rice_encode,
+                           r->zstd1_compress);
+    out << absl::StrFormat("  decode        rice %.3g/s  zstd-1 %.3g/s\n", r->rice_decode,
+                           r->zstd1_decompress);
+    out << absl::StrFormat("  quantize      %.3g elem/s  memcpy %.3g elem/s\n", r->quantize,
+                           r->memcpy_rate);
     out << absl::StrFormat("  apply         %.3g/s\n", r->apply);
     out << absl::StrFormat("  target rice - entropy <= 0.15 bits: %+.3f  %s\n",
-                           r->rice_bits - r->entropy_bits, verdict(r->rice_bits - r->entropy_bits <= 0.15));
+                           r->rice_bits - r->entropy_bits,
+                           verdict(r->rice_bits - r->entropy_bits <= 0.15));
     // No coder beats the entropy bound; where half of zstd-19 lies below it,
     // that target cannot be met by any code, and the line says so.
     const bool half_zstd19_reachable = r->zstd19_bits / 2 >= r->entropy_bits;
-    out << absl::StrFormat("  target rice <= zstd-19 / 2: %.3fx of zstd-19  %s%s\n",
-                           r->rice_bits / r->zstd19_bits, verdict(r->rice_bits <= r->zstd19_bits / 2),
-                           half_zstd19_reachable ? "" : absl::StrFormat(
-                               " (unreachable: zstd-19 / 2 = %.2f bits is below the entropy bound %.2f)",
-                               r->zstd19_bits / 2, r->entropy_bits));
+    out << absl::StrFormat(
+        "  target rice <= zstd-19 / 2: %.3fx of zstd-19  %s%s\n", r->rice_bits / r->zstd19_bits,
+        verdict(r->rice_bits <= r->zstd19_bits / 2),
+        half_zstd19_reachable
+            ? ""
+            : absl::StrFormat(
+                  " (unreachable: zstd-19 / 2 = %.2f bits is below the entropy bound %.2f)",
+                  r->zstd19_bits / 2, r->entropy_bits));
     out << absl::StrFormat("  target rice decode >= zstd-1 decompress: %.2fx  %s\n",
-                           r->rice_decode / r->zstd1_decompress, verdict(r->rice_decode >= r->zstd1_decompress));
+                           r->rice_decode / r->zstd1_decompress,
+                           verdict(r->rice_decode >= r->zstd1_decompress));
     out << absl::StrFormat("  target rice encode >= 3x zstd-1 compress: %.2fx  %s\n",
-                           r->rice_encode / r->zstd1_compress, verdict(r->rice_encode >= 3 * r->zstd1_compress));
+                           r->rice_encode / r->zstd1_compress,
+                           verdict(r->rice_encode >= 3 * r->zstd1_compress));
     out << absl::StrFormat("  target quantize >= 0.4x memcpy: %.2fx  %s\n\n",
-                           r->quantize / r->memcpy_rate, verdict(r->quantize >= 0.4 * r->memcpy_rate));
+                           r->quantize / r->memcpy_rate,
+                           verdict(r->quantize >= 0.4 * r->memcpy_rate));
   }
   if (!json) out << (all_ok ? "all targets met\n" : "some targets MISSED (see above)\n");
   return kExitOk;

@@ -51,8 +51,9 @@ int Encode(const std::vector<std::string>& args, std::ostream& out, std::ostream
   } else if (format == "packed32") {
     codec = v1::CODEC_THRESHOLD_PACKED32;
   } else {
-    return Fail(err, kExitUsage, absl::InvalidArgumentError(absl::StrCat(
-                                     "--format: '", format, "' is not rice or packed32")));
+    return Fail(err, kExitUsage,
+                absl::InvalidArgumentError(
+                    absl::StrCat("--format: '", format, "' is not rice or packed32")));
   }
   if (incarnation < 0 || seq < 0) {
     return Fail(err, kExitUsage,
@@ -67,17 +68,19 @@ int Encode(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (raw->size() % 4 != 0) {
     return Fail(err, kExitBadInput,
                 absl::DataLossError(absl::StrCat(input, ": ", raw->size(),
-                                                  " bytes is not a whole number of float32")));
+                                                 " bytes is not a whole number of float32")));
   }
   std::vector<float> residual(raw->size() / 4);
   if (!raw->empty()) std::memcpy(residual.data(), raw->data(), raw->size());
   if constexpr (std::endian::native == std::endian::big) {
-    for (float& f : residual) f = std::bit_cast<float>(__builtin_bswap32(std::bit_cast<uint32_t>(f)));
+    for (float& f : residual)
+      f = std::bit_cast<float>(__builtin_bswap32(std::bit_cast<uint32_t>(f)));
   }
 
   std::vector<uint32_t> words;
   if (absl::Status s = codec::QuantizeResidual(residual, *step, &words); !s.ok()) {
-    return Fail(err, kExitBadInput, absl::InvalidArgumentError(absl::StrCat(input, ": ", s.message())));
+    return Fail(err, kExitBadInput,
+                absl::InvalidArgumentError(absl::StrCat(input, ": ", s.message())));
   }
   v1::Update msg;
   msg.mutable_origin()->set_node_id(node_id);
@@ -94,16 +97,17 @@ int Encode(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (!residual_out.empty()) {
     std::string bytes(residual.size() * 4, '\0');
     if constexpr (std::endian::native == std::endian::big) {
-      for (float& f : residual) f = std::bit_cast<float>(__builtin_bswap32(std::bit_cast<uint32_t>(f)));
+      for (float& f : residual)
+        f = std::bit_cast<float>(__builtin_bswap32(std::bit_cast<uint32_t>(f)));
     }
     if (!bytes.empty()) std::memcpy(bytes.data(), residual.data(), bytes.size());
     if (absl::Status s = WriteFileAtomically(residual_out, bytes); !s.ok()) {
       return Fail(err, kExitBadInput, s);
     }
   }
-  out << absl::StrFormat("encoded %u updates of %d params (step %d quanta, tau %.9g) as %s: %u bytes\n",
-                         msg.count(), residual.size(), step->step_quanta, step->tau,
-                         v1::Codec_Name(codec), msg.ByteSizeLong());
+  out << absl::StrFormat(
+      "encoded %u updates of %d params (step %d quanta, tau %.9g) as %s: %u bytes\n", msg.count(),
+      residual.size(), step->step_quanta, step->tau, v1::Codec_Name(codec), msg.ByteSizeLong());
   return kExitOk;
 }
 
@@ -184,11 +188,10 @@ int Inspect(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       << "crc32c:               " << absl::StrFormat("0x%08x", msg.crc32c()) << "\n"
       << "payload_bytes:        " << msg.payload().size() << "\n"
       << "message_bytes:        " << msg.ByteSizeLong() << "\n"
-      << "bits_per_update:      "
-      << absl::StrFormat("%.4f", codec::PayloadBitsPerUpdate(msg)) << "\n"
-      << "message_bits_per_update: "
-      << absl::StrFormat("%.4f", msg.count() ? 8.0 * msg.ByteSizeLong() / msg.count() : 0.0)
+      << "bits_per_update:      " << absl::StrFormat("%.4f", codec::PayloadBitsPerUpdate(msg))
       << "\n"
+      << "message_bits_per_update: "
+      << absl::StrFormat("%.4f", msg.count() ? 8.0 * msg.ByteSizeLong() / msg.count() : 0.0) << "\n"
       << "density:              "
       << absl::StrFormat("%.6g", msg.param_count() ? double(msg.count()) / msg.param_count() : 0.0)
       << "\n";

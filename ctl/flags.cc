@@ -98,8 +98,8 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
 std::string FlagSet::Usage() const {
   std::string out = absl::StrCat("usage: ", command_, " [flags]\n");
   for (const auto& [name, flag] : flags_) {
-    absl::StrAppend(&out, "  --", name, required_.count(name) ? " (required)" : "", "  ",
-                    flag.help, "\n");
+    absl::StrAppend(&out, "  --", name, required_.count(name) ? " (required)" : "", "  ", flag.help,
+                    "\n");
   }
   return out;
 }

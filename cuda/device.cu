@@ -1,8 +1,7 @@
-#include "cuda/device.h"
-
 #include <cuda_runtime.h>
 
 #include "absl/strings/str_cat.h"
+#include "cuda/device.h"
 
 namespace reckon::cuda {
 
@@ -31,16 +30,15 @@ absl::StatusOr<DeviceInfo> ProbeDevice() {
     if (err == cudaErrorNoDevice) {
       return absl::UnavailableError(absl::StrCat("no CUDA device: ", cudaGetErrorString(err)));
     }
-    return absl::UnavailableError(absl::StrCat("CUDA unavailable: ", cudaGetErrorName(err),
-                                               ": ", cudaGetErrorString(err)));
+    return absl::UnavailableError(
+        absl::StrCat("CUDA unavailable: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
   }
   if (count == 0) return absl::UnavailableError("no CUDA device found");
   cudaDeviceProp prop{};
   err = cudaGetDeviceProperties(&prop, 0);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return absl::InternalError(
-        absl::StrCat("cudaGetDeviceProperties: ", cudaGetErrorString(err)));
+    return absl::InternalError(absl::StrCat("cudaGetDeviceProperties: ", cudaGetErrorString(err)));
   }
   info.ordinal = 0;
   info.name = prop.name;

@@ -18,7 +18,7 @@ struct DeviceInfo {
   int compute_minor = 0;
   uint64_t global_memory_bytes = 0;
   int multiprocessors = 0;
-  int driver_version = 0;   // e.g. 13000 for CUDA 13.0
+  int driver_version = 0;  // e.g. 13000 for CUDA 13.0
   int runtime_version = 0;
 };
 

@@ -1,9 +1,9 @@
 // The CUDA probe must answer on every machine: a device's facts where there
 // is a GPU, a clear kUnavailable where there is none (CI, developer machines),
 // never a crash.
-#include "cuda/device.h"
-
 #include <gtest/gtest.h>
+
+#include "cuda/device.h"
 
 namespace reckon::cuda {
 namespace {

@@ -85,7 +85,8 @@ TEST(FixedPointReplica, ApplyIsAllOrNothing) {
   const std::vector<int64_t> before(r->quanta().begin(), r->quanta().end());
   auto unchanged = [&] { return std::equal(before.begin(), before.end(), r->quanta().begin()); };
   // A bad word at the end: the good ones before it must not be applied.
-  EXPECT_FALSE(r->Apply(5, std::vector<uint32_t>{PackUpdate(1, false), PackUpdate(100, false)}).ok());
+  EXPECT_FALSE(
+      r->Apply(5, std::vector<uint32_t>{PackUpdate(1, false), PackUpdate(100, false)}).ok());
   EXPECT_TRUE(unchanged());
   EXPECT_FALSE(r->Apply(5, std::vector<uint32_t>{PackUpdate(3, false), PackUpdate(2, false)}).ok());
   EXPECT_TRUE(unchanged());
@@ -98,7 +99,8 @@ TEST(FixedPointReplica, ApplyIsAllOrNothing) {
   ASSERT_TRUE(z.ok());
   const int64_t big = std::numeric_limits<int64_t>::max() / 2 + 1;
   ASSERT_TRUE(z->Apply(big, std::vector<uint32_t>{PackUpdate(0, false)}).ok());
-  EXPECT_FALSE(z->Apply(big, std::vector<uint32_t>{PackUpdate(1, false), PackUpdate(0, false)}).ok());
+  EXPECT_FALSE(
+      z->Apply(big, std::vector<uint32_t>{PackUpdate(1, false), PackUpdate(0, false)}).ok());
   EXPECT_EQ(z->quanta()[1], 0) << "update 0 must not be applied when update 1 overflows";
 }
 

@@ -23,8 +23,7 @@ TEST(ThresholdStep, TauIsExactlyStepQuantaQuanta) {
     for (const int fb : {8, 16, 24, 32, 40, 62}) {
       absl::StatusOr<ThresholdStep> s = MakeThresholdStep(t, fb);
       if (!s.ok()) continue;  // too small or too large for this grid
-      EXPECT_EQ(std::ldexp(static_cast<double>(s->step_quanta), -fb),
-                static_cast<double>(s->tau))
+      EXPECT_EQ(std::ldexp(static_cast<double>(s->step_quanta), -fb), static_cast<double>(s->tau))
           << "threshold " << t << " fb " << fb;
       EXPECT_NEAR(s->tau, t, t * 1e-6 + std::ldexp(1.0, -fb));
     }
@@ -48,11 +47,20 @@ std::vector<float> EdgyResidual(size_t n, float tau, uint64_t seed) {
   std::vector<float> r(n);
   for (size_t i = 0; i < n; ++i) {
     switch (rng() % 6) {
-      case 0: r[i] = tau; break;
-      case 1: r[i] = -tau; break;
-      case 2: r[i] = std::nextafter(tau, 0.0f); break;
-      case 3: r[i] = -std::nextafter(tau, 0.0f); break;
-      default: r[i] = u(rng);
+      case 0:
+        r[i] = tau;
+        break;
+      case 1:
+        r[i] = -tau;
+        break;
+      case 2:
+        r[i] = std::nextafter(tau, 0.0f);
+        break;
+      case 3:
+        r[i] = -std::nextafter(tau, 0.0f);
+        break;
+      default:
+        r[i] = u(rng);
     }
   }
   return r;
@@ -70,16 +78,17 @@ TEST_P(QuantizerSizes, EmitsExactlyTheRuleAndSubtractsExactlyWhatItEmits) {
     // The rule, written out directly.
     std::vector<uint32_t> expected;
     for (size_t i = 0; i < before.size(); ++i) {
-      if (before[i] >= step.tau) expected.push_back(PackUpdate(static_cast<uint32_t>(i), false));
-      else if (before[i] <= -step.tau) expected.push_back(PackUpdate(static_cast<uint32_t>(i), true));
+      if (before[i] >= step.tau)
+        expected.push_back(PackUpdate(static_cast<uint32_t>(i), false));
+      else if (before[i] <= -step.tau)
+        expected.push_back(PackUpdate(static_cast<uint32_t>(i), true));
     }
     ASSERT_EQ(words, expected);
     ASSERT_TRUE(ValidateUpdateWords(words, before.size()).ok());
     size_t w = 0;
     for (size_t i = 0; i < before.size(); ++i) {
       const bool emitted = w < words.size() && UpdateIndex(words[w]) == i;
-      const double sent =
-          emitted ? (UpdateIsNegative(words[w++]) ? -1.0 : 1.0) * step.tau : 0.0;
+      const double sent = emitted ? (UpdateIsNegative(words[w++]) ? -1.0 : 1.0) * step.tau : 0.0;
       // residual after == residual before - emitted, in float32 arithmetic ...
       const float expected_after = static_cast<float>(before[i] - static_cast<float>(sent));
       ASSERT_EQ(std::memcmp(&after[i], &expected_after, 4), 0) << "element " << i;
@@ -122,10 +131,9 @@ TEST(Quantizer, NegativeZeroIsNotEmitted) {
 
 TEST(Quantizer, NanOrInfAnywhereIsAnErrorAndChangesNothing) {
   const ThresholdStep step = Step(0.01);
-  for (const float bad : {std::numeric_limits<float>::quiet_NaN(),
-                          -std::numeric_limits<float>::quiet_NaN(),
-                          std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity()}) {
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+        std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
     for (const size_t where : {size_t{0}, size_t{500}, size_t{4095}}) {
       std::vector<float> r = EdgyResidual(4096, step.tau, 1);
       r[where] = bad;

@@ -114,7 +114,8 @@ TEST_F(ReckonctlCodec, EncodeDecodeInspectRoundTrip) {
     ASSERT_EQ(dec.exit_code, 0) << dec.err;
     std::string want;
     for (const uint32_t w : expected) {
-      want += std::to_string(codec::UpdateIndex(w)) + (codec::UpdateIsNegative(w) ? " -\n" : " +\n");
+      want +=
+          std::to_string(codec::UpdateIndex(w)) + (codec::UpdateIsNegative(w) ? " -\n" : " +\n");
     }
     EXPECT_EQ(dec.out, want);
     EXPECT_EQ(dec.err, "");
@@ -122,7 +123,8 @@ TEST_F(ReckonctlCodec, EncodeDecodeInspectRoundTrip) {
     Result ins = Run({"codec", "inspect", "--input", msg});
     ASSERT_EQ(ins.exit_code, 0) << ins.err;
     EXPECT_NE(ins.out.find("count:                " + std::to_string(expected.size())),
-              std::string::npos) << ins.out;
+              std::string::npos)
+        << ins.out;
     EXPECT_NE(ins.out.find("param_count:          100000"), std::string::npos);
     EXPECT_NE(ins.out.find(format == "rice" ? "CODEC_THRESHOLD_RICE" : "CODEC_THRESHOLD_PACKED32"),
               std::string::npos);
@@ -135,19 +137,22 @@ TEST_F(ReckonctlCodec, CorruptMessagesFailCleanly) {
   for (int i = 0; i < 1000; i += 7) residual[i] = (i % 2 ? 1.0f : -1.0f);
   const fs::path in = Write("r.f32", FloatBytes(residual));
   const fs::path msg = dir_ / "u.pb";
-  ASSERT_EQ(Run({"codec", "encode", "--input", in, "--threshold", "0.5", "--output", msg}).exit_code, 0);
+  ASSERT_EQ(
+      Run({"codec", "encode", "--input", in, "--threshold", "0.5", "--output", msg}).exit_code, 0);
   const std::string good = Slurp(msg);
   auto parsed = codec::ParseUpdate(good);
   ASSERT_TRUE(parsed.ok());
 
   v1::Update flipped = *parsed;
   (*flipped.mutable_payload())[3] ^= 0x04;
-  ExpectCleanFailure(Run({"codec", "decode", "--input", Write("crc.pb", flipped.SerializeAsString())}),
-                     1, "CRC-32C mismatch");
+  ExpectCleanFailure(
+      Run({"codec", "decode", "--input", Write("crc.pb", flipped.SerializeAsString())}), 1,
+      "CRC-32C mismatch");
   // inspect shows the header of a corrupt message, then fails on one line.
   Result ins = Run({"codec", "inspect", "--input", (dir_ / "crc.pb").string()});
   EXPECT_EQ(ins.exit_code, 1);
-  EXPECT_NE(ins.out.find("codec:                CODEC_THRESHOLD_RICE"), std::string::npos) << ins.out;
+  EXPECT_NE(ins.out.find("codec:                CODEC_THRESHOLD_RICE"), std::string::npos)
+      << ins.out;
   EXPECT_EQ(ins.out.find("valid:"), std::string::npos) << ins.out;
   EXPECT_EQ(std::count(ins.err.begin(), ins.err.end(), '\n'), 1) << ins.err;
   EXPECT_NE(ins.err.find("CRC-32C mismatch"), std::string::npos) << ins.err;
@@ -156,10 +161,12 @@ TEST_F(ReckonctlCodec, CorruptMessagesFailCleanly) {
   bad_k.set_rice_k(31);
   ExpectCleanFailure(Run({"codec", "decode", "--input", Write("k.pb", bad_k.SerializeAsString())}),
                      1, "rice_k 31");
-  ExpectCleanFailure(Run({"codec", "decode", "--input", Write("junk.pb", "\x0a\xff\xff\xff\xff\x0f")}),
-                     1, "not a valid reckon.v1.Update");
-  ExpectCleanFailure(Run({"codec", "decode", "--input", Write("trunc.pb", good.substr(0, good.size() - 3))}),
-                     1, "not a valid reckon.v1.Update");
+  ExpectCleanFailure(
+      Run({"codec", "decode", "--input", Write("junk.pb", "\x0a\xff\xff\xff\xff\x0f")}), 1,
+      "not a valid reckon.v1.Update");
+  ExpectCleanFailure(
+      Run({"codec", "decode", "--input", Write("trunc.pb", good.substr(0, good.size() - 3))}), 1,
+      "not a valid reckon.v1.Update");
 }
 
 TEST_F(ReckonctlCodec, BadFlagsAndMissingFilesFailCleanly) {
@@ -171,8 +178,8 @@ TEST_F(ReckonctlCodec, BadFlagsAndMissingFilesFailCleanly) {
   ExpectCleanFailure(Run({"codec", "encode", "--input", in, "--threshold", "zero", "--output",
                           (dir_ / "o.pb").string()}),
                      2, "--threshold");
-  ExpectCleanFailure(Run({"codec", "encode", "--input", in, "--threshold", "0.1", "--format", "gzip",
-                          "--output", (dir_ / "o.pb").string()}),
+  ExpectCleanFailure(Run({"codec", "encode", "--input", in, "--threshold", "0.1", "--format",
+                          "gzip", "--output", (dir_ / "o.pb").string()}),
                      2, "--format");
   ExpectCleanFailure(Run({"codec", "frobnicate"}), 2, "unknown subcommand");
   const fs::path odd = Write("odd.f32", "12345");

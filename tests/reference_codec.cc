@@ -63,8 +63,7 @@ std::optional<std::vector<uint32_t>> ReferenceDecodeRice(std::string_view payloa
 }
 
 std::optional<std::vector<uint32_t>> ReferenceDecodePacked32(std::string_view payload,
-                                                             uint64_t count,
-                                                             uint64_t param_count) {
+                                                             uint64_t count, uint64_t param_count) {
   if (param_count > (uint64_t{1} << 31) || count > param_count) return std::nullopt;
   if (payload.size() != count * 4) return std::nullopt;
   std::vector<uint32_t> words;

@@ -20,21 +20,21 @@ TEST_P(RiceRoundTrip, EveryKRoundTripsAndMatchesTheReference) {
   const uint64_t count = GetParam();
   const uint64_t param_count = std::max<uint64_t>(4 * count, 64);
   for (const bool all_negative : {false, true}) {
-  const std::vector<uint32_t> words =
-      RandomUpdates(count, param_count, /*seed=*/count + 7, all_negative);
-  for (uint32_t k = 0; k <= kMaxRiceK; ++k) {
-    std::string payload;
-    EncodeRice(words, k, &payload);
-    EXPECT_EQ(payload.size(), (RiceEncodedBits(words, k) + 7) / 8) << "k=" << k;
-    std::vector<uint32_t> decoded;
-    ASSERT_TRUE(DecodeRice(payload, count, k, param_count, &decoded).ok()) << "k=" << k;
-    EXPECT_EQ(decoded, words) << "k=" << k;
-    if (count <= 33) {
-      // Bit-for-bit against the one-bit-at-a-time encoder and decoder.
-      EXPECT_EQ(payload, ReferenceEncodeRice(words, k)) << "k=" << k;
-      EXPECT_EQ(ReferenceDecodeRice(payload, count, k, param_count), words) << "k=" << k;
+    const std::vector<uint32_t> words =
+        RandomUpdates(count, param_count, /*seed=*/count + 7, all_negative);
+    for (uint32_t k = 0; k <= kMaxRiceK; ++k) {
+      std::string payload;
+      EncodeRice(words, k, &payload);
+      EXPECT_EQ(payload.size(), (RiceEncodedBits(words, k) + 7) / 8) << "k=" << k;
+      std::vector<uint32_t> decoded;
+      ASSERT_TRUE(DecodeRice(payload, count, k, param_count, &decoded).ok()) << "k=" << k;
+      EXPECT_EQ(decoded, words) << "k=" << k;
+      if (count <= 33) {
+        // Bit-for-bit against the one-bit-at-a-time encoder and decoder.
+        EXPECT_EQ(payload, ReferenceEncodeRice(words, k)) << "k=" << k;
+        EXPECT_EQ(ReferenceDecodeRice(payload, count, k, param_count), words) << "k=" << k;
+      }
     }
-  }
   }
 }
 

@@ -43,7 +43,8 @@ v1::Update Encoded(v1::Codec codec, uint64_t count = 300, uint64_t params = 100'
   msg.mutable_origin()->set_node_id("w0");
   msg.mutable_origin()->set_incarnation(9);
   msg.set_seq(4);
-  EXPECT_TRUE(EncodeThresholdUpdate(RandomUpdates(count, params, 3), 1 << 20, params, codec, &msg).ok());
+  EXPECT_TRUE(
+      EncodeThresholdUpdate(RandomUpdates(count, params, 3), 1 << 20, params, codec, &msg).ok());
   return msg;
 }
 

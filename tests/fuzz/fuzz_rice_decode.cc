@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // param_count up to 2^31 (and just above, to test the check).
   uint64_t param_count = in.Take<uint32_t>();
   if (mode & 0x20) param_count = (uint64_t{1} << 31) + (mode & 0x40 ? 1 : 0);
-  const uint64_t count = in.Take<uint16_t>() | (mode & 0x80 ? uint64_t{in.Take<uint16_t>()} << 16 : 0);
+  const uint64_t count =
+      in.Take<uint16_t>() | (mode & 0x80 ? uint64_t{in.Take<uint16_t>()} << 16 : 0);
   const std::string_view payload = in.Rest();
 
   std::vector<uint32_t> fast;

@@ -22,12 +22,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!replica->Apply(decoded.step_quanta, decoded.words).ok()) std::abort();
   }
   reckon::v1::Update again;
-  if (!reckon::codec::EncodeThresholdUpdate(decoded.words, decoded.step_quanta,
-                                            decoded.param_count, decoded.codec, &again)
+  if (!reckon::codec::EncodeThresholdUpdate(decoded.words, decoded.step_quanta, decoded.param_count,
+                                            decoded.codec, &again)
            .ok()) {
     std::abort();
   }
   reckon::codec::DecodedUpdate twice;
-  if (!reckon::codec::DecodeUpdate(again, &twice).ok() || twice.words != decoded.words) std::abort();
+  if (!reckon::codec::DecodeUpdate(again, &twice).ok() || twice.words != decoded.words)
+    std::abort();
   return 0;
 }

@@ -38,11 +38,13 @@ int main(int argc, char** argv) {
       if (count > params) continue;
       const auto words = reckon::testing::RandomUpdates(count, params, count * 31 + params);
       if (target == "fuzz_update_parse") {
-        for (const auto codec : {reckon::v1::CODEC_THRESHOLD_RICE, reckon::v1::CODEC_THRESHOLD_PACKED32}) {
+        for (const auto codec :
+             {reckon::v1::CODEC_THRESHOLD_RICE, reckon::v1::CODEC_THRESHOLD_PACKED32}) {
           reckon::v1::Update msg;
           msg.mutable_origin()->set_node_id("seed");
           msg.set_seq(n + 1);
-          if (!reckon::codec::EncodeThresholdUpdate(words, 4096, params, codec, &msg).ok()) return 1;
+          if (!reckon::codec::EncodeThresholdUpdate(words, 4096, params, codec, &msg).ok())
+            return 1;
           Put(dir, n++, msg.SerializeAsString());
         }
       } else if (target == "fuzz_rice_decode") {
@@ -50,13 +52,15 @@ int main(int argc, char** argv) {
         std::string payload;
         reckon::codec::EncodeRice(words, k, &payload);
         // mode byte: k in the low 5 bits, 0x80 = 32-bit count.
-        Put(dir, n++, std::string(1, static_cast<char>(k | 0x80)) + Le<uint32_t>(params) +
-                          Le<uint32_t>(static_cast<uint32_t>(count)) + payload);
+        Put(dir, n++,
+            std::string(1, static_cast<char>(k | 0x80)) + Le<uint32_t>(params) +
+                Le<uint32_t>(static_cast<uint32_t>(count)) + payload);
       } else if (target == "fuzz_packed32_decode") {
         std::string payload;
         reckon::codec::EncodePacked32(words, &payload);
-        Put(dir, n++, std::string(1, '\0') + Le<uint32_t>(params) +
-                          Le<uint32_t>(static_cast<uint32_t>(count)) + payload);
+        Put(dir, n++,
+            std::string(1, '\0') + Le<uint32_t>(params) +
+                Le<uint32_t>(static_cast<uint32_t>(count)) + payload);
       } else {
         std::fprintf(stderr, "make_fuzz_seeds: unknown target %s\n", target.c_str());
         return 2;
