@@ -1,10 +1,12 @@
 #include "codec/fixed_point.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "codec/sha256.h"
 #include "codec/update_words.h"
 
 namespace reckon::codec {
@@ -131,6 +133,51 @@ absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint3
     weights[index] = QuantaToFloat(q, quantum_);
   }
   return absl::OkStatus();
+}
+
+absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta) {
+  if (delta.size() != quanta_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("dense update has ", delta.size(),
+                                                   " values, replica has ", quanta_.size()));
+  }
+  const size_t n = quanta_.size();
+  int64_t* quanta = quanta_.data();
+  bool overflow = false;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t sum;
+    overflow |= __builtin_add_overflow(quanta[i], delta[i], &sum);
+  }
+  if (overflow) return absl::InvalidArgumentError("dense update would overflow a parameter");
+  float* weights = weights_.data();
+  for (size_t i = 0; i < n; ++i) {
+    if (delta[i] == 0) continue;
+    quanta[i] += delta[i];
+    weights[i] = QuantaToFloat(quanta[i], quantum_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FixedPointReplica::Load(std::span<const int64_t> quanta) {
+  if (quanta.size() != quanta_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("loading ", quanta.size(),
+                                                   " parameters into a replica of ", quanta_.size()));
+  }
+  std::copy(quanta.begin(), quanta.end(), quanta_.begin());
+  for (size_t i = 0; i < quanta_.size(); ++i) weights_[i] = QuantaToFloat(quanta_[i], quantum_);
+  return absl::OkStatus();
+}
+
+std::string FixedPointReplica::WeightHash() const {
+  Sha256 hash;
+  if constexpr (std::endian::native == std::endian::little) {
+    hash.Update(quanta_.data(), quanta_.size() * sizeof(int64_t));
+  } else {
+    for (const int64_t q : quanta_) {
+      const uint64_t le = __builtin_bswap64(static_cast<uint64_t>(q));
+      hash.Update(&le, sizeof(le));
+    }
+  }
+  return ToHex(hash.Finish());
 }
 
 }  // namespace reckon::codec

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -86,6 +87,19 @@ class FixedPointReplica {
   // refreshes the float32 copy of exactly the touched weights.
   // kInvalidArgument when validation fails; the replica is then unchanged.
   absl::Status Apply(int64_t step_quanta, std::span<const uint32_t> words);
+
+  // Adds delta[i] quanta to every parameter i (dense updates). All or
+  // nothing: kInvalidArgument, with the replica unchanged, when the size
+  // differs or any sum would overflow int64.
+  absl::Status ApplyDense(std::span<const int64_t> delta);
+
+  // Replaces every parameter (snapshots, checkpoints). kInvalidArgument when
+  // the size differs.
+  absl::Status Load(std::span<const int64_t> quanta);
+
+  // SHA-256 of the parameters as little-endian int64, lower-case hex: the
+  // replica's identity, equal exactly when the replicas are bit-identical.
+  std::string WeightHash() const;
 
  private:
   FixedPointReplica(uint64_t param_count, int fraction_bits);

@@ -14,6 +14,7 @@ packages=(
   libboost-dev libboost-system-dev   # Asio/Beast for the HTTP endpoint
   libgtest-dev libgmock-dev libbenchmark-dev
   libzstd-dev zlib1g-dev
+  libssl-dev                        # SHA-256 (weight hashes)
   libopenblas-dev
   # data: Fashion-MNIST IDX files under /usr/share/datasets/fashion-mnist
   dataset-fashion-mnist

@@ -1,0 +1,100 @@
+// The training backend: where the model's numbers live and the step runs.
+// One interface, same-shaped backends (cpu now, cuda next); the training loop
+// (trainer.h) never changes between them.
+//
+// Ownership: the backend owns the replica (int64 quanta and their float32
+// copy), the residual, the optimizer state and all scratch memory; on the
+// GPU these live in device memory and only batches, emitted updates and
+// evaluation results cross to the host. Batches are given as host pointers
+// that must stay valid for the duration of the call.
+//
+// Threading: not thread-safe; one thread (the training loop) calls it. Calls
+// are synchronous as seen by the caller: outputs are ready on return (a CUDA
+// backend syncs its stream before returning them and may overlap work
+// internally, e.g. the next batch's copy).
+#ifndef RECKON_WORKER_BACKEND_H_
+#define RECKON_WORKER_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codec/fixed_point.h"
+#include "worker/mlp_math.h"
+#include "worker/model.h"
+#include "worker/optimizer.h"
+
+namespace reckon::worker {
+
+enum class UpdateMode {
+  kDense,      // apply the whole optimizer delta, rounded to the grid
+  kThreshold,  // Strom: apply only the +-tau steps
+};
+
+struct BackendConfig {
+  ModelShape shape;
+  OptimizerConfig optimizer;
+  UpdateMode mode = UpdateMode::kThreshold;
+  int fraction_bits = codec::kDefaultFractionBits;
+  codec::ThresholdStep step;  // kThreshold only
+  int max_batch = 100;        // largest training batch
+  int threads = 0;            // CPU threads; 0 = all cores
+};
+
+// What one step emits, to be sent to peers and applied locally.
+struct Emission {
+  std::vector<uint32_t> words;  // kThreshold: +-step updates, ascending
+  std::vector<int64_t> dense;   // kDense: quanta per parameter (param_count)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // e.g. "cpu (OpenBLAS, 2 threads)".
+  virtual std::string Describe() const = 0;
+
+  // Replaces the replica's parameters (initialization, resume, snapshots).
+  virtual absl::Status LoadWeights(std::span<const int64_t> quanta) = 0;
+  virtual std::vector<int64_t> ReadWeights() const = 0;
+  virtual std::string WeightHash() const = 0;
+
+  // Residual and optimizer state, for checkpoints (param_count floats each;
+  // the state is empty for plain SGD).
+  virtual std::vector<float> ReadResidual() const = 0;
+  virtual std::vector<float> ReadOptimizerState() const = 0;
+  virtual absl::Status LoadTrainingState(std::span<const float> residual,
+                                         std::span<const float> optimizer_state) = 0;
+
+  // One step on `batch` samples: forward, backward, optimizer delta into the
+  // residual, then the mode's emission into `*out`, which the residual no
+  // longer holds. Does not change the replica: the caller applies the
+  // emission (ApplyUpdates / ApplyDense), locally and on every peer alike.
+  // kInvalidArgument when the residual holds NaN or Inf (nothing emitted).
+  virtual absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels,
+                                               int batch, float learning_rate, Emission* out) = 0;
+
+  // Applies a threshold update to the replica, all or nothing.
+  virtual absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) = 0;
+  // Applies a dense update (quanta per parameter), all or nothing.
+  virtual absl::Status ApplyDense(std::span<const int64_t> quanta) = 0;
+
+  // Loss and accuracy of the current replica on `count` samples.
+  virtual BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) = 0;
+};
+
+// The CPU backend: OpenBLAS sgemm plus plain loops.
+absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const BackendConfig& config);
+
+// --backend auto|cpu|cuda. `auto` takes the GPU when one answers and the
+// CPU otherwise; `*chosen` says which and why, for the log.
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name,
+                                                     const BackendConfig& config,
+                                                     std::string* chosen);
+
+}  // namespace reckon::worker
+
+#endif  // RECKON_WORKER_BACKEND_H_

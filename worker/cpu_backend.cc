@@ -1,0 +1,191 @@
+// The CPU backend: the replica in host memory, OpenBLAS GEMMs (threaded over
+// all cores), plain loops for the rest.
+#include <cblas.h>
+
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "codec/quantizer.h"
+#include "worker/backend.h"
+
+#if RECKON_HAVE_CUDA
+#include "cuda/device.h"
+#endif
+
+namespace reckon::worker {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const BackendConfig& config, codec::FixedPointReplica replica, int threads)
+      : config_(config),
+        replica_(std::move(replica)),
+        threads_(threads),
+        residual_(config.shape.param_count(), 0.0f),
+        state_(config.optimizer.kind == OptimizerKind::kSgd ? 0 : config.shape.param_count(),
+               0.0f),
+        grad_(config.shape.param_count(), 0.0f) {
+    train_ws_.Resize(config_.shape, config_.max_batch);
+    eval_ws_.Resize(config_.shape, kEvalChunk);
+  }
+
+  std::string Describe() const override {
+    return absl::StrCat("cpu (OpenBLAS, ", threads_, " thread", threads_ == 1 ? "" : "s", ")");
+  }
+
+  absl::Status LoadWeights(std::span<const int64_t> quanta) override {
+    return replica_.Load(quanta);
+  }
+  std::vector<int64_t> ReadWeights() const override {
+    return {replica_.quanta().begin(), replica_.quanta().end()};
+  }
+  std::string WeightHash() const override { return replica_.WeightHash(); }
+  std::vector<float> ReadResidual() const override { return residual_; }
+  std::vector<float> ReadOptimizerState() const override { return state_; }
+
+  absl::Status LoadTrainingState(std::span<const float> residual,
+                                 std::span<const float> optimizer_state) override {
+    if (residual.size() != residual_.size() || optimizer_state.size() != state_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training state has ", residual.size(), " residual and ", optimizer_state.size(),
+          " optimizer values; this model needs ", residual_.size(), " and ", state_.size()));
+    }
+    residual_.assign(residual.begin(), residual.end());
+    state_.assign(optimizer_state.begin(), optimizer_state.end());
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
+                                       float learning_rate, Emission* out) override {
+    if (batch < 1 || batch > config_.max_batch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
+    }
+    const BatchStats stats = ForwardBackward(config_.shape, replica_.weights().data(), images,
+                                             labels, batch, train_ws_, grad_.data());
+    AccumulateDelta(config_.optimizer, learning_rate, grad_, state_, residual_);
+    if (config_.mode == UpdateMode::kThreshold) {
+      out->dense.clear();
+      absl::Status s = codec::QuantizeResidual(residual_, config_.step, &out->words);
+      if (!s.ok()) return s;
+    } else {
+      out->words.clear();
+      absl::Status s = RoundResidualToGrid(&out->dense);
+      if (!s.ok()) return s;
+    }
+    return stats;
+  }
+
+  absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
+    return replica_.Apply(step_quanta, words);
+  }
+  absl::Status ApplyDense(std::span<const int64_t> quanta) override {
+    return replica_.ApplyDense(quanta);
+  }
+
+  BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
+    BatchStats total;
+    const int features = config_.shape.inputs();
+    for (size_t begin = 0; begin < count; begin += kEvalChunk) {
+      const int n = static_cast<int>(std::min<size_t>(kEvalChunk, count - begin));
+      const BatchStats s = Forward(config_.shape, replica_.weights().data(),
+                                   images + begin * features, labels + begin, n, eval_ws_);
+      total.loss_sum += s.loss_sum;
+      total.correct += s.correct;
+    }
+    return total;
+  }
+
+ private:
+  static constexpr int kEvalChunk = 1000;
+
+  // Dense mode: the whole residual, rounded to the nearest quantum, becomes
+  // the update; what rounding left stays in the residual. All or nothing: a
+  // NaN, Inf or out-of-range value fails before the residual changes.
+  absl::Status RoundResidualToGrid(std::vector<int64_t>* dense) {
+    const size_t n = residual_.size();
+    dense->resize(n);
+    const double scale = std::ldexp(1.0, config_.fraction_bits);
+    const double limit = 0x1p62;
+    int64_t* q = dense->data();
+    const float* r = residual_.data();
+    bool bad = false;
+    for (size_t i = 0; i < n; ++i) {
+      const double scaled = static_cast<double>(r[i]) * scale;
+      bad |= !(std::fabs(scaled) < limit);  // also true for NaN
+      // Round half away from zero; the conversion truncates.
+      q[i] = bad ? 0 : static_cast<int64_t>(scaled + (scaled >= 0 ? 0.5 : -0.5));
+    }
+    if (bad) {
+      for (size_t i = 0; i < n; ++i) {
+        if (!(std::fabs(static_cast<double>(r[i]) * scale) < limit)) {
+          dense->clear();
+          return absl::InvalidArgumentError(absl::StrCat(
+              "residual element ", i, " is ", r[i],
+              "; nothing was emitted (diverged training? lower the learning rate)"));
+        }
+      }
+    }
+    const double quantum = replica_.quantum();
+    float* rw = residual_.data();
+    for (size_t i = 0; i < n; ++i) {
+      if (q[i] != 0) rw[i] -= static_cast<float>(static_cast<double>(q[i]) * quantum);
+    }
+    return absl::OkStatus();
+  }
+
+  BackendConfig config_;
+  codec::FixedPointReplica replica_;
+  int threads_;
+  std::vector<float> residual_;
+  std::vector<float> state_;
+  std::vector<float> grad_;
+  MlpWorkspace<float> train_ws_;
+  MlpWorkspace<float> eval_ws_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const BackendConfig& config) {
+  absl::StatusOr<codec::FixedPointReplica> replica =
+      codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits);
+  if (!replica.ok()) return replica.status();
+  if (config.max_batch < 1) return absl::InvalidArgumentError("batch size must be at least 1");
+  const int threads = config.threads > 0
+                          ? config.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  openblas_set_num_threads(threads);
+  return std::unique_ptr<Backend>(new CpuBackend(config, *std::move(replica), threads));
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name,
+                                                     const BackendConfig& config,
+                                                     std::string* chosen) {
+  if (name != "auto" && name != "cpu" && name != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend '", name, "' is not auto, cpu or cuda"));
+  }
+  std::string gpu_reason;
+#if RECKON_HAVE_CUDA
+  if (name != "cpu") {
+    const absl::StatusOr<cuda::DeviceInfo> device = cuda::ProbeDevice();
+    gpu_reason = device.ok()
+                     ? absl::StrCat("CUDA device ", device->name,
+                                    " found, but the CUDA training backend is not built yet")
+                     : std::string(device.status().message());
+  }
+#else
+  gpu_reason = "this build has no CUDA support (nvcc was not found at build time)";
+#endif
+  if (name == "cuda") {
+    return absl::UnavailableError(absl::StrCat("--backend cuda: ", gpu_reason));
+  }
+  absl::StatusOr<std::unique_ptr<Backend>> cpu = MakeCpuBackend(config);
+  if (!cpu.ok()) return cpu.status();
+  *chosen = name == "cpu" ? absl::StrCat((*cpu)->Describe(), ", as asked")
+                          : absl::StrCat((*cpu)->Describe(), ", because ", gpu_reason);
+  return cpu;
+}
+
+}  // namespace reckon::worker

@@ -1,0 +1,60 @@
+// Training data: IDX files (MNIST / Fashion-MNIST layout, gzip'd or not),
+// checked against their headers, as float images in [0, 1] and int labels.
+#ifndef RECKON_WORKER_DATASET_H_
+#define RECKON_WORKER_DATASET_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace reckon::worker {
+
+// Where Debian's dataset-fashion-mnist package puts its files.
+inline constexpr char kDefaultDataDir[] = "/usr/share/datasets/fashion-mnist";
+
+// One IDX file's contents: dimensions and raw bytes (element type ubyte).
+struct IdxArray {
+  std::vector<uint32_t> dims;
+  std::vector<uint8_t> data;  // product of dims bytes
+};
+
+// Reads an IDX file of unsigned bytes (type code 0x08), gzip'd or not (by
+// content, not name). kNotFound naming the file when it is missing;
+// kDataLoss naming the file for a wrong magic, a type other than ubyte, a
+// dimension count other than `expected_rank`, or data shorter or longer
+// than the header says.
+absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int expected_rank);
+
+struct Dataset {
+  int rows = 0, cols = 0;
+  std::vector<float> images;   // count x (rows * cols), row-major, in [0, 1]
+  std::vector<int32_t> labels;  // count, in [0, 10)
+  size_t size() const { return labels.size(); }
+  int features() const { return rows * cols; }
+};
+
+// Loads `<dir>/<prefix>-images-idx3-ubyte[.gz]` and the matching labels
+// (prefix "train" or "t10k"). Errors name the file; when the directory is
+// the default and missing, the error says which Debian package provides it.
+// kDataLoss when image and label counts differ or a label is not in [0, 10).
+absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string& prefix);
+
+// --shard i/n: the i-th of n disjoint subsets, chosen by a seeded shuffle of
+// all indices (so shards are balanced and every worker computes the same
+// split). kInvalidArgument unless 0 <= i < n.
+absl::StatusOr<std::vector<uint32_t>> ShardIndices(size_t count, int shard, int shards,
+                                                   uint64_t seed);
+
+// Parses "i/n". kInvalidArgument naming the text otherwise.
+absl::Status ParseShard(const std::string& text, int* shard, int* shards);
+
+// Seeded in-place Fisher-Yates shuffle with SplitMix64: the same order on
+// every platform (std::shuffle's is not specified).
+void SeededShuffle(std::span<uint32_t> items, uint64_t seed);
+
+}  // namespace reckon::worker
+
+#endif  // RECKON_WORKER_DATASET_H_

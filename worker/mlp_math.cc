@@ -1,0 +1,154 @@
+#include "worker/mlp_math.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace reckon::worker {
+namespace {
+
+// C (m x n) = alpha * op(A) op(B) + beta * C, all row-major.
+void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void Gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a, int lda,
+          const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// z = a W^T + b for every row; a: batch x in, W: out x in, z: batch x out.
+template <typename T>
+void Affine(const LayerLayout& l, const T* params, const T* a, int batch, T* z) {
+  const T* bias = params + l.bias;
+  for (int r = 0; r < batch; ++r) std::memcpy(z + size_t(r) * l.out, bias, sizeof(T) * l.out);
+  Gemm(false, true, batch, l.out, l.in, T(1), a, l.in, params + l.weights, l.in, T(1), z, l.out);
+}
+
+// Softmax of each row of `z` into `p`; returns the loss sum and counts hits.
+template <typename T>
+BatchStats SoftmaxCrossEntropy(const T* z, const int32_t* labels, int batch, int classes, T* p) {
+  BatchStats stats;
+  for (int r = 0; r < batch; ++r) {
+    const T* zr = z + size_t(r) * classes;
+    T* pr = p + size_t(r) * classes;
+    const int best = static_cast<int>(std::max_element(zr, zr + classes) - zr);
+    const T max = zr[best];
+    T sum = 0;
+    for (int c = 0; c < classes; ++c) sum += (pr[c] = std::exp(zr[c] - max));
+    for (int c = 0; c < classes; ++c) pr[c] /= sum;
+    // -log p_y computed from the logits, stable for tiny p_y.
+    stats.loss_sum += static_cast<double>(std::log(sum) - (zr[labels[r]] - max));
+    stats.correct += best == labels[r];
+  }
+  return stats;
+}
+
+}  // namespace
+
+template <typename T>
+void MlpWorkspace<T>::Resize(const ModelShape& shape, int batch_size) {
+  if (batch_size <= batch && pre.size() == shape.layers().size()) return;
+  batch = batch_size;
+  pre.assign(shape.layers().size(), {});
+  post.assign(shape.layers().size(), {});
+  size_t widest = 0;
+  for (size_t l = 0; l < shape.layers().size(); ++l) {
+    const size_t n = size_t(batch) * shape.layers()[l].out;
+    pre[l].resize(n);
+    post[l].resize(n);
+    widest = std::max(widest, n);
+  }
+  delta.resize(widest);
+  delta_prev.resize(widest);
+}
+
+template <typename T>
+BatchStats Forward(const ModelShape& shape, const T* params, const T* x, const int32_t* labels,
+                   int batch, MlpWorkspace<T>& ws) {
+  const auto& layers = shape.layers();
+  const T* a = x;
+  BatchStats stats;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    T* z = ws.pre[l].data();
+    T* out = ws.post[l].data();
+    Affine(layers[l], params, a, batch, z);
+    const size_t n = size_t(batch) * layers[l].out;
+    if (l + 1 == layers.size()) {
+      stats = SoftmaxCrossEntropy(z, labels, batch, layers[l].out, out);
+    } else if (shape.activation() == Activation::kRelu) {
+      for (size_t i = 0; i < n; ++i) out[i] = z[i] > T(0) ? z[i] : T(0);
+    } else {
+      for (size_t i = 0; i < n; ++i) out[i] = T(1) / (T(1) + std::exp(-z[i]));
+    }
+    a = out;
+  }
+  return stats;
+}
+
+template <typename T>
+BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
+                           const int32_t* labels, int batch, MlpWorkspace<T>& ws, T* grad) {
+  const BatchStats stats = Forward(shape, params, x, labels, batch, ws);
+  const auto& layers = shape.layers();
+  const size_t last = layers.size() - 1;
+  // dL/dz at the output: (softmax - onehot) / batch, for the mean loss.
+  {
+    const int classes = layers[last].out;
+    const T* p = ws.post[last].data();
+    T* d = ws.delta.data();
+    const T inv = T(1) / T(batch);
+    for (int r = 0; r < batch; ++r) {
+      for (int c = 0; c < classes; ++c) {
+        const size_t i = size_t(r) * classes + c;
+        d[i] = (p[i] - (c == labels[r] ? T(1) : T(0))) * inv;
+      }
+    }
+  }
+  for (size_t l = last + 1; l-- > 0;) {
+    const LayerLayout& layer = layers[l];
+    const T* a_in = l == 0 ? x : ws.post[l - 1].data();
+    const T* d = ws.delta.data();
+    // dW = delta^T a_in (out x in); db = column sums of delta.
+    Gemm(true, false, layer.out, layer.in, batch, T(1), d, layer.out, a_in, layer.in, T(0),
+         grad + layer.weights, layer.in);
+    T* db = grad + layer.bias;
+    std::fill(db, db + layer.out, T(0));
+    for (int r = 0; r < batch; ++r) {
+      const T* dr = d + size_t(r) * layer.out;
+      for (int c = 0; c < layer.out; ++c) db[c] += dr[c];
+    }
+    if (l == 0) break;  // no gradient for the input
+    // delta_prev = (delta W) * activation'(z_prev).
+    T* dp = ws.delta_prev.data();
+    Gemm(false, false, batch, layer.in, layer.out, T(1), d, layer.out, params + layer.weights,
+         layer.in, T(0), dp, layer.in);
+    const size_t n = size_t(batch) * layer.in;
+    const T* z_prev = ws.pre[l - 1].data();
+    const T* a_prev = ws.post[l - 1].data();
+    if (shape.activation() == Activation::kRelu) {
+      for (size_t i = 0; i < n; ++i) dp[i] = z_prev[i] > T(0) ? dp[i] : T(0);
+    } else {
+      for (size_t i = 0; i < n; ++i) dp[i] *= a_prev[i] * (T(1) - a_prev[i]);
+    }
+    std::swap(ws.delta, ws.delta_prev);
+  }
+  return stats;
+}
+
+template struct MlpWorkspace<float>;
+template struct MlpWorkspace<double>;
+template BatchStats Forward<float>(const ModelShape&, const float*, const float*, const int32_t*,
+                                   int, MlpWorkspace<float>&);
+template BatchStats Forward<double>(const ModelShape&, const double*, const double*,
+                                    const int32_t*, int, MlpWorkspace<double>&);
+template BatchStats ForwardBackward<float>(const ModelShape&, const float*, const float*,
+                                           const int32_t*, int, MlpWorkspace<float>&, float*);
+template BatchStats ForwardBackward<double>(const ModelShape&, const double*, const double*,
+                                            const int32_t*, int, MlpWorkspace<double>&, double*);
+
+}  // namespace reckon::worker

@@ -1,0 +1,43 @@
+// The MLP's forward and backward passes on the CPU, for float (training) and
+// double (gradient checks). GEMMs go to OpenBLAS; the elementwise parts are
+// plain loops. This is the CPU twin that the CUDA kernels are tested against.
+#ifndef RECKON_WORKER_MLP_MATH_H_
+#define RECKON_WORKER_MLP_MATH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "worker/model.h"
+
+namespace reckon::worker {
+
+// Buffers for one batch size, reused across steps (no allocation per step).
+template <typename T>
+struct MlpWorkspace {
+  int batch = 0;
+  std::vector<std::vector<T>> pre;   // per layer: z = a W^T + b   (batch x out)
+  std::vector<std::vector<T>> post;  // per layer: activation(z), softmax at the end
+  std::vector<T> delta, delta_prev;  // dL/dz of the current and previous layer
+  void Resize(const ModelShape& shape, int batch_size);
+};
+
+struct BatchStats {
+  double loss_sum = 0;  // sum over the batch of -log p(label)
+  int correct = 0;      // argmax == label
+};
+
+// Forward pass only: `ws.post.back()` holds the softmax probabilities.
+// REQUIRES: ws.Resize(shape, batch) was called with batch >= `batch`.
+template <typename T>
+BatchStats Forward(const ModelShape& shape, const T* params, const T* x, const int32_t* labels,
+                   int batch, MlpWorkspace<T>& ws);
+
+// Forward and backward: `grad` (param_count values) receives the gradient of
+// the mean cross-entropy over the batch.
+template <typename T>
+BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
+                           const int32_t* labels, int batch, MlpWorkspace<T>& ws, T* grad);
+
+}  // namespace reckon::worker
+
+#endif  // RECKON_WORKER_MLP_MATH_H_

@@ -1,0 +1,90 @@
+#include "worker/model.h"
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "codec/update_words.h"
+
+namespace reckon::worker {
+
+absl::StatusOr<ModelShape> ModelShape::Parse(const std::string& layers,
+                                             const std::string& activation) {
+  ModelShape shape;
+  for (const absl::string_view part : absl::StrSplit(layers, ',')) {
+    int n = 0;
+    if (!absl::SimpleAtoi(part, &n) || n < 1 || n > (1 << 24)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--layers '", layers, "': '", part, "' is not a layer width in [1, 2^24]"));
+    }
+    shape.sizes_.push_back(n);
+  }
+  if (shape.sizes_.size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--layers '", layers, "' needs at least an input and an output width"));
+  }
+  if (shape.sizes_.back() < 2) {
+    return absl::InvalidArgumentError("the output layer needs at least 2 classes");
+  }
+  if (activation == "relu") {
+    shape.activation_ = Activation::kRelu;
+  } else if (activation == "sigmoid") {
+    shape.activation_ = Activation::kSigmoid;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--activation '", activation, "' is not relu or sigmoid"));
+  }
+  uint64_t offset = 0;
+  for (size_t l = 1; l < shape.sizes_.size(); ++l) {
+    LayerLayout layer;
+    layer.in = shape.sizes_[l - 1];
+    layer.out = shape.sizes_[l];
+    layer.weights = offset;
+    offset += uint64_t(layer.in) * uint64_t(layer.out);
+    layer.bias = offset;
+    offset += uint64_t(layer.out);
+    if (offset >= codec::kMaxParamCount) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--layers '", layers, "' has 2^31 or more parameters (WIRE.md §1)"));
+    }
+    shape.layout_.push_back(layer);
+  }
+  shape.param_count_ = offset;
+  return shape;
+}
+
+std::string ModelShape::ToString() const {
+  return absl::StrCat(absl::StrJoin(sizes_, ","), "/",
+                      activation_ == Activation::kRelu ? "relu" : "sigmoid");
+}
+
+uint64_t ModelShape::ForwardMacsPerSample() const {
+  uint64_t macs = 0;
+  for (const LayerLayout& l : layout_) macs += uint64_t(l.in) * uint64_t(l.out);
+  return macs;
+}
+
+absl::Status InitializeModel(const ModelShape& shape, uint64_t seed,
+                             codec::FixedPointReplica* replica) {
+  if (replica->param_count() != shape.param_count()) {
+    return absl::InvalidArgumentError(absl::StrCat("replica has ", replica->param_count(),
+                                                   " parameters, model ", shape.ToString(),
+                                                   " has ", shape.param_count()));
+  }
+  for (size_t l = 0; l < shape.layers().size(); ++l) {
+    const LayerLayout& layer = shape.layers()[l];
+    // sqrt is correctly rounded by IEEE 754: the same limit everywhere.
+    const double fan = shape.activation() == Activation::kRelu ? layer.in : layer.in + layer.out;
+    const double limit = std::sqrt(6.0 / fan);
+    absl::Status s = replica->InitializeUniform(seed, /*stream=*/l, layer.weights,
+                                                uint64_t(layer.in) * layer.out, limit);
+    if (!s.ok()) return s;
+    s = replica->InitializeUniform(seed, l, layer.bias, layer.out, /*limit=*/0.0);  // zeros
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace reckon::worker

@@ -1,0 +1,61 @@
+// The model: a fully connected network of any depth and width, ReLU or
+// sigmoid hidden units, softmax cross-entropy output. Its parameters are one
+// flat vector in the order WIRE.md §1 fixes: W1, b1, W2, b2, ..., each W of
+// shape [out][in], row-major.
+#ifndef RECKON_WORKER_MODEL_H_
+#define RECKON_WORKER_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codec/fixed_point.h"
+
+namespace reckon::worker {
+
+enum class Activation { kRelu, kSigmoid };
+
+struct LayerLayout {
+  int in = 0, out = 0;
+  size_t weights = 0;  // offset of W (out x in) in the flat vector
+  size_t bias = 0;     // offset of b (out)
+};
+
+class ModelShape {
+ public:
+  // `layers` like "784,512,512,10" (at least input and output), activation
+  // "relu" or "sigmoid". kInvalidArgument naming the bad part; also when the
+  // parameter count would reach 2^31 (WIRE.md §1).
+  static absl::StatusOr<ModelShape> Parse(const std::string& layers,
+                                          const std::string& activation);
+
+  const std::vector<int>& sizes() const { return sizes_; }
+  Activation activation() const { return activation_; }
+  const std::vector<LayerLayout>& layers() const { return layout_; }
+  int inputs() const { return sizes_.front(); }
+  int classes() const { return sizes_.back(); }
+  uint64_t param_count() const { return param_count_; }
+  // "784,512,512,10/relu": used in fingerprints, checkpoints and summaries.
+  std::string ToString() const;
+  // Multiply-adds of one sample's forward pass (backward is twice that).
+  uint64_t ForwardMacsPerSample() const;
+
+ private:
+  std::vector<int> sizes_;
+  Activation activation_ = Activation::kRelu;
+  std::vector<LayerLayout> layout_;
+  uint64_t param_count_ = 0;
+};
+
+// Sets every parameter from `seed` alone, on the replica's grid, with integer
+// arithmetic only (codec::FixedPointReplica::InitializeUniform): weights
+// uniform in +-sqrt(6 / fan_in) for ReLU (He) or +-sqrt(6 / (fan_in +
+// fan_out)) for sigmoid (Glorot), biases zero. Every machine builds the same
+// replica. REQUIRES: replica->param_count() == shape.param_count().
+absl::Status InitializeModel(const ModelShape& shape, uint64_t seed,
+                             codec::FixedPointReplica* replica);
+
+}  // namespace reckon::worker
+
+#endif  // RECKON_WORKER_MODEL_H_

@@ -1,0 +1,76 @@
+#include "worker/optimizer.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace reckon::worker {
+
+absl::StatusOr<OptimizerKind> ParseOptimizer(const std::string& name) {
+  if (name == "sgd") return OptimizerKind::kSgd;
+  if (name == "momentum") return OptimizerKind::kMomentum;
+  if (name == "adagrad") return OptimizerKind::kAdagrad;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--optimizer '", name, "' is not sgd, momentum or adagrad"));
+}
+
+absl::StatusOr<Schedule> ParseSchedule(const std::string& name) {
+  if (name == "constant") return Schedule::kConstant;
+  if (name == "halve") return Schedule::kHalve;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--lr-schedule '", name, "' is not constant or halve"));
+}
+
+std::string OptimizerName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd: return "sgd";
+    case OptimizerKind::kMomentum: return "momentum";
+    case OptimizerKind::kAdagrad: return "adagrad";
+  }
+  return "?";
+}
+
+std::string ScheduleName(Schedule schedule) {
+  return schedule == Schedule::kHalve ? "halve" : "constant";
+}
+
+double LearningRate(const OptimizerConfig& config, int epoch, int64_t step) {
+  double lr = config.learning_rate;
+  if (config.schedule == Schedule::kHalve) lr = std::ldexp(lr, -epoch);
+  if (config.warmup_steps > 0 && step < config.warmup_steps) {
+    lr *= static_cast<double>(step + 1) / static_cast<double>(config.warmup_steps);
+  }
+  return lr;
+}
+
+void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
+                     std::span<float> state, std::span<float> residual) {
+  const size_t n = grad.size();
+  const float* g = grad.data();
+  float* r = residual.data();
+  switch (config.kind) {
+    case OptimizerKind::kSgd:
+      for (size_t i = 0; i < n; ++i) r[i] += -lr * g[i];
+      break;
+    case OptimizerKind::kMomentum: {
+      const float mu = static_cast<float>(config.momentum);
+      float* v = state.data();
+      for (size_t i = 0; i < n; ++i) {
+        v[i] = mu * v[i] - lr * g[i];
+        r[i] += v[i];
+      }
+      break;
+    }
+    case OptimizerKind::kAdagrad: {
+      const float eps = static_cast<float>(config.adagrad_eps);
+      float* h = state.data();
+      for (size_t i = 0; i < n; ++i) {
+        h[i] += g[i] * g[i];
+        r[i] += -lr * g[i] / (std::sqrt(h[i]) + eps);
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace reckon::worker

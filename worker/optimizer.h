@@ -1,0 +1,48 @@
+// Optimizers and learning-rate schedules. The schedule is host arithmetic;
+// the per-element rule has a CPU twin here (AccumulateDelta) that the CUDA
+// kernel must match.
+#ifndef RECKON_WORKER_OPTIMIZER_H_
+#define RECKON_WORKER_OPTIMIZER_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace reckon::worker {
+
+enum class OptimizerKind { kSgd, kMomentum, kAdagrad };
+enum class Schedule { kConstant, kHalve };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::kMomentum;
+  double learning_rate = 0.05;
+  double momentum = 0.9;      // kMomentum only
+  double adagrad_eps = 1e-8;  // kAdagrad only
+  Schedule schedule = Schedule::kConstant;
+  // Linear warm-up from lr / warmup_steps to lr over the first steps.
+  int64_t warmup_steps = 0;
+};
+
+absl::StatusOr<OptimizerKind> ParseOptimizer(const std::string& name);  // sgd|momentum|adagrad
+absl::StatusOr<Schedule> ParseSchedule(const std::string& name);        // constant|halve
+std::string OptimizerName(OptimizerKind kind);
+std::string ScheduleName(Schedule schedule);
+
+// The learning rate for a step: the schedule (halve: lr / 2^epoch, Strom's
+// recipe), times the warm-up ramp. `epoch` and `step` count from 0.
+double LearningRate(const OptimizerConfig& config, int epoch, int64_t step);
+
+// residual[i] += delta[i], with delta from the optimizer:
+//   sgd:      delta = -lr g
+//   momentum: v = momentum v - lr g;  delta = v      (state = v)
+//   adagrad:  h += g^2;  delta = -lr g / (sqrt(h) + eps)  (state = h)
+// AdaGrad is applied locally before quantization (DESIGN.md step 4).
+// REQUIRES: equal sizes (state unused for sgd).
+void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
+                     std::span<float> state, std::span<float> residual);
+
+}  // namespace reckon::worker
+
+#endif  // RECKON_WORKER_OPTIMIZER_H_

@@ -1,0 +1,69 @@
+// The training loop of one worker (DESIGN.md "One worker, one step"), on any
+// backend. Standalone for now; the gossip node joins it in the next issue.
+#ifndef RECKON_WORKER_TRAINER_H_
+#define RECKON_WORKER_TRAINER_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/reckon.pb.h"
+#include "worker/backend.h"
+#include "worker/dataset.h"
+
+namespace reckon::worker {
+
+struct TrainerOptions {
+  std::string data_dir = kDefaultDataDir;
+  int shard = 0, shards = 1;
+  uint64_t seed = 1;
+  int epochs = 8;
+  int batch = 100;
+  int64_t max_steps = 0;        // stop after this many steps in all (0: no limit)
+  int64_t eval_samples = 0;     // test samples per evaluation (0: the whole test set)
+  std::string backend = "auto";
+  BackendConfig backend_config;  // shape, optimizer, mode, step, fraction bits
+  double threshold = 0;          // as given, for the summary (tau is in the step)
+  v1::Codec wire_codec = v1::CODEC_THRESHOLD_RICE;
+  std::string node_id = "standalone";
+  std::string checkpoint_path;  // saved after every epoch when set
+  std::string resume_path;      // loaded before training when set
+  bool progress_bar = false;    // live bar (the caller sets it when stdout is a terminal)
+};
+
+struct TrainSummary {
+  std::string backend;
+  std::string model;
+  uint64_t params = 0;
+  std::string codec;  // "dense" or the threshold wire codec
+  double threshold = 0, tau = 0;
+  int64_t step_quanta = 0;
+  int epochs = 0;
+  int64_t steps = 0;
+  uint64_t samples = 0;
+  double train_seconds = 0;
+  double samples_per_s = 0;
+  double train_flops_per_s = 0;  // 6 x MACs x samples / s: forward + backward, nominal
+  double train_loss = 0;         // mean over the last epoch
+  double test_loss = 0;
+  double test_accuracy = 0;
+  uint64_t updates_sent = 0;
+  uint64_t wire_bytes = 0;       // serialized Update messages (dense: fp32 per parameter)
+  uint64_t dense_bytes = 0;      // what fp32 gradients would take: steps x params x 4
+  double compression_ratio = 0;  // dense_bytes / wire_bytes
+  double update_density = 0;     // updates / (steps x params)
+  std::string weight_hash;
+};
+
+// Trains to the end (or max_steps), logging a line per epoch to `log`.
+// Errors: data missing or malformed, a bad resume file or one from another
+// configuration, a diverged residual (NaN): each says what is wrong.
+absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ostream& log);
+
+// The summary as one JSON object (keys as in TrainSummary).
+std::string SummaryJson(const TrainSummary& summary);
+
+}  // namespace reckon::worker
+
+#endif  // RECKON_WORKER_TRAINER_H_
