@@ -19,8 +19,11 @@ inline constexpr int kExitUsage = 2;
 // reckonctl codec encode|decode|inspect ...
 int RunCodecCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
-// reckonctl bench codec [--json] ...
+// reckonctl bench codec|train [--json] ...
 int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// reckonctl bench train: training step FLOP/s against sgemm on the same shapes.
+int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace reckon::ctl
 

@@ -12,7 +12,8 @@ constexpr char kUsage[] =
     "usage: reckonctl <command> [args]\n"
     "commands:\n"
     "  codec encode|decode|inspect   encode a float32 residual; decode or inspect an Update\n"
-    "  bench codec [--json]          codec size and speed against entropy and zstd\n";
+    "  bench codec [--json]          codec size and speed against entropy and zstd\n"
+    "  bench train [--json]          training step FLOP/s against sgemm on the same shapes\n";
 
 }  // namespace
 

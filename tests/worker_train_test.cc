@@ -62,21 +62,28 @@ TEST(Optimizer, RulesAndSchedules) {
   const std::vector<float> g = {1.0f, -2.0f};
   std::vector<float> state = {0.0f, 0.0f}, r = {0.0f, 0.0f};
   c.kind = OptimizerKind::kSgd;
-  AccumulateDelta(c, 0.5f, g, {}, r);
+  AccumulateDelta(c, 0.5f, g, {}, {}, r);
   EXPECT_EQ(r, (std::vector<float>{-0.5f, 1.0f}));
   c.kind = OptimizerKind::kMomentum;
   c.momentum = 0.5;
   r = {0, 0};
-  AccumulateDelta(c, 1.0f, g, state, r);  // v = -g
-  AccumulateDelta(c, 1.0f, g, state, r);  // v = -0.5 g - g = -1.5 g; r = -2.5 g
+  AccumulateDelta(c, 1.0f, g, {}, state, r);  // v = -g
+  AccumulateDelta(c, 1.0f, g, {}, state, r);  // v = -0.5 g - g = -1.5 g; r = -2.5 g
   EXPECT_EQ(r, (std::vector<float>{-2.5f, 5.0f}));
   c.kind = OptimizerKind::kAdagrad;
   c.adagrad_eps = 0;
   state = {0, 0};
   r = {0, 0};
-  AccumulateDelta(c, 1.0f, g, state, r);  // -g / |g|
+  AccumulateDelta(c, 1.0f, g, {}, state, r);  // -g / |g|
   EXPECT_EQ(r, (std::vector<float>{-1.0f, 1.0f}));
   EXPECT_EQ(state, (std::vector<float>{1.0f, 4.0f}));
+  // Weight decay adds wd * w to the gradient.
+  c.kind = OptimizerKind::kSgd;
+  c.weight_decay = 0.5;
+  r = {0, 0};
+  const std::vector<float> w = {2.0f, 2.0f};
+  AccumulateDelta(c, 1.0f, g, w, {}, r);  // g + 1
+  EXPECT_EQ(r, (std::vector<float>{-2.0f, 1.0f}));
 }
 
 class Training : public ::testing::Test {

@@ -64,7 +64,7 @@ class CpuBackend final : public Backend {
     }
     const BatchStats stats = ForwardBackward(config_.shape, replica_.weights().data(), images,
                                              labels, batch, train_ws_, grad_.data());
-    AccumulateDelta(config_.optimizer, learning_rate, grad_, state_, residual_);
+    AccumulateDelta(config_.optimizer, learning_rate, grad_, replica_.weights(), state_, residual_);
     if (config_.mode == UpdateMode::kThreshold) {
       out->dense.clear();
       absl::Status s = codec::QuantizeResidual(residual_, config_.step, &out->words);

@@ -2,7 +2,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -129,6 +131,26 @@ absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string
     ds.labels[i] = labels->data[i];
   }
   return ds;
+}
+
+PixelStats ComputePixelStats(const Dataset& ds) {
+  // Summed in a fixed order in double: the same result everywhere.
+  double sum = 0, sum_sq = 0;
+  for (const float x : ds.images) {
+    sum += x;
+    sum_sq += double(x) * x;
+  }
+  PixelStats stats;
+  const double n = std::max<double>(1, ds.images.size());
+  stats.mean = sum / n;
+  stats.stddev = std::sqrt(std::max(1e-12, sum_sq / n - stats.mean * stats.mean));
+  return stats;
+}
+
+void Standardize(const PixelStats& stats, Dataset* ds) {
+  const float mean = static_cast<float>(stats.mean);
+  const float inv = static_cast<float>(1.0 / stats.stddev);
+  for (float& x : ds->images) x = (x - mean) * inv;
 }
 
 void SeededShuffle(std::span<uint32_t> items, uint64_t seed) {

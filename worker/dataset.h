@@ -42,6 +42,17 @@ struct Dataset {
 // kDataLoss when image and label counts differ or a label is not in [0, 10).
 absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string& prefix);
 
+// Pixel mean and standard deviation over all of `ds`'s images.
+struct PixelStats {
+  double mean = 0, stddev = 1;
+};
+PixelStats ComputePixelStats(const Dataset& ds);
+
+// x = (x - mean) / stddev for every pixel. The trainer standardizes train and
+// test with the training set's statistics: the same numbers on every worker,
+// since every worker reads the same files (whatever its shard).
+void Standardize(const PixelStats& stats, Dataset* ds);
+
 // --shard i/n: the i-th of n disjoint subsets, chosen by a seeded shuffle of
 // all indices (so shards are balanced and every worker computes the same
 // split). kInvalidArgument unless 0 <= i < n.

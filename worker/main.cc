@@ -21,6 +21,7 @@ ABSL_FLAG(std::string, activation, "relu", "hidden units: relu or sigmoid");
 ABSL_FLAG(std::string, optimizer, "momentum", "sgd, momentum or adagrad");
 ABSL_FLAG(double, lr, 0.05, "learning rate");
 ABSL_FLAG(double, momentum, 0.9, "momentum coefficient (--optimizer momentum)");
+ABSL_FLAG(double, weight_decay, 0, "L2 weight decay");
 ABSL_FLAG(std::string, lr_schedule, "constant", "constant, or halve (every epoch, Strom's recipe)");
 ABSL_FLAG(int64_t, warmup_steps, 0, "linear learning-rate warm-up over this many steps");
 ABSL_FLAG(int32_t, epochs, 8, "epochs over this worker's shard");
@@ -83,6 +84,10 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   b.optimizer.kind = *kind;
   b.optimizer.learning_rate = absl::GetFlag(FLAGS_lr);
   b.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
+  b.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  if (!(b.optimizer.weight_decay >= 0)) {
+    return absl::InvalidArgumentError("--weight_decay must be >= 0");
+  }
   if (!(b.optimizer.learning_rate > 0) || !(b.optimizer.momentum >= 0 && b.optimizer.momentum < 1)) {
     return absl::InvalidArgumentError("--lr must be > 0 and --momentum in [0, 1)");
   }

@@ -43,20 +43,23 @@ double LearningRate(const OptimizerConfig& config, int epoch, int64_t step) {
   return lr;
 }
 
-void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
-                     std::span<float> state, std::span<float> residual) {
-  const size_t n = grad.size();
-  const float* g = grad.data();
+namespace {
+
+// The rules, with the gradient given as a function of i so that weight decay
+// costs nothing when it is off.
+template <typename Grad>
+void Accumulate(const OptimizerConfig& config, float lr, size_t n, Grad grad,
+                std::span<float> state, std::span<float> residual) {
   float* r = residual.data();
   switch (config.kind) {
     case OptimizerKind::kSgd:
-      for (size_t i = 0; i < n; ++i) r[i] += -lr * g[i];
+      for (size_t i = 0; i < n; ++i) r[i] += -lr * grad(i);
       break;
     case OptimizerKind::kMomentum: {
       const float mu = static_cast<float>(config.momentum);
       float* v = state.data();
       for (size_t i = 0; i < n; ++i) {
-        v[i] = mu * v[i] - lr * g[i];
+        v[i] = mu * v[i] - lr * grad(i);
         r[i] += v[i];
       }
       break;
@@ -65,11 +68,28 @@ void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const fl
       const float eps = static_cast<float>(config.adagrad_eps);
       float* h = state.data();
       for (size_t i = 0; i < n; ++i) {
-        h[i] += g[i] * g[i];
-        r[i] += -lr * g[i] / (std::sqrt(h[i]) + eps);
+        const float g = grad(i);
+        h[i] += g * g;
+        r[i] += -lr * g / (std::sqrt(h[i]) + eps);
       }
       break;
     }
+  }
+}
+
+}  // namespace
+
+void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
+                     std::span<const float> weights, std::span<float> state,
+                     std::span<float> residual) {
+  const float* g = grad.data();
+  if (config.weight_decay == 0) {
+    Accumulate(config, lr, grad.size(), [g](size_t i) { return g[i]; }, state, residual);
+  } else {
+    const float wd = static_cast<float>(config.weight_decay);
+    const float* w = weights.data();
+    Accumulate(config, lr, grad.size(), [g, w, wd](size_t i) { return g[i] + wd * w[i]; }, state,
+               residual);
   }
 }
 

@@ -20,6 +20,7 @@ struct OptimizerConfig {
   double learning_rate = 0.05;
   double momentum = 0.9;      // kMomentum only
   double adagrad_eps = 1e-8;  // kAdagrad only
+  double weight_decay = 0;    // L2: g += weight_decay * w before the rule
   Schedule schedule = Schedule::kConstant;
   // Linear warm-up from lr / warmup_steps to lr over the first steps.
   int64_t warmup_steps = 0;
@@ -34,14 +35,16 @@ std::string ScheduleName(Schedule schedule);
 // recipe), times the warm-up ramp. `epoch` and `step` count from 0.
 double LearningRate(const OptimizerConfig& config, int epoch, int64_t step);
 
-// residual[i] += delta[i], with delta from the optimizer:
+// residual[i] += delta[i], with delta from the optimizer on
+// g = grad + weight_decay * weights:
 //   sgd:      delta = -lr g
 //   momentum: v = momentum v - lr g;  delta = v      (state = v)
 //   adagrad:  h += g^2;  delta = -lr g / (sqrt(h) + eps)  (state = h)
 // AdaGrad is applied locally before quantization (DESIGN.md step 4).
 // REQUIRES: equal sizes (state unused for sgd).
 void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
-                     std::span<float> state, std::span<float> residual);
+                     std::span<const float> weights, std::span<float> state,
+                     std::span<float> residual);
 
 }  // namespace reckon::worker
 

@@ -86,6 +86,9 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
                                                    " inputs but the images have ",
                                                    train->features(), " pixels"));
   }
+  const PixelStats pixels = ComputePixelStats(*train);
+  Standardize(pixels, &*train);
+  Standardize(pixels, &*test);
   absl::StatusOr<std::vector<uint32_t>> shard =
       ShardIndices(train->size(), options.shard, options.shards, options.seed);
   if (!shard.ok()) return shard.status();

@@ -1,0 +1,150 @@
+// reckonctl bench train: a training step's FLOP/s on the CPU backend against
+// OpenBLAS sgemm FLOP/s on exactly the GEMM shapes the step runs, in one run.
+#include <cblas.h>
+
+#include <chrono>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "ctl/commands.h"
+#include "ctl/flags.h"
+#include "worker/backend.h"
+#include "worker/dataset.h"
+
+namespace reckon::ctl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string layers = "784,512,512,10", codec = "threshold";
+  int64_t batch = 100, steps = 200, threads = 0;
+  double threshold = 0.005;
+  bool json = false;
+  FlagSet flags("reckonctl bench train");
+  flags.String("layers", &layers, "model (default 784,512,512,10)");
+  flags.Int("batch", &batch, "minibatch (default 100)");
+  flags.Int("steps", &steps, "timed training steps (default 200)");
+  flags.String("codec", &codec, "dense or threshold (default threshold)");
+  flags.Double("threshold", &threshold, "tau for threshold (default 0.005)");
+  flags.Int("threads", &threads, "CPU threads (0: all cores)");
+  flags.Bool("json", &json, "print one JSON object");
+  if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+
+  worker::BackendConfig config;
+  absl::StatusOr<worker::ModelShape> shape = worker::ModelShape::Parse(layers, "relu");
+  if (!shape.ok() || batch < 1 || steps < 1 || (codec != "dense" && codec != "threshold")) {
+    err << "reckonctl bench train: "
+        << (shape.ok() ? "--batch and --steps must be >= 1, --codec dense or threshold"
+                       : std::string(shape.status().message()))
+        << "\n";
+    return kExitUsage;
+  }
+  config.shape = *shape;
+  config.max_batch = static_cast<int>(batch);
+  config.threads = static_cast<int>(threads);
+  config.mode = codec == "dense" ? worker::UpdateMode::kDense : worker::UpdateMode::kThreshold;
+  config.step = *codec::MakeThresholdStep(threshold, 32);
+  config.optimizer.learning_rate = 0.01;
+  absl::StatusOr<std::unique_ptr<worker::Backend>> backend = worker::MakeCpuBackend(config);
+  if (!backend.ok()) {
+    err << "reckonctl bench train: " << backend.status().message() << "\n";
+    return kExitBadInput;
+  }
+  codec::FixedPointReplica init = *codec::FixedPointReplica::Create(shape->param_count(), 32);
+  (void)worker::InitializeModel(*shape, 1, &init);
+  (void)(*backend)->LoadWeights(init.quanta());
+
+  // Random standardized inputs: the arithmetic is the same as on real data.
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(size_t(batch) * shape->inputs());
+  for (float& v : x) v = normal(rng);
+  std::vector<int32_t> labels(batch);
+  for (int32_t& l : labels) l = static_cast<int32_t>(rng() % shape->classes());
+
+  // GEMM multiply-adds per step: forward, weight gradient, and input
+  // gradient for every layer but the first (the step skips that one).
+  uint64_t macs = 0;
+  for (size_t l = 0; l < shape->layers().size(); ++l) {
+    const uint64_t m = uint64_t(batch) * shape->layers()[l].in * shape->layers()[l].out;
+    macs += (l == 0 ? 2 : 3) * m;
+  }
+  const double flops_per_step = 2.0 * double(macs);
+
+  worker::Emission emission;
+  auto step_once = [&] {
+    absl::StatusOr<worker::BatchStats> s =
+        (*backend)->TrainStep(x.data(), labels.data(), static_cast<int>(batch), 0.01f, &emission);
+    if (s.ok() && config.mode == worker::UpdateMode::kThreshold) {
+      (void)(*backend)->ApplyUpdates(config.step.step_quanta, emission.words);
+    } else if (s.ok()) {
+      (void)(*backend)->ApplyDense(emission.dense);
+    }
+  };
+  for (int i = 0; i < 5; ++i) step_once();  // warm-up
+  auto t0 = Clock::now();
+  for (int64_t i = 0; i < steps; ++i) step_once();
+  const double train_s = Seconds(t0);
+
+  // The same GEMMs, alone, on buffers of the same sizes.
+  std::vector<std::vector<float>> a(shape->layers().size() + 1), w(shape->layers().size()),
+      gw(shape->layers().size());
+  a[0] = x;
+  for (size_t l = 0; l < shape->layers().size(); ++l) {
+    const auto& L = shape->layers()[l];
+    a[l + 1].assign(size_t(batch) * L.out, 0.5f);
+    w[l].assign(size_t(L.in) * L.out, 0.01f);
+    gw[l].assign(size_t(L.in) * L.out, 0.0f);
+  }
+  size_t widest = 0;
+  for (const auto& L : shape->layers()) widest = std::max<size_t>(widest, size_t(batch) * L.in);
+  std::vector<float> da(widest);
+  auto gemms_once = [&] {
+    for (size_t l = 0; l < shape->layers().size(); ++l) {
+      const auto& L = shape->layers()[l];
+      const int B = static_cast<int>(batch);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, L.out, L.in, 1, a[l].data(), L.in,
+                  w[l].data(), L.in, 1, a[l + 1].data(), L.out);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L.out, L.in, B, 1, a[l + 1].data(),
+                  L.out, a[l].data(), L.in, 0, gw[l].data(), L.in);
+      if (l > 0) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, L.in, L.out, 1,
+                    a[l + 1].data(), L.out, w[l].data(), L.in, 0, da.data(), L.in);
+      }
+    }
+  };
+  for (int i = 0; i < 5; ++i) gemms_once();
+  t0 = Clock::now();
+  for (int64_t i = 0; i < steps; ++i) gemms_once();
+  const double gemm_s = Seconds(t0);
+
+  const double train_flops = flops_per_step * steps / train_s;
+  const double gemm_flops = flops_per_step * steps / gemm_s;
+  if (json) {
+    out << absl::StrFormat(
+        "{\"layers\": \"%s\", \"batch\": %d, \"codec\": \"%s\", \"steps\": %d, "
+        "\"threads\": %d, \"train_flops_per_s\": %.4g, \"sgemm_flops_per_s\": %.4g, "
+        "\"ratio\": %.3f, \"step_ms\": %.3f, \"gemm_ms\": %.3f}\n",
+        layers, batch, codec, steps, openblas_get_num_threads(), train_flops, gemm_flops,
+        train_flops / gemm_flops, 1e3 * train_s / steps, 1e3 * gemm_s / steps);
+  } else {
+    out << absl::StrFormat(
+        "reckonctl bench train: %s, batch %d, %s, %d steps, %d threads\n"
+        "  training step   %.3f ms  %.3g FLOP/s\n"
+        "  sgemm alone     %.3f ms  %.3g FLOP/s (same shapes)\n"
+        "  ratio           %.2fx  (target >= 0.6x)  %s\n",
+        layers, batch, codec, steps, openblas_get_num_threads(), 1e3 * train_s / steps,
+        train_flops, 1e3 * gemm_s / steps, gemm_flops, train_flops / gemm_flops,
+        train_flops / gemm_flops >= 0.6 ? "ok" : "MISSED");
+  }
+  return kExitOk;
+}
+
+}  // namespace reckon::ctl
