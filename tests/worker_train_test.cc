@@ -53,6 +53,10 @@ TEST(Optimizer, RulesAndSchedules) {
   c.schedule = Schedule::kHalve;
   EXPECT_DOUBLE_EQ(LearningRate(c, 0, 0), 0.1);
   EXPECT_DOUBLE_EQ(LearningRate(c, 3, 0), 0.1 / 8);
+  c.halve_after = 2;
+  EXPECT_DOUBLE_EQ(LearningRate(c, 2, 0), 0.1);
+  EXPECT_DOUBLE_EQ(LearningRate(c, 4, 0), 0.1 / 4);
+  c.halve_after = 0;
   c.schedule = Schedule::kConstant;
   c.warmup_steps = 10;
   EXPECT_DOUBLE_EQ(LearningRate(c, 0, 0), 0.01);
@@ -133,6 +137,25 @@ TEST_F(Training, ShortRunsLearnInBothModes) {
   EXPECT_GT(thr.updates_sent, 0u);
   EXPECT_GT(thr.compression_ratio, 20.0);
   EXPECT_EQ(thr.dense_bytes, 240u * thr.params * 4);
+}
+
+TEST_F(Training, DensityControllerHoldsTheTarget) {
+  TrainerOptions o = Small(UpdateMode::kThreshold);
+  o.target_density = 4e-3;
+  o.threshold = 0.01;  // a start in the right region: 240 steps are not all transient
+  o.backend_config.step = *codec::MakeThresholdStep(o.threshold, 32);
+  const TrainSummary s = Run(o);
+  EXPECT_GT(s.update_density, 0.8 * o.target_density) << s.update_density;
+  EXPECT_LT(s.update_density, 1.25 * o.target_density) << s.update_density;
+  EXPECT_NE(s.tau, static_cast<float>(o.threshold)) << "the controller should have moved tau";
+  // Resuming a steered run continues from the steered tau, exactly.
+  TrainerOptions first = o;
+  first.epochs = 1;
+  first.checkpoint_path = (dir_ / "ck").string();
+  Run(first);
+  TrainerOptions second = o;
+  second.resume_path = first.checkpoint_path;
+  EXPECT_EQ(Run(second).weight_hash, s.weight_hash);
 }
 
 TEST_F(Training, SameSeedSameHashOtherSeedOtherHash) {

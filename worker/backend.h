@@ -77,6 +77,9 @@ class Backend {
   virtual absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels,
                                                int batch, float learning_rate, Emission* out) = 0;
 
+  // Changes tau for the following steps (the density controller steers it).
+  virtual void SetThresholdStep(const codec::ThresholdStep& step) = 0;
+
   // Applies a threshold update to the replica, all or nothing.
   virtual absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) = 0;
   // Applies a dense update (quanta per parameter), all or nothing.

@@ -77,6 +77,8 @@ class CpuBackend final : public Backend {
     return stats;
   }
 
+  void SetThresholdStep(const codec::ThresholdStep& step) override { config_.step = step; }
+
   absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
     return replica_.Apply(step_quanta, words);
   }

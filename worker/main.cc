@@ -19,12 +19,15 @@ ABSL_FLAG(std::string, data_dir, reckon::worker::kDefaultDataDir,
 ABSL_FLAG(std::string, layers, "784,512,512,10", "layer widths, input first");
 ABSL_FLAG(std::string, activation, "relu", "hidden units: relu or sigmoid");
 ABSL_FLAG(std::string, optimizer, "momentum", "sgd, momentum or adagrad");
-ABSL_FLAG(double, lr, 0.05, "learning rate");
+ABSL_FLAG(double, lr, 0.02, "learning rate");
 ABSL_FLAG(double, momentum, 0.9, "momentum coefficient (--optimizer momentum)");
 ABSL_FLAG(double, weight_decay, 0, "L2 weight decay");
-ABSL_FLAG(std::string, lr_schedule, "constant", "constant, or halve (every epoch, Strom's recipe)");
+ABSL_FLAG(std::string, lr_schedule, "halve",
+          "constant, or halve (every epoch after --halve_after, Strom's recipe)");
+ABSL_FLAG(int32_t, halve_after, 6,
+          "with --lr_schedule halve: keep the full rate for this many epochs, then halve");
 ABSL_FLAG(int64_t, warmup_steps, 0, "linear learning-rate warm-up over this many steps");
-ABSL_FLAG(int32_t, epochs, 8, "epochs over this worker's shard");
+ABSL_FLAG(int32_t, epochs, 10, "epochs over this worker's shard");
 ABSL_FLAG(int32_t, batch, 100, "minibatch size");
 ABSL_FLAG(int64_t, max_steps, 0, "stop after this many steps (0: no limit)");
 ABSL_FLAG(int64_t, eval_samples, 0, "test samples per evaluation (0: all)");
@@ -32,6 +35,8 @@ ABSL_FLAG(uint64_t, seed, 1, "cluster seed: initial weights, shards, shuffles");
 ABSL_FLAG(std::string, shard, "0/1", "i/n: train on the i-th of n disjoint data shards");
 ABSL_FLAG(std::string, codec, "threshold", "dense (full delta each step) or threshold (Strom)");
 ABSL_FLAG(double, threshold, 0.005, "tau for --codec threshold (rounded to the grid)");
+ABSL_FLAG(double, target_density, 0,
+          "steer tau so each step emits about this fraction of the parameters (0: fixed tau)");
 ABSL_FLAG(std::string, wire_format, "rice", "threshold message payload: rice or packed32");
 ABSL_FLAG(int32_t, fraction_bits, 32, "fixed-point fraction bits (cluster-wide)");
 ABSL_FLAG(std::string, backend, "auto", "auto, cpu or cuda");
@@ -95,6 +100,10 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   if (!schedule.ok()) return schedule.status();
   b.optimizer.schedule = *schedule;
   b.optimizer.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  b.optimizer.halve_after = absl::GetFlag(FLAGS_halve_after);
+  if (b.optimizer.halve_after < 0 || b.optimizer.warmup_steps < 0) {
+    return absl::InvalidArgumentError("--halve_after and --warmup_steps must be >= 0");
+  }
   b.fraction_bits = absl::GetFlag(FLAGS_fraction_bits);
   b.threads = absl::GetFlag(FLAGS_threads);
   const std::string codec = absl::GetFlag(FLAGS_codec);
@@ -107,6 +116,10 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
         absl::StrCat("--codec '", codec, "' is not dense or threshold"));
   }
   o.threshold = absl::GetFlag(FLAGS_threshold);
+  o.target_density = absl::GetFlag(FLAGS_target_density);
+  if (!(o.target_density >= 0 && o.target_density < 1)) {
+    return absl::InvalidArgumentError("--target_density must be in [0, 1)");
+  }
   absl::StatusOr<reckon::codec::ThresholdStep> step =
       reckon::codec::MakeThresholdStep(o.threshold, b.fraction_bits);
   if (!step.ok()) return step.status();

@@ -36,7 +36,9 @@ std::string ScheduleName(Schedule schedule) {
 
 double LearningRate(const OptimizerConfig& config, int epoch, int64_t step) {
   double lr = config.learning_rate;
-  if (config.schedule == Schedule::kHalve) lr = std::ldexp(lr, -epoch);
+  if (config.schedule == Schedule::kHalve && epoch > config.halve_after) {
+    lr = std::ldexp(lr, -(epoch - config.halve_after));
+  }
   if (config.warmup_steps > 0 && step < config.warmup_steps) {
     lr *= static_cast<double>(step + 1) / static_cast<double>(config.warmup_steps);
   }

@@ -22,6 +22,7 @@ struct OptimizerConfig {
   double adagrad_eps = 1e-8;  // kAdagrad only
   double weight_decay = 0;    // L2: g += weight_decay * w before the rule
   Schedule schedule = Schedule::kConstant;
+  int halve_after = 0;  // kHalve: the first this many epochs keep the full rate
   // Linear warm-up from lr / warmup_steps to lr over the first steps.
   int64_t warmup_steps = 0;
 };
@@ -31,8 +32,9 @@ absl::StatusOr<Schedule> ParseSchedule(const std::string& name);        // const
 std::string OptimizerName(OptimizerKind kind);
 std::string ScheduleName(Schedule schedule);
 
-// The learning rate for a step: the schedule (halve: lr / 2^epoch, Strom's
-// recipe), times the warm-up ramp. `epoch` and `step` count from 0.
+// The learning rate for a step: the schedule (halve: lr / 2^(epoch -
+// halve_after) once epoch > halve_after, Strom's recipe when halve_after is
+// 0), times the warm-up ramp. `epoch` and `step` count from 0.
 double LearningRate(const OptimizerConfig& config, int epoch, int64_t step);
 
 // residual[i] += delta[i], with delta from the optimizer on

@@ -1,6 +1,9 @@
 #include "worker/trainer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -61,12 +64,48 @@ absl::Status CheckCompatible(const v1::Checkpoint& c, const TrainerOptions& o) {
     return mismatch("optimizer", c.optimizer(), OptimizerName(b.optimizer.kind));
   }
   if (c.mode() != ModeName(b.mode)) return mismatch("codec mode", c.mode(), ModeName(b.mode));
-  if (b.mode == UpdateMode::kThreshold && c.step_quanta() != b.step.step_quanta) {
+  if (c.target_density() != o.target_density) {
+    return mismatch("target density", absl::StrCat(c.target_density()),
+                    absl::StrCat(o.target_density));
+  }
+  // A fixed tau must match; a steered one continues from where it was.
+  if (b.mode == UpdateMode::kThreshold && o.target_density == 0 &&
+      c.step_quanta() != b.step.step_quanta) {
     return mismatch("threshold step (quanta)", absl::StrCat(c.step_quanta()),
                     absl::StrCat(b.step.step_quanta));
   }
   return absl::OkStatus();
 }
+
+// Steers tau toward a target update density. Emission is bursty (a lowered
+// tau releases many residuals at once, then few for a while), so the
+// controller acts on a moving average of the density over about 20 steps,
+// with a small step in log space each training step. Deterministic (counts
+// only), so replicas trained with the same seed stay identical.
+class DensityController {
+ public:
+  DensityController(double target, uint64_t params)
+      : target_(target), params_(params), average_(target) {}
+  // The next tau; held where the grid cannot represent the change.
+  codec::ThresholdStep Next(const codec::ThresholdStep& step, size_t emitted) {
+    average_ += kSmoothing * (double(emitted) / double(params_) - average_);
+    const double observed = std::max(average_, target_ / 10);
+    const double factor = std::clamp(std::exp(kGain * std::log(observed / target_)), 0.5, 2.0);
+    absl::StatusOr<codec::ThresholdStep> next =
+        codec::MakeThresholdStep(double(step.tau) * factor, step.fraction_bits);
+    return next.ok() ? *next : step;
+  }
+  // Its state, for checkpoints: resuming must continue the same trajectory.
+  double average() const { return average_; }
+  void set_average(double average) { average_ = average; }
+
+ private:
+  static constexpr double kSmoothing = 0.05;
+  static constexpr double kGain = 0.05;
+  double target_;
+  uint64_t params_;
+  double average_;
+};
 
 }  // namespace
 
@@ -124,6 +163,11 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
   summary.step_quanta = config.mode == UpdateMode::kThreshold ? config.step.step_quanta : 0;
 
   // Initial replica: from the seed, or from the checkpoint.
+  codec::ThresholdStep step_now = config.step;
+  std::optional<DensityController> controller;
+  if (config.mode == UpdateMode::kThreshold && options.target_density > 0) {
+    controller.emplace(options.target_density, shape.param_count());
+  }
   int first_epoch = 0;
   int64_t step = 0;
   {
@@ -154,6 +198,18 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
       return absl::DataLossError(absl::StrCat("--resume ", options.resume_path,
                                               ": weights do not match their recorded hash"));
     }
+    if (config.mode == UpdateMode::kThreshold && c->step_quanta() != step_now.step_quanta) {
+      absl::StatusOr<codec::ThresholdStep> resumed = codec::MakeThresholdStep(
+          std::ldexp(double(c->step_quanta()), -config.fraction_bits), config.fraction_bits);
+      if (!resumed.ok() || resumed->step_quanta != c->step_quanta()) {
+        return absl::DataLossError(absl::StrCat("--resume ", options.resume_path,
+                                                ": step of ", c->step_quanta(),
+                                                " quanta is not a valid threshold step"));
+      }
+      step_now = *resumed;
+      backend.SetThresholdStep(step_now);
+    }
+    if (controller) controller->set_average(c->density_average());
     first_epoch = c->epochs_done();
     step = c->steps_done();
     summary.updates_sent = c->updates_sent();
@@ -212,7 +268,7 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
       absl::Status applied;
       if (config.mode == UpdateMode::kThreshold) {
         message.set_seq(static_cast<uint64_t>(step));
-        absl::Status s2 = codec::EncodeThresholdUpdate(emission.words, config.step.step_quanta,
+        absl::Status s2 = codec::EncodeThresholdUpdate(emission.words, step_now.step_quanta,
                                                        shape.param_count(), options.wire_codec,
                                                        &message);
         if (!s2.ok()) return s2;
@@ -220,6 +276,10 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
         applied = backend.ApplyUpdates(decoded.step_quanta, decoded.words);
         epoch_updates += decoded.words.size();
         epoch_wire += message.ByteSizeLong();
+        if (controller) {
+          step_now = controller->Next(step_now, decoded.words.size());
+          backend.SetThresholdStep(step_now);
+        }
       } else {
         applied = backend.ApplyDense(emission.dense);
         epoch_wire += param_bytes;
@@ -251,13 +311,14 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
     summary.epochs = epoch + 1;
     const double dense_epoch = double(epoch_samples / options.batch) * param_bytes;
     log << absl::StrFormat(
-               "epoch %d/%d  loss %.4f  test %.2f%%  %.0f samples/s  density %.2e  wire %s  "
-               "dense %s  (%.0fx)",
+               "epoch %d/%d  loss %.4f  test %.2f%%  %.0f samples/s  density %.2e  tau %.3g  "
+               "wire %s  dense %s  (%.0fx)",
                epoch + 1, options.epochs, summary.train_loss, 100 * summary.test_accuracy,
                epoch_samples / seconds,
                epoch_samples ? double(epoch_updates) /
                                    (double(epoch_samples / options.batch) * shape.param_count())
                              : 0.0,
+               config.mode == UpdateMode::kThreshold ? double(step_now.tau) : 0.0,
                HumanBytes(epoch_wire), HumanBytes(dense_epoch),
                epoch_wire ? dense_epoch / epoch_wire : 0.0)
         << std::endl;
@@ -269,7 +330,9 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
       c.set_seed(options.seed);
       c.set_optimizer(OptimizerName(config.optimizer.kind));
       c.set_mode(ModeName(config.mode));
-      c.set_step_quanta(config.mode == UpdateMode::kThreshold ? config.step.step_quanta : 0);
+      c.set_step_quanta(config.mode == UpdateMode::kThreshold ? step_now.step_quanta : 0);
+      c.set_target_density(options.target_density);
+      c.set_density_average(controller ? controller->average() : 0);
       // A checkpoint taken at max_steps mid-epoch resumes at the next epoch.
       c.set_epochs_done(epoch + 1);
       c.set_steps_done(step);
@@ -296,6 +359,11 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
                                       (double(step) * double(shape.param_count()))
                                 : 0;
   summary.weight_hash = backend.WeightHash();
+  if (config.mode == UpdateMode::kThreshold) {
+    summary.tau = step_now.tau;
+    summary.step_quanta = step_now.step_quanta;
+    summary.target_density = options.target_density;
+  }
   return summary;
 }
 
@@ -305,11 +373,12 @@ std::string SummaryJson(const TrainSummary& s) {
       "\"steps\": %d, \"samples\": %d, \"train_seconds\": %.3f, \"samples_per_s\": %.1f, "
       "\"train_flops_per_s\": %.4g, \"params\": %d, \"model\": \"%s\", \"backend\": \"%s\", "
       "\"codec\": \"%s\", \"threshold\": %.9g, \"tau\": %.9g, \"step_quanta\": %d, "
+      "\"target_density\": %.6g, "
       "\"updates_sent\": %d, \"update_density\": %.6g, \"wire_bytes\": %d, "
       "\"dense_bytes\": %d, \"compression_ratio\": %.2f, \"weight_hash\": \"%s\"}\n",
       s.test_accuracy, s.test_loss, s.train_loss, s.epochs, s.steps, s.samples, s.train_seconds,
       s.samples_per_s, s.train_flops_per_s, s.params, s.model, s.backend, s.codec, s.threshold,
-      s.tau, s.step_quanta, s.updates_sent, s.update_density, s.wire_bytes, s.dense_bytes,
+      s.tau, s.step_quanta, s.target_density, s.updates_sent, s.update_density, s.wire_bytes, s.dense_bytes,
       s.compression_ratio, s.weight_hash);
 }
 

@@ -18,13 +18,17 @@ struct TrainerOptions {
   std::string data_dir = kDefaultDataDir;
   int shard = 0, shards = 1;
   uint64_t seed = 1;
-  int epochs = 8;
+  int epochs = 10;
   int batch = 100;
   int64_t max_steps = 0;        // stop after this many steps in all (0: no limit)
   int64_t eval_samples = 0;     // test samples per evaluation (0: the whole test set)
   std::string backend = "auto";
   BackendConfig backend_config;  // shape, optimizer, mode, step, fraction bits
-  double threshold = 0;          // as given, for the summary (tau is in the step)
+  double threshold = 0;          // as given (tau is in the step); the controller's start
+  // When > 0, a controller steers tau so that each step emits about this
+  // fraction of the parameters (DESIGN.md step 5): the wire budget is set
+  // directly, and emission does not dry up as the learning rate decays.
+  double target_density = 0;
   v1::Codec wire_codec = v1::CODEC_THRESHOLD_RICE;
   std::string node_id = "standalone";
   std::string checkpoint_path;  // saved after every epoch when set
@@ -37,8 +41,9 @@ struct TrainSummary {
   std::string model;
   uint64_t params = 0;
   std::string codec;  // "dense" or the threshold wire codec
-  double threshold = 0, tau = 0;
+  double threshold = 0, tau = 0;  // tau: at the end (the controller may move it)
   int64_t step_quanta = 0;
+  double target_density = 0;
   int epochs = 0;
   int64_t steps = 0;
   uint64_t samples = 0;

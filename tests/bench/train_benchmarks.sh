@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Reproduces the training figures in docs/benchmarks.md (issue 3): the dense
+# single-worker baseline, threshold mode over a sweep of tau (accuracy against
+# compression, like Table 3 of Strom 2015), and the CPU training FLOP/s
+# against sgemm on the same shapes. Takes about 10 minutes on 2 cores.
+#   usage: tests/bench/train_benchmarks.sh [OUT_DIR] [TAU ...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-bench-results}
+shift || true
+taus=("$@")
+[ ${#taus[@]} -gt 0 ] || taus=(0.002 0.005 0.01 0.02)
+worker=build/worker/reckon-worker
+ctl=build/ctl/reckonctl
+[ -x "$worker" ] && [ -x "$ctl" ] || { echo "build first: cmake -S . -B build -G Ninja && cmake --build build" >&2; exit 2; }
+mkdir -p "$out"
+# The default recipe (README): every flag spelled out so the figures do not
+# drift if a default changes.
+recipe=(--layers 784,512,512,10 --activation relu --optimizer momentum --lr 0.05
+        --momentum 0.9 --lr_schedule halve --batch 100 --epochs 8 --seed 1 --progress off)
+
+echo "== dense baseline"
+"$worker" --standalone --codec dense "${recipe[@]}" --summary-json "$out/dense.json"
+for tau in "${taus[@]}"; do
+  echo "== threshold tau=$tau"
+  "$worker" --standalone --codec threshold --threshold "$tau" "${recipe[@]}" \
+    --summary-json "$out/threshold-$tau.json"
+done
+echo "== training FLOP/s against sgemm"
+"$ctl" bench train --codec dense --json > "$out/bench-train-dense.json"
+"$ctl" bench train --codec threshold --threshold 0.005 --json > "$out/bench-train-threshold.json"
+
+python3 - "$out" "${taus[@]}" <<'PY'
+import json, sys
+out, taus = sys.argv[1], sys.argv[2:]
+dense = json.load(open(f"{out}/dense.json"))
+print(f"\ndense baseline: test accuracy {100*dense['test_accuracy']:.2f}%, "
+      f"{dense['samples_per_s']:.0f} samples/s, weights {dense['weight_hash'][:16]}")
+print("\n| tau | test accuracy | vs dense (points) | update density | bits/update | compression (dense fp32 / wire) |")
+print("|---|---|---|---|---|---|")
+for tau in taus:
+    t = json.load(open(f"{out}/threshold-{tau}.json"))
+    bits = 8 * t["wire_bytes"] / max(1, t["updates_sent"])
+    print(f"| {tau} | {100*t['test_accuracy']:.2f}% | {100*(t['test_accuracy']-dense['test_accuracy']):+.2f} "
+          f"| {t['update_density']:.2e} | {bits:.1f} | {t['compression_ratio']:.0f}x |")
+for mode in ("dense", "threshold"):
+    b = json.load(open(f"{out}/bench-train-{mode}.json"))
+    print(f"\nbench train ({mode}): step {b['step_ms']:.2f} ms, {b['train_flops_per_s']:.3g} FLOP/s; "
+          f"sgemm alone {b['gemm_ms']:.2f} ms, {b['sgemm_flops_per_s']:.3g} FLOP/s; ratio {b['ratio']:.2f}x (target >= 0.6x)")
+PY
