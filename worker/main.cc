@@ -66,6 +66,10 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.eval_samples = absl::GetFlag(FLAGS_eval_samples);
   o.backend = absl::GetFlag(FLAGS_backend);
+  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend '", o.backend, "' is not auto, cpu or cuda"));
+  }
   o.checkpoint_path = absl::GetFlag(FLAGS_checkpoint);
   o.resume_path = absl::GetFlag(FLAGS_resume);
   const std::string progress = absl::GetFlag(FLAGS_progress);
