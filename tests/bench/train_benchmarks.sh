@@ -9,15 +9,16 @@ cd "$(dirname "$0")/../.."
 out=${1:-bench-results}
 shift || true
 taus=("$@")
-[ ${#taus[@]} -gt 0 ] || taus=(0.002 0.005 0.01 0.02)
+[ ${#taus[@]} -gt 0 ] || taus=(0.002 0.003 0.005 0.01 0.02)
 worker=build/worker/reckon-worker
 ctl=build/ctl/reckonctl
 [ -x "$worker" ] && [ -x "$ctl" ] || { echo "build first: cmake -S . -B build -G Ninja && cmake --build build" >&2; exit 2; }
 mkdir -p "$out"
 # The default recipe (README): every flag spelled out so the figures do not
 # drift if a default changes.
-recipe=(--layers 784,512,512,10 --activation relu --optimizer momentum --lr 0.05
-        --momentum 0.9 --lr_schedule halve --batch 100 --epochs 8 --seed 1 --progress off)
+recipe=(--layers 784,512,512,10 --activation relu --optimizer momentum --lr 0.02
+        --momentum 0.9 --lr_schedule halve --halve_after 6 --batch 100 --epochs 10 --seed 1
+        --backend cpu --progress off)
 
 echo "== dense baseline"
 "$worker" --standalone --codec dense "${recipe[@]}" --summary-json "$out/dense.json"
@@ -26,6 +27,9 @@ for tau in "${taus[@]}"; do
   "$worker" --standalone --codec threshold --threshold "$tau" "${recipe[@]}" \
     --summary-json "$out/threshold-$tau.json"
 done
+echo "== threshold, tau steered to density 1e-3"
+"$worker" --standalone --codec threshold --threshold 0.005 --target_density 0.001 "${recipe[@]}" \
+  --summary-json "$out/controlled-0.001.json"
 echo "== training FLOP/s against sgemm"
 "$ctl" bench train --codec dense --json > "$out/bench-train-dense.json"
 "$ctl" bench train --codec threshold --threshold 0.005 --json > "$out/bench-train-threshold.json"
@@ -38,8 +42,10 @@ print(f"\ndense baseline: test accuracy {100*dense['test_accuracy']:.2f}%, "
       f"{dense['samples_per_s']:.0f} samples/s, weights {dense['weight_hash'][:16]}")
 print("\n| tau | test accuracy | vs dense (points) | update density | bits/update | compression (dense fp32 / wire) |")
 print("|---|---|---|---|---|---|")
-for tau in taus:
-    t = json.load(open(f"{out}/threshold-{tau}.json"))
+runs = [(f"{tau}", f"{out}/threshold-{tau}.json") for tau in taus]
+runs.append(("steered to density 1e-3", f"{out}/controlled-0.001.json"))
+for tau, path in runs:
+    t = json.load(open(path))
     bits = 8 * t["wire_bytes"] / max(1, t["updates_sent"])
     print(f"| {tau} | {100*t['test_accuracy']:.2f}% | {100*(t['test_accuracy']-dense['test_accuracy']):+.2f} "
           f"| {t['update_density']:.2e} | {bits:.1f} | {t['compression_ratio']:.0f}x |")
