@@ -142,17 +142,24 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta) {
   }
   const size_t n = quanta_.size();
   int64_t* quanta = quanta_.data();
+  float* weights = weights_.data();
+  // One pass in the usual case: add with wrap-around (as unsigned), noting
+  // any signed overflow. Wrapping addition is exactly reversible, so on
+  // overflow a second pass takes every addition back: all or nothing.
   bool overflow = false;
   for (size_t i = 0; i < n; ++i) {
     int64_t sum;
     overflow |= __builtin_add_overflow(quanta[i], delta[i], &sum);
+    quanta[i] = sum;
+    weights[i] = QuantaToFloat(sum, quantum_);
   }
-  if (overflow) return absl::InvalidArgumentError("dense update would overflow a parameter");
-  float* weights = weights_.data();
-  for (size_t i = 0; i < n; ++i) {
-    if (delta[i] == 0) continue;
-    quanta[i] += delta[i];
-    weights[i] = QuantaToFloat(quanta[i], quantum_);
+  if (overflow) [[unlikely]] {
+    for (size_t i = 0; i < n; ++i) {
+      quanta[i] = static_cast<int64_t>(static_cast<uint64_t>(quanta[i]) -
+                                       static_cast<uint64_t>(delta[i]));
+      weights[i] = QuantaToFloat(quanta[i], quantum_);
+    }
+    return absl::InvalidArgumentError("dense update would overflow a parameter");
   }
   return absl::OkStatus();
 }

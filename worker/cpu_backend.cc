@@ -2,6 +2,7 @@
 // all cores), plain loops for the rest.
 #include <cblas.h>
 
+#include <bit>
 #include <cmath>
 #include <thread>
 
@@ -107,21 +108,19 @@ class CpuBackend final : public Backend {
   // NaN, Inf or out-of-range value fails before the residual changes.
   absl::Status RoundResidualToGrid(std::vector<int64_t>* dense) {
     const size_t n = residual_.size();
-    dense->resize(n);
-    const double scale = std::ldexp(1.0, config_.fraction_bits);
-    const double limit = 0x1p62;
-    int64_t* q = dense->data();
     const float* r = residual_.data();
-    bool bad = false;
+    // Pass 1, read-only and vectorizable: every |r| * 2^fb must be finite
+    // and below 2^62, i.e. |r| < 2^(62 - fb); compared on the float bits
+    // (NaN and Inf sit above every finite limit).
+    const float limit = std::ldexp(1.0f, 62 - config_.fraction_bits);
+    const int32_t limit_bits = std::bit_cast<int32_t>(limit);
+    int32_t bad = 0;
     for (size_t i = 0; i < n; ++i) {
-      const double scaled = static_cast<double>(r[i]) * scale;
-      bad |= !(std::fabs(scaled) < limit);  // also true for NaN
-      // Round half away from zero; the conversion truncates.
-      q[i] = bad ? 0 : static_cast<int64_t>(scaled + (scaled >= 0 ? 0.5 : -0.5));
+      bad |= static_cast<int32_t>((std::bit_cast<int32_t>(r[i]) & 0x7FFFFFFF) >= limit_bits);
     }
     if (bad) {
       for (size_t i = 0; i < n; ++i) {
-        if (!(std::fabs(static_cast<double>(r[i]) * scale) < limit)) {
+        if ((std::bit_cast<int32_t>(r[i]) & 0x7FFFFFFF) >= limit_bits) {
           dense->clear();
           return absl::InvalidArgumentError(absl::StrCat(
               "residual element ", i, " is ", r[i],
@@ -129,10 +128,17 @@ class CpuBackend final : public Backend {
         }
       }
     }
-    const double quantum = replica_.quantum();
+    // Pass 2: round to the nearest quantum (half away from zero; the
+    // conversion truncates) and keep what rounding left in the residual.
+    dense->resize(n);
+    int64_t* q = dense->data();
     float* rw = residual_.data();
+    const double scale = std::ldexp(1.0, config_.fraction_bits);
+    const double quantum = replica_.quantum();
     for (size_t i = 0; i < n; ++i) {
-      if (q[i] != 0) rw[i] -= static_cast<float>(static_cast<double>(q[i]) * quantum);
+      const double scaled = static_cast<double>(rw[i]) * scale;
+      q[i] = static_cast<int64_t>(scaled + std::copysign(0.5, scaled));  // branch-free
+      rw[i] -= static_cast<float>(static_cast<double>(q[i]) * quantum);
     }
     return absl::OkStatus();
   }
