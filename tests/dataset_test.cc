@@ -8,6 +8,8 @@
 #include <fstream>
 #include <set>
 
+#include "tests/test_process.h"
+
 namespace reckon::worker {
 namespace {
 
@@ -24,12 +26,6 @@ std::string Idx(uint8_t type, std::vector<uint32_t> dims, size_t data_bytes, uin
 
 class IdxFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("idx_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string Put(const std::string& name, const std::string& bytes, bool gzip = false) {
     const std::string path = (dir_ / name).string();
     if (gzip) {
@@ -41,7 +37,7 @@ class IdxFiles : public ::testing::Test {
     }
     return path;
   }
-  fs::path dir_;
+  ::reckon::testing::ScratchDir dir_;
 };
 
 TEST_F(IdxFiles, ReadsPlainAndGzipped) {
@@ -83,17 +79,17 @@ TEST_F(IdxFiles, RejectsTruncatedExtendedWrongMagicWrongTypeWrongRank) {
 TEST_F(IdxFiles, DatasetChecksCountsAndLabels) {
   Put("train-images-idx3-ubyte", Idx(8, {5, 2, 2}, 20, 255));
   Put("train-labels-idx1-ubyte", Idx(8, {4}, 4, 1));
-  absl::StatusOr<Dataset> d = LoadIdxDataset(dir_.string(), "train");
+  absl::StatusOr<Dataset> d = LoadIdxDataset(dir_.path().string(), "train");
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("5 images but"), std::string::npos) << d.status();
 
   Put("train-labels-idx1-ubyte", Idx(8, {5}, 5, 10));
-  d = LoadIdxDataset(dir_.string(), "train");
+  d = LoadIdxDataset(dir_.path().string(), "train");
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("label 10"), std::string::npos) << d.status();
 
   Put("train-labels-idx1-ubyte", Idx(8, {5}, 5, 3));
-  d = LoadIdxDataset(dir_.string(), "train");
+  d = LoadIdxDataset(dir_.path().string(), "train");
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->size(), 5u);
   EXPECT_EQ(d->features(), 4);
@@ -102,7 +98,7 @@ TEST_F(IdxFiles, DatasetChecksCountsAndLabels) {
 }
 
 TEST_F(IdxFiles, MissingFilesAndDirectoriesAreNamed) {
-  absl::StatusOr<Dataset> d = LoadIdxDataset(dir_.string(), "train");
+  absl::StatusOr<Dataset> d = LoadIdxDataset(dir_.path().string(), "train");
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(d.status().message().find("train-images-idx3-ubyte"), std::string::npos);

@@ -1,57 +1,22 @@
 // The reckon-worker binary as a user runs it: flags, errors, summary JSON.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "tests/test_process.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using Result = ::reckon::testing::ProcessResult;
 
 class ReckonWorker : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("worker_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   Result Run(std::vector<std::string> args) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr)) {
-        ::_exit(127);
-      }
-      std::string bin = RECKON_WORKER_PATH;
-      std::vector<char*> argv = {bin.data()};
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(bin.c_str(), argv.data());
-      ::_exit(127);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), Slurp(out),
-            Slurp(err)};
+    return ::reckon::testing::RunProcess(RECKON_WORKER_PATH, std::move(args), dir_.path());
   }
-  fs::path dir_;
+  ::reckon::testing::ScratchDir dir_;
 };
 
 TEST_F(ReckonWorker, ShortRunWritesAFullSummary) {
@@ -62,7 +27,7 @@ TEST_F(ReckonWorker, ShortRunWritesAFullSummary) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("backend cpu (OpenBLAS"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("epoch 1/1"), std::string::npos) << r.out;
-  const std::string json = Slurp(summary);
+  const std::string json = ::reckon::testing::ReadWholeFile(summary);
   for (const char* key : {"test_accuracy", "epochs", "steps", "samples_per_s", "params", "codec",
                           "threshold", "updates_sent", "wire_bytes", "dense_bytes",
                           "compression_ratio", "weight_hash"}) {

@@ -16,54 +16,20 @@
 #include "codec/quantizer.h"
 #include "codec/update_message.h"
 #include "codec/update_words.h"
+#include "tests/test_process.h"
 
 namespace reckon {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using Result = ::reckon::testing::ProcessResult;
+using ::reckon::testing::ReadWholeFile;
 
 class ReckonctlCodec : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("reckonctl_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   Result Run(std::vector<std::string> args) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      FILE* o = std::freopen(out.c_str(), "w", stdout);
-      FILE* e = std::freopen(err.c_str(), "w", stderr);
-      if (!o || !e) ::_exit(127);
-      std::vector<char*> argv;
-      std::string bin = RECKONCTL_PATH;
-      argv.push_back(bin.data());
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(bin.c_str(), argv.data());
-      ::_exit(127);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), Slurp(out),
-            Slurp(err)};
+    return ::reckon::testing::RunProcess(RECKONCTL_PATH, std::move(args), dir_.path());
   }
 
   fs::path Write(const std::string& name, const std::string& bytes) {
@@ -86,7 +52,7 @@ class ReckonctlCodec : public ::testing::Test {
     EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err;
   }
 
-  fs::path dir_;
+  ::reckon::testing::ScratchDir dir_;
 };
 
 TEST_F(ReckonctlCodec, EncodeDecodeInspectRoundTrip) {
@@ -108,7 +74,7 @@ TEST_F(ReckonctlCodec, EncodeDecodeInspectRoundTrip) {
     const codec::ThresholdStep step = *codec::MakeThresholdStep(0.01, 32);
     ASSERT_TRUE(codec::QuantizeResidual(expected_residual, step, &expected).ok());
     ASSERT_GT(expected.size(), 100u);
-    EXPECT_EQ(Slurp(r2), FloatBytes(expected_residual));
+    EXPECT_EQ(ReadWholeFile(r2), FloatBytes(expected_residual));
 
     Result dec = Run({"codec", "decode", "--input", msg});
     ASSERT_EQ(dec.exit_code, 0) << dec.err;
@@ -139,7 +105,7 @@ TEST_F(ReckonctlCodec, CorruptMessagesFailCleanly) {
   const fs::path msg = dir_ / "u.pb";
   ASSERT_EQ(
       Run({"codec", "encode", "--input", in, "--threshold", "0.5", "--output", msg}).exit_code, 0);
-  const std::string good = Slurp(msg);
+  const std::string good = ReadWholeFile(msg);
   auto parsed = codec::ParseUpdate(good);
   ASSERT_TRUE(parsed.ok());
 

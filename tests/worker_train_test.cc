@@ -13,6 +13,7 @@
 #include "worker/model.h"
 #include "worker/optimizer.h"
 #include "worker/trainer.h"
+#include "tests/test_process.h"
 
 namespace reckon::worker {
 namespace {
@@ -92,13 +93,6 @@ TEST(Optimizer, RulesAndSchedules) {
 
 class Training : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("train_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // A small, quick configuration on 1/10 of the real training set.
   static TrainerOptions Small(UpdateMode mode) {
@@ -122,7 +116,7 @@ class Training : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status() << "\n" << log.str();
     return s.ok() ? *s : TrainSummary{};
   }
-  fs::path dir_;
+  ::reckon::testing::ScratchDir dir_;
 };
 
 TEST_F(Training, ShortRunsLearnInBothModes) {

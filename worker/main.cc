@@ -34,7 +34,7 @@ ABSL_FLAG(int64_t, eval_samples, 0, "test samples per evaluation (0: all)");
 ABSL_FLAG(uint64_t, seed, 1, "cluster seed: initial weights, shards, shuffles");
 ABSL_FLAG(std::string, shard, "0/1", "i/n: train on the i-th of n disjoint data shards");
 ABSL_FLAG(std::string, codec, "threshold", "dense (full delta each step) or threshold (Strom)");
-ABSL_FLAG(double, threshold, 0.005, "tau for --codec threshold (rounded to the grid)");
+ABSL_FLAG(double, threshold, 0.01, "tau for --codec threshold (rounded to the grid)");
 ABSL_FLAG(double, target_density, 0,
           "steer tau so each step emits about this fraction of the parameters (0: fixed tau)");
 ABSL_FLAG(std::string, wire_format, "rice", "threshold message payload: rice or packed32");
