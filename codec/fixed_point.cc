@@ -1,6 +1,7 @@
 #include "codec/fixed_point.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -135,29 +136,47 @@ absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint3
   return absl::OkStatus();
 }
 
-absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta) {
+absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
+                                           const ParallelFor& parallel_for) {
   if (delta.size() != quanta_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("dense update has ", delta.size(),
                                                    " values, replica has ", quanta_.size()));
   }
-  const size_t n = quanta_.size();
   int64_t* quanta = quanta_.data();
   float* weights = weights_.data();
+  const double quantum = quantum_;
   // One pass in the usual case: add with wrap-around (as unsigned), noting
   // any signed overflow. Wrapping addition is exactly reversible, so on
   // overflow a second pass takes every addition back: all or nothing.
-  bool overflow = false;
-  for (size_t i = 0; i < n; ++i) {
-    int64_t sum;
-    overflow |= __builtin_add_overflow(quanta[i], delta[i], &sum);
-    quanta[i] = sum;
-    weights[i] = QuantaToFloat(sum, quantum_);
-  }
-  if (overflow) [[unlikely]] {
-    for (size_t i = 0; i < n; ++i) {
+  std::atomic<bool> overflow{false};
+  auto add = [&](size_t begin, size_t end) {
+    bool local = false;
+    for (size_t i = begin; i < end; ++i) {
+      int64_t sum;
+      local |= __builtin_add_overflow(quanta[i], delta[i], &sum);
+      quanta[i] = sum;
+      weights[i] = QuantaToFloat(sum, quantum);
+    }
+    if (local) overflow.store(true, std::memory_order_relaxed);
+  };
+  auto undo = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
       quanta[i] = static_cast<int64_t>(static_cast<uint64_t>(quanta[i]) -
                                        static_cast<uint64_t>(delta[i]));
-      weights[i] = QuantaToFloat(quanta[i], quantum_);
+      weights[i] = QuantaToFloat(quanta[i], quantum);
+    }
+  };
+  const size_t n = quanta_.size();
+  if (parallel_for) {
+    parallel_for(n, add);
+  } else {
+    add(0, n);
+  }
+  if (overflow.load()) [[unlikely]] {
+    if (parallel_for) {
+      parallel_for(n, undo);
+    } else {
+      undo(0, n);
     }
     return absl::InvalidArgumentError("dense update would overflow a parameter");
   }

@@ -7,6 +7,7 @@
 #define RECKON_CODEC_FIXED_POINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -88,10 +89,18 @@ class FixedPointReplica {
   // kInvalidArgument when validation fails; the replica is then unchanged.
   absl::Status Apply(int64_t step_quanta, std::span<const uint32_t> words);
 
+  // Runs fn(begin, end) over chunks covering [0, n) (possibly in parallel)
+  // and returns when all are done. The codec has no threads of its own;
+  // callers that have some pass them in this way.
+  using ParallelFor =
+      std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
+
   // Adds delta[i] quanta to every parameter i (dense updates). All or
   // nothing: kInvalidArgument, with the replica unchanged, when the size
-  // differs or any sum would overflow int64.
-  absl::Status ApplyDense(std::span<const int64_t> delta);
+  // differs or any sum would overflow int64. `parallel_for` (optional)
+  // spreads the pass over the caller's threads.
+  absl::Status ApplyDense(std::span<const int64_t> delta,
+                          const ParallelFor& parallel_for = nullptr);
 
   // Replaces every parameter (snapshots, checkpoints). kInvalidArgument when
   // the size differs.

@@ -105,6 +105,10 @@ class Training : public ::testing::Test {
     o.backend = "cpu";
     o.backend_config.shape = *ModelShape::Parse("784,64,10", "relu");
     o.backend_config.optimizer.learning_rate = 0.02;
+    // Halving from the start keeps the last evaluation off an oscillation:
+    // over seeds 1-5 dense ends at 81.3-83.8% and threshold at 77.3-80.5%.
+    o.backend_config.optimizer.schedule = Schedule::kHalve;
+    o.backend_config.optimizer.halve_after = 0;
     o.backend_config.mode = mode;
     o.threshold = 0.002;
     o.backend_config.step = *codec::MakeThresholdStep(o.threshold, 32);
@@ -121,13 +125,14 @@ class Training : public ::testing::Test {
 
 TEST_F(Training, ShortRunsLearnInBothModes) {
   // 2 epochs of 1/10 of Fashion-MNIST (240 steps): far from converged, but a
-  // model that learns clears these bounds and an untrained one (10%) cannot.
+  // model that learns clears these bounds (about 3 points under the worst of
+  // seeds 1-5) and an untrained one (10%) cannot.
   const TrainSummary dense = Run(Small(UpdateMode::kDense));
   EXPECT_GT(dense.test_accuracy, 0.78);
   EXPECT_EQ(dense.steps, 240);
   EXPECT_DOUBLE_EQ(dense.compression_ratio, 1.0);
   const TrainSummary thr = Run(Small(UpdateMode::kThreshold));
-  EXPECT_GT(thr.test_accuracy, 0.75);
+  EXPECT_GT(thr.test_accuracy, 0.74);
   EXPECT_GT(thr.updates_sent, 0u);
   EXPECT_GT(thr.compression_ratio, 20.0);
   EXPECT_EQ(thr.dense_bytes, 240u * thr.params * 4);

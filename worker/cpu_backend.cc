@@ -2,6 +2,7 @@
 // all cores), plain loops for the rest.
 #include <cblas.h>
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/quantizer.h"
 #include "worker/backend.h"
+#include "worker/parallel.h"
 
 #if RECKON_HAVE_CUDA
 #include "cuda/device.h"
@@ -23,6 +25,10 @@ class CpuBackend final : public Backend {
       : config_(config),
         replica_(std::move(replica)),
         threads_(threads),
+        pool_(threads),
+        gemm_rows_([this](size_t n, const std::function<void(size_t, size_t)>& fn) {
+          pool_.ParallelFor(n, fn, /*min_chunk=*/8);
+        }),
         residual_(config.shape.param_count(), 0.0f),
         state_(config.optimizer.kind == OptimizerKind::kSgd ? 0 : config.shape.param_count(),
                0.0f),
@@ -64,8 +70,15 @@ class CpuBackend final : public Backend {
           absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
     }
     const BatchStats stats = ForwardBackward(config_.shape, replica_.weights().data(), images,
-                                             labels, batch, train_ws_, grad_.data());
-    AccumulateDelta(config_.optimizer, learning_rate, grad_, replica_.weights(), state_, residual_);
+                                             labels, batch, train_ws_, grad_.data(), &gemm_rows_);
+    pool_.ParallelFor(grad_.size(), [&](size_t begin, size_t end) {
+      const size_t len = end - begin;
+      AccumulateDelta(config_.optimizer, learning_rate,
+                      std::span<const float>(grad_).subspan(begin, len),
+                      replica_.weights().subspan(begin, len),
+                      state_.empty() ? std::span<float>() : std::span<float>(state_).subspan(begin, len),
+                      std::span<float>(residual_).subspan(begin, len));
+    });
     if (config_.mode == UpdateMode::kThreshold) {
       out->dense.clear();
       absl::Status s = codec::QuantizeResidual(residual_, config_.step, &out->words);
@@ -84,7 +97,7 @@ class CpuBackend final : public Backend {
     return replica_.Apply(step_quanta, words);
   }
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
-    return replica_.ApplyDense(quanta);
+    return replica_.ApplyDense(quanta, [this](size_t n, const auto& fn) { pool_.ParallelFor(n, fn); });
   }
 
   BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
@@ -93,7 +106,8 @@ class CpuBackend final : public Backend {
     for (size_t begin = 0; begin < count; begin += kEvalChunk) {
       const int n = static_cast<int>(std::min<size_t>(kEvalChunk, count - begin));
       const BatchStats s = Forward(config_.shape, replica_.weights().data(),
-                                   images + begin * features, labels + begin, n, eval_ws_);
+                                   images + begin * features, labels + begin, n, eval_ws_,
+                                   &gemm_rows_);
       total.loss_sum += s.loss_sum;
       total.correct += s.correct;
     }
@@ -114,11 +128,15 @@ class CpuBackend final : public Backend {
     // (NaN and Inf sit above every finite limit).
     const float limit = std::ldexp(1.0f, 62 - config_.fraction_bits);
     const int32_t limit_bits = std::bit_cast<int32_t>(limit);
-    int32_t bad = 0;
-    for (size_t i = 0; i < n; ++i) {
-      bad |= static_cast<int32_t>((std::bit_cast<int32_t>(r[i]) & 0x7FFFFFFF) >= limit_bits);
-    }
-    if (bad) {
+    std::atomic<bool> any_bad{false};
+    pool_.ParallelFor(n, [&](size_t begin, size_t end) {
+      int32_t bad = 0;
+      for (size_t i = begin; i < end; ++i) {
+        bad |= static_cast<int32_t>((std::bit_cast<int32_t>(r[i]) & 0x7FFFFFFF) >= limit_bits);
+      }
+      if (bad) any_bad.store(true, std::memory_order_relaxed);
+    });
+    if (any_bad.load()) {
       for (size_t i = 0; i < n; ++i) {
         if ((std::bit_cast<int32_t>(r[i]) & 0x7FFFFFFF) >= limit_bits) {
           dense->clear();
@@ -135,17 +153,25 @@ class CpuBackend final : public Backend {
     float* rw = residual_.data();
     const double scale = std::ldexp(1.0, config_.fraction_bits);
     const double quantum = replica_.quantum();
-    for (size_t i = 0; i < n; ++i) {
-      const double scaled = static_cast<double>(rw[i]) * scale;
-      q[i] = static_cast<int64_t>(scaled + std::copysign(0.5, scaled));  // branch-free
-      rw[i] -= static_cast<float>(static_cast<double>(q[i]) * quantum);
-    }
+    pool_.ParallelFor(n, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const double scaled = static_cast<double>(rw[i]) * scale;
+        q[i] = static_cast<int64_t>(scaled + std::copysign(0.5, scaled));  // branch-free
+        rw[i] -= static_cast<float>(static_cast<double>(q[i]) * quantum);
+      }
+    });
     return absl::OkStatus();
   }
 
   BackendConfig config_;
   codec::FixedPointReplica replica_;
   int threads_;
+  // All parallelism is this pool's: GEMMs split by rows, and the
+  // elementwise passes. OpenBLAS itself runs single-threaded, because its
+  // idle threads spin (sched_yield) between calls and, on 2 vCPUs, halved
+  // the speed of everything that ran between the GEMMs (docs/training.md).
+  ThreadPool pool_;
+  RowParallelFor gemm_rows_;
   std::vector<float> residual_;
   std::vector<float> state_;
   std::vector<float> grad_;
@@ -163,7 +189,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const BackendConfig& con
   const int threads = config.threads > 0
                           ? config.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  openblas_set_num_threads(threads);
+  openblas_set_num_threads(1);  // our pool splits the GEMMs (see pool_)
   return std::unique_ptr<Backend>(new CpuBackend(config, *std::move(replica), threads));
 }
 

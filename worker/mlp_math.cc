@@ -21,12 +21,26 @@ void Gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const d
               trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// fn(begin, end) over [0, n), split by `parallel` when there is one.
+void Rows(const RowParallelFor* parallel, size_t n, const std::function<void(size_t, size_t)>& fn) {
+  if (parallel != nullptr && *parallel) {
+    (*parallel)(n, fn);
+  } else {
+    fn(0, n);
+  }
+}
+
 // z = a W^T + b for every row; a: batch x in, W: out x in, z: batch x out.
+// Split by batch rows.
 template <typename T>
-void Affine(const LayerLayout& l, const T* params, const T* a, int batch, T* z) {
+void Affine(const LayerLayout& l, const T* params, const T* a, int batch, T* z,
+            const RowParallelFor* parallel) {
   const T* bias = params + l.bias;
-  for (int r = 0; r < batch; ++r) std::memcpy(z + size_t(r) * l.out, bias, sizeof(T) * l.out);
-  Gemm(false, true, batch, l.out, l.in, T(1), a, l.in, params + l.weights, l.in, T(1), z, l.out);
+  Rows(parallel, batch, [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) std::memcpy(z + r * l.out, bias, sizeof(T) * l.out);
+    Gemm(false, true, int(end - begin), l.out, l.in, T(1), a + begin * l.in, l.in,
+         params + l.weights, l.in, T(1), z + begin * l.out, l.out);
+  });
 }
 
 // Softmax of each row of `z` into `p`; returns the loss sum and counts hits.
@@ -69,14 +83,14 @@ void MlpWorkspace<T>::Resize(const ModelShape& shape, int batch_size) {
 
 template <typename T>
 BatchStats Forward(const ModelShape& shape, const T* params, const T* x, const int32_t* labels,
-                   int batch, MlpWorkspace<T>& ws) {
+                   int batch, MlpWorkspace<T>& ws, const RowParallelFor* parallel) {
   const auto& layers = shape.layers();
   const T* a = x;
   BatchStats stats;
   for (size_t l = 0; l < layers.size(); ++l) {
     T* z = ws.pre[l].data();
     T* out = ws.post[l].data();
-    Affine(layers[l], params, a, batch, z);
+    Affine(layers[l], params, a, batch, z, parallel);
     const size_t n = size_t(batch) * layers[l].out;
     if (l + 1 == layers.size()) {
       stats = SoftmaxCrossEntropy(z, labels, batch, layers[l].out, out);
@@ -92,8 +106,9 @@ BatchStats Forward(const ModelShape& shape, const T* params, const T* x, const i
 
 template <typename T>
 BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
-                           const int32_t* labels, int batch, MlpWorkspace<T>& ws, T* grad) {
-  const BatchStats stats = Forward(shape, params, x, labels, batch, ws);
+                           const int32_t* labels, int batch, MlpWorkspace<T>& ws, T* grad,
+                           const RowParallelFor* parallel) {
+  const BatchStats stats = Forward(shape, params, x, labels, batch, ws, parallel);
   const auto& layers = shape.layers();
   const size_t last = layers.size() - 1;
   // dL/dz at the output: (softmax - onehot) / batch, for the mean loss.
@@ -113,9 +128,11 @@ BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
     const LayerLayout& layer = layers[l];
     const T* a_in = l == 0 ? x : ws.post[l - 1].data();
     const T* d = ws.delta.data();
-    // dW = delta^T a_in (out x in); db = column sums of delta.
-    Gemm(true, false, layer.out, layer.in, batch, T(1), d, layer.out, a_in, layer.in, T(0),
-         grad + layer.weights, layer.in);
+    // dW = delta^T a_in (out x in), split by output rows; db = column sums.
+    Rows(parallel, layer.out, [&](size_t begin, size_t end) {
+      Gemm(true, false, int(end - begin), layer.in, batch, T(1), d + begin, layer.out, a_in,
+           layer.in, T(0), grad + layer.weights + begin * layer.in, layer.in);
+    });
     T* db = grad + layer.bias;
     std::fill(db, db + layer.out, T(0));
     for (int r = 0; r < batch; ++r) {
@@ -123,10 +140,12 @@ BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
       for (int c = 0; c < layer.out; ++c) db[c] += dr[c];
     }
     if (l == 0) break;  // no gradient for the input
-    // delta_prev = (delta W) * activation'(z_prev).
+    // delta_prev = (delta W) * activation'(z_prev), split by batch rows.
     T* dp = ws.delta_prev.data();
-    Gemm(false, false, batch, layer.in, layer.out, T(1), d, layer.out, params + layer.weights,
-         layer.in, T(0), dp, layer.in);
+    Rows(parallel, batch, [&](size_t begin, size_t end) {
+      Gemm(false, false, int(end - begin), layer.in, layer.out, T(1), d + begin * layer.out,
+           layer.out, params + layer.weights, layer.in, T(0), dp + begin * layer.in, layer.in);
+    });
     const size_t n = size_t(batch) * layer.in;
     const T* z_prev = ws.pre[l - 1].data();
     const T* a_prev = ws.post[l - 1].data();
@@ -143,12 +162,15 @@ BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
 template struct MlpWorkspace<float>;
 template struct MlpWorkspace<double>;
 template BatchStats Forward<float>(const ModelShape&, const float*, const float*, const int32_t*,
-                                   int, MlpWorkspace<float>&);
+                                   int, MlpWorkspace<float>&, const RowParallelFor*);
 template BatchStats Forward<double>(const ModelShape&, const double*, const double*,
-                                    const int32_t*, int, MlpWorkspace<double>&);
+                                    const int32_t*, int, MlpWorkspace<double>&,
+                                    const RowParallelFor*);
 template BatchStats ForwardBackward<float>(const ModelShape&, const float*, const float*,
-                                           const int32_t*, int, MlpWorkspace<float>&, float*);
+                                           const int32_t*, int, MlpWorkspace<float>&, float*,
+                                           const RowParallelFor*);
 template BatchStats ForwardBackward<double>(const ModelShape&, const double*, const double*,
-                                            const int32_t*, int, MlpWorkspace<double>&, double*);
+                                            const int32_t*, int, MlpWorkspace<double>&, double*,
+                                            const RowParallelFor*);
 
 }  // namespace reckon::worker

@@ -5,11 +5,18 @@
 #define RECKON_WORKER_MLP_MATH_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "worker/model.h"
 
 namespace reckon::worker {
+
+// Runs fn over chunks covering [0, n), possibly on several threads, and
+// returns when all are done (the CPU backend passes its thread pool). The
+// GEMMs are split by rows with it; null runs everything on the caller.
+using RowParallelFor =
+    std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
 
 // Buffers for one batch size, reused across steps (no allocation per step).
 template <typename T>
@@ -30,13 +37,14 @@ struct BatchStats {
 // REQUIRES: ws.Resize(shape, batch) was called with batch >= `batch`.
 template <typename T>
 BatchStats Forward(const ModelShape& shape, const T* params, const T* x, const int32_t* labels,
-                   int batch, MlpWorkspace<T>& ws);
+                   int batch, MlpWorkspace<T>& ws, const RowParallelFor* parallel = nullptr);
 
 // Forward and backward: `grad` (param_count values) receives the gradient of
 // the mean cross-entropy over the batch.
 template <typename T>
 BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
-                           const int32_t* labels, int batch, MlpWorkspace<T>& ws, T* grad);
+                           const int32_t* labels, int batch, MlpWorkspace<T>& ws, T* grad,
+                           const RowParallelFor* parallel = nullptr);
 
 }  // namespace reckon::worker
 

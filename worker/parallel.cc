@@ -1,0 +1,101 @@
+#include "worker/parallel.h"
+
+#include <pthread.h>
+
+#include <chrono>
+#include <string>
+
+namespace reckon::worker {
+namespace {
+
+// Chunk i of n split into `chunks` nearly equal contiguous ranges.
+std::pair<size_t, size_t> Chunk(size_t n, size_t chunks, size_t i) {
+  return {n * i / chunks, n * (i + 1) / chunks};
+}
+
+// Spins (with a CPU pause) until done() or kSpinMicros have passed.
+template <typename Done>
+bool SpinUntil(Done done) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(ThreadPool::kSpinMicros);
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i) {
+    helpers_.emplace_back([this, i] { HelperLoop(i); });
+    const std::string name = "reckon-cpu-" + std::to_string(i);
+    pthread_setname_np(helpers_.back().native_handle(), name.c_str());
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    shutdown_ = true;
+  }
+  work_cv_.SignalAll();
+  for (std::thread& t : helpers_) t.join();
+}
+
+void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t)>& fn,
+                             size_t min_chunk) {
+  const size_t chunks =
+      std::max<size_t>(1, std::min<size_t>(threads(), n / std::max<size_t>(1, min_chunk)));
+  if (chunks == 1) {
+    fn(0, n);
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    fn_ = &fn;
+    n_ = n;
+    chunks_ = chunks;
+    pending_.store(static_cast<int>(chunks) - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  work_cv_.SignalAll();
+  const auto [begin, end] = Chunk(n, chunks, 0);
+  fn(begin, end);
+  if (!SpinUntil([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    absl::MutexLock lock(&mu_);
+    while (pending_.load(std::memory_order_acquire) != 0) done_cv_.Wait(&mu_);
+  }
+}
+
+void ThreadPool::HelperLoop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; });
+    const std::function<void(size_t, size_t)>* fn;
+    size_t n, chunks;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!shutdown_ && generation_.load(std::memory_order_acquire) == seen) {
+        work_cv_.Wait(&mu_);
+      }
+      if (shutdown_) return;
+      seen = generation_.load(std::memory_order_acquire);
+      if (static_cast<size_t>(index) >= chunks_) continue;  // not needed this round
+      fn = fn_;
+      n = n_;
+      chunks = chunks_;
+    }
+    const auto [begin, end] = Chunk(n, chunks, static_cast<size_t>(index));
+    (*fn)(begin, end);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      absl::MutexLock lock(&mu_);  // pairs with the caller's wait
+      done_cv_.Signal();
+    }
+  }
+}
+
+}  // namespace reckon::worker

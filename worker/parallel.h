@@ -1,0 +1,61 @@
+// A fixed set of named helper threads for the CPU backend's elementwise
+// passes (the GEMMs have OpenBLAS's own threads). One caller at a time.
+#ifndef RECKON_WORKER_PARALLEL_H_
+#define RECKON_WORKER_PARALLEL_H_
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace reckon::worker {
+
+class ThreadPool {
+ public:
+  // `threads` workers in all, the caller included: threads - 1 helpers named
+  // "reckon-cpu-N". threads <= 1 runs everything on the caller.
+  explicit ThreadPool(int threads);
+  ~ThreadPool();  // joins the helpers
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int threads() const { return static_cast<int>(helpers_.size()) + 1; }
+
+  // Splits [0, n) into threads() contiguous chunks (fewer when a chunk
+  // would hold less than `min_chunk`) and calls fn(begin, end) once per
+  // chunk, the first on the calling thread. Blocks until every chunk is
+  // done. REQUIRES: one caller at a time; fn must not call ParallelFor.
+  void ParallelFor(size_t n, const std::function<void(size_t, size_t)>& fn,
+                   size_t min_chunk = 16384);
+
+ private:
+  void HelperLoop(int index);
+
+  // A helper (or the caller waiting for helpers) spins this long for the
+  // next event before sleeping on a condition variable: a step issues about
+  // a dozen ParallelFor calls back to back, and a futex wake costs more
+  // than that on a VM.
+ public:
+  static constexpr int kSpinMicros = 50;
+
+ private:
+
+  std::vector<std::thread> helpers_;
+  absl::Mutex mu_;
+  absl::CondVar work_cv_, done_cv_;
+  const std::function<void(size_t, size_t)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  size_t n_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t chunks_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // Written under mu_, also read without it while spinning.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+};
+
+}  // namespace reckon::worker
+
+#endif  // RECKON_WORKER_PARALLEL_H_
