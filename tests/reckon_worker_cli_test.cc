@@ -21,9 +21,10 @@ class ReckonWorker : public ::testing::Test {
 
 TEST_F(ReckonWorker, ShortRunWritesAFullSummary) {
   const std::string summary = (dir_ / "summary.json").string();
+  // Dashed and underscored flag names both work; values are not touched.
   Result r = Run({"--standalone", "--layers=784,32,10", "--shard=0/20", "--epochs=1",
-                  "--eval_samples=1000", "--backend=cpu", "--threshold=0.003",
-                  "--summary_json=" + summary});
+                  "--eval-samples=1000", "--backend", "cpu", "--threshold=0.003",
+                  "--summary-json=" + summary, "--data_dir", "/usr/share/datasets/fashion-mnist"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("backend cpu (OpenBLAS"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("epoch 1/1"), std::string::npos) << r.out;

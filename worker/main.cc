@@ -3,7 +3,10 @@
 // options struct; nothing below main() reads a flag.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -140,13 +143,32 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   return o;
 }
 
+// Flags may be written with dashes, as the docs do (--summary-json), or with
+// underscores, as Abseil names them (--summary_json): the name part of every
+// "--name[=value]" argument is normalized to underscores. Values are left as
+// they are.
+std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a.rfind("--", 0) != 0 || a == "--") continue;
+    const size_t end = std::min(a.find('='), a.size());
+    std::replace(a.begin() + 2, a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
+  }
+  return args;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "trains one reckon worker.\n  reckon-worker --standalone [--layers 784,512,512,10] "
       "[--codec threshold --threshold T] [--epochs N] ...");
-  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> normalized = NormalizeFlagNames(argc, argv);
+  std::vector<char*> normalized_argv;
+  for (std::string& a : normalized) normalized_argv.push_back(a.data());
+  const std::vector<char*> rest =
+      absl::ParseCommandLine(static_cast<int>(normalized_argv.size()), normalized_argv.data());
   if (rest.size() > 1) {
     return UsageError(absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", rest[1], "' (flags start with --)")));

@@ -17,19 +17,19 @@ mkdir -p "$out"
 # The default recipe (README): every flag spelled out so the figures do not
 # drift if a default changes.
 recipe=(--layers 784,512,512,10 --activation relu --optimizer momentum --lr 0.02
-        --momentum 0.9 --lr_schedule halve --halve_after 6 --batch 100 --epochs 10 --seed 1
+        --momentum 0.9 --lr-schedule halve --halve-after 6 --batch 100 --epochs 10 --seed 1
         --backend cpu --progress off)
 
 echo "== dense baseline"
-"$worker" --standalone --codec dense "${recipe[@]}" --summary_json "$out/dense.json"
+"$worker" --standalone --codec dense "${recipe[@]}" --summary-json "$out/dense.json"
 for tau in "${taus[@]}"; do
   echo "== threshold tau=$tau"
   "$worker" --standalone --codec threshold --threshold "$tau" "${recipe[@]}" \
-    --summary_json "$out/threshold-$tau.json"
+    --summary-json "$out/threshold-$tau.json"
 done
 echo "== threshold, tau steered to density 1e-3"
-"$worker" --standalone --codec threshold --threshold 0.005 --target_density 0.001 "${recipe[@]}" \
-  --summary_json "$out/controlled-0.001.json"
+"$worker" --standalone --codec threshold --threshold 0.005 --target-density 0.001 "${recipe[@]}" \
+  --summary-json "$out/controlled-0.001.json"
 echo "== training FLOP/s against sgemm"
 "$ctl" bench train --codec dense --json > "$out/bench-train-dense.json"
 "$ctl" bench train --codec threshold --threshold 0.005 --json > "$out/bench-train-threshold.json"
