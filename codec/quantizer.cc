@@ -25,6 +25,16 @@ constexpr size_t kChunk = 64;
 // and Inf/NaN sit above every finite tau, so one integer compare per element
 // covers both. The caller then visits only the set bits, so the cost of an
 // emission is one iteration, not a rescan of its chunk.
+// CandidateMaskScalar builds it for the first n (<= 64) elements one at a
+// time (the residual's tail, and everything where SSE2 is missing);
+// CandidateMask64 builds it for 64 elements with SSE2.
+inline uint64_t CandidateMaskScalar(const AliasedInt32* bits, size_t n, int32_t tau_bits) {
+  uint64_t mask = 0;
+  for (size_t j = 0; j < n; ++j)
+    mask |= static_cast<uint64_t>((bits[j] & kAbsMask) >= tau_bits) << j;
+  return mask;
+}
+
 #if defined(__SSE2__)
 inline uint64_t CandidateMask64(const AliasedInt32* bits, int32_t tau_bits) {
   const __m128i abs_mask = _mm_set1_epi32(kAbsMask);
@@ -46,20 +56,10 @@ inline uint64_t CandidateMask64(const AliasedInt32* bits, int32_t tau_bits) {
 }
 #else
 inline uint64_t CandidateMask64(const AliasedInt32* bits, int32_t tau_bits) {
-  uint64_t mask = 0;
-  for (size_t j = 0; j < kChunk; ++j) {
-    mask |= static_cast<uint64_t>((bits[j] & kAbsMask) >= tau_bits) << j;
-  }
-  return mask;
+  return CandidateMaskScalar(bits, kChunk, tau_bits);
 }
 #endif
 
-inline uint64_t CandidateMaskTail(const AliasedInt32* bits, size_t n, int32_t tau_bits) {
-  uint64_t mask = 0;
-  for (size_t j = 0; j < n; ++j)
-    mask |= static_cast<uint64_t>((bits[j] & kAbsMask) >= tau_bits) << j;
-  return mask;
-}
 
 }  // namespace
 
@@ -83,7 +83,7 @@ absl::Status QuantizeResidual(std::span<float> residual, const ThresholdStep& st
   // the residual untouched.
   for (size_t base = 0; base < n; base += kChunk) {
     uint64_t mask = n - base >= kChunk ? CandidateMask64(bits + base, tau_bits)
-                                       : CandidateMaskTail(bits + base, n - base, tau_bits);
+                                       : CandidateMaskScalar(bits + base, n - base, tau_bits);
     while (mask != 0) {
       const size_t j = base + static_cast<size_t>(std::countr_zero(mask));
       mask &= mask - 1;

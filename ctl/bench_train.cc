@@ -59,8 +59,14 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
     return kExitBadInput;
   }
   codec::FixedPointReplica init = *codec::FixedPointReplica::Create(shape->param_count(), 32);
-  (void)worker::InitializeModel(*shape, 1, &init);
-  (void)(*backend)->LoadWeights(init.quanta());
+  if (absl::Status s = worker::InitializeModel(*shape, 1, &init); !s.ok()) {
+    err << "reckonctl bench train: " << s.message() << "\n";
+    return kExitBadInput;
+  }
+  if (absl::Status s = (*backend)->LoadWeights(init.quanta()); !s.ok()) {
+    err << "reckonctl bench train: " << s.message() << "\n";
+    return kExitBadInput;
+  }
 
   // Random standardized inputs: the arithmetic is the same as on real data.
   std::mt19937 rng(1);
@@ -79,20 +85,30 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   }
   const double flops_per_step = 2.0 * double(macs);
 
+  // A failed step would make the timing meaningless: the first error stops
+  // the benchmark and is reported.
   worker::Emission emission;
+  absl::Status step_status;
   auto step_once = [&] {
+    if (!step_status.ok()) return;
     absl::StatusOr<worker::BatchStats> s =
         (*backend)->TrainStep(x.data(), labels.data(), static_cast<int>(batch), 0.01f, &emission);
-    if (s.ok() && config.mode == worker::UpdateMode::kThreshold) {
-      (void)(*backend)->ApplyUpdates(config.step.step_quanta, emission.words);
-    } else if (s.ok()) {
-      (void)(*backend)->ApplyDense(emission.dense);
+    if (!s.ok()) {
+      step_status = s.status();
+    } else if (config.mode == worker::UpdateMode::kThreshold) {
+      step_status = (*backend)->ApplyUpdates(config.step.step_quanta, emission.words);
+    } else {
+      step_status = (*backend)->ApplyDense(emission.dense);
     }
   };
   for (int i = 0; i < 5; ++i) step_once();  // warm-up
   auto t0 = Clock::now();
   for (int64_t i = 0; i < steps; ++i) step_once();
   const double train_s = Seconds(t0);
+  if (!step_status.ok()) {
+    err << "reckonctl bench train: a training step failed: " << step_status.message() << "\n";
+    return kExitBadInput;
+  }
 
   // The same GEMMs, alone, on buffers of the same sizes, with OpenBLAS's
   // own threading over all cores (the backend turned it off for itself).
