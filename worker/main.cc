@@ -1,7 +1,12 @@
-// reckon-worker: one training worker. `--standalone` trains alone; the gossip
-// node (peers) comes with the next issue. Flags are read here, once, into an
-// options struct; nothing below main() reads a flag.
+// reckon-worker: one training worker. `--standalone` trains alone;
+// `--node-id ID --listen ADDR --peers ...` trains with peers through the
+// gossip node. Flags are read here, once, into options structs; nothing
+// below main() reads a flag.
+#include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 
 #include <algorithm>
 #include <iostream>
@@ -14,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "worker/files.h"
 #include "absl/strings/str_format.h"
+#include "worker/gossip_peers.h"
+#include "worker/model.h"
 #include "worker/trainer.h"
 
 ABSL_FLAG(bool, standalone, false, "train alone, with no peers");
@@ -48,10 +55,37 @@ ABSL_FLAG(std::string, checkpoint, "", "save a checkpoint here after every epoch
 ABSL_FLAG(std::string, resume, "", "resume from this checkpoint");
 ABSL_FLAG(std::string, summary_json, "", "write the run's summary here as JSON");
 ABSL_FLAG(std::string, progress, "auto", "live progress bar: auto (when a terminal), on, off");
+// Peers (the gossip node).
+ABSL_FLAG(std::string, node_id, "", "this worker's stable name, e.g. the pod name ([A-Za-z0-9._-])");
+ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "address the gossip service listens on (port 0: any)");
+ABSL_FLAG(std::string, advertise, "",
+          "host:port peers dial to reach this worker (default: --listen with this host's name)");
+ABSL_FLAG(std::string, peers, "",
+          "host:port,... of peers to join; a name may resolve to several (headless Service)");
+ABSL_FLAG(std::string, cluster_token, "", "shared secret every peer must present (optional)");
+ABSL_FLAG(uint64_t, max_lag, 0,
+          "pause training while a live peer has not applied our last N messages (0: never)");
+ABSL_FLAG(int32_t, heartbeat_ms, 100, "heartbeat interval on every peer stream");
+ABSL_FLAG(int32_t, failure_timeout_ms, 3000, "a peer silent this long is marked dead");
+ABSL_FLAG(int64_t, log_cap_mb, 256, "message log byte cap (MiB) for anti-entropy");
+ABSL_FLAG(int32_t, max_message_mb, 64, "largest gossip frame accepted or sent (MiB)");
+ABSL_FLAG(int32_t, quiesce_timeout_s, 600,
+          "after training, wait at most this long for the cluster to be quiescent");
+// Test-only faults (the failure tests).
+ABSL_FLAG(uint64_t, fault_die_after_partial_send, 0,
+          "TEST ONLY: send this seq to one peer only, then exit at once (code 86)");
+ABSL_FLAG(uint64_t, fault_corrupt_seq, 0, "TEST ONLY: send a corrupt copy of this seq first");
+ABSL_FLAG(double, fault_duplicate, 0, "TEST ONLY: probability of sending an Update twice");
+ABSL_FLAG(double, fault_delay, 0, "TEST ONLY: probability of delaying an Update (reorders)");
+ABSL_FLAG(int32_t, fault_max_delay_ms, 0, "TEST ONLY: longest such delay");
 
 namespace {
 
 using namespace reckon::worker;  // NOLINT: main's own translation unit
+
+std::atomic<bool> g_stop{false};
+
+void OnStopSignal(int) { g_stop.store(true); }
 
 int UsageError(const absl::Status& s) {
   std::cerr << "reckon-worker: " << s.message() << "\n";
@@ -143,6 +177,88 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   return o;
 }
 
+// The replica before any message: what every node starts from (and what a
+// snapshot's version vector counts from).
+absl::StatusOr<std::vector<int64_t>> InitialWeights(const TrainerOptions& o) {
+  const BackendConfig& b = o.backend_config;
+  absl::StatusOr<reckon::codec::FixedPointReplica> init =
+      reckon::codec::FixedPointReplica::Create(b.shape.param_count(), b.fraction_bits);
+  if (!init.ok()) return init.status();
+  absl::Status s = InitializeModel(b.shape, o.seed, &*init);
+  if (!s.ok()) return s;
+  return std::vector<int64_t>(init->quanta().begin(), init->quanta().end());
+}
+
+absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
+  PeerOptions p;
+  reckon::server::NodeOptions& n = p.node;
+  n.node_id = absl::GetFlag(FLAGS_node_id);
+  if (n.node_id.empty()) {
+    return absl::InvalidArgumentError(
+        "give --node-id NAME (with --listen and --peers) to train with peers, or --standalone");
+  }
+  if (!reckon::server::ValidNodeId(n.node_id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--node-id '", n.node_id, "' must be 1-63 characters of [A-Za-z0-9._-]"));
+  }
+  if (o.backend_config.mode != UpdateMode::kThreshold) {
+    return absl::InvalidArgumentError(
+        "--codec dense trains only --standalone (it is the baseline); peers exchange threshold "
+        "updates");
+  }
+  // A new incarnation for every process start: wall-clock nanoseconds grow
+  // across restarts of one worker.
+  n.incarnation = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  p.listen = absl::GetFlag(FLAGS_listen);
+  p.advertise = absl::GetFlag(FLAGS_advertise);
+  absl::StatusOr<std::vector<std::string>> seeds = ResolvePeers(absl::GetFlag(FLAGS_peers));
+  if (!seeds.ok()) return seeds.status();
+  n.seeds = *seeds;
+  n.cluster_token = absl::GetFlag(FLAGS_cluster_token);
+  const BackendConfig& b = o.backend_config;
+  n.fingerprint.set_model(b.shape.ToString());
+  n.fingerprint.set_fraction_bits(b.fraction_bits);
+  n.fingerprint.set_codec(o.wire_codec);
+  n.fingerprint.set_seed(o.seed);
+  n.fingerprint.set_protocol_version(1);
+  n.fingerprint.set_param_count(b.shape.param_count());
+  const int heartbeat = absl::GetFlag(FLAGS_heartbeat_ms);
+  const int failure = absl::GetFlag(FLAGS_failure_timeout_ms);
+  if (heartbeat < 1 || failure < 2 * heartbeat) {
+    return absl::InvalidArgumentError(
+        "--heartbeat-ms must be >= 1 and --failure-timeout-ms at least twice it");
+  }
+  n.heartbeat_interval = std::chrono::milliseconds(heartbeat);
+  n.failure_timeout = std::chrono::milliseconds(failure);
+  n.repair_timeout = std::chrono::milliseconds(std::max(5 * heartbeat, 200));
+  const int64_t log_cap = absl::GetFlag(FLAGS_log_cap_mb);
+  const int max_message = absl::GetFlag(FLAGS_max_message_mb);
+  if (log_cap < 1 || max_message < 1 || max_message > 1024) {
+    return absl::InvalidArgumentError(
+        "--log-cap-mb must be >= 1 and --max-message-mb in [1, 1024]");
+  }
+  n.log_byte_cap = static_cast<size_t>(log_cap) << 20;
+  p.transport.max_message_bytes = max_message << 20;
+  p.max_lag = absl::GetFlag(FLAGS_max_lag);
+  const int quiesce = absl::GetFlag(FLAGS_quiesce_timeout_s);
+  if (quiesce < 1) return absl::InvalidArgumentError("--quiesce-timeout-s must be >= 1");
+  p.quiesce_timeout = std::chrono::seconds(quiesce);
+  reckon::server::FaultOptions& f = n.faults;
+  f.die_after_partial_send_seq = absl::GetFlag(FLAGS_fault_die_after_partial_send);
+  f.corrupt_seq = absl::GetFlag(FLAGS_fault_corrupt_seq);
+  f.duplicate_probability = absl::GetFlag(FLAGS_fault_duplicate);
+  f.delay_probability = absl::GetFlag(FLAGS_fault_delay);
+  f.max_delay_ms = absl::GetFlag(FLAGS_fault_max_delay_ms);
+  if (!(f.duplicate_probability >= 0 && f.duplicate_probability <= 1) ||
+      !(f.delay_probability >= 0 && f.delay_probability <= 1) || f.max_delay_ms < 0) {
+    return absl::InvalidArgumentError("--fault-* probabilities must be in [0, 1]");
+  }
+  return p;
+}
+
 // Flags may be written with dashes, as the docs do (--summary-json), or with
 // underscores, as Abseil names them (--summary_json): the name part of every
 // "--name[=value]" argument is normalized to underscores. Values are left as
@@ -163,7 +279,8 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "trains one reckon worker.\n  reckon-worker --standalone [--layers 784,512,512,10] "
-      "[--codec threshold --threshold T] [--epochs N] ...");
+      "[--codec threshold --threshold T] [--epochs N] ...\n  reckon-worker --node-id w0 "
+      "--listen 0.0.0.0:7070 --peers w1:7070,w2:7070 --shard 0/3 [training flags]");
   std::vector<std::string> normalized = NormalizeFlagNames(argc, argv);
   std::vector<char*> normalized_argv;
   for (std::string& a : normalized) normalized_argv.push_back(a.data());
@@ -173,17 +290,44 @@ int main(int argc, char** argv) {
     return UsageError(absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", rest[1], "' (flags start with --)")));
   }
-  if (!absl::GetFlag(FLAGS_standalone)) {
-    return UsageError(absl::InvalidArgumentError(
-        "training with peers is not built yet; pass --standalone to train alone"));
-  }
   absl::StatusOr<TrainerOptions> options = OptionsFromFlags();
   if (!options.ok()) return UsageError(options.status());
+  // SIGTERM / SIGINT: finish the current step, leave the cluster, exit 0.
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  options->stop = &g_stop;
+
+  std::unique_ptr<GossipPeers> peers;
+  if (!absl::GetFlag(FLAGS_standalone)) {
+    absl::StatusOr<PeerOptions> peer_options = PeerOptionsFromFlags(*options);
+    if (!peer_options.ok()) return UsageError(peer_options.status());
+    options->node_id = peer_options->node.node_id;
+    options->incarnation = peer_options->node.incarnation;
+    absl::StatusOr<std::vector<int64_t>> initial = InitialWeights(*options);
+    if (!initial.ok()) {
+      std::cerr << "reckon-worker: " << initial.status().message() << "\n";
+      return 1;
+    }
+    absl::StatusOr<std::unique_ptr<GossipPeers>> joined =
+        GossipPeers::Create(*std::move(peer_options), *initial,
+                            options->backend_config.fraction_bits, std::cout);
+    if (!joined.ok()) {
+      std::cerr << "reckon-worker: " << joined.status().message() << "\n";
+      return 1;
+    }
+    peers = *std::move(joined);
+    options->peers = peers.get();
+  }
   absl::StatusOr<TrainSummary> summary = RunTraining(*options, std::cout);
+  peers.reset();  // leave the cluster before reporting
   if (!summary.ok()) {
     std::cerr << "reckon-worker: " << summary.status().message() << "\n";
     return 1;
   }
+  if (g_stop.load()) std::cout << "reckon-worker: stopped by a signal; left the cluster\n";
   std::cout << absl::StrFormat(
       "done: %d steps, test accuracy %.2f%%, %.0f samples/s, %s, wire %d bytes vs dense %d "
       "(%.0fx), weights %s\n",

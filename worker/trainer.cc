@@ -228,7 +228,8 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
   Emission emission;
   v1::Update message;
   message.mutable_origin()->set_node_id(options.node_id);
-  message.mutable_origin()->set_incarnation(1);
+  message.mutable_origin()->set_incarnation(options.incarnation);
+  uint64_t published = 0;  // seq of our last message (1, 2, 3, ... per process life)
   codec::DecodedUpdate decoded;
   const uint64_t param_bytes = shape.param_count() * sizeof(float);
   bool stop = false;
@@ -245,6 +246,15 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
       if (options.max_steps > 0 && step >= options.max_steps) {
         stop = true;
         break;
+      }
+      if (options.stop != nullptr && options.stop->load()) {
+        summary.stopped_early = true;
+        stop = true;
+        break;
+      }
+      if (options.peers != nullptr) {
+        absl::Status s2 = options.peers->BeforeStep(backend, static_cast<uint64_t>(step));
+        if (!s2.ok()) return s2;
       }
       for (int b = 0; b < options.batch; ++b) {
         const uint32_t idx = order[s * options.batch + b];
@@ -267,13 +277,16 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
       // apply path as on every peer.
       absl::Status applied;
       if (config.mode == UpdateMode::kThreshold) {
-        message.set_seq(static_cast<uint64_t>(step));
+        message.set_seq(++published);
         absl::Status s2 = codec::EncodeThresholdUpdate(emission.words, step_now.step_quanta,
                                                        shape.param_count(), options.wire_codec,
                                                        &message);
         if (!s2.ok()) return s2;
         if ((s2 = codec::DecodeUpdate(message, &decoded)); !s2.ok()) return s2;
         applied = backend.ApplyUpdates(decoded.step_quanta, decoded.words);
+        if (applied.ok() && options.peers != nullptr) {
+          applied = options.peers->Publish(message, decoded);
+        }
         epoch_updates += decoded.words.size();
         epoch_wire += message.ByteSizeLong();
         if (controller) {
@@ -349,6 +362,21 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
     }
   }
 
+  if (options.peers != nullptr) {
+    // Every replica ends with every update: wait for the cluster, then
+    // evaluate the final replica (identical on every worker).
+    absl::Status s = options.peers->Finish(backend, static_cast<uint64_t>(step), options.stop);
+    if (!s.ok()) return s;
+    const BatchStats eval = backend.Evaluate(test->images.data(), test->labels.data(), eval_count);
+    summary.test_accuracy = double(eval.correct) / eval_count;
+    summary.test_loss = eval.loss_sum / eval_count;
+    summary.node_id = options.node_id;
+    summary.incarnation = options.incarnation;
+    summary.version_vector = options.peers->VersionVectorJson();
+    summary.node_counters = options.peers->CountersJson();
+    log << absl::StrFormat("cluster quiescent: test %.2f%%  weights %s\n",
+                           100 * summary.test_accuracy, backend.WeightHash().substr(0, 16));
+  }
   summary.steps = step;
   summary.samples_per_s = summary.train_seconds > 0 ? summary.samples / summary.train_seconds : 0;
   summary.train_flops_per_s = 6.0 * double(shape.ForwardMacsPerSample()) * summary.samples_per_s;
@@ -375,11 +403,14 @@ std::string SummaryJson(const TrainSummary& s) {
       "\"codec\": \"%s\", \"threshold\": %.9g, \"tau\": %.9g, \"step_quanta\": %d, "
       "\"target_density\": %.6g, "
       "\"updates_sent\": %d, \"update_density\": %.6g, \"wire_bytes\": %d, "
-      "\"dense_bytes\": %d, \"compression_ratio\": %.2f, \"weight_hash\": \"%s\"}\n",
+      "\"dense_bytes\": %d, \"compression_ratio\": %.2f, \"weight_hash\": \"%s\", "
+      "\"node_id\": \"%s\", \"incarnation\": %d, \"version_vector\": %s, \"node\": %s, "
+      "\"stopped_early\": %s}\n",
       s.test_accuracy, s.test_loss, s.train_loss, s.epochs, s.steps, s.samples, s.train_seconds,
       s.samples_per_s, s.train_flops_per_s, s.params, s.model, s.backend, s.codec, s.threshold,
       s.tau, s.step_quanta, s.target_density, s.updates_sent, s.update_density, s.wire_bytes, s.dense_bytes,
-      s.compression_ratio, s.weight_hash);
+      s.compression_ratio, s.weight_hash, s.node_id, s.incarnation, s.version_vector,
+      s.node_counters, s.stopped_early ? "true" : "false");
 }
 
 }  // namespace reckon::worker

@@ -1,18 +1,42 @@
 // The training loop of one worker (DESIGN.md "One worker, one step"), on any
-// backend. Standalone for now; the gossip node joins it in the next issue.
+// backend, alone or with peers (TrainingPeers, implemented by the gossip
+// node in worker/gossip_peers.h).
 #ifndef RECKON_WORKER_TRAINER_H_
 #define RECKON_WORKER_TRAINER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "codec/update_message.h"
 #include "proto/reckon.pb.h"
 #include "worker/backend.h"
 #include "worker/dataset.h"
 
 namespace reckon::worker {
+
+// The trainer's view of the cluster. Called from the training thread only.
+class TrainingPeers {
+ public:
+  virtual ~TrainingPeers() = default;
+  // Before every step (DESIGN.md step 1): applies to `backend` what peers
+  // sent since the last call; re-joins from a snapshot when told to; may
+  // pause while a peer lags (--max-lag). An error stops training.
+  virtual absl::Status BeforeStep(Backend& backend, uint64_t steps_done) = 0;
+  // After a step's message was applied locally: hands it to the peers.
+  // Never blocks on the network.
+  virtual absl::Status Publish(const v1::Update& message,
+                               const codec::DecodedUpdate& decoded) = 0;
+  // After the last step: keeps applying until every live member has finished
+  // and the cluster is quiescent (or `stop` is set, or the deadline passes).
+  virtual absl::Status Finish(Backend& backend, uint64_t steps_done,
+                              const std::atomic<bool>* stop) = 0;
+  // For the summary: {"origin": seq, ...} and counters.
+  virtual std::string VersionVectorJson() = 0;
+  virtual std::string CountersJson() = 0;
+};
 
 struct TrainerOptions {
   std::string data_dir = kDefaultDataDir;
@@ -31,6 +55,9 @@ struct TrainerOptions {
   double target_density = 0;
   v1::Codec wire_codec = v1::CODEC_THRESHOLD_RICE;
   std::string node_id = "standalone";
+  uint64_t incarnation = 1;
+  TrainingPeers* peers = nullptr;           // null: standalone
+  const std::atomic<bool>* stop = nullptr;  // set (SIGTERM): stop after the current step
   std::string checkpoint_path;  // saved after every epoch when set
   std::string resume_path;      // loaded before training when set
   bool progress_bar = false;    // live bar (the caller sets it when stdout is a terminal)
@@ -59,6 +86,12 @@ struct TrainSummary {
   double compression_ratio = 0;  // dense_bytes / wire_bytes
   double update_density = 0;     // updates / (steps x params)
   std::string weight_hash;
+  // With peers: this origin, its version vector at the end, node counters.
+  std::string node_id;
+  uint64_t incarnation = 0;
+  std::string version_vector = "{}";
+  std::string node_counters = "{}";
+  bool stopped_early = false;  // by a signal
 };
 
 // Trains to the end (or max_steps), logging a line per epoch to `log`.

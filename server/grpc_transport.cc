@@ -1,0 +1,481 @@
+#include "server/grpc_transport.h"
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "codec/sha256.h"
+#include "proto/reckon.grpc.pb.h"
+
+namespace reckon::server {
+namespace {
+
+using Frame = v1::GossipFrame;
+
+// The write side of one stream, shared by the Link the node holds and the
+// reactor gRPC holds. Contract with the reactor: start_write is called only
+// while `writing` (set under mu), and finalize (Finish / cancel + RemoveHold)
+// exactly once, when closing with no write in flight; after finalize no
+// Start* is ever called, which is what keeps the reactor alive until then.
+class StreamCore : public std::enable_shared_from_this<StreamCore> {
+ public:
+  std::function<void(const Frame*)> start_write;
+  std::function<void()> finalize;
+
+  bool Enqueue(std::shared_ptr<const Frame> frame, size_t byte_cap) {
+    const Frame* first = nullptr;
+    {
+      absl::MutexLock l(&mu_);
+      if (closing_ || queued_bytes_ >= byte_cap) return false;
+      if (writing_) {
+        queued_bytes_ += frame->ByteSizeLong();
+        queue_.push_back(std::move(frame));
+        return true;
+      }
+      writing_ = true;
+      current_ = std::move(frame);
+      first = current_.get();
+    }
+    start_write(first);
+    return true;
+  }
+
+  // From OnWriteDone.
+  void WriteDone(bool ok) {
+    const Frame* next = nullptr;
+    bool do_finalize = false;
+    {
+      absl::MutexLock l(&mu_);
+      if (!ok) {
+        closing_ = true;
+        queue_.clear();
+        queued_bytes_ = 0;
+      }
+      if (!queue_.empty()) {
+        current_ = std::move(queue_.front());
+        queue_.pop_front();
+        queued_bytes_ -= current_->ByteSizeLong();
+        next = current_.get();
+      } else {
+        writing_ = false;
+        current_.reset();
+        do_finalize = closing_ && !finalized_;
+        if (do_finalize) finalized_ = true;
+      }
+    }
+    if (next) start_write(next);
+    if (do_finalize) {
+      auto keep = shared_from_this();  // finalize may end the last other owner
+      finalize();
+    }
+  }
+
+  // Ends the stream after what is queued (`drop_queue`: at once).
+  void Close(bool drop_queue) {
+    bool do_finalize = false;
+    {
+      absl::MutexLock l(&mu_);
+      closing_ = true;
+      if (drop_queue) {
+        queue_.clear();
+        queued_bytes_ = 0;
+      }
+      do_finalize = !writing_ && !finalized_;
+      if (do_finalize) finalized_ = true;
+    }
+    if (do_finalize) {
+      auto keep = shared_from_this();
+      finalize();
+    }
+  }
+
+  size_t QueuedBytes() {
+    absl::MutexLock l(&mu_);
+    return queued_bytes_ + (current_ ? current_->ByteSizeLong() : 0);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::deque<std::shared_ptr<const Frame>> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const Frame> current_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finalized_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class GrpcLink : public Link {
+ public:
+  GrpcLink(std::shared_ptr<StreamCore> core, bool dialed, std::string description)
+      : core_(std::move(core)), dialed_(dialed), description_(std::move(description)) {}
+  bool Send(std::shared_ptr<const Frame> frame, size_t byte_cap) override {
+    return core_->Enqueue(std::move(frame), byte_cap);
+  }
+  size_t QueuedBytes() const override { return core_->QueuedBytes(); }
+  void Close() override { core_->Close(false); }
+  bool dialed() const override { return dialed_; }
+  std::string Describe() const override { return description_; }
+
+ private:
+  std::shared_ptr<StreamCore> core_;
+  const bool dialed_;
+  const std::string description_;
+};
+
+// Counts live reactors so Shutdown can wait for them.
+class StreamCount {
+ public:
+  explicit StreamCount(std::shared_ptr<std::atomic<int>> n) : n_(std::move(n)) { ++*n_; }
+  ~StreamCount() { --*n_; }
+
+ private:
+  std::shared_ptr<std::atomic<int>> n_;
+};
+
+class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
+ public:
+  ServerStream(GossipNode* node, const std::string& peer,
+               std::shared_ptr<std::atomic<int>> live)
+      : node_(node), count_(std::move(live)), core_(std::make_shared<StreamCore>()) {
+    core_->start_write = [this](const Frame* f) { StartWrite(f); };
+    core_->finalize = [this] { Finish(grpc::Status::OK); };
+    link_ = std::make_shared<GrpcLink>(core_, false, absl::StrCat("accepted from ", peer));
+    node_->OnLinkUp(link_);
+    StartRead(&in_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      core_->Close(true);
+      return;
+    }
+    node_->OnFrame(link_, std::move(in_));
+    in_.Clear();
+    StartRead(&in_);
+  }
+  void OnWriteDone(bool ok) override { core_->WriteDone(ok); }
+  void OnCancel() override { core_->Close(true); }
+  void OnDone() override {
+    node_->OnLinkClosed(link_, "stream ended");
+    delete this;
+  }
+
+ private:
+  GossipNode* node_;
+  StreamCount count_;
+  std::shared_ptr<StreamCore> core_;
+  std::shared_ptr<GrpcLink> link_;
+  Frame in_;
+};
+
+class RefusingStream : public grpc::ServerBidiReactor<Frame, Frame> {
+ public:
+  explicit RefusingStream(const std::string& why) {
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, why));
+  }
+  void OnDone() override { delete this; }
+};
+
+class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
+ public:
+  ClientStream(GossipNode* node, const std::string& address, std::shared_ptr<grpc::Channel> channel,
+               std::shared_ptr<std::atomic<int>> live)
+      : node_(node),
+        count_(std::move(live)),
+        stub_(v1::Gossip::NewStub(std::move(channel))),
+        core_(std::make_shared<StreamCore>()) {
+    core_->start_write = [this](const Frame* f) { StartWrite(f); };
+    core_->finalize = [this] {
+      context_.TryCancel();
+      RemoveHold();
+    };
+    link_ = std::make_shared<GrpcLink>(core_, true, absl::StrCat("dialed ", address));
+  }
+  std::shared_ptr<GrpcLink> Begin() {
+    std::shared_ptr<GrpcLink> link = link_;  // `this` may be gone once the call starts
+    stub_->async()->Exchange(&context_, this);
+    AddHold();  // writes come from the node, outside reactions
+    StartRead(&in_);
+    StartCall();
+    return link;
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      core_->Close(true);
+      return;
+    }
+    node_->OnFrame(link_, std::move(in_));
+    in_.Clear();
+    StartRead(&in_);
+  }
+  void OnWriteDone(bool ok) override { core_->WriteDone(ok); }
+  void OnDone(const grpc::Status& status) override {
+    node_->OnLinkClosed(link_, status.ok() ? "stream ended"
+                                           : absl::StrCat("stream ended: ", status.error_message()));
+    delete this;
+  }
+
+ private:
+  GossipNode* node_;
+  StreamCount count_;
+  grpc::ClientContext context_;
+  std::unique_ptr<v1::Gossip::Stub> stub_;
+  std::shared_ptr<StreamCore> core_;
+  std::shared_ptr<GrpcLink> link_;
+  Frame in_;
+};
+
+// Streams a snapshot: header, then the weights in 1 MiB chunks.
+class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
+ public:
+  SnapshotWriter(GossipNode* node, const v1::SnapshotRequest& request,
+                 std::shared_ptr<std::atomic<int>> live)
+      : count_(std::move(live)) {
+    GossipNode::Snapshot snap = node->TakeSnapshot();
+    weights_ = std::move(snap.weights);
+    v1::SnapshotChunk::Header* h = chunk_.mutable_header();
+    *h->mutable_fingerprint() = node->options().fingerprint;
+    ToProto(snap.applied, h->mutable_applied());
+    h->set_param_count(weights_.size());
+    h->set_weights_sha256(codec::ToHex(codec::Sha256Of(std::string_view(
+        reinterpret_cast<const char*>(weights_.data()), weights_.size() * sizeof(int64_t)))));
+    h->set_source_node_id(node->options().node_id);
+    header_only_ = request.header_only();
+    if (!header_only_) node->CountSnapshotServed();
+    StartWrite(&chunk_);
+  }
+  void OnWriteDone(bool ok) override {
+    const size_t total = weights_.size() * sizeof(int64_t);
+    if (!ok || header_only_ || offset_ >= total) {
+      Finish(ok ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
+      return;
+    }
+    const size_t n = std::min(kChunkBytes, total - offset_);
+    chunk_.set_weights(reinterpret_cast<const char*>(weights_.data()) + offset_, n);
+    offset_ += n;
+    StartWrite(&chunk_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  static constexpr size_t kChunkBytes = size_t{1} << 20;
+  StreamCount count_;
+  std::vector<int64_t> weights_;
+  v1::SnapshotChunk chunk_;
+  size_t offset_ = 0;
+  bool header_only_ = false;
+};
+
+class RefusingWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
+ public:
+  explicit RefusingWriter(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+grpc::ChannelArguments ChannelArgs(const TransportOptions& o) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(o.max_message_bytes);
+  args.SetMaxSendMessageSize(o.max_message_bytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(o.keepalive_time.count()));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(o.keepalive_timeout.count()));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // Each dial is its own connection: streams to one peer never share a
+  // broken one.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
+  const std::string message = absl::StrCat(what, ": ", s.error_message());
+  switch (s.error_code()) {
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return absl::FailedPreconditionError(message);
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return absl::PermissionDeniedError(message);
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(message);
+    case grpc::StatusCode::DATA_LOSS:
+      return absl::DataLossError(message);
+    default:
+      return absl::UnavailableError(message);
+  }
+}
+
+}  // namespace
+
+class GrpcService final : public v1::Gossip::CallbackService {
+ public:
+  explicit GrpcService(std::shared_ptr<std::atomic<int>> live) : live_(std::move(live)) {}
+  void SetNode(GossipNode* node) { node_.store(node); }
+
+  grpc::ServerBidiReactor<Frame, Frame>* Exchange(grpc::CallbackServerContext* ctx) override {
+    GossipNode* node = node_.load();
+    if (node == nullptr || !node->started()) return new RefusingStream("joining");
+    return new ServerStream(node, ctx->peer(), live_);
+  }
+
+  grpc::ServerWriteReactor<v1::SnapshotChunk>* Snapshot(
+      grpc::CallbackServerContext* ctx, const v1::SnapshotRequest* request) override {
+    GossipNode* node = node_.load();
+    if (node == nullptr || !node->started()) {
+      return new RefusingWriter(grpc::Status(grpc::StatusCode::UNAVAILABLE, "joining"));
+    }
+    absl::Status s = node->CheckPeer(request->fingerprint(), request->cluster_token());
+    if (!s.ok()) {
+      std::cerr << "reckon-gossip[" << node->options().node_id << "]: refusing a snapshot to '"
+                << request->requester().node_id() << "' (" << ctx->peer() << "): " << s.message()
+                << std::endl;
+      return new RefusingWriter(grpc::Status(s.code() == absl::StatusCode::kPermissionDenied
+                                                 ? grpc::StatusCode::PERMISSION_DENIED
+                                                 : grpc::StatusCode::FAILED_PRECONDITION,
+                                             std::string(s.message())));
+    }
+    return new SnapshotWriter(node, *request, live_);
+  }
+
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx,
+                                   const v1::StatusRequest* /*request*/,
+                                   v1::NodeStatus* response) override {
+    GossipNode* node = node_.load();
+    if (node != nullptr) node->FillStatus(response);
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(node != nullptr ? grpc::Status::OK
+                                    : grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting"));
+    return reactor;
+  }
+
+ private:
+  std::atomic<GossipNode*> node_{nullptr};
+  std::shared_ptr<std::atomic<int>> live_;
+};
+
+absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::string& listen,
+                                                                  const TransportOptions& options,
+                                                                  int* bound_port) {
+  std::unique_ptr<GossipServer> server(new GossipServer());
+  server->options_ = options;
+  server->service_ = std::make_unique<GrpcService>(server->live_streams_);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), bound_port);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(options.keepalive_time.count()));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(options.keepalive_timeout.count()));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  server->server_ = builder.BuildAndStart();
+  if (!server->server_ || *bound_port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen,
+                                               " (in use, or not an address of this host?)"));
+  }
+  return server;
+}
+
+GossipServer::~GossipServer() { Shutdown(std::chrono::milliseconds(2000)); }
+
+void GossipServer::SetNode(GossipNode* node) { service_->SetNode(node); }
+
+Dialer GossipServer::MakeDialer(GossipNode* node) {
+  TransportOptions options = options_;
+  std::shared_ptr<std::atomic<int>> live = live_streams_;
+  return [node, options, live](const std::string& address) -> std::shared_ptr<Link> {
+    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                             ChannelArgs(options));
+    auto* stream = new ClientStream(node, address, std::move(channel), live);
+    return stream->Begin();
+  };
+}
+
+void GossipServer::Shutdown(std::chrono::milliseconds deadline) {
+  if (!server_) return;
+  const auto until = std::chrono::system_clock::now() + deadline;
+  server_->Shutdown(until);
+  // Dialed streams are ended by the node (Stop closes every link); wait for
+  // their reactors too.
+  while (live_streams_->load() > 0 && std::chrono::system_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  server_->Wait();
+  server_.reset();
+}
+
+absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
+                                           std::chrono::milliseconds timeout) {
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                           ChannelArgs(TransportOptions{}));
+  auto stub = v1::Gossip::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  v1::NodeStatus status;
+  grpc::Status s = stub->Status(&context, v1::StatusRequest{}, &status);
+  if (!s.ok()) return FromGrpc(s, absl::StrCat("status of ", address));
+  return status;
+}
+
+absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
+                                              const v1::SnapshotRequest& request,
+                                              uint64_t param_count,
+                                              std::chrono::milliseconds timeout) {
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                           ChannelArgs(TransportOptions{}));
+  auto stub = v1::Gossip::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  std::unique_ptr<grpc::ClientReader<v1::SnapshotChunk>> reader =
+      stub->Snapshot(&context, request);
+  FetchedSnapshot out;
+  v1::SnapshotChunk chunk;
+  bool have_header = false;
+  std::string bytes;
+  while (reader->Read(&chunk)) {
+    if (chunk.has_header()) {
+      if (have_header) return absl::DataLossError(absl::StrCat(address, ": two snapshot headers"));
+      have_header = true;
+      out.header = chunk.header();
+      if (out.header.param_count() != param_count) {
+        context.TryCancel();
+        return absl::DataLossError(absl::StrCat("snapshot from ", address, " has ",
+                                                out.header.param_count(),
+                                                " parameters, expected ", param_count));
+      }
+      if (!request.header_only()) bytes.reserve(param_count * sizeof(int64_t));
+    } else if (!have_header) {
+      context.TryCancel();
+      return absl::DataLossError(absl::StrCat(address, ": snapshot weights before the header"));
+    } else {
+      if (bytes.size() + chunk.weights().size() > param_count * sizeof(int64_t)) {
+        context.TryCancel();
+        return absl::DataLossError(absl::StrCat("snapshot from ", address, " is too long"));
+      }
+      bytes += chunk.weights();
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return FromGrpc(s, absl::StrCat("snapshot from ", address));
+  if (!have_header) return absl::DataLossError(absl::StrCat(address, ": empty snapshot"));
+  out.applied = FromProto(out.header.applied());
+  if (request.header_only()) return out;
+  if (bytes.size() != param_count * sizeof(int64_t) ||
+      codec::ToHex(codec::Sha256Of(bytes)) != out.header.weights_sha256()) {
+    return absl::DataLossError(absl::StrCat("snapshot from ", address,
+                                            " does not match its SHA-256 (", bytes.size(),
+                                            " bytes)"));
+  }
+  out.weights.resize(param_count);
+  if (param_count > 0) std::memcpy(out.weights.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+}  // namespace reckon::server

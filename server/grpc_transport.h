@@ -1,0 +1,82 @@
+// The gossip node over real gRPC: the Gossip service (Exchange streams,
+// Snapshot, Status), dialed Exchange streams as Links, and the blocking
+// client calls a joining worker and `reckonctl status` make.
+//
+// Streams use gRPC's callback API: no thread per stream; every reaction only
+// enqueues into the node (GossipNode::On*). Writes are queued per stream,
+// one in flight at a time, each frame kept alive until its OnWriteDone.
+#ifndef RECKON_SERVER_GRPC_TRANSPORT_H_
+#define RECKON_SERVER_GRPC_TRANSPORT_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/reckon.pb.h"
+#include "server/node.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace reckon::server {
+
+struct TransportOptions {
+  // Largest frame accepted or sent; larger ones end the stream (gRPC
+  // RESOURCE_EXHAUSTED) and are never parsed.
+  int max_message_bytes = 64 << 20;
+  std::chrono::milliseconds keepalive_time{10000};
+  std::chrono::milliseconds keepalive_timeout{5000};
+};
+
+class GrpcService;
+
+class GossipServer {
+ public:
+  // Binds `listen` ("host:port"; port 0 picks a free one) and serves. Until
+  // SetNode, Exchange and Snapshot answer UNAVAILABLE ("joining") and Status
+  // says joined: false. `*bound_port` gets the port.
+  static absl::StatusOr<std::unique_ptr<GossipServer>> Start(const std::string& listen,
+                                                             const TransportOptions& options,
+                                                             int* bound_port);
+  ~GossipServer();
+
+  // REQUIRES: `node` outlives this server's Shutdown.
+  void SetNode(GossipNode* node);
+  // Dials Exchange streams for `node`.
+  Dialer MakeDialer(GossipNode* node);
+  // Stops serving, cancels every stream and waits (up to `deadline`) until
+  // every stream reactor is gone, so none can call into the node afterwards.
+  void Shutdown(std::chrono::milliseconds deadline);
+
+ private:
+  GossipServer() = default;
+  TransportOptions options_;
+  std::shared_ptr<std::atomic<int>> live_streams_ = std::make_shared<std::atomic<int>>(0);
+  std::unique_ptr<GrpcService> service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// Blocking clients (join, reckonctl), each with a deadline.
+absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
+                                           std::chrono::milliseconds timeout);
+
+struct FetchedSnapshot {
+  v1::SnapshotChunk::Header header;
+  VersionMap applied;
+  std::vector<int64_t> weights;  // empty when header_only
+};
+// Errors: kUnavailable (unreachable, joining: try another), kFailedPrecondition
+// / kPermissionDenied (the peer refused our fingerprint or token: fatal),
+// kDataLoss (the weights do not match the header's SHA-256 or size).
+absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
+                                              const v1::SnapshotRequest& request,
+                                              uint64_t param_count,
+                                              std::chrono::milliseconds timeout);
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_GRPC_TRANSPORT_H_

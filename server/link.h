@@ -1,0 +1,39 @@
+// A stream to one peer as the gossip node sees it. Implementations: the gRPC
+// bidirectional stream (grpc_transport.h) and a fault-injecting wrapper
+// (fault_link.h) that the failure tests put around it.
+//
+// Threading: Send and Close may be called from any thread and never block.
+// Events (stream open, frames, close) go to the node, which only enqueues.
+#ifndef RECKON_SERVER_LINK_H_
+#define RECKON_SERVER_LINK_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "proto/reckon.pb.h"
+
+namespace reckon::server {
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  // Queues `frame` behind earlier ones; the link keeps the pointer until
+  // the frame is written. Returns false (frame not queued) when the link is
+  // closed or its queue already holds `byte_cap` bytes or more.
+  virtual bool Send(std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) = 0;
+  // Bytes queued and not yet handed to the transport.
+  virtual size_t QueuedBytes() const = 0;
+  // Ends the stream after the frames already queued; idempotent. The node's
+  // OnLinkClosed follows (once) when the stream is gone.
+  virtual void Close() = 0;
+  // True when this side dialed (the node keeps the stream dialed by the
+  // smaller node id when a pair has two).
+  virtual bool dialed() const = 0;
+  // For logs: "dialed 127.0.0.1:7001" / "accepted from ipv4:127.0.0.1:51234".
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_LINK_H_

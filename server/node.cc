@@ -1,0 +1,960 @@
+#include "server/node.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+
+namespace reckon::server {
+namespace {
+
+double SecondsSince(Clock::time_point t, Clock::time_point now) {
+  return std::chrono::duration<double>(now - t).count();
+}
+
+const char* StateName(int s) {
+  static const char* kNames[] = {"connecting", "alive", "dead", "left"};
+  return kNames[s];
+}
+
+}  // namespace
+
+bool ValidNodeId(const std::string& id) {
+  if (id.empty() || id.size() > 63) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions options,
+                                                               std::span<const int64_t> initial,
+                                                               int fraction_bits) {
+  if (!ValidNodeId(options.node_id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node id '", options.node_id, "' must be 1-63 characters of [A-Za-z0-9._-]"));
+  }
+  absl::StatusOr<codec::FixedPointReplica> mirror =
+      codec::FixedPointReplica::Create(initial.size(), fraction_bits);
+  if (!mirror.ok()) return mirror.status();
+  absl::Status s = mirror->Load(initial);
+  if (!s.ok()) return s;
+  return std::unique_ptr<GossipNode>(new GossipNode(std::move(options), *std::move(mirror)));
+}
+
+GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
+    : options_(std::move(options)),
+      self_{options_.node_id, options_.incarnation},
+      mirror_(std::move(mirror)),
+      started_(Clock::now()),
+      jitter_(options_.incarnation) {}
+
+GossipNode::~GossipNode() { Stop(false, std::chrono::milliseconds(0)); }
+
+void GossipNode::Log(const std::string& line) {
+  absl::MutexLock l(&log_mu_);
+  std::cerr << "reckon-gossip[" << options_.node_id << "]: " << line << std::endl;
+}
+
+void GossipNode::Start(Dialer dialer) {
+  absl::MutexLock l(&mu_);
+  dialer_ = std::move(dialer);
+  started_ = Clock::now();
+  self_addresses_.insert(options_.listen_address);
+  for (const std::string& seed : options_.seeds) {
+    if (seed != options_.listen_address) dial_[seed].next_attempt = started_;
+  }
+  started_flag_ = true;
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "reckon-gossip");
+    Run();
+  });
+}
+
+void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
+  std::vector<std::shared_ptr<Link>> links;
+  {
+    absl::MutexLock l(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    auto leave_frame = std::make_shared<v1::GossipFrame>();
+    leave_frame->mutable_leave()->set_reason("shutting down");
+    for (auto& [id, m] : members_) {
+      if (!m.link) continue;
+      if (leave) m.link->Send(leave_frame, SIZE_MAX);
+      links.push_back(m.link);
+    }
+    for (const auto& link : unnamed_links_) links.push_back(link);
+    for (auto& [address, target] : dial_) {
+      if (target.pending) links.push_back(target.pending);
+    }
+    changed_.SignalAll();
+  }
+  {
+    absl::MutexLock l(&inbox_mu_);
+    inbox_cv_.SignalAll();
+  }
+  const auto deadline = Clock::now() + flush;
+  for (const auto& link : links) {
+    while (link->QueuedBytes() > 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    link->Close();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+// --- events from links: enqueue only -------------------------------------
+
+void GossipNode::OnLinkUp(const std::shared_ptr<Link>& link) {
+  absl::MutexLock l(&inbox_mu_);
+  inbox_.push_back(Event{Event::kUp, link, {}, {}});
+  inbox_cv_.Signal();
+}
+
+void GossipNode::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
+  absl::MutexLock l(&inbox_mu_);
+  inbox_.push_back(Event{Event::kFrame, link, std::move(frame), {}});
+  inbox_cv_.Signal();
+}
+
+void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) {
+  absl::MutexLock l(&inbox_mu_);
+  inbox_.push_back(Event{Event::kClosed, link, {}, why});
+  inbox_cv_.Signal();
+}
+
+// --- the node thread --------------------------------------------------------
+
+void GossipNode::Run() {
+  Clock::time_point next_tick = Clock::now();
+  for (;;) {
+    std::deque<Event> batch;
+    {
+      absl::MutexLock l(&inbox_mu_);
+      Clock::time_point wake = next_tick;
+      {
+        // Delayed frames (fault injection) may be due before the tick.
+        absl::MutexLock l2(&mu_);
+        if (stopping_) return;
+        if (!delayed_.empty()) wake = std::min(wake, delayed_.begin()->first);
+      }
+      while (inbox_.empty()) {
+        const auto now = Clock::now();
+        if (now >= wake) break;
+        inbox_cv_.WaitWithTimeout(&inbox_mu_, absl::FromChrono(wake - now));
+        absl::MutexLock l2(&mu_);
+        if (stopping_) return;
+      }
+      batch.swap(inbox_);
+    }
+    absl::MutexLock l(&mu_);
+    if (stopping_) return;
+    for (Event& e : batch) HandleEvent(e);
+    const auto now = Clock::now();
+    ReleaseDelayed(now);
+    if (now >= next_tick) {
+      Tick(now);
+      next_tick = now + options_.heartbeat_interval;
+    }
+    changed_.SignalAll();
+  }
+}
+
+GossipNode::Member* GossipNode::FindByLink(const std::shared_ptr<Link>& link) {
+  for (auto& [id, m] : members_) {
+    if (m.link == link) return &m;
+  }
+  return nullptr;
+}
+
+void GossipNode::HandleEvent(Event& e) {
+  const auto now = Clock::now();
+  switch (e.kind) {
+    case Event::kUp:
+      unnamed_links_.insert(e.link);
+      return;
+    case Event::kClosed: {
+      unnamed_links_.erase(e.link);
+      for (auto& [address, target] : dial_) {
+        if (target.pending == e.link) target.pending.reset();
+      }
+      if (Member* m = FindByLink(e.link)) {
+        Log(absl::StrCat("stream to ", m->node_id, " closed: ", e.why));
+        m->link.reset();
+        m->pushed.clear();
+      }
+      return;
+    }
+    case Event::kFrame:
+      break;
+  }
+  v1::GossipFrame& f = e.frame;
+  if (f.has_hello()) {
+    HandleHello(e.link, f.hello());
+    return;
+  }
+  if (f.has_refusal()) {
+    Log(absl::StrCat("refused by ", e.link->Describe(), ": ", f.refusal().reason()));
+    if (f.refusal().permanent() && fatal_.ok()) {
+      fatal_ = absl::FailedPreconditionError(
+          absl::StrCat("refused by peer ", e.link->Describe(), ": ", f.refusal().reason()));
+    }
+    e.link->Close();
+    return;
+  }
+  Member* m = FindByLink(e.link);
+  if (m == nullptr) {
+    // Frames before a handshake are a protocol error: ignore them.
+    return;
+  }
+  m->last_heard = now;
+  if (m->state != MemberState::kAlive) {
+    Log(absl::StrCat("peer ", m->node_id, " is alive again"));
+    m->state = MemberState::kAlive;
+  }
+  if (f.has_update()) {
+    HandleUpdate(*m, f.update());
+  } else if (f.has_heartbeat()) {
+    HandleHeartbeat(*m, f.heartbeat(), now);
+  } else if (f.has_leave()) {
+    Log(absl::StrCat("peer ", m->node_id, " left: ", f.leave().reason()));
+    m->state = MemberState::kLeft;
+    DropLink(*m);
+  } else if (f.has_resync()) {
+    const OriginKey origin = KeyOf(f.resync().origin());
+    if (SeqOf(applied_, origin) + 1 < f.resync().first_retained_seq() && !resync_source_) {
+      Log(absl::StrCat("fell out of ", m->node_id, "'s log for ", origin.ToString(),
+                       " (we have ", SeqOf(applied_, origin), ", it keeps from ",
+                       f.resync().first_retained_seq(), "): re-joining from a snapshot"));
+      resync_source_ = m->address;
+    }
+  }
+}
+
+absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs,
+                                   const std::string& token) const {
+  const v1::ClusterFingerprint& ours = options_.fingerprint;
+  auto differs = [](const std::string& field, const auto& there, const auto& here) {
+    return absl::FailedPreconditionError(absl::StrCat("cluster fingerprint mismatch: ", field,
+                                                      " is ", there, " there but ", here,
+                                                      " here"));
+  };
+  if (theirs.protocol_version() != ours.protocol_version()) {
+    return differs("protocol version", theirs.protocol_version(), ours.protocol_version());
+  }
+  if (theirs.model() != ours.model()) return differs("model", theirs.model(), ours.model());
+  if (theirs.param_count() != ours.param_count()) {
+    return differs("param count", theirs.param_count(), ours.param_count());
+  }
+  if (theirs.fraction_bits() != ours.fraction_bits()) {
+    return differs("fraction bits", theirs.fraction_bits(), ours.fraction_bits());
+  }
+  if (theirs.codec() != ours.codec()) {
+    return differs("codec", v1::Codec_Name(theirs.codec()), v1::Codec_Name(ours.codec()));
+  }
+  if (theirs.seed() != ours.seed()) return differs("seed", theirs.seed(), ours.seed());
+  if (!options_.cluster_token.empty() && token != options_.cluster_token) {
+    return absl::PermissionDeniedError("cluster token does not match");
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello() const {
+  auto frame = std::make_shared<v1::GossipFrame>();
+  v1::Hello* h = frame->mutable_hello();
+  *h->mutable_fingerprint() = options_.fingerprint;
+  h->mutable_self()->set_node_id(self_.node_id);
+  h->mutable_self()->set_incarnation(self_.incarnation);
+  h->set_listen_address(options_.listen_address);
+  h->set_cluster_token(options_.cluster_token);
+  return frame;
+}
+
+void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
+  const auto now = Clock::now();
+  auto refuse = [&](const std::string& reason, bool permanent) {
+    Log(absl::StrCat("refusing ", link->Describe(), " (node '", hello.self().node_id(),
+                     "'): ", reason));
+    if (!link->dialed()) {
+      auto frame = std::make_shared<v1::GossipFrame>();
+      frame->mutable_refusal()->set_reason(reason);
+      frame->mutable_refusal()->set_permanent(permanent);
+      link->Send(frame, SIZE_MAX);
+    } else if (permanent && fatal_.ok()) {
+      fatal_ = absl::FailedPreconditionError(
+          absl::StrCat("peer ", link->Describe(), " is not of this cluster: ", reason));
+    }
+    unnamed_links_.erase(link);
+    link->Close();
+  };
+  if (!unnamed_links_.count(link)) return;  // a second Hello: ignore
+  const std::string& id = hello.self().node_id();
+  if (!ValidNodeId(id)) {
+    refuse(absl::StrCat("node id '", id.substr(0, 64), "' is not valid"), true);
+    return;
+  }
+  if (absl::Status s = CheckPeer(hello.fingerprint(), hello.cluster_token()); !s.ok()) {
+    refuse(std::string(s.message()), true);
+    return;
+  }
+  if (id == self_.node_id) {
+    if (hello.self().incarnation() == self_.incarnation) {
+      // We dialed ourselves (our address is in the seed list): remember it.
+      for (auto& [address, target] : dial_) {
+        if (target.pending == link) self_addresses_.insert(address);
+      }
+      unnamed_links_.erase(link);
+      link->Close();
+    } else {
+      refuse(absl::StrCat("node id '", id, "' is this node's (incarnation ", self_.incarnation,
+                          "); every worker needs its own --node-id"),
+             true);
+    }
+    return;
+  }
+  Member& m = members_[id];
+  if (m.node_id.empty()) {
+    m.node_id = id;
+    m.first_known = now;
+  }
+  if (hello.self().incarnation() < m.incarnation) {
+    refuse(absl::StrCat("incarnation ", hello.self().incarnation(), " is older than ",
+                        m.incarnation, " already seen"),
+           false);
+    return;
+  }
+  if (hello.self().incarnation() > m.incarnation) {
+    if (m.incarnation != 0) {
+      Log(absl::StrCat("peer ", id, " restarted as incarnation ", hello.self().incarnation()));
+    }
+    m.incarnation = hello.self().incarnation();
+    m.applied.clear();
+    m.training_done = false;
+    if (m.link) DropLink(m);
+  }
+  if (!hello.listen_address().empty()) m.address = hello.listen_address();
+  unnamed_links_.erase(link);
+  for (auto& [address, target] : dial_) {
+    if (target.pending == link) {
+      target.pending.reset();
+      target.backoff = std::chrono::milliseconds(0);
+    }
+  }
+  if (!m.address.empty() && !dial_.count(m.address)) dial_[m.address].next_attempt = now;
+  if (!link->dialed()) link->Send(MakeHello(), SIZE_MAX);
+  if (m.link && m.link != link) {
+    // Two streams for one pair (both dialed at once): both ends keep the one
+    // dialed by the smaller node id, so they agree without talking.
+    const bool keep_dialed = self_.node_id < id;
+    if (link->dialed() == keep_dialed) {
+      DropLink(m);
+    } else {
+      link->Close();
+      return;
+    }
+  }
+  m.link = link;
+  m.pushed.clear();
+  m.pushed_checkpoint.clear();
+  m.checkpoint_time = now;
+  m.last_heard = now;
+  if (m.state != MemberState::kAlive) {
+    Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation, ") connected: ",
+                     link->Describe()));
+  }
+  m.state = MemberState::kAlive;
+  link->Send(MakeHeartbeat(), SIZE_MAX);
+}
+
+void GossipNode::HandleUpdate(Member& from, const v1::Update& update) {
+  const OriginKey origin = KeyOf(update.origin());
+  if (!ValidNodeId(origin.node_id) || update.seq() == 0) {
+    ++counters_.decode_errors;
+    Log(absl::StrCat("dropped an Update from ", from.node_id,
+                     ": origin or seq is not valid"));
+    return;
+  }
+  const uint64_t have = SeqOf(applied_, origin);
+  auto& early = early_[origin];
+  if (origin == self_ || update.seq() <= have || early.count(update.seq())) {
+    ++counters_.duplicates_dropped;
+    if (early.empty()) early_.erase(origin);
+    return;
+  }
+  // Validate everything before anything is kept (WIRE.md §3.2).
+  auto decoded = std::make_shared<codec::DecodedUpdate>();
+  absl::Status s = codec::DecodeUpdate(update, decoded.get());
+  if (s.ok() && decoded->param_count != mirror_.param_count()) {
+    s = absl::DataLossError(absl::StrCat("param_count ", decoded->param_count,
+                                         " but this cluster's model has ",
+                                         mirror_.param_count()));
+  }
+  if (!s.ok()) {
+    ++counters_.decode_errors;
+    Log(absl::StrCat("dropped Update ", origin.ToString(), " seq ", update.seq(), " from ",
+                     from.node_id, ": ", s.message()));
+    if (early.empty()) early_.erase(origin);
+    return;
+  }
+  auto frame = std::make_shared<v1::GossipFrame>();
+  *frame->mutable_update() = update;
+  if (update.seq() > have + 1) {
+    // Early: wait for the gap to fill (anti-entropy fills it). Bounded: the
+    // farthest is dropped first, since it is the last one needed.
+    if (early.size() >= options_.early_arrival_cap) {
+      auto last = std::prev(early.end());
+      if (last->first < update.seq()) return;
+      early.erase(last);
+    }
+    early.emplace(update.seq(), Early{frame, decoded});
+    return;
+  }
+  Accept(origin, frame, decoded);
+  // Successors that were waiting.
+  for (auto it = early.begin(); it != early.end() && it->first == SeqOf(applied_, origin) + 1;) {
+    Accept(origin, it->second.frame, it->second.decoded);
+    it = early.erase(it);
+  }
+  if (early.empty()) early_.erase(origin);
+}
+
+void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
+                        std::shared_ptr<const codec::DecodedUpdate> decoded) {
+  absl::Status s = mirror_.Apply(decoded->step_quanta, decoded->words);
+  if (!s.ok()) {
+    // Validated already; only an int64 overflow can get here.
+    ++counters_.decode_errors;
+    Log(absl::StrCat("could not apply ", origin.ToString(), " seq ", frame->update().seq(), ": ",
+                     s.message()));
+    return;
+  }
+  applied_[origin] = frame->update().seq();
+  ++counters_.updates_applied;
+  received_.updates.push_back(std::move(decoded));
+  AddToLog(origin, std::move(frame));
+}
+
+void GossipNode::AddToLog(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame) {
+  const uint64_t seq = frame->update().seq();
+  const size_t bytes = frame->ByteSizeLong();
+  log_[origin][seq] = LogEntry{std::move(frame), bytes, Clock::now()};
+  log_order_.emplace_back(origin, seq);
+  log_bytes_ += bytes;
+  // The byte cap evicts the oldest first, even when a live peer still needs
+  // it: that peer is then told to re-join from a snapshot.
+  while (log_bytes_ > options_.log_byte_cap && !log_order_.empty()) {
+    auto [o, s] = log_order_.front();
+    log_order_.pop_front();
+    auto it = log_.find(o);
+    if (it == log_.end()) continue;
+    auto e = it->second.find(s);
+    if (e == it->second.end()) continue;
+    log_bytes_ -= e->second.bytes;
+    it->second.erase(e);
+    if (it->second.empty()) log_.erase(it);
+  }
+}
+
+absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedUpdate& decoded) {
+  std::vector<std::shared_ptr<Link>> wait_for;
+  {
+    absl::MutexLock l(&mu_);
+    if (update.seq() != last_published_ + 1) {
+      return absl::InternalError(absl::StrCat("published seq ", update.seq(), " after ",
+                                              last_published_));
+    }
+    absl::Status s = mirror_.Apply(decoded.step_quanta, decoded.words);
+    if (!s.ok()) return s;
+    last_published_ = update.seq();
+    applied_[self_] = update.seq();
+    auto frame = std::make_shared<v1::GossipFrame>();
+    *frame->mutable_update() = update;
+    AddToLog(self_, frame);
+    if (options_.faults.corrupt_seq == update.seq()) {
+      // Test fault: a copy whose payload no longer matches its CRC, first.
+      auto bad = std::make_shared<v1::GossipFrame>(*frame);
+      std::string* payload = bad->mutable_update()->mutable_payload();
+      if (payload->empty()) {
+        bad->mutable_update()->set_crc32c(bad->update().crc32c() ^ 1);
+      } else {
+        (*payload)[0] ^= 0x5a;
+      }
+      for (auto& [id, m] : members_) {
+        if (m.link) m.link->Send(bad, SIZE_MAX);
+      }
+    }
+    if (options_.faults.die_after_partial_send_seq == update.seq()) {
+      // Test fault: this origin dies having sent its last message to one peer.
+      for (auto& [id, m] : members_) {
+        if (m.link && m.state == MemberState::kAlive) {
+          Log(absl::StrCat("fault: sending seq ", update.seq(), " to ", id,
+                           " only, then dying"));
+          m.link->Send(frame, SIZE_MAX);
+          wait_for.push_back(m.link);
+          break;
+        }
+      }
+    } else {
+      for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame, Clock::now());
+    }
+    changed_.SignalAll();
+  }
+  if (options_.faults.die_after_partial_send_seq == update.seq()) {
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    for (const auto& link : wait_for) {
+      while (link->QueuedBytes() > 0 && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::_Exit(86);
+  }
+  return absl::OkStatus();
+}
+
+void GossipNode::SendUpdate(Member& m, const std::shared_ptr<const v1::GossipFrame>& frame,
+                            Clock::time_point now, bool* sent) {
+  const FaultOptions& f = options_.faults;
+  std::uniform_real_distribution<double> u(0, 1);
+  auto delay = [&]() -> std::optional<Clock::time_point> {
+    if (f.max_delay_ms <= 0 || u(jitter_) >= f.delay_probability) return std::nullopt;
+    return now + std::chrono::milliseconds(
+                     std::uniform_int_distribution<int>(1, f.max_delay_ms)(jitter_));
+  };
+  auto send_one = [&]() -> bool {
+    if (auto when = delay()) {
+      delayed_.emplace(*when, Delayed{m.node_id, m.link, frame});
+      return true;
+    }
+    return m.link->Send(frame, options_.send_queue_byte_cap);
+  };
+  *sent = send_one();
+  if (*sent && f.duplicate_probability > 0 && u(jitter_) < f.duplicate_probability) send_one();
+}
+
+void GossipNode::ReleaseDelayed(Clock::time_point now) {
+  while (!delayed_.empty() && delayed_.begin()->first <= now) {
+    Delayed d = std::move(delayed_.begin()->second);
+    delayed_.erase(delayed_.begin());
+    auto it = members_.find(d.node_id);
+    // Sent only on the stream it was meant for: a new stream starts from the
+    // peer's version vector anyway.
+    if (it != members_.end() && it->second.link == d.link) {
+      d.link->Send(d.frame, options_.send_queue_byte_cap);
+    }
+  }
+}
+
+void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
+                        const std::shared_ptr<const v1::GossipFrame>& frame,
+                        Clock::time_point now) {
+  if (!m.link || m.state != MemberState::kAlive) return;
+  // In order per origin: behind peers are served by anti-entropy.
+  if (std::max(SeqOf(m.pushed, origin), SeqOf(m.applied, origin)) != seq - 1) return;
+  bool sent = false;
+  SendUpdate(m, frame, now, &sent);
+  if (!sent) {
+    ++counters_.queue_drops;
+    return;
+  }
+  m.pushed[origin] = seq;
+}
+
+void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now) {
+  m.applied = FromProto(hb.applied());
+  m.training_done = hb.training_done();
+  m.local_steps = hb.local_steps();
+  for (const v1::Member& other : hb.members()) {
+    const std::string& id = other.node_id();
+    if (id == self_.node_id || !ValidNodeId(id) || other.address().empty() ||
+        other.address().size() > 255) {
+      continue;
+    }
+    Member& known = members_[id];
+    if (known.node_id.empty()) {
+      known.node_id = id;
+      known.first_known = now;
+      known.address = other.address();
+      Log(absl::StrCat("learned of peer ", id, " at ", other.address(), " from ", m.node_id));
+    }
+    if (!dial_.count(other.address()) && !self_addresses_.count(other.address())) {
+      dial_[other.address()].next_attempt = now;
+    }
+  }
+  AntiEntropy(m, now);
+}
+
+void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
+  if (!m.link || m.state != MemberState::kAlive) return;
+  // Pushed but not acknowledged for too long: lost on the way (a dropped
+  // stream, a full queue, a delay). Serve again from what it has.
+  if (now - m.checkpoint_time > options_.repair_timeout) {
+    bool lost = false;
+    for (const auto& [origin, seq] : m.pushed_checkpoint) {
+      if (SeqOf(m.applied, origin) < seq) lost = true;
+    }
+    if (lost) m.pushed.clear();
+    m.pushed_checkpoint = m.pushed;
+    m.checkpoint_time = now;
+  }
+  for (auto& [origin, entries] : log_) {
+    const uint64_t mine = SeqOf(applied_, origin);
+    const uint64_t theirs = SeqOf(m.applied, origin);
+    uint64_t from = std::max(theirs, SeqOf(m.pushed, origin));
+    if (from >= mine || entries.empty()) continue;
+    if (entries.begin()->first > from + 1) {
+      if (theirs < entries.begin()->first - 1 && !m.resync_told.count(origin)) {
+        // What it lacks is gone from our log: it must re-join from a snapshot.
+        auto frame = std::make_shared<v1::GossipFrame>();
+        *frame->mutable_resync()->mutable_origin() = entries.begin()->second.frame->update().origin();
+        frame->mutable_resync()->set_first_retained_seq(entries.begin()->first);
+        m.link->Send(frame, SIZE_MAX);
+        m.resync_told.insert(origin);
+      }
+      continue;
+    }
+    for (auto it = entries.find(from + 1); it != entries.end() && it->first <= mine; ++it) {
+      if (m.link->QueuedBytes() > options_.send_queue_byte_cap / 2) return;
+      // Another origin's message is most likely still on its way to the peer
+      // straight from its origin: repair only what has had time to arrive.
+      if (!(origin == self_) && now - it->second.added < options_.repair_timeout) break;
+      bool sent = false;
+      SendUpdate(m, it->second.frame, now, &sent);
+      if (!sent) break;
+      m.pushed[origin] = it->first;
+      ++counters_.repairs_sent;
+    }
+  }
+}
+
+std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
+  auto frame = std::make_shared<v1::GossipFrame>();
+  v1::Heartbeat* hb = frame->mutable_heartbeat();
+  ToProto(applied_, hb->mutable_applied());
+  hb->set_local_steps(local_steps_);
+  hb->set_training_done(training_done_);
+  v1::Member* me = hb->add_members();
+  me->set_node_id(self_.node_id);
+  me->set_incarnation(self_.incarnation);
+  me->set_address(options_.listen_address);
+  for (const auto& [id, m] : members_) {
+    if (m.state == MemberState::kLeft || m.address.empty()) continue;
+    v1::Member* other = hb->add_members();
+    other->set_node_id(id);
+    other->set_incarnation(m.incarnation);
+    other->set_address(m.address);
+  }
+  return frame;
+}
+
+void GossipNode::DropLink(Member& m) {
+  if (m.link) m.link->Close();
+  m.link.reset();
+  m.pushed.clear();
+  m.resync_told.clear();
+}
+
+void GossipNode::Tick(Clock::time_point now) {
+  auto heartbeat = MakeHeartbeat();
+  for (auto& [id, m] : members_) {
+    const bool silent = now - (m.state == MemberState::kConnecting ? m.first_known : m.last_heard) >
+                        options_.failure_timeout;
+    if ((m.state == MemberState::kAlive || m.state == MemberState::kConnecting) && silent) {
+      Log(absl::StrCat("peer ", id, m.state == MemberState::kAlive ? " missed heartbeats for "
+                                                                    : " not reached in ",
+                       absl::StrFormat("%.1f", SecondsSince(m.state == MemberState::kAlive
+                                                                ? m.last_heard
+                                                                : m.first_known,
+                                                            now)),
+                       " s: marked dead"));
+      m.state = MemberState::kDead;
+      DropLink(m);
+    }
+    if (m.link) {
+      m.link->Send(heartbeat, 2 * options_.send_queue_byte_cap);
+      AntiEntropy(m, now);
+    }
+  }
+  CollectGarbage(now);
+  DialDue(now);
+}
+
+void GossipNode::CollectGarbage(Clock::time_point now) {
+  // Until every seed had its chance to connect we do not know who needs what.
+  if (now - started_ < options_.failure_timeout) return;
+  for (const auto& [id, m] : members_) {
+    if (m.state == MemberState::kConnecting) return;
+  }
+  for (auto it = log_.begin(); it != log_.end();) {
+    uint64_t floor = SeqOf(applied_, it->first);
+    for (const auto& [id, m] : members_) {
+      if (m.state == MemberState::kAlive) floor = std::min(floor, SeqOf(m.applied, it->first));
+    }
+    auto& entries = it->second;
+    while (!entries.empty() && entries.begin()->first <= floor) {
+      log_bytes_ -= entries.begin()->second.bytes;
+      entries.erase(entries.begin());
+    }
+    it = entries.empty() ? log_.erase(it) : std::next(it);
+  }
+  while (!log_order_.empty()) {
+    auto it = log_.find(log_order_.front().first);
+    if (it != log_.end() && it->second.count(log_order_.front().second)) break;
+    log_order_.pop_front();
+  }
+}
+
+void GossipNode::DialDue(Clock::time_point now) {
+  if (!dialer_) return;
+  for (auto& [address, target] : dial_) {
+    if (target.pending || self_addresses_.count(address) || target.given_up) continue;
+    if (now < target.next_attempt) continue;
+    bool connected = false;
+    for (const auto& [id, m] : members_) {
+      if (m.address == address && (m.link || m.state == MemberState::kLeft)) connected = true;
+    }
+    if (connected) continue;
+    target.backoff = target.backoff.count() == 0
+                         ? options_.initial_backoff
+                         : std::min(options_.max_backoff, target.backoff * 2);
+    // +-25% jitter, so restarted peers do not all dial in step.
+    const double j = std::uniform_real_distribution<double>(0.75, 1.25)(jitter_);
+    target.next_attempt =
+        now + std::chrono::duration_cast<Clock::duration>(target.backoff * j);
+    std::shared_ptr<Link> link = dialer_(address);
+    if (!link) continue;
+    target.pending = link;
+    unnamed_links_.insert(link);
+    link->Send(MakeHello(), SIZE_MAX);
+  }
+}
+
+// --- training thread --------------------------------------------------------
+
+Received GossipNode::TakeReceived() {
+  absl::MutexLock l(&mu_);
+  Received out = std::move(received_);
+  received_ = Received{};
+  return out;
+}
+
+absl::Status GossipNode::Health() {
+  absl::MutexLock l(&mu_);
+  return fatal_;
+}
+
+uint64_t GossipNode::MaxPeerLagLocked() {
+  uint64_t lag = 0;
+  for (const auto& [id, m] : members_) {
+    if (m.state != MemberState::kAlive) continue;
+    const uint64_t theirs = SeqOf(m.applied, self_);
+    if (last_published_ > theirs) lag = std::max(lag, last_published_ - theirs);
+  }
+  return lag;
+}
+
+bool GossipNode::WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline) {
+  absl::MutexLock l(&mu_);
+  while (MaxPeerLagLocked() > max_lag) {
+    const auto now = Clock::now();
+    if (now >= deadline || stopping_) return false;
+    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
+  }
+  return true;
+}
+
+void GossipNode::SetTrainingDone(uint64_t local_steps) {
+  absl::MutexLock l(&mu_);
+  training_done_ = true;
+  local_steps_ = local_steps;
+}
+
+void GossipNode::SetLocalSteps(uint64_t steps) {
+  absl::MutexLock l(&mu_);
+  local_steps_ = steps;
+}
+
+bool GossipNode::QuiescentLocked(std::string* why) {
+  if (!training_done_) {
+    *why = "training";
+    return false;
+  }
+  if (!received_.updates.empty() || received_.replace_weights) {
+    *why = "applying";
+    return false;
+  }
+  for (const auto& [id, m] : members_) {
+    if (m.state == MemberState::kConnecting) {
+      *why = absl::StrCat("waiting to reach ", id);
+      return false;
+    }
+    if (m.state != MemberState::kAlive) continue;
+    if (!m.training_done) {
+      *why = absl::StrCat(id, " is still training");
+      return false;
+    }
+    if (!SameVersions(m.applied, applied_)) {
+      *why = absl::StrCat(id, " has another version vector: ", VersionJson(m.applied),
+                          " vs ours ", VersionJson(applied_));
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status GossipNode::WaitQuiescent(Clock::time_point deadline,
+                                       const std::function<absl::Status(Received&)>& drain) {
+  std::string why;
+  for (;;) {
+    Received got;
+    {
+      absl::MutexLock l(&mu_);
+      if (!fatal_.ok()) return fatal_;
+      if (QuiescentLocked(&why)) return absl::OkStatus();
+      got = std::move(received_);
+      received_ = Received{};
+      if (!got.replace_weights && got.updates.empty()) {
+        if (Clock::now() >= deadline) {
+          return absl::DeadlineExceededError(
+              absl::StrCat("cluster not quiescent before the deadline: ", why));
+        }
+        changed_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+        continue;
+      }
+    }
+    absl::Status s = drain(got);
+    if (!s.ok()) return s;
+  }
+}
+
+std::optional<std::string> GossipNode::ResyncSource() {
+  absl::MutexLock l(&mu_);
+  return resync_source_;
+}
+
+absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
+                                         const VersionMap& applied, const std::string& source) {
+  absl::MutexLock l(&mu_);
+  absl::Status s = mirror_.Load(weights);
+  if (!s.ok()) return s;
+  VersionMap now_applied = applied;
+  // Replay what our log holds beyond the snapshot (our own messages above
+  // all: the snapshot's source may not have them yet).
+  for (const auto& [origin, entries] : log_) {
+    uint64_t next = SeqOf(now_applied, origin) + 1;
+    for (auto it = entries.find(next); it != entries.end() && it->first == next; ++it, ++next) {
+      codec::DecodedUpdate decoded;
+      if (!codec::DecodeUpdate(it->second.frame->update(), &decoded).ok() ||
+          !mirror_.Apply(decoded.step_quanta, decoded.words).ok()) {
+        return absl::DataLossError(absl::StrCat("logged message ", origin.ToString(), " seq ",
+                                                it->first, " cannot be replayed"));
+      }
+      now_applied[origin] = it->first;
+    }
+  }
+  if (SeqOf(now_applied, self_) < last_published_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the snapshot from ", source, " lacks our own messages after seq ",
+        SeqOf(now_applied, self_), " and our log no longer holds them"));
+  }
+  applied_ = std::move(now_applied);
+  received_.updates.clear();
+  received_.replace_weights.emplace(mirror_.quanta().begin(), mirror_.quanta().end());
+  for (auto it = early_.begin(); it != early_.end();) {
+    auto& early = it->second;
+    while (!early.empty() && early.begin()->first <= SeqOf(applied_, it->first)) {
+      early.erase(early.begin());
+    }
+    while (!early.empty() && early.begin()->first == SeqOf(applied_, it->first) + 1) {
+      Accept(it->first, early.begin()->second.frame, early.begin()->second.decoded);
+      early.erase(early.begin());
+    }
+    it = early.empty() ? early_.erase(it) : std::next(it);
+  }
+  for (auto& [id, m] : members_) m.pushed.clear();
+  resync_source_.reset();
+  ++counters_.snapshots_loaded;
+  Log(absl::StrCat("installed a snapshot from ", source, ": ", VersionJson(applied_)));
+  changed_.SignalAll();
+  return absl::OkStatus();
+}
+
+// --- service ----------------------------------------------------------------
+
+GossipNode::Snapshot GossipNode::TakeSnapshot() {
+  absl::MutexLock l(&mu_);
+  return Snapshot{applied_, std::vector<int64_t>(mirror_.quanta().begin(), mirror_.quanta().end())};
+}
+
+void GossipNode::CountSnapshotServed() {
+  absl::MutexLock l(&mu_);
+  ++counters_.snapshots_served;
+}
+
+VersionMap GossipNode::Applied() {
+  absl::MutexLock l(&mu_);
+  return applied_;
+}
+
+std::string GossipNode::MirrorHash() {
+  absl::MutexLock l(&mu_);
+  return mirror_.WeightHash();
+}
+
+GossipNode::Counters GossipNode::counters() {
+  absl::MutexLock l(&mu_);
+  return counters_;
+}
+
+bool GossipNode::started() {
+  absl::MutexLock l(&mu_);
+  return started_flag_;
+}
+
+void GossipNode::FillStatus(v1::NodeStatus* out) {
+  absl::MutexLock l(&mu_);
+  const auto now = Clock::now();
+  out->set_node_id(self_.node_id);
+  out->set_incarnation(self_.incarnation);
+  *out->mutable_fingerprint() = options_.fingerprint;
+  out->set_local_steps(local_steps_);
+  ToProto(applied_, out->mutable_applied());
+  out->set_weight_hash(mirror_.WeightHash());
+  out->set_training_done(training_done_);
+  out->set_joined(started_flag_);
+  out->set_updates_applied(counters_.updates_applied);
+  out->set_duplicates_dropped(counters_.duplicates_dropped);
+  out->set_decode_errors(counters_.decode_errors);
+  out->set_repairs_sent(counters_.repairs_sent);
+  out->set_snapshots_served(counters_.snapshots_served);
+  out->set_snapshots_loaded(counters_.snapshots_loaded);
+  out->set_queue_drops(counters_.queue_drops);
+  out->set_log_bytes(log_bytes_);
+  size_t messages = 0;
+  for (const auto& [origin, entries] : log_) messages += entries.size();
+  out->set_log_messages(messages);
+  std::string why;
+  out->set_quiescent(QuiescentLocked(&why));
+  for (const auto& [id, m] : members_) {
+    v1::MemberStatus* ms = out->add_members();
+    ms->set_node_id(id);
+    ms->set_incarnation(m.incarnation);
+    ms->set_address(m.address);
+    ms->set_state(StateName(static_cast<int>(m.state)));
+    ms->set_lag(static_cast<int64_t>(last_published_) -
+                static_cast<int64_t>(SeqOf(m.applied, self_)));
+    ms->set_training_done(m.training_done);
+    ms->set_last_heard_s(m.state == MemberState::kConnecting ? -1
+                                                             : SecondsSince(m.last_heard, now));
+  }
+}
+
+}  // namespace reckon::server

@@ -1,0 +1,297 @@
+// The gossip node (DESIGN.md "The gossip node"): membership, version vectors,
+// exactly-once in-order delivery per origin, the message log, anti-entropy,
+// failure detection and quiescence. Transport-agnostic: it talks to peers
+// through Link (link.h); grpc_transport.h provides the real links.
+//
+// Threads: the node runs one thread of its own, "reckon-gossip", which
+// processes every received frame, link event and timer tick in order. Link
+// reactions only enqueue into its inbox (OnFrame / OnLinkUp / OnLinkClosed).
+// The training thread calls Publish / TakeReceived / WaitWhileLagging /
+// SetTrainingDone; the gRPC service calls FillStatus / TakeSnapshot. All
+// public methods are thread-safe and none blocks for long: the only blocking
+// calls (WaitWhileLagging, WaitQuiescent) take a deadline.
+//
+// The node keeps its own fixed-point mirror of the replica: the initial
+// weights plus every message it has accepted. Snapshots are cut from it under
+// the node's lock, so they are consistent with the version vector whatever
+// the training thread is doing. The training thread applies the same
+// messages to its backend (TakeReceived); at quiescence both hashes match.
+#ifndef RECKON_SERVER_NODE_H_
+#define RECKON_SERVER_NODE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "codec/fixed_point.h"
+#include "codec/update_message.h"
+#include "proto/reckon.pb.h"
+#include "server/link.h"
+#include "server/version_vector.h"
+
+namespace reckon::server {
+
+using Clock = std::chrono::steady_clock;
+
+// Test-only faults (flags --fault-*): how the failure tests make an
+// origin misbehave on purpose. All off by default.
+struct FaultOptions {
+  uint64_t die_after_partial_send_seq = 0;  // send this seq to one peer only, then _Exit
+  uint64_t corrupt_seq = 0;                 // send a corrupt copy of this seq first
+  double duplicate_probability = 0;         // links: send an Update twice
+  double delay_probability = 0;             // links: hold an Update back...
+  int max_delay_ms = 0;                     // ...for up to this long (reorders)
+};
+
+struct NodeOptions {
+  std::string node_id;
+  uint64_t incarnation = 0;
+  std::string listen_address;      // as peers should dial it
+  std::vector<std::string> seeds;  // host:port of peers (resolved)
+  v1::ClusterFingerprint fingerprint;
+  std::string cluster_token;
+  std::chrono::milliseconds heartbeat_interval{100};
+  std::chrono::milliseconds failure_timeout{3000};
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{2000};
+  // A peer that has not caught up on what we pushed within this long is
+  // served again from its version vector (lost frames, dropped links).
+  std::chrono::milliseconds repair_timeout{500};
+  size_t log_byte_cap = size_t{256} << 20;
+  size_t send_queue_byte_cap = size_t{16} << 20;  // per link
+  size_t early_arrival_cap = 4096;                // per origin
+  FaultOptions faults;
+};
+
+// What the training thread must apply before its next step.
+struct Received {
+  // Set after a re-join: load these weights first (they already include
+  // every message in `updates`' predecessors and our own messages).
+  std::optional<std::vector<int64_t>> replace_weights;
+  std::vector<std::shared_ptr<const codec::DecodedUpdate>> updates;
+};
+
+// Dials a peer: returns a link whose events reach the node (OnLinkUp follows
+// when the stream is open, OnLinkClosed when it ends or fails).
+using Dialer = std::function<std::shared_ptr<Link>(const std::string& address)>;
+
+// [A-Za-z0-9._-]{1,63}: safe in logs, JSON and metric labels.
+bool ValidNodeId(const std::string& id);
+
+class GossipNode {
+ public:
+  // `initial_weights`: the replica before any message (from the seed).
+  static absl::StatusOr<std::unique_ptr<GossipNode>> Create(NodeOptions options,
+                                                            std::span<const int64_t> initial,
+                                                            int fraction_bits);
+  ~GossipNode();
+
+  // Starts the node thread; from then on it dials peers. Call once, after
+  // any snapshot was installed (InstallSnapshot) and the transport is ready.
+  void Start(Dialer dialer);
+  // Sends Leave to every peer (when `leave`), flushes the send queues for up
+  // to `flush`, closes every link and stops the thread. Idempotent.
+  void Stop(bool leave, std::chrono::milliseconds flush);
+
+  const NodeOptions& options() const { return options_; }
+
+  // --- training thread ---
+  // Our own update (already applied to the backend by the caller): applied
+  // to the mirror, logged, pushed to every peer. Never blocks on peers: a
+  // full send queue drops the frame and anti-entropy repairs it later.
+  // REQUIRES: update.seq() is the previous Publish's seq + 1 (first: 1).
+  // `decoded` is `update` decoded (the caller has it already).
+  absl::Status Publish(const v1::Update& update, const codec::DecodedUpdate& decoded);
+  // Moves out what arrived since the last call.
+  Received TakeReceived();
+  // Blocks while some alive peer has applied fewer than our seq - max_lag
+  // of our messages, up to `deadline`. Returns true when it may go on.
+  bool WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline);
+  void SetTrainingDone(uint64_t local_steps);
+  void SetLocalSteps(uint64_t steps);
+  // Blocks until the cluster is quiescent (every live member done, every
+  // version vector equal, nothing in flight here) or `deadline`. `drain`
+  // is called with what arrives meanwhile, on the calling thread.
+  absl::Status WaitQuiescent(Clock::time_point deadline,
+                             const std::function<absl::Status(Received&)>& drain);
+  // A peer told us we fell out of its log: the address to re-join from.
+  std::optional<std::string> ResyncSource();
+  // Not OK once a peer refused us for good (another cluster, a taken node
+  // id): the worker stops with this error.
+  absl::Status Health();
+  // True once Start ran (the service refuses streams before).
+  bool started();
+
+  // --- join ---
+  // Replaces the mirror and version vector with a snapshot, keeping our
+  // own messages newer than the snapshot's entry for us (replayed on top).
+  // The training thread gets the weights via TakeReceived().replace_weights.
+  // kFailedPrecondition when one of our own messages it needs is gone.
+  absl::Status InstallSnapshot(std::span<const int64_t> weights, const VersionMap& applied,
+                               const std::string& source);
+
+  // --- transport (link reactions; they only enqueue) ---
+  void OnLinkUp(const std::shared_ptr<Link>& link);
+  void OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame);
+  void OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why);
+
+  // --- service ---
+  void FillStatus(v1::NodeStatus* out);
+  struct Snapshot {
+    VersionMap applied;
+    std::vector<int64_t> weights;
+  };
+  Snapshot TakeSnapshot();
+  // Checks a peer's fingerprint and token: an error naming what differs.
+  absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token) const;
+  void CountSnapshotServed();
+
+  VersionMap Applied();
+  std::string MirrorHash();
+  struct Counters {
+    uint64_t updates_applied = 0, duplicates_dropped = 0, decode_errors = 0,
+             repairs_sent = 0, snapshots_served = 0, snapshots_loaded = 0, queue_drops = 0;
+  };
+  Counters counters();
+
+ private:
+  enum class MemberState { kConnecting, kAlive, kDead, kLeft };
+  struct Member {
+    std::string node_id;
+    uint64_t incarnation = 0;
+    std::string address;
+    MemberState state = MemberState::kConnecting;
+    std::shared_ptr<Link> link;  // handshaken stream, or null
+    Clock::time_point first_known, last_heard;
+    VersionMap applied;          // from its last heartbeat
+    VersionMap pushed;           // highest seq pushed per origin on `link`
+    // What we had pushed at checkpoint_time: the peer must have applied it
+    // one repair timeout later, or it was lost and is served again.
+    VersionMap pushed_checkpoint;
+    Clock::time_point checkpoint_time;
+    bool training_done = false;
+    uint64_t local_steps = 0;
+    std::set<OriginKey> resync_told;  // told to re-join for these origins
+  };
+  struct DialTarget {
+    Clock::time_point next_attempt;
+    std::chrono::milliseconds backoff{0};
+    std::shared_ptr<Link> pending;  // dialed, handshake not finished
+    bool given_up = false;
+  };
+  struct Early {
+    std::shared_ptr<const v1::GossipFrame> frame;
+    std::shared_ptr<const codec::DecodedUpdate> decoded;
+  };
+  struct Delayed {
+    std::string node_id;
+    std::shared_ptr<Link> link;
+    std::shared_ptr<const v1::GossipFrame> frame;
+  };
+  struct Event {
+    enum Kind { kUp, kFrame, kClosed } kind;
+    std::shared_ptr<Link> link;
+    v1::GossipFrame frame;
+    std::string why;
+  };
+  struct LogEntry {
+    std::shared_ptr<const v1::GossipFrame> frame;  // the Update, ready to send
+    size_t bytes = 0;
+    Clock::time_point added;
+  };
+
+  GossipNode(NodeOptions options, codec::FixedPointReplica mirror);
+
+  void Run();
+  void HandleEvent(Event& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Validates (WIRE.md: everything, before anything is kept), then accepts
+  // in order or buffers an early arrival; corrupt ones are dropped and counted.
+  void HandleUpdate(Member& from, const v1::Update& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies to the mirror, advances the version vector, logs, and queues the
+  // update for the training thread.
+  void Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
+              std::shared_ptr<const codec::DecodedUpdate> decoded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddToLog(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Tick(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes what `m`'s version vector shows it lacks and our log holds.
+  void AntiEntropy(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Direct broadcast of a fresh message, when it is next in order for `m`.
+  void PushTo(Member& m, const OriginKey& origin, uint64_t seq,
+              const std::shared_ptr<const v1::GossipFrame>& frame, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The one place Updates go out: applies the test faults (duplicate, delay).
+  void SendUpdate(Member& m, const std::shared_ptr<const v1::GossipFrame>& frame,
+                  Clock::time_point now, bool* sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseDelayed(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DialDue(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropLink(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<const v1::GossipFrame> MakeHello() const;
+  std::shared_ptr<const v1::GossipFrame> MakeHeartbeat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Member* FindByLink(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool QuiescentLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t MaxPeerLagLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Log(const std::string& line);
+
+  const NodeOptions options_;
+  const OriginKey self_;
+  Dialer dialer_;
+  std::thread thread_;
+
+  // Lock order: mu_ before inbox_mu_. Link reactions take only inbox_mu_, so
+  // a reaction run inline inside a Link call made under mu_ cannot deadlock.
+  absl::Mutex inbox_mu_;
+  absl::CondVar inbox_cv_;
+  std::deque<Event> inbox_ ABSL_GUARDED_BY(inbox_mu_);
+
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // received, version vectors, member states
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_flag_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);
+  std::multimap<Clock::time_point, Delayed> delayed_ ABSL_GUARDED_BY(mu_);
+  codec::FixedPointReplica mirror_ ABSL_GUARDED_BY(mu_);
+  VersionMap applied_ ABSL_GUARDED_BY(mu_);
+  // Early arrivals: origin -> seq -> frame.
+  std::map<OriginKey, std::map<uint64_t, Early>> early_ ABSL_GUARDED_BY(mu_);
+  std::map<OriginKey, std::map<uint64_t, LogEntry>> log_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<OriginKey, uint64_t>> log_order_ ABSL_GUARDED_BY(mu_);  // for the byte cap
+  size_t log_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);  // by node_id, not us
+  std::map<std::string, DialTarget> dial_ ABSL_GUARDED_BY(mu_);  // by address
+  std::set<std::string> self_addresses_ ABSL_GUARDED_BY(mu_);
+  // Links accepted or dialed whose Hello has not arrived yet.
+  std::set<std::shared_ptr<Link>> unnamed_links_ ABSL_GUARDED_BY(mu_);
+  Received received_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> resync_source_ ABSL_GUARDED_BY(mu_);
+  bool training_done_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t local_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_published_ ABSL_GUARDED_BY(mu_) = 0;
+  Counters counters_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point started_;
+  std::mt19937_64 jitter_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex log_mu_;
+};
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_NODE_H_

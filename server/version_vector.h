@@ -1,0 +1,37 @@
+// Origins and version vectors (DESIGN.md "The gossip node"). An origin is
+// one process life of one worker: (node_id, incarnation). A version vector
+// maps each origin to the highest seq applied with no gap before it.
+#ifndef RECKON_SERVER_VERSION_VECTOR_H_
+#define RECKON_SERVER_VERSION_VECTOR_H_
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "proto/reckon.pb.h"
+
+namespace reckon::server {
+
+struct OriginKey {
+  std::string node_id;
+  uint64_t incarnation = 0;
+  auto operator<=>(const OriginKey&) const = default;
+  std::string ToString() const;  // "w1#1732312345000000000"
+};
+
+using VersionMap = std::map<OriginKey, uint64_t>;
+
+OriginKey KeyOf(const v1::Origin& origin);
+void ToProto(const VersionMap& map, v1::VersionVector* out);
+VersionMap FromProto(const v1::VersionVector& vv);
+// Entry for `origin`, 0 when absent.
+uint64_t SeqOf(const VersionMap& map, const OriginKey& origin);
+// Equal when every origin has the same seq (absent counts as 0).
+bool SameVersions(const VersionMap& a, const VersionMap& b);
+// {"w0#17...": 12, ...}
+std::string VersionJson(const VersionMap& map);
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_VERSION_VECTOR_H_

@@ -1,0 +1,243 @@
+#include "worker/gossip_peers.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "server/version_vector.h"
+
+namespace reckon::worker {
+namespace {
+
+uint64_t TotalSeqs(const server::VersionMap& map) {
+  uint64_t total = 0;
+  for (const auto& [origin, seq] : map) total += seq;
+  return total;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ResolvePeers(const std::string& list) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (absl::string_view entry : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    const size_t colon = entry.rfind(':');
+    int port = 0;
+    if (colon == absl::string_view::npos || !absl::SimpleAtoi(entry.substr(colon + 1), &port) ||
+        port <= 0 || port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--peers entry '", entry, "' is not host:port"));
+    }
+    std::string host(entry.substr(0, colon));
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+      // Not resolvable yet (a peer's DNS record may come later): keep the
+      // name; gRPC resolves it when dialing.
+      if (seen.insert(std::string(entry)).second) out.emplace_back(entry);
+      continue;
+    }
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      char ip[NI_MAXHOST];
+      if (getnameinfo(a->ai_addr, a->ai_addrlen, ip, sizeof(ip), nullptr, 0, NI_NUMERICHOST) != 0) {
+        continue;
+      }
+      const std::string address = a->ai_family == AF_INET6 ? absl::StrCat("[", ip, "]:", port)
+                                                           : absl::StrCat(ip, ":", port);
+      if (seen.insert(address).second) out.push_back(address);
+    }
+    freeaddrinfo(found);
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions options,
+                                                                 std::span<const int64_t> initial,
+                                                                 int fraction_bits,
+                                                                 std::ostream& log) {
+  std::unique_ptr<GossipPeers> peers(new GossipPeers());
+  peers->log_ = &log;
+  int port = 0;
+  absl::StatusOr<std::unique_ptr<server::GossipServer>> server =
+      server::GossipServer::Start(options.listen, options.transport, &port);
+  if (!server.ok()) return server.status();
+  peers->server_ = *std::move(server);
+  std::string advertise = options.advertise;
+  if (advertise.empty()) {
+    std::string host = options.listen.substr(0, options.listen.rfind(':'));
+    if (host == "0.0.0.0" || host == "[::]" || host.empty()) {
+      char name[256] = {};
+      gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+    advertise = absl::StrCat(host, ":", port);
+  } else if (advertise.rfind(":0") == advertise.size() - 2) {
+    advertise = absl::StrCat(advertise.substr(0, advertise.size() - 2), ":", port);
+  }
+  options.node.listen_address = advertise;
+  // A seed that is our own address is not probed or dialed (one given
+  // another way, e.g. 127.0.0.1 for 0.0.0.0, is found by the handshake).
+  std::vector<std::string> seeds;
+  for (const std::string& seed : options.node.seeds) {
+    if (seed != advertise) seeds.push_back(seed);
+  }
+  options.node.seeds = seeds;
+
+  absl::StatusOr<std::unique_ptr<server::GossipNode>> node =
+      server::GossipNode::Create(options.node, initial, fraction_bits);
+  if (!node.ok()) return node.status();
+  peers->node_ = *std::move(node);
+  peers->options_ = options;
+  log << "reckon-worker: node " << options.node.node_id << " incarnation "
+      << options.node.incarnation << " listening on " << advertise << " (" << options.listen
+      << "), " << seeds.size() << " seed(s)\n";
+
+  // Probe the seeds: how far is the cluster? (Also the fingerprint check.)
+  v1::SnapshotRequest request;
+  *request.mutable_fingerprint() = options.node.fingerprint;
+  request.mutable_requester()->set_node_id(options.node.node_id);
+  request.mutable_requester()->set_incarnation(options.node.incarnation);
+  request.set_cluster_token(options.node.cluster_token);
+  request.set_header_only(true);
+  std::string best;
+  uint64_t best_total = 0;
+  for (const std::string& seed : seeds) {
+    absl::StatusOr<server::FetchedSnapshot> probe = server::FetchSnapshot(
+        seed, request, initial.size(), options.join_probe_timeout);
+    if (!probe.ok()) {
+      const absl::StatusCode code = probe.status().code();
+      if (code == absl::StatusCode::kFailedPrecondition ||
+          code == absl::StatusCode::kPermissionDenied || code == absl::StatusCode::kDataLoss) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("refused by peer ", seed, ": ", probe.status().message()));
+      }
+      continue;  // not up yet, or joining: it will dial us or we it
+    }
+    const uint64_t total = TotalSeqs(probe->applied);
+    if (total > best_total) {
+      best_total = total;
+      best = seed;
+    }
+  }
+  if (!best.empty()) {
+    absl::Status s = peers->Resync(best);
+    if (!s.ok()) return s;
+  } else {
+    log << "reckon-worker: no peer has trained yet: starting from the seed's weights\n";
+  }
+  peers->server_->SetNode(peers->node_.get());
+  peers->node_->Start(peers->server_->MakeDialer(peers->node_.get()));
+  return peers;
+}
+
+absl::Status GossipPeers::Resync(const std::string& source) {
+  v1::SnapshotRequest request;
+  *request.mutable_fingerprint() = options_.node.fingerprint;
+  request.mutable_requester()->set_node_id(options_.node.node_id);
+  request.mutable_requester()->set_incarnation(options_.node.incarnation);
+  request.set_cluster_token(options_.node.cluster_token);
+  absl::StatusOr<server::FetchedSnapshot> snap = server::FetchSnapshot(
+      source, request, options_.node.fingerprint.param_count(), std::chrono::seconds(60));
+  if (!snap.ok()) return snap.status();
+  *log_ << "reckon-worker: snapshot from " << snap->header.source_node_id() << " (" << source
+        << "), " << TotalSeqs(snap->applied) << " messages applied\n";
+  return node_->InstallSnapshot(snap->weights, snap->applied, source);
+}
+
+GossipPeers::~GossipPeers() {
+  if (node_) node_->Stop(/*leave=*/true, std::chrono::milliseconds(1000));
+  if (server_) server_->Shutdown(std::chrono::milliseconds(2000));
+}
+
+absl::Status GossipPeers::Apply(Backend& backend, server::Received& received) {
+  if (received.replace_weights) {
+    absl::Status s = backend.LoadWeights(*received.replace_weights);
+    if (!s.ok()) return s;
+  }
+  for (const auto& u : received.updates) {
+    absl::Status s = backend.ApplyUpdates(u->step_quanta, u->words);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GossipPeers::BeforeStep(Backend& backend, uint64_t steps_done) {
+  absl::Status s = node_->Health();
+  if (!s.ok()) return s;
+  if (std::optional<std::string> source = node_->ResyncSource()) {
+    if (absl::Status r = Resync(*source); !r.ok()) return r;
+  }
+  node_->SetLocalSteps(steps_done);
+  if (options_.max_lag > 0) {
+    // Bounded staleness: wait for the slowest live peer, applying meanwhile.
+    // A dead peer stops counting after the failure timeout.
+    const auto deadline = server::Clock::now() + 2 * options_.node.failure_timeout;
+    while (!node_->WaitWhileLagging(options_.max_lag,
+                                    server::Clock::now() + std::chrono::milliseconds(50))) {
+      server::Received r = node_->TakeReceived();
+      if (absl::Status a = Apply(backend, r); !a.ok()) return a;
+      if (server::Clock::now() > deadline) break;
+    }
+  }
+  server::Received received = node_->TakeReceived();
+  return Apply(backend, received);
+}
+
+absl::Status GossipPeers::Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) {
+  return node_->Publish(message, decoded);
+}
+
+absl::Status GossipPeers::Finish(Backend& backend, uint64_t steps_done,
+                                 const std::atomic<bool>* stop) {
+  node_->SetTrainingDone(steps_done);
+  *log_ << "reckon-worker: finished training; waiting for the cluster to be quiescent\n"
+        << std::flush;
+  const auto deadline = server::Clock::now() + options_.quiesce_timeout;
+  auto drain = [&](server::Received& r) { return Apply(backend, r); };
+  for (;;) {
+    if (stop != nullptr && stop->load()) return absl::OkStatus();  // shutting down
+    if (std::optional<std::string> source = node_->ResyncSource()) {
+      if (absl::Status r = Resync(*source); !r.ok()) return r;
+    }
+    const auto slice = std::min(deadline, server::Clock::now() + std::chrono::milliseconds(500));
+    absl::Status s = node_->WaitQuiescent(slice, drain);
+    if (s.ok()) break;
+    if (s.code() != absl::StatusCode::kDeadlineExceeded || server::Clock::now() >= deadline) {
+      return s;
+    }
+  }
+  // The backend applied exactly what the node's mirror holds.
+  const std::string mirror = node_->MirrorHash();
+  if (backend.WeightHash() != mirror) {
+    return absl::InternalError(absl::StrCat("backend replica ", backend.WeightHash(),
+                                            " differs from the node's mirror ", mirror));
+  }
+  return absl::OkStatus();
+}
+
+std::string GossipPeers::VersionVectorJson() { return server::VersionJson(node_->Applied()); }
+
+std::string GossipPeers::CountersJson() {
+  const server::GossipNode::Counters c = node_->counters();
+  return absl::StrFormat(
+      "{\"updates_applied\": %d, \"duplicates_dropped\": %d, \"decode_errors\": %d, "
+      "\"repairs_sent\": %d, \"snapshots_served\": %d, \"snapshots_loaded\": %d, "
+      "\"queue_drops\": %d}",
+      c.updates_applied, c.duplicates_dropped, c.decode_errors, c.repairs_sent,
+      c.snapshots_served, c.snapshots_loaded, c.queue_drops);
+}
+
+}  // namespace reckon::worker

@@ -1,0 +1,74 @@
+// Training with peers: the gossip node (server/) behind the trainer's
+// TrainingPeers interface. Owns the node and its gRPC server.
+//
+// Join (Create): listen, probe every seed (a header-only snapshot request,
+// which also checks the cluster fingerprint on both sides), and when some
+// peer has applied anything, load a full snapshot from the most advanced one;
+// then start the node, which dials the peers. A peer of another cluster
+// stops the join with its reason.
+#ifndef RECKON_WORKER_GOSSIP_PEERS_H_
+#define RECKON_WORKER_GOSSIP_PEERS_H_
+
+#include <chrono>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/grpc_transport.h"
+#include "server/node.h"
+#include "worker/trainer.h"
+
+namespace reckon::worker {
+
+struct PeerOptions {
+  server::NodeOptions node;  // node_id, incarnation, seeds, fingerprint, timeouts, faults
+  std::string listen = "0.0.0.0:7070";
+  std::string advertise;     // how peers reach us; default: listen, with this host's name
+                             // in place of 0.0.0.0
+  server::TransportOptions transport;
+  uint64_t max_lag = 0;      // 0: never pause
+  std::chrono::seconds quiesce_timeout{600};
+  std::chrono::milliseconds join_probe_timeout{1000};
+};
+
+// "host:port,host:port" (a host may be a DNS name resolving to several
+// addresses, e.g. a Kubernetes headless Service): every address, as
+// "ip:port". kInvalidArgument for an entry without a port.
+absl::StatusOr<std::vector<std::string>> ResolvePeers(const std::string& list);
+
+class GossipPeers final : public TrainingPeers {
+ public:
+  // `initial`: the replica from the seed. `log`: join progress lines.
+  static absl::StatusOr<std::unique_ptr<GossipPeers>> Create(PeerOptions options,
+                                                             std::span<const int64_t> initial,
+                                                             int fraction_bits,
+                                                             std::ostream& log);
+  // Sends Leave, flushes, stops the node and the server.
+  ~GossipPeers() override;
+
+  absl::Status BeforeStep(Backend& backend, uint64_t steps_done) override;
+  absl::Status Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) override;
+  absl::Status Finish(Backend& backend, uint64_t steps_done,
+                      const std::atomic<bool>* stop) override;
+  std::string VersionVectorJson() override;
+  std::string CountersJson() override;
+
+  const std::string& address() const { return options_.node.listen_address; }
+
+ private:
+  GossipPeers() = default;
+  absl::Status Apply(Backend& backend, server::Received& received);
+  absl::Status Resync(const std::string& source);
+
+  PeerOptions options_;
+  std::unique_ptr<server::GossipServer> server_;
+  std::unique_ptr<server::GossipNode> node_;
+  std::ostream* log_ = nullptr;
+};
+
+}  // namespace reckon::worker
+
+#endif  // RECKON_WORKER_GOSSIP_PEERS_H_
