@@ -25,6 +25,16 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
 // reckonctl bench train: training step FLOP/s against sgemm on the same shapes.
 int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// reckonctl local --workers N [training flags]: a cluster on loopback.
+int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// reckonctl status --peer ADDR: a node's status as JSON.
+int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// reckonctl bench transport: gRPC stream against raw TCP, emit-to-apply
+// latency, step time with gossip on and off.
+int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 }  // namespace reckon::ctl
 
 #endif  // RECKON_CTL_COMMANDS_H_

@@ -1,5 +1,5 @@
-// reckonctl: the operator's tool. Subcommands: codec, bench (later: local,
-// status). See README.md for each one's flags.
+// reckonctl: the operator's tool. Subcommands: local, status, codec, bench.
+// See README.md for each one's flags.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -11,9 +11,12 @@ namespace {
 constexpr char kUsage[] =
     "usage: reckonctl <command> [args]\n"
     "commands:\n"
+    "  local [--workers N] [flags]   train a cluster of workers on this machine\n"
+    "  status --peer ADDR            a worker's status as JSON\n"
     "  codec encode|decode|inspect   encode a float32 residual; decode or inspect an Update\n"
     "  bench codec [--json]          codec size and speed against entropy and zstd\n"
-    "  bench train [--json]          training step FLOP/s against sgemm on the same shapes\n";
+    "  bench train [--json]          training step FLOP/s against sgemm on the same shapes\n"
+    "  bench transport [--json]      gRPC stream vs raw TCP, gossip latency and step overhead\n";
 
 }  // namespace
 
@@ -26,7 +29,11 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   int code;
-  if (args[0] == "codec") {
+  if (args[0] == "local") {
+    code = reckon::ctl::RunLocalCommand(rest, std::cout, std::cerr);
+  } else if (args[0] == "status") {
+    code = reckon::ctl::RunStatusCommand(rest, std::cout, std::cerr);
+  } else if (args[0] == "codec") {
     code = reckon::ctl::RunCodecCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "bench") {
     code = reckon::ctl::RunBenchCommand(rest, std::cout, std::cerr);

@@ -502,6 +502,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
           break;
         }
       }
+      stopping_ = true;  // the node thread sends nothing more (no anti-entropy)
     } else {
       for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame, Clock::now());
     }

@@ -1,0 +1,396 @@
+// reckonctl local --workers N [training flags]: a cluster on this machine.
+// Starts N reckon-worker processes on loopback (each its own shard), shows
+// their progress from the Status call, waits until they have all finished
+// and left a quiescent cluster, then prints and checks the summary: every
+// replica's accuracy and weight hash (identical, or exit 1), the cluster's
+// samples/s, bytes on the wire against dense fp32, and with --baseline the
+// same figures of one dense worker.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ctl/commands.h"
+#include "ctl/process.h"
+#include "server/grpc_transport.h"
+#include "server/version_vector.h"
+
+namespace reckon::ctl {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted.store(true); }
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The value after "key": in a flat JSON object written by SummaryJson (the
+// worker's, a format this project owns): a number, or a string without escapes.
+std::string Field(const std::string& json, const std::string& key) {
+  const std::string needle = absl::StrCat("\"", key, "\": ");
+  const size_t at = json.find(needle);
+  if (at == std::string::npos) return "";
+  size_t begin = at + needle.size();
+  if (begin < json.size() && json[begin] == '"') {
+    const size_t end = json.find('"', begin + 1);
+    return end == std::string::npos ? "" : json.substr(begin + 1, end - begin - 1);
+  }
+  size_t end = json.find_first_of(",}", begin);
+  return json.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+double Number(const std::string& json, const std::string& key) {
+  const std::string v = Field(json, key);
+  return v.empty() ? 0 : std::strtod(v.c_str(), nullptr);
+}
+
+std::string TrimNewline(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+struct LocalOptions {
+  int workers = 4;
+  bool baseline = false;
+  std::string summary_json;
+  std::string work_dir;
+  std::string worker_binary;
+  int64_t timeout_s = 3600;
+  std::vector<std::string> training_flags;  // forwarded to every worker
+};
+
+void PrintUsage(std::ostream& out) {
+  out << "usage: reckonctl local [--workers N] [--baseline] [--summary-json PATH]\n"
+         "                      [--work-dir DIR] [--worker-binary PATH] [--timeout-s S]\n"
+         "                      [reckon-worker training flags, e.g. --epochs 10]\n"
+         "  --workers N          workers to start on loopback (default 4)\n"
+         "  --baseline           then train one dense worker for comparison\n"
+         "  --summary-json PATH  write the summary as JSON\n"
+         "  --work-dir DIR       logs and summaries (default: a new /tmp/reckon-local-*)\n"
+         "  --worker-binary P    reckon-worker to run (default: the one built beside reckonctl)\n"
+         "  --timeout-s S        stop the workers and fail after this long (default 3600)\n"
+         "Other flags go to every worker unchanged (reckon-worker --help lists them).\n";
+}
+
+// Parses local's own flags; the rest are training flags.
+int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostream& out,
+               std::ostream& err) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i], value;
+    bool has_value = false;
+    if (name == "--help" || name == "-h") {
+      PrintUsage(out);
+      return kExitOk;
+    }
+    if (name.rfind("--", 0) == 0 && name.find('=') != std::string::npos) {
+      value = name.substr(name.find('=') + 1);
+      name = name.substr(0, name.find('='));
+      has_value = true;
+    }
+    std::replace(name.begin(), name.end(), '_', '-');
+    auto take = [&](std::string* target) -> bool {
+      if (has_value) {
+        *target = value;
+        return true;
+      }
+      if (i + 1 >= args.size()) return false;
+      *target = args[++i];
+      return true;
+    };
+    auto take_int = [&](int64_t* target) -> bool {
+      std::string v;
+      if (!take(&v)) return false;
+      char* end = nullptr;
+      *target = std::strtoll(v.c_str(), &end, 10);
+      return !v.empty() && *end == '\0';
+    };
+    bool ok = true;
+    if (name == "--workers") {
+      int64_t n = 0;
+      ok = take_int(&n) && n >= 1 && n <= 64;
+      o->workers = static_cast<int>(n);
+      if (!ok) {
+        err << "reckonctl local: --workers takes a number from 1 to 64\n";
+        return kExitUsage;
+      }
+    } else if (name == "--baseline") {
+      o->baseline = true;
+    } else if (name == "--summary-json") {
+      ok = take(&o->summary_json);
+    } else if (name == "--work-dir") {
+      ok = take(&o->work_dir);
+    } else if (name == "--worker-binary") {
+      ok = take(&o->worker_binary);
+    } else if (name == "--timeout-s") {
+      ok = take_int(&o->timeout_s) && o->timeout_s > 0;
+    } else if (name == "--node-id" || name == "--listen" || name == "--peers" ||
+               name == "--shard" || name == "--standalone" || name == "--summary-json") {
+      err << "reckonctl local: " << name << " is set by reckonctl local for each worker\n";
+      return kExitUsage;
+    } else {
+      o->training_flags.push_back(args[i]);
+      continue;
+    }
+    if (!ok) {
+      err << "reckonctl local: " << name << " needs a valid value (--help lists the flags)\n";
+      return kExitUsage;
+    }
+  }
+  return -1;
+}
+
+struct Worker {
+  std::string name, address, log, err, summary;
+  std::optional<ChildProcess> process;
+  std::optional<int> exit_code;
+};
+
+std::string ProgressLine(Worker& w) {
+  if (w.exit_code) {
+    return absl::StrFormat("%-4s exited (%d)", w.name, *w.exit_code);
+  }
+  absl::StatusOr<v1::NodeStatus> s = server::FetchStatus(w.address, std::chrono::milliseconds(300));
+  if (!s.ok()) return absl::StrFormat("%-4s starting", w.name);
+  int alive = 0;
+  int64_t lag = 0;
+  for (const v1::MemberStatus& m : s->members()) {
+    if (m.state() == "alive") {
+      ++alive;
+      lag = std::max(lag, m.lag());
+    }
+  }
+  uint64_t applied = 0;
+  for (const v1::VersionEntry& e : s->applied().entries()) applied += e.seq();
+  return absl::StrFormat("%-4s step %6d  messages applied %7d  peers alive %d  max lag %4d  %s",
+                         w.name, s->local_steps(), applied, alive, lag,
+                         s->training_done() ? (s->quiescent() ? "quiescent" : "done, waiting")
+                                            : "training");
+}
+
+}  // namespace
+
+int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  LocalOptions o;
+  if (int code = ParseLocal(args, &o, out, err); code >= 0) return code;
+  namespace fs = std::filesystem;
+  if (o.worker_binary.empty()) {
+    const std::string dir = ExecutableDir();
+    for (const std::string& candidate :
+         {dir + "/../worker/reckon-worker", dir + "/reckon-worker"}) {
+      if (fs::exists(candidate)) {
+        o.worker_binary = fs::weakly_canonical(candidate).string();
+        break;
+      }
+    }
+  }
+  if (o.worker_binary.empty() || !fs::exists(o.worker_binary)) {
+    err << "reckonctl local: cannot find reckon-worker (give --worker-binary PATH)\n";
+    return kExitBadInput;
+  }
+  if (o.work_dir.empty()) {
+    std::string tmpl = (fs::temp_directory_path() / "reckon-local-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      err << "reckonctl local: cannot create a work directory in /tmp\n";
+      return kExitBadInput;
+    }
+    o.work_dir = tmpl;
+  }
+  std::error_code ec;
+  fs::create_directories(o.work_dir, ec);
+  if (ec) {
+    err << "reckonctl local: cannot create --work-dir " << o.work_dir << ": " << ec.message()
+        << "\n";
+    return kExitBadInput;
+  }
+  absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(o.workers);
+  if (!ports.ok()) {
+    err << "reckonctl local: " << ports.status().message() << "\n";
+    return kExitBadInput;
+  }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = std::max(1, static_cast<int>(cores) / o.workers);
+  std::vector<std::string> addresses;
+  for (int p : *ports) addresses.push_back(absl::StrCat("127.0.0.1:", p));
+  const std::string peer_list = absl::StrJoin(addresses, ",");
+
+  struct sigaction action = {};
+  action.sa_handler = OnInterrupt;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  out << "reckonctl local: " << o.workers << " workers on loopback, " << threads
+      << " thread(s) each; logs in " << o.work_dir << "\n"
+      << std::flush;
+  std::vector<Worker> workers(o.workers);
+  for (int i = 0; i < o.workers; ++i) {
+    Worker& w = workers[i];
+    w.name = absl::StrCat("w", i);
+    w.address = addresses[i];
+    w.log = absl::StrCat(o.work_dir, "/", w.name, ".log");
+    w.err = absl::StrCat(o.work_dir, "/", w.name, ".err");
+    w.summary = absl::StrCat(o.work_dir, "/", w.name, ".json");
+    fs::remove(w.summary, ec);
+    std::vector<std::string> wargs = {"--node-id",  w.name,
+                                      "--listen",   w.address,
+                                      "--peers",    peer_list,
+                                      "--shard",    absl::StrCat(i, "/", o.workers),
+                                      "--threads",  absl::StrCat(threads),
+                                      "--progress", "off",
+                                      "--summary-json", w.summary};
+    wargs.insert(wargs.end(), o.training_flags.begin(), o.training_flags.end());
+    absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(o.worker_binary, wargs, w.log, w.err);
+    if (!p.ok()) {
+      err << "reckonctl local: starting " << w.name << ": " << p.status().message() << "\n";
+      return kExitBadInput;
+    }
+    w.process.emplace(*std::move(p));
+  }
+
+  // Progress until every worker has exited.
+  const bool tty = ::isatty(STDOUT_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  auto last_print = start - std::chrono::seconds(60);
+  bool drawn = false, failed = false;
+  for (;;) {
+    bool running = false;
+    for (Worker& w : workers) {
+      if (!w.exit_code) w.exit_code = w.process->Poll();
+      if (!w.exit_code) running = true;
+      // A worker that fails makes the cluster's result meaningless: stop the rest.
+      if (w.exit_code && *w.exit_code != 0 && !failed) {
+        failed = true;
+        err << "reckonctl local: " << w.name << " exited with " << *w.exit_code << ": "
+            << TrimNewline(ReadText(w.err)).substr(0, 2000) << "\n";
+        for (Worker& other : workers) other.process->Signal(SIGTERM);
+      }
+    }
+    if (!running) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (g_interrupted.load() || now - start > std::chrono::seconds(o.timeout_s)) {
+      err << "reckonctl local: "
+          << (g_interrupted.load() ? "interrupted" : "timed out") << "; stopping the workers\n";
+      for (Worker& w : workers) w.process->Signal(SIGTERM);
+      for (Worker& w : workers) {
+        if (!w.process->Wait(std::chrono::seconds(10))) w.process->Signal(SIGKILL);
+      }
+      return kExitBadInput;
+    }
+    const auto every = tty ? std::chrono::milliseconds(500) : std::chrono::milliseconds(5000);
+    if (now - last_print >= every) {
+      last_print = now;
+      if (tty && drawn) out << "\x1b[" << workers.size() << "A";
+      for (Worker& w : workers) {
+        out << (tty ? "\x1b[2K" : "") << ProgressLine(w) << "\n";
+      }
+      out << std::flush;
+      drawn = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (failed) return kExitBadInput;
+
+  // Summary.
+  std::vector<std::string> summaries;
+  double samples = 0, max_train_s = 0, wire = 0, dense = 0;
+  std::string first_hash;
+  bool hashes_equal = true;
+  out << "\nworker  steps  test acc   wire bytes   compression  weights\n";
+  for (Worker& w : workers) {
+    std::string json = TrimNewline(ReadText(w.summary));
+    if (json.empty()) {
+      err << "reckonctl local: " << w.name << " wrote no summary (" << w.summary << ")\n";
+      return kExitBadInput;
+    }
+    summaries.push_back(json);
+    const std::string hash = Field(json, "weight_hash");
+    if (first_hash.empty()) first_hash = hash;
+    hashes_equal = hashes_equal && hash == first_hash && !hash.empty();
+    samples += Number(json, "samples");
+    max_train_s = std::max(max_train_s, Number(json, "train_seconds"));
+    wire += Number(json, "wire_bytes");
+    dense += Number(json, "dense_bytes");
+    out << absl::StrFormat("%-6s %6.0f  %6.2f%%  %11.0f  %10.0fx  %s\n", w.name,
+                           Number(json, "steps"), 100 * Number(json, "test_accuracy"),
+                           Number(json, "wire_bytes"), Number(json, "compression_ratio"),
+                           hash.substr(0, 16));
+  }
+  const double accuracy = Number(summaries[0], "test_accuracy");
+  const double samples_per_s = max_train_s > 0 ? samples / max_train_s : 0;
+  const double ratio = wire > 0 ? dense / wire : 0;
+  out << absl::StrFormat(
+      "cluster: %d workers, test accuracy %.2f%%, %.0f samples/s, wire %.0f bytes vs dense fp32 "
+      "%.0f (%.0fx less), %.1f s\n",
+      o.workers, 100 * accuracy, samples_per_s, wire, dense, ratio, wall);
+  out << (hashes_equal ? "replicas: identical (" + first_hash.substr(0, 16) + ")\n"
+                       : std::string("replicas: DIFFER\n"));
+
+  std::string baseline_json = "null";
+  if (o.baseline) {
+    out << "baseline: one dense worker with the same training flags...\n" << std::flush;
+    const std::string base_summary = o.work_dir + "/baseline.json";
+    fs::remove(base_summary, ec);
+    std::vector<std::string> bargs = {"--standalone", "--codec", "dense", "--progress", "off",
+                                      "--summary-json", base_summary};
+    for (const std::string& f : o.training_flags) {
+      if (f.rfind("--fault", 0) != 0) bargs.push_back(f);
+    }
+    absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(
+        o.worker_binary, bargs, o.work_dir + "/baseline.log", o.work_dir + "/baseline.err");
+    if (!p.ok()) {
+      err << "reckonctl local: baseline: " << p.status().message() << "\n";
+      return kExitBadInput;
+    }
+    std::optional<int> code = p->Wait(std::chrono::seconds(o.timeout_s));
+    if (!code || *code != 0) {
+      err << "reckonctl local: the baseline worker failed: "
+          << TrimNewline(ReadText(o.work_dir + "/baseline.err")).substr(0, 2000) << "\n";
+      return kExitBadInput;
+    }
+    baseline_json = TrimNewline(ReadText(base_summary));
+    const double base_acc = Number(baseline_json, "test_accuracy");
+    out << absl::StrFormat(
+        "baseline: test accuracy %.2f%%, %.0f samples/s, wire %.0f bytes (dense fp32)\n"
+        "cluster vs baseline: %+.2f accuracy points, %.2fx samples/s, %.0fx less traffic\n",
+        100 * base_acc, Number(baseline_json, "samples_per_s"),
+        Number(baseline_json, "wire_bytes"), 100 * (accuracy - base_acc),
+        Number(baseline_json, "samples_per_s") > 0
+            ? samples_per_s / Number(baseline_json, "samples_per_s")
+            : 0,
+        ratio);
+  }
+  if (!o.summary_json.empty()) {
+    std::ofstream f(o.summary_json);
+    f << "{\"workers\": [" << absl::StrJoin(summaries, ", ") << "], \"baseline\": "
+      << baseline_json
+      << absl::StrFormat(
+             ", \"compression_ratio\": %.2f, \"samples_per_s\": %.1f, \"hashes_equal\": %s, "
+             "\"test_accuracy\": %.6f, \"wire_bytes\": %.0f, \"dense_bytes\": %.0f, "
+             "\"wall_seconds\": %.2f}\n",
+             ratio, samples_per_s, hashes_equal ? "true" : "false", accuracy, wire, dense, wall);
+    if (!f) {
+      err << "reckonctl local: cannot write " << o.summary_json << "\n";
+      return kExitBadInput;
+    }
+  }
+  if (!hashes_equal) {
+    err << "reckonctl local: the replicas' weight hashes differ\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+}  // namespace reckon::ctl

@@ -1,0 +1,53 @@
+// Child processes for `reckonctl local` and the multi-process tests: spawn
+// with output to files, poll, signal, wait with a deadline. POSIX only.
+#ifndef RECKON_CTL_PROCESS_H_
+#define RECKON_CTL_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace reckon::ctl {
+
+class ChildProcess {
+ public:
+  // Starts `binary args...` with stdout and stderr appended to the files
+  // (created if missing). kUnavailable when fork or exec fails.
+  static absl::StatusOr<ChildProcess> Spawn(const std::string& binary,
+                                            const std::vector<std::string>& args,
+                                            const std::string& stdout_path,
+                                            const std::string& stderr_path);
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
+  // Kills (SIGKILL) and reaps a child still running: none outlives its owner.
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  // The exit code once it has exited (128 + signal when killed), else none.
+  std::optional<int> Poll();
+  // Waits up to `timeout`; none when it is still running then.
+  std::optional<int> Wait(std::chrono::milliseconds timeout);
+  void Signal(int signal);
+
+ private:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+};
+
+// `count` distinct free TCP ports on 127.0.0.1 (bound together, then
+// released: another process could take one in between, which the worker
+// then reports as "cannot listen").
+absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count);
+
+// The directory holding the running executable.
+std::string ExecutableDir();
+
+}  // namespace reckon::ctl
+
+#endif  // RECKON_CTL_PROCESS_H_
