@@ -328,7 +328,8 @@ class GrpcService final : public v1::Gossip::CallbackService {
     if (node == nullptr || !node->started()) {
       return new RefusingWriter(grpc::Status(grpc::StatusCode::UNAVAILABLE, "joining"));
     }
-    absl::Status s = node->CheckPeer(request->fingerprint(), request->cluster_token());
+    absl::Status s = node->CheckPeer(request->fingerprint(), request->cluster_token(),
+                                     request->requester().node_id());
     if (!s.ok()) {
       std::cerr << "reckon-gossip[" << node->options().node_id << "]: refusing a snapshot to '"
                 << request->requester().node_id() << "' (" << ctx->peer() << "): " << s.message()

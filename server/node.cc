@@ -239,13 +239,14 @@ void GossipNode::HandleEvent(Event& e) {
   }
 }
 
-absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs,
-                                   const std::string& token) const {
+absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
+                                   const std::string& peer) const {
   const v1::ClusterFingerprint& ours = options_.fingerprint;
-  auto differs = [](const std::string& field, const auto& there, const auto& here) {
-    return absl::FailedPreconditionError(absl::StrCat("cluster fingerprint mismatch: ", field,
-                                                      " is ", there, " there but ", here,
-                                                      " here"));
+  // Names both nodes, so the line reads the same in either one's log.
+  auto differs = [&](const std::string& field, const auto& there, const auto& here) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cluster fingerprint mismatch: ", field, " is ", there, " on '",
+                     peer.substr(0, 64), "' but ", here, " on '", self_.node_id, "'"));
   };
   if (theirs.protocol_version() != ours.protocol_version()) {
     return differs("protocol version", theirs.protocol_version(), ours.protocol_version());
@@ -301,7 +302,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     refuse(absl::StrCat("node id '", id.substr(0, 64), "' is not valid"), true);
     return;
   }
-  if (absl::Status s = CheckPeer(hello.fingerprint(), hello.cluster_token()); !s.ok()) {
+  if (absl::Status s = CheckPeer(hello.fingerprint(), hello.cluster_token(), id); !s.ok()) {
     refuse(std::string(s.message()), true);
     return;
   }
@@ -438,6 +439,7 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   }
   applied_[origin] = frame->update().seq();
   ++counters_.updates_applied;
+  if (options_.on_accept) options_.on_accept(origin, frame->update().seq());
   received_.updates.push_back(std::move(decoded));
   AddToLog(origin, std::move(frame));
 }
@@ -700,7 +702,8 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
       if (m.state == MemberState::kAlive) floor = std::min(floor, SeqOf(m.applied, it->first));
     }
     auto& entries = it->second;
-    while (!entries.empty() && entries.begin()->first <= floor) {
+    while (!entries.empty() && entries.begin()->first <= floor &&
+           now - entries.begin()->second.added > options_.log_min_retention) {
       log_bytes_ -= entries.begin()->second.bytes;
       entries.erase(entries.begin());
     }

@@ -71,9 +71,17 @@ struct NodeOptions {
   // served again from its version vector (lost frames, dropped links).
   std::chrono::milliseconds repair_timeout{500};
   size_t log_byte_cap = size_t{256} << 20;
+  // A message stays in the log at least this long even once every live
+  // member applied it: a worker joining from a snapshot cut a moment ago
+  // still finds what came after its cut (else it would re-join at once).
+  std::chrono::milliseconds log_min_retention{30000};
   size_t send_queue_byte_cap = size_t{16} << 20;  // per link
   size_t early_arrival_cap = 4096;                // per origin
   FaultOptions faults;
+  // Observability hook: called on the node thread, under the node's lock,
+  // for every peer message accepted into the replica. Must be quick and must
+  // not call the node. (The transport benchmark times emit-to-apply with it.)
+  std::function<void(const OriginKey& origin, uint64_t seq)> on_accept;
 };
 
 // What the training thread must apply before its next step.
@@ -155,8 +163,10 @@ class GossipNode {
     std::vector<int64_t> weights;
   };
   Snapshot TakeSnapshot();
-  // Checks a peer's fingerprint and token: an error naming what differs.
-  absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token) const;
+  // Checks the fingerprint and token of `peer` (its node id): an error naming
+  // the field that differs and both nodes.
+  absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
+                         const std::string& peer) const;
   void CountSnapshotServed();
 
   VersionMap Applied();
