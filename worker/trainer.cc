@@ -229,7 +229,10 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
   v1::Update message;
   message.mutable_origin()->set_node_id(options.node_id);
   message.mutable_origin()->set_incarnation(options.incarnation);
-  uint64_t published = 0;  // seq of our last message (1, 2, 3, ... per process life)
+  // Seq of our last message. With peers: 1, 2, 3, ... per process life (a new
+  // incarnation). Alone: the step count, so a resumed run's messages are the
+  // uninterrupted run's, byte for byte.
+  uint64_t published = options.peers != nullptr ? 0 : static_cast<uint64_t>(step);
   codec::DecodedUpdate decoded;
   const uint64_t param_bytes = shape.param_count() * sizeof(float);
   bool stop = false;
