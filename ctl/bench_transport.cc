@@ -9,6 +9,7 @@
 //     processes gossiping, against two standalone ones (same load on the
 //     cores; the difference is sending, receiving and applying peers' updates).
 #include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -23,8 +24,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -286,8 +285,8 @@ absl::StatusOr<Latency> MeasureLatency(int nodes, int messages, double rate) {
   for (auto& s : servers) s->Shutdown(std::chrono::milliseconds(1000));
   absl::MutexLock l(&mu);
   if (latencies_ms.size() < expected) {
-    return absl::InternalError(absl::StrCat("only ", latencies_ms.size(), " of ", expected,
-                                            " messages arrived in time"));
+    return absl::InternalError(
+        absl::StrCat("only ", latencies_ms.size(), " of ", expected, " messages arrived in time"));
   }
   std::sort(latencies_ms.begin(), latencies_ms.end());
   Latency out;
@@ -330,8 +329,7 @@ absl::StatusOr<StepTimes> MeasureStepOverhead(int steps, const std::string& dir)
   if (worker.empty()) return absl::NotFoundError("cannot find reckon-worker beside reckonctl");
   absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(2);
   if (!ports.ok()) return ports.status();
-  const std::string peers =
-      absl::StrCat("127.0.0.1:", (*ports)[0], ",127.0.0.1:", (*ports)[1]);
+  const std::string peers = absl::StrCat("127.0.0.1:", (*ports)[0], ",127.0.0.1:", (*ports)[1]);
   StepTimes out;
   for (bool gossip : {false, true}) {
     std::vector<ChildProcess> procs;
@@ -339,9 +337,12 @@ absl::StatusOr<StepTimes> MeasureStepOverhead(int steps, const std::string& dir)
     for (int i = 0; i < 2; ++i) {
       const std::string summary = absl::StrCat(dir, "/", gossip ? "on" : "off", i, ".json");
       std::filesystem::remove(summary);
-      std::vector<std::string> args = {"--threads", "1", "--epochs", "1", "--max-steps",
-                                       absl::StrCat(steps), "--shard", absl::StrCat(i, "/2"),
-                                       "--eval-samples", "1000", "--progress", "off",
+      std::vector<std::string> args = {"--threads",      "1",
+                                       "--epochs",       "1",
+                                       "--max-steps",    absl::StrCat(steps),
+                                       "--shard",        absl::StrCat(i, "/2"),
+                                       "--eval-samples", "1000",
+                                       "--progress",     "off",
                                        "--summary-json", summary};
       if (gossip) {
         args.insert(args.end(), {"--node-id", absl::StrCat("w", i), "--listen",
@@ -391,9 +392,10 @@ int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, s
     double grpc_s, tcp_s;
   };
   std::vector<Row> rows;
-  for (auto [bytes, count] : std::vector<std::pair<size_t, int>>{
-           {size_t{1} << 20, 400}, {size_t{64} << 10, 4000}, {size_t{1} << 10, 50000},
-           {100, 100000}}) {
+  for (auto [bytes, count] : std::vector<std::pair<size_t, int>>{{size_t{1} << 20, 400},
+                                                                 {size_t{64} << 10, 4000},
+                                                                 {size_t{1} << 10, 50000},
+                                                                 {100, 100000}}) {
     const v1::GossipFrame frame = PayloadFrame(bytes);
     absl::StatusOr<double> g = TimeGrpc(frame, count);
     absl::StatusOr<double> t = TimeTcp(frame, count);
@@ -419,9 +421,8 @@ int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, s
     return kExitBadInput;
   }
   std::filesystem::remove_all(tmpl);
-  const double step_ratio = step->on_samples_per_s > 0
-                                ? step->off_samples_per_s / step->on_samples_per_s
-                                : 0;
+  const double step_ratio =
+      step->on_samples_per_s > 0 ? step->off_samples_per_s / step->on_samples_per_s : 0;
 
   if (json) {
     out << "{\"throughput\": [";
@@ -455,8 +456,8 @@ int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, s
   out << absl::StrFormat(
       "Emit-to-apply latency, %d nodes, %d msg/s each (%.0f-byte Rice messages): p50 %.2f ms, "
       "p99 %.2f ms, max %.2f ms over %d deliveries\n",
-      latency->nodes, static_cast<int>(latency->step_rate), latency->message_bytes,
-      latency->p50_ms, latency->p99_ms, latency->max_ms, latency->samples);
+      latency->nodes, static_cast<int>(latency->step_rate), latency->message_bytes, latency->p50_ms,
+      latency->p99_ms, latency->max_ms, latency->samples);
   out << absl::StrFormat(
       "Training step, 2 workers x 1 thread, %d steps: gossip off %.0f samples/s, on %.0f "
       "samples/s: step time on/off %.3fx (target <= 1.10x)\n",

@@ -174,10 +174,10 @@ std::string ProgressLine(Worker& w) {
   }
   uint64_t applied = 0;
   for (const v1::VersionEntry& e : s->applied().entries()) applied += e.seq();
-  return absl::StrFormat("%-4s step %6d  messages applied %7d  peers alive %d  max lag %4d  %s",
-                         w.name, s->local_steps(), applied, alive, lag,
-                         s->training_done() ? (s->quiescent() ? "quiescent" : "done, waiting")
-                                            : "training");
+  return absl::StrFormat(
+      "%-4s step %6d  messages applied %7d  peers alive %d  max lag %4d  %s", w.name,
+      s->local_steps(), applied, alive, lag,
+      s->training_done() ? (s->quiescent() ? "quiescent" : "done, waiting") : "training");
 }
 
 }  // namespace
@@ -243,12 +243,12 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     w.err = absl::StrCat(o.work_dir, "/", w.name, ".err");
     w.summary = absl::StrCat(o.work_dir, "/", w.name, ".json");
     fs::remove(w.summary, ec);
-    std::vector<std::string> wargs = {"--node-id",  w.name,
-                                      "--listen",   w.address,
-                                      "--peers",    peer_list,
-                                      "--shard",    absl::StrCat(i, "/", o.workers),
-                                      "--threads",  absl::StrCat(threads),
-                                      "--progress", "off",
+    std::vector<std::string> wargs = {"--node-id",      w.name,
+                                      "--listen",       w.address,
+                                      "--peers",        peer_list,
+                                      "--shard",        absl::StrCat(i, "/", o.workers),
+                                      "--threads",      absl::StrCat(threads),
+                                      "--progress",     "off",
                                       "--summary-json", w.summary};
     wargs.insert(wargs.end(), o.training_flags.begin(), o.training_flags.end());
     absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(o.worker_binary, wargs, w.log, w.err);
@@ -280,8 +280,8 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     if (!running) break;
     const auto now = std::chrono::steady_clock::now();
     if (g_interrupted.load() || now - start > std::chrono::seconds(o.timeout_s)) {
-      err << "reckonctl local: "
-          << (g_interrupted.load() ? "interrupted" : "timed out") << "; stopping the workers\n";
+      err << "reckonctl local: " << (g_interrupted.load() ? "interrupted" : "timed out")
+          << "; stopping the workers\n";
       for (Worker& w : workers) w.process->Signal(SIGTERM);
       for (Worker& w : workers) {
         if (!w.process->Wait(std::chrono::seconds(10))) w.process->Signal(SIGKILL);
@@ -300,7 +300,8 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (failed) return kExitBadInput;
 
   // Summary.
@@ -343,8 +344,8 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     out << "baseline: one dense worker with the same training flags...\n" << std::flush;
     const std::string base_summary = o.work_dir + "/baseline.json";
     fs::remove(base_summary, ec);
-    std::vector<std::string> bargs = {"--standalone", "--codec", "dense", "--progress", "off",
-                                      "--summary-json", base_summary};
+    std::vector<std::string> bargs = {"--standalone", "--codec",        "dense",     "--progress",
+                                      "off",          "--summary-json", base_summary};
     for (const std::string& f : o.training_flags) {
       if (f.rfind("--fault", 0) != 0) bargs.push_back(f);
     }
@@ -365,8 +366,8 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     out << absl::StrFormat(
         "baseline: test accuracy %.2f%%, %.0f samples/s, wire %.0f bytes (dense fp32)\n"
         "cluster vs baseline: %+.2f accuracy points, %.2fx samples/s, %.0fx less traffic\n",
-        100 * base_acc, Number(baseline_json, "samples_per_s"),
-        Number(baseline_json, "wire_bytes"), 100 * (accuracy - base_acc),
+        100 * base_acc, Number(baseline_json, "samples_per_s"), Number(baseline_json, "wire_bytes"),
+        100 * (accuracy - base_acc),
         Number(baseline_json, "samples_per_s") > 0
             ? samples_per_s / Number(baseline_json, "samples_per_s")
             : 0,
@@ -374,8 +375,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   if (!o.summary_json.empty()) {
     std::ofstream f(o.summary_json);
-    f << "{\"workers\": [" << absl::StrJoin(summaries, ", ") << "], \"baseline\": "
-      << baseline_json
+    f << "{\"workers\": [" << absl::StrJoin(summaries, ", ") << "], \"baseline\": " << baseline_json
       << absl::StrFormat(
              ", \"compression_ratio\": %.2f, \"samples_per_s\": %.1f, \"hashes_equal\": %s, "
              "\"test_accuracy\": %.6f, \"wire_bytes\": %.0f, \"dense_bytes\": %.0f, "

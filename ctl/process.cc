@@ -32,8 +32,8 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::string& binary,
   if (out < 0 || err < 0) {
     if (out >= 0) ::close(out);
     if (err >= 0) ::close(err);
-    return absl::UnavailableError(absl::StrCat("cannot open ", stdout_path, " or ", stderr_path,
-                                               ": ", std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot open ", stdout_path, " or ", stderr_path, ": ", std::strerror(errno)));
   }
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -109,8 +109,8 @@ absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count) {
     socklen_t len = sizeof(addr);
     if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      error = absl::UnavailableError(absl::StrCat("cannot find a free port on 127.0.0.1: ",
-                                                  std::strerror(errno)));
+      error = absl::UnavailableError(
+          absl::StrCat("cannot find a free port on 127.0.0.1: ", std::strerror(errno)));
     } else {
       ports.push_back(ntohs(addr.sin_port));
     }

@@ -1,9 +1,9 @@
 // reckonctl status --peer ADDR: a node's status (the gRPC Status call) as
 // JSON: node id, incarnation, steps, version vector, weight hash, members
 // with their state and lag, counters.
-#include <chrono>
-
 #include <google/protobuf/util/json_util.h>
+
+#include <chrono>
 
 #include "ctl/commands.h"
 #include "ctl/flags.h"

@@ -1,11 +1,11 @@
 #include "server/grpc_transport.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -139,8 +139,7 @@ class StreamCount {
 
 class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
  public:
-  ServerStream(GossipNode* node, const std::string& peer,
-               std::shared_ptr<std::atomic<int>> live)
+  ServerStream(GossipNode* node, const std::string& peer, std::shared_ptr<std::atomic<int>> live)
       : node_(node), count_(std::move(live)), core_(std::make_shared<StreamCore>()) {
     core_->start_write = [this](const Frame* f) { StartWrite(f); };
     core_->finalize = [this] { Finish(grpc::Status::OK); };
@@ -214,8 +213,9 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
   }
   void OnWriteDone(bool ok) override { core_->WriteDone(ok); }
   void OnDone(const grpc::Status& status) override {
-    node_->OnLinkClosed(link_, status.ok() ? "stream ended"
-                                           : absl::StrCat("stream ended: ", status.error_message()));
+    node_->OnLinkClosed(link_, status.ok()
+                                   ? "stream ended"
+                                   : absl::StrCat("stream ended: ", status.error_message()));
     delete this;
   }
 
@@ -378,8 +378,8 @@ absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::str
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || *bound_port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen,
-                                               " (in use, or not an address of this host?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", listen, " (in use, or not an address of this host?)"));
   }
   return server;
 }
@@ -434,8 +434,7 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
   auto stub = v1::Gossip::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
-  std::unique_ptr<grpc::ClientReader<v1::SnapshotChunk>> reader =
-      stub->Snapshot(&context, request);
+  std::unique_ptr<grpc::ClientReader<v1::SnapshotChunk>> reader = stub->Snapshot(&context, request);
   FetchedSnapshot out;
   v1::SnapshotChunk chunk;
   bool have_header = false;
@@ -448,8 +447,8 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
       if (out.header.param_count() != param_count) {
         context.TryCancel();
         return absl::DataLossError(absl::StrCat("snapshot from ", address, " has ",
-                                                out.header.param_count(),
-                                                " parameters, expected ", param_count));
+                                                out.header.param_count(), " parameters, expected ",
+                                                param_count));
       }
       if (!request.header_only()) bytes.reserve(param_count * sizeof(int64_t));
     } else if (!have_header) {
@@ -470,9 +469,8 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
   if (request.header_only()) return out;
   if (bytes.size() != param_count * sizeof(int64_t) ||
       codec::ToHex(codec::Sha256Of(bytes)) != out.header.weights_sha256()) {
-    return absl::DataLossError(absl::StrCat("snapshot from ", address,
-                                            " does not match its SHA-256 (", bytes.size(),
-                                            " bytes)"));
+    return absl::DataLossError(absl::StrCat(
+        "snapshot from ", address, " does not match its SHA-256 (", bytes.size(), " bytes)"));
   }
   out.weights.resize(param_count);
   if (param_count > 0) std::memcpy(out.weights.data(), bytes.data(), bytes.size());

@@ -38,8 +38,8 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
                                                                std::span<const int64_t> initial,
                                                                int fraction_bits) {
   if (!ValidNodeId(options.node_id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node id '", options.node_id, "' must be 1-63 characters of [A-Za-z0-9._-]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node id '", options.node_id, "' must be 1-63 characters of [A-Za-z0-9._-]"));
   }
   absl::StatusOr<codec::FixedPointReplica> mirror =
       codec::FixedPointReplica::Create(initial.size(), fraction_bits);
@@ -231,9 +231,9 @@ void GossipNode::HandleEvent(Event& e) {
   } else if (f.has_resync()) {
     const OriginKey origin = KeyOf(f.resync().origin());
     if (SeqOf(applied_, origin) + 1 < f.resync().first_retained_seq() && !resync_source_) {
-      Log(absl::StrCat("fell out of ", m->node_id, "'s log for ", origin.ToString(),
-                       " (we have ", SeqOf(applied_, origin), ", it keeps from ",
-                       f.resync().first_retained_seq(), "): re-joining from a snapshot"));
+      Log(absl::StrCat("fell out of ", m->node_id, "'s log for ", origin.ToString(), " (we have ",
+                       SeqOf(applied_, origin), ", it keeps from ", f.resync().first_retained_seq(),
+                       "): re-joining from a snapshot"));
       resync_source_ = m->address;
     }
   }
@@ -244,9 +244,9 @@ absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const s
   const v1::ClusterFingerprint& ours = options_.fingerprint;
   // Names both nodes, so the line reads the same in either one's log.
   auto differs = [&](const std::string& field, const auto& there, const auto& here) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cluster fingerprint mismatch: ", field, " is ", there, " on '",
-                     peer.substr(0, 64), "' but ", here, " on '", self_.node_id, "'"));
+    return absl::FailedPreconditionError(absl::StrCat("cluster fingerprint mismatch: ", field,
+                                                      " is ", there, " on '", peer.substr(0, 64),
+                                                      "' but ", here, " on '", self_.node_id, "'"));
   };
   if (theirs.protocol_version() != ours.protocol_version()) {
     return differs("protocol version", theirs.protocol_version(), ours.protocol_version());
@@ -279,31 +279,33 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello() const {
   return frame;
 }
 
+void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& peer,
+                        const std::string& reason, bool permanent) {
+  Log(absl::StrCat("refusing ", link->Describe(), " (node '", peer.substr(0, 64), "'): ", reason));
+  if (!link->dialed()) {
+    auto frame = std::make_shared<v1::GossipFrame>();
+    frame->mutable_refusal()->set_reason(reason);
+    frame->mutable_refusal()->set_permanent(permanent);
+    link->Send(frame, SIZE_MAX);
+  } else if (permanent && fatal_.ok()) {
+    fatal_ = absl::FailedPreconditionError(
+        absl::StrCat("peer ", link->Describe(), " is not of this cluster: ", reason));
+  }
+  unnamed_links_.erase(link);
+  link->Close();
+}
+
 void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
   const auto now = Clock::now();
-  auto refuse = [&](const std::string& reason, bool permanent) {
-    Log(absl::StrCat("refusing ", link->Describe(), " (node '", hello.self().node_id(),
-                     "'): ", reason));
-    if (!link->dialed()) {
-      auto frame = std::make_shared<v1::GossipFrame>();
-      frame->mutable_refusal()->set_reason(reason);
-      frame->mutable_refusal()->set_permanent(permanent);
-      link->Send(frame, SIZE_MAX);
-    } else if (permanent && fatal_.ok()) {
-      fatal_ = absl::FailedPreconditionError(
-          absl::StrCat("peer ", link->Describe(), " is not of this cluster: ", reason));
-    }
-    unnamed_links_.erase(link);
-    link->Close();
-  };
   if (!unnamed_links_.count(link)) return;  // a second Hello: ignore
   const std::string& id = hello.self().node_id();
   if (!ValidNodeId(id)) {
-    refuse(absl::StrCat("node id '", id.substr(0, 64), "' is not valid"), true);
+    Refuse(link, hello.self().node_id(),
+           absl::StrCat("node id '", id.substr(0, 64), "' is not valid"), true);
     return;
   }
   if (absl::Status s = CheckPeer(hello.fingerprint(), hello.cluster_token(), id); !s.ok()) {
-    refuse(std::string(s.message()), true);
+    Refuse(link, hello.self().node_id(), std::string(s.message()), true);
     return;
   }
   if (id == self_.node_id) {
@@ -315,7 +317,8 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
       unnamed_links_.erase(link);
       link->Close();
     } else {
-      refuse(absl::StrCat("node id '", id, "' is this node's (incarnation ", self_.incarnation,
+      Refuse(link, hello.self().node_id(),
+             absl::StrCat("node id '", id, "' is this node's (incarnation ", self_.incarnation,
                           "); every worker needs its own --node-id"),
              true);
     }
@@ -327,7 +330,8 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     m.first_known = now;
   }
   if (hello.self().incarnation() < m.incarnation) {
-    refuse(absl::StrCat("incarnation ", hello.self().incarnation(), " is older than ",
+    Refuse(link, hello.self().node_id(),
+           absl::StrCat("incarnation ", hello.self().incarnation(), " is older than ",
                         m.incarnation, " already seen"),
            false);
     return;
@@ -368,8 +372,8 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   m.checkpoint_time = now;
   m.last_heard = now;
   if (m.state != MemberState::kAlive) {
-    Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation, ") connected: ",
-                     link->Describe()));
+    Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
+                     ") connected: ", link->Describe()));
   }
   m.state = MemberState::kAlive;
   link->Send(MakeHeartbeat(), SIZE_MAX);
@@ -379,8 +383,7 @@ void GossipNode::HandleUpdate(Member& from, const v1::Update& update) {
   const OriginKey origin = KeyOf(update.origin());
   if (!ValidNodeId(origin.node_id) || update.seq() == 0) {
     ++counters_.decode_errors;
-    Log(absl::StrCat("dropped an Update from ", from.node_id,
-                     ": origin or seq is not valid"));
+    Log(absl::StrCat("dropped an Update from ", from.node_id, ": origin or seq is not valid"));
     return;
   }
   const uint64_t have = SeqOf(applied_, origin);
@@ -395,8 +398,7 @@ void GossipNode::HandleUpdate(Member& from, const v1::Update& update) {
   absl::Status s = codec::DecodeUpdate(update, decoded.get());
   if (s.ok() && decoded->param_count != mirror_.param_count()) {
     s = absl::DataLossError(absl::StrCat("param_count ", decoded->param_count,
-                                         " but this cluster's model has ",
-                                         mirror_.param_count()));
+                                         " but this cluster's model has ", mirror_.param_count()));
   }
   if (!s.ok()) {
     ++counters_.decode_errors;
@@ -470,8 +472,8 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
   {
     absl::MutexLock l(&mu_);
     if (update.seq() != last_published_ + 1) {
-      return absl::InternalError(absl::StrCat("published seq ", update.seq(), " after ",
-                                              last_published_));
+      return absl::InternalError(
+          absl::StrCat("published seq ", update.seq(), " after ", last_published_));
     }
     absl::Status s = mirror_.Apply(decoded.step_quanta, decoded.words);
     if (!s.ok()) return s;
@@ -497,8 +499,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
       // Test fault: this origin dies having sent its last message to one peer.
       for (auto& [id, m] : members_) {
         if (m.link && m.state == MemberState::kAlive) {
-          Log(absl::StrCat("fault: sending seq ", update.seq(), " to ", id,
-                           " only, then dying"));
+          Log(absl::StrCat("fault: sending seq ", update.seq(), " to ", id, " only, then dying"));
           m.link->Send(frame, SIZE_MAX);
           wait_for.push_back(m.link);
           break;
@@ -526,21 +527,24 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
 void GossipNode::SendUpdate(Member& m, const std::shared_ptr<const v1::GossipFrame>& frame,
                             Clock::time_point now, bool* sent) {
   const FaultOptions& f = options_.faults;
-  std::uniform_real_distribution<double> u(0, 1);
-  auto delay = [&]() -> std::optional<Clock::time_point> {
-    if (f.max_delay_ms <= 0 || u(jitter_) >= f.delay_probability) return std::nullopt;
-    return now + std::chrono::milliseconds(
-                     std::uniform_int_distribution<int>(1, f.max_delay_ms)(jitter_));
-  };
-  auto send_one = [&]() -> bool {
-    if (auto when = delay()) {
-      delayed_.emplace(*when, Delayed{m.node_id, m.link, frame});
-      return true;
+  const bool duplicate =
+      f.duplicate_probability > 0 &&
+      std::uniform_real_distribution<double>(0, 1)(jitter_) < f.duplicate_probability;
+  *sent = false;
+  for (int copy = 0; copy < (duplicate ? 2 : 1); ++copy) {
+    // Test faults: each copy may be held back a random while (reordering).
+    if (f.max_delay_ms > 0 &&
+        std::uniform_real_distribution<double>(0, 1)(jitter_) < f.delay_probability) {
+      const auto when = now + std::chrono::milliseconds(
+                                  std::uniform_int_distribution<int>(1, f.max_delay_ms)(jitter_));
+      delayed_.emplace(when, Delayed{m.node_id, m.link, frame});
+      *sent = true;
+    } else if (m.link->Send(frame, options_.send_queue_byte_cap)) {
+      *sent = true;
+    } else {
+      break;
     }
-    return m.link->Send(frame, options_.send_queue_byte_cap);
-  };
-  *sent = send_one();
-  if (*sent && f.duplicate_probability > 0 && u(jitter_) < f.duplicate_probability) send_one();
+  }
 }
 
 void GossipNode::ReleaseDelayed(Clock::time_point now) {
@@ -617,7 +621,8 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
       if (theirs < entries.begin()->first - 1 && !m.resync_told.count(origin)) {
         // What it lacks is gone from our log: it must re-join from a snapshot.
         auto frame = std::make_shared<v1::GossipFrame>();
-        *frame->mutable_resync()->mutable_origin() = entries.begin()->second.frame->update().origin();
+        *frame->mutable_resync()->mutable_origin() =
+            entries.begin()->second.frame->update().origin();
         frame->mutable_resync()->set_first_retained_seq(entries.begin()->first);
         m.link->Send(frame, SIZE_MAX);
         m.resync_told.insert(origin);
@@ -671,13 +676,13 @@ void GossipNode::Tick(Clock::time_point now) {
     const bool silent = now - (m.state == MemberState::kConnecting ? m.first_known : m.last_heard) >
                         options_.failure_timeout;
     if ((m.state == MemberState::kAlive || m.state == MemberState::kConnecting) && silent) {
-      Log(absl::StrCat("peer ", id, m.state == MemberState::kAlive ? " missed heartbeats for "
-                                                                    : " not reached in ",
-                       absl::StrFormat("%.1f", SecondsSince(m.state == MemberState::kAlive
-                                                                ? m.last_heard
-                                                                : m.first_known,
-                                                            now)),
-                       " s: marked dead"));
+      Log(absl::StrCat(
+          "peer ", id,
+          m.state == MemberState::kAlive ? " missed heartbeats for " : " not reached in ",
+          absl::StrFormat(
+              "%.1f",
+              SecondsSince(m.state == MemberState::kAlive ? m.last_heard : m.first_known, now)),
+          " s: marked dead"));
       m.state = MemberState::kDead;
       DropLink(m);
     }
@@ -731,8 +736,7 @@ void GossipNode::DialDue(Clock::time_point now) {
                          : std::min(options_.max_backoff, target.backoff * 2);
     // +-25% jitter, so restarted peers do not all dial in step.
     const double j = std::uniform_real_distribution<double>(0.75, 1.25)(jitter_);
-    target.next_attempt =
-        now + std::chrono::duration_cast<Clock::duration>(target.backoff * j);
+    target.next_attempt = now + std::chrono::duration_cast<Clock::duration>(target.backoff * j);
     std::shared_ptr<Link> link = dialer_(address);
     if (!link) continue;
     target.pending = link;
@@ -806,8 +810,8 @@ bool GossipNode::QuiescentLocked(std::string* why) {
       return false;
     }
     if (!SameVersions(m.applied, applied_)) {
-      *why = absl::StrCat(id, " has another version vector: ", VersionJson(m.applied),
-                          " vs ours ", VersionJson(applied_));
+      *why = absl::StrCat(id, " has another version vector: ", VersionJson(m.applied), " vs ours ",
+                          VersionJson(applied_));
       return false;
     }
   }
@@ -865,9 +869,9 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
     }
   }
   if (SeqOf(now_applied, self_) < last_published_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the snapshot from ", source, " lacks our own messages after seq ",
-        SeqOf(now_applied, self_), " and our log no longer holds them"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the snapshot from ", source, " lacks our own messages after seq ",
+                     SeqOf(now_applied, self_), " and our log no longer holds them"));
   }
   applied_ = std::move(now_applied);
   received_.updates.clear();

@@ -172,8 +172,8 @@ class GossipNode {
   VersionMap Applied();
   std::string MirrorHash();
   struct Counters {
-    uint64_t updates_applied = 0, duplicates_dropped = 0, decode_errors = 0,
-             repairs_sent = 0, snapshots_served = 0, snapshots_loaded = 0, queue_drops = 0;
+    uint64_t updates_applied = 0, duplicates_dropped = 0, decode_errors = 0, repairs_sent = 0,
+             snapshots_served = 0, snapshots_loaded = 0, queue_drops = 0;
   };
   Counters counters();
 
@@ -186,8 +186,8 @@ class GossipNode {
     MemberState state = MemberState::kConnecting;
     std::shared_ptr<Link> link;  // handshaken stream, or null
     Clock::time_point first_known, last_heard;
-    VersionMap applied;          // from its last heartbeat
-    VersionMap pushed;           // highest seq pushed per origin on `link`
+    VersionMap applied;  // from its last heartbeat
+    VersionMap pushed;   // highest seq pushed per origin on `link`
     // What we had pushed at checkpoint_time: the peer must have applied it
     // one repair timeout later, or it was lost and is served again.
     VersionMap pushed_checkpoint;
@@ -229,6 +229,10 @@ class GossipNode {
   void HandleEvent(Event& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers a Refusal (accepted streams) or records a fatal error (dialed
+  // ones, when permanent), and closes the stream.
+  void Refuse(const std::shared_ptr<Link>& link, const std::string& peer, const std::string& reason,
+              bool permanent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Validates (WIRE.md: everything, before anything is kept), then accepts
   // in order or buffers an early arrival; corrupt ones are dropped and counted.
   void HandleUpdate(Member& from, const v1::Update& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -286,7 +290,7 @@ class GossipNode {
   std::map<OriginKey, std::map<uint64_t, LogEntry>> log_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<OriginKey, uint64_t>> log_order_ ABSL_GUARDED_BY(mu_);  // for the byte cap
   size_t log_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);  // by node_id, not us
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);   // by node_id, not us
   std::map<std::string, DialTarget> dial_ ABSL_GUARDED_BY(mu_);  // by address
   std::set<std::string> self_addresses_ ABSL_GUARDED_BY(mu_);
   // Links accepted or dialed whose Hello has not arrived yet.

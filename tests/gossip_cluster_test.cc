@@ -2,6 +2,7 @@
 // loopback, training on the real Fashion-MNIST files (issue 4's six tests).
 // A smaller model (784-128-10) and bounded steps keep each test to seconds;
 // the bounds below were set from runs of this exact setup.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
@@ -10,8 +11,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -71,17 +70,36 @@ class Cluster {
 
   // Starts worker i (node id w<i>, shard i/shards) with the common flags.
   void Start(int i, int shards, std::vector<std::string> extra) {
-    std::vector<std::string> args = {
-        "--node-id", absl::StrCat("w", i), "--listen", addresses_[i], "--peers", peers(),
-        "--shard", absl::StrCat(i, "/", shards), "--layers", "784,128,10", "--threads", "1",
-        "--epochs", "1", "--eval-samples", "2000", "--heartbeat-ms", "50",
-        "--failure-timeout-ms", "1500", "--quiesce-timeout-s", "120", "--progress", "off",
-        "--summary-json", summary_path(i)};
+    std::vector<std::string> args = {"--node-id",
+                                     absl::StrCat("w", i),
+                                     "--listen",
+                                     addresses_[i],
+                                     "--peers",
+                                     peers(),
+                                     "--shard",
+                                     absl::StrCat(i, "/", shards),
+                                     "--layers",
+                                     "784,128,10",
+                                     "--threads",
+                                     "1",
+                                     "--epochs",
+                                     "1",
+                                     "--eval-samples",
+                                     "2000",
+                                     "--heartbeat-ms",
+                                     "50",
+                                     "--failure-timeout-ms",
+                                     "1500",
+                                     "--quiesce-timeout-s",
+                                     "120",
+                                     "--progress",
+                                     "off",
+                                     "--summary-json",
+                                     summary_path(i)};
     args.insert(args.end(), extra.begin(), extra.end());
     std::filesystem::remove(summary_path(i));
-    absl::StatusOr<ChildProcess> p =
-        ChildProcess::Spawn(RECKON_WORKER_PATH, args, (dir_ / absl::StrCat("w", i, ".log")).string(),
-                            err_path(i));
+    absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(
+        RECKON_WORKER_PATH, args, (dir_ / absl::StrCat("w", i, ".log")).string(), err_path(i));
     ASSERT_TRUE(p.ok()) << p.status();
     processes_[i].emplace(*std::move(p));
   }
@@ -232,7 +250,7 @@ TEST(GossipCluster, UpdateOfDeadOriginReachesEveryone) {
 // exactly once, in order, and the replicas end identical.
 TEST(GossipCluster, DuplicatedReorderedDelayedUpdatesAppliedOnce) {
   Cluster c(3);
-  const std::vector<std::string> faults = {"--max-steps", "150", "--fault-duplicate", "0.3",
+  const std::vector<std::string> faults = {"--max-steps",   "150", "--fault-duplicate",    "0.3",
                                            "--fault-delay", "0.4", "--fault-max-delay-ms", "150"};
   for (int i = 0; i < 3; ++i) c.Start(i, 3, faults);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << c.Err(i);
@@ -257,8 +275,7 @@ TEST(GossipCluster, PeerWithAnotherFingerprintIsRefused) {
   EXPECT_EQ(c.Wait(1, seconds(60)), 1) << c.Err(1);
   const std::string reason =
       "cluster fingerprint mismatch: model is 784,64,10/relu on 'w1' but 784,128,10/relu on 'w0'";
-  EXPECT_NE(c.Err(1).find("refused by peer " + c.address(0) + ": "), std::string::npos)
-      << c.Err(1);
+  EXPECT_NE(c.Err(1).find("refused by peer " + c.address(0) + ": "), std::string::npos) << c.Err(1);
   EXPECT_NE(c.Err(1).find(reason), std::string::npos) << c.Err(1);
   ASSERT_EQ(c.Wait(0), 0) << c.Err(0);
   EXPECT_NE(c.Err(0).find("refusing a snapshot to 'w1'"), std::string::npos) << c.Err(0);
@@ -283,9 +300,8 @@ TEST(GossipCluster, MalformedUpdateDroppedAndCounted) {
 // Flags: peers mode needs a valid node id and the threshold codec.
 TEST(GossipCluster, PeerFlagsAreChecked) {
   testing::ScratchDir dir;
-  testing::ProcessResult r =
-      testing::RunProcess(RECKON_WORKER_PATH, {"--node-id", "w 1", "--listen", "127.0.0.1:0"},
-                          dir.path());
+  testing::ProcessResult r = testing::RunProcess(
+      RECKON_WORKER_PATH, {"--node-id", "w 1", "--listen", "127.0.0.1:0"}, dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--node-id 'w 1' must be"), std::string::npos) << r.err;
   r = testing::RunProcess(RECKON_WORKER_PATH, {"--node-id", "w1", "--codec", "dense"}, dir.path());

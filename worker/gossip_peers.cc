@@ -115,8 +115,8 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
   std::string best;
   uint64_t best_total = 0;
   for (const std::string& seed : seeds) {
-    absl::StatusOr<server::FetchedSnapshot> probe = server::FetchSnapshot(
-        seed, request, initial.size(), options.join_probe_timeout);
+    absl::StatusOr<server::FetchedSnapshot> probe =
+        server::FetchSnapshot(seed, request, initial.size(), options.join_probe_timeout);
     if (!probe.ok()) {
       const absl::StatusCode code = probe.status().code();
       if (code == absl::StatusCode::kFailedPrecondition ||
@@ -236,8 +236,8 @@ std::string GossipPeers::CountersJson() {
       "{\"updates_applied\": %d, \"duplicates_dropped\": %d, \"decode_errors\": %d, "
       "\"repairs_sent\": %d, \"snapshots_served\": %d, \"snapshots_loaded\": %d, "
       "\"queue_drops\": %d}",
-      c.updates_applied, c.duplicates_dropped, c.decode_errors, c.repairs_sent,
-      c.snapshots_served, c.snapshots_loaded, c.queue_drops);
+      c.updates_applied, c.duplicates_dropped, c.decode_errors, c.repairs_sent, c.snapshots_served,
+      c.snapshots_loaded, c.queue_drops);
 }
 
 }  // namespace reckon::worker

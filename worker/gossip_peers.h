@@ -26,10 +26,10 @@ namespace reckon::worker {
 struct PeerOptions {
   server::NodeOptions node;  // node_id, incarnation, seeds, fingerprint, timeouts, faults
   std::string listen = "0.0.0.0:7070";
-  std::string advertise;     // how peers reach us; default: listen, with this host's name
-                             // in place of 0.0.0.0
+  std::string advertise;  // how peers reach us; default: listen, with this host's name
+                          // in place of 0.0.0.0
   server::TransportOptions transport;
-  uint64_t max_lag = 0;      // 0: never pause
+  uint64_t max_lag = 0;  // 0: never pause
   std::chrono::seconds quiesce_timeout{600};
   std::chrono::milliseconds join_probe_timeout{1000};
 };
@@ -44,8 +44,7 @@ class GossipPeers final : public TrainingPeers {
   // `initial`: the replica from the seed. `log`: join progress lines.
   static absl::StatusOr<std::unique_ptr<GossipPeers>> Create(PeerOptions options,
                                                              std::span<const int64_t> initial,
-                                                             int fraction_bits,
-                                                             std::ostream& log);
+                                                             int fraction_bits, std::ostream& log);
   // Sends Leave, flushes, stops the node and the server.
   ~GossipPeers() override;
 
