@@ -137,6 +137,20 @@ class StreamCount {
   std::shared_ptr<std::atomic<int>> n_;
 };
 
+// Both stream reactors' OnReadDone: hand the frame to the node and read on,
+// or end the stream when the peer is gone.
+template <typename Reactor>
+void ReadDone(Reactor* reactor, bool ok, StreamCore& core, GossipNode* node,
+              const std::shared_ptr<GrpcLink>& link, Frame* in) {
+  if (!ok) {
+    core.Close(true);
+    return;
+  }
+  node->OnFrame(link, std::move(*in));
+  in->Clear();
+  reactor->StartRead(in);
+}
+
 class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
  public:
   ServerStream(GossipNode* node, const std::string& peer, std::shared_ptr<std::atomic<int>> live)
@@ -147,15 +161,7 @@ class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
     node_->OnLinkUp(link_);
     StartRead(&in_);
   }
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      core_->Close(true);
-      return;
-    }
-    node_->OnFrame(link_, std::move(in_));
-    in_.Clear();
-    StartRead(&in_);
-  }
+  void OnReadDone(bool ok) override { ReadDone(this, ok, *core_, node_, link_, &in_); }
   void OnWriteDone(bool ok) override { core_->WriteDone(ok); }
   void OnCancel() override { core_->Close(true); }
   void OnDone() override {
@@ -202,15 +208,7 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
     StartCall();
     return link;
   }
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      core_->Close(true);
-      return;
-    }
-    node_->OnFrame(link_, std::move(in_));
-    in_.Clear();
-    StartRead(&in_);
-  }
+  void OnReadDone(bool ok) override { ReadDone(this, ok, *core_, node_, link_, &in_); }
   void OnWriteDone(bool ok) override { core_->WriteDone(ok); }
   void OnDone(const grpc::Status& status) override {
     node_->OnLinkClosed(link_, status.ok()
