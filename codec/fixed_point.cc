@@ -139,8 +139,8 @@ absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint3
 absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
                                            const ParallelFor& parallel_for) {
   if (delta.size() != quanta_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("dense update has ", delta.size(),
-                                                   " values, replica has ", quanta_.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dense update has ", delta.size(), " values, replica has ", quanta_.size()));
   }
   int64_t* quanta = quanta_.data();
   float* weights = weights_.data();
@@ -161,8 +161,8 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
   };
   auto undo = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
-      quanta[i] = static_cast<int64_t>(static_cast<uint64_t>(quanta[i]) -
-                                       static_cast<uint64_t>(delta[i]));
+      quanta[i] =
+          static_cast<int64_t>(static_cast<uint64_t>(quanta[i]) - static_cast<uint64_t>(delta[i]));
       weights[i] = QuantaToFloat(quanta[i], quantum);
     }
   };
@@ -185,25 +185,27 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
 
 absl::Status FixedPointReplica::Load(std::span<const int64_t> quanta) {
   if (quanta.size() != quanta_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("loading ", quanta.size(),
-                                                   " parameters into a replica of ", quanta_.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("loading ", quanta.size(), " parameters into a replica of ", quanta_.size()));
   }
   std::copy(quanta.begin(), quanta.end(), quanta_.begin());
   for (size_t i = 0; i < quanta_.size(); ++i) weights_[i] = QuantaToFloat(quanta_[i], quantum_);
   return absl::OkStatus();
 }
 
-std::string FixedPointReplica::WeightHash() const {
+std::string WeightHashOf(std::span<const int64_t> quanta) {
   Sha256 hash;
   if constexpr (std::endian::native == std::endian::little) {
-    hash.Update(quanta_.data(), quanta_.size() * sizeof(int64_t));
+    hash.Update(quanta.data(), quanta.size() * sizeof(int64_t));
   } else {
-    for (const int64_t q : quanta_) {
+    for (const int64_t q : quanta) {
       const uint64_t le = __builtin_bswap64(static_cast<uint64_t>(q));
       hash.Update(&le, sizeof(le));
     }
   }
   return ToHex(hash.Finish());
 }
+
+std::string FixedPointReplica::WeightHash() const { return WeightHashOf(quanta_); }
 
 }  // namespace reckon::codec

@@ -61,6 +61,10 @@ class SplitMix64 {
 
 // One replica. Not thread-safe: callers serialize Apply and reads (the
 // worker applies between training steps).
+// SHA-256 of `quanta` as little-endian int64, lower-case hex: the weight
+// hash of a replica holding them (snapshots and status hash copies).
+std::string WeightHashOf(std::span<const int64_t> quanta);
+
 class FixedPointReplica {
  public:
   // kInvalidArgument when param_count > 2^31 or fraction_bits is outside
@@ -92,8 +96,7 @@ class FixedPointReplica {
   // Runs fn(begin, end) over chunks covering [0, n) (possibly in parallel)
   // and returns when all are done. The codec has no threads of its own;
   // callers that have some pass them in this way.
-  using ParallelFor =
-      std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
+  using ParallelFor = std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
 
   // Adds delta[i] quanta to every parameter i (dense updates). All or
   // nothing: kInvalidArgument, with the replica unchanged, when the size

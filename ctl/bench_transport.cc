@@ -32,6 +32,7 @@
 #include "ctl/commands.h"
 #include "ctl/flags.h"
 #include "ctl/process.h"
+#include "ctl/summary_json.h"
 #include "proto/bench.grpc.pb.h"
 #include "server/grpc_transport.h"
 #include "worker/model.h"
@@ -301,19 +302,6 @@ absl::StatusOr<Latency> MeasureLatency(int nodes, int messages, double rate) {
   return out;
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-double SummaryNumber(const std::string& json, const std::string& key) {
-  const std::string needle = absl::StrCat("\"", key, "\": ");
-  const size_t at = json.find(needle);
-  return at == std::string::npos ? 0 : std::strtod(json.c_str() + at + needle.size(), nullptr);
-}
-
 struct StepTimes {
   double off_samples_per_s = 0, on_samples_per_s = 0;
 };
@@ -321,11 +309,7 @@ struct StepTimes {
 // Two workers at once, standalone (off) and then gossiping (on); the mean
 // samples/s of each pair.
 absl::StatusOr<StepTimes> MeasureStepOverhead(int steps, const std::string& dir) {
-  std::string worker;
-  for (const std::string& c :
-       {ExecutableDir() + "/../worker/reckon-worker", ExecutableDir() + "/reckon-worker"}) {
-    if (std::filesystem::exists(c)) worker = c;
-  }
+  const std::string worker = FindWorkerBinary();
   if (worker.empty()) return absl::NotFoundError("cannot find reckon-worker beside reckonctl");
   absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(2);
   if (!ports.ok()) return ports.status();
@@ -362,7 +346,7 @@ absl::StatusOr<StepTimes> MeasureStepOverhead(int steps, const std::string& dir)
       if (!code || *code != 0) {
         return absl::InternalError(absl::StrCat("a worker failed; see ", dir, "/worker.err"));
       }
-      sum += SummaryNumber(ReadText(summaries[i]), "samples_per_s");
+      sum += SummaryNumber(ReadTextFile(summaries[i]), "samples_per_s");
     }
     (gossip ? out.on_samples_per_s : out.off_samples_per_s) = sum / 2;
   }

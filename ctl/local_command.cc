@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "ctl/commands.h"
 #include "ctl/process.h"
+#include "ctl/summary_json.h"
 #include "server/grpc_transport.h"
 #include "server/version_vector.h"
 
@@ -29,33 +30,6 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 void OnInterrupt(int) { g_interrupted.store(true); }
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// The value after "key": in a flat JSON object written by SummaryJson (the
-// worker's, a format this project owns): a number, or a string without escapes.
-std::string Field(const std::string& json, const std::string& key) {
-  const std::string needle = absl::StrCat("\"", key, "\": ");
-  const size_t at = json.find(needle);
-  if (at == std::string::npos) return "";
-  size_t begin = at + needle.size();
-  if (begin < json.size() && json[begin] == '"') {
-    const size_t end = json.find('"', begin + 1);
-    return end == std::string::npos ? "" : json.substr(begin + 1, end - begin - 1);
-  }
-  size_t end = json.find_first_of(",}", begin);
-  return json.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-}
-
-double Number(const std::string& json, const std::string& key) {
-  const std::string v = Field(json, key);
-  return v.empty() ? 0 : std::strtod(v.c_str(), nullptr);
-}
 
 std::string TrimNewline(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -186,16 +160,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   LocalOptions o;
   if (int code = ParseLocal(args, &o, out, err); code >= 0) return code;
   namespace fs = std::filesystem;
-  if (o.worker_binary.empty()) {
-    const std::string dir = ExecutableDir();
-    for (const std::string& candidate :
-         {dir + "/../worker/reckon-worker", dir + "/reckon-worker"}) {
-      if (fs::exists(candidate)) {
-        o.worker_binary = fs::weakly_canonical(candidate).string();
-        break;
-      }
-    }
-  }
+  if (o.worker_binary.empty()) o.worker_binary = FindWorkerBinary();
   if (o.worker_binary.empty() || !fs::exists(o.worker_binary)) {
     err << "reckonctl local: cannot find reckon-worker (give --worker-binary PATH)\n";
     return kExitBadInput;
@@ -273,7 +238,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
       if (w.exit_code && *w.exit_code != 0 && !failed) {
         failed = true;
         err << "reckonctl local: " << w.name << " exited with " << *w.exit_code << ": "
-            << TrimNewline(ReadText(w.err)).substr(0, 2000) << "\n";
+            << TrimNewline(ReadTextFile(w.err)).substr(0, 2000) << "\n";
         for (Worker& other : workers) other.process->Signal(SIGTERM);
       }
     }
@@ -311,25 +276,25 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   bool hashes_equal = true;
   out << "\nworker  steps  test acc   wire bytes   compression  weights\n";
   for (Worker& w : workers) {
-    std::string json = TrimNewline(ReadText(w.summary));
+    std::string json = TrimNewline(ReadTextFile(w.summary));
     if (json.empty()) {
       err << "reckonctl local: " << w.name << " wrote no summary (" << w.summary << ")\n";
       return kExitBadInput;
     }
     summaries.push_back(json);
-    const std::string hash = Field(json, "weight_hash");
+    const std::string hash = SummaryField(json, "weight_hash");
     if (first_hash.empty()) first_hash = hash;
     hashes_equal = hashes_equal && hash == first_hash && !hash.empty();
-    samples += Number(json, "samples");
-    max_train_s = std::max(max_train_s, Number(json, "train_seconds"));
-    wire += Number(json, "wire_bytes");
-    dense += Number(json, "dense_bytes");
+    samples += SummaryNumber(json, "samples");
+    max_train_s = std::max(max_train_s, SummaryNumber(json, "train_seconds"));
+    wire += SummaryNumber(json, "wire_bytes");
+    dense += SummaryNumber(json, "dense_bytes");
     out << absl::StrFormat("%-6s %6.0f  %6.2f%%  %11.0f  %10.0fx  %s\n", w.name,
-                           Number(json, "steps"), 100 * Number(json, "test_accuracy"),
-                           Number(json, "wire_bytes"), Number(json, "compression_ratio"),
-                           hash.substr(0, 16));
+                           SummaryNumber(json, "steps"), 100 * SummaryNumber(json, "test_accuracy"),
+                           SummaryNumber(json, "wire_bytes"),
+                           SummaryNumber(json, "compression_ratio"), hash.substr(0, 16));
   }
-  const double accuracy = Number(summaries[0], "test_accuracy");
+  const double accuracy = SummaryNumber(summaries[0], "test_accuracy");
   const double samples_per_s = max_train_s > 0 ? samples / max_train_s : 0;
   const double ratio = wire > 0 ? dense / wire : 0;
   out << absl::StrFormat(
@@ -358,18 +323,18 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     std::optional<int> code = p->Wait(std::chrono::seconds(o.timeout_s));
     if (!code || *code != 0) {
       err << "reckonctl local: the baseline worker failed: "
-          << TrimNewline(ReadText(o.work_dir + "/baseline.err")).substr(0, 2000) << "\n";
+          << TrimNewline(ReadTextFile(o.work_dir + "/baseline.err")).substr(0, 2000) << "\n";
       return kExitBadInput;
     }
-    baseline_json = TrimNewline(ReadText(base_summary));
-    const double base_acc = Number(baseline_json, "test_accuracy");
+    baseline_json = TrimNewline(ReadTextFile(base_summary));
+    const double base_acc = SummaryNumber(baseline_json, "test_accuracy");
     out << absl::StrFormat(
         "baseline: test accuracy %.2f%%, %.0f samples/s, wire %.0f bytes (dense fp32)\n"
         "cluster vs baseline: %+.2f accuracy points, %.2fx samples/s, %.0fx less traffic\n",
-        100 * base_acc, Number(baseline_json, "samples_per_s"), Number(baseline_json, "wire_bytes"),
-        100 * (accuracy - base_acc),
-        Number(baseline_json, "samples_per_s") > 0
-            ? samples_per_s / Number(baseline_json, "samples_per_s")
+        100 * base_acc, SummaryNumber(baseline_json, "samples_per_s"),
+        SummaryNumber(baseline_json, "wire_bytes"), 100 * (accuracy - base_acc),
+        SummaryNumber(baseline_json, "samples_per_s") > 0
+            ? samples_per_s / SummaryNumber(baseline_json, "samples_per_s")
             : 0,
         ratio);
   }

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "codec/sha256.h"
+#include "codec/fixed_point.h"
 #include "proto/reckon.grpc.pb.h"
 
 namespace reckon::server {
@@ -239,8 +239,7 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
     *h->mutable_fingerprint() = node->options().fingerprint;
     ToProto(snap.applied, h->mutable_applied());
     h->set_param_count(weights_.size());
-    h->set_weights_sha256(codec::ToHex(codec::Sha256Of(std::string_view(
-        reinterpret_cast<const char*>(weights_.data()), weights_.size() * sizeof(int64_t)))));
+    h->set_weights_sha256(codec::WeightHashOf(weights_));
     h->set_source_node_id(node->options().node_id);
     header_only_ = request.header_only();
     if (!header_only_) node->CountSnapshotServed();
@@ -329,9 +328,9 @@ class GrpcService final : public v1::Gossip::CallbackService {
     absl::Status s = node->CheckPeer(request->fingerprint(), request->cluster_token(),
                                      request->requester().node_id());
     if (!s.ok()) {
-      std::cerr << "reckon-gossip[" << node->options().node_id << "]: refusing a snapshot to '"
-                << request->requester().node_id() << "' (" << ctx->peer() << "): " << s.message()
-                << std::endl;
+      node->Log(absl::StrCat("refusing a snapshot to '",
+                             request->requester().node_id().substr(0, 64), "' (", ctx->peer(),
+                             "): ", s.message()));
       return new RefusingWriter(grpc::Status(s.code() == absl::StatusCode::kPermissionDenied
                                                  ? grpc::StatusCode::PERMISSION_DENIED
                                                  : grpc::StatusCode::FAILED_PRECONDITION,
@@ -465,13 +464,17 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
   if (!have_header) return absl::DataLossError(absl::StrCat(address, ": empty snapshot"));
   out.applied = FromProto(out.header.applied());
   if (request.header_only()) return out;
-  if (bytes.size() != param_count * sizeof(int64_t) ||
-      codec::ToHex(codec::Sha256Of(bytes)) != out.header.weights_sha256()) {
-    return absl::DataLossError(absl::StrCat(
-        "snapshot from ", address, " does not match its SHA-256 (", bytes.size(), " bytes)"));
+  if (bytes.size() != param_count * sizeof(int64_t)) {
+    return absl::DataLossError(absl::StrCat("snapshot from ", address, " has ", bytes.size(),
+                                            " weight bytes, expected ",
+                                            param_count * sizeof(int64_t)));
   }
   out.weights.resize(param_count);
   if (param_count > 0) std::memcpy(out.weights.data(), bytes.data(), bytes.size());
+  if (codec::WeightHashOf(out.weights) != out.header.weights_sha256()) {
+    return absl::DataLossError(
+        absl::StrCat("snapshot from ", address, " does not match its SHA-256"));
+  }
   return out;
 }
 

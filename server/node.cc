@@ -221,7 +221,7 @@ void GossipNode::HandleEvent(Event& e) {
     m->state = MemberState::kAlive;
   }
   if (f.has_update()) {
-    HandleUpdate(*m, f.update());
+    HandleUpdate(*m, std::make_shared<v1::GossipFrame>(std::move(f)));
   } else if (f.has_heartbeat()) {
     HandleHeartbeat(*m, f.heartbeat(), now);
   } else if (f.has_leave()) {
@@ -379,7 +379,8 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   link->Send(MakeHeartbeat(), SIZE_MAX);
 }
 
-void GossipNode::HandleUpdate(Member& from, const v1::Update& update) {
+void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame) {
+  const v1::Update& update = frame->update();
   const OriginKey origin = KeyOf(update.origin());
   if (!ValidNodeId(origin.node_id) || update.seq() == 0) {
     ++counters_.decode_errors;
@@ -407,8 +408,6 @@ void GossipNode::HandleUpdate(Member& from, const v1::Update& update) {
     if (early.empty()) early_.erase(origin);
     return;
   }
-  auto frame = std::make_shared<v1::GossipFrame>();
-  *frame->mutable_update() = update;
   if (update.seq() > have + 1) {
     // Early: wait for the gap to fill (anti-entropy fills it). Bounded: the
     // farthest is dropped first, since it is the last one needed.
@@ -578,7 +577,6 @@ void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
 void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now) {
   m.applied = FromProto(hb.applied());
   m.training_done = hb.training_done();
-  m.local_steps = hb.local_steps();
   for (const v1::Member& other : hb.members()) {
     const std::string& id = other.node_id();
     if (id == self_.node_id || !ValidNodeId(id) || other.address().empty() ||
@@ -724,7 +722,7 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
 void GossipNode::DialDue(Clock::time_point now) {
   if (!dialer_) return;
   for (auto& [address, target] : dial_) {
-    if (target.pending || self_addresses_.count(address) || target.given_up) continue;
+    if (target.pending || self_addresses_.count(address)) continue;
     if (now < target.next_attempt) continue;
     bool connected = false;
     for (const auto& [id, m] : members_) {
@@ -928,6 +926,14 @@ bool GossipNode::started() {
 }
 
 void GossipNode::FillStatus(v1::NodeStatus* out) {
+  // The weight hash is computed on a copy, outside the lock: SHA-256 of the
+  // whole replica must not stall the node thread (status is polled).
+  std::vector<int64_t> weights;
+  {
+    absl::MutexLock l(&mu_);
+    weights.assign(mirror_.quanta().begin(), mirror_.quanta().end());
+  }
+  out->set_weight_hash(codec::WeightHashOf(weights));
   absl::MutexLock l(&mu_);
   const auto now = Clock::now();
   out->set_node_id(self_.node_id);
@@ -935,7 +941,6 @@ void GossipNode::FillStatus(v1::NodeStatus* out) {
   *out->mutable_fingerprint() = options_.fingerprint;
   out->set_local_steps(local_steps_);
   ToProto(applied_, out->mutable_applied());
-  out->set_weight_hash(mirror_.WeightHash());
   out->set_training_done(training_done_);
   out->set_joined(started_flag_);
   out->set_updates_applied(counters_.updates_applied);

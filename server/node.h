@@ -169,6 +169,9 @@ class GossipNode {
                          const std::string& peer) const;
   void CountSnapshotServed();
 
+  // One line on stderr, "reckon-gossip[<node id>]: ...".
+  void Log(const std::string& line);
+
   VersionMap Applied();
   std::string MirrorHash();
   struct Counters {
@@ -193,14 +196,12 @@ class GossipNode {
     VersionMap pushed_checkpoint;
     Clock::time_point checkpoint_time;
     bool training_done = false;
-    uint64_t local_steps = 0;
     std::set<OriginKey> resync_told;  // told to re-join for these origins
   };
   struct DialTarget {
     Clock::time_point next_attempt;
     std::chrono::milliseconds backoff{0};
     std::shared_ptr<Link> pending;  // dialed, handshake not finished
-    bool given_up = false;
   };
   struct Early {
     std::shared_ptr<const v1::GossipFrame> frame;
@@ -235,7 +236,9 @@ class GossipNode {
               bool permanent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Validates (WIRE.md: everything, before anything is kept), then accepts
   // in order or buffers an early arrival; corrupt ones are dropped and counted.
-  void HandleUpdate(Member& from, const v1::Update& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `frame` (an Update) is the received frame itself: kept, not copied.
+  void HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies to the mirror, advances the version vector, logs, and queues the
@@ -264,7 +267,6 @@ class GossipNode {
   Member* FindByLink(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool QuiescentLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MaxPeerLagLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Log(const std::string& line);
 
   const NodeOptions options_;
   const OriginKey self_;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ctl/process.h"
+#include "ctl/summary_json.h"
 #include "server/grpc_transport.h"
 #include "tests/test_process.h"
 
@@ -25,19 +26,11 @@ using ctl::ChildProcess;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// The value after "key": in the worker's summary JSON (flat, written by this
-// project: numbers, strings without escapes, and {...} objects).
 std::string Field(const std::string& json, const std::string& key) {
-  const std::string needle = absl::StrCat("\"", key, "\": ");
-  const size_t at = json.find(needle);
-  if (at == std::string::npos) return "";
-  const size_t begin = at + needle.size();
-  if (json[begin] == '"') return json.substr(begin + 1, json.find('"', begin + 1) - begin - 1);
-  if (json[begin] == '{') return json.substr(begin, json.find('}', begin) - begin + 1);
-  return json.substr(begin, json.find_first_of(",}", begin) - begin);
+  return ctl::SummaryField(json, key);
 }
 double Number(const std::string& json, const std::string& key) {
-  return std::strtod(Field(json, key).c_str(), nullptr);
+  return ctl::SummaryNumber(json, key);
 }
 // Counters live in the "node" object; their names are unique in the summary.
 double Counter(const std::string& json, const std::string& name) {
@@ -311,6 +304,9 @@ TEST(GossipCluster, PeerFlagsAreChecked) {
                           dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--peers entry 'nohostport' is not host:port"), std::string::npos) << r.err;
+  r = testing::RunProcess(RECKON_WORKER_PATH, {"--node-id", "w1", "--resume", "x.ck"}, dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--resume is for --standalone"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -55,8 +55,6 @@ class GossipPeers final : public TrainingPeers {
   std::string VersionVectorJson() override;
   std::string CountersJson() override;
 
-  const std::string& address() const { return options_.node.listen_address; }
-
  private:
   GossipPeers() = default;
   absl::Status Apply(Backend& backend, server::Received& received);

@@ -5,10 +5,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-
-#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -17,8 +16,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "worker/files.h"
 #include "absl/strings/str_format.h"
+#include "worker/files.h"
 #include "worker/gossip_peers.h"
 #include "worker/model.h"
 #include "worker/trainer.h"
@@ -56,8 +55,10 @@ ABSL_FLAG(std::string, resume, "", "resume from this checkpoint");
 ABSL_FLAG(std::string, summary_json, "", "write the run's summary here as JSON");
 ABSL_FLAG(std::string, progress, "auto", "live progress bar: auto (when a terminal), on, off");
 // Peers (the gossip node).
-ABSL_FLAG(std::string, node_id, "", "this worker's stable name, e.g. the pod name ([A-Za-z0-9._-])");
-ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "address the gossip service listens on (port 0: any)");
+ABSL_FLAG(std::string, node_id, "",
+          "this worker's stable name, e.g. the pod name ([A-Za-z0-9._-])");
+ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
+          "address the gossip service listens on (port 0: any)");
 ABSL_FLAG(std::string, advertise, "",
           "host:port peers dial to reach this worker (default: --listen with this host's name)");
 ABSL_FLAG(std::string, peers, "",
@@ -134,7 +135,8 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   if (!(b.optimizer.weight_decay >= 0)) {
     return absl::InvalidArgumentError("--weight_decay must be >= 0");
   }
-  if (!(b.optimizer.learning_rate > 0) || !(b.optimizer.momentum >= 0 && b.optimizer.momentum < 1)) {
+  if (!(b.optimizer.learning_rate > 0) ||
+      !(b.optimizer.momentum >= 0 && b.optimizer.momentum < 1)) {
     return absl::InvalidArgumentError("--lr must be > 0 and --momentum in [0, 1)");
   }
   absl::StatusOr<Schedule> schedule = ParseSchedule(absl::GetFlag(FLAGS_lr_schedule));
@@ -198,20 +200,24 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
         "give --node-id NAME (with --listen and --peers) to train with peers, or --standalone");
   }
   if (!reckon::server::ValidNodeId(n.node_id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--node-id '", n.node_id, "' must be 1-63 characters of [A-Za-z0-9._-]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node-id '", n.node_id, "' must be 1-63 characters of [A-Za-z0-9._-]"));
   }
   if (o.backend_config.mode != UpdateMode::kThreshold) {
     return absl::InvalidArgumentError(
         "--codec dense trains only --standalone (it is the baseline); peers exchange threshold "
         "updates");
   }
+  if (!o.resume_path.empty()) {
+    return absl::InvalidArgumentError(
+        "--resume is for --standalone; with peers a restarted worker re-joins from a peer's "
+        "snapshot");
+  }
   // A new incarnation for every process start: wall-clock nanoseconds grow
   // across restarts of one worker.
-  n.incarnation = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  n.incarnation = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
   p.listen = absl::GetFlag(FLAGS_listen);
   p.advertise = absl::GetFlag(FLAGS_advertise);
   absl::StatusOr<std::vector<std::string>> seeds = ResolvePeers(absl::GetFlag(FLAGS_peers));
@@ -311,9 +317,8 @@ int main(int argc, char** argv) {
       std::cerr << "reckon-worker: " << initial.status().message() << "\n";
       return 1;
     }
-    absl::StatusOr<std::unique_ptr<GossipPeers>> joined =
-        GossipPeers::Create(*std::move(peer_options), *initial,
-                            options->backend_config.fraction_bits, std::cout);
+    absl::StatusOr<std::unique_ptr<GossipPeers>> joined = GossipPeers::Create(
+        *std::move(peer_options), *initial, options->backend_config.fraction_bits, std::cout);
     if (!joined.ok()) {
       std::cerr << "reckon-worker: " << joined.status().message() << "\n";
       return 1;
