@@ -17,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/grpc_transport.h"
 #include "worker/files.h"
 #include "worker/gossip_peers.h"
 #include "worker/model.h"
@@ -283,6 +284,7 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  reckon::server::TuneAllocatorForLargeFrames();
   absl::SetProgramUsageMessage(
       "trains one reckon worker.\n  reckon-worker --standalone [--layers 784,512,512,10] "
       "[--codec threshold --threshold T] [--epochs N] ...\n  reckon-worker --node-id w0 "
