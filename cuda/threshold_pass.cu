@@ -1,0 +1,333 @@
+#include "cuda/threshold_pass.h"
+
+#include <cub/agent/single_pass_scan_operators.cuh>
+#include <cub/block/block_load.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/block/block_store.cuh>
+#include <cub/device/device_select.cuh>
+#include <cuda/std/functional>
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "cuda/cuda_check.h"
+
+namespace reckon::cuda {
+namespace {
+
+constexpr uint32_t kNoWord = 0x7FFFFFFFu;  // index 2^31 - 1: never a real update
+constexpr uint32_t kSign = 0x80000000u;
+constexpr unsigned long long kNoBadIndex = ~0ull;
+
+// The fused elementwise kernel's shape: each thread takes kItemsPerThread
+// elements a block-width apart (coalesced), grid-striding over the rest.
+constexpr int kFusedThreads = 256;
+constexpr int kFusedItems = 4;
+
+// The single-pass kernel's tile: 256 threads x 8 consecutive elements each.
+constexpr int kTileThreads = 256;
+constexpr int kTileItems = 8;
+constexpr int kTileElements = kTileThreads * kTileItems;
+
+using TileState = cub::ScanTileState<int>;
+using PlusInt = ::cuda::std::plus<int>;
+
+// Strom's rule on one accumulated residual value, exactly as
+// codec::QuantizeResidual: >= tau and <= -tau, then one IEEE float32
+// subtraction or addition (the _rn intrinsics forbid any contraction).
+// Non-finite values emit nothing and record the lowest such index.
+__device__ __forceinline__ bool Threshold(uint32_t index, float r, float tau, float* out,
+                                          uint32_t* word, unsigned long long* first_bad) {
+  if (!isfinite(r)) {
+    atomicMin(first_bad, static_cast<unsigned long long>(index));
+    *out = r;
+    return false;
+  }
+  if (r >= tau) {
+    *out = __fsub_rn(r, tau);
+    *word = index;
+    return true;
+  }
+  if (r <= -tau) {
+    *out = __fadd_rn(r, tau);
+    *word = kSign | index;
+    return true;
+  }
+  *out = r;
+  return false;
+}
+
+// kCubSelect, step 1: every element's word (or kNoWord) into all_words.
+__global__ void __launch_bounds__(kFusedThreads)
+    FusedThresholdKernel(const float* __restrict__ delta, float* __restrict__ residual,
+                         uint32_t* __restrict__ all_words, float* __restrict__ stash, uint32_t n,
+                         float tau, unsigned long long* first_bad) {
+  const uint64_t chunk = uint64_t{kFusedThreads} * kFusedItems;
+  for (uint64_t base = uint64_t{blockIdx.x} * chunk + threadIdx.x; base < n;
+       base += uint64_t{gridDim.x} * chunk) {
+    float r[kFusedItems];
+#pragma unroll
+    for (int k = 0; k < kFusedItems; ++k) {
+      const uint64_t i = base + static_cast<uint64_t>(k) * kFusedThreads;
+      if (i < n) r[k] = delta != nullptr ? __fadd_rn(residual[i], delta[i]) : residual[i];
+    }
+#pragma unroll
+    for (int k = 0; k < kFusedItems; ++k) {
+      const uint64_t i = base + static_cast<uint64_t>(k) * kFusedThreads;
+      if (i >= n) break;
+      float out;
+      uint32_t word = kNoWord;
+      if (Threshold(static_cast<uint32_t>(i), r[k], tau, &out, &word, first_bad)) stash[i] = r[k];
+      residual[i] = out;
+      all_words[i] = word;
+    }
+  }
+}
+
+struct IsWord {
+  __device__ bool operator()(uint32_t word) const { return word != kNoWord; }
+};
+
+__global__ void InitTileStateKernel(TileState tile_state, int num_tiles) {
+  tile_state.InitializeStatus(num_tiles);
+}
+
+// kSinglePass: the pass and the compaction in one kernel. A tile's elements
+// are loaded coalesced and transposed so that each thread holds
+// kTileItems consecutive ones; a block scan of the per-thread counts, seeded
+// by the decoupled look-back over earlier tiles, gives each emitted word its
+// slot, so words come out in ascending index order. The last tile writes
+// the total count.
+__global__ void __launch_bounds__(kTileThreads)
+    SinglePassThresholdKernel(TileState tile_state, const float* __restrict__ delta,
+                              float* __restrict__ residual, uint32_t* __restrict__ words_out,
+                              float* __restrict__ stash, uint32_t n, float tau,
+                              unsigned long long* counters) {
+  using Load = cub::BlockLoad<float, kTileThreads, kTileItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
+  using Store = cub::BlockStore<float, kTileThreads, kTileItems, cub::BLOCK_STORE_WARP_TRANSPOSE>;
+  using Scan = cub::BlockScan<int, kTileThreads>;
+  using Prefix = cub::TilePrefixCallbackOp<int, PlusInt, TileState>;
+  __shared__ union {
+    typename Load::TempStorage load;
+    typename Store::TempStorage store;
+    struct {
+      typename Scan::TempStorage scan;
+      typename Prefix::TempStorage prefix;
+    } scan;
+  } temp;
+  __shared__ int tile_total;
+
+  const int tile = static_cast<int>(blockIdx.x);
+  const uint64_t tile_base = uint64_t(tile) * kTileElements;
+  const uint64_t remaining = n - tile_base;
+  const int valid = remaining < kTileElements ? static_cast<int>(remaining) : kTileElements;
+
+  float r[kTileItems];
+  Load(temp.load).Load(residual + tile_base, r, valid, 0.0f);
+  __syncthreads();
+  if (delta != nullptr) {
+    float d[kTileItems];
+    Load(temp.load).Load(delta + tile_base, d, valid, 0.0f);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kTileItems; ++k) r[k] = __fadd_rn(r[k], d[k]);
+  }
+
+  uint32_t words[kTileItems];
+  float out[kTileItems];
+  int emitted = 0;
+  unsigned emitted_mask = 0;
+#pragma unroll
+  for (int k = 0; k < kTileItems; ++k) {
+    const int local = threadIdx.x * kTileItems + k;
+    out[k] = r[k];
+    if (local < valid) {
+      const uint64_t i = tile_base + local;
+      if (Threshold(static_cast<uint32_t>(i), r[k], tau, &out[k], &words[k], &counters[1])) {
+        stash[i] = r[k];
+        emitted_mask |= 1u << k;
+        ++emitted;
+      }
+    }
+  }
+  Store(temp.store).Store(residual + tile_base, out, valid);
+  __syncthreads();
+
+  int offset = 0;
+  if (tile == 0) {
+    int aggregate = 0;
+    Scan(temp.scan.scan).ExclusiveSum(emitted, offset, aggregate);
+    if (threadIdx.x == 0) {
+      if (gridDim.x > 1) tile_state.SetInclusive(0, aggregate);
+      tile_total = aggregate;
+    }
+  } else {
+    Prefix prefix(tile_state, temp.scan.prefix, PlusInt{}, tile);
+    Scan(temp.scan.scan).ExclusiveScan(emitted, offset, PlusInt{}, prefix);
+    __syncthreads();
+    if (threadIdx.x == 0) tile_total = prefix.GetInclusivePrefix();
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kTileItems; ++k) {
+    if (emitted_mask & (1u << k)) words_out[offset++] = words[k];
+  }
+  if (tile + 1 == static_cast<int>(gridDim.x) && threadIdx.x == 0) {
+    counters[0] = static_cast<unsigned long long>(tile_total);
+  }
+}
+
+// NaN/Inf: put back the pre-subtraction value of every emitted element.
+__global__ void RestoreKernel(const uint32_t* __restrict__ words, uint64_t count,
+                              const float* __restrict__ stash, float* __restrict__ residual) {
+  for (uint64_t k = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < count;
+       k += uint64_t{gridDim.x} * blockDim.x) {
+    const uint32_t i = words[k] & ~kSign;
+    residual[i] = stash[i];
+  }
+}
+
+int NumTiles(uint64_t n) { return static_cast<int>((n + kTileElements - 1) / kTileElements); }
+
+}  // namespace
+
+std::string CompactionMethodName(CompactionMethod method) {
+  return method == CompactionMethod::kCubSelect ? "cub-select" : "single-pass";
+}
+
+absl::StatusOr<std::unique_ptr<ThresholdPass>> ThresholdPass::Create(uint64_t capacity,
+                                                                     CompactionMethod method,
+                                                                     cudaStream_t stream) {
+  if (capacity > kMaxDeviceElements) {
+    return absl::InvalidArgumentError(absl::StrCat("a device residual of ", capacity,
+                                                   " elements is more than 2^31 - 1"));
+  }
+  std::unique_ptr<ThresholdPass> pass(new ThresholdPass(capacity, method, stream));
+  if (absl::Status s = pass->Allocate(); !s.ok()) return s;
+  return pass;
+}
+
+absl::Status ThresholdPass::Allocate() {
+  const uint64_t n = std::max<uint64_t>(capacity_, 1);
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_words_, n * sizeof(uint32_t)));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_stash_, n * sizeof(float)));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_counters_, 2 * sizeof(unsigned long long)));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMallocHost(&h_counters_, 2 * sizeof(unsigned long long)));
+  if (method_ == CompactionMethod::kCubSelect) {
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_all_words_, n * sizeof(uint32_t)));
+    RECKON_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
+        nullptr, temp_bytes_, d_all_words_, d_words_, d_counters_, static_cast<int64_t>(n),
+        IsWord{}, stream_));
+  } else {
+    RECKON_CUDA_RETURN_IF_ERROR(TileState::AllocationSize(NumTiles(n), temp_bytes_));
+  }
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_temp_, std::max<size_t>(temp_bytes_, 1)));
+  // Room for a density of 1/64 up front; Finish grows it if ever needed.
+  h_words_capacity_ = std::max<uint64_t>(n / 64, 1024);
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMallocHost(&h_words_, h_words_capacity_ * sizeof(uint32_t)));
+  return absl::OkStatus();
+}
+
+ThresholdPass::~ThresholdPass() {
+  // Errors here cannot be reported; a lost context frees everything anyway.
+  cudaFree(d_words_);
+  cudaFree(d_all_words_);
+  cudaFree(d_stash_);
+  cudaFree(d_temp_);
+  cudaFree(d_counters_);
+  cudaFreeHost(h_counters_);
+  cudaFreeHost(h_words_);
+}
+
+absl::Status ThresholdPass::Launch(const float* d_delta, float* d_residual, uint64_t n,
+                                   float tau) {
+  if (n > capacity_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("residual of ", n, " elements, pass sized for ", capacity_));
+  }
+  if (!(tau > 0) || !std::isfinite(tau)) {
+    return absl::InvalidArgumentError(absl::StrCat("threshold tau ", tau, " must be positive"));
+  }
+  if (launched_) return absl::FailedPreconditionError("ThresholdPass::Launch twice without Finish");
+  RECKON_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(d_counters_, 0, sizeof(unsigned long long), stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(d_counters_ + 1, 0xFF, sizeof(unsigned long long), stream_));
+  launched_ = true;
+  launched_residual_ = d_residual;
+  if (n == 0) return absl::OkStatus();
+  const uint32_t n32 = static_cast<uint32_t>(n);
+  if (method_ == CompactionMethod::kCubSelect) {
+    const uint64_t chunks = (n + kFusedThreads * kFusedItems - 1) / (kFusedThreads * kFusedItems);
+    const unsigned grid = static_cast<unsigned>(std::min<uint64_t>(chunks, 1u << 20));
+    FusedThresholdKernel<<<grid, kFusedThreads, 0, stream_>>>(
+        d_delta, d_residual, d_all_words_, d_stash_, n32, tau, d_counters_ + 1);
+    RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("FusedThresholdKernel");
+    size_t bytes = temp_bytes_;
+    RECKON_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(d_temp_, bytes, d_all_words_, d_words_,
+                                                      d_counters_, static_cast<int64_t>(n),
+                                                      IsWord{}, stream_));
+  } else {
+    const int tiles = NumTiles(n);
+    TileState tile_state;
+    RECKON_CUDA_RETURN_IF_ERROR(tile_state.Init(tiles, d_temp_, temp_bytes_));
+    constexpr int kInitThreads = 128;
+    InitTileStateKernel<<<(tiles + kInitThreads - 1) / kInitThreads, kInitThreads, 0, stream_>>>(
+        tile_state, tiles);
+    RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("InitTileStateKernel");
+    SinglePassThresholdKernel<<<tiles, kTileThreads, 0, stream_>>>(
+        tile_state, d_delta, d_residual, d_words_, d_stash_, n32, tau, d_counters_);
+    RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("SinglePassThresholdKernel");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ThresholdPass::FinishOnDevice() {
+  if (!launched_) return absl::FailedPreconditionError("ThresholdPass::Finish without Launch");
+  launched_ = false;
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_counters_, d_counters_,
+                                              2 * sizeof(unsigned long long),
+                                              cudaMemcpyDeviceToHost, stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (h_counters_[1] != kNoBadIndex) {
+    if (absl::Status s = RestoreAndReport(launched_residual_); !s.ok()) return s;
+  }
+  return h_counters_[0];
+}
+
+absl::Status ThresholdPass::RestoreAndReport(float* d_residual) {
+  const uint64_t count = h_counters_[0];
+  const uint64_t bad = h_counters_[1];
+  if (count > 0) {
+    const unsigned grid = static_cast<unsigned>(std::min<uint64_t>((count + 255) / 256, 65535));
+    RestoreKernel<<<grid, 256, 0, stream_>>>(d_words_, count, d_stash_, d_residual);
+    RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("RestoreKernel");
+  }
+  float value = 0;
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&value, d_residual + bad, sizeof(float),
+                                              cudaMemcpyDeviceToHost, stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::InvalidArgumentError(
+      absl::StrCat("residual element ", bad, " is ", std::isnan(value) ? "NaN" : "infinite",
+                   "; nothing was emitted (diverged training? lower the learning rate)"));
+}
+
+absl::Status ThresholdPass::Finish(std::vector<uint32_t>* words) {
+  words->clear();
+  absl::StatusOr<uint64_t> count = FinishOnDevice();
+  if (!count.ok()) return count.status();
+  if (*count == 0) return absl::OkStatus();
+  if (*count > h_words_capacity_) {
+    RECKON_CUDA_RETURN_IF_ERROR(cudaFreeHost(h_words_));
+    h_words_ = nullptr;
+    h_words_capacity_ = *count;
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMallocHost(&h_words_, h_words_capacity_ * sizeof(uint32_t)));
+  }
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_words_, d_words_, *count * sizeof(uint32_t),
+                                              cudaMemcpyDeviceToHost, stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  words->assign(h_words_, h_words_ + *count);
+  return absl::OkStatus();
+}
+
+}  // namespace reckon::cuda

@@ -1,0 +1,116 @@
+// Strom's residual thresholding on the GPU (DESIGN.md step 5), the device
+// twin of codec::QuantizeResidual, bit-exact with it:
+//
+//   R_i += delta_i                         (float32 add, as AccumulateDelta)
+//   R_i >= tau:  emit (i, +), R_i -= tau   (float32 subtract, tau exact)
+//   R_i <= -tau: emit (i, -), R_i += tau
+//
+// and the emitted packed32 words compacted in ascending index order. Two
+// compaction methods, measured side by side by `reckonctl bench gpu`:
+//   kCubSelect:  one fused elementwise kernel writes every element's word
+//                (or a no-word marker), then cub::DeviceSelect::If keeps the
+//                words: 16 bytes per element plus CUB's own pass.
+//   kSinglePass: one kernel does the pass and the compaction, tile by tile,
+//                with a block scan and decoupled look-back across tiles
+//                (CUB's ScanTileState): 12 bytes per element.
+// Both emit the same words and leave the same residual.
+//
+// All or nothing, as on the CPU: a NaN or Inf in R_i + delta_i anywhere
+// makes Finish return kInvalidArgument naming the first such index, with no
+// words emitted and the residual holding R + delta (the emitted elements'
+// pre-subtraction values are kept aside during the pass and restored).
+//
+// Memory: everything is allocated by Create for up to `capacity` elements
+// (temp storage, the no-word buffer, pinned host buffers); a step allocates
+// nothing, except that the pinned word buffer grows when a step emits more
+// words than any before it.
+//
+// Threading: not thread-safe; every call enqueues on the given stream.
+//
+// CUDA files build as C++17 (CMake 3.25 has no CUDA20 for nvcc), so the
+// headers they include take plain pointers and floats, no std::span.
+#ifndef RECKON_CUDA_THRESHOLD_PASS_H_
+#define RECKON_CUDA_THRESHOLD_PASS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace reckon::cuda {
+
+enum class CompactionMethod { kCubSelect, kSinglePass };
+std::string CompactionMethodName(CompactionMethod method);
+
+// The largest residual the device pass takes: 2^31 - 1 elements, so that the
+// packed word 0x7FFFFFFF (index 2^31 - 1, positive) can never be a real
+// update and serves as the no-word marker.
+inline constexpr uint64_t kMaxDeviceElements = (uint64_t{1} << 31) - 1;
+
+class ThresholdPass {
+ public:
+  // kInvalidArgument when capacity exceeds kMaxDeviceElements; kInternal
+  // (with CUDA's words) when an allocation fails.
+  static absl::StatusOr<std::unique_ptr<ThresholdPass>> Create(uint64_t capacity,
+                                                               CompactionMethod method,
+                                                               cudaStream_t stream);
+  ~ThresholdPass();
+  ThresholdPass(const ThresholdPass&) = delete;
+  ThresholdPass& operator=(const ThresholdPass&) = delete;
+
+  CompactionMethod method() const { return method_; }
+
+  // Enqueues the pass over d_residual[0, n) (device memory), adding
+  // d_delta first when it is not null, with threshold `tau`: the exact
+  // float32 of codec::ThresholdStep (so that what the residual loses is
+  // exactly step_quanta quanta). Returns at once; the count and words are
+  // not ready until Finish. REQUIRES: n <= capacity, one Launch per Finish.
+  absl::Status Launch(const float* d_delta, float* d_residual, uint64_t n, float tau);
+
+  // Waits for the last Launch. OK: `*words` holds the emitted words,
+  // ascending, copied from the device through pinned memory. NaN/Inf: see
+  // above. `device_words()` then holds the same `*words` on the device.
+  absl::Status Finish(std::vector<uint32_t>* words);
+
+  // Like Finish but leaves the words on the device: their count, with
+  // d_words() valid for that many. For benchmarks of the pass alone.
+  absl::StatusOr<uint64_t> FinishOnDevice();
+
+  const uint32_t* device_words() const { return d_words_; }
+
+ private:
+  ThresholdPass(uint64_t capacity, CompactionMethod method, cudaStream_t stream)
+      : capacity_(capacity), method_(method), stream_(stream) {}
+  absl::Status Allocate();
+  absl::Status RestoreAndReport(float* d_residual);
+
+  uint64_t capacity_;
+  CompactionMethod method_;
+  cudaStream_t stream_;
+
+  // Device.
+  uint32_t* d_words_ = nullptr;       // compacted words (capacity)
+  uint32_t* d_all_words_ = nullptr;   // kCubSelect: every element's word or marker
+  float* d_stash_ = nullptr;          // pre-subtraction R_i of emitted elements
+  void* d_temp_ = nullptr;            // CUB temp storage / tile states
+  size_t temp_bytes_ = 0;
+  // d_counters_[0]: emitted count; [1]: first non-finite index (or ~0).
+  unsigned long long* d_counters_ = nullptr;
+
+  // Host, pinned.
+  unsigned long long* h_counters_ = nullptr;
+  uint32_t* h_words_ = nullptr;
+  uint64_t h_words_capacity_ = 0;
+
+  // The last Launch.
+  float* launched_residual_ = nullptr;
+  bool launched_ = false;
+};
+
+}  // namespace reckon::cuda
+
+#endif  // RECKON_CUDA_THRESHOLD_PASS_H_
