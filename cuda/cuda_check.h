@@ -20,8 +20,7 @@ inline absl::Status CudaStatus(cudaError_t err, const char* what, const char* fi
                                           cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
 }
 
-inline absl::Status CublasStatus(cublasStatus_t err, const char* what, const char* file,
-                                 int line) {
+inline absl::Status CublasStatus(cublasStatus_t err, const char* what, const char* file, int line) {
   if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, " failed at ", file, ":", line, ": ",
                                           cublasGetStatusName(err), ": ",
@@ -32,29 +31,29 @@ inline absl::Status CublasStatus(cublasStatus_t err, const char* what, const cha
 
 // Evaluates a cudaError_t expression; returns a Status from the enclosing
 // function when it is not cudaSuccess.
-#define RECKON_CUDA_RETURN_IF_ERROR(expr)                                                   \
-  do {                                                                                      \
-    const absl::Status reckon_cuda_status_ =                                                \
-        ::reckon::cuda::CudaStatus((expr), #expr, __FILE__, __LINE__);                      \
-    if (!reckon_cuda_status_.ok()) return reckon_cuda_status_;                              \
+#define RECKON_CUDA_RETURN_IF_ERROR(expr)                              \
+  do {                                                                 \
+    const absl::Status reckon_cuda_status_ =                           \
+        ::reckon::cuda::CudaStatus((expr), #expr, __FILE__, __LINE__); \
+    if (!reckon_cuda_status_.ok()) return reckon_cuda_status_;         \
   } while (0)
 
 // The same for cublasStatus_t.
-#define RECKON_CUBLAS_RETURN_IF_ERROR(expr)                                                 \
-  do {                                                                                      \
-    const absl::Status reckon_cublas_status_ =                                              \
-        ::reckon::cuda::CublasStatus((expr), #expr, __FILE__, __LINE__);                    \
-    if (!reckon_cublas_status_.ok()) return reckon_cublas_status_;                          \
+#define RECKON_CUBLAS_RETURN_IF_ERROR(expr)                              \
+  do {                                                                   \
+    const absl::Status reckon_cublas_status_ =                           \
+        ::reckon::cuda::CublasStatus((expr), #expr, __FILE__, __LINE__); \
+    if (!reckon_cublas_status_.ok()) return reckon_cublas_status_;       \
   } while (0)
 
 // After a kernel launch: a bad configuration shows up here, at the launch,
 // not at the next synchronization.
 // `what` is a string literal naming the kernel.
-#define RECKON_CUDA_RETURN_IF_LAUNCH_FAILED(what)                                           \
-  do {                                                                                      \
-    const absl::Status reckon_launch_status_ = ::reckon::cuda::CudaStatus(                  \
-        cudaGetLastError(), "launch of " what, __FILE__, __LINE__);                         \
-    if (!reckon_launch_status_.ok()) return reckon_launch_status_;                          \
+#define RECKON_CUDA_RETURN_IF_LAUNCH_FAILED(what)                                              \
+  do {                                                                                         \
+    const absl::Status reckon_launch_status_ =                                                 \
+        ::reckon::cuda::CudaStatus(cudaGetLastError(), "launch of " what, __FILE__, __LINE__); \
+    if (!reckon_launch_status_.ok()) return reckon_launch_status_;                             \
   } while (0)
 
 #endif  // RECKON_CUDA_CUDA_CHECK_H_

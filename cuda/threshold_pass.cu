@@ -1,5 +1,4 @@
-#include "cuda/threshold_pass.h"
-
+#include <cmath>
 #include <cub/agent/single_pass_scan_operators.cuh>
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_scan.cuh>
@@ -7,10 +6,9 @@
 #include <cub/device/device_select.cuh>
 #include <cuda/std/functional>
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 #include "cuda/cuda_check.h"
+#include "cuda/threshold_pass.h"
 
 namespace reckon::cuda {
 namespace {
@@ -199,8 +197,8 @@ absl::StatusOr<std::unique_ptr<ThresholdPass>> ThresholdPass::Create(uint64_t ca
                                                                      CompactionMethod method,
                                                                      cudaStream_t stream) {
   if (capacity > kMaxDeviceElements) {
-    return absl::InvalidArgumentError(absl::StrCat("a device residual of ", capacity,
-                                                   " elements is more than 2^31 - 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a device residual of ", capacity, " elements is more than 2^31 - 1"));
   }
   std::unique_ptr<ThresholdPass> pass(new ThresholdPass(capacity, method, stream));
   if (absl::Status s = pass->Allocate(); !s.ok()) return s;
@@ -215,9 +213,9 @@ absl::Status ThresholdPass::Allocate() {
   RECKON_CUDA_RETURN_IF_ERROR(cudaMallocHost(&h_counters_, 2 * sizeof(unsigned long long)));
   if (method_ == CompactionMethod::kCubSelect) {
     RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_all_words_, n * sizeof(uint32_t)));
-    RECKON_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
-        nullptr, temp_bytes_, d_all_words_, d_words_, d_counters_, static_cast<int64_t>(n),
-        IsWord{}, stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(nullptr, temp_bytes_, d_all_words_, d_words_,
+                                                      d_counters_, static_cast<int64_t>(n),
+                                                      IsWord{}, stream_));
   } else {
     RECKON_CUDA_RETURN_IF_ERROR(TileState::AllocationSize(NumTiles(n), temp_bytes_));
   }
@@ -239,8 +237,7 @@ ThresholdPass::~ThresholdPass() {
   cudaFreeHost(h_words_);
 }
 
-absl::Status ThresholdPass::Launch(const float* d_delta, float* d_residual, uint64_t n,
-                                   float tau) {
+absl::Status ThresholdPass::Launch(const float* d_delta, float* d_residual, uint64_t n, float tau) {
   if (n > capacity_) {
     return absl::InvalidArgumentError(
         absl::StrCat("residual of ", n, " elements, pass sized for ", capacity_));
@@ -249,8 +246,7 @@ absl::Status ThresholdPass::Launch(const float* d_delta, float* d_residual, uint
     return absl::InvalidArgumentError(absl::StrCat("threshold tau ", tau, " must be positive"));
   }
   if (launched_) return absl::FailedPreconditionError("ThresholdPass::Launch twice without Finish");
-  RECKON_CUDA_RETURN_IF_ERROR(
-      cudaMemsetAsync(d_counters_, 0, sizeof(unsigned long long), stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_counters_, 0, sizeof(unsigned long long), stream_));
   RECKON_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(d_counters_ + 1, 0xFF, sizeof(unsigned long long), stream_));
   launched_ = true;
@@ -260,8 +256,8 @@ absl::Status ThresholdPass::Launch(const float* d_delta, float* d_residual, uint
   if (method_ == CompactionMethod::kCubSelect) {
     const uint64_t chunks = (n + kFusedThreads * kFusedItems - 1) / (kFusedThreads * kFusedItems);
     const unsigned grid = static_cast<unsigned>(std::min<uint64_t>(chunks, 1u << 20));
-    FusedThresholdKernel<<<grid, kFusedThreads, 0, stream_>>>(
-        d_delta, d_residual, d_all_words_, d_stash_, n32, tau, d_counters_ + 1);
+    FusedThresholdKernel<<<grid, kFusedThreads, 0, stream_>>>(d_delta, d_residual, d_all_words_,
+                                                              d_stash_, n32, tau, d_counters_ + 1);
     RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("FusedThresholdKernel");
     size_t bytes = temp_bytes_;
     RECKON_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(d_temp_, bytes, d_all_words_, d_words_,
@@ -285,9 +281,8 @@ absl::Status ThresholdPass::Launch(const float* d_delta, float* d_residual, uint
 absl::StatusOr<uint64_t> ThresholdPass::FinishOnDevice() {
   if (!launched_) return absl::FailedPreconditionError("ThresholdPass::Finish without Launch");
   launched_ = false;
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_counters_, d_counters_,
-                                              2 * sizeof(unsigned long long),
-                                              cudaMemcpyDeviceToHost, stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      h_counters_, d_counters_, 2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream_));
   RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (h_counters_[1] != kNoBadIndex) {
     if (absl::Status s = RestoreAndReport(launched_residual_); !s.ok()) return s;
@@ -304,8 +299,8 @@ absl::Status ThresholdPass::RestoreAndReport(float* d_residual) {
     RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("RestoreKernel");
   }
   float value = 0;
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&value, d_residual + bad, sizeof(float),
-                                              cudaMemcpyDeviceToHost, stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&value, d_residual + bad, sizeof(float), cudaMemcpyDeviceToHost, stream_));
   RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::InvalidArgumentError(
       absl::StrCat("residual element ", bad, " is ", std::isnan(value) ? "NaN" : "infinite",

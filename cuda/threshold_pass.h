@@ -93,10 +93,10 @@ class ThresholdPass {
   cudaStream_t stream_;
 
   // Device.
-  uint32_t* d_words_ = nullptr;       // compacted words (capacity)
-  uint32_t* d_all_words_ = nullptr;   // kCubSelect: every element's word or marker
-  float* d_stash_ = nullptr;          // pre-subtraction R_i of emitted elements
-  void* d_temp_ = nullptr;            // CUB temp storage / tile states
+  uint32_t* d_words_ = nullptr;      // compacted words (capacity)
+  uint32_t* d_all_words_ = nullptr;  // kCubSelect: every element's word or marker
+  float* d_stash_ = nullptr;         // pre-subtraction R_i of emitted elements
+  void* d_temp_ = nullptr;           // CUB temp storage / tile states
   size_t temp_bytes_ = 0;
   // d_counters_[0]: emitted count; [1]: first non-finite index (or ~0).
   unsigned long long* d_counters_ = nullptr;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "codec/fixed_point.h"
 #include "worker/mlp_math.h"
 #include "worker/model.h"
@@ -48,6 +49,12 @@ struct BackendConfig {
 struct Emission {
   std::vector<uint32_t> words;  // kThreshold: +-step updates, ascending
   std::vector<int64_t> dense;   // kDense: quanta per parameter (param_count)
+};
+
+// One decoded threshold Update, for batched apply.
+struct UpdateRef {
+  int64_t step_quanta = 0;
+  std::span<const uint32_t> words;
 };
 
 class Backend {
@@ -82,6 +89,17 @@ class Backend {
 
   // Applies a threshold update to the replica, all or nothing.
   virtual absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) = 0;
+  // Applies several threshold updates (from many peers) at once. The CUDA
+  // backend does it in one launch, all or nothing across the batch; this
+  // default applies them in order, each all or nothing, and stops at the
+  // first that fails (the error names it; the earlier ones stay applied).
+  virtual absl::Status ApplyUpdateBatch(std::span<const UpdateRef> updates) {
+    for (size_t m = 0; m < updates.size(); ++m) {
+      absl::Status s = ApplyUpdates(updates[m].step_quanta, updates[m].words);
+      if (!s.ok()) return absl::Status(s.code(), absl::StrCat("update ", m, ": ", s.message()));
+    }
+    return absl::OkStatus();
+  }
   // Applies a dense update (quanta per parameter), all or nothing.
   virtual absl::Status ApplyDense(std::span<const int64_t> quanta) = 0;
 

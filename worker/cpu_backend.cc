@@ -13,7 +13,7 @@
 #include "worker/parallel.h"
 
 #if RECKON_HAVE_CUDA
-#include "cuda/device.h"
+#include "cuda/cuda_backend.h"
 #endif
 
 namespace reckon::worker {
@@ -30,8 +30,7 @@ class CpuBackend final : public Backend {
           pool_.ParallelFor(n, fn, /*min_chunk=*/8);
         }),
         residual_(config.shape.param_count(), 0.0f),
-        state_(config.optimizer.kind == OptimizerKind::kSgd ? 0 : config.shape.param_count(),
-               0.0f),
+        state_(config.optimizer.kind == OptimizerKind::kSgd ? 0 : config.shape.param_count(), 0.0f),
         grad_(config.shape.param_count(), 0.0f) {
     train_ws_.Resize(config_.shape, config_.max_batch);
     eval_ws_.Resize(config_.shape, kEvalChunk);
@@ -73,11 +72,11 @@ class CpuBackend final : public Backend {
                                              labels, batch, train_ws_, grad_.data(), &gemm_rows_);
     pool_.ParallelFor(grad_.size(), [&](size_t begin, size_t end) {
       const size_t len = end - begin;
-      AccumulateDelta(config_.optimizer, learning_rate,
-                      std::span<const float>(grad_).subspan(begin, len),
-                      replica_.weights().subspan(begin, len),
-                      state_.empty() ? std::span<float>() : std::span<float>(state_).subspan(begin, len),
-                      std::span<float>(residual_).subspan(begin, len));
+      AccumulateDelta(
+          config_.optimizer, learning_rate, std::span<const float>(grad_).subspan(begin, len),
+          replica_.weights().subspan(begin, len),
+          state_.empty() ? std::span<float>() : std::span<float>(state_).subspan(begin, len),
+          std::span<float>(residual_).subspan(begin, len));
     });
     if (config_.mode == UpdateMode::kThreshold) {
       out->dense.clear();
@@ -97,7 +96,8 @@ class CpuBackend final : public Backend {
     return replica_.Apply(step_quanta, words);
   }
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
-    return replica_.ApplyDense(quanta, [this](size_t n, const auto& fn) { pool_.ParallelFor(n, fn); });
+    return replica_.ApplyDense(quanta,
+                               [this](size_t n, const auto& fn) { pool_.ParallelFor(n, fn); });
   }
 
   BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
@@ -105,9 +105,9 @@ class CpuBackend final : public Backend {
     const int features = config_.shape.inputs();
     for (size_t begin = 0; begin < count; begin += kEvalChunk) {
       const int n = static_cast<int>(std::min<size_t>(kEvalChunk, count - begin));
-      const BatchStats s = Forward(config_.shape, replica_.weights().data(),
-                                   images + begin * features, labels + begin, n, eval_ws_,
-                                   &gemm_rows_);
+      const BatchStats s =
+          Forward(config_.shape, replica_.weights().data(), images + begin * features,
+                  labels + begin, n, eval_ws_, &gemm_rows_);
       total.loss_sum += s.loss_sum;
       total.correct += s.correct;
     }
@@ -140,9 +140,9 @@ class CpuBackend final : public Backend {
       for (size_t i = 0; i < n; ++i) {
         if ((std::bit_cast<int32_t>(r[i]) & 0x7FFFFFFF) >= limit_bits) {
           dense->clear();
-          return absl::InvalidArgumentError(absl::StrCat(
-              "residual element ", i, " is ", r[i],
-              "; nothing was emitted (diverged training? lower the learning rate)"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("residual element ", i, " is ", r[i],
+                           "; nothing was emitted (diverged training? lower the learning rate)"));
         }
       }
     }
@@ -203,11 +203,18 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name,
   std::string gpu_reason;
 #if RECKON_HAVE_CUDA
   if (name != "cpu") {
-    const absl::StatusOr<cuda::DeviceInfo> device = cuda::ProbeDevice();
-    gpu_reason = device.ok()
-                     ? absl::StrCat("CUDA device ", device->name,
-                                    " found, but the CUDA training backend is not built yet")
-                     : std::string(device.status().message());
+    absl::StatusOr<std::unique_ptr<Backend>> gpu = cuda::MakeCudaBackend(config);
+    if (gpu.ok()) {
+      *chosen = absl::StrCat((*gpu)->Describe(), name == "cuda" ? ", as asked" : ", found by auto");
+      return gpu;
+    }
+    // A config the GPU cannot hold is the user's error either way; a
+    // missing or failing device lets `auto` fall back.
+    if (name == "cuda" || gpu.status().code() == absl::StatusCode::kInvalidArgument) {
+      return absl::Status(gpu.status().code(),
+                          absl::StrCat("--backend ", name, ": ", gpu.status().message()));
+    }
+    gpu_reason = std::string(gpu.status().message());
   }
 #else
   gpu_reason = "this build has no CUDA support (nvcc was not found at build time)";
@@ -217,8 +224,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name,
   }
   absl::StatusOr<std::unique_ptr<Backend>> cpu = MakeCpuBackend(config);
   if (!cpu.ok()) return cpu.status();
-  *chosen = name == "cpu" ? absl::StrCat((*cpu)->Describe(), ", as asked")
-                          : absl::StrCat((*cpu)->Describe(), ", because ", gpu_reason);
+  *chosen = name == "cpu"
+                ? absl::StrCat((*cpu)->Describe(), ", as asked")
+                : absl::StrCat((*cpu)->Describe(), ", falling back from the GPU: ", gpu_reason);
   return cpu;
 }
 

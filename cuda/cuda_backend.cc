@@ -1,0 +1,601 @@
+// The CUDA backend (worker/backend.h): the replica, residual, optimizer
+// state and every scratch buffer in device memory; cuBLAS for the GEMMs,
+// cuda/kernels.cu for the rest, cuda/threshold_pass.cu for Strom's pass.
+// One stream; all allocation happens in Create (and when a larger
+// evaluation or apply batch than any before arrives). Only the batch goes
+// in, and only the emitted words (or dense quanta), the per-row loss and
+// hits, and what the caller asks to read come out.
+//
+// cuBLAS is column-major; a row-major matrix X (r x c) is the column-major
+// X^T, so every row-major product below is written transposed.
+#include "cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "codec/status_macros.h"
+#include "codec/update_words.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device.h"
+#include "cuda/kernels.h"
+#include "cuda/threshold_pass.h"
+
+namespace reckon::cuda {
+namespace {
+
+using worker::Activation;
+using worker::BackendConfig;
+using worker::BatchStats;
+using worker::Emission;
+using worker::OptimizerKind;
+using worker::UpdateMode;
+
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  absl::Status Resize(size_t n) {
+    if (n <= size_ && ptr_ != nullptr) return absl::OkStatus();
+    cudaFree(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T)));
+    size_ = n;
+    return absl::OkStatus();
+  }
+  T* get() const { return ptr_; }
+  size_t size() const { return size_; }
+  friend void swap(DeviceBuffer& a, DeviceBuffer& b) noexcept {
+    std::swap(a.ptr_, b.ptr_);
+    std::swap(a.size_, b.size_);
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+template <typename T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { cudaFreeHost(ptr_); }
+  absl::Status Resize(size_t n) {
+    if (n <= size_ && ptr_ != nullptr) return absl::OkStatus();
+    cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, std::max<size_t>(n, 1) * sizeof(T)));
+    size_ = n;
+    return absl::OkStatus();
+  }
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+int ActivationCode(Activation a) { return a == Activation::kRelu ? 1 : 2; }
+
+class CudaBackend final : public worker::Backend {
+ public:
+  explicit CudaBackend(const BackendConfig& config, const DeviceInfo& device)
+      : config_(config), device_(device), quantum_(std::ldexp(1.0, -config.fraction_bits)) {}
+
+  ~CudaBackend() override {
+    pass_.reset();
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  absl::Status Init() {
+    RECKON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_.ordinal));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    RECKON_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
+    RECKON_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_));
+    // Plain fp32 GEMMs: no TF32, so the CPU twin bounds the difference.
+    RECKON_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
+    const size_t n = config_.shape.param_count();
+    RECKON_RETURN_IF_ERROR(quanta_.Resize(n));
+    RECKON_RETURN_IF_ERROR(weights_.Resize(n));
+    RECKON_RETURN_IF_ERROR(residual_.Resize(n));
+    RECKON_RETURN_IF_ERROR(grad_.Resize(n));
+    if (config_.optimizer.kind != OptimizerKind::kSgd) {
+      RECKON_RETURN_IF_ERROR(state_.Resize(n));
+    }
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(quanta_.get(), 0, n * sizeof(int64_t), stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(weights_.get(), 0, n * sizeof(float), stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(residual_.get(), 0, n * sizeof(float), stream_));
+    if (state_.get() != nullptr) {
+      RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state_.get(), 0, n * sizeof(float), stream_));
+    }
+    RECKON_RETURN_IF_ERROR(counters_.Resize(2));
+    RECKON_RETURN_IF_ERROR(h_counters_.Resize(2));
+    if (config_.mode == UpdateMode::kThreshold) {
+      absl::StatusOr<std::unique_ptr<ThresholdPass>> pass =
+          ThresholdPass::Create(n, CompactionMethod::kSinglePass, stream_);
+      if (!pass.ok()) return pass.status();
+      pass_ = *std::move(pass);
+    } else {
+      RECKON_RETURN_IF_ERROR(dense_out_.Resize(n));
+      RECKON_RETURN_IF_ERROR(h_dense_.Resize(n));
+    }
+    RECKON_RETURN_IF_ERROR(ResizeBatch(config_.max_batch, &train_));
+    return Sync();
+  }
+
+  std::string Describe() const override {
+    return absl::StrCat("cuda (", device_.name, ", sm_", device_.compute_major,
+                        device_.compute_minor, ", cuBLAS)");
+  }
+
+  absl::Status LoadWeights(std::span<const int64_t> quanta) override {
+    if (quanta.size() != config_.shape.param_count()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weights have ", quanta.size(), " values, replica has ", config_.shape.param_count()));
+    }
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(quanta_.get(), quanta.data(), quanta.size_bytes(),
+                                                cudaMemcpyHostToDevice, stream_));
+    if (absl::Status s =
+            LaunchRefreshWeights(quanta_.get(), weights_.get(), quanta.size(), quantum_, stream_);
+        !s.ok()) {
+      return s;
+    }
+    return Sync();
+  }
+
+  std::vector<int64_t> ReadWeights() const override {
+    std::vector<int64_t> out(config_.shape.param_count());
+    CopyOut(quanta_.get(), out.data(), out.size() * sizeof(int64_t));
+    return out;
+  }
+  std::string WeightHash() const override { return codec::WeightHashOf(ReadWeights()); }
+  std::vector<float> ReadResidual() const override {
+    std::vector<float> out(config_.shape.param_count());
+    CopyOut(residual_.get(), out.data(), out.size() * sizeof(float));
+    return out;
+  }
+  std::vector<float> ReadOptimizerState() const override {
+    std::vector<float> out(state_.get() == nullptr ? 0 : config_.shape.param_count());
+    if (!out.empty()) CopyOut(state_.get(), out.data(), out.size() * sizeof(float));
+    return out;
+  }
+
+  absl::Status LoadTrainingState(std::span<const float> residual,
+                                 std::span<const float> optimizer_state) override {
+    const size_t n = config_.shape.param_count();
+    const size_t state_n = state_.get() == nullptr ? 0 : n;
+    if (residual.size() != n || optimizer_state.size() != state_n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training state has ", residual.size(), " residual and ", optimizer_state.size(),
+          " optimizer values; this model needs ", n, " and ", state_n));
+    }
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        residual_.get(), residual.data(), residual.size_bytes(), cudaMemcpyHostToDevice, stream_));
+    if (state_n > 0) {
+      RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state_.get(), optimizer_state.data(),
+                                                  optimizer_state.size_bytes(),
+                                                  cudaMemcpyHostToDevice, stream_));
+    }
+    return Sync();
+  }
+
+  absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
+                                       float learning_rate, Emission* out) override {
+    if (batch < 1 || batch > config_.max_batch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
+    }
+    if (absl::Status s = Upload(images, labels, batch, &train_); !s.ok()) return s;
+    if (absl::Status s = Forward(batch, &train_, /*with_delta=*/true); !s.ok()) return s;
+    if (absl::Status s = Backward(batch, &train_); !s.ok()) return s;
+    const size_t n = config_.shape.param_count();
+    const auto& o = config_.optimizer;
+    const int kind = o.kind == OptimizerKind::kSgd ? 0 : o.kind == OptimizerKind::kMomentum ? 1 : 2;
+    if (absl::Status s = LaunchOptimizerDelta(kind, learning_rate, static_cast<float>(o.momentum),
+                                              static_cast<float>(o.adagrad_eps),
+                                              static_cast<float>(o.weight_decay), weights_.get(),
+                                              state_.get(), grad_.get(), n, stream_);
+        !s.ok()) {
+      return s;
+    }
+    // The loss and hits cross while the pass runs.
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(train_.h_loss.get(), train_.row_loss.get(),
+                                                batch * sizeof(float), cudaMemcpyDeviceToHost,
+                                                stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(train_.h_correct.get(), train_.row_correct.get(),
+                                                batch * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                                stream_));
+    if (config_.mode == UpdateMode::kThreshold) {
+      out->dense.clear();
+      if (absl::Status s = pass_->Launch(grad_.get(), residual_.get(), n, config_.step.tau);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = pass_->Finish(&out->words); !s.ok()) return s;
+    } else {
+      out->words.clear();
+      if (absl::Status s = DenseEmit(&out->dense); !s.ok()) return s;
+    }
+    return SumStats(train_, batch);
+  }
+
+  void SetThresholdStep(const codec::ThresholdStep& step) override { config_.step = step; }
+
+  absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
+    const worker::UpdateRef one{step_quanta, words};
+    return ApplyUpdateBatch(std::span<const worker::UpdateRef>(&one, 1));
+  }
+
+  // All messages in one launch; all or nothing across the batch.
+  absl::Status ApplyUpdateBatch(std::span<const worker::UpdateRef> updates) override {
+    const uint64_t n = config_.shape.param_count();
+    uint64_t total = 0;
+    for (size_t m = 0; m < updates.size(); ++m) {
+      if (updates[m].step_quanta <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("update ", m, ": step_quanta ", updates[m].step_quanta, " must be > 0"));
+      }
+      if (absl::Status s = codec::ValidateUpdateWords(updates[m].words, n); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("update ", m, ": ", s.message()));
+      }
+      total += updates[m].words.size();
+    }
+    if (total == 0) return absl::OkStatus();
+    const size_t messages = updates.size();
+    RECKON_RETURN_IF_ERROR(apply_words_.Resize(total));
+    RECKON_RETURN_IF_ERROR(apply_ends_.Resize(messages));
+    RECKON_RETURN_IF_ERROR(apply_steps_.Resize(messages));
+    RECKON_RETURN_IF_ERROR(h_apply_words_.Resize(total));
+    RECKON_RETURN_IF_ERROR(h_apply_meta_.Resize(2 * messages));
+    uint32_t* staged = h_apply_words_.get();
+    uint64_t* ends = reinterpret_cast<uint64_t*>(h_apply_meta_.get());
+    int64_t* steps = h_apply_meta_.get() + messages;
+    uint64_t at = 0;
+    for (size_t m = 0; m < messages; ++m) {
+      std::memcpy(staged + at, updates[m].words.data(), updates[m].words.size_bytes());
+      at += updates[m].words.size();
+      ends[m] = at;
+      steps[m] = updates[m].step_quanta;
+    }
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        apply_words_.get(), staged, total * sizeof(uint32_t), cudaMemcpyHostToDevice, stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        apply_ends_.get(), ends, messages * sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        apply_steps_.get(), steps, messages * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
+    auto apply = [&](int sign) {
+      return LaunchApplyWords(apply_words_.get(), total, apply_ends_.get(), apply_steps_.get(),
+                              static_cast<int>(messages), sign, quanta_.get(), counters_.get(),
+                              stream_);
+    };
+    if (absl::Status s = apply(+1); !s.ok()) return s;
+    if (absl::StatusOr<uint64_t> bad = ReadCounter(); !bad.ok()) {
+      return bad.status();
+    } else if (*bad != ~0ull) {
+      if (absl::Status s = apply(-1); !s.ok()) return s;  // take it all back, exactly
+      if (absl::Status s = Sync(); !s.ok()) return s;
+      return absl::InvalidArgumentError(
+          absl::StrCat("the updates would overflow parameter ", *bad, "; none was applied"));
+    }
+    if (absl::Status s = LaunchRefreshTouched(apply_words_.get(), total, quanta_.get(),
+                                              weights_.get(), quantum_, stream_);
+        !s.ok()) {
+      return s;
+    }
+    return Sync();
+  }
+
+  absl::Status ApplyDense(std::span<const int64_t> quanta) override {
+    const size_t n = config_.shape.param_count();
+    if (quanta.size() != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dense update has ", quanta.size(), " values, replica has ", n));
+    }
+    RECKON_RETURN_IF_ERROR(dense_in_.Resize(n));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_in_.get(), quanta.data(), quanta.size_bytes(),
+                                                cudaMemcpyHostToDevice, stream_));
+    if (absl::Status s =
+            LaunchAddDense(dense_in_.get(), quanta_.get(), n, +1, counters_.get(), stream_);
+        !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<uint64_t> bad = ReadCounter();
+    if (!bad.ok()) return bad.status();
+    if (*bad != ~0ull) {
+      if (absl::Status s =
+              LaunchAddDense(dense_in_.get(), quanta_.get(), n, -1, counters_.get(), stream_);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = Sync(); !s.ok()) return s;
+      return absl::InvalidArgumentError(
+          absl::StrCat("dense update would overflow parameter ", *bad, "; nothing was applied"));
+    }
+    if (absl::Status s = LaunchRefreshWeights(quanta_.get(), weights_.get(), n, quantum_, stream_);
+        !s.ok()) {
+      return s;
+    }
+    return Sync();
+  }
+
+  BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
+    BatchStats total;
+    const int features = config_.shape.inputs();
+    for (size_t begin = 0; begin < count; begin += kEvalChunk) {
+      const int n = static_cast<int>(std::min<size_t>(kEvalChunk, count - begin));
+      absl::Status s = ResizeBatch(kEvalChunk, &eval_);
+      if (s.ok()) s = Upload(images + begin * features, labels + begin, n, &eval_);
+      if (s.ok()) s = Forward(n, &eval_, /*with_delta=*/false);
+      if (s.ok()) {
+        s = CudaStatus(cudaMemcpyAsync(eval_.h_loss.get(), eval_.row_loss.get(), n * sizeof(float),
+                                       cudaMemcpyDeviceToHost, stream_),
+                       "copy of the loss", __FILE__, __LINE__);
+      }
+      if (s.ok()) {
+        s = CudaStatus(cudaMemcpyAsync(eval_.h_correct.get(), eval_.row_correct.get(),
+                                       n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
+                       "copy of the hits", __FILE__, __LINE__);
+      }
+      absl::StatusOr<BatchStats> part = s.ok() ? SumStats(eval_, n) : s;
+      if (!part.ok()) {
+        // The interface has no error path here: a device failure in
+        // evaluation is reported and counts as nothing right.
+        std::fprintf(stderr, "reckon cuda backend: evaluation failed: %s\n",
+                     std::string(part.status().message()).c_str());
+        total.loss_sum = std::numeric_limits<double>::quiet_NaN();
+        return total;
+      }
+      total.loss_sum += part->loss_sum;
+      total.correct += part->correct;
+    }
+    return total;
+  }
+
+ private:
+  static constexpr int kEvalChunk = 1000;
+
+  struct Batch {
+    int capacity = 0;
+    DeviceBuffer<float> x;
+    DeviceBuffer<int32_t> labels;
+    std::vector<std::unique_ptr<DeviceBuffer<float>>> pre, post;
+    DeviceBuffer<float> delta, delta_prev;
+    DeviceBuffer<float> row_loss;
+    DeviceBuffer<int32_t> row_correct;
+    PinnedBuffer<float> h_x;
+    PinnedBuffer<int32_t> h_labels;
+    PinnedBuffer<float> h_loss;
+    PinnedBuffer<int32_t> h_correct;
+  };
+
+  absl::Status ResizeBatch(int batch, Batch* b) {
+    if (b->capacity >= batch) return absl::OkStatus();
+    const auto& layers = config_.shape.layers();
+    const size_t features = config_.shape.inputs();
+    RECKON_RETURN_IF_ERROR(b->x.Resize(batch * features));
+    RECKON_RETURN_IF_ERROR(b->labels.Resize(batch));
+    RECKON_RETURN_IF_ERROR(b->h_x.Resize(batch * features));
+    RECKON_RETURN_IF_ERROR(b->h_labels.Resize(batch));
+    RECKON_RETURN_IF_ERROR(b->h_loss.Resize(batch));
+    RECKON_RETURN_IF_ERROR(b->h_correct.Resize(batch));
+    RECKON_RETURN_IF_ERROR(b->row_loss.Resize(batch));
+    RECKON_RETURN_IF_ERROR(b->row_correct.Resize(batch));
+    b->pre.clear();
+    b->post.clear();
+    size_t widest = 0;
+    for (const auto& l : layers) {
+      const size_t n = size_t(batch) * l.out;
+      b->pre.push_back(std::make_unique<DeviceBuffer<float>>());
+      b->post.push_back(std::make_unique<DeviceBuffer<float>>());
+      RECKON_RETURN_IF_ERROR(b->pre.back()->Resize(n));
+      RECKON_RETURN_IF_ERROR(b->post.back()->Resize(n));
+      widest = std::max(widest, n);
+    }
+    RECKON_RETURN_IF_ERROR(b->delta.Resize(widest));
+    RECKON_RETURN_IF_ERROR(b->delta_prev.Resize(widest));
+    b->capacity = batch;
+    return absl::OkStatus();
+  }
+
+  // The batch goes through pinned memory, so the copy is a true async DMA.
+  absl::Status Upload(const float* images, const int32_t* labels, int batch, Batch* b) {
+    const int classes = config_.shape.classes();
+    for (int r = 0; r < batch; ++r) {
+      if (labels[r] < 0 || labels[r] >= classes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("label ", labels[r], " of sample ", r, " outside [0, ", classes, ")"));
+      }
+    }
+    const size_t x_bytes = size_t(batch) * config_.shape.inputs() * sizeof(float);
+    std::memcpy(b->h_x.get(), images, x_bytes);
+    std::memcpy(b->h_labels.get(), labels, batch * sizeof(int32_t));
+    RECKON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(b->x.get(), b->h_x.get(), x_bytes, cudaMemcpyHostToDevice, stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b->labels.get(), b->h_labels.get(),
+                                                batch * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                                stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Forward(int batch, Batch* b, bool with_delta) {
+    const auto& layers = config_.shape.layers();
+    const float* a = b->x.get();
+    const float one = 1.0f, zero = 0.0f;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const worker::LayerLayout& layer = layers[l];
+      float* z = b->pre[l]->get();
+      // z (batch x out, row-major) = a W^T: column-major z^T = W a^T.
+      RECKON_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, layer.out, batch,
+                                                layer.in, &one, weights_.get() + layer.weights,
+                                                layer.in, a, layer.in, &zero, z, layer.out));
+      const bool last = l + 1 == layers.size();
+      if (absl::Status s = LaunchBiasActivation(
+              weights_.get() + layer.bias, z, b->post[l]->get(), batch, layer.out,
+              last ? 0 : ActivationCode(config_.shape.activation()), stream_);
+          !s.ok()) {
+        return s;
+      }
+      if (last) {
+        if (absl::Status s = LaunchSoftmaxCrossEntropy(
+                z, b->labels.get(), batch, layer.out, 1.0f / static_cast<float>(batch),
+                b->post[l]->get(), with_delta ? b->delta.get() : nullptr, b->row_loss.get(),
+                b->row_correct.get(), stream_);
+            !s.ok()) {
+          return s;
+        }
+      }
+      a = b->post[l]->get();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(int batch, Batch* b) {
+    const auto& layers = config_.shape.layers();
+    const float one = 1.0f, zero = 0.0f;
+    for (size_t l = layers.size(); l-- > 0;) {
+      const worker::LayerLayout& layer = layers[l];
+      const float* a_in = l == 0 ? b->x.get() : b->post[l - 1]->get();
+      const float* d = b->delta.get();
+      // dW (out x in) = d^T a_in: column-major dW^T (in x out) = a_in^T d.
+      RECKON_CUBLAS_RETURN_IF_ERROR(
+          cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, layer.in, layer.out, batch, &one, a_in,
+                      layer.in, d, layer.out, &zero, grad_.get() + layer.weights, layer.in));
+      if (absl::Status s =
+              LaunchBiasGradient(d, batch, layer.out, grad_.get() + layer.bias, stream_);
+          !s.ok()) {
+        return s;
+      }
+      if (l == 0) break;
+      // d_prev (batch x in) = d W: column-major d_prev^T = W^T d^T.
+      float* dp = b->delta_prev.get();
+      RECKON_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, layer.in, batch,
+                                                layer.out, &one, weights_.get() + layer.weights,
+                                                layer.in, d, layer.out, &zero, dp, layer.in));
+      if (absl::Status s = LaunchActivationBackward(
+              b->pre[l - 1]->get(), b->post[l - 1]->get(), dp, size_t(batch) * layer.in,
+              ActivationCode(config_.shape.activation()), stream_);
+          !s.ok()) {
+        return s;
+      }
+      swap(b->delta, b->delta_prev);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status DenseEmit(std::vector<int64_t>* dense) {
+    const size_t n = config_.shape.param_count();
+    if (absl::Status s = LaunchAccumulate(grad_.get(), residual_.get(), n, stream_); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = LaunchDenseRound(residual_.get(), dense_out_.get(), n,
+                                          config_.fraction_bits, counters_.get(), stream_);
+        !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<uint64_t> bad = ReadCounter();
+    if (!bad.ok()) return bad.status();
+    if (*bad != ~0ull) {
+      float value = 0;
+      RECKON_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(&value, residual_.get() + *bad, sizeof(float), cudaMemcpyDeviceToHost));
+      dense->clear();
+      return absl::InvalidArgumentError(
+          absl::StrCat("residual element ", *bad, " is ", value,
+                       "; nothing was emitted (diverged training? lower the learning rate)"));
+    }
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        h_dense_.get(), dense_out_.get(), n * sizeof(int64_t), cudaMemcpyDeviceToHost, stream_));
+    if (absl::Status s = Sync(); !s.ok()) return s;
+    dense->assign(h_dense_.get(), h_dense_.get() + n);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<BatchStats> SumStats(const Batch& b, int rows) {
+    if (absl::Status s = Sync(); !s.ok()) return s;
+    BatchStats stats;
+    for (int r = 0; r < rows; ++r) {
+      stats.loss_sum += static_cast<double>(b.h_loss.get()[r]);
+      stats.correct += b.h_correct.get()[r];
+    }
+    return stats;
+  }
+
+  // Copies counters_[0] to the host (waits for the stream).
+  absl::StatusOr<uint64_t> ReadCounter() {
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_counters_.get(), counters_.get(),
+                                                sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                                stream_));
+    if (absl::Status s = Sync(); !s.ok()) return s;
+    return h_counters_.get()[0];
+  }
+
+  absl::Status Sync() {
+    RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  // Reads for the const accessors, which have no error path: a failure is
+  // printed and leaves zeros, which no healthy replica's hash matches.
+  void CopyOut(const void* device, void* host, size_t bytes) const {
+    cudaError_t err = cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(stream_);
+    if (err != cudaSuccess) {
+      std::fprintf(stderr, "reckon cuda backend: reading device memory failed: %s\n",
+                   cudaGetErrorString(err));
+      std::memset(host, 0, bytes);
+    }
+  }
+
+  BackendConfig config_;
+  DeviceInfo device_;
+  double quantum_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer<int64_t> quanta_;
+  DeviceBuffer<float> weights_, residual_, grad_, state_;
+  DeviceBuffer<unsigned long long> counters_;
+  PinnedBuffer<unsigned long long> h_counters_;
+  std::unique_ptr<ThresholdPass> pass_;
+  DeviceBuffer<int64_t> dense_out_, dense_in_;
+  PinnedBuffer<int64_t> h_dense_;
+  DeviceBuffer<uint32_t> apply_words_;
+  DeviceBuffer<uint64_t> apply_ends_;
+  DeviceBuffer<int64_t> apply_steps_;
+  PinnedBuffer<uint32_t> h_apply_words_;
+  PinnedBuffer<int64_t> h_apply_meta_;
+  Batch train_, eval_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<worker::Backend>> MakeCudaBackend(const BackendConfig& config) {
+  if (config.max_batch < 1) return absl::InvalidArgumentError("batch size must be at least 1");
+  if (config.shape.param_count() > kMaxDeviceElements) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CUDA backend holds at most 2^31 - 1 "
+                     "parameters; this model has ",
+                     config.shape.param_count()));
+  }
+  if (config.fraction_bits < 0 || config.fraction_bits > codec::kMaxFractionBits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fraction bits ", config.fraction_bits, " outside [0, 62]"));
+  }
+  absl::StatusOr<DeviceInfo> device = ProbeDevice();
+  if (!device.ok()) return device.status();
+  auto backend = std::make_unique<CudaBackend>(config, *device);
+  if (absl::Status s = backend->Init(); !s.ok()) return s;
+  return std::unique_ptr<worker::Backend>(std::move(backend));
+}
+
+}  // namespace reckon::cuda

@@ -1,0 +1,317 @@
+#include <cfloat>
+#include <climits>
+
+#include "cuda/cuda_check.h"
+#include "cuda/kernels.h"
+
+namespace reckon::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned kMaxBlocks = 1u << 16;
+
+unsigned Blocks(uint64_t n) {
+  const uint64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? (blocks == 0 ? 1 : blocks) : kMaxBlocks);
+}
+
+// Grid-stride loop over [0, n).
+#define RECKON_FOR_EACH(i, n)                                                 \
+  for (uint64_t i = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < (n); \
+       i += uint64_t{gridDim.x} * blockDim.x)
+
+__device__ __forceinline__ float Sigmoid(float z) {
+  // The CPU's T(1) / (T(1) + std::exp(-z)); expf is not correctly rounded.
+  return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z)));
+}
+
+__global__ void BiasActivationKernel(const float* __restrict__ bias, float* __restrict__ pre,
+                                     float* __restrict__ post, uint64_t n, int cols,
+                                     int activation) {
+  RECKON_FOR_EACH(i, n) {
+    const float z = __fadd_rn(pre[i], bias[i % cols]);
+    pre[i] = z;
+    if (activation == 1) post[i] = z > 0.0f ? z : 0.0f;
+    if (activation == 2) post[i] = Sigmoid(z);
+  }
+}
+
+// One thread per row: the CPU's loop, in its order.
+__global__ void SoftmaxKernel(const float* __restrict__ z, const int32_t* __restrict__ labels,
+                              int rows, int classes, float inv_batch, float* __restrict__ probs,
+                              float* __restrict__ delta, float* __restrict__ row_loss,
+                              int32_t* __restrict__ row_correct) {
+  RECKON_FOR_EACH(r, uint64_t(rows)) {
+    const float* zr = z + r * classes;
+    float* pr = probs + r * classes;
+    int best = 0;
+    for (int c = 1; c < classes; ++c) {
+      if (zr[c] > zr[best]) best = c;  // first maximum, as std::max_element
+    }
+    const float max = zr[best];
+    float sum = 0.0f;
+    for (int c = 0; c < classes; ++c) {
+      const float e = expf(__fsub_rn(zr[c], max));
+      pr[c] = e;
+      sum = __fadd_rn(sum, e);
+    }
+    for (int c = 0; c < classes; ++c) pr[c] = __fdiv_rn(pr[c], sum);
+    const int label = labels[r];
+    row_loss[r] = __fsub_rn(logf(sum), __fsub_rn(zr[label], max));
+    row_correct[r] = best == label ? 1 : 0;
+    if (delta != nullptr) {
+      float* dr = delta + r * classes;
+      for (int c = 0; c < classes; ++c) {
+        dr[c] = __fmul_rn(__fsub_rn(pr[c], c == label ? 1.0f : 0.0f), inv_batch);
+      }
+    }
+  }
+}
+
+__global__ void BiasGradientKernel(const float* __restrict__ d, int rows, int cols,
+                                   float* __restrict__ db) {
+  RECKON_FOR_EACH(c, uint64_t(cols)) {
+    float sum = 0.0f;
+    for (int r = 0; r < rows; ++r) sum = __fadd_rn(sum, d[uint64_t(r) * cols + c]);
+    db[c] = sum;
+  }
+}
+
+__global__ void ActivationBackwardKernel(const float* __restrict__ pre,
+                                         const float* __restrict__ post, float* __restrict__ d,
+                                         uint64_t n, int activation) {
+  RECKON_FOR_EACH(i, n) {
+    if (activation == 1) {
+      d[i] = pre[i] > 0.0f ? d[i] : 0.0f;
+    } else {
+      // The CPU's dp[i] *= a * (1 - a): (a * (1 - a)) first, then the product.
+      d[i] = __fmul_rn(d[i], __fmul_rn(post[i], __fsub_rn(1.0f, post[i])));
+    }
+  }
+}
+
+__global__ void OptimizerKernel(int kind, float lr, float momentum, float eps, float wd,
+                                const float* __restrict__ weights, float* __restrict__ state,
+                                float* __restrict__ g_io, uint64_t n) {
+  RECKON_FOR_EACH(i, n) {
+    float g = g_io[i];
+    if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, weights[i]));
+    float delta;
+    if (kind == 0) {
+      delta = __fmul_rn(-lr, g);
+    } else if (kind == 1) {
+      const float v = __fsub_rn(__fmul_rn(momentum, state[i]), __fmul_rn(lr, g));
+      state[i] = v;
+      delta = v;
+    } else {
+      const float h = __fadd_rn(state[i], __fmul_rn(g, g));
+      state[i] = h;
+      delta = __fdiv_rn(__fmul_rn(-lr, g), __fadd_rn(__fsqrt_rn(h), eps));
+    }
+    g_io[i] = delta;
+  }
+}
+
+__global__ void AccumulateKernel(const float* __restrict__ delta, float* __restrict__ residual,
+                                 uint64_t n) {
+  RECKON_FOR_EACH(i, n) residual[i] = __fadd_rn(residual[i], delta[i]);
+}
+
+__global__ void DenseCheckKernel(const float* __restrict__ residual, uint64_t n, int32_t limit_bits,
+                                 unsigned long long* first_bad) {
+  RECKON_FOR_EACH(i, n) {
+    if ((__float_as_int(residual[i]) & 0x7FFFFFFF) >= limit_bits) {
+      atomicMin(first_bad, static_cast<unsigned long long>(i));
+    }
+  }
+}
+
+__global__ void DenseRoundKernel(float* __restrict__ residual, int64_t* __restrict__ q_out,
+                                 uint64_t n, double scale, double quantum,
+                                 const unsigned long long* first_bad) {
+  if (*first_bad != ~0ull) return;  // all or nothing: the check found a bad value
+  RECKON_FOR_EACH(i, n) {
+    const double scaled = __dmul_rn(static_cast<double>(residual[i]), scale);
+    const int64_t q = static_cast<int64_t>(__dadd_rn(scaled, copysign(0.5, scaled)));
+    q_out[i] = q;
+    residual[i] =
+        __fsub_rn(residual[i], __double2float_rn(__dmul_rn(static_cast<double>(q), quantum)));
+  }
+}
+
+__device__ __forceinline__ float QuantaToFloat(int64_t q, double quantum) {
+  return __double2float_rn(__dmul_rn(static_cast<double>(q), quantum));
+}
+
+__global__ void RefreshWeightsKernel(const int64_t* __restrict__ quanta,
+                                     float* __restrict__ weights, uint64_t n, double quantum) {
+  RECKON_FOR_EACH(i, n) weights[i] = QuantaToFloat(quanta[i], quantum);
+}
+
+__device__ __forceinline__ bool AddOverflows(int64_t a, int64_t b) {
+  return b > 0 ? a > LLONG_MAX - b : a < LLONG_MIN - b;
+}
+
+__global__ void AddDenseKernel(const int64_t* __restrict__ delta, int64_t* __restrict__ quanta,
+                               uint64_t n, int sign, unsigned long long* overflow) {
+  RECKON_FOR_EACH(i, n) {
+    const int64_t d = sign > 0 ? delta[i] : -delta[i];  // -INT64_MIN wraps to itself: exact
+    const int64_t a = quanta[i];
+    if (sign > 0 && AddOverflows(a, d)) atomicMin(overflow, static_cast<unsigned long long>(i));
+    quanta[i] = static_cast<int64_t>(static_cast<unsigned long long>(a) +
+                                     static_cast<unsigned long long>(d));
+  }
+}
+
+__global__ void ApplyWordsKernel(const uint32_t* __restrict__ words, uint64_t total,
+                                 const uint64_t* __restrict__ ends,
+                                 const int64_t* __restrict__ steps, int messages, int sign,
+                                 int64_t* quanta, unsigned long long* overflow) {
+  RECKON_FOR_EACH(k, total) {
+    // The message holding word k: the first m with ends[m] > k.
+    int lo = 0, hi = messages - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (ends[mid] > k) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    const uint32_t w = words[k];
+    const uint32_t i = w & 0x7FFFFFFFu;
+    int64_t step = steps[lo];
+    if (w & 0x80000000u) step = -step;
+    if (sign < 0) step = -step;
+    const unsigned long long old = atomicAdd(reinterpret_cast<unsigned long long*>(quanta + i),
+                                             static_cast<unsigned long long>(step));
+    if (sign > 0 && AddOverflows(static_cast<int64_t>(old), step)) {
+      atomicMin(overflow, static_cast<unsigned long long>(i));
+    }
+  }
+}
+
+__global__ void RefreshTouchedKernel(const uint32_t* __restrict__ words, uint64_t total,
+                                     const int64_t* __restrict__ quanta,
+                                     float* __restrict__ weights, double quantum) {
+  RECKON_FOR_EACH(k, total) {
+    const uint32_t i = words[k] & 0x7FFFFFFFu;
+    weights[i] = QuantaToFloat(quanta[i], quantum);
+  }
+}
+
+#undef RECKON_FOR_EACH
+
+}  // namespace
+
+absl::Status LaunchBiasActivation(const float* bias, float* pre, float* post, int rows, int cols,
+                                  int activation, cudaStream_t stream) {
+  const uint64_t n = uint64_t(rows) * cols;
+  if (n == 0) return absl::OkStatus();
+  BiasActivationKernel<<<Blocks(n), kThreads, 0, stream>>>(bias, pre, post, n, cols, activation);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("BiasActivationKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchSoftmaxCrossEntropy(const float* z, const int32_t* labels, int rows, int classes,
+                                       float inv_batch, float* probs, float* delta, float* row_loss,
+                                       int32_t* row_correct, cudaStream_t stream) {
+  if (rows == 0) return absl::OkStatus();
+  SoftmaxKernel<<<Blocks(rows), kThreads, 0, stream>>>(z, labels, rows, classes, inv_batch, probs,
+                                                       delta, row_loss, row_correct);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("SoftmaxKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchBiasGradient(const float* d, int rows, int cols, float* db,
+                                cudaStream_t stream) {
+  if (cols == 0) return absl::OkStatus();
+  BiasGradientKernel<<<Blocks(cols), kThreads, 0, stream>>>(d, rows, cols, db);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("BiasGradientKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchActivationBackward(const float* pre, const float* post, float* d, size_t n,
+                                      int activation, cudaStream_t stream) {
+  if (n == 0) return absl::OkStatus();
+  ActivationBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(pre, post, d, n, activation);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("ActivationBackwardKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchOptimizerDelta(int kind, float lr, float momentum, float eps, float weight_decay,
+                                  const float* weights, float* state, float* grad_to_delta,
+                                  size_t n, cudaStream_t stream) {
+  if (n == 0) return absl::OkStatus();
+  OptimizerKernel<<<Blocks(n), kThreads, 0, stream>>>(kind, lr, momentum, eps, weight_decay,
+                                                      weights, state, grad_to_delta, n);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("OptimizerKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchAccumulate(const float* delta, float* residual, size_t n, cudaStream_t stream) {
+  if (n == 0) return absl::OkStatus();
+  AccumulateKernel<<<Blocks(n), kThreads, 0, stream>>>(delta, residual, n);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("AccumulateKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchDenseRound(float* residual, int64_t* quanta_out, size_t n, int fraction_bits,
+                              unsigned long long* first_bad, cudaStream_t stream) {
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(first_bad, 0xFF, sizeof(*first_bad), stream));
+  if (n == 0) return absl::OkStatus();
+  const float limit = ldexpf(1.0f, 62 - fraction_bits);
+  int32_t limit_bits;
+  static_assert(sizeof(limit_bits) == sizeof(limit));
+  memcpy(&limit_bits, &limit, sizeof(limit));
+  DenseCheckKernel<<<Blocks(n), kThreads, 0, stream>>>(residual, n, limit_bits, first_bad);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("DenseCheckKernel");
+  DenseRoundKernel<<<Blocks(n), kThreads, 0, stream>>>(
+      residual, quanta_out, n, ldexp(1.0, fraction_bits), ldexp(1.0, -fraction_bits), first_bad);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("DenseRoundKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchRefreshWeights(const int64_t* quanta, float* weights, size_t n, double quantum,
+                                  cudaStream_t stream) {
+  if (n == 0) return absl::OkStatus();
+  RefreshWeightsKernel<<<Blocks(n), kThreads, 0, stream>>>(quanta, weights, n, quantum);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("RefreshWeightsKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n, int sign,
+                            unsigned long long* overflow, cudaStream_t stream) {
+  if (sign > 0) {
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(overflow, 0xFF, sizeof(*overflow), stream));
+  }
+  if (n == 0) return absl::OkStatus();
+  AddDenseKernel<<<Blocks(n), kThreads, 0, stream>>>(delta, quanta, n, sign, overflow);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("AddDenseKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchApplyWords(const uint32_t* words, uint64_t total_words, const uint64_t* ends,
+                              const int64_t* steps, int messages, int sign, int64_t* quanta,
+                              unsigned long long* overflow, cudaStream_t stream) {
+  if (sign > 0) {
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(overflow, 0xFF, sizeof(*overflow), stream));
+  }
+  if (total_words == 0 || messages == 0) return absl::OkStatus();
+  ApplyWordsKernel<<<Blocks(total_words), kThreads, 0, stream>>>(words, total_words, ends, steps,
+                                                                 messages, sign, quanta, overflow);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("ApplyWordsKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchRefreshTouched(const uint32_t* words, uint64_t total_words,
+                                  const int64_t* quanta, float* weights, double quantum,
+                                  cudaStream_t stream) {
+  if (total_words == 0) return absl::OkStatus();
+  RefreshTouchedKernel<<<Blocks(total_words), kThreads, 0, stream>>>(words, total_words, quanta,
+                                                                     weights, quantum);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("RefreshTouchedKernel");
+  return absl::OkStatus();
+}
+
+}  // namespace reckon::cuda

@@ -1,0 +1,99 @@
+// The CUDA backend's elementwise kernels: the training step around the
+// cuBLAS GEMMs, the optimizers, dense-mode rounding and the batched apply.
+// Each has a CPU twin (worker/mlp_math.cc, worker/optimizer.cc,
+// worker/cpu_backend.cc, codec/fixed_point.cc) and is tested against it
+// (tests/cuda_kernels_test.cc):
+//   bit-exact: optimizer deltas, dense rounding, apply and the weight
+//     refresh, bias gradients, activations (IEEE _rn intrinsics, no
+//     contraction, the CPU's operation order);
+//   within a stated relative error: softmax and loss (expf/logf are not
+//     correctly rounded on either side).
+//
+// Every launcher enqueues on `stream`, returns the launch status at once and
+// takes device pointers unless a name says h_. Row-major matrices, as on
+// the CPU. Plain pointers and C++17 only: nvcc compiles this header.
+#ifndef RECKON_CUDA_KERNELS_H_
+#define RECKON_CUDA_KERNELS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace reckon::cuda {
+
+// pre[r][c] += bias[c] (after a GEMM with beta = 0); then post = relu(pre)
+// or sigmoid(pre) when `activation` is 1 (relu) or 2 (sigmoid); 0 leaves
+// post alone (the output layer, whose softmax follows).
+absl::Status LaunchBiasActivation(const float* bias, float* pre, float* post, int rows, int cols,
+                                  int activation, cudaStream_t stream);
+
+// Row-wise softmax of z into probs, and per row: -log p(label) into
+// row_loss and (argmax == label) into row_correct. When delta is not null
+// it receives (probs - onehot(label)) * inv_batch, the output layer's dL/dz
+// for the mean loss. Labels outside [0, classes) are the caller's to reject.
+absl::Status LaunchSoftmaxCrossEntropy(const float* z, const int32_t* labels, int rows, int classes,
+                                       float inv_batch, float* probs, float* delta, float* row_loss,
+                                       int32_t* row_correct, cudaStream_t stream);
+
+// db[c] = sum over r (in order r = 0, 1, ...) of d[r][c].
+absl::Status LaunchBiasGradient(const float* d, int rows, int cols, float* db, cudaStream_t stream);
+
+// d[i] *= activation'(pre[i]) (relu: pre > 0 ? d : 0; sigmoid: d * post
+// * (1 - post)), for the layer below the one whose delta was propagated.
+absl::Status LaunchActivationBackward(const float* pre, const float* post, float* d, size_t n,
+                                      int activation, cudaStream_t stream);
+
+// The optimizer's delta, in place of the gradient (worker::AccumulateDelta
+// without the final residual add, which the threshold pass does):
+//   g = grad + weight_decay * weights   (weights only read when wd != 0)
+//   kind 0 sgd:      delta = -lr g
+//   kind 1 momentum: v = momentum v - lr g; delta = v
+//   kind 2 adagrad:  h += g^2; delta = -lr g / (sqrt(h) + eps)
+absl::Status LaunchOptimizerDelta(int kind, float lr, float momentum, float eps, float weight_decay,
+                                  const float* weights, float* state, float* grad_to_delta,
+                                  size_t n, cudaStream_t stream);
+
+// residual[i] += delta[i] (dense mode's accumulate; threshold mode's is fused
+// into the threshold pass).
+absl::Status LaunchAccumulate(const float* delta, float* residual, size_t n, cudaStream_t stream);
+
+// Dense mode, all or nothing like the CPU backend: first every |residual|
+// must be below 2^(62 - fraction_bits) and finite, else *first_bad (set to
+// ~0 beforehand by this launcher) gets the lowest bad index and nothing else
+// changes; then each residual is rounded to the nearest quantum (half away
+// from zero) into quanta_out, and what rounding left stays in the residual.
+absl::Status LaunchDenseRound(float* residual, int64_t* quanta_out, size_t n, int fraction_bits,
+                              unsigned long long* first_bad, cudaStream_t stream);
+
+// weights[i] = (float)((double)quanta[i] * quantum) for every i.
+absl::Status LaunchRefreshWeights(const int64_t* quanta, float* weights, size_t n, double quantum,
+                                  cudaStream_t stream);
+
+// quanta[i] += delta[i] with wrap-around; *overflow (set to ~0 beforehand)
+// gets the lowest index whose signed sum overflowed. `sign` -1 takes a
+// previous call back exactly (wrapping addition is reversible).
+absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n, int sign,
+                            unsigned long long* overflow, cudaStream_t stream);
+
+// The batched apply: message m covers words [ends[m-1], ends[m]) (ends[-1]
+// = 0) and moves each word's parameter by +-steps[m] quanta (sign bit set:
+// minus), times `sign` (+1 apply, -1 take back exactly). Words of different
+// messages may touch the same parameter: the adds are atomic, so the sum
+// does not depend on the order. *overflow (set to ~0 beforehand when sign
+// is +1) gets the lowest index whose signed sum overflowed along the way.
+// The float copy is not touched: LaunchRefreshTouched follows.
+absl::Status LaunchApplyWords(const uint32_t* words, uint64_t total_words, const uint64_t* ends,
+                              const int64_t* steps, int messages, int sign, int64_t* quanta,
+                              unsigned long long* overflow, cudaStream_t stream);
+
+// weights[i] = (float)((double)quanta[i] * quantum) for every word's index.
+absl::Status LaunchRefreshTouched(const uint32_t* words, uint64_t total_words,
+                                  const int64_t* quanta, float* weights, double quantum,
+                                  cudaStream_t stream);
+
+}  // namespace reckon::cuda
+
+#endif  // RECKON_CUDA_KERNELS_H_
