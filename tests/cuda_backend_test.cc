@@ -1,0 +1,301 @@
+// The CUDA backend against its CPU twins. Every test skips, printing why,
+// where no GPU answers (CI, developer machines); on a GPU they state their
+// bounds:
+//   - the threshold pass (both compaction methods) and the batched apply are
+//     bit-exact with codec::QuantizeResidual and FixedPointReplica::Apply;
+//   - a dense-mode training step matches the CPU backend's emitted quanta
+//     within a relative error of 1e-4 of the largest (cuBLAS and OpenBLAS
+//     sum the GEMMs in different orders; expf/logf differ in the last bit);
+//   - a short Fashion-MNIST run reaches the CPU backend's accuracy within
+//     1.5 points.
+#include "cuda/cuda_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <regex>
+
+#include "codec/fixed_point.h"
+#include "codec/quantizer.h"
+#include "cuda/device.h"
+#include "cuda/threshold_pass.h"
+#include "tests/test_process.h"
+#include "tests/test_util.h"
+#include "worker/backend.h"
+#include "worker/model.h"
+
+namespace reckon::cuda {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                          \
+  do {                                                                              \
+    const absl::StatusOr<DeviceInfo> device = ProbeDevice();                        \
+    if (!device.ok()) GTEST_SKIP() << "no GPU here: " << device.status().message(); \
+  } while (0)
+
+// Device copies for a test, freed at scope exit.
+template <typename T>
+struct DeviceArray {
+  explicit DeviceArray(const std::vector<T>& host) : n(host.size()) {
+    EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+    if (n > 0) {
+      EXPECT_EQ(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+  }
+  ~DeviceArray() { cudaFree(ptr); }
+  std::vector<T> Read() const {
+    std::vector<T> host(n);
+    if (n > 0) {
+      EXPECT_EQ(cudaMemcpy(host.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    return host;
+  }
+  T* ptr = nullptr;
+  size_t n;
+};
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+enum class Fill { kRandom, kZero, kAllAbove, kExactlyTau };
+
+std::vector<float> MakeValues(size_t n, float tau, Fill fill, uint64_t seed) {
+  std::vector<float> v(n, 0.0f);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 2.0f * tau);
+  for (size_t i = 0; i < n; ++i) {
+    switch (fill) {
+      case Fill::kRandom:
+        // A mix: small values, values around +-tau, and exactly +-tau.
+        v[i] = (i % 97 == 0) ? ((i & 1) ? tau : -tau) : normal(rng);
+        break;
+      case Fill::kZero:
+        break;
+      case Fill::kAllAbove:
+        v[i] = (i & 1) ? 3.5f * tau : -1.25f * tau;
+        break;
+      case Fill::kExactlyTau:
+        v[i] = (i & 1) ? tau : -tau;
+        break;
+    }
+  }
+  return v;
+}
+
+// residual += delta; QuantizeResidual: the CPU twin of one device pass.
+void CpuPass(std::vector<float>& residual, const std::vector<float>& delta,
+             const codec::ThresholdStep& step, std::vector<uint32_t>* words) {
+  for (size_t i = 0; i < residual.size(); ++i) residual[i] += delta[i];
+  ASSERT_TRUE(codec::QuantizeResidual(residual, step, words).ok());
+}
+
+class ThresholdPassTest : public ::testing::TestWithParam<CompactionMethod> {};
+
+TEST_P(ThresholdPassTest, BitExactWithTheCpuQuantizer) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<size_t> sizes = {0, 1, 31, 32, 33, (size_t{1} << 20) + 7, 14'600'000};
+  for (const double threshold : {0.001, 0.01, 0.05}) {
+    const absl::StatusOr<codec::ThresholdStep> step = codec::MakeThresholdStep(threshold, 32);
+    ASSERT_TRUE(step.ok());
+    for (const size_t n : sizes) {
+      for (const Fill fill : {Fill::kRandom, Fill::kZero, Fill::kAllAbove, Fill::kExactlyTau}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "tau " << step->tau << " n " << n << " fill " << int(fill));
+        std::vector<float> residual = MakeValues(n, step->tau, fill, n + 1);
+        // Random deltas with random residuals; none where the fill is the
+        // point (exactly +-tau, all above, all zero).
+        const std::vector<float> delta = fill == Fill::kRandom
+                                             ? MakeValues(n, step->tau / 3, Fill::kRandom, n + 2)
+                                             : std::vector<float>(n, 0.0f);
+        DeviceArray<float> d_residual(residual), d_delta(delta);
+        absl::StatusOr<std::unique_ptr<ThresholdPass>> pass =
+            ThresholdPass::Create(n, GetParam(), nullptr);
+        ASSERT_TRUE(pass.ok()) << pass.status();
+        ASSERT_TRUE((*pass)->Launch(d_delta.ptr, d_residual.ptr, n, step->tau).ok());
+        std::vector<uint32_t> gpu_words;
+        ASSERT_TRUE((*pass)->Finish(&gpu_words).ok());
+        std::vector<uint32_t> cpu_words;
+        CpuPass(residual, delta, *step, &cpu_words);
+        EXPECT_EQ(gpu_words, cpu_words);
+        EXPECT_TRUE(SameBits(d_residual.Read(), residual)) << "residuals differ";
+        if (fill == Fill::kAllAbove) {
+          EXPECT_EQ(gpu_words.size(), n);
+        }
+        if (fill == Fill::kZero) {
+          EXPECT_TRUE(gpu_words.empty());
+        }
+      }
+    }
+  }
+}
+
+TEST_P(ThresholdPassTest, NanOrInfEmitsNothingAndKeepsTheResidual) {
+  SKIP_WITHOUT_GPU();
+  const absl::StatusOr<codec::ThresholdStep> step = codec::MakeThresholdStep(0.01, 32);
+  const size_t n = 100'003;
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    std::vector<float> residual = MakeValues(n, step->tau, Fill::kAllAbove, 7);
+    std::vector<float> delta(n, 0.0f);
+    residual[77'777] = bad;
+    residual[90'000] = bad;
+    DeviceArray<float> d_residual(residual), d_delta(delta);
+    absl::StatusOr<std::unique_ptr<ThresholdPass>> pass =
+        ThresholdPass::Create(n, GetParam(), nullptr);
+    ASSERT_TRUE(pass.ok());
+    ASSERT_TRUE((*pass)->Launch(d_delta.ptr, d_residual.ptr, n, step->tau).ok());
+    std::vector<uint32_t> words = {1, 2, 3};
+    const absl::Status s = (*pass)->Finish(&words);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("residual element 77777"), std::string_view::npos) << s;
+    EXPECT_TRUE(words.empty());
+    EXPECT_TRUE(SameBits(d_residual.Read(), residual)) << "the residual changed";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, ThresholdPassTest,
+                         ::testing::Values(CompactionMethod::kCubSelect,
+                                           CompactionMethod::kSinglePass),
+                         [](const auto& info) {
+                           return info.param == CompactionMethod::kCubSelect ? "CubSelect"
+                                                                             : "SinglePass";
+                         });
+
+worker::BackendConfig SmallConfig(worker::UpdateMode mode) {
+  worker::BackendConfig config;
+  config.shape = *worker::ModelShape::Parse("784,64,10", "relu");
+  config.optimizer.kind = worker::OptimizerKind::kMomentum;
+  config.mode = mode;
+  config.step = *codec::MakeThresholdStep(0.01, 32);
+  config.max_batch = 100;
+  config.threads = 1;
+  return config;
+}
+
+TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
+  SKIP_WITHOUT_GPU();
+  const worker::BackendConfig config = SmallConfig(worker::UpdateMode::kThreshold);
+  const uint64_t n = config.shape.param_count();
+  absl::StatusOr<codec::FixedPointReplica> cpu = codec::FixedPointReplica::Create(n, 32);
+  ASSERT_TRUE(worker::InitializeModel(config.shape, 1, &*cpu).ok());
+  absl::StatusOr<std::unique_ptr<worker::Backend>> gpu = MakeCudaBackend(config);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE((*gpu)->LoadWeights(cpu->quanta()).ok());
+  // 50 messages from "many peers", overlapping indices, different steps.
+  std::vector<std::vector<uint32_t>> sets;
+  std::vector<worker::UpdateRef> refs;
+  for (int m = 0; m < 50; ++m) {
+    sets.push_back(::reckon::testing::RandomUpdates(500 + 37 * m, n, 100 + m, m % 7 == 0));
+  }
+  for (int m = 0; m < 50; ++m) {
+    const int64_t step = int64_t{1} << (20 + m % 5);
+    refs.push_back({step, sets[m]});
+    ASSERT_TRUE(cpu->Apply(step, sets[m]).ok());
+  }
+  ASSERT_TRUE((*gpu)->ApplyUpdateBatch(refs).ok());
+  EXPECT_EQ((*gpu)->WeightHash(), cpu->WeightHash());
+  const std::vector<int64_t> q = (*gpu)->ReadWeights();
+  EXPECT_TRUE(std::equal(q.begin(), q.end(), cpu->quanta().begin()));
+
+  // A word past the end: refused, nothing applied.
+  std::vector<uint32_t> bad = {0, 5, uint32_t(n)};
+  const std::string before = (*gpu)->WeightHash();
+  const worker::UpdateRef both[] = {{1 << 20, sets[0]}, {1 << 20, bad}};
+  EXPECT_EQ((*gpu)->ApplyUpdateBatch(both).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*gpu)->WeightHash(), before);
+
+  // An overflowing sum: refused, everything taken back exactly.
+  std::vector<int64_t> near_max(n, 0);
+  near_max[3] = std::numeric_limits<int64_t>::max() - 10;
+  ASSERT_TRUE((*gpu)->LoadWeights(near_max).ok());
+  const std::vector<uint32_t> up = {1, 3, 9};
+  const worker::UpdateRef overflow[] = {{1 << 20, sets[1]}, {100, up}};
+  const absl::Status s = (*gpu)->ApplyUpdateBatch(overflow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("parameter 3"), std::string_view::npos) << s;
+  EXPECT_EQ((*gpu)->ReadWeights(), near_max);
+}
+
+TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
+  SKIP_WITHOUT_GPU();
+  for (const auto kind : {worker::OptimizerKind::kSgd, worker::OptimizerKind::kMomentum,
+                          worker::OptimizerKind::kAdagrad}) {
+    worker::BackendConfig config = SmallConfig(worker::UpdateMode::kDense);
+    config.optimizer.kind = kind;
+    config.optimizer.weight_decay = 1e-4;
+    const uint64_t n = config.shape.param_count();
+    absl::StatusOr<codec::FixedPointReplica> init = codec::FixedPointReplica::Create(n, 32);
+    ASSERT_TRUE(worker::InitializeModel(config.shape, 3, &*init).ok());
+    absl::StatusOr<std::unique_ptr<worker::Backend>> cpu = worker::MakeCpuBackend(config);
+    absl::StatusOr<std::unique_ptr<worker::Backend>> gpu = MakeCudaBackend(config);
+    ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status();
+    ASSERT_TRUE((*cpu)->LoadWeights(init->quanta()).ok());
+    ASSERT_TRUE((*gpu)->LoadWeights(init->quanta()).ok());
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+    std::vector<float> images(100 * 784);
+    std::vector<int32_t> labels(100);
+    for (float& x : images) x = pixel(rng);
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
+    for (int step = 0; step < 3; ++step) {
+      worker::Emission a, b;
+      absl::StatusOr<worker::BatchStats> sa =
+          (*cpu)->TrainStep(images.data(), labels.data(), 100, 0.05f, &a);
+      absl::StatusOr<worker::BatchStats> sb =
+          (*gpu)->TrainStep(images.data(), labels.data(), 100, 0.05f, &b);
+      ASSERT_TRUE(sa.ok() && sb.ok()) << sb.status();
+      EXPECT_NEAR(sb->loss_sum, sa->loss_sum, 1e-4 * std::abs(sa->loss_sum));
+      ASSERT_EQ(a.dense.size(), b.dense.size());
+      int64_t largest = 1;
+      for (const int64_t q : a.dense) largest = std::max(largest, std::abs(q));
+      for (size_t i = 0; i < a.dense.size(); ++i) {
+        ASSERT_NEAR(double(b.dense[i]), double(a.dense[i]), 1e-4 * double(largest))
+            << "parameter " << i << " step " << step;
+      }
+      // Both apply the CPU's emission, so the replicas stay equal and the
+      // next step compares the ops again from the same weights.
+      ASSERT_TRUE((*cpu)->ApplyDense(a.dense).ok());
+      ASSERT_TRUE((*gpu)->ApplyDense(a.dense).ok());
+      EXPECT_EQ((*gpu)->WeightHash(), (*cpu)->WeightHash());
+    }
+    const worker::BatchStats ea = (*cpu)->Evaluate(images.data(), labels.data(), 100);
+    const worker::BatchStats eb = (*gpu)->Evaluate(images.data(), labels.data(), 100);
+    EXPECT_NEAR(eb.loss_sum, ea.loss_sum, 1e-4 * std::abs(ea.loss_sum));
+    EXPECT_NEAR(eb.correct, ea.correct, 1);
+  }
+}
+
+double TestAccuracy(const std::string& summary_json) {
+  std::smatch m;
+  static const std::regex re("\"test_accuracy\": ([0-9.eE+-]+)");
+  if (!std::regex_search(summary_json, m, re)) return -1;
+  return std::stod(m[1]);
+}
+
+TEST(CudaBackend, FashionMnistRunMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  ::reckon::testing::ScratchDir dir;
+  double accuracy[2] = {0, 0};
+  const char* backends[2] = {"cpu", "cuda"};
+  for (int b = 0; b < 2; ++b) {
+    const std::string summary = (dir / (std::string(backends[b]) + ".json")).string();
+    ::reckon::testing::ProcessResult r = ::reckon::testing::RunProcess(
+        RECKON_WORKER_PATH,
+        {"--standalone", "--backend", backends[b], "--epochs=2", "--layers=784,256,10",
+         "--summary-json=" + summary, "--data_dir", "/usr/share/datasets/fashion-mnist",
+         "--progress=off"},
+        dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(std::string("backend ") + backends[b]), std::string::npos) << r.out;
+    accuracy[b] = TestAccuracy(::reckon::testing::ReadWholeFile(summary));
+  }
+  std::printf("2 epochs, threshold mode: cpu %.2f%%, cuda %.2f%%\n", 100 * accuracy[0],
+              100 * accuracy[1]);
+  EXPECT_GT(accuracy[0], 0.80);
+  EXPECT_NEAR(accuracy[1], accuracy[0], 0.015);
+}
+
+}  // namespace
+}  // namespace reckon::cuda
