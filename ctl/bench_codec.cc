@@ -192,12 +192,15 @@ absl::StatusOr<Row> Measure(uint64_t params, double p, const Timer& timer, uint6
 }  // namespace
 
 int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  if (!args.empty() && args[0] == "train") return RunBenchTrain({args.begin() + 1, args.end()}, out, err);
+  if (!args.empty() && args[0] == "train")
+    return RunBenchTrain({args.begin() + 1, args.end()}, out, err);
+  if (!args.empty() && args[0] == "gpu")
+    return RunBenchGpu({args.begin() + 1, args.end()}, out, err);
   if (!args.empty() && args[0] == "transport") {
     return RunBenchTransport({args.begin() + 1, args.end()}, out, err);
   }
   if (args.empty() || args[0] != "codec") {
-    err << "usage: reckonctl bench codec|train [flags] (--help for flags)\n";
+    err << "usage: reckonctl bench codec|train|transport|gpu [flags] (--help for flags)\n";
     return kExitUsage;
   }
   bool json = false;

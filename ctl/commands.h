@@ -35,6 +35,10 @@ int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, st
 // latency, step time with gossip on and off.
 int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// reckonctl bench gpu: the CUDA threshold pass against memcpy and
+// cub::DeviceSelect, its share of a training step, FLOP/s, apply rate.
+int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 }  // namespace reckon::ctl
 
 #endif  // RECKON_CTL_COMMANDS_H_

@@ -111,6 +111,13 @@ class ThresholdPass {
   bool launched_ = false;
 };
 
+// The benchmark's reference (`reckonctl bench gpu`): plain
+// cub::DeviceSelect::If keeping the residual values with |r| >= tau, on the
+// residual alone (no delta, no residual update, no words). Best seconds of
+// `reps` runs, timed with CUDA events; temp storage allocated outside them.
+absl::StatusOr<double> TimeSelectIfOnResidual(const float* d_residual, uint64_t n, float tau,
+                                              int reps);
+
 }  // namespace reckon::cuda
 
 #endif  // RECKON_CUDA_THRESHOLD_PASS_H_
