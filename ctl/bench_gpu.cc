@@ -29,6 +29,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
+#include "cuda/event_timer.h"
 #include "cuda/kernels.h"
 #include "cuda/threshold_pass.h"
 #endif
@@ -38,32 +39,11 @@ namespace reckon::ctl {
 #if RECKON_HAVE_CUDA
 namespace {
 
+// Best-of-reps timing with CUDA events (cuda/event_timer.h).
 struct Timer {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  Timer() {
-    cudaEventCreate(&start);
-    cudaEventCreate(&stop);
-  }
-  ~Timer() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-  // Best seconds of `reps` runs of fn (which enqueues on the default
-  // stream); `before` runs untimed ahead of each.
   template <typename Before, typename Fn>
   absl::StatusOr<double> Best(int reps, Before before, Fn fn) {
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      RECKON_RETURN_IF_ERROR(before());
-      RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(start));
-      RECKON_RETURN_IF_ERROR(fn());
-      RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop));
-      RECKON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-      float ms = 0;
-      RECKON_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-      best = std::min(best, ms / 1e3);
-    }
-    return best;
+    return cuda::BestEventSeconds(reps, before, fn);
   }
 };
 

@@ -34,56 +34,52 @@ using worker::Emission;
 using worker::OptimizerKind;
 using worker::UpdateMode;
 
-template <typename T>
-class DeviceBuffer {
+enum class Memory { kDevice, kPinnedHost };
+
+// A growable buffer in device memory or pinned host memory. Resize keeps
+// nothing (callers refill); it allocates only when asked for more.
+template <typename T, Memory kWhere>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(ptr_); }
+  CudaBuffer() = default;
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
+  ~CudaBuffer() { Free(); }
   absl::Status Resize(size_t n) {
     if (n <= size_ && ptr_ != nullptr) return absl::OkStatus();
-    cudaFree(ptr_);
-    ptr_ = nullptr;
-    size_ = 0;
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T)));
+    Free();
+    const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
+    if constexpr (kWhere == Memory::kDevice) {
+      RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr_, bytes));
+    } else {
+      RECKON_CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, bytes));
+    }
     size_ = n;
     return absl::OkStatus();
   }
   T* get() const { return ptr_; }
-  size_t size() const { return size_; }
-  friend void swap(DeviceBuffer& a, DeviceBuffer& b) noexcept {
+  friend void swap(CudaBuffer& a, CudaBuffer& b) noexcept {
     std::swap(a.ptr_, b.ptr_);
     std::swap(a.size_, b.size_);
   }
 
  private:
-  T* ptr_ = nullptr;
-  size_t size_ = 0;
-};
-
-template <typename T>
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { cudaFreeHost(ptr_); }
-  absl::Status Resize(size_t n) {
-    if (n <= size_ && ptr_ != nullptr) return absl::OkStatus();
-    cudaFreeHost(ptr_);
+  void Free() {
+    if constexpr (kWhere == Memory::kDevice) {
+      cudaFree(ptr_);
+    } else {
+      cudaFreeHost(ptr_);
+    }
     ptr_ = nullptr;
     size_ = 0;
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, std::max<size_t>(n, 1) * sizeof(T)));
-    size_ = n;
-    return absl::OkStatus();
   }
-  T* get() const { return ptr_; }
-
- private:
   T* ptr_ = nullptr;
   size_t size_ = 0;
 };
+template <typename T>
+using DeviceBuffer = CudaBuffer<T, Memory::kDevice>;
+template <typename T>
+using PinnedBuffer = CudaBuffer<T, Memory::kPinnedHost>;
 
 int ActivationCode(Activation a) { return a == Activation::kRelu ? 1 : 2; }
 

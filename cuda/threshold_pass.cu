@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cuda/cuda_check.h"
+#include "cuda/event_timer.h"
 #include "cuda/threshold_pass.h"
 
 namespace reckon::cuda {
@@ -336,35 +337,25 @@ absl::StatusOr<double> TimeSelectIfOnResidual(const float* d_residual, uint64_t 
   unsigned long long* d_count = nullptr;
   void* d_temp = nullptr;
   size_t temp_bytes = 0;
-  cudaEvent_t start = nullptr, stop = nullptr;
   auto run = [&]() -> absl::StatusOr<double> {
     RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_out, std::max<uint64_t>(n, 1) * sizeof(float)));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_count, sizeof(unsigned long long)));
     RECKON_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
         nullptr, temp_bytes, d_residual, d_out, d_count, static_cast<int64_t>(n), AtLeastTau{tau}));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_temp, std::max<size_t>(temp_bytes, 1)));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-    double best = 1e30;
-    for (int rep = 0; rep < reps; ++rep) {
-      size_t bytes = temp_bytes;
-      RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(start));
-      RECKON_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(d_temp, bytes, d_residual, d_out, d_count,
-                                                        static_cast<int64_t>(n), AtLeastTau{tau}));
-      RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop));
-      RECKON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-      float ms = 0;
-      RECKON_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-      best = std::min(best, ms / 1e3);
-    }
-    return best;
+    return BestEventSeconds(
+        reps, [] { return absl::OkStatus(); },
+        [&]() -> absl::Status {
+          size_t bytes = temp_bytes;
+          RECKON_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
+              d_temp, bytes, d_residual, d_out, d_count, static_cast<int64_t>(n), AtLeastTau{tau}));
+          return absl::OkStatus();
+        });
   };
   absl::StatusOr<double> seconds = run();
   cudaFree(d_out);
   cudaFree(d_count);
   cudaFree(d_temp);
-  if (start != nullptr) cudaEventDestroy(start);
-  if (stop != nullptr) cudaEventDestroy(stop);
   return seconds;
 }
 

@@ -201,15 +201,17 @@ TEST(GossipCluster, KilledWorkerRejoinsFromSnapshot) {
 // 3. A worker that joins late catches up (snapshot) and ends identical.
 TEST(GossipCluster, LateJoinerCatchesUp) {
   Cluster c(3);
-  c.Start(0, 3, {"--max-steps", "400", "--epochs", "2"});
-  c.Start(1, 3, {"--max-steps", "400", "--epochs", "2"});
+  // w0 and w1 must still be there when w2 has started (a process start is
+  // 1-2 s here: libraries, the dataset): ~1,100 steps of margin.
+  c.Start(0, 3, {"--max-steps", "1200", "--epochs", "8"});
+  c.Start(1, 3, {"--max-steps", "1200", "--epochs", "8"});
   ASSERT_TRUE(c.WaitForSteps(0, 80)) << c.Err(0);
   c.Start(2, 3, {"--max-steps", "80"});
   for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
   c.ExpectIdentical({0, 1, 2});
   EXPECT_EQ(Counter(c.Summary(2), "snapshots_loaded"), 1) << c.Summary(2);
   for (const auto& [origin, seq] : Versions(c.Summary(2))) {
-    EXPECT_EQ(seq, origin.rfind("w2#", 0) == 0 ? 80u : 400u) << origin;
+    EXPECT_EQ(seq, origin.rfind("w2#", 0) == 0 ? 80u : 1200u) << origin;
   }
 }
 
@@ -262,10 +264,12 @@ TEST(GossipCluster, DuplicatedReorderedDelayedUpdatesAppliedOnce) {
 // clear error and the node it contacted logs why.
 TEST(GossipCluster, PeerWithAnotherFingerprintIsRefused) {
   Cluster c(2);
-  c.Start(0, 2, {"--max-steps", "300"});
+  // w0 trains until told to stop, so it is surely there when w1 arrives.
+  c.Start(0, 2, {"--max-steps", "100000", "--epochs", "1000"});
   ASSERT_TRUE(c.WaitForSteps(0, 5)) << c.Err(0);
   c.Start(1, 2, {"--max-steps", "50", "--layers", "784,64,10"});
   EXPECT_EQ(c.Wait(1, seconds(60)), 1) << c.Err(1);
+  c.process(0).Signal(SIGTERM);  // stop, leave, exit 0
   const std::string reason =
       "cluster fingerprint mismatch: model is 784,64,10/relu on 'w1' but 784,128,10/relu on 'w0'";
   EXPECT_NE(c.Err(1).find("refused by peer " + c.address(0) + ": "), std::string::npos) << c.Err(1);
