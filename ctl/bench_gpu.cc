@@ -39,14 +39,6 @@ namespace reckon::ctl {
 #if RECKON_HAVE_CUDA
 namespace {
 
-// Best-of-reps timing with CUDA events (cuda/event_timer.h).
-struct Timer {
-  template <typename Before, typename Fn>
-  absl::StatusOr<double> Best(int reps, Before before, Fn fn) {
-    return cuda::BestEventSeconds(reps, before, fn);
-  }
-};
-
 struct SizeRow {
   uint64_t params = 0;
   uint64_t emitted = 0;
@@ -80,9 +72,8 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
   RECKON_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(pristine.ptr, residual.data(), n * sizeof(float), cudaMemcpyHostToDevice));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemset(delta.ptr, 0, n * sizeof(float)));
-  Timer timer;
   auto nothing = [] { return absl::OkStatus(); };
-  absl::StatusOr<double> memcpy_s = timer.Best(reps, nothing, [&]() -> absl::Status {
+  absl::StatusOr<double> memcpy_s = cuda::BestEventSeconds(reps, nothing, [&]() -> absl::Status {
     RECKON_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(copy.ptr, pristine.ptr, n * sizeof(float), cudaMemcpyDeviceToDevice));
     return absl::OkStatus();
@@ -100,8 +91,8 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
     absl::StatusOr<std::unique_ptr<cuda::ThresholdPass>> pass =
         cuda::ThresholdPass::Create(n, methods[m], nullptr);
     if (!pass.ok()) return pass.status();
-    absl::StatusOr<double> s =
-        timer.Best(reps, reset, [&] { return (*pass)->Launch(delta.ptr, work.ptr, n, tau); });
+    absl::StatusOr<double> s = cuda::BestEventSeconds(
+        reps, reset, [&] { return (*pass)->Launch(delta.ptr, work.ptr, n, tau); });
     if (!s.ok()) return s.status();
     absl::StatusOr<uint64_t> count = (*pass)->FinishOnDevice();
     if (!count.ok()) return count.status();
@@ -136,7 +127,7 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
       cudaMemcpy(steps.ptr, h_steps.data(), 8 * sizeof(int64_t), cudaMemcpyHostToDevice));
   RECKON_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(ends.ptr, h_ends.data(), 8 * sizeof(uint64_t), cudaMemcpyHostToDevice));
-  absl::StatusOr<double> apply_s = timer.Best(reps, nothing, [&]() -> absl::Status {
+  absl::StatusOr<double> apply_s = cuda::BestEventSeconds(reps, nothing, [&]() -> absl::Status {
     RECKON_RETURN_IF_ERROR(cuda::LaunchApplyWords((*pass)->device_words(), *count, ends.ptr,
                                                   steps.ptr, 8, +1, quanta.ptr, overflow.ptr,
                                                   nullptr));
@@ -199,9 +190,8 @@ absl::StatusOr<StepRow> MeasureStep(int reps) {
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&a.ptr, 2048 * 2048 * sizeof(float)));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.ptr, 2048 * 2048 * sizeof(float)));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&c.ptr, 2048 * 2048 * sizeof(float)));
-  Timer timer;
   const float one = 1, zero = 0;
-  absl::StatusOr<double> gemm_s = timer.Best(
+  absl::StatusOr<double> gemm_s = cuda::BestEventSeconds(
       reps, [] { return absl::OkStatus(); },
       [&]() -> absl::Status {
         for (size_t l = 0; l < layers.size(); ++l) {

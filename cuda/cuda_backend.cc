@@ -270,26 +270,24 @@ class CudaBackend final : public worker::Backend {
         apply_ends_.get(), ends, messages * sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         apply_steps_.get(), steps, messages * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
-    auto apply = [&](int sign) {
-      return LaunchApplyWords(apply_words_.get(), total, apply_ends_.get(), apply_steps_.get(),
-                              static_cast<int>(messages), sign, quanta_.get(), counters_.get(),
-                              stream_);
+    // Apply, refresh the touched floats and read the overflow flag with one
+    // wait; on overflow, the same two launches with the opposite sign take
+    // everything back exactly.
+    auto apply_and_refresh = [&](int sign) -> absl::Status {
+      RECKON_RETURN_IF_ERROR(LaunchApplyWords(apply_words_.get(), total, apply_ends_.get(),
+                                              apply_steps_.get(), static_cast<int>(messages), sign,
+                                              quanta_.get(), counters_.get(), stream_));
+      return LaunchRefreshTouched(apply_words_.get(), total, quanta_.get(), weights_.get(),
+                                  quantum_, stream_);
     };
-    if (absl::Status s = apply(+1); !s.ok()) return s;
-    if (absl::StatusOr<uint64_t> bad = ReadCounter(); !bad.ok()) {
-      return bad.status();
-    } else if (*bad != ~0ull) {
-      if (absl::Status s = apply(-1); !s.ok()) return s;  // take it all back, exactly
-      if (absl::Status s = Sync(); !s.ok()) return s;
-      return absl::InvalidArgumentError(
-          absl::StrCat("the updates would overflow parameter ", *bad, "; none was applied"));
-    }
-    if (absl::Status s = LaunchRefreshTouched(apply_words_.get(), total, quanta_.get(),
-                                              weights_.get(), quantum_, stream_);
-        !s.ok()) {
-      return s;
-    }
-    return Sync();
+    RECKON_RETURN_IF_ERROR(apply_and_refresh(+1));
+    absl::StatusOr<uint64_t> bad = ReadCounter();
+    if (!bad.ok()) return bad.status();
+    if (*bad == ~0ull) return absl::OkStatus();
+    RECKON_RETURN_IF_ERROR(apply_and_refresh(-1));
+    RECKON_RETURN_IF_ERROR(Sync());
+    return absl::InvalidArgumentError(
+        absl::StrCat("the updates would overflow parameter ", *bad, "; none was applied"));
   }
 
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {

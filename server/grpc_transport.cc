@@ -424,11 +424,19 @@ void GossipServer::Shutdown(std::chrono::milliseconds deadline) {
   server_.reset();
 }
 
+namespace {
+
+// A stub on a fresh channel, for the one-off blocking calls below.
+std::unique_ptr<v1::Gossip::Stub> OneOffStub(const std::string& address) {
+  return v1::Gossip::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                                       ChannelArgs(TransportOptions{})));
+}
+
+}  // namespace
+
 absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
                                            std::chrono::milliseconds timeout) {
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                           ChannelArgs(TransportOptions{}));
-  auto stub = v1::Gossip::NewStub(channel);
+  auto stub = OneOffStub(address);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
   v1::NodeStatus status;
@@ -441,9 +449,7 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
                                               const v1::SnapshotRequest& request,
                                               uint64_t param_count,
                                               std::chrono::milliseconds timeout) {
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                           ChannelArgs(TransportOptions{}));
-  auto stub = v1::Gossip::NewStub(channel);
+  auto stub = OneOffStub(address);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
   std::unique_ptr<grpc::ClientReader<v1::SnapshotChunk>> reader = stub->Snapshot(&context, request);

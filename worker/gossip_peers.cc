@@ -167,11 +167,12 @@ absl::Status GossipPeers::Apply(Backend& backend, server::Received& received) {
     absl::Status s = backend.LoadWeights(*received.replace_weights);
     if (!s.ok()) return s;
   }
-  for (const auto& u : received.updates) {
-    absl::Status s = backend.ApplyUpdates(u->step_quanta, u->words);
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
+  // Everything received since the last step in one call: the CUDA backend
+  // applies it in a single launch.
+  std::vector<UpdateRef> batch;
+  batch.reserve(received.updates.size());
+  for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words});
+  return backend.ApplyUpdateBatch(batch);
 }
 
 absl::Status GossipPeers::BeforeStep(Backend& backend, uint64_t steps_done) {
