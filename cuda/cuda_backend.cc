@@ -227,6 +227,7 @@ class CudaBackend final : public worker::Backend {
   }
 
   void SetThresholdStep(const codec::ThresholdStep& step) override { config_.step = step; }
+  void SetMomentum(double momentum) override { config_.optimizer.momentum = momentum; }
 
   absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
     const worker::UpdateRef one{step_quanta, words};

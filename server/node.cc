@@ -783,6 +783,15 @@ void GossipNode::SetTrainingDone(uint64_t local_steps) {
   local_steps_ = local_steps;
 }
 
+int GossipNode::TrainingMembers() {
+  absl::MutexLock l(&mu_);
+  int members = training_done_ ? 0 : 1;
+  for (const auto& [id, m] : members_) {
+    if (m.state == MemberState::kAlive && !m.training_done) ++members;
+  }
+  return members;
+}
+
 void GossipNode::SetLocalSteps(uint64_t steps) {
   absl::MutexLock l(&mu_);
   local_steps_ = steps;

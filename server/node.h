@@ -129,6 +129,10 @@ class GossipNode {
   // of our messages, up to `deadline`. Returns true when it may go on.
   bool WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline);
   void SetTrainingDone(uint64_t local_steps);
+  // Members still training, this node included while it is: the alive
+  // peers that have not said training_done, plus one. A peer not reached
+  // yet does not count (it may never come).
+  int TrainingMembers();
   void SetLocalSteps(uint64_t steps);
   // Blocks until the cluster is quiescent (every live member done, every
   // version vector equal, nothing in flight here) or `deadline`. `drain`

@@ -196,6 +196,10 @@ TEST(GossipCluster, KilledWorkerRejoinsFromSnapshot) {
   int w3_origins = 0;
   for (const auto& [origin, seq] : Versions(s3)) w3_origins += origin.rfind("w3#", 0) == 0;
   EXPECT_EQ(w3_origins, 2) << Field(s3, "version_vector");
+  // w0 trained beside three others: its momentum rule was matched to four.
+  const std::string s0 = c.Summary(0);
+  EXPECT_EQ(Field(s0, "momentum_matched"), "true") << s0;
+  EXPECT_EQ(Number(s0, "max_training_members"), 4) << s0;
 }
 
 // 3. A worker that joins late catches up (snapshot) and ends identical.

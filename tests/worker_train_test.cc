@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -89,6 +90,34 @@ TEST(Optimizer, RulesAndSchedules) {
   const std::vector<float> w = {2.0f, 2.0f};
   AccumulateDelta(c, 1.0f, g, w, {}, r);  // g + 1
   EXPECT_EQ(r, (std::vector<float>{-2.0f, 1.0f}));
+}
+
+// N workers applying each other's updates: each uses mu^N per own step and a
+// rate scaled so that a gradient moves the weights lr / (1 - mu) in all.
+TEST(Optimizer, MomentumMatchedToTheCluster) {
+  MomentumRule one = MatchMomentumToCluster(0.02, 0.9, 1);
+  EXPECT_EQ(one.learning_rate, 0.02);
+  EXPECT_EQ(one.momentum, 0.9);
+  const MomentumRule four = MatchMomentumToCluster(0.02, 0.9, 4);
+  EXPECT_NEAR(four.momentum, 0.6561, 1e-12);
+  EXPECT_NEAR(four.learning_rate, 0.02 * 3.439, 1e-12);
+  for (int n : {2, 3, 4, 16, 100}) {
+    const MomentumRule m = MatchMomentumToCluster(0.02, 0.9, n);
+    EXPECT_NEAR(m.learning_rate / (1 - m.momentum), 0.02 / (1 - 0.9), 1e-12) << n;
+  }
+  // A gradient's pull, round-robin over 4 workers: one worker's velocity
+  // decays by mu^4 per own step = per 4 cluster updates, i.e. mu per update.
+  const MomentumRule m = MatchMomentumToCluster(1.0, 0.5, 4);
+  double pull_own_step = m.learning_rate, total = 0;
+  for (int own_step = 0; own_step < 200; ++own_step, pull_own_step *= m.momentum) {
+    total += pull_own_step;
+  }
+  EXPECT_NEAR(total, 1.0 / (1 - 0.5), 1e-9);
+  EXPECT_NEAR(m.momentum, std::pow(0.5, 4), 1e-15);
+  // No momentum, or none to match: unchanged.
+  EXPECT_EQ(MatchMomentumToCluster(0.1, 0.0, 4).learning_rate, 0.1);
+  EXPECT_EQ(MatchMomentumToCluster(0.1, 0.0, 4).momentum, 0.0);
+  EXPECT_EQ(MatchMomentumToCluster(0.1, 0.9, 0).momentum, 0.9);
 }
 
 class Training : public ::testing::Test {

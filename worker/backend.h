@@ -84,6 +84,10 @@ class Backend {
   virtual absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels,
                                                int batch, float learning_rate, Emission* out) = 0;
 
+  // Changes the momentum coefficient (--optimizer momentum) for the
+  // following steps; the velocity is kept.
+  virtual void SetMomentum(double momentum) = 0;
+
   // Changes tau for the following steps (the density controller steers it).
   virtual void SetThresholdStep(const codec::ThresholdStep& step) = 0;
 

@@ -91,6 +91,7 @@ class CpuBackend final : public Backend {
   }
 
   void SetThresholdStep(const codec::ThresholdStep& step) override { config_.step = step; }
+  void SetMomentum(double momentum) override { config_.optimizer.momentum = momentum; }
 
   absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
     return replica_.Apply(step_quanta, words);

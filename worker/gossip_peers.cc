@@ -229,6 +229,8 @@ absl::Status GossipPeers::Finish(Backend& backend, uint64_t steps_done,
   return absl::OkStatus();
 }
 
+int GossipPeers::TrainingMembers() { return node_->TrainingMembers(); }
+
 std::string GossipPeers::VersionVectorJson() { return server::VersionJson(node_->Applied()); }
 
 std::string GossipPeers::CountersJson() {

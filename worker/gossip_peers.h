@@ -52,6 +52,7 @@ class GossipPeers final : public TrainingPeers {
   absl::Status Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) override;
   absl::Status Finish(Backend& backend, uint64_t steps_done,
                       const std::atomic<bool>* stop) override;
+  int TrainingMembers() override;
   std::string VersionVectorJson() override;
   std::string CountersJson() override;
 

@@ -32,6 +32,9 @@ ABSL_FLAG(std::string, optimizer, "momentum", "sgd, momentum or adagrad");
 ABSL_FLAG(double, lr, 0.02, "learning rate");
 ABSL_FLAG(double, momentum, 0.9, "momentum coefficient (--optimizer momentum)");
 ABSL_FLAG(double, weight_decay, 0, "L2 weight decay");
+ABSL_FLAG(bool, match_momentum_to_cluster, true,
+          "with peers: each of N workers training uses momentum^N and lr x (1 - momentum^N) / "
+          "(1 - momentum), so the cluster follows one worker's recipe (docs/training.md)");
 ABSL_FLAG(std::string, lr_schedule, "halve",
           "constant, or halve (every epoch after --halve_after, Strom's recipe)");
 ABSL_FLAG(int32_t, halve_after, 6,
@@ -133,6 +136,7 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   b.optimizer.learning_rate = absl::GetFlag(FLAGS_lr);
   b.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
   b.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.match_momentum_to_cluster = absl::GetFlag(FLAGS_match_momentum_to_cluster);
   if (!(b.optimizer.weight_decay >= 0)) {
     return absl::InvalidArgumentError("--weight_decay must be >= 0");
   }

@@ -45,6 +45,12 @@ double LearningRate(const OptimizerConfig& config, int epoch, int64_t step) {
   return lr;
 }
 
+MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int members) {
+  if (members <= 1 || !(momentum > 0 && momentum < 1)) return {learning_rate, momentum};
+  const double per_own_step = std::pow(momentum, members);
+  return {learning_rate * (1 - per_own_step) / (1 - momentum), per_own_step};
+}
+
 namespace {
 
 // The rules, with the gradient given as a function of i so that weight decay

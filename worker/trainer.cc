@@ -236,6 +236,13 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
   codec::DecodedUpdate decoded;
   const uint64_t param_bytes = shape.param_count() * sizeof(float);
   bool stop = false;
+  // The momentum rule in force (MatchMomentumToCluster), re-matched when the
+  // number of workers training changes (a join, a death, one finishing).
+  const bool match_momentum = options.peers != nullptr && options.match_momentum_to_cluster &&
+                              config.optimizer.kind == OptimizerKind::kMomentum;
+  summary.momentum_matched = match_momentum;
+  int matched_members = 1;
+  double lr_scale = 1;
 
   for (int epoch = first_epoch; epoch < options.epochs && !stop; ++epoch) {
     // The same order on every platform for (seed, epoch).
@@ -259,13 +266,27 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
         absl::Status s2 = options.peers->BeforeStep(backend, static_cast<uint64_t>(step));
         if (!s2.ok()) return s2;
       }
+      if (match_momentum) {
+        const int members = std::max(1, options.peers->TrainingMembers());
+        if (members != matched_members) {
+          const MomentumRule rule = MatchMomentumToCluster(1.0, config.optimizer.momentum, members);
+          backend.SetMomentum(rule.momentum);
+          lr_scale = rule.learning_rate;
+          matched_members = members;
+          summary.max_training_members = std::max(summary.max_training_members, members);
+          log << absl::StrFormat(
+              "reckon-worker: %d workers training: momentum %.4g per own step, learning rate "
+              "x%.3g (matched to one worker's momentum %.4g)\n",
+              members, rule.momentum, rule.learning_rate, config.optimizer.momentum);
+        }
+      }
       for (int b = 0; b < options.batch; ++b) {
         const uint32_t idx = order[s * options.batch + b];
         std::memcpy(&batch_images[size_t(b) * features], &train->images[size_t(idx) * features],
                     sizeof(float) * features);
         batch_labels[b] = train->labels[idx];
       }
-      const float lr = static_cast<float>(LearningRate(config.optimizer, epoch, step));
+      const float lr = static_cast<float>(lr_scale * LearningRate(config.optimizer, epoch, step));
       absl::StatusOr<BatchStats> stats = backend.TrainStep(
           batch_images.data(), batch_labels.data(), options.batch, lr, &emission);
       if (!stats.ok()) {
@@ -408,12 +429,13 @@ std::string SummaryJson(const TrainSummary& s) {
       "\"updates_sent\": %d, \"update_density\": %.6g, \"wire_bytes\": %d, "
       "\"dense_bytes\": %d, \"compression_ratio\": %.2f, \"weight_hash\": \"%s\", "
       "\"node_id\": \"%s\", \"incarnation\": %d, \"version_vector\": %s, \"node\": %s, "
-      "\"stopped_early\": %s}\n",
+      "\"momentum_matched\": %s, \"max_training_members\": %d, \"stopped_early\": %s}\n",
       s.test_accuracy, s.test_loss, s.train_loss, s.epochs, s.steps, s.samples, s.train_seconds,
       s.samples_per_s, s.train_flops_per_s, s.params, s.model, s.backend, s.codec, s.threshold,
       s.tau, s.step_quanta, s.target_density, s.updates_sent, s.update_density, s.wire_bytes, s.dense_bytes,
       s.compression_ratio, s.weight_hash, s.node_id, s.incarnation, s.version_vector,
-      s.node_counters, s.stopped_early ? "true" : "false");
+      s.node_counters, s.momentum_matched ? "true" : "false", s.max_training_members,
+      s.stopped_early ? "true" : "false");
 }
 
 }  // namespace reckon::worker

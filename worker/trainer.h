@@ -33,6 +33,9 @@ class TrainingPeers {
   // and the cluster is quiescent (or `stop` is set, or the deadline passes).
   virtual absl::Status Finish(Backend& backend, uint64_t steps_done,
                               const std::atomic<bool>* stop) = 0;
+  // Workers training now, this one included (>= 1): what the momentum
+  // rule is matched to (MatchMomentumToCluster).
+  virtual int TrainingMembers() = 0;
   // For the summary: {"origin": seq, ...} and counters.
   virtual std::string VersionVectorJson() = 0;
   virtual std::string CountersJson() = 0;
@@ -57,6 +60,10 @@ struct TrainerOptions {
   std::string node_id = "standalone";
   uint64_t incarnation = 1;
   TrainingPeers* peers = nullptr;           // null: standalone
+  // With peers and the momentum optimizer: match the momentum rule to the
+  // number of workers training (MatchMomentumToCluster), so the cluster
+  // follows one worker's recipe; false keeps --momentum per worker.
+  bool match_momentum_to_cluster = true;
   const std::atomic<bool>* stop = nullptr;  // set (SIGTERM): stop after the current step
   std::string checkpoint_path;  // saved after every epoch when set
   std::string resume_path;      // loaded before training when set
@@ -92,6 +99,10 @@ struct TrainSummary {
   std::string version_vector = "{}";
   std::string node_counters = "{}";
   bool stopped_early = false;  // by a signal
+  // With peers: whether the momentum rule followed the cluster's size, and
+  // the most workers it was matched to.
+  bool momentum_matched = false;
+  int max_training_members = 1;
 };
 
 // Trains to the end (or max_steps), logging a line per epoch to `log`.
