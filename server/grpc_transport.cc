@@ -286,9 +286,7 @@ void TuneAllocatorForLargeFrames(size_t max_reuse_bytes) {
   mallopt(M_TRIM_THRESHOLD, 2 * threshold);
 }
 
-namespace {
-
-grpc::ChannelArguments ChannelArgs(const TransportOptions& o) {
+grpc::ChannelArguments GossipChannelArguments(const TransportOptions& o) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(o.max_message_bytes);
   args.SetMaxSendMessageSize(o.max_message_bytes);
@@ -304,6 +302,20 @@ grpc::ChannelArguments ChannelArgs(const TransportOptions& o) {
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return args;
 }
+
+void ConfigureGossipServer(const TransportOptions& options, grpc::ServerBuilder* builder) {
+  builder->SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder->SetMaxSendMessageSize(options.max_message_bytes);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                              static_cast<int>(options.keepalive_time.count()));
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                              static_cast<int>(options.keepalive_timeout.count()));
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+}
+
+namespace {
 
 absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
   const std::string message = absl::StrCat(what, ": ", s.error_message());
@@ -379,15 +391,7 @@ absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::str
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), bound_port);
   builder.RegisterService(server->service_.get());
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  builder.SetMaxSendMessageSize(options.max_message_bytes);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
-                             static_cast<int>(options.keepalive_time.count()));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                             static_cast<int>(options.keepalive_timeout.count()));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  ConfigureGossipServer(options, &builder);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || *bound_port == 0) {
     return absl::UnavailableError(
@@ -405,7 +409,7 @@ Dialer GossipServer::MakeDialer(GossipNode* node) {
   std::shared_ptr<std::atomic<int>> live = live_streams_;
   return [node, options, live](const std::string& address) -> std::shared_ptr<Link> {
     auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                             ChannelArgs(options));
+                                             GossipChannelArguments(options));
     auto* stream = new ClientStream(node, address, std::move(channel), live);
     return stream->Begin();
   };
@@ -429,7 +433,7 @@ namespace {
 // A stub on a fresh channel, for the one-off blocking calls below.
 std::unique_ptr<v1::Gossip::Stub> OneOffStub(const std::string& address) {
   return v1::Gossip::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                                       ChannelArgs(TransportOptions{})));
+                                                       GossipChannelArguments(TransportOptions{})));
 }
 
 }  // namespace

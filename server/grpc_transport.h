@@ -19,7 +19,9 @@
 #include "server/node.h"
 
 namespace grpc {
+class ChannelArguments;
 class Server;
+class ServerBuilder;
 }
 
 namespace reckon::server {
@@ -44,6 +46,12 @@ struct TransportOptions {
   std::chrono::milliseconds keepalive_time{10000};
   std::chrono::milliseconds keepalive_timeout{5000};
 };
+
+// The gossip transport's gRPC settings, one place for the dialing side and
+// the serving side (and for `reckonctl bench transport`, which measures a
+// stream with them): message size limits, keepalive, reconnect backoff.
+grpc::ChannelArguments GossipChannelArguments(const TransportOptions& options);
+void ConfigureGossipServer(const TransportOptions& options, grpc::ServerBuilder* builder);
 
 class GrpcService;
 

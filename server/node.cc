@@ -59,8 +59,12 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
 GossipNode::~GossipNode() { Stop(false, std::chrono::milliseconds(0)); }
 
 void GossipNode::Log(const std::string& line) {
+  // One write per line: nodes sharing a process (the transport bench) do not
+  // interleave within a line.
+  const std::string whole = absl::StrCat("reckon-gossip[", options_.node_id, "]: ", line, "\n");
   absl::MutexLock l(&log_mu_);
-  std::cerr << "reckon-gossip[" << options_.node_id << "]: " << line << std::endl;
+  std::cerr.write(whole.data(), static_cast<std::streamsize>(whole.size()));
+  std::cerr.flush();
 }
 
 void GossipNode::Start(Dialer dialer) {
