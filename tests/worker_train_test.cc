@@ -92,28 +92,38 @@ TEST(Optimizer, RulesAndSchedules) {
   EXPECT_EQ(r, (std::vector<float>{-2.0f, 1.0f}));
 }
 
-// N workers applying each other's updates: each uses mu^N per own step and a
-// rate scaled so that a gradient moves the weights lr / (1 - mu) in all.
+// N workers applying each other's updates: a per-update decay m whose mean
+// delay m / (1 - m) is one worker's mu / (1 - mu) less the staleness
+// 1.5 (N - 1), raised to the N-th power per own step, and a rate scaled so
+// that a gradient moves the weights lr / (1 - mu) in all.
 TEST(Optimizer, MomentumMatchedToTheCluster) {
   MomentumRule one = MatchMomentumToCluster(0.02, 0.9, 1);
   EXPECT_EQ(one.learning_rate, 0.02);
   EXPECT_EQ(one.momentum, 0.9);
+  // mu 0.9: a mean delay of 9 updates. Two workers: 9 - 1.5 = 7.5, so
+  // m = 7.5 / 8.5 = 15/17. Four: 9 - 4.5 = 4.5, m = 9/11.
+  const MomentumRule two = MatchMomentumToCluster(0.02, 0.9, 2);
+  EXPECT_NEAR(two.momentum, 225.0 / 289.0, 1e-12);
   const MomentumRule four = MatchMomentumToCluster(0.02, 0.9, 4);
-  EXPECT_NEAR(four.momentum, 0.6561, 1e-12);
-  EXPECT_NEAR(four.learning_rate, 0.02 * 3.439, 1e-12);
+  EXPECT_NEAR(four.momentum, 6561.0 / 14641.0, 1e-12);
+  EXPECT_NEAR(four.learning_rate, 0.02 * (1 - 6561.0 / 14641.0) / 0.1, 1e-12);
+  // Staleness past the whole budget: plain SGD at lr / (1 - mu).
+  const MomentumRule eight = MatchMomentumToCluster(0.02, 0.9, 8);
+  EXPECT_EQ(eight.momentum, 0.0);
+  EXPECT_NEAR(eight.learning_rate, 0.2, 1e-12);
   for (int n : {2, 3, 4, 16, 100}) {
     const MomentumRule m = MatchMomentumToCluster(0.02, 0.9, n);
     EXPECT_NEAR(m.learning_rate / (1 - m.momentum), 0.02 / (1 - 0.9), 1e-12) << n;
+    EXPECT_LE(m.momentum, std::pow(0.9, n)) << n;  // never more memory than rule 1 alone
   }
-  // A gradient's pull, round-robin over 4 workers: one worker's velocity
-  // decays by mu^4 per own step = per 4 cluster updates, i.e. mu per update.
-  const MomentumRule m = MatchMomentumToCluster(1.0, 0.5, 4);
+  // A gradient's pull, summed over a worker's own steps: lr / (1 - mu).
+  const MomentumRule m = MatchMomentumToCluster(1.0, 0.95, 3);  // 19 - 3 = 16: m = 16/17
+  EXPECT_NEAR(m.momentum, std::pow(16.0 / 17.0, 3), 1e-12);
   double pull_own_step = m.learning_rate, total = 0;
-  for (int own_step = 0; own_step < 200; ++own_step, pull_own_step *= m.momentum) {
+  for (int own_step = 0; own_step < 2000; ++own_step, pull_own_step *= m.momentum) {
     total += pull_own_step;
   }
-  EXPECT_NEAR(total, 1.0 / (1 - 0.5), 1e-9);
-  EXPECT_NEAR(m.momentum, std::pow(0.5, 4), 1e-15);
+  EXPECT_NEAR(total, 1.0 / (1 - 0.95), 1e-9);
   // No momentum, or none to match: unchanged.
   EXPECT_EQ(MatchMomentumToCluster(0.1, 0.0, 4).learning_rate, 0.1);
   EXPECT_EQ(MatchMomentumToCluster(0.1, 0.0, 4).momentum, 0.0);

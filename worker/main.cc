@@ -33,8 +33,9 @@ ABSL_FLAG(double, lr, 0.02, "learning rate");
 ABSL_FLAG(double, momentum, 0.9, "momentum coefficient (--optimizer momentum)");
 ABSL_FLAG(double, weight_decay, 0, "L2 weight decay");
 ABSL_FLAG(bool, match_momentum_to_cluster, true,
-          "with peers: each of N workers training uses momentum^N and lr x (1 - momentum^N) / "
-          "(1 - momentum), so the cluster follows one worker's recipe (docs/training.md)");
+          "with peers: the N workers training share one worker's momentum (per-update "
+          "momentum less the staleness of asynchrony, to the N-th power per own step, lr "
+          "scaled to keep lr / (1 - momentum) per gradient; docs/training.md)");
 ABSL_FLAG(std::string, lr_schedule, "halve",
           "constant, or halve (every epoch after --halve_after, Strom's recipe)");
 ABSL_FLAG(int32_t, halve_after, 6,

@@ -1,5 +1,6 @@
 #include "worker/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -47,7 +48,10 @@ double LearningRate(const OptimizerConfig& config, int epoch, int64_t step) {
 
 MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int members) {
   if (members <= 1 || !(momentum > 0 && momentum < 1)) return {learning_rate, momentum};
-  const double per_own_step = std::pow(momentum, members);
+  const double staleness = 1.5 * (members - 1);
+  const double delay_left = std::max(0.0, momentum / (1 - momentum) - staleness);
+  const double per_update = delay_left / (1 + delay_left);
+  const double per_own_step = std::pow(per_update, members);
   return {learning_rate * (1 - per_own_step) / (1 - momentum), per_own_step};
 }
 
