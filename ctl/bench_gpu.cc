@@ -19,13 +19,14 @@
 #include "ctl/flags.h"
 
 #if RECKON_HAVE_CUDA
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <memory>
 
 #include "codec/rice.h"
 #include "codec/status_macros.h"
+#include "cuda/cublas_api.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
@@ -183,9 +184,14 @@ absl::StatusOr<StepRow> MeasureStep(int reps) {
   row.flops = 2 * macs / row.step_s;
 
   // sgemm alone on the same shapes.
-  cublasHandle_t handle;
-  RECKON_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
-  RECKON_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH));
+  absl::StatusOr<const cuda::CublasApi*> blas = cuda::Cublas();
+  if (!blas.ok()) return blas.status();
+  const cuda::CublasApi& api = **blas;
+  cublasHandle_t handle = nullptr;
+  RECKON_CUBLAS_RETURN_IF_ERROR(api.create(&handle));
+  // Destroyed on every return below.
+  std::unique_ptr<cublasContext, decltype(api.destroy)> handle_owner(handle, api.destroy);
+  RECKON_CUBLAS_RETURN_IF_ERROR(api.set_math_mode(handle, CUBLAS_PEDANTIC_MATH));
   DeviceMemory<float> a, b, c;
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&a.ptr, 2048 * 2048 * sizeof(float)));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.ptr, 2048 * 2048 * sizeof(float)));
@@ -196,19 +202,18 @@ absl::StatusOr<StepRow> MeasureStep(int reps) {
       [&]() -> absl::Status {
         for (size_t l = 0; l < layers.size(); ++l) {
           const int in = layers[l].in, out = layers[l].out;
-          RECKON_CUBLAS_RETURN_IF_ERROR(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, 256, in,
+          RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, 256, in,
                                                     &one, a.ptr, in, b.ptr, in, &zero, c.ptr, out));
-          RECKON_CUBLAS_RETURN_IF_ERROR(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, in, out, 256,
+          RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, in, out, 256,
                                                     &one, b.ptr, in, a.ptr, out, &zero, c.ptr, in));
           if (l > 0) {
-            RECKON_CUBLAS_RETURN_IF_ERROR(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, in, 256,
+            RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, in, 256,
                                                       out, &one, a.ptr, in, b.ptr, out, &zero,
                                                       c.ptr, in));
           }
         }
         return absl::OkStatus();
       });
-  cublasDestroy(handle);
   if (!gemm_s.ok()) return gemm_s.status();
   row.sgemm_flops = 2 * macs / *gemm_s;
 

@@ -10,7 +10,6 @@
 // X^T, so every row-major product below is written transposed.
 #include "cuda/cuda_backend.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/status_macros.h"
 #include "codec/update_words.h"
+#include "cuda/cublas_api.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
@@ -90,17 +90,20 @@ class CudaBackend final : public worker::Backend {
 
   ~CudaBackend() override {
     pass_.reset();
-    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (cublas_ != nullptr) blas_->destroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
   absl::Status Init() {
     RECKON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_.ordinal));
     RECKON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    RECKON_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
-    RECKON_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_));
+    absl::StatusOr<const CublasApi*> blas = Cublas();
+    if (!blas.ok()) return blas.status();
+    blas_ = *blas;
+    RECKON_CUBLAS_RETURN_IF_ERROR(blas_->create(&cublas_));
+    RECKON_CUBLAS_RETURN_IF_ERROR(blas_->set_stream(cublas_, stream_));
     // Plain fp32 GEMMs: no TF32, so the CPU twin bounds the difference.
-    RECKON_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
+    RECKON_CUBLAS_RETURN_IF_ERROR(blas_->set_math_mode(cublas_, CUBLAS_PEDANTIC_MATH));
     const size_t n = config_.shape.param_count();
     RECKON_RETURN_IF_ERROR(quanta_.Resize(n));
     RECKON_RETURN_IF_ERROR(weights_.Resize(n));
@@ -431,7 +434,7 @@ class CudaBackend final : public worker::Backend {
       const worker::LayerLayout& layer = layers[l];
       float* z = b->pre[l]->get();
       // z (batch x out, row-major) = a W^T: column-major z^T = W a^T.
-      RECKON_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, layer.out, batch,
+      RECKON_CUBLAS_RETURN_IF_ERROR(blas_->sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, layer.out, batch,
                                                 layer.in, &one, weights_.get() + layer.weights,
                                                 layer.in, a, layer.in, &zero, z, layer.out));
       const bool last = l + 1 == layers.size();
@@ -464,7 +467,7 @@ class CudaBackend final : public worker::Backend {
       const float* d = b->delta.get();
       // dW (out x in) = d^T a_in: column-major dW^T (in x out) = a_in^T d.
       RECKON_CUBLAS_RETURN_IF_ERROR(
-          cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, layer.in, layer.out, batch, &one, a_in,
+          blas_->sgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, layer.in, layer.out, batch, &one, a_in,
                       layer.in, d, layer.out, &zero, grad_.get() + layer.weights, layer.in));
       if (absl::Status s =
               LaunchBiasGradient(d, batch, layer.out, grad_.get() + layer.bias, stream_);
@@ -474,7 +477,7 @@ class CudaBackend final : public worker::Backend {
       if (l == 0) break;
       // d_prev (batch x in) = d W: column-major d_prev^T = W^T d^T.
       float* dp = b->delta_prev.get();
-      RECKON_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, layer.in, batch,
+      RECKON_CUBLAS_RETURN_IF_ERROR(blas_->sgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, layer.in, batch,
                                                 layer.out, &one, weights_.get() + layer.weights,
                                                 layer.in, d, layer.out, &zero, dp, layer.in));
       if (absl::Status s = LaunchActivationBackward(
@@ -556,6 +559,7 @@ class CudaBackend final : public worker::Backend {
   DeviceInfo device_;
   double quantum_;
   cudaStream_t stream_ = nullptr;
+  const CublasApi* blas_ = nullptr;  // set by Init
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<int64_t> quanta_;
   DeviceBuffer<float> weights_, residual_, grad_, state_;

@@ -1,4 +1,5 @@
-// Error checks for every CUDA runtime, cuBLAS and kernel-launch call: each
+// Error checks for every CUDA runtime and kernel-launch call (cuBLAS's are in
+// cuda/cublas_api.h): each
 // failure becomes an absl::Status naming the call, the file:line and CUDA's
 // own words, returned to the caller (STYLE.md: errors are values). A sticky
 // error (the context is lost) is reported the same way; the backend that
@@ -6,7 +7,6 @@
 #ifndef RECKON_CUDA_CUDA_CHECK_H_
 #define RECKON_CUDA_CUDA_CHECK_H_
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "absl/status/status.h"
@@ -20,13 +20,6 @@ inline absl::Status CudaStatus(cudaError_t err, const char* what, const char* fi
                                           cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
 }
 
-inline absl::Status CublasStatus(cublasStatus_t err, const char* what, const char* file, int line) {
-  if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, " failed at ", file, ":", line, ": ",
-                                          cublasGetStatusName(err), ": ",
-                                          cublasGetStatusString(err)));
-}
-
 }  // namespace reckon::cuda
 
 // Evaluates a cudaError_t expression; returns a Status from the enclosing
@@ -36,14 +29,6 @@ inline absl::Status CublasStatus(cublasStatus_t err, const char* what, const cha
     const absl::Status reckon_cuda_status_ =                           \
         ::reckon::cuda::CudaStatus((expr), #expr, __FILE__, __LINE__); \
     if (!reckon_cuda_status_.ok()) return reckon_cuda_status_;         \
-  } while (0)
-
-// The same for cublasStatus_t.
-#define RECKON_CUBLAS_RETURN_IF_ERROR(expr)                              \
-  do {                                                                   \
-    const absl::Status reckon_cublas_status_ =                           \
-        ::reckon::cuda::CublasStatus((expr), #expr, __FILE__, __LINE__); \
-    if (!reckon_cublas_status_.ok()) return reckon_cublas_status_;       \
   } while (0)
 
 // After a kernel launch: a bad configuration shows up here, at the launch,
