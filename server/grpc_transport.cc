@@ -24,10 +24,16 @@ using Frame = v1::GossipFrame;
 // while `writing` (set under mu), and finalize (Finish / cancel + RemoveHold)
 // exactly once, when closing with no write in flight; after finalize no
 // Start* is ever called, which is what keeps the reactor alive until then.
+//
+// Abort cancels the call (`cancel`) even with a write in flight; the write
+// then completes with ok = false and finalize follows as above. `cancel` is
+// only ever called while the reactor is alive: the reactor calls
+// ReactorDone first thing in OnDone, under the same lock.
 class StreamCore : public std::enable_shared_from_this<StreamCore> {
  public:
   std::function<void(const Frame*)> start_write;
   std::function<void()> finalize;
+  std::function<void()> cancel;
 
   bool Enqueue(std::shared_ptr<const Frame> frame, size_t byte_cap) {
     const Frame* first = nullptr;
@@ -96,12 +102,27 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
     }
   }
 
+  // Ends the stream now (Link::Abort).
+  void Abort() {
+    Close(/*drop_queue=*/true);
+    absl::MutexLock l(&life_mu_);
+    if (!reactor_done_) cancel();
+  }
+
+  // First thing in the reactor's OnDone: no cancel reaches it afterwards.
+  void ReactorDone() {
+    absl::MutexLock l(&life_mu_);
+    reactor_done_ = true;
+  }
+
   size_t QueuedBytes() {
     absl::MutexLock l(&mu_);
     return queued_bytes_ + (current_ ? current_->ByteSizeLong() : 0);
   }
 
  private:
+  absl::Mutex life_mu_;
+  bool reactor_done_ ABSL_GUARDED_BY(life_mu_) = false;
   absl::Mutex mu_;
   std::deque<std::shared_ptr<const Frame>> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -120,6 +141,7 @@ class GrpcLink : public Link {
   }
   size_t QueuedBytes() const override { return core_->QueuedBytes(); }
   void Close() override { core_->Close(false); }
+  void Abort() override { core_->Abort(); }
   bool dialed() const override { return dialed_; }
   std::string Describe() const override { return description_; }
 
@@ -155,10 +177,12 @@ void ReadDone(Reactor* reactor, bool ok, StreamCore& core, GossipNode* node,
 
 class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
  public:
-  ServerStream(GossipNode* node, const std::string& peer, std::shared_ptr<std::atomic<int>> live)
+  ServerStream(GossipNode* node, grpc::CallbackServerContext* context, const std::string& peer,
+               std::shared_ptr<std::atomic<int>> live)
       : node_(node), count_(std::move(live)), core_(std::make_shared<StreamCore>()) {
     core_->start_write = [this](const Frame* f) { StartWrite(f); };
     core_->finalize = [this] { Finish(grpc::Status::OK); };
+    core_->cancel = [context] { context->TryCancel(); };
     link_ = std::make_shared<GrpcLink>(core_, false, absl::StrCat("accepted from ", peer));
     node_->OnLinkUp(link_);
     StartRead(&in_);
@@ -167,6 +191,7 @@ class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
   void OnWriteDone(bool ok) override { core_->WriteDone(ok); }
   void OnCancel() override { core_->Close(true); }
   void OnDone() override {
+    core_->ReactorDone();
     node_->OnLinkClosed(link_, "stream ended");
     delete this;
   }
@@ -200,6 +225,7 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
       context_.TryCancel();
       RemoveHold();
     };
+    core_->cancel = [this] { context_.TryCancel(); };
     link_ = std::make_shared<GrpcLink>(core_, true, absl::StrCat("dialed ", address));
   }
   std::shared_ptr<GrpcLink> Begin() {
@@ -213,6 +239,7 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
   void OnReadDone(bool ok) override { ReadDone(this, ok, *core_, node_, link_, &in_); }
   void OnWriteDone(bool ok) override { core_->WriteDone(ok); }
   void OnDone(const grpc::Status& status) override {
+    core_->ReactorDone();
     node_->OnLinkClosed(link_, status.ok()
                                    ? "stream ended"
                                    : absl::StrCat("stream ended: ", status.error_message()));
@@ -229,22 +256,31 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
   Frame in_;
 };
 
-// Streams a snapshot: header, then the weights in 1 MiB chunks.
+// Streams a snapshot: header, then the weights in 1 MiB chunks. Created on
+// a gRPC thread; Start runs on the service thread (the copy and SHA-256 of
+// the replica are MiBs of work that must not hold up gRPC's threads).
 class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
  public:
-  SnapshotWriter(GossipNode* node, const v1::SnapshotRequest& request,
-                 std::shared_ptr<std::atomic<int>> live)
-      : count_(std::move(live)) {
-    GossipNode::Snapshot snap = node->TakeSnapshot();
-    weights_ = std::move(snap.weights);
+  SnapshotWriter(bool header_only, std::shared_ptr<std::atomic<int>> live)
+      : count_(std::move(live)), header_only_(header_only) {}
+  void Start(GossipNode* node) {
     v1::SnapshotChunk::Header* h = chunk_.mutable_header();
     *h->mutable_fingerprint() = node->options().fingerprint;
-    ToProto(snap.applied, h->mutable_applied());
-    h->set_param_count(weights_.size());
-    h->set_weights_sha256(codec::WeightHashOf(weights_));
     h->set_source_node_id(node->options().node_id);
-    header_only_ = request.header_only();
-    if (!header_only_) node->CountSnapshotServed();
+    h->set_param_count(node->options().fingerprint.param_count());
+    if (!node->started()) {
+      // Joining: it holds nothing yet. Only a probe gets this far.
+      h->set_joining(true);
+    } else {
+      GossipNode::Snapshot snap = node->TakeSnapshot(!header_only_);
+      ToProto(snap.applied, h->mutable_applied());
+      if (!header_only_) {
+        weights_ = std::move(snap.weights);
+        h->set_param_count(weights_.size());
+        h->set_weights_sha256(codec::WeightHashOf(weights_));
+        node->CountSnapshotServed();
+      }
+    }
     StartWrite(&chunk_);
   }
   void OnWriteDone(bool ok) override {
@@ -266,7 +302,7 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
   std::vector<int64_t> weights_;
   v1::SnapshotChunk chunk_;
   size_t offset_ = 0;
-  bool header_only_ = false;
+  const bool header_only_;
 };
 
 class RefusingWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
@@ -335,21 +371,74 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
 
 }  // namespace
 
+// One thread, "reckon-service", for the service's heavy answers (status and
+// snapshots hash or copy the whole replica). gRPC's callback threads are few
+// (two on a 2-core machine) and also drive the sockets: blocked for long,
+// every stream of the process stalls. Tasks run in order; Shutdown runs what
+// is queued, then joins.
+class ServiceThread {
+ public:
+  ServiceThread() {
+    thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "reckon-service");
+      Loop();
+    });
+  }
+  ~ServiceThread() { Shutdown(); }
+  void Post(std::function<void()> task) {
+    absl::MutexLock l(&mu_);
+    tasks_.push_back(std::move(task));
+  }
+  void Shutdown() {
+    {
+      absl::MutexLock l(&mu_);
+      stopping_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        absl::MutexLock l(&mu_);
+        mu_.Await(absl::Condition(
+            +[](ServiceThread* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
+              return t->stopping_ || !t->tasks_.empty();
+            },
+            this));
+        if (tasks_.empty()) return;  // stopping, nothing left
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
 class GrpcService final : public v1::Gossip::CallbackService {
  public:
   explicit GrpcService(std::shared_ptr<std::atomic<int>> live) : live_(std::move(live)) {}
   void SetNode(GossipNode* node) { node_.store(node); }
+  void Shutdown() { worker_.Shutdown(); }
 
   grpc::ServerBidiReactor<Frame, Frame>* Exchange(grpc::CallbackServerContext* ctx) override {
     GossipNode* node = node_.load();
     if (node == nullptr || !node->started()) return new RefusingStream("joining");
-    return new ServerStream(node, ctx->peer(), live_);
+    return new ServerStream(node, ctx, ctx->peer(), live_);
   }
 
   grpc::ServerWriteReactor<v1::SnapshotChunk>* Snapshot(
       grpc::CallbackServerContext* ctx, const v1::SnapshotRequest* request) override {
     GossipNode* node = node_.load();
-    if (node == nullptr || !node->started()) {
+    // A joining node answers probes (it has nothing: evidence for the
+    // prober that this seed has not trained) but serves no weights.
+    if (node == nullptr || (!node->started() && !request->header_only())) {
       return new RefusingWriter(grpc::Status(grpc::StatusCode::UNAVAILABLE, "joining"));
     }
     absl::Status s = node->CheckPeer(request->fingerprint(), request->cluster_token(),
@@ -363,21 +452,29 @@ class GrpcService final : public v1::Gossip::CallbackService {
                                                  : grpc::StatusCode::FAILED_PRECONDITION,
                                              std::string(s.message())));
     }
-    return new SnapshotWriter(node, *request, live_);
+    auto* writer = new SnapshotWriter(request->header_only(), live_);
+    worker_.Post([writer, node] { writer->Start(node); });
+    return writer;
   }
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx,
                                    const v1::StatusRequest* /*request*/,
                                    v1::NodeStatus* response) override {
     GossipNode* node = node_.load();
-    if (node != nullptr) node->FillStatus(response);
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(node != nullptr ? grpc::Status::OK
-                                    : grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting"));
+    if (node == nullptr) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting"));
+      return reactor;
+    }
+    worker_.Post([node, response, reactor] {
+      node->FillStatus(response);
+      reactor->Finish(grpc::Status::OK);
+    });
     return reactor;
   }
 
  private:
+  ServiceThread worker_;
   std::atomic<GossipNode*> node_{nullptr};
   std::shared_ptr<std::atomic<int>> live_;
 };
@@ -425,6 +522,7 @@ void GossipServer::Shutdown(std::chrono::milliseconds deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   server_->Wait();
+  service_->Shutdown();  // after Wait: calls still open needed its answers
   server_.reset();
 }
 

@@ -27,6 +27,11 @@ class Link {
   // Ends the stream after the frames already queued; idempotent. The node's
   // OnLinkClosed follows (once) when the stream is gone.
   virtual void Close() = 0;
+  // Ends the stream now, dropping what is queued, even with a write in
+  // flight: for a peer that stopped reading (dead, stopped, partitioned) or
+  // a dial that never completed, where Close would wait on that write
+  // forever. OnLinkClosed follows once.
+  virtual void Abort() = 0;
   // True when this side dialed (the node keeps the stream dialed by the
   // smaller node id when a pair has two).
   virtual bool dialed() const = 0;

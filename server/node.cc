@@ -88,6 +88,7 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     absl::MutexLock l(&mu_);
     if (stopping_) return;
     stopping_ = true;
+    stop_requested_.store(true);
     auto leave_frame = std::make_shared<v1::GossipFrame>();
     leave_frame->mutable_leave()->set_reason("shutting down");
     for (auto& [id, m] : members_) {
@@ -140,23 +141,24 @@ void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::stri
 void GossipNode::Run() {
   Clock::time_point next_tick = Clock::now();
   for (;;) {
+    Clock::time_point wake = next_tick;
+    {
+      // Delayed frames (fault injection) may be due before the tick.
+      absl::MutexLock l(&mu_);
+      if (stopping_) return;
+      if (!delayed_.empty()) wake = std::min(wake, delayed_.begin()->first);
+    }
     std::deque<Event> batch;
     {
+      // Only inbox_mu_ here: a gRPC thread enqueueing a frame never waits
+      // behind mu_ (whoever holds it), and the lock order holds.
       absl::MutexLock l(&inbox_mu_);
-      Clock::time_point wake = next_tick;
-      {
-        // Delayed frames (fault injection) may be due before the tick.
-        absl::MutexLock l2(&mu_);
-        if (stopping_) return;
-        if (!delayed_.empty()) wake = std::min(wake, delayed_.begin()->first);
-      }
-      while (inbox_.empty()) {
+      while (inbox_.empty() && !stop_requested_.load()) {
         const auto now = Clock::now();
         if (now >= wake) break;
         inbox_cv_.WaitWithTimeout(&inbox_mu_, absl::FromChrono(wake - now));
-        absl::MutexLock l2(&mu_);
-        if (stopping_) return;
       }
+      if (stop_requested_.load()) return;
       batch.swap(inbox_);
     }
     absl::MutexLock l(&mu_);
@@ -312,6 +314,19 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     Refuse(link, hello.self().node_id(), std::string(s.message()), true);
     return;
   }
+  if (id != self_.node_id && hello.listen_address().empty()) {
+    // Every member must be dialable by every other: a member known to one
+    // node only would be invisible to the others' quiescence (issue 11).
+    Refuse(link, id,
+           absl::StrCat("node '", id.substr(0, 64),
+                        "' sent no listen_address: every member must be reachable by every other"),
+           true);
+    return;
+  }
+  if (hello.listen_address().size() > 255) {
+    Refuse(link, id, "listen_address is longer than 255 bytes", true);
+    return;
+  }
   if (id == self_.node_id) {
     if (hello.self().incarnation() == self_.incarnation) {
       // We dialed ourselves (our address is in the seed list): remember it.
@@ -347,6 +362,8 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     m.incarnation = hello.self().incarnation();
     m.applied.clear();
     m.training_done = false;
+    m.settled = false;
+    m.weight_hash.clear();
     if (m.link) DropLink(m);
   }
   if (!hello.listen_address().empty()) m.address = hello.listen_address();
@@ -380,6 +397,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
                      ") connected: ", link->Describe()));
   }
   m.state = MemberState::kAlive;
+  reached_any_ = true;
   link->Send(MakeHeartbeat(), SIZE_MAX);
 }
 
@@ -509,6 +527,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
         }
       }
       stopping_ = true;  // the node thread sends nothing more (no anti-entropy)
+      stop_requested_.store(true);
     } else {
       for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame, Clock::now());
     }
@@ -581,6 +600,9 @@ void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
 void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now) {
   m.applied = FromProto(hb.applied());
   m.training_done = hb.training_done();
+  m.settled = hb.settled();
+  m.weight_hash = hb.weight_hash().substr(0, 64);
+  CheckSettledHash(m);
   for (const v1::Member& other : hb.members()) {
     const std::string& id = other.node_id();
     if (id == self_.node_id || !ValidNodeId(id) || other.address().empty() ||
@@ -651,6 +673,10 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
   ToProto(applied_, hb->mutable_applied());
   hb->set_local_steps(local_steps_);
   hb->set_training_done(training_done_);
+  if (settled_ && SameVersions(settled_at_, applied_)) {
+    hb->set_settled(true);
+    hb->set_weight_hash(settled_hash_);
+  }
   v1::Member* me = hb->add_members();
   me->set_node_id(self_.node_id);
   me->set_incarnation(self_.incarnation);
@@ -666,13 +692,16 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
 }
 
 void GossipNode::DropLink(Member& m) {
-  if (m.link) m.link->Close();
+  // Abort, not Close: a dead or departed peer may never finish the write in
+  // flight, and Close would wait on it forever.
+  if (m.link) m.link->Abort();
   m.link.reset();
   m.pushed.clear();
   m.resync_told.clear();
 }
 
 void GossipNode::Tick(Clock::time_point now) {
+  UpdateSettled();
   auto heartbeat = MakeHeartbeat();
   for (auto& [id, m] : members_) {
     const bool silent = now - (m.state == MemberState::kConnecting ? m.first_known : m.last_heard) >
@@ -726,6 +755,17 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
 void GossipNode::DialDue(Clock::time_point now) {
   if (!dialer_) return;
   for (auto& [address, target] : dial_) {
+    if (target.pending && now - target.pending_since > options_.failure_timeout) {
+      // Every dial has a deadline: a peer that accepts the connection but
+      // never answers (stopped, starved, half-partitioned) must not keep
+      // this address from being dialed again.
+      Log(absl::StrCat("dial to ", address, " got no handshake in ",
+                       absl::StrFormat("%.1f", SecondsSince(target.pending_since, now)),
+                       " s: abandoned, will dial again"));
+      unnamed_links_.erase(target.pending);
+      target.pending->Abort();
+      target.pending.reset();
+    }
     if (target.pending || self_addresses_.count(address)) continue;
     if (now < target.next_attempt) continue;
     bool connected = false;
@@ -742,6 +782,7 @@ void GossipNode::DialDue(Clock::time_point now) {
     std::shared_ptr<Link> link = dialer_(address);
     if (!link) continue;
     target.pending = link;
+    target.pending_since = now;
     unnamed_links_.insert(link);
     link->Send(MakeHello(), SIZE_MAX);
   }
@@ -801,7 +842,7 @@ void GossipNode::SetLocalSteps(uint64_t steps) {
   local_steps_ = steps;
 }
 
-bool GossipNode::QuiescentLocked(std::string* why) {
+bool GossipNode::SettledLocked(std::string* why) {
   if (!training_done_) {
     *why = "training";
     return false;
@@ -809,6 +850,16 @@ bool GossipNode::QuiescentLocked(std::string* why) {
   if (!received_.updates.empty() || received_.replace_weights) {
     *why = "applying";
     return false;
+  }
+  if (!reached_any_) {
+    bool other_seed = false;
+    for (const std::string& seed : options_.seeds) other_seed |= !self_addresses_.count(seed);
+    if (other_seed) {
+      // Our messages reached nobody and nobody's reached us: ending now
+      // would report a lone replica as the cluster's.
+      *why = "never reached any member of the cluster";
+      return false;
+    }
   }
   for (const auto& [id, m] : members_) {
     if (m.state == MemberState::kConnecting) {
@@ -823,6 +874,54 @@ bool GossipNode::QuiescentLocked(std::string* why) {
     if (!SameVersions(m.applied, applied_)) {
       *why = absl::StrCat(id, " has another version vector: ", VersionJson(m.applied), " vs ours ",
                           VersionJson(applied_));
+      return false;
+    }
+  }
+  return true;
+}
+
+void GossipNode::UpdateSettled() {
+  std::string why;
+  const bool settled = SettledLocked(&why);
+  if (settled && (!settled_ || !SameVersions(settled_at_, applied_))) {
+    // SHA-256 of the whole replica, on this thread: only when this node
+    // settles at a new vector, i.e. a few times at the end of a run.
+    settled_hash_ = mirror_.WeightHash();
+    settled_at_ = applied_;
+  }
+  settled_ = settled;
+  if (settled_) {
+    for (const auto& [id, m] : members_) CheckSettledHash(m);
+  }
+}
+
+void GossipNode::CheckSettledHash(const Member& m) {
+  if (m.state != MemberState::kAlive || !m.settled || !settled_ ||
+      !SameVersions(settled_at_, applied_) || !SameVersions(m.applied, applied_) ||
+      m.weight_hash == settled_hash_ || !fatal_.ok()) {
+    return;
+  }
+  fatal_ = absl::DataLossError(absl::StrCat(
+      "replicas diverged: ", m.node_id, " has weights ", m.weight_hash, " but ", self_.node_id,
+      " has ", settled_hash_, " after applying the same messages ", VersionJson(applied_)));
+  Log(std::string(fatal_.message()));
+}
+
+bool GossipNode::QuiescentLocked(std::string* why) {
+  if (!SettledLocked(why)) return false;
+  if (!settled_ || !SameVersions(settled_at_, applied_)) {
+    *why = "settling (weight hash not yet taken at this vector)";
+    return false;
+  }
+  // Phase two: every live member settled where we are, with our hash.
+  for (const auto& [id, m] : members_) {
+    if (m.state != MemberState::kAlive) continue;
+    if (!m.settled || !SameVersions(m.applied, applied_)) {
+      *why = absl::StrCat(id, " has not settled at our version vector");
+      return false;
+    }
+    if (m.weight_hash != settled_hash_) {
+      *why = absl::StrCat(id, " has weights ", m.weight_hash, ", we have ", settled_hash_);
       return false;
     }
   }
@@ -908,9 +1007,11 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
 
 // --- service ----------------------------------------------------------------
 
-GossipNode::Snapshot GossipNode::TakeSnapshot() {
+GossipNode::Snapshot GossipNode::TakeSnapshot(bool with_weights) {
   absl::MutexLock l(&mu_);
-  return Snapshot{applied_, std::vector<int64_t>(mirror_.quanta().begin(), mirror_.quanta().end())};
+  Snapshot out{applied_, {}};
+  if (with_weights) out.weights.assign(mirror_.quanta().begin(), mirror_.quanta().end());
+  return out;
 }
 
 void GossipNode::CountSnapshotServed() {

@@ -19,6 +19,7 @@
 #ifndef RECKON_SERVER_NODE_H_
 #define RECKON_SERVER_NODE_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -134,9 +135,14 @@ class GossipNode {
   // yet does not count (it may never come).
   int TrainingMembers();
   void SetLocalSteps(uint64_t steps);
-  // Blocks until the cluster is quiescent (every live member done, every
-  // version vector equal, nothing in flight here) or `deadline`. `drain`
-  // is called with what arrives meanwhile, on the calling thread.
+  // Blocks until the cluster is quiescent or `deadline`; `drain` is called
+  // with what arrives meanwhile, on the calling thread. Quiescent is a
+  // cluster-wide agreement in two phases (docs/protocol.md "Quiescence"):
+  // this node is settled (done, nothing left to apply, it reached the
+  // cluster, every live member it knows finished at its version vector),
+  // and every live member it knows reported itself settled at the same
+  // vector with the same weight hash. A member settled at the same vector
+  // with another hash is a divergence: kDataLoss, naming both.
   absl::Status WaitQuiescent(Clock::time_point deadline,
                              const std::function<absl::Status(Received&)>& drain);
   // A peer told us we fell out of its log: the address to re-join from.
@@ -164,9 +170,11 @@ class GossipNode {
   void FillStatus(v1::NodeStatus* out);
   struct Snapshot {
     VersionMap applied;
-    std::vector<int64_t> weights;
+    std::vector<int64_t> weights;  // empty unless asked for
   };
-  Snapshot TakeSnapshot();
+  // A consistent cut. `with_weights` copies the replica (MiBs: a join's
+  // probe needs only the vector).
+  Snapshot TakeSnapshot(bool with_weights);
   // Checks the fingerprint and token of `peer` (its node id): an error naming
   // the field that differs and both nodes.
   absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
@@ -200,12 +208,16 @@ class GossipNode {
     VersionMap pushed_checkpoint;
     Clock::time_point checkpoint_time;
     bool training_done = false;
+    // Its last heartbeat's quiescence phase one, and its weight hash then.
+    bool settled = false;
+    std::string weight_hash;
     std::set<OriginKey> resync_told;  // told to re-join for these origins
   };
   struct DialTarget {
     Clock::time_point next_attempt;
     std::chrono::milliseconds backoff{0};
     std::shared_ptr<Link> pending;  // dialed, handshake not finished
+    Clock::time_point pending_since;
   };
   struct Early {
     std::shared_ptr<const v1::GossipFrame> frame;
@@ -269,6 +281,12 @@ class GossipNode {
   std::shared_ptr<const v1::GossipFrame> MakeHello() const;
   std::shared_ptr<const v1::GossipFrame> MakeHeartbeat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Member* FindByLink(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Quiescence phase one, for this node (see WaitQuiescent).
+  bool SettledLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Phase one recomputed at a tick: the weight hash is taken when this node
+  // settles at a new vector, and compared with every settled member's.
+  void UpdateSettled() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckSettledHash(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool QuiescentLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MaxPeerLagLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -277,8 +295,10 @@ class GossipNode {
   Dialer dialer_;
   std::thread thread_;
 
-  // Lock order: mu_ before inbox_mu_. Link reactions take only inbox_mu_, so
-  // a reaction run inline inside a Link call made under mu_ cannot deadlock.
+  // Lock order: mu_ before inbox_mu_, never the other way (the node thread
+  // does not take mu_ while it holds inbox_mu_). Link reactions take only
+  // inbox_mu_, so a reaction run inline inside a Link call made under mu_
+  // cannot deadlock, and a gRPC thread never waits on mu_ behind the inbox.
   absl::Mutex inbox_mu_;
   absl::CondVar inbox_cv_;
   std::deque<Event> inbox_ ABSL_GUARDED_BY(inbox_mu_);
@@ -286,6 +306,8 @@ class GossipNode {
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // received, version vectors, member states
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // stopping_, readable by the node thread while it holds only inbox_mu_.
+  std::atomic<bool> stop_requested_{false};
   bool started_flag_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   std::multimap<Clock::time_point, Delayed> delayed_ ABSL_GUARDED_BY(mu_);
@@ -306,6 +328,13 @@ class GossipNode {
   bool training_done_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t local_steps_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t last_published_ ABSL_GUARDED_BY(mu_) = 0;
+  // A handshake with some member completed at least once.
+  bool reached_any_ ABSL_GUARDED_BY(mu_) = false;
+  // Phase one of quiescence as last computed, the vector it held at, and
+  // the replica's SHA-256 there.
+  bool settled_ ABSL_GUARDED_BY(mu_) = false;
+  VersionMap settled_at_ ABSL_GUARDED_BY(mu_);
+  std::string settled_hash_ ABSL_GUARDED_BY(mu_);
   Counters counters_ ABSL_GUARDED_BY(mu_);
   Clock::time_point started_;
   std::mt19937_64 jitter_ ABSL_GUARDED_BY(mu_);

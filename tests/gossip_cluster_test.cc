@@ -105,6 +105,7 @@ class Cluster {
 
   std::string Summary(int i) const { return testing::ReadWholeFile(summary_path(i)); }
   std::string Err(int i) const { return testing::ReadWholeFile(err_path(i)); }
+  std::string Out(int i) const { return testing::ReadWholeFile(dir_ / absl::StrCat("w", i, ".log")); }
 
   // The node's status; none while it is not answering.
   std::optional<v1::NodeStatus> Status(int i) {
@@ -202,13 +203,44 @@ TEST(GossipCluster, KilledWorkerRejoinsFromSnapshot) {
   EXPECT_EQ(Number(s0, "max_training_members"), 4) << s0;
 }
 
+// The fork of issue 11: a worker restarted while its peers cannot answer
+// (stopped here; starved of CPU where it was seen) must not start from the
+// seed's weights on that silence. It keeps probing, says so, and joins from a
+// snapshot once they answer; all end identical.
+TEST(GossipCluster, RestartedWorkerWaitsForPeersThatDoNotAnswer) {
+  Cluster c(3);
+  // w0 and w1 must still be training when w2 is back: ~4,000 steps left
+  // after the freeze, several seconds at this model's speed.
+  for (int i = 0; i < 3; ++i) c.Start(i, 3, {"--max-steps", "4000", "--epochs", "30"});
+  ASSERT_TRUE(c.WaitForSteps(2, 40)) << c.Err(2);
+  c.process(2).Signal(SIGKILL);
+  ASSERT_EQ(c.Wait(2, seconds(10)), 128 + SIGKILL);
+  c.process(0).Signal(SIGSTOP);
+  c.process(1).Signal(SIGSTOP);
+  const size_t first_life = c.Out(2).size();  // its log is appended to
+  c.Start(2, 3, {"--max-steps", "60", "--join-timeout-s", "60"});
+  // Longer than the old single round of 1 s probes per seed, and than its 60
+  // steps: a worker that joined nobody must neither train nor exit meanwhile.
+  EXPECT_FALSE(c.process(2).Wait(seconds(8)).has_value()) << "w2 exited alone: " << c.Err(2);
+  const std::string waiting = c.Out(2).substr(first_life);
+  c.process(0).Signal(SIGCONT);
+  c.process(1).Signal(SIGCONT);
+  EXPECT_EQ(waiting.find("starting from the seed's weights"), std::string::npos) << waiting;
+  EXPECT_NE(waiting.find("waiting for the seeds to answer"), std::string::npos) << waiting;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
+  c.ExpectIdentical({0, 1, 2});
+  EXPECT_EQ(Counter(c.Summary(2), "snapshots_loaded"), 1) << c.Summary(2);
+}
+
 // 3. A worker that joins late catches up (snapshot) and ends identical.
 TEST(GossipCluster, LateJoinerCatchesUp) {
   Cluster c(3);
   // w0 and w1 must still be there when w2 has started (a process start is
   // 1-2 s here: libraries, the dataset): ~1,100 steps of margin.
-  c.Start(0, 3, {"--max-steps", "1200", "--epochs", "8"});
-  c.Start(1, 3, {"--max-steps", "1200", "--epochs", "8"});
+  // --bootstrap: w2 is a seed of theirs that will not answer before they
+  // train (without it they would wait for it: silence is not evidence).
+  c.Start(0, 3, {"--max-steps", "1200", "--epochs", "8", "--bootstrap"});
+  c.Start(1, 3, {"--max-steps", "1200", "--epochs", "8", "--bootstrap"});
   ASSERT_TRUE(c.WaitForSteps(0, 80)) << c.Err(0);
   c.Start(2, 3, {"--max-steps", "80"});
   for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
@@ -269,7 +301,7 @@ TEST(GossipCluster, DuplicatedReorderedDelayedUpdatesAppliedOnce) {
 TEST(GossipCluster, PeerWithAnotherFingerprintIsRefused) {
   Cluster c(2);
   // w0 trains until told to stop, so it is surely there when w1 arrives.
-  c.Start(0, 2, {"--max-steps", "100000", "--epochs", "1000"});
+  c.Start(0, 2, {"--max-steps", "100000", "--epochs", "1000", "--bootstrap"});
   ASSERT_TRUE(c.WaitForSteps(0, 5)) << c.Err(0);
   c.Start(1, 2, {"--max-steps", "50", "--layers", "784,64,10"});
   EXPECT_EQ(c.Wait(1, seconds(60)), 1) << c.Err(1);

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "server/version_vector.h"
 
@@ -105,42 +106,102 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
       << options.node.incarnation << " listening on " << advertise << " (" << options.listen
       << "), " << seeds.size() << " seed(s)\n";
 
-  // Probe the seeds: how far is the cluster? (Also the fingerprint check.)
-  v1::SnapshotRequest request;
-  *request.mutable_fingerprint() = options.node.fingerprint;
-  request.mutable_requester()->set_node_id(options.node.node_id);
-  request.mutable_requester()->set_incarnation(options.node.incarnation);
-  request.set_cluster_token(options.node.cluster_token);
-  request.set_header_only(true);
-  std::string best;
-  uint64_t best_total = 0;
-  for (const std::string& seed : seeds) {
-    absl::StatusOr<server::FetchedSnapshot> probe =
-        server::FetchSnapshot(seed, request, initial.size(), options.join_probe_timeout);
-    if (!probe.ok()) {
-      const absl::StatusCode code = probe.status().code();
-      if (code == absl::StatusCode::kFailedPrecondition ||
-          code == absl::StatusCode::kPermissionDenied || code == absl::StatusCode::kDataLoss) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("refused by peer ", seed, ": ", probe.status().message()));
-      }
-      continue;  // not up yet, or joining: it will dial us or we it
-    }
-    const uint64_t total = TotalSeqs(probe->applied);
-    if (total > best_total) {
-      best_total = total;
-      best = seed;
-    }
-  }
-  if (!best.empty()) {
-    absl::Status s = peers->Resync(best);
-    if (!s.ok()) return s;
-  } else {
-    log << "reckon-worker: no peer has trained yet: starting from the seed's weights\n";
-  }
+  // Probes are answered while we join too (a joining node holds nothing),
+  // so workers started together see each other's "not trained".
   peers->server_->SetNode(peers->node_.get());
+  for (;;) {
+    std::string source;
+    absl::Status s = peers->FindJoinSource(seeds, &source);
+    if (!s.ok()) return s;
+    if (source.empty()) {
+      log << "reckon-worker: no peer has trained yet: starting from the seed's weights\n";
+      break;
+    }
+    s = peers->Resync(source);
+    if (s.ok()) break;
+    if (s.code() != absl::StatusCode::kUnavailable &&
+        s.code() != absl::StatusCode::kDeadlineExceeded) {
+      return s;
+    }
+    // It went away or stalled between the probe and the snapshot: ask again.
+    log << "reckon-worker: snapshot from " << source << " failed (" << s.message()
+        << "); probing again\n";
+  }
   peers->node_->Start(peers->server_->MakeDialer(peers->node_.get()));
   return peers;
+}
+
+absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
+                                         std::string* source) {
+  v1::SnapshotRequest request;
+  *request.mutable_fingerprint() = options_.node.fingerprint;
+  request.mutable_requester()->set_node_id(options_.node.node_id);
+  request.mutable_requester()->set_incarnation(options_.node.incarnation);
+  request.set_cluster_token(options_.node.cluster_token);
+  request.set_header_only(true);
+  const uint64_t param_count = options_.node.fingerprint.param_count();
+  const auto start = server::Clock::now();
+  auto backoff = std::chrono::milliseconds(200);
+  auto last_said = start - std::chrono::hours(1);
+  for (int round = 1;; ++round) {
+    // Every seed at once: a join's wait is one probe timeout, not one per seed.
+    std::vector<absl::StatusOr<server::FetchedSnapshot>> probes(
+        seeds.size(), absl::UnavailableError("not probed"));
+    {
+      std::vector<std::thread> threads;
+      for (size_t i = 0; i < seeds.size(); ++i) {
+        threads.emplace_back([&, i] {
+          probes[i] =
+              server::FetchSnapshot(seeds[i], request, param_count, options_.join_probe_timeout);
+        });
+      }
+      for (std::thread& t : threads) t.join();
+    }
+    uint64_t best_total = 0;
+    std::vector<std::string> silent;
+    for (size_t i = 0; i < seeds.size(); ++i) {
+      const absl::StatusOr<server::FetchedSnapshot>& probe = probes[i];
+      if (!probe.ok()) {
+        const absl::StatusCode code = probe.status().code();
+        if (code == absl::StatusCode::kFailedPrecondition ||
+            code == absl::StatusCode::kPermissionDenied || code == absl::StatusCode::kDataLoss) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("refused by peer ", seeds[i], ": ", probe.status().message()));
+        }
+        silent.push_back(absl::StrCat(seeds[i], " (", probe.status().message(), ")"));
+        continue;
+      }
+      const uint64_t total = TotalSeqs(probe->applied);
+      if (total > best_total) {
+        best_total = total;
+        *source = seeds[i];
+      }
+    }
+    // Conclusive: someone trained; or nobody did and everyone said so (or
+    // we were told to bootstrap).
+    if (best_total > 0) return absl::OkStatus();
+    if (silent.empty() || options_.bootstrap) {
+      source->clear();
+      return absl::OkStatus();
+    }
+    const auto now = server::Clock::now();
+    if (options_.join_timeout.count() > 0 && now - start >= options_.join_timeout) {
+      return absl::UnavailableError(absl::StrCat(
+          "no conclusive answer from the seeds in ", options_.join_timeout.count(),
+          " s (no answer from ", absl::StrJoin(silent, ", "),
+          "); a worker starts from the seed's weights only when every seed says nobody has "
+          "trained, or with --bootstrap"));
+    }
+    if (now - last_said >= std::chrono::seconds(5)) {
+      last_said = now;
+      *log_ << "reckon-worker: waiting for the seeds to answer (round " << round
+            << ", no answer from " << absl::StrJoin(silent, ", ")
+            << "); silence is not evidence that nobody has trained\n"
+            << std::flush;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(2 * backoff, std::chrono::milliseconds(2000));
+  }
 }
 
 absl::Status GossipPeers::Resync(const std::string& source) {

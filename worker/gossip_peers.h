@@ -1,11 +1,17 @@
 // Training with peers: the gossip node (server/) behind the trainer's
 // TrainingPeers interface. Owns the node and its gRPC server.
 //
-// Join (Create): listen, probe every seed (a header-only snapshot request,
-// which also checks the cluster fingerprint on both sides), and when some
-// peer has applied anything, load a full snapshot from the most advanced one;
-// then start the node, which dials the peers. A peer of another cluster
-// stops the join with its reason.
+// Join (Create): listen, then probe every seed (a header-only snapshot
+// request, which also checks the cluster fingerprint on both sides) until the
+// answers are conclusive, and only then:
+//   - some seed has applied messages: load a full snapshot from the most
+//     advanced one that answered;
+//   - every seed answered and none has trained (each is joining too, or
+//     holds nothing), or --bootstrap: start from the seed's weights.
+// Silence is not evidence: while some seed does not answer and none that
+// did has trained, the worker keeps probing with backoff and says so, up to
+// `join_timeout` (0: for ever). A peer of another cluster stops the join
+// with its reason. Then the node starts and dials the peers.
 #ifndef RECKON_WORKER_GOSSIP_PEERS_H_
 #define RECKON_WORKER_GOSSIP_PEERS_H_
 
@@ -31,7 +37,12 @@ struct PeerOptions {
   server::TransportOptions transport;
   uint64_t max_lag = 0;  // 0: never pause
   std::chrono::seconds quiesce_timeout{600};
-  std::chrono::milliseconds join_probe_timeout{1000};
+  std::chrono::milliseconds join_probe_timeout{2000};
+  // Start a new cluster from the seed's weights when no seed has trained,
+  // even if some did not answer (the first worker of a cluster whose other
+  // members are not up yet, with no way to know they will not have trained).
+  bool bootstrap = false;
+  std::chrono::seconds join_timeout{0};  // 0: probe for ever
 };
 
 // "host:port,host:port" (a host may be a DNS name resolving to several
@@ -60,6 +71,9 @@ class GossipPeers final : public TrainingPeers {
   GossipPeers() = default;
   absl::Status Apply(Backend& backend, server::Received& received);
   absl::Status Resync(const std::string& source);
+  // Probes until conclusive (see above). Empty `*source`: start from the
+  // seed's weights.
+  absl::Status FindJoinSource(const std::vector<std::string>& seeds, std::string* source);
 
   PeerOptions options_;
   std::unique_ptr<server::GossipServer> server_;

@@ -68,6 +68,12 @@ ABSL_FLAG(std::string, advertise, "",
           "host:port peers dial to reach this worker (default: --listen with this host's name)");
 ABSL_FLAG(std::string, peers, "",
           "host:port,... of peers to join; a name may resolve to several (headless Service)");
+ABSL_FLAG(bool, bootstrap, false,
+          "start a new cluster from the seed's weights when no seed that answers has trained, "
+          "even if some seeds do not answer (without it, only every seed saying so counts)");
+ABSL_FLAG(int32_t, join_timeout_s, 0,
+          "give up joining (exit 1) when the seeds' answers are not conclusive after this long "
+          "(0: keep probing)");
 ABSL_FLAG(std::string, cluster_token, "", "shared secret every peer must present (optional)");
 ABSL_FLAG(uint64_t, max_lag, 0,
           "pause training while a live peer has not applied our last N messages (0: never)");
@@ -255,6 +261,10 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   n.log_byte_cap = static_cast<size_t>(log_cap) << 20;
   p.transport.max_message_bytes = max_message << 20;
   p.max_lag = absl::GetFlag(FLAGS_max_lag);
+  p.bootstrap = absl::GetFlag(FLAGS_bootstrap);
+  const int join_timeout = absl::GetFlag(FLAGS_join_timeout_s);
+  if (join_timeout < 0) return absl::InvalidArgumentError("--join-timeout-s must be >= 0");
+  p.join_timeout = std::chrono::seconds(join_timeout);
   const int quiesce = absl::GetFlag(FLAGS_quiesce_timeout_s);
   if (quiesce < 1) return absl::InvalidArgumentError("--quiesce-timeout-s must be >= 1");
   p.quiesce_timeout = std::chrono::seconds(quiesce);
