@@ -75,7 +75,7 @@ void GossipNode::Start(Dialer dialer) {
   for (const std::string& seed : options_.seeds) {
     if (seed != options_.listen_address) dial_[seed].next_attempt = started_;
   }
-  started_flag_ = true;
+  started_flag_.store(true);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "reckon-gossip");
     Run();
@@ -1034,11 +1034,6 @@ GossipNode::Counters GossipNode::counters() {
   return counters_;
 }
 
-bool GossipNode::started() {
-  absl::MutexLock l(&mu_);
-  return started_flag_;
-}
-
 void GossipNode::FillStatus(v1::NodeStatus* out) {
   // The weight hash is computed on a copy, outside the lock: SHA-256 of the
   // whole replica must not stall the node thread (status is polled).
@@ -1056,7 +1051,7 @@ void GossipNode::FillStatus(v1::NodeStatus* out) {
   out->set_local_steps(local_steps_);
   ToProto(applied_, out->mutable_applied());
   out->set_training_done(training_done_);
-  out->set_joined(started_flag_);
+  out->set_joined(started_flag_.load());
   out->set_updates_applied(counters_.updates_applied);
   out->set_duplicates_dropped(counters_.duplicates_dropped);
   out->set_decode_errors(counters_.decode_errors);

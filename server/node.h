@@ -150,8 +150,8 @@ class GossipNode {
   // Not OK once a peer refused us for good (another cluster, a taken node
   // id): the worker stops with this error.
   absl::Status Health();
-  // True once Start ran (the service refuses streams before).
-  bool started();
+  // True once Start ran (the service refuses streams before). Lock-free.
+  bool started() const { return started_flag_.load(); }
 
   // --- join ---
   // Replaces the mirror and version vector with a snapshot, keeping our
@@ -308,7 +308,8 @@ class GossipNode {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // stopping_, readable by the node thread while it holds only inbox_mu_.
   std::atomic<bool> stop_requested_{false};
-  bool started_flag_ ABSL_GUARDED_BY(mu_) = false;
+  // Lock-free: read by gRPC threads and by other nodes dialing in-process.
+  std::atomic<bool> started_flag_{false};
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   std::multimap<Clock::time_point, Delayed> delayed_ ABSL_GUARDED_BY(mu_);
   codec::FixedPointReplica mirror_ ABSL_GUARDED_BY(mu_);

@@ -232,6 +232,29 @@ TEST(GossipCluster, RestartedWorkerWaitsForPeersThatDoNotAnswer) {
   EXPECT_EQ(Counter(c.Summary(2), "snapshots_loaded"), 1) << c.Summary(2);
 }
 
+// A worker whose seeds never answer: without --bootstrap it does not start
+// (exit 1 at --join-timeout-s, saying why); with it, it trains but never
+// calls its lone replica the cluster's: exit 1 at --quiesce-timeout-s.
+TEST(GossipCluster, WorkerThatReachesNobodyNeverExitsZero) {
+  Cluster c(2);  // slot 1's port is never listened on
+  c.Start(0, 2, {"--max-steps", "20", "--join-timeout-s", "3"});
+  EXPECT_EQ(c.Wait(0, seconds(30)), 1) << c.Err(0);
+  EXPECT_NE(c.Err(0).find("no conclusive answer from the seeds in 3 s (no answer from " +
+                          c.address(1)),
+            std::string::npos)
+      << c.Err(0);
+  EXPECT_TRUE(c.Summary(0).empty());
+
+  c.Start(0, 2, {"--max-steps", "20", "--bootstrap", "--quiesce-timeout-s", "3"});
+  EXPECT_EQ(c.Wait(0, seconds(30)), 1) << c.Err(0);
+  EXPECT_NE(c.Err(0).find("cluster not quiescent before the deadline: never reached any member "
+                          "of the cluster"),
+            std::string::npos)
+      << c.Err(0);
+  EXPECT_EQ(c.Out(0).find("cluster quiescent"), std::string::npos) << c.Out(0);
+  EXPECT_TRUE(c.Summary(0).empty());
+}
+
 // 3. A worker that joins late catches up (snapshot) and ends identical.
 TEST(GossipCluster, LateJoinerCatchesUp) {
   Cluster c(3);

@@ -1,0 +1,94 @@
+// Links between gossip nodes of one process: the node's logic tested without
+// sockets or processes (gloo keeps a same-shaped transport beside its real
+// ones for the same reason). A link is one end of a pipe; what one end Sends,
+// the other end's node receives through OnFrame, in order.
+//
+// An InProcNetwork plays the part of the network:
+//   - Listen(address, node) makes a node dialable at `address`;
+//   - MakeDialer(node) is the Dialer the node is started with;
+//   - a one-way latency (0: frames are handed over inside Send);
+//   - Partition(groups): frames between groups vanish silently, as on a cut
+//     link (no close, no error: the failure detector must notice), and dials
+//     across get no answer; Heal() ends it.
+//
+// Threads: Send, Close and Abort may be called from any thread, under the
+// calling node's lock: they only call the receiving nodes' On* reactions,
+// which take nothing but the inbox lock (a leaf), so no lock cycle can form.
+// With a latency, one thread ("reckon-inproc") delivers due frames.
+//
+// REQUIRES: every node is stopped (GossipNode::Stop) before the network is
+// destroyed, and the network outlives every node's Stop.
+#ifndef RECKON_SERVER_INPROC_LINK_H_
+#define RECKON_SERVER_INPROC_LINK_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/link.h"
+#include "server/node.h"
+
+namespace reckon::server {
+
+class InProcNetwork {
+ public:
+  explicit InProcNetwork(std::chrono::milliseconds latency = std::chrono::milliseconds(0));
+  ~InProcNetwork();
+  InProcNetwork(const InProcNetwork&) = delete;
+  InProcNetwork& operator=(const InProcNetwork&) = delete;
+
+  // `node` accepts dials at `address` once started.
+  void Listen(const std::string& address, GossipNode* node);
+  Dialer MakeDialer(GossipNode* node);
+
+  // Nodes in different groups can no longer exchange anything (frames in
+  // flight across are lost too). A node in no group is cut from everyone.
+  void Partition(const std::vector<std::set<GossipNode*>>& groups);
+  void Heal();
+
+  struct Counters {
+    uint64_t frames_delivered = 0, frames_lost = 0, update_frames = 0, update_bytes = 0;
+  };
+  Counters counters();
+
+  // Internal: one pipe between two nodes (defined in the .cc).
+  struct Pipe;
+
+ private:
+  friend class InProcLink;
+  struct Pending {
+    std::shared_ptr<Pipe> pipe;
+    int to;  // the end that receives
+    std::shared_ptr<const v1::GossipFrame> frame;  // null: the pipe's close
+  };
+
+  std::shared_ptr<Link> Dial(GossipNode* from, const std::string& address);
+  bool Connected(GossipNode* a, GossipNode* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Send's and Close's path: now (no latency) or through the delivery queue.
+  bool Transfer(const std::shared_ptr<Pipe>& pipe, int to,
+                std::shared_ptr<const v1::GossipFrame> frame);
+  void Deliver(Pending p);
+  void DeliveryLoop();
+
+  const std::chrono::milliseconds latency_;
+  absl::Mutex mu_;
+  std::map<std::string, GossipNode*> listeners_ ABSL_GUARDED_BY(mu_);
+  std::map<GossipNode*, int> group_of_ ABSL_GUARDED_BY(mu_);  // empty: no partition
+  bool partitioned_ ABSL_GUARDED_BY(mu_) = false;
+  std::multimap<std::chrono::steady_clock::time_point, Pending> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  Counters counters_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread delivery_;
+};
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_INPROC_LINK_H_
