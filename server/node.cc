@@ -195,7 +195,7 @@ void GossipNode::HandleEvent(Event& e) {
       if (Member* m = FindByLink(e.link)) {
         Log(absl::StrCat("stream to ", m->node_id, " closed: ", e.why));
         m->link.reset();
-        m->pushed.clear();
+        ResetStream(*m);
       }
       return;
     }
@@ -222,6 +222,7 @@ void GossipNode::HandleEvent(Event& e) {
     return;
   }
   m->last_heard = now;
+  ++m->frames_received;
   if (m->state != MemberState::kAlive) {
     Log(absl::StrCat("peer ", m->node_id, " is alive again"));
     m->state = MemberState::kAlive;
@@ -388,9 +389,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     }
   }
   m.link = link;
-  m.pushed.clear();
-  m.pushed_checkpoint.clear();
-  m.checkpoint_time = now;
+  ResetStream(m);
   m.last_heard = now;
   if (m.state != MemberState::kAlive) {
     Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
@@ -398,7 +397,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   }
   m.state = MemberState::kAlive;
   reached_any_ = true;
-  link->Send(MakeHeartbeat(), SIZE_MAX);
+  SendTo(m, HeartbeatFor(m, *MakeHeartbeat()), SIZE_MAX);
 }
 
 void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame) {
@@ -513,7 +512,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
         (*payload)[0] ^= 0x5a;
       }
       for (auto& [id, m] : members_) {
-        if (m.link) m.link->Send(bad, SIZE_MAX);
+        if (m.link) SendTo(m, bad, SIZE_MAX);
       }
     }
     if (options_.faults.die_after_partial_send_seq == update.seq()) {
@@ -521,7 +520,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
       for (auto& [id, m] : members_) {
         if (m.link && m.state == MemberState::kAlive) {
           Log(absl::StrCat("fault: sending seq ", update.seq(), " to ", id, " only, then dying"));
-          m.link->Send(frame, SIZE_MAX);
+          SendTo(m, frame, SIZE_MAX);
           wait_for.push_back(m.link);
           break;
         }
@@ -546,7 +545,22 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
   return absl::OkStatus();
 }
 
-void GossipNode::SendUpdate(Member& m, const std::shared_ptr<const v1::GossipFrame>& frame,
+bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
+                        size_t byte_cap) {
+  if (!m.link || !m.link->Send(std::move(frame), byte_cap)) return false;
+  ++m.frames_sent;
+  return true;
+}
+
+void GossipNode::ResetStream(Member& m) {
+  m.pushed.clear();
+  m.pushed_frame.clear();
+  m.frames_sent = 0;
+  m.frames_received = 0;
+}
+
+void GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
+                            const std::shared_ptr<const v1::GossipFrame>& frame,
                             Clock::time_point now, bool* sent) {
   const FaultOptions& f = options_.faults;
   const bool duplicate =
@@ -560,13 +574,17 @@ void GossipNode::SendUpdate(Member& m, const std::shared_ptr<const v1::GossipFra
       const auto when = now + std::chrono::milliseconds(
                                   std::uniform_int_distribution<int>(1, f.max_delay_ms)(jitter_));
       delayed_.emplace(when, Delayed{m.node_id, m.link, frame});
+      // Its frame number is known when it really goes (ReleaseDelayed).
+      m.pushed_frame[origin] = UINT64_MAX;
       *sent = true;
-    } else if (m.link->Send(frame, options_.send_queue_byte_cap)) {
+    } else if (SendTo(m, frame, options_.send_queue_byte_cap)) {
+      m.pushed_frame[origin] = m.frames_sent;
       *sent = true;
     } else {
       break;
     }
   }
+  if (*sent) m.pushed[origin] = seq;
 }
 
 void GossipNode::ReleaseDelayed(Clock::time_point now) {
@@ -577,7 +595,12 @@ void GossipNode::ReleaseDelayed(Clock::time_point now) {
     // Sent only on the stream it was meant for: a new stream starts from the
     // peer's version vector anyway.
     if (it != members_.end() && it->second.link == d.link) {
-      d.link->Send(d.frame, options_.send_queue_byte_cap);
+      Member& m = it->second;
+      const OriginKey origin = KeyOf(d.frame->update().origin());
+      if (SendTo(m, d.frame, options_.send_queue_byte_cap) &&
+          SeqOf(m.pushed, origin) == d.frame->update().seq()) {
+        m.pushed_frame[origin] = m.frames_sent;
+      }
     }
   }
 }
@@ -589,12 +612,8 @@ void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
   // In order per origin: behind peers are served by anti-entropy.
   if (std::max(SeqOf(m.pushed, origin), SeqOf(m.applied, origin)) != seq - 1) return;
   bool sent = false;
-  SendUpdate(m, frame, now, &sent);
-  if (!sent) {
-    ++counters_.queue_drops;
-    return;
-  }
-  m.pushed[origin] = seq;
+  SendUpdate(m, origin, seq, frame, now, &sent);
+  if (!sent) ++counters_.queue_drops;
 }
 
 void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now) {
@@ -603,6 +622,16 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   m.settled = hb.settled();
   m.weight_hash = hb.weight_hash().substr(0, 64);
   CheckSettledHash(m);
+  // Lost on this stream: it processed the frame that carried what we pushed
+  // and still lacks some of it. Serve again from what it has.
+  for (auto& [origin, seq] : m.pushed) {
+    const uint64_t theirs = SeqOf(m.applied, origin);
+    auto frame = m.pushed_frame.find(origin);
+    if (theirs < seq && frame != m.pushed_frame.end() && hb.frames_received() >= frame->second) {
+      seq = theirs;
+      m.pushed_frame.erase(frame);
+    }
+  }
   for (const v1::Member& other : hb.members()) {
     const std::string& id = other.node_id();
     if (id == self_.node_id || !ValidNodeId(id) || other.address().empty() ||
@@ -625,17 +654,6 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
 
 void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   if (!m.link || m.state != MemberState::kAlive) return;
-  // Pushed but not acknowledged for too long: lost on the way (a dropped
-  // stream, a full queue, a delay). Serve again from what it has.
-  if (now - m.checkpoint_time > options_.repair_timeout) {
-    bool lost = false;
-    for (const auto& [origin, seq] : m.pushed_checkpoint) {
-      if (SeqOf(m.applied, origin) < seq) lost = true;
-    }
-    if (lost) m.pushed.clear();
-    m.pushed_checkpoint = m.pushed;
-    m.checkpoint_time = now;
-  }
   for (auto& [origin, entries] : log_) {
     const uint64_t mine = SeqOf(applied_, origin);
     const uint64_t theirs = SeqOf(m.applied, origin);
@@ -648,20 +666,29 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
         *frame->mutable_resync()->mutable_origin() =
             entries.begin()->second.frame->update().origin();
         frame->mutable_resync()->set_first_retained_seq(entries.begin()->first);
-        m.link->Send(frame, SIZE_MAX);
+        SendTo(m, frame, SIZE_MAX);
         m.resync_told.insert(origin);
       }
       continue;
     }
+    // Another origin's message is most likely still on its way to the peer
+    // straight from its origin: relay only what has had time to arrive. A
+    // live origin delivers (and repairs) its own, so its messages wait a
+    // failure timeout (covering a peer the origin cannot reach); a dead or
+    // departed origin's wait only a repair timeout.
+    auto member = members_.find(origin.node_id);
+    const bool origin_alive = member != members_.end() &&
+                              member->second.incarnation == origin.incarnation &&
+                              member->second.state == MemberState::kAlive;
+    const auto relay_after =
+        origin_alive ? std::max(options_.repair_timeout, options_.failure_timeout)
+                     : options_.repair_timeout;
     for (auto it = entries.find(from + 1); it != entries.end() && it->first <= mine; ++it) {
       if (m.link->QueuedBytes() > options_.send_queue_byte_cap / 2) return;
-      // Another origin's message is most likely still on its way to the peer
-      // straight from its origin: repair only what has had time to arrive.
-      if (!(origin == self_) && now - it->second.added < options_.repair_timeout) break;
+      if (!(origin == self_) && now - it->second.added < relay_after) break;
       bool sent = false;
-      SendUpdate(m, it->second.frame, now, &sent);
+      SendUpdate(m, origin, it->first, it->second.frame, now, &sent);
       if (!sent) break;
-      m.pushed[origin] = it->first;
       ++counters_.repairs_sent;
     }
   }
@@ -691,12 +718,19 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
   return frame;
 }
 
+std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(const Member& m,
+                                                                const v1::GossipFrame& base) {
+  auto frame = std::make_shared<v1::GossipFrame>(base);
+  frame->mutable_heartbeat()->set_frames_received(m.frames_received);
+  return frame;
+}
+
 void GossipNode::DropLink(Member& m) {
   // Abort, not Close: a dead or departed peer may never finish the write in
   // flight, and Close would wait on it forever.
   if (m.link) m.link->Abort();
   m.link.reset();
-  m.pushed.clear();
+  ResetStream(m);
   m.resync_told.clear();
 }
 
@@ -718,7 +752,7 @@ void GossipNode::Tick(Clock::time_point now) {
       DropLink(m);
     }
     if (m.link) {
-      m.link->Send(heartbeat, 2 * options_.send_queue_byte_cap);
+      SendTo(m, HeartbeatFor(m, *heartbeat), 2 * options_.send_queue_byte_cap);
       AntiEntropy(m, now);
     }
   }
@@ -755,10 +789,11 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
 void GossipNode::DialDue(Clock::time_point now) {
   if (!dialer_) return;
   for (auto& [address, target] : dial_) {
-    if (target.pending && now - target.pending_since > options_.failure_timeout) {
+    if (target.pending && now - target.pending_since > 2 * options_.failure_timeout) {
       // Every dial has a deadline: a peer that accepts the connection but
       // never answers (stopped, starved, half-partitioned) must not keep
-      // this address from being dialed again.
+      // this address from being dialed again. Two failure timeouts: a
+      // handshake needs a whole round trip, a heartbeat only half of one.
       Log(absl::StrCat("dial to ", address, " got no handshake in ",
                        absl::StrFormat("%.1f", SecondsSince(target.pending_since, now)),
                        " s: abandoned, will dial again"));
@@ -997,7 +1032,10 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
     }
     it = early.empty() ? early_.erase(it) : std::next(it);
   }
-  for (auto& [id, m] : members_) m.pushed.clear();
+  for (auto& [id, m] : members_) {
+    m.pushed.clear();
+    m.pushed_frame.clear();
+  }
   resync_source_.reset();
   ++counters_.snapshots_loaded;
   Log(absl::StrCat("installed a snapshot from ", source, ": ", VersionJson(applied_)));

@@ -203,10 +203,14 @@ class GossipNode {
     Clock::time_point first_known, last_heard;
     VersionMap applied;  // from its last heartbeat
     VersionMap pushed;   // highest seq pushed per origin on `link`
-    // What we had pushed at checkpoint_time: the peer must have applied it
-    // one repair timeout later, or it was lost and is served again.
-    VersionMap pushed_checkpoint;
-    Clock::time_point checkpoint_time;
+    // Frames sent on `link` and received from it, after the Hellos. The
+    // peer's heartbeat echoes its count of ours: once it has processed the
+    // frame that carried pushed[o] (pushed_frame[o]) and still lacks o's
+    // messages up to it, one was lost there (dropped from a full early
+    // buffer, corrupt) and is served again. Nothing else counts as lost: a
+    // slow link is not a lossy one.
+    uint64_t frames_sent = 0, frames_received = 0;
+    std::map<OriginKey, uint64_t> pushed_frame;
     bool training_done = false;
     // Its last heartbeat's quiescence phase one, and its weight hash then.
     bool settled = false;
@@ -272,14 +276,24 @@ class GossipNode {
               const std::shared_ptr<const v1::GossipFrame>& frame, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The one place Updates go out: applies the test faults (duplicate, delay).
-  void SendUpdate(Member& m, const std::shared_ptr<const v1::GossipFrame>& frame,
-                  Clock::time_point now, bool* sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the pushed seq and the frame that carried it.
+  void SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
+                  const std::shared_ptr<const v1::GossipFrame>& frame, Clock::time_point now,
+                  bool* sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseDelayed(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DialDue(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLink(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Per-stream state back to a fresh stream's (a new link, or none).
+  void ResetStream(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every frame to a bound member goes through here (the frame count).
+  bool SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const v1::GossipFrame> MakeHello() const;
   std::shared_ptr<const v1::GossipFrame> MakeHeartbeat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `base` with the stream's own count of frames received from `m`.
+  static std::shared_ptr<const v1::GossipFrame> HeartbeatFor(const Member& m,
+                                                             const v1::GossipFrame& base);
   Member* FindByLink(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Quiescence phase one, for this node (see WaitQuiescent).
   bool SettledLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

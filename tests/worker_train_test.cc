@@ -223,6 +223,34 @@ TEST_F(Training, ResumeFromACheckpointEqualsAnUninterruptedRun) {
   }
 }
 
+// --max-steps ending exactly on an epoch boundary ends that epoch: no empty
+// extra epoch in the log or the summary, and a resume from its checkpoint
+// goes on with the next epoch's data (it used to skip an epoch).
+TEST_F(Training, MaxStepsOnAnEpochBoundaryEndsThatEpoch) {
+  TrainerOptions o = Small(UpdateMode::kThreshold);
+  o.epochs = 3;
+  const int64_t per_epoch = 6000 / o.batch;  // shard 0 of 10
+  TrainerOptions first = o;
+  first.max_steps = per_epoch;
+  first.checkpoint_path = (dir_ / "ck").string();
+  std::ostringstream log;
+  absl::StatusOr<TrainSummary> s = RunTraining(first, log);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->epochs, 1) << log.str();
+  EXPECT_EQ(s->steps, per_epoch);
+  EXPECT_GT(s->train_loss, 0) << log.str();
+  EXPECT_EQ(log.str().find("epoch 2/3"), std::string::npos) << log.str();
+
+  TrainerOptions straight = o;
+  straight.max_steps = 2 * per_epoch;
+  const TrainSummary full = Run(straight);
+  TrainerOptions second = straight;
+  second.resume_path = first.checkpoint_path;
+  const TrainSummary resumed = Run(second);
+  EXPECT_EQ(resumed.weight_hash, full.weight_hash);
+  EXPECT_EQ(resumed.epochs, 2);
+}
+
 TEST_F(Training, CorruptOrForeignCheckpointsAreRefused) {
   TrainerOptions o = Small(UpdateMode::kThreshold);
   o.epochs = 1;

@@ -245,6 +245,9 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
   double lr_scale = 1;
 
   for (int epoch = first_epoch; epoch < options.epochs && !stop; ++epoch) {
+    // --max-steps reached on the previous epoch's last step: no empty epoch
+    // (its log line, its summary and its checkpoint would all be wrong).
+    if (options.max_steps > 0 && step >= options.max_steps) break;
     // The same order on every platform for (seed, epoch).
     std::copy(shard->begin(), shard->end(), order.begin());
     SeededShuffle(order, options.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
