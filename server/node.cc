@@ -53,6 +53,8 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
     : options_(std::move(options)),
       self_{options_.node_id, options_.incarnation},
       mirror_(std::move(mirror)),
+      early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
+      log_(options_.log_byte_cap, options_.log_min_retention),
       started_(Clock::now()),
       jitter_(options_.incarnation) {}
 
@@ -409,10 +411,8 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     return;
   }
   const uint64_t have = SeqOf(applied_, origin);
-  auto& early = early_[origin];
-  if (origin == self_ || update.seq() <= have || early.count(update.seq())) {
+  if (origin == self_ || update.seq() <= have || early_.Holds(origin, update.seq())) {
     ++counters_.duplicates_dropped;
-    if (early.empty()) early_.erase(origin);
     return;
   }
   // Validate everything before anything is kept (WIRE.md §3.2).
@@ -426,27 +426,23 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     ++counters_.decode_errors;
     Log(absl::StrCat("dropped Update ", origin.ToString(), " seq ", update.seq(), " from ",
                      from.node_id, ": ", s.message()));
-    if (early.empty()) early_.erase(origin);
     return;
   }
   if (update.seq() > have + 1) {
-    // Early: wait for the gap to fill (anti-entropy fills it). Bounded: the
-    // farthest is dropped first, since it is the last one needed.
-    if (early.size() >= options_.early_arrival_cap) {
-      auto last = std::prev(early.end());
-      if (last->first < update.seq()) return;
-      early.erase(last);
-    }
-    early.emplace(update.seq(), Early{frame, decoded});
+    // Early: wait for the gap to fill (anti-entropy fills it). A drop here
+    // is a loss the sender learns of from our heartbeat, and repairs.
+    if (!early_.Keep(origin, update.seq(), {frame, decoded})) ++counters_.early_dropped;
     return;
   }
   Accept(origin, frame, decoded);
-  // Successors that were waiting.
-  for (auto it = early.begin(); it != early.end() && it->first == SeqOf(applied_, origin) + 1;) {
-    Accept(origin, it->second.frame, it->second.decoded);
-    it = early.erase(it);
+  AcceptWaiting(origin);
+}
+
+void GossipNode::AcceptWaiting(const OriginKey& origin) {
+  while (std::optional<EarlyArrivals::Arrival> next =
+             early_.TakeNext(origin, SeqOf(applied_, origin))) {
+    Accept(origin, next->frame, next->decoded);
   }
-  if (early.empty()) early_.erase(origin);
 }
 
 void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
@@ -463,28 +459,7 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   ++counters_.updates_applied;
   if (options_.on_accept) options_.on_accept(origin, frame->update().seq());
   received_.updates.push_back(std::move(decoded));
-  AddToLog(origin, std::move(frame));
-}
-
-void GossipNode::AddToLog(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame) {
-  const uint64_t seq = frame->update().seq();
-  const size_t bytes = frame->ByteSizeLong();
-  log_[origin][seq] = LogEntry{std::move(frame), bytes, Clock::now()};
-  log_order_.emplace_back(origin, seq);
-  log_bytes_ += bytes;
-  // The byte cap evicts the oldest first, even when a live peer still needs
-  // it: that peer is then told to re-join from a snapshot.
-  while (log_bytes_ > options_.log_byte_cap && !log_order_.empty()) {
-    auto [o, s] = log_order_.front();
-    log_order_.pop_front();
-    auto it = log_.find(o);
-    if (it == log_.end()) continue;
-    auto e = it->second.find(s);
-    if (e == it->second.end()) continue;
-    log_bytes_ -= e->second.bytes;
-    it->second.erase(e);
-    if (it->second.empty()) log_.erase(it);
-  }
+  log_.Add(origin, std::move(frame), Clock::now());
 }
 
 absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedUpdate& decoded) {
@@ -501,7 +476,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
     applied_[self_] = update.seq();
     auto frame = std::make_shared<v1::GossipFrame>();
     *frame->mutable_update() = update;
-    AddToLog(self_, frame);
+    log_.Add(self_, frame, Clock::now());
     if (options_.faults.corrupt_seq == update.seq()) {
       // Test fault: a copy whose payload no longer matches its CRC, first.
       auto bad = std::make_shared<v1::GossipFrame>(*frame);
@@ -654,7 +629,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
 
 void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   if (!m.link || m.state != MemberState::kAlive) return;
-  for (auto& [origin, entries] : log_) {
+  for (const auto& [origin, entries] : log_.origins()) {
     const uint64_t mine = SeqOf(applied_, origin);
     const uint64_t theirs = SeqOf(m.applied, origin);
     uint64_t from = std::max(theirs, SeqOf(m.pushed, origin));
@@ -766,24 +741,15 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
   for (const auto& [id, m] : members_) {
     if (m.state == MemberState::kConnecting) return;
   }
-  for (auto it = log_.begin(); it != log_.end();) {
-    uint64_t floor = SeqOf(applied_, it->first);
-    for (const auto& [id, m] : members_) {
-      if (m.state == MemberState::kAlive) floor = std::min(floor, SeqOf(m.applied, it->first));
-    }
-    auto& entries = it->second;
-    while (!entries.empty() && entries.begin()->first <= floor &&
-           now - entries.begin()->second.added > options_.log_min_retention) {
-      log_bytes_ -= entries.begin()->second.bytes;
-      entries.erase(entries.begin());
-    }
-    it = entries.empty() ? log_.erase(it) : std::next(it);
-  }
-  while (!log_order_.empty()) {
-    auto it = log_.find(log_order_.front().first);
-    if (it != log_.end() && it->second.count(log_order_.front().second)) break;
-    log_order_.pop_front();
-  }
+  log_.Collect(
+      [&](const OriginKey& origin) {
+        uint64_t floor = SeqOf(applied_, origin);
+        for (const auto& [id, m] : members_) {
+          if (m.state == MemberState::kAlive) floor = std::min(floor, SeqOf(m.applied, origin));
+        }
+        return floor;
+      },
+      now);
 }
 
 void GossipNode::DialDue(Clock::time_point now) {
@@ -1001,7 +967,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   VersionMap now_applied = applied;
   // Replay what our log holds beyond the snapshot (our own messages above
   // all: the snapshot's source may not have them yet).
-  for (const auto& [origin, entries] : log_) {
+  for (const auto& [origin, entries] : log_.origins()) {
     uint64_t next = SeqOf(now_applied, origin) + 1;
     for (auto it = entries.find(next); it != entries.end() && it->first == next; ++it, ++next) {
       codec::DecodedUpdate decoded;
@@ -1021,17 +987,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   applied_ = std::move(now_applied);
   received_.updates.clear();
   received_.replace_weights.emplace(mirror_.quanta().begin(), mirror_.quanta().end());
-  for (auto it = early_.begin(); it != early_.end();) {
-    auto& early = it->second;
-    while (!early.empty() && early.begin()->first <= SeqOf(applied_, it->first)) {
-      early.erase(early.begin());
-    }
-    while (!early.empty() && early.begin()->first == SeqOf(applied_, it->first) + 1) {
-      Accept(it->first, early.begin()->second.frame, early.begin()->second.decoded);
-      early.erase(early.begin());
-    }
-    it = early.empty() ? early_.erase(it) : std::next(it);
-  }
+  for (const OriginKey& origin : early_.Origins()) AcceptWaiting(origin);
   for (auto& [id, m] : members_) {
     m.pushed.clear();
     m.pushed_frame.clear();
@@ -1097,10 +1053,9 @@ void GossipNode::FillStatus(v1::NodeStatus* out) {
   out->set_snapshots_served(counters_.snapshots_served);
   out->set_snapshots_loaded(counters_.snapshots_loaded);
   out->set_queue_drops(counters_.queue_drops);
-  out->set_log_bytes(log_bytes_);
-  size_t messages = 0;
-  for (const auto& [origin, entries] : log_) messages += entries.size();
-  out->set_log_messages(messages);
+  out->set_early_dropped(counters_.early_dropped);
+  out->set_log_bytes(log_.bytes());
+  out->set_log_messages(log_.messages());
   std::string why;
   out->set_quiescent(QuiescentLocked(&why));
   for (const auto& [id, m] : members_) {

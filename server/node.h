@@ -40,12 +40,12 @@
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
 #include "proto/reckon.pb.h"
+#include "server/early_arrivals.h"
 #include "server/link.h"
+#include "server/message_log.h"
 #include "server/version_vector.h"
 
 namespace reckon::server {
-
-using Clock = std::chrono::steady_clock;
 
 // Test-only faults (flags --fault-*): how the failure tests make an
 // origin misbehave on purpose. All off by default.
@@ -77,7 +77,8 @@ struct NodeOptions {
   // still finds what came after its cut (else it would re-join at once).
   std::chrono::milliseconds log_min_retention{30000};
   size_t send_queue_byte_cap = size_t{16} << 20;  // per link
-  size_t early_arrival_cap = 4096;                // per origin
+  size_t early_arrival_cap = 4096;                // messages per origin
+  size_t early_arrival_byte_cap = size_t{64} << 20;  // bytes, all origins
   FaultOptions faults;
   // Observability hook: called on the node thread, under the node's lock,
   // for every peer message accepted into the replica. Must be quick and must
@@ -188,7 +189,8 @@ class GossipNode {
   std::string MirrorHash();
   struct Counters {
     uint64_t updates_applied = 0, duplicates_dropped = 0, decode_errors = 0, repairs_sent = 0,
-             snapshots_served = 0, snapshots_loaded = 0, queue_drops = 0;
+             snapshots_served = 0, snapshots_loaded = 0, queue_drops = 0,
+             early_dropped = 0;  // early arrivals past a cap (repaired later)
   };
   Counters counters();
 
@@ -223,10 +225,6 @@ class GossipNode {
     std::shared_ptr<Link> pending;  // dialed, handshake not finished
     Clock::time_point pending_since;
   };
-  struct Early {
-    std::shared_ptr<const v1::GossipFrame> frame;
-    std::shared_ptr<const codec::DecodedUpdate> decoded;
-  };
   struct Delayed {
     std::string node_id;
     std::shared_ptr<Link> link;
@@ -237,11 +235,6 @@ class GossipNode {
     std::shared_ptr<Link> link;
     v1::GossipFrame frame;
     std::string why;
-  };
-  struct LogEntry {
-    std::shared_ptr<const v1::GossipFrame> frame;  // the Update, ready to send
-    size_t bytes = 0;
-    Clock::time_point added;
   };
 
   GossipNode(NodeOptions options, codec::FixedPointReplica mirror);
@@ -266,8 +259,8 @@ class GossipNode {
   void Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
               std::shared_ptr<const codec::DecodedUpdate> decoded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddToLog(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Accepts the early arrivals of `origin` that are now next in line.
+  void AcceptWaiting(const OriginKey& origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Tick(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes what `m`'s version vector shows it lacks and our log holds.
   void AntiEntropy(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -328,11 +321,8 @@ class GossipNode {
   std::multimap<Clock::time_point, Delayed> delayed_ ABSL_GUARDED_BY(mu_);
   codec::FixedPointReplica mirror_ ABSL_GUARDED_BY(mu_);
   VersionMap applied_ ABSL_GUARDED_BY(mu_);
-  // Early arrivals: origin -> seq -> frame.
-  std::map<OriginKey, std::map<uint64_t, Early>> early_ ABSL_GUARDED_BY(mu_);
-  std::map<OriginKey, std::map<uint64_t, LogEntry>> log_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::pair<OriginKey, uint64_t>> log_order_ ABSL_GUARDED_BY(mu_);  // for the byte cap
-  size_t log_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  EarlyArrivals early_ ABSL_GUARDED_BY(mu_);
+  MessageLog log_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);   // by node_id, not us
   std::map<std::string, DialTarget> dial_ ABSL_GUARDED_BY(mu_);  // by address
   std::set<std::string> self_addresses_ ABSL_GUARDED_BY(mu_);

@@ -299,9 +299,9 @@ std::string GossipPeers::CountersJson() {
   return absl::StrFormat(
       "{\"updates_applied\": %d, \"duplicates_dropped\": %d, \"decode_errors\": %d, "
       "\"repairs_sent\": %d, \"snapshots_served\": %d, \"snapshots_loaded\": %d, "
-      "\"queue_drops\": %d}",
+      "\"queue_drops\": %d, \"early_dropped\": %d}",
       c.updates_applied, c.duplicates_dropped, c.decode_errors, c.repairs_sent, c.snapshots_served,
-      c.snapshots_loaded, c.queue_drops);
+      c.snapshots_loaded, c.queue_drops, c.early_dropped);
 }
 
 }  // namespace reckon::worker
