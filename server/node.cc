@@ -17,10 +17,6 @@ double SecondsSince(Clock::time_point t, Clock::time_point now) {
   return std::chrono::duration<double>(now - t).count();
 }
 
-const char* StateName(int s) {
-  static const char* kNames[] = {"connecting", "alive", "dead", "left"};
-  return kNames[s];
-}
 
 }  // namespace
 
@@ -176,7 +172,7 @@ void GossipNode::Run() {
   }
 }
 
-GossipNode::Member* GossipNode::FindByLink(const std::shared_ptr<Link>& link) {
+Member* GossipNode::FindByLink(const std::shared_ptr<Link>& link) {
   for (auto& [id, m] : members_) {
     if (m.link == link) return &m;
   }
@@ -843,42 +839,23 @@ void GossipNode::SetLocalSteps(uint64_t steps) {
   local_steps_ = steps;
 }
 
-bool GossipNode::SettledLocked(std::string* why) {
-  if (!training_done_) {
-    *why = "training";
-    return false;
-  }
-  if (!received_.updates.empty() || received_.replace_weights) {
-    *why = "applying";
-    return false;
-  }
+LocalQuiescence GossipNode::LocalQuiescenceLocked() {
+  LocalQuiescence q;
+  q.node_id = self_.node_id;
+  q.training_done = training_done_;
+  q.applying = !received_.updates.empty() || received_.replace_weights.has_value();
   if (!reached_any_) {
-    bool other_seed = false;
-    for (const std::string& seed : options_.seeds) other_seed |= !self_addresses_.count(seed);
-    if (other_seed) {
-      // Our messages reached nobody and nobody's reached us: ending now
-      // would report a lone replica as the cluster's.
-      *why = "never reached any member of the cluster";
-      return false;
-    }
+    for (const std::string& seed : options_.seeds) q.unreached |= !self_addresses_.count(seed);
   }
-  for (const auto& [id, m] : members_) {
-    if (m.state == MemberState::kConnecting) {
-      *why = absl::StrCat("waiting to reach ", id);
-      return false;
-    }
-    if (m.state != MemberState::kAlive) continue;
-    if (!m.training_done) {
-      *why = absl::StrCat(id, " is still training");
-      return false;
-    }
-    if (!SameVersions(m.applied, applied_)) {
-      *why = absl::StrCat(id, " has another version vector: ", VersionJson(m.applied), " vs ours ",
-                          VersionJson(applied_));
-      return false;
-    }
-  }
-  return true;
+  q.applied = applied_;
+  q.settled = settled_;
+  q.settled_at = settled_at_;
+  q.settled_hash = settled_hash_;
+  return q;
+}
+
+bool GossipNode::SettledLocked(std::string* why) {
+  return Settled(LocalQuiescenceLocked(), members_, why);
 }
 
 void GossipNode::UpdateSettled() {
@@ -897,36 +874,15 @@ void GossipNode::UpdateSettled() {
 }
 
 void GossipNode::CheckSettledHash(const Member& m) {
-  if (m.state != MemberState::kAlive || !m.settled || !settled_ ||
-      !SameVersions(settled_at_, applied_) || !SameVersions(m.applied, applied_) ||
-      m.weight_hash == settled_hash_ || !fatal_.ok()) {
-    return;
+  if (!fatal_.ok()) return;
+  if (std::optional<std::string> line = Divergence(LocalQuiescenceLocked(), m)) {
+    fatal_ = absl::DataLossError(*line);
+    Log(*line);
   }
-  fatal_ = absl::DataLossError(absl::StrCat(
-      "replicas diverged: ", m.node_id, " has weights ", m.weight_hash, " but ", self_.node_id,
-      " has ", settled_hash_, " after applying the same messages ", VersionJson(applied_)));
-  Log(std::string(fatal_.message()));
 }
 
 bool GossipNode::QuiescentLocked(std::string* why) {
-  if (!SettledLocked(why)) return false;
-  if (!settled_ || !SameVersions(settled_at_, applied_)) {
-    *why = "settling (weight hash not yet taken at this vector)";
-    return false;
-  }
-  // Phase two: every live member settled where we are, with our hash.
-  for (const auto& [id, m] : members_) {
-    if (m.state != MemberState::kAlive) continue;
-    if (!m.settled || !SameVersions(m.applied, applied_)) {
-      *why = absl::StrCat(id, " has not settled at our version vector");
-      return false;
-    }
-    if (m.weight_hash != settled_hash_) {
-      *why = absl::StrCat(id, " has weights ", m.weight_hash, ", we have ", settled_hash_);
-      return false;
-    }
-  }
-  return true;
+  return Quiescent(LocalQuiescenceLocked(), members_, why);
 }
 
 absl::Status GossipNode::WaitQuiescent(Clock::time_point deadline,
@@ -1063,7 +1019,7 @@ void GossipNode::FillStatus(v1::NodeStatus* out) {
     ms->set_node_id(id);
     ms->set_incarnation(m.incarnation);
     ms->set_address(m.address);
-    ms->set_state(StateName(static_cast<int>(m.state)));
+    ms->set_state(MemberStateName(m.state));
     ms->set_lag(static_cast<int64_t>(last_published_) -
                 static_cast<int64_t>(SeqOf(m.applied, self_)));
     ms->set_training_done(m.training_done);

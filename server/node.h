@@ -42,7 +42,9 @@
 #include "proto/reckon.pb.h"
 #include "server/early_arrivals.h"
 #include "server/link.h"
+#include "server/member.h"
 #include "server/message_log.h"
+#include "server/quiescence.h"
 #include "server/version_vector.h"
 
 namespace reckon::server {
@@ -195,30 +197,6 @@ class GossipNode {
   Counters counters();
 
  private:
-  enum class MemberState { kConnecting, kAlive, kDead, kLeft };
-  struct Member {
-    std::string node_id;
-    uint64_t incarnation = 0;
-    std::string address;
-    MemberState state = MemberState::kConnecting;
-    std::shared_ptr<Link> link;  // handshaken stream, or null
-    Clock::time_point first_known, last_heard;
-    VersionMap applied;  // from its last heartbeat
-    VersionMap pushed;   // highest seq pushed per origin on `link`
-    // Frames sent on `link` and received from it, after the Hellos. The
-    // peer's heartbeat echoes its count of ours: once it has processed the
-    // frame that carried pushed[o] (pushed_frame[o]) and still lacks o's
-    // messages up to it, one was lost there (dropped from a full early
-    // buffer, corrupt) and is served again. Nothing else counts as lost: a
-    // slow link is not a lossy one.
-    uint64_t frames_sent = 0, frames_received = 0;
-    std::map<OriginKey, uint64_t> pushed_frame;
-    bool training_done = false;
-    // Its last heartbeat's quiescence phase one, and its weight hash then.
-    bool settled = false;
-    std::string weight_hash;
-    std::set<OriginKey> resync_told;  // told to re-join for these origins
-  };
   struct DialTarget {
     Clock::time_point next_attempt;
     std::chrono::milliseconds backoff{0};
@@ -288,7 +266,8 @@ class GossipNode {
   static std::shared_ptr<const v1::GossipFrame> HeartbeatFor(const Member& m,
                                                              const v1::GossipFrame& base);
   Member* FindByLink(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Quiescence phase one, for this node (see WaitQuiescent).
+  // This node's side of quiescence (quiescence.h), as of now.
+  LocalQuiescence LocalQuiescenceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SettledLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Phase one recomputed at a tick: the weight hash is taken when this node
   // settles at a new vector, and compared with every settled member's.
@@ -323,7 +302,7 @@ class GossipNode {
   VersionMap applied_ ABSL_GUARDED_BY(mu_);
   EarlyArrivals early_ ABSL_GUARDED_BY(mu_);
   MessageLog log_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);   // by node_id, not us
+  MemberTable members_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, DialTarget> dial_ ABSL_GUARDED_BY(mu_);  // by address
   std::set<std::string> self_addresses_ ABSL_GUARDED_BY(mu_);
   // Links accepted or dialed whose Hello has not arrived yet.

@@ -6,6 +6,7 @@
 
 #include "server/early_arrivals.h"
 #include "server/message_log.h"
+#include "server/quiescence.h"
 
 namespace reckon::server {
 namespace {
@@ -115,6 +116,101 @@ TEST(EarlyArrivals, ByteCapHoldsAgainstInventedOrigins) {
   EXPECT_LE(early.bytes(), 10 * one + one / 2);
   EXPECT_TRUE(early.Holds(kA, 2));
   EXPECT_FALSE(early.Keep(kA, 3, Arrive(kA, 3, 20 * one)));  // larger than the cap
+}
+
+// --- quiescence -----------------------------------------------------------
+
+LocalQuiescence Done(const VersionMap& applied, const std::string& hash) {
+  LocalQuiescence q;
+  q.node_id = "me";
+  q.training_done = true;
+  q.applied = applied;
+  q.settled = true;
+  q.settled_at = applied;
+  q.settled_hash = hash;
+  return q;
+}
+
+Member Peer(const std::string& id, const VersionMap& applied, bool settled,
+            const std::string& hash, MemberState state = MemberState::kAlive) {
+  Member m;
+  m.node_id = id;
+  m.state = state;
+  m.training_done = true;
+  m.applied = applied;
+  m.settled = settled;
+  m.weight_hash = hash;
+  return m;
+}
+
+TEST(Quiescence, NeedsEveryLiveMemberSettledAtOurVectorAndHash) {
+  const VersionMap v = {{kA, 5}, {kB, 7}};
+  MemberTable members = {{"b", Peer("b", v, true, "h")}, {"c", Peer("c", v, true, "h")}};
+  std::string why;
+  EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
+
+  // Phase one alone is not enough: c finished at our vector but has not
+  // said it settled (it may still wait on a member only it knows).
+  members["c"].settled = false;
+  EXPECT_TRUE(Settled(Done(v, "h"), members, &why)) << why;
+  EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
+  EXPECT_EQ(why, "c has not settled at our version vector");
+
+  // A dead or departed member is not waited for.
+  members["c"].state = MemberState::kDead;
+  EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
+  members["c"].state = MemberState::kLeft;
+  EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
+
+  // Settled at another vector: not yet.
+  members["b"].applied = {{kA, 5}, {kB, 6}};
+  EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
+  EXPECT_NE(why.find("b has another version vector"), std::string::npos) << why;
+}
+
+TEST(Quiescence, PhaseOneWaitsForTrainingApplyingReachingAndConnecting) {
+  const VersionMap v = {{kA, 5}};
+  MemberTable members = {{"b", Peer("b", v, true, "h")}};
+  std::string why;
+  LocalQuiescence q = Done(v, "h");
+  q.training_done = false;
+  EXPECT_FALSE(Settled(q, members, &why));
+  EXPECT_EQ(why, "training");
+  q = Done(v, "h");
+  q.applying = true;
+  EXPECT_FALSE(Settled(q, members, &why));
+  EXPECT_EQ(why, "applying");
+  q = Done(v, "h");
+  q.unreached = true;
+  EXPECT_FALSE(Settled(q, {}, &why));
+  EXPECT_EQ(why, "never reached any member of the cluster");
+  members["c"] = Peer("c", v, true, "h", MemberState::kConnecting);
+  EXPECT_FALSE(Settled(Done(v, "h"), members, &why));
+  EXPECT_EQ(why, "waiting to reach c");
+  members["c"].state = MemberState::kAlive;
+  members["c"].training_done = false;
+  EXPECT_FALSE(Settled(Done(v, "h"), members, &why));
+  EXPECT_EQ(why, "c is still training");
+  // Our hash taken at an older vector: not quiescent until retaken.
+  members.erase("c");
+  LocalQuiescence stale = Done(v, "h");
+  stale.settled_at = {{kA, 4}};
+  EXPECT_FALSE(Quiescent(stale, members, &why));
+}
+
+TEST(Quiescence, SameVectorOtherHashIsADivergence) {
+  const VersionMap v = {{kA, 5}};
+  const Member bad = Peer("b", v, true, "other");
+  EXPECT_EQ(Divergence(Done(v, "mine"), bad).value_or(""),
+            "replicas diverged: b has weights other but me has mine after applying the same "
+            "messages {\"a#1\": 5}");
+  std::string why;
+  EXPECT_FALSE(Quiescent(Done(v, "mine"), {{"b", bad}}, &why));
+  // Not a divergence: another vector, not settled, same hash, or dead.
+  EXPECT_FALSE(Divergence(Done(v, "mine"), Peer("b", {{kA, 4}}, true, "other")));
+  EXPECT_FALSE(Divergence(Done(v, "mine"), Peer("b", v, false, "other")));
+  EXPECT_FALSE(Divergence(Done(v, "mine"), Peer("b", v, true, "mine")));
+  EXPECT_FALSE(Divergence(Done(v, "mine"), Peer("b", v, true, "other", MemberState::kDead)));
 }
 
 }  // namespace

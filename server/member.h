@@ -1,0 +1,57 @@
+// What a node knows of one other member of the cluster: its identity, the
+// state the failure detector gives it, its stream, and what its heartbeats
+// said. A plain record: GossipNode keeps one per member, by node id, under
+// its lock, and its parts (quiescence.h) read them.
+#ifndef RECKON_SERVER_MEMBER_H_
+#define RECKON_SERVER_MEMBER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "server/link.h"
+#include "server/version_vector.h"
+
+namespace reckon::server {
+
+using Clock = std::chrono::steady_clock;
+
+// kConnecting: known (a seed's answer, a heartbeat's member list) but not
+// reached yet; kAlive: handshaken and heard within the failure timeout;
+// kDead: silent past it (its messages still flow through the logs); kLeft:
+// said goodbye. Dead and left members count for nothing the live wait on.
+enum class MemberState { kConnecting, kAlive, kDead, kLeft };
+const char* MemberStateName(MemberState state);  // "connecting", "alive", ...
+
+struct Member {
+  std::string node_id;
+  uint64_t incarnation = 0;
+  std::string address;
+  MemberState state = MemberState::kConnecting;
+  std::shared_ptr<Link> link;  // handshaken stream, or null
+  Clock::time_point first_known, last_heard;
+  VersionMap applied;  // from its last heartbeat
+  VersionMap pushed;   // highest seq pushed per origin on `link`
+  // Frames sent on `link` and received from it, after the Hellos. The
+  // peer's heartbeat echoes its count of ours: once it has processed the
+  // frame that carried pushed[o] (pushed_frame[o]) and still lacks o's
+  // messages up to it, one was lost there (dropped from a full early
+  // buffer, corrupt) and is served again. Nothing else counts as lost: a
+  // slow link is not a lossy one.
+  uint64_t frames_sent = 0, frames_received = 0;
+  std::map<OriginKey, uint64_t> pushed_frame;
+  bool training_done = false;
+  // Its last heartbeat's quiescence phase one, and its weight hash then.
+  bool settled = false;
+  std::string weight_hash;
+  std::set<OriginKey> resync_told;  // told to re-join for these origins
+};
+
+using MemberTable = std::map<std::string, Member>;  // by node id, never our own
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_MEMBER_H_

@@ -1,0 +1,85 @@
+#include "server/quiescence.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace reckon::server {
+
+const char* MemberStateName(MemberState state) {
+  switch (state) {
+    case MemberState::kConnecting:
+      return "connecting";
+    case MemberState::kAlive:
+      return "alive";
+    case MemberState::kDead:
+      return "dead";
+    case MemberState::kLeft:
+      return "left";
+  }
+  return "unknown";
+}
+
+bool Settled(const LocalQuiescence& self, const MemberTable& members, std::string* why) {
+  if (!self.training_done) {
+    *why = "training";
+    return false;
+  }
+  if (self.applying) {
+    *why = "applying";
+    return false;
+  }
+  if (self.unreached) {
+    // Ending now would report a lone replica as the cluster's.
+    *why = "never reached any member of the cluster";
+    return false;
+  }
+  for (const auto& [id, m] : members) {
+    if (m.state == MemberState::kConnecting) {
+      *why = absl::StrCat("waiting to reach ", id);
+      return false;
+    }
+    if (m.state != MemberState::kAlive) continue;
+    if (!m.training_done) {
+      *why = absl::StrCat(id, " is still training");
+      return false;
+    }
+    if (!SameVersions(m.applied, self.applied)) {
+      *why = absl::StrCat(id, " has another version vector: ", VersionJson(m.applied), " vs ours ",
+                          VersionJson(self.applied));
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::string* why) {
+  if (!Settled(self, members, why)) return false;
+  if (!self.settled || !SameVersions(self.settled_at, self.applied)) {
+    *why = "settling (weight hash not yet taken at this vector)";
+    return false;
+  }
+  for (const auto& [id, m] : members) {
+    if (m.state != MemberState::kAlive) continue;
+    if (!m.settled || !SameVersions(m.applied, self.applied)) {
+      *why = absl::StrCat(id, " has not settled at our version vector");
+      return false;
+    }
+    if (m.weight_hash != self.settled_hash) {
+      *why = absl::StrCat(id, " has weights ", m.weight_hash, ", we have ", self.settled_hash);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<std::string> Divergence(const LocalQuiescence& self, const Member& m) {
+  if (m.state != MemberState::kAlive || !m.settled || !self.settled ||
+      !SameVersions(self.settled_at, self.applied) || !SameVersions(m.applied, self.applied) ||
+      m.weight_hash == self.settled_hash) {
+    return std::nullopt;
+  }
+  return absl::StrCat("replicas diverged: ", m.node_id, " has weights ", m.weight_hash, " but ",
+                      self.node_id, " has ", self.settled_hash,
+                      " after applying the same messages ", VersionJson(self.applied));
+}
+
+}  // namespace reckon::server

@@ -1,0 +1,48 @@
+// When a node may end (docs/gossip.md "Ending: quiescence"): a cluster-wide
+// agreement in two phases, as pure functions of one node's state and its
+// member table, so that each rule is tested on its own (gossip_parts_test).
+//
+//   Settled (phase one): this node finished training, has nothing left to
+//   apply, reached the cluster (when it has seeds other than itself), and
+//   every live member it knows finished at exactly its version vector.
+//   Quiescent (phase two): it is settled with its weight hash taken at its
+//   current vector, and every live member reports itself settled at the same
+//   vector with the same hash.
+//
+// Thread-compatible: the node calls these under its lock.
+#ifndef RECKON_SERVER_QUIESCENCE_H_
+#define RECKON_SERVER_QUIESCENCE_H_
+
+#include <optional>
+#include <string>
+
+#include "server/member.h"
+#include "server/version_vector.h"
+
+namespace reckon::server {
+
+struct LocalQuiescence {
+  std::string node_id;
+  bool training_done = false;
+  bool applying = false;  // received messages the trainer has not applied yet
+  // It has seeds other than itself and has never completed a handshake:
+  // its messages reached nobody.
+  bool unreached = false;
+  VersionMap applied;
+  // Phase one as last recorded, the vector it held at and the replica's
+  // SHA-256 there.
+  bool settled = false;
+  VersionMap settled_at;
+  std::string settled_hash;
+};
+
+// Phase one; `*why` says what it waits for when false.
+bool Settled(const LocalQuiescence& self, const MemberTable& members, std::string* why);
+// Phase two (implies phase one).
+bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::string* why);
+// The loud line when `m` is settled at our settled vector with another hash.
+std::optional<std::string> Divergence(const LocalQuiescence& self, const Member& m);
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_QUIESCENCE_H_
