@@ -164,7 +164,7 @@ class StreamCount {
 // Both stream reactors' OnReadDone: hand the frame to the node and read on,
 // or end the stream when the peer is gone.
 template <typename Reactor>
-void ReadDone(Reactor* reactor, bool ok, StreamCore& core, GossipNode* node,
+void ReadDone(Reactor* reactor, bool ok, StreamCore& core, LinkEvents* node,
               const std::shared_ptr<GrpcLink>& link, Frame* in) {
   if (!ok) {
     core.Close(true);
@@ -177,7 +177,7 @@ void ReadDone(Reactor* reactor, bool ok, StreamCore& core, GossipNode* node,
 
 class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
  public:
-  ServerStream(GossipNode* node, grpc::CallbackServerContext* context, const std::string& peer,
+  ServerStream(LinkEvents* node, grpc::CallbackServerContext* context, const std::string& peer,
                std::shared_ptr<std::atomic<int>> live)
       : node_(node), count_(std::move(live)), core_(std::make_shared<StreamCore>()) {
     core_->start_write = [this](const Frame* f) { StartWrite(f); };
@@ -197,7 +197,7 @@ class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
   }
 
  private:
-  GossipNode* node_;
+  LinkEvents* node_;
   StreamCount count_;
   std::shared_ptr<StreamCore> core_;
   std::shared_ptr<GrpcLink> link_;
@@ -214,7 +214,7 @@ class RefusingStream : public grpc::ServerBidiReactor<Frame, Frame> {
 
 class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
  public:
-  ClientStream(GossipNode* node, const std::string& address, std::shared_ptr<grpc::Channel> channel,
+  ClientStream(LinkEvents* node, const std::string& address, std::shared_ptr<grpc::Channel> channel,
                std::shared_ptr<std::atomic<int>> live)
       : node_(node),
         count_(std::move(live)),
@@ -247,7 +247,7 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
   }
 
  private:
-  GossipNode* node_;
+  LinkEvents* node_;
   StreamCount count_;
   grpc::ClientContext context_;
   std::unique_ptr<v1::Gossip::Stub> stub_;
@@ -424,13 +424,16 @@ class ServiceThread {
 class GrpcService final : public v1::Gossip::CallbackService {
  public:
   explicit GrpcService(std::shared_ptr<std::atomic<int>> live) : live_(std::move(live)) {}
-  void SetNode(GossipNode* node) { node_.store(node); }
+  void SetNode(GossipNode* node, LinkEvents* events) {
+    events_.store(events != nullptr ? events : node);
+    node_.store(node);
+  }
   void Shutdown() { worker_.Shutdown(); }
 
   grpc::ServerBidiReactor<Frame, Frame>* Exchange(grpc::CallbackServerContext* ctx) override {
     GossipNode* node = node_.load();
     if (node == nullptr || !node->started()) return new RefusingStream("joining");
-    return new ServerStream(node, ctx, ctx->peer(), live_);
+    return new ServerStream(events_.load(), ctx, ctx->peer(), live_);
   }
 
   grpc::ServerWriteReactor<v1::SnapshotChunk>* Snapshot(
@@ -476,6 +479,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
  private:
   ServiceThread worker_;
   std::atomic<GossipNode*> node_{nullptr};
+  std::atomic<LinkEvents*> events_{nullptr};
   std::shared_ptr<std::atomic<int>> live_;
 };
 
@@ -499,9 +503,11 @@ absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::str
 
 GossipServer::~GossipServer() { Shutdown(std::chrono::milliseconds(2000)); }
 
-void GossipServer::SetNode(GossipNode* node) { service_->SetNode(node); }
+void GossipServer::SetNode(GossipNode* node, LinkEvents* events) {
+  service_->SetNode(node, events);
+}
 
-Dialer GossipServer::MakeDialer(GossipNode* node) {
+Dialer GossipServer::MakeDialer(LinkEvents* node) {
   TransportOptions options = options_;
   std::shared_ptr<std::atomic<int>> live = live_streams_;
   return [node, options, live](const std::string& address) -> std::shared_ptr<Link> {

@@ -65,10 +65,12 @@ class GossipServer {
                                                              int* bound_port);
   ~GossipServer();
 
-  // REQUIRES: `node` outlives this server's Shutdown.
-  void SetNode(GossipNode* node);
-  // Dials Exchange streams for `node`.
-  Dialer MakeDialer(GossipNode* node);
+  // REQUIRES: `node` (and `events`) outlive this server's Shutdown.
+  // Accepted streams' events go to `events` (default: the node itself; a
+  // FaultInjector in the failure tests).
+  void SetNode(GossipNode* node, LinkEvents* events = nullptr);
+  // Dials Exchange streams whose events go to `events`.
+  Dialer MakeDialer(LinkEvents* events);
   // Stops serving, cancels every stream and waits (up to `deadline`) until
   // every stream reactor is gone, so none can call into the node afterwards.
   void Shutdown(std::chrono::milliseconds deadline);

@@ -13,7 +13,8 @@ namespace reckon::server {
 // its own end (through its member table), and a frame for an end its node
 // no longer holds has nowhere to go.
 struct InProcNetwork::Pipe {
-  GossipNode* node[2] = {nullptr, nullptr};
+  GossipNode* node[2] = {nullptr, nullptr};  // who is at each end (partitions)
+  LinkEvents* events[2] = {nullptr, nullptr};
   std::weak_ptr<Link> end[2];
   std::string address;
   absl::Mutex mu;
@@ -58,7 +59,7 @@ class InProcLink final : public Link {
     for (int side = 0; side < 2; ++side) {
       if (side == 1 && !listener_knows) continue;
       if (std::shared_ptr<Link> end = pipe->end[side].lock()) {
-        pipe->node[side]->OnLinkClosed(end, "stream ended");
+        pipe->events[side]->OnLinkClosed(end, "stream ended");
       }
     }
   }
@@ -86,13 +87,14 @@ InProcNetwork::~InProcNetwork() {
   if (delivery_.joinable()) delivery_.join();
 }
 
-void InProcNetwork::Listen(const std::string& address, GossipNode* node) {
+void InProcNetwork::Listen(const std::string& address, GossipNode* node, LinkEvents* events) {
   absl::MutexLock l(&mu_);
-  listeners_[address] = node;
+  listeners_[address] = Listener{node, events != nullptr ? events : node};
 }
 
-Dialer InProcNetwork::MakeDialer(GossipNode* node) {
-  return [this, node](const std::string& address) { return Dial(node, address); };
+Dialer InProcNetwork::MakeDialer(GossipNode* node, LinkEvents* events) {
+  if (events == nullptr) events = node;
+  return [this, node, events](const std::string& address) { return Dial(node, events, address); };
 }
 
 void InProcNetwork::Partition(const std::vector<std::set<GossipNode*>>& groups) {
@@ -121,30 +123,35 @@ bool InProcNetwork::Connected(GossipNode* a, GossipNode* b) {
   return ga != group_of_.end() && gb != group_of_.end() && ga->second == gb->second;
 }
 
-std::shared_ptr<Link> InProcNetwork::Dial(GossipNode* from, const std::string& address) {
+std::shared_ptr<Link> InProcNetwork::Dial(GossipNode* from, LinkEvents* events,
+                                          const std::string& address) {
   auto pipe = std::make_shared<Pipe>();
   pipe->address = address;
   pipe->node[0] = from;
+  pipe->events[0] = events;
   auto dialed = std::make_shared<InProcLink>(this, pipe, 0);
   pipe->end[0] = dialed;
   GossipNode* listener = nullptr;
+  LinkEvents* listener_events = nullptr;
   bool reachable = false;
   {
     absl::MutexLock l(&mu_);
     auto it = listeners_.find(address);
     if (it != listeners_.end()) {
-      listener = it->second;
+      listener = it->second.node;
+      listener_events = it->second.events;
       reachable = Connected(from, listener);
     }
   }
   if (listener == nullptr || !listener->started()) {
     // Nobody there: refused at once.
-    from->OnLinkClosed(dialed, "connection refused");
+    events->OnLinkClosed(dialed, "connection refused");
     absl::MutexLock l(&pipe->mu);
     pipe->closed = true;
     return dialed;
   }
   pipe->node[1] = listener;
+  pipe->events[1] = listener_events;
   if (!reachable) {
     // Across a partition: the dial hangs, unanswered, until aborted.
     absl::MutexLock l(&pipe->mu);
@@ -154,7 +161,7 @@ std::shared_ptr<Link> InProcNetwork::Dial(GossipNode* from, const std::string& a
   auto accepted = std::make_shared<InProcLink>(this, pipe, 1);
   pipe->end[1] = accepted;
   // The listener's node holds its end from this event on.
-  listener->OnLinkUp(accepted);
+  listener_events->OnLinkUp(accepted);
   return dialed;
 }
 
@@ -194,7 +201,7 @@ void InProcNetwork::Deliver(Pending p) {
       counters_.update_bytes += p.frame->ByteSizeLong();
     }
   }
-  if (end) p.pipe->node[p.to]->OnFrame(end, *p.frame);
+  if (end) p.pipe->events[p.to]->OnFrame(end, *p.frame);
 }
 
 void InProcNetwork::DeliveryLoop() {

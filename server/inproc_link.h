@@ -44,9 +44,11 @@ class InProcNetwork {
   InProcNetwork(const InProcNetwork&) = delete;
   InProcNetwork& operator=(const InProcNetwork&) = delete;
 
-  // `node` accepts dials at `address` once started.
-  void Listen(const std::string& address, GossipNode* node);
-  Dialer MakeDialer(GossipNode* node);
+  // `node` accepts dials at `address` once started; its accepted links'
+  // events go to `events` (default: the node).
+  void Listen(const std::string& address, GossipNode* node, LinkEvents* events = nullptr);
+  // Dials for `node` (partitions know it by this), events to `events`.
+  Dialer MakeDialer(GossipNode* node, LinkEvents* events = nullptr);
 
   // Nodes in different groups can no longer exchange anything (frames in
   // flight across are lost too). A node in no group is cut from everyone.
@@ -69,7 +71,7 @@ class InProcNetwork {
     std::shared_ptr<const v1::GossipFrame> frame;  // null: the pipe's close
   };
 
-  std::shared_ptr<Link> Dial(GossipNode* from, const std::string& address);
+  std::shared_ptr<Link> Dial(GossipNode* from, LinkEvents* events, const std::string& address);
   bool Connected(GossipNode* a, GossipNode* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Send's and Close's path: now (no latency) or through the delivery queue.
   bool Transfer(const std::shared_ptr<Pipe>& pipe, int to,
@@ -79,7 +81,11 @@ class InProcNetwork {
 
   const std::chrono::milliseconds latency_;
   absl::Mutex mu_;
-  std::map<std::string, GossipNode*> listeners_ ABSL_GUARDED_BY(mu_);
+  struct Listener {
+    GossipNode* node;
+    LinkEvents* events;
+  };
+  std::map<std::string, Listener> listeners_ ABSL_GUARDED_BY(mu_);
   std::map<GossipNode*, int> group_of_ ABSL_GUARDED_BY(mu_);  // empty: no partition
   bool partitioned_ ABSL_GUARDED_BY(mu_) = false;
   std::multimap<std::chrono::steady_clock::time_point, Pending> queue_ ABSL_GUARDED_BY(mu_);

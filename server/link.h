@@ -1,15 +1,18 @@
 // A stream to one peer as the gossip node sees it. Implementations: the gRPC
-// bidirectional stream (grpc_transport.h) and a fault-injecting wrapper
-// (fault_link.h) that the failure tests put around it.
+// bidirectional stream (grpc_transport.h), links within one process
+// (inproc_link.h), and a fault-injecting wrapper around either
+// (fault_link.h) that the failure tests use.
 //
-// Threading: Send and Close may be called from any thread and never block.
-// Events (stream open, frames, close) go to the node, which only enqueues.
+// Threading: Send, Close and Abort may be called from any thread and never
+// block. A transport reports each link's events (open, frames, close) to a
+// LinkEvents, naming the link; the node is one, and only enqueues.
 #ifndef RECKON_SERVER_LINK_H_
 #define RECKON_SERVER_LINK_H_
 
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <functional>
 
 #include "proto/reckon.pb.h"
 
@@ -37,6 +40,23 @@ class Link {
   virtual bool dialed() const = 0;
   // For logs: "dialed 127.0.0.1:7001" / "accepted from ipv4:127.0.0.1:51234".
   virtual std::string Describe() const = 0;
+};
+
+// Dials a peer: returns a link whose events reach the LinkEvents the dialer
+// was made for (OnFrame as frames come, OnLinkClosed when it ends or fails).
+using Dialer = std::function<std::shared_ptr<Link>(const std::string& address)>;
+
+// Where a transport reports its links' events. Every call may come from any
+// thread, possibly inline inside a Link call made under the caller's lock:
+// implementations must only enqueue (take no lock but a leaf one).
+class LinkEvents {
+ public:
+  virtual ~LinkEvents() = default;
+  // An accepted stream is open (dialed ones are the dialer's return value).
+  virtual void OnLinkUp(const std::shared_ptr<Link>& link) = 0;
+  virtual void OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) = 0;
+  // Once per link, when it is gone.
+  virtual void OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) = 0;
 };
 
 }  // namespace reckon::server

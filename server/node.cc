@@ -139,13 +139,7 @@ void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::stri
 void GossipNode::Run() {
   Clock::time_point next_tick = Clock::now();
   for (;;) {
-    Clock::time_point wake = next_tick;
-    {
-      // Delayed frames (fault injection) may be due before the tick.
-      absl::MutexLock l(&mu_);
-      if (stopping_) return;
-      if (!delayed_.empty()) wake = std::min(wake, delayed_.begin()->first);
-    }
+    const Clock::time_point wake = next_tick;
     std::deque<Event> batch;
     {
       // Only inbox_mu_ here: a gRPC thread enqueueing a frame never waits
@@ -163,7 +157,6 @@ void GossipNode::Run() {
     if (stopping_) return;
     for (Event& e : batch) HandleEvent(e);
     const auto now = Clock::now();
-    ReleaseDelayed(now);
     if (now >= next_tick) {
       Tick(now);
       next_tick = now + options_.heartbeat_interval;
@@ -342,6 +335,14 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     }
     return;
   }
+  if (!members_.count(id) && members_.size() >= options_.max_members) {
+    ++counters_.members_refused;
+    Refuse(link, id,
+           absl::StrCat("this cluster already has ", options_.max_members,
+                        " members besides this node"),
+           false);
+    return;
+  }
   Member& m = members_[id];
   if (m.node_id.empty()) {
     m.node_id = id;
@@ -459,7 +460,6 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
 }
 
 absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedUpdate& decoded) {
-  std::vector<std::shared_ptr<Link>> wait_for;
   {
     absl::MutexLock l(&mu_);
     if (update.seq() != last_published_ + 1) {
@@ -473,45 +473,8 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
     auto frame = std::make_shared<v1::GossipFrame>();
     *frame->mutable_update() = update;
     log_.Add(self_, frame, Clock::now());
-    if (options_.faults.corrupt_seq == update.seq()) {
-      // Test fault: a copy whose payload no longer matches its CRC, first.
-      auto bad = std::make_shared<v1::GossipFrame>(*frame);
-      std::string* payload = bad->mutable_update()->mutable_payload();
-      if (payload->empty()) {
-        bad->mutable_update()->set_crc32c(bad->update().crc32c() ^ 1);
-      } else {
-        (*payload)[0] ^= 0x5a;
-      }
-      for (auto& [id, m] : members_) {
-        if (m.link) SendTo(m, bad, SIZE_MAX);
-      }
-    }
-    if (options_.faults.die_after_partial_send_seq == update.seq()) {
-      // Test fault: this origin dies having sent its last message to one peer.
-      for (auto& [id, m] : members_) {
-        if (m.link && m.state == MemberState::kAlive) {
-          Log(absl::StrCat("fault: sending seq ", update.seq(), " to ", id, " only, then dying"));
-          SendTo(m, frame, SIZE_MAX);
-          wait_for.push_back(m.link);
-          break;
-        }
-      }
-      stopping_ = true;  // the node thread sends nothing more (no anti-entropy)
-      stop_requested_.store(true);
-    } else {
-      for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame, Clock::now());
-    }
+    for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame, Clock::now());
     changed_.SignalAll();
-  }
-  if (options_.faults.die_after_partial_send_seq == update.seq()) {
-    const auto deadline = Clock::now() + std::chrono::seconds(2);
-    for (const auto& link : wait_for) {
-      while (link->QueuedBytes() > 0 && Clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    std::_Exit(86);
   }
   return absl::OkStatus();
 }
@@ -532,48 +495,11 @@ void GossipNode::ResetStream(Member& m) {
 
 void GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
                             const std::shared_ptr<const v1::GossipFrame>& frame,
-                            Clock::time_point now, bool* sent) {
-  const FaultOptions& f = options_.faults;
-  const bool duplicate =
-      f.duplicate_probability > 0 &&
-      std::uniform_real_distribution<double>(0, 1)(jitter_) < f.duplicate_probability;
-  *sent = false;
-  for (int copy = 0; copy < (duplicate ? 2 : 1); ++copy) {
-    // Test faults: each copy may be held back a random while (reordering).
-    if (f.max_delay_ms > 0 &&
-        std::uniform_real_distribution<double>(0, 1)(jitter_) < f.delay_probability) {
-      const auto when = now + std::chrono::milliseconds(
-                                  std::uniform_int_distribution<int>(1, f.max_delay_ms)(jitter_));
-      delayed_.emplace(when, Delayed{m.node_id, m.link, frame});
-      // Its frame number is known when it really goes (ReleaseDelayed).
-      m.pushed_frame[origin] = UINT64_MAX;
-      *sent = true;
-    } else if (SendTo(m, frame, options_.send_queue_byte_cap)) {
-      m.pushed_frame[origin] = m.frames_sent;
-      *sent = true;
-    } else {
-      break;
-    }
-  }
-  if (*sent) m.pushed[origin] = seq;
-}
-
-void GossipNode::ReleaseDelayed(Clock::time_point now) {
-  while (!delayed_.empty() && delayed_.begin()->first <= now) {
-    Delayed d = std::move(delayed_.begin()->second);
-    delayed_.erase(delayed_.begin());
-    auto it = members_.find(d.node_id);
-    // Sent only on the stream it was meant for: a new stream starts from the
-    // peer's version vector anyway.
-    if (it != members_.end() && it->second.link == d.link) {
-      Member& m = it->second;
-      const OriginKey origin = KeyOf(d.frame->update().origin());
-      if (SendTo(m, d.frame, options_.send_queue_byte_cap) &&
-          SeqOf(m.pushed, origin) == d.frame->update().seq()) {
-        m.pushed_frame[origin] = m.frames_sent;
-      }
-    }
-  }
+                            Clock::time_point /*now*/, bool* sent) {
+  *sent = SendTo(m, frame, options_.send_queue_byte_cap);
+  if (!*sent) return;
+  m.pushed[origin] = seq;
+  m.pushed_frame[origin] = m.frames_sent;
 }
 
 void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
@@ -607,6 +533,10 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
     const std::string& id = other.node_id();
     if (id == self_.node_id || !ValidNodeId(id) || other.address().empty() ||
         other.address().size() > 255) {
+      continue;
+    }
+    if (!members_.count(id) && members_.size() >= options_.max_members) {
+      ++counters_.members_refused;
       continue;
     }
     Member& known = members_[id];
@@ -1010,6 +940,7 @@ void GossipNode::FillStatus(v1::NodeStatus* out) {
   out->set_snapshots_loaded(counters_.snapshots_loaded);
   out->set_queue_drops(counters_.queue_drops);
   out->set_early_dropped(counters_.early_dropped);
+  out->set_members_refused(counters_.members_refused);
   out->set_log_bytes(log_.bytes());
   out->set_log_messages(log_.messages());
   std::string why;

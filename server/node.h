@@ -49,16 +49,6 @@
 
 namespace reckon::server {
 
-// Test-only faults (flags --fault-*): how the failure tests make an
-// origin misbehave on purpose. All off by default.
-struct FaultOptions {
-  uint64_t die_after_partial_send_seq = 0;  // send this seq to one peer only, then _Exit
-  uint64_t corrupt_seq = 0;                 // send a corrupt copy of this seq first
-  double duplicate_probability = 0;         // links: send an Update twice
-  double delay_probability = 0;             // links: hold an Update back...
-  int max_delay_ms = 0;                     // ...for up to this long (reorders)
-};
-
 struct NodeOptions {
   std::string node_id;
   uint64_t incarnation = 0;
@@ -81,7 +71,10 @@ struct NodeOptions {
   size_t send_queue_byte_cap = size_t{16} << 20;  // per link
   size_t early_arrival_cap = 4096;                // messages per origin
   size_t early_arrival_byte_cap = size_t{64} << 20;  // bytes, all origins
-  FaultOptions faults;
+  // Members this node keeps track of, itself excluded: a peer announcing
+  // invented members (or a misconfigured seed list) cannot grow the table,
+  // the heartbeats and the dials without bound.
+  size_t max_members = 1024;
   // Observability hook: called on the node thread, under the node's lock,
   // for every peer message accepted into the replica. Must be quick and must
   // not call the node. (The transport benchmark times emit-to-apply with it.)
@@ -96,20 +89,17 @@ struct Received {
   std::vector<std::shared_ptr<const codec::DecodedUpdate>> updates;
 };
 
-// Dials a peer: returns a link whose events reach the node (OnLinkUp follows
-// when the stream is open, OnLinkClosed when it ends or fails).
-using Dialer = std::function<std::shared_ptr<Link>(const std::string& address)>;
 
 // [A-Za-z0-9._-]{1,63}: safe in logs, JSON and metric labels.
 bool ValidNodeId(const std::string& id);
 
-class GossipNode {
+class GossipNode final : public LinkEvents {
  public:
   // `initial_weights`: the replica before any message (from the seed).
   static absl::StatusOr<std::unique_ptr<GossipNode>> Create(NodeOptions options,
                                                             std::span<const int64_t> initial,
                                                             int fraction_bits);
-  ~GossipNode();
+  ~GossipNode() override;
 
   // Starts the node thread; from then on it dials peers. Call once, after
   // any snapshot was installed (InstallSnapshot) and the transport is ready.
@@ -165,9 +155,9 @@ class GossipNode {
                                const std::string& source);
 
   // --- transport (link reactions; they only enqueue) ---
-  void OnLinkUp(const std::shared_ptr<Link>& link);
-  void OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame);
-  void OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why);
+  void OnLinkUp(const std::shared_ptr<Link>& link) override;
+  void OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) override;
+  void OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) override;
 
   // --- service ---
   void FillStatus(v1::NodeStatus* out);
@@ -192,7 +182,8 @@ class GossipNode {
   struct Counters {
     uint64_t updates_applied = 0, duplicates_dropped = 0, decode_errors = 0, repairs_sent = 0,
              snapshots_served = 0, snapshots_loaded = 0, queue_drops = 0,
-             early_dropped = 0;  // early arrivals past a cap (repaired later)
+             early_dropped = 0,   // early arrivals past a cap (repaired later)
+             members_refused = 0;  // new members past max_members
   };
   Counters counters();
 
@@ -202,11 +193,6 @@ class GossipNode {
     std::chrono::milliseconds backoff{0};
     std::shared_ptr<Link> pending;  // dialed, handshake not finished
     Clock::time_point pending_since;
-  };
-  struct Delayed {
-    std::string node_id;
-    std::shared_ptr<Link> link;
-    std::shared_ptr<const v1::GossipFrame> frame;
   };
   struct Event {
     enum Kind { kUp, kFrame, kClosed } kind;
@@ -246,12 +232,11 @@ class GossipNode {
   void PushTo(Member& m, const OriginKey& origin, uint64_t seq,
               const std::shared_ptr<const v1::GossipFrame>& frame, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The one place Updates go out: applies the test faults (duplicate, delay).
-  // Records the pushed seq and the frame that carried it.
+  // The one place Updates go out to a member: records the pushed seq and
+  // the frame that carried it.
   void SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
                   const std::shared_ptr<const v1::GossipFrame>& frame, Clock::time_point now,
                   bool* sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseDelayed(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DialDue(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLink(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -297,7 +282,6 @@ class GossipNode {
   // Lock-free: read by gRPC threads and by other nodes dialing in-process.
   std::atomic<bool> started_flag_{false};
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
-  std::multimap<Clock::time_point, Delayed> delayed_ ABSL_GUARDED_BY(mu_);
   codec::FixedPointReplica mirror_ ABSL_GUARDED_BY(mu_);
   VersionMap applied_ ABSL_GUARDED_BY(mu_);
   EarlyArrivals early_ ABSL_GUARDED_BY(mu_);

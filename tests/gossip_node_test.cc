@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
+#include "server/fault_link.h"
 #include "server/inproc_link.h"
 #include "server/node.h"
 
@@ -91,8 +92,9 @@ std::vector<int64_t> InitialWeights() {
 class Nodes {
  public:
   explicit Nodes(int n, milliseconds latency = milliseconds(0),
-                 const std::function<void(int, NodeOptions&)>& adjust = nullptr)
-      : net_(latency) {
+                 const std::function<void(int, NodeOptions&)>& adjust = nullptr,
+                 std::map<int, FaultOptions> faults = {})
+      : net_(latency), fault_options_(std::move(faults)) {
     for (int i = 0; i < n; ++i) {
       options_.push_back(Options(i, n));
       if (adjust) adjust(i, options_.back());
@@ -111,9 +113,23 @@ class Nodes {
     ASSERT_TRUE(node.ok());
     nodes_[i] = *std::move(node);
   }
+  // Nodes given faults talk through a FaultInjector (server/fault_link.h).
   void Start() {
-    for (size_t i = 0; i < nodes_.size(); ++i) net_.Listen(options_[i].listen_address, node(i));
-    for (size_t i = 0; i < nodes_.size(); ++i) node(i)->Start(net_.MakeDialer(node(i)));
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      LinkEvents* events = node(i);
+      if (auto f = fault_options_.find(static_cast<int>(i)); f != fault_options_.end()) {
+        injectors_[i] = std::make_unique<FaultInjector>(
+            f->second, OriginKey{options_[i].node_id, options_[i].incarnation}, node(i), i);
+        events = injectors_[i].get();
+      }
+      events_.push_back(events);
+      net_.Listen(options_[i].listen_address, node(i), events);
+    }
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      Dialer dialer = net_.MakeDialer(node(i), events_[i]);
+      if (injectors_.count(i)) dialer = injectors_[i]->Wrap(std::move(dialer));
+      node(i)->Start(std::move(dialer));
+    }
   }
   void StopAll() {
     for (auto& n : nodes_) n->Stop(/*leave=*/true, milliseconds(100));
@@ -152,6 +168,9 @@ class Nodes {
 
  private:
   InProcNetwork net_;
+  std::map<int, FaultOptions> fault_options_;
+  std::map<size_t, std::unique_ptr<FaultInjector>> injectors_;  // outlive the nodes
+  std::vector<LinkEvents*> events_;
   std::vector<std::vector<int64_t>> initial_ = {InitialWeights()};
   std::vector<NodeOptions> options_;
   std::vector<std::unique_ptr<GossipNode>> nodes_;
@@ -257,14 +276,12 @@ TEST(GossipNode, SlowIntactLinkGetsNoRepairs) {
 // one-slot buffer, made by a sender that reorders) is seen as lost once the
 // receiver's heartbeat shows it processed the frame, and is sent again.
 TEST(GossipNode, MessageDroppedOnIntactStreamIsRepaired) {
-  Nodes c(2, milliseconds(0), [](int i, NodeOptions& o) {
-    if (i == 0) {
-      o.faults.delay_probability = 0.5;
-      o.faults.max_delay_ms = 30;
-    } else {
-      o.early_arrival_cap = 1;
-    }
-  });
+  FaultOptions reorder;
+  reorder.delay_probability = 0.5;
+  reorder.max_delay_ms = 30;
+  Nodes c(
+      2, milliseconds(0), [](int i, NodeOptions& o) { o.early_arrival_cap = i == 1 ? 1 : 4096; },
+      {{0, reorder}});
   c.Start();
   c.Publish(0, 1, 100, milliseconds(2));
   EXPECT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 100; }))
@@ -272,6 +289,25 @@ TEST(GossipNode, MessageDroppedOnIntactStreamIsRepaired) {
   EXPECT_GT(c.node(1)->counters().early_dropped, 0u);  // there were losses...
   EXPECT_GT(c.node(0)->counters().repairs_sent, 0u);   // ...and repairs
   EXPECT_EQ(c.node(1)->counters().updates_applied, 100u);
+}
+
+// A peer announcing more members than the cap (invented, or a seed list
+// gone wrong) cannot grow the member table: the extra ones are refused and
+// counted, and the cluster within the cap works on.
+TEST(GossipNode, MembersPastTheCapAreRefusedAndCounted) {
+  Nodes c(4, milliseconds(0), [](int, NodeOptions& o) { o.max_members = 2; });
+  c.Start();
+  for (int i = 0; i < 4; ++i) c.Publish(i, 1, 3);
+  ASSERT_TRUE(Eventually([&] {
+    uint64_t refused = 0;
+    for (int i = 0; i < 4; ++i) refused += c.node(i)->counters().members_refused;
+    return refused > 0;
+  }));
+  for (int i = 0; i < 4; ++i) {
+    v1::NodeStatus s;
+    c.node(i)->FillStatus(&s);
+    EXPECT_LE(s.members_size(), 2) << i;
+  }
 }
 
 }  // namespace

@@ -106,9 +106,16 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
       << options.node.incarnation << " listening on " << advertise << " (" << options.listen
       << "), " << seeds.size() << " seed(s)\n";
 
+  server::LinkEvents* events = peers->node_.get();
+  if (options.faults.any()) {
+    peers->faults_ = std::make_unique<server::FaultInjector>(
+        options.faults, server::OriginKey{options.node.node_id, options.node.incarnation},
+        peers->node_.get(), options.node.incarnation);
+    events = peers->faults_.get();
+  }
   // Probes are answered while we join too (a joining node holds nothing),
   // so workers started together see each other's "not trained".
-  peers->server_->SetNode(peers->node_.get());
+  peers->server_->SetNode(peers->node_.get(), events);
   for (;;) {
     std::string source;
     absl::Status s = peers->FindJoinSource(seeds, &source);
@@ -127,7 +134,9 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
     log << "reckon-worker: snapshot from " << source << " failed (" << s.message()
         << "); probing again\n";
   }
-  peers->node_->Start(peers->server_->MakeDialer(peers->node_.get()));
+  server::Dialer dialer = peers->server_->MakeDialer(events);
+  if (peers->faults_) dialer = peers->faults_->Wrap(std::move(dialer));
+  peers->node_->Start(std::move(dialer));
   return peers;
 }
 
@@ -299,9 +308,9 @@ std::string GossipPeers::CountersJson() {
   return absl::StrFormat(
       "{\"updates_applied\": %d, \"duplicates_dropped\": %d, \"decode_errors\": %d, "
       "\"repairs_sent\": %d, \"snapshots_served\": %d, \"snapshots_loaded\": %d, "
-      "\"queue_drops\": %d, \"early_dropped\": %d}",
+      "\"queue_drops\": %d, \"early_dropped\": %d, \"members_refused\": %d}",
       c.updates_applied, c.duplicates_dropped, c.decode_errors, c.repairs_sent, c.snapshots_served,
-      c.snapshots_loaded, c.queue_drops, c.early_dropped);
+      c.snapshots_loaded, c.queue_drops, c.early_dropped, c.members_refused);
 }
 
 }  // namespace reckon::worker

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/fault_link.h"
 #include "server/grpc_transport.h"
 #include "server/node.h"
 #include "worker/trainer.h"
@@ -30,7 +31,8 @@
 namespace reckon::worker {
 
 struct PeerOptions {
-  server::NodeOptions node;  // node_id, incarnation, seeds, fingerprint, timeouts, faults
+  server::NodeOptions node;  // node_id, incarnation, seeds, fingerprint, timeouts
+  server::FaultOptions faults;  // test only: links that misbehave (fault_link.h)
   std::string listen = "0.0.0.0:7070";
   std::string advertise;  // how peers reach us; default: listen, with this host's name
                           // in place of 0.0.0.0
@@ -76,6 +78,9 @@ class GossipPeers final : public TrainingPeers {
   absl::Status FindJoinSource(const std::vector<std::string>& seeds, std::string* source);
 
   PeerOptions options_;
+  // Declared first, destroyed last: the node and the server's streams hold
+  // its links until they are gone.
+  std::unique_ptr<server::FaultInjector> faults_;
   std::unique_ptr<server::GossipServer> server_;
   std::unique_ptr<server::GossipNode> node_;
   std::ostream* log_ = nullptr;

@@ -268,7 +268,7 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   const int quiesce = absl::GetFlag(FLAGS_quiesce_timeout_s);
   if (quiesce < 1) return absl::InvalidArgumentError("--quiesce-timeout-s must be >= 1");
   p.quiesce_timeout = std::chrono::seconds(quiesce);
-  reckon::server::FaultOptions& f = n.faults;
+  reckon::server::FaultOptions& f = p.faults;
   f.die_after_partial_send_seq = absl::GetFlag(FLAGS_fault_die_after_partial_send);
   f.corrupt_seq = absl::GetFlag(FLAGS_fault_corrupt_seq);
   f.duplicate_probability = absl::GetFlag(FLAGS_fault_duplicate);
