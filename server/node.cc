@@ -473,7 +473,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
     auto frame = std::make_shared<v1::GossipFrame>();
     *frame->mutable_update() = update;
     log_.Add(self_, frame, Clock::now());
-    for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame, Clock::now());
+    for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame);
     changed_.SignalAll();
   }
   return absl::OkStatus();
@@ -493,24 +493,20 @@ void GossipNode::ResetStream(Member& m) {
   m.frames_received = 0;
 }
 
-void GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
-                            const std::shared_ptr<const v1::GossipFrame>& frame,
-                            Clock::time_point /*now*/, bool* sent) {
-  *sent = SendTo(m, frame, options_.send_queue_byte_cap);
-  if (!*sent) return;
+bool GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
+                            const std::shared_ptr<const v1::GossipFrame>& frame) {
+  if (!SendTo(m, frame, options_.send_queue_byte_cap)) return false;
   m.pushed[origin] = seq;
   m.pushed_frame[origin] = m.frames_sent;
+  return true;
 }
 
 void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
-                        const std::shared_ptr<const v1::GossipFrame>& frame,
-                        Clock::time_point now) {
+                        const std::shared_ptr<const v1::GossipFrame>& frame) {
   if (!m.link || m.state != MemberState::kAlive) return;
   // In order per origin: behind peers are served by anti-entropy.
   if (std::max(SeqOf(m.pushed, origin), SeqOf(m.applied, origin)) != seq - 1) return;
-  bool sent = false;
-  SendUpdate(m, origin, seq, frame, now, &sent);
-  if (!sent) ++counters_.queue_drops;
+  if (!SendUpdate(m, origin, seq, frame)) ++counters_.queue_drops;
 }
 
 void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now) {
@@ -587,9 +583,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     for (auto it = entries.find(from + 1); it != entries.end() && it->first <= mine; ++it) {
       if (m.link->QueuedBytes() > options_.send_queue_byte_cap / 2) return;
       if (!(origin == self_) && now - it->second.added < relay_after) break;
-      bool sent = false;
-      SendUpdate(m, origin, it->first, it->second.frame, now, &sent);
-      if (!sent) break;
+      if (!SendUpdate(m, origin, it->first, it->second.frame)) break;
       ++counters_.repairs_sent;
     }
   }

@@ -230,13 +230,14 @@ class GossipNode final : public LinkEvents {
   void AntiEntropy(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Direct broadcast of a fresh message, when it is next in order for `m`.
   void PushTo(Member& m, const OriginKey& origin, uint64_t seq,
-              const std::shared_ptr<const v1::GossipFrame>& frame, Clock::time_point now)
+              const std::shared_ptr<const v1::GossipFrame>& frame)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The one place Updates go out to a member: records the pushed seq and
   // the frame that carried it.
-  void SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
-                  const std::shared_ptr<const v1::GossipFrame>& frame, Clock::time_point now,
-                  bool* sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // False (nothing recorded) when the send queue is over its cap.
+  bool SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
+                  const std::shared_ptr<const v1::GossipFrame>& frame)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DialDue(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLink(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

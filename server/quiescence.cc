@@ -1,6 +1,9 @@
 #include "server/quiescence.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace reckon::server {
 
@@ -57,7 +60,10 @@ bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::str
     *why = "settling (weight hash not yet taken at this vector)";
     return false;
   }
+  int agreeing = 0;
+  std::vector<std::string> dead;
   for (const auto& [id, m] : members) {
+    if (m.state == MemberState::kDead) dead.push_back(id);
     if (m.state != MemberState::kAlive) continue;
     if (!m.settled || !SameVersions(m.applied, self.applied)) {
       *why = absl::StrCat(id, " has not settled at our version vector");
@@ -67,6 +73,13 @@ bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::str
       *why = absl::StrCat(id, " has weights ", m.weight_hash, ", we have ", self.settled_hash);
       return false;
     }
+    ++agreeing;
+  }
+  if (agreeing == 0 && !dead.empty()) {
+    // Nobody to check our replica against: the dead may have ended without
+    // us (we were stopped, partitioned) and hold other weights.
+    *why = absl::StrCat("no live member to agree with (dead: ", absl::StrJoin(dead, ", "), ")");
+    return false;
   }
   return true;
 }

@@ -6,8 +6,10 @@
 //   apply, reached the cluster (when it has seeds other than itself), and
 //   every live member it knows finished at exactly its version vector.
 //   Quiescent (phase two): it is settled with its weight hash taken at its
-//   current vector, and every live member reports itself settled at the same
-//   vector with the same hash.
+//   current vector, every live member reports itself settled at the same
+//   vector with the same hash, and at least one does, unless no member is
+//   dead (all left, or none): a node alone among dead members cannot tell
+//   "they crashed" from "they ended without me", so it does not end.
 //
 // Thread-compatible: the node calls these under its lock.
 #ifndef RECKON_SERVER_QUIESCENCE_H_

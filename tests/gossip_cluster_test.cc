@@ -17,130 +17,19 @@
 #include "ctl/process.h"
 #include "ctl/summary_json.h"
 #include "server/grpc_transport.h"
+#include "tests/gossip_harness.h"
 #include "tests/test_process.h"
 
 namespace reckon {
 namespace {
 
-using ctl::ChildProcess;
+using testing::Cluster;
+using testing::Counter;
+using testing::Field;
+using testing::Number;
+using testing::Versions;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-std::string Field(const std::string& json, const std::string& key) {
-  return ctl::SummaryField(json, key);
-}
-double Number(const std::string& json, const std::string& key) {
-  return ctl::SummaryNumber(json, key);
-}
-// Counters live in the "node" object; their names are unique in the summary.
-double Counter(const std::string& json, const std::string& name) {
-  return Number(Field(json, "node"), name);
-}
-// {"w0#123": 40, ...} -> {"w0#123": 40, ...}
-std::map<std::string, uint64_t> Versions(const std::string& json) {
-  std::map<std::string, uint64_t> out;
-  const std::string vv = Field(json, "version_vector");
-  size_t pos = 0;
-  while ((pos = vv.find('"', pos)) != std::string::npos) {
-    const size_t end = vv.find('"', pos + 1);
-    const std::string key = vv.substr(pos + 1, end - pos - 1);
-    out[key] = std::strtoull(vv.c_str() + vv.find(':', end) + 1, nullptr, 10);
-    pos = vv.find_first_of(",}", end);
-  }
-  return out;
-}
-
-class Cluster {
- public:
-  explicit Cluster(int slots) : ports_(*ctl::FreeLoopbackPorts(slots)) {
-    for (int p : ports_) addresses_.push_back(absl::StrCat("127.0.0.1:", p));
-  }
-
-  std::string address(int i) const { return addresses_[i]; }
-  std::string peers() const { return absl::StrJoin(addresses_, ","); }
-  std::string summary_path(int i) const { return (dir_ / absl::StrCat("w", i, ".json")).string(); }
-  std::string err_path(int i) const { return (dir_ / absl::StrCat("w", i, ".err")).string(); }
-
-  // Starts worker i (node id w<i>, shard i/shards) with the common flags.
-  void Start(int i, int shards, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"--node-id",
-                                     absl::StrCat("w", i),
-                                     "--listen",
-                                     addresses_[i],
-                                     "--peers",
-                                     peers(),
-                                     "--shard",
-                                     absl::StrCat(i, "/", shards),
-                                     "--layers",
-                                     "784,128,10",
-                                     "--threads",
-                                     "1",
-                                     "--epochs",
-                                     "1",
-                                     "--eval-samples",
-                                     "2000",
-                                     "--heartbeat-ms",
-                                     "50",
-                                     "--failure-timeout-ms",
-                                     "1500",
-                                     "--quiesce-timeout-s",
-                                     "120",
-                                     "--progress",
-                                     "off",
-                                     "--summary-json",
-                                     summary_path(i)};
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::filesystem::remove(summary_path(i));
-    absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(
-        RECKON_WORKER_PATH, args, (dir_ / absl::StrCat("w", i, ".log")).string(), err_path(i));
-    ASSERT_TRUE(p.ok()) << p.status();
-    processes_[i].emplace(*std::move(p));
-  }
-
-  int Wait(int i, seconds timeout = seconds(180)) {
-    std::optional<int> code = processes_[i]->Wait(timeout);
-    return code ? *code : -1;
-  }
-  ChildProcess& process(int i) { return *processes_[i]; }
-
-  std::string Summary(int i) const { return testing::ReadWholeFile(summary_path(i)); }
-  std::string Err(int i) const { return testing::ReadWholeFile(err_path(i)); }
-  std::string Out(int i) const { return testing::ReadWholeFile(dir_ / absl::StrCat("w", i, ".log")); }
-
-  // The node's status; none while it is not answering.
-  std::optional<v1::NodeStatus> Status(int i) {
-    absl::StatusOr<v1::NodeStatus> s = server::FetchStatus(addresses_[i], milliseconds(500));
-    return s.ok() ? std::optional<v1::NodeStatus>(*s) : std::nullopt;
-  }
-  // Waits until worker i has taken at least `steps` steps.
-  bool WaitForSteps(int i, uint64_t steps, seconds timeout = seconds(60)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::optional<v1::NodeStatus> s = Status(i);
-      if (s && s->local_steps() >= steps) return true;
-      std::this_thread::sleep_for(milliseconds(50));
-    }
-    return false;
-  }
-
-  // Every listed worker exited 0 with the same weight hash and version vector.
-  void ExpectIdentical(const std::vector<int>& workers) {
-    const std::string first = Summary(workers[0]);
-    ASSERT_FALSE(first.empty()) << Err(workers[0]);
-    for (int i : workers) {
-      const std::string s = Summary(i);
-      ASSERT_FALSE(s.empty()) << "w" << i << ": " << Err(i);
-      EXPECT_EQ(Field(s, "weight_hash"), Field(first, "weight_hash")) << "w" << i;
-      EXPECT_EQ(Versions(s), Versions(first)) << "w" << i;
-    }
-  }
-
- private:
-  testing::ScratchDir dir_;
-  std::vector<int> ports_;
-  std::vector<std::string> addresses_;
-  std::map<int, std::optional<ChildProcess>> processes_;
-};
 
 // 1. Three workers, bounded steps: at quiescence equal version vectors and
 // hashes, every origin's every message applied, and the model learned.

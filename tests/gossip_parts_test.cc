@@ -213,5 +213,25 @@ TEST(Quiescence, SameVectorOtherHashIsADivergence) {
   EXPECT_FALSE(Divergence(Done(v, "mine"), Peer("b", v, true, "other", MemberState::kDead)));
 }
 
+// A node whose every other member is dead has nobody to check its replica
+// against: they may have ended without it (it was stopped, partitioned) and
+// hold other weights. It never calls that quiescent; members that left
+// (they agreed before leaving) or a cluster of one are fine.
+TEST(Quiescence, NeedsSomeoneToAgreeWithUnlessTheOthersLeft) {
+  const VersionMap v = {{kA, 5}};
+  std::string why;
+  MemberTable members = {{"b", Peer("b", v, true, "h", MemberState::kDead)},
+                         {"c", Peer("c", v, true, "h", MemberState::kDead)}};
+  EXPECT_TRUE(Settled(Done(v, "h"), members, &why)) << why;
+  EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
+  EXPECT_EQ(why, "no live member to agree with (dead: b, c)");
+  members["c"].state = MemberState::kAlive;  // one agrees: the dead one may have crashed
+  EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
+  members["b"].state = MemberState::kLeft;
+  members["c"].state = MemberState::kLeft;
+  EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
+  EXPECT_TRUE(Quiescent(Done(v, "h"), {}, &why)) << why;  // alone by design
+}
+
 }  // namespace
 }  // namespace reckon::server
