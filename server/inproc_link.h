@@ -89,7 +89,6 @@ class InProcNetwork {
   std::map<GossipNode*, int> group_of_ ABSL_GUARDED_BY(mu_);  // empty: no partition
   bool partitioned_ ABSL_GUARDED_BY(mu_) = false;
   std::multimap<std::chrono::steady_clock::time_point, Pending> queue_ ABSL_GUARDED_BY(mu_);
-  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
   Counters counters_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread delivery_;

@@ -28,10 +28,9 @@ void MessageLog::Erase(const OriginKey& origin, Entries::iterator it) {
   if (log->second.empty()) log_.erase(log);
 }
 
-void MessageLog::Collect(const std::function<uint64_t(const OriginKey&)>& floor,
-                         Clock::time_point now) {
+void MessageLog::Collect(const VersionMap& floor, Clock::time_point now) {
   for (auto it = log_.begin(); it != log_.end();) {
-    const uint64_t below = floor(it->first);
+    const uint64_t below = SeqOf(floor, it->first);
     Entries& entries = it->second;
     while (!entries.empty() && entries.begin()->first <= below &&
            now - entries.begin()->second.added > min_retention_) {

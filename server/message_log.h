@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -44,9 +43,10 @@ class MessageLog {
   // replaces it.
   void Add(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
            Clock::time_point now);
-  // Drops, per origin, the messages with seq <= floor(origin) older than
-  // the minimum retention (the floor: the least any live member applied).
-  void Collect(const std::function<uint64_t(const OriginKey&)>& floor, Clock::time_point now);
+  // Drops, per origin, the messages with seq <= floor[origin] older than the
+  // minimum retention (the floor: the least any live member applied; an
+  // origin absent from `floor` keeps everything).
+  void Collect(const VersionMap& floor, Clock::time_point now);
 
   // nullptr when nothing of `origin` is held.
   const Entries* Find(const OriginKey& origin) const;

@@ -661,15 +661,15 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
   for (const auto& [id, m] : members_) {
     if (m.state == MemberState::kConnecting) return;
   }
-  log_.Collect(
-      [&](const OriginKey& origin) {
-        uint64_t floor = SeqOf(applied_, origin);
-        for (const auto& [id, m] : members_) {
-          if (m.state == MemberState::kAlive) floor = std::min(floor, SeqOf(m.applied, origin));
-        }
-        return floor;
-      },
-      now);
+  VersionMap floor;  // per origin, the least any live member (and we) applied
+  for (const auto& [origin, entries] : log_.origins()) {
+    uint64_t least = SeqOf(applied_, origin);
+    for (const auto& [id, m] : members_) {
+      if (m.state == MemberState::kAlive) least = std::min(least, SeqOf(m.applied, origin));
+    }
+    floor[origin] = least;
+  }
+  log_.Collect(floor, now);
 }
 
 void GossipNode::DialDue(Clock::time_point now) {

@@ -47,14 +47,16 @@ TEST(MessageLog, CollectKeepsWhatSomeoneLacksAndWhatIsRecent) {
   const auto t0 = Clock::now();
   for (uint64_t s = 1; s <= 5; ++s) log.Add(kA, Frame(kA, s), t0);
   // Everyone has 3, but the retention has not passed: all kept.
-  log.Collect([](const OriginKey&) { return 3; }, t0 + milliseconds(500));
+  log.Collect({{kA, 3}}, t0 + milliseconds(500));
   EXPECT_EQ(log.messages(), 5u);
   // Retention passed: 1..3 go, 4 and 5 (someone lacks them) stay.
-  log.Collect([](const OriginKey&) { return 3; }, t0 + milliseconds(1500));
+  log.Collect({{kA, 3}}, t0 + milliseconds(1500));
   ASSERT_NE(log.Find(kA), nullptr);
   EXPECT_EQ(log.Find(kA)->begin()->first, 4u);
   EXPECT_EQ(log.messages(), 2u);
-  log.Collect([](const OriginKey&) { return 5; }, t0 + milliseconds(1500));
+  log.Collect({{kB, 9}}, t0 + milliseconds(1500));  // another origin's floor: a's stay
+  EXPECT_EQ(log.messages(), 2u);
+  log.Collect({{kA, 5}}, t0 + milliseconds(1500));
   EXPECT_EQ(log.Find(kA), nullptr);
   EXPECT_EQ(log.bytes(), 0u);
 }
