@@ -1,12 +1,9 @@
 #include "server/fault_link.h"
 
-#include <pthread.h>
-
 #include <cstdlib>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 
 namespace reckon::server {
 
@@ -29,19 +26,20 @@ class FaultLink final : public Link {
 };
 
 FaultInjector::FaultInjector(FaultOptions options, OriginKey self, LinkEvents* node, uint64_t seed)
-    : options_(options), self_(std::move(self)), node_(node), rng_(seed) {
-  delay_thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "reckon-faults");
-    DelayLoop();
-  });
-}
+    : options_(options),
+      self_(std::move(self)),
+      node_(node),
+      rng_(seed),
+      delayed_("reckon-faults", [this](Delayed& d) { SendDelayed(d); }) {}
 
-FaultInjector::~FaultInjector() {
+FaultInjector::~FaultInjector() = default;
+
+void FaultInjector::SendDelayed(Delayed& d) {
   {
     absl::MutexLock l(&mu_);
-    stopping_ = true;
+    if (silenced_) return;
   }
-  delay_thread_.join();
+  if (std::shared_ptr<Link> inner = d.inner.lock()) inner->Send(std::move(d.frame), d.byte_cap);
 }
 
 Dialer FaultInjector::Wrap(Dialer inner) {
@@ -88,7 +86,7 @@ bool FaultInjector::Delay(const std::shared_ptr<Link>& inner,
   const auto when =
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(std::uniform_int_distribution<int>(1, options_.max_delay_ms)(rng_));
-  delayed_.emplace(when, Delayed{inner, frame, byte_cap});
+  delayed_.Push(when, Delayed{inner, frame, byte_cap});
   return true;
 }
 
@@ -149,29 +147,6 @@ void FaultInjector::DieAfterFlush(std::shared_ptr<Link> link) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // on the wire
   std::_Exit(86);
-}
-
-void FaultInjector::DelayLoop() {
-  for (;;) {
-    std::vector<Delayed> due;
-    {
-      absl::MutexLock l(&mu_);
-      if (stopping_) return;
-      const auto now = std::chrono::steady_clock::now();
-      while (!delayed_.empty() && delayed_.begin()->first <= now) {
-        due.push_back(std::move(delayed_.begin()->second));
-        delayed_.erase(delayed_.begin());
-      }
-      if (due.empty()) {
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(2));
-        continue;
-      }
-      if (silenced_) continue;
-    }
-    for (Delayed& d : due) {
-      if (std::shared_ptr<Link> inner = d.inner.lock()) inner->Send(std::move(d.frame), d.byte_cap);
-    }
-  }
 }
 
 }  // namespace reckon::server

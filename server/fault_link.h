@@ -8,8 +8,8 @@
 // in a FaultLink and reports the wrapped one to the node; Wrap(dialer) does
 // the same for dialed links. Sends on a FaultLink go through the faults.
 //
-// Threads: as for any Link and LinkEvents. One thread of its own,
-// "reckon-faults", sends delayed frames when due.
+// Threads: as for any Link and LinkEvents. One thread of its own
+// (TimedQueue, "reckon-faults") sends delayed frames when due.
 #ifndef RECKON_SERVER_FAULT_LINK_H_
 #define RECKON_SERVER_FAULT_LINK_H_
 
@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/link.h"
+#include "server/timed_queue.h"
 #include "server/version_vector.h"
 
 namespace reckon::server {
@@ -70,7 +71,6 @@ class FaultInjector final : public LinkEvents {
   bool Delay(const std::shared_ptr<Link>& inner,
              const std::shared_ptr<const v1::GossipFrame>& frame, size_t byte_cap)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DelayLoop();
   void DieAfterFlush(std::shared_ptr<Link> link);
 
   const FaultOptions options_;
@@ -79,15 +79,15 @@ class FaultInjector final : public LinkEvents {
   absl::Mutex mu_;
   std::map<const Link*, std::weak_ptr<FaultLink>> outer_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  bool silenced_ ABSL_GUARDED_BY(mu_) = false;  // dying: nothing more goes out
   struct Delayed {
     std::weak_ptr<Link> inner;
     std::shared_ptr<const v1::GossipFrame> frame;
     size_t byte_cap;
   };
-  std::multimap<std::chrono::steady_clock::time_point, Delayed> delayed_ ABSL_GUARDED_BY(mu_);
-  bool silenced_ ABSL_GUARDED_BY(mu_) = false;  // dying: nothing more goes out
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread delay_thread_;
+  void SendDelayed(Delayed& d);
+  // Last: stopped first when destroyed.
+  TimedQueue<Delayed> delayed_;
 };
 
 }  // namespace reckon::server

@@ -1,11 +1,8 @@
 #include "server/inproc_link.h"
 
-#include <pthread.h>
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 
 namespace reckon::server {
 
@@ -72,20 +69,12 @@ class InProcLink final : public Link {
 
 InProcNetwork::InProcNetwork(std::chrono::milliseconds latency) : latency_(latency) {
   if (latency_.count() > 0) {
-    delivery_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "reckon-inproc");
-      DeliveryLoop();
-    });
+    in_flight_ = std::make_unique<TimedQueue<Pending>>(
+        "reckon-inproc", [this](Pending& p) { Deliver(std::move(p)); });
   }
 }
 
-InProcNetwork::~InProcNetwork() {
-  {
-    absl::MutexLock l(&mu_);
-    stopping_ = true;
-  }
-  if (delivery_.joinable()) delivery_.join();
-}
+InProcNetwork::~InProcNetwork() { in_flight_.reset(); }
 
 void InProcNetwork::Listen(const std::string& address, GossipNode* node, LinkEvents* events) {
   absl::MutexLock l(&mu_);
@@ -171,10 +160,9 @@ bool InProcNetwork::Transfer(const std::shared_ptr<Pipe>& pipe, int to,
     Deliver(Pending{pipe, to, std::move(frame)});
     return true;
   }
-  absl::MutexLock l(&mu_);
-  // Due times grow with the order of sends (taken under the lock), and a
-  // multimap keeps equal keys in insertion order: per-pipe order holds.
-  queue_.emplace(std::chrono::steady_clock::now() + latency_, Pending{pipe, to, std::move(frame)});
+  // A fixed latency: due times grow with the order of sends, and equal ones
+  // keep their order, so per-pipe order holds.
+  in_flight_->Push(std::chrono::steady_clock::now() + latency_, Pending{pipe, to, std::move(frame)});
   return true;
 }
 
@@ -202,29 +190,6 @@ void InProcNetwork::Deliver(Pending p) {
     }
   }
   if (end) p.pipe->events[p.to]->OnFrame(end, *p.frame);
-}
-
-void InProcNetwork::DeliveryLoop() {
-  for (;;) {
-    std::vector<Pending> due;
-    {
-      absl::MutexLock l(&mu_);
-      if (stopping_) return;
-      const auto now = std::chrono::steady_clock::now();
-      while (!queue_.empty() && queue_.begin()->first <= now) {
-        due.push_back(std::move(queue_.begin()->second));
-        queue_.erase(queue_.begin());
-      }
-      if (due.empty()) {
-        const auto wake = queue_.empty() ? now + std::chrono::milliseconds(5)
-                                         : std::min(queue_.begin()->first,
-                                                    now + std::chrono::milliseconds(5));
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(wake - now));
-        continue;
-      }
-    }
-    for (Pending& p : due) Deliver(std::move(p));
-  }
 }
 
 }  // namespace reckon::server

@@ -27,13 +27,13 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/link.h"
 #include "server/node.h"
+#include "server/timed_queue.h"
 
 namespace reckon::server {
 
@@ -77,7 +77,6 @@ class InProcNetwork {
   bool Transfer(const std::shared_ptr<Pipe>& pipe, int to,
                 std::shared_ptr<const v1::GossipFrame> frame);
   void Deliver(Pending p);
-  void DeliveryLoop();
 
   const std::chrono::milliseconds latency_;
   absl::Mutex mu_;
@@ -88,10 +87,9 @@ class InProcNetwork {
   std::map<std::string, Listener> listeners_ ABSL_GUARDED_BY(mu_);
   std::map<GossipNode*, int> group_of_ ABSL_GUARDED_BY(mu_);  // empty: no partition
   bool partitioned_ ABSL_GUARDED_BY(mu_) = false;
-  std::multimap<std::chrono::steady_clock::time_point, Pending> queue_ ABSL_GUARDED_BY(mu_);
   Counters counters_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread delivery_;
+  // With a latency: frames on their way (last: stopped first when destroyed).
+  std::unique_ptr<TimedQueue<Pending>> in_flight_;
 };
 
 }  // namespace reckon::server

@@ -1,0 +1,90 @@
+// Items that are due at a time, handed to a callback on a thread of their own
+// when due: in time order, and in order of Push among equal times. The
+// in-process network's latency and the delay fault both hold frames back
+// this way.
+//
+// Threads: Push from any thread. `deliver` runs on the queue's thread with
+// no lock of the queue held, so it may Push again. The destructor stops the
+// thread and drops what is still queued.
+#ifndef RECKON_SERVER_TIMED_QUEUE_H_
+#define RECKON_SERVER_TIMED_QUEUE_H_
+
+#include <pthread.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace reckon::server {
+
+template <typename T>
+class TimedQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `thread_name`: at most 15 characters (the kernel's limit).
+  TimedQueue(const std::string& thread_name, std::function<void(T&)> deliver)
+      : deliver_(std::move(deliver)) {
+    thread_ = std::thread([this, thread_name] {
+      pthread_setname_np(pthread_self(), thread_name.c_str());
+      Loop();
+    });
+  }
+  ~TimedQueue() {
+    {
+      absl::MutexLock l(&mu_);
+      stopping_ = true;
+    }
+    thread_.join();
+  }
+  TimedQueue(const TimedQueue&) = delete;
+  TimedQueue& operator=(const TimedQueue&) = delete;
+
+  void Push(Clock::time_point due, T item) {
+    absl::MutexLock l(&mu_);
+    queue_.emplace(due, std::move(item));
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::vector<T> due;
+      {
+        absl::MutexLock l(&mu_);
+        if (stopping_) return;
+        const auto now = Clock::now();
+        while (!queue_.empty() && queue_.begin()->first <= now) {
+          due.push_back(std::move(queue_.begin()->second));
+          queue_.erase(queue_.begin());
+        }
+        if (due.empty()) {
+          // Wakes for the next due item or every 2 ms, whichever is first
+          // (a Push does not signal: 2 ms is below any latency simulated).
+          auto wake = now + std::chrono::milliseconds(2);
+          if (!queue_.empty() && queue_.begin()->first < wake) wake = queue_.begin()->first;
+          mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(wake - now));
+          continue;
+        }
+      }
+      for (T& item : due) deliver_(item);
+    }
+  }
+
+  const std::function<void(T&)> deliver_;
+  absl::Mutex mu_;
+  std::multimap<Clock::time_point, T> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_TIMED_QUEUE_H_
