@@ -798,7 +798,9 @@ void GossipNode::UpdateSettled() {
 }
 
 void GossipNode::CheckSettledHash(const Member& m) {
-  if (!fatal_.ok()) return;
+  // Per heartbeat received: nothing to compare (and no state to copy) until
+  // both sides have settled, i.e. during all of training.
+  if (!fatal_.ok() || !settled_ || !m.settled) return;
   if (std::optional<std::string> line = Divergence(LocalQuiescenceLocked(), m)) {
     fatal_ = absl::DataLossError(*line);
     Log(*line);
