@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
+#include "codec/weight_checksum.h"
 #include "worker/backend.h"
 #include "worker/dataset.h"
 
@@ -146,24 +147,50 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   for (int64_t i = 0; i < steps; ++i) gemms_once();
   const double gemm_s = Seconds(t0);
 
+  // The running replica check (docs/gossip.md "Divergence detection"): one
+  // scan of the weights per check, one pass over each message's words.
+  const codec::WeightChecksum checksum(1);
+  uint64_t sink = 0;
+  constexpr int kChecks = 20;
+  t0 = Clock::now();
+  for (int i = 0; i < kChecks; ++i) sink += (*backend)->Checksum(checksum);
+  const double check_ms = 1e3 * Seconds(t0) / kChecks;
+  constexpr int kContributions = 200;
+  t0 = Clock::now();
+  for (int i = 0; i < kContributions; ++i) {
+    sink += checksum.OfUpdate(config.step.step_quanta, emission.words);
+  }
+  const double contribution_us = 1e6 * Seconds(t0) / kContributions;
+  if (sink == 42) out << "";  // keeps the loops
+  const double step_ms = 1e3 * train_s / steps;
+  // At the default interval (2 s): the share of the time spent checking.
+  const double check_share = check_ms / 2000.0;
+
   const double train_flops = flops_per_step * steps / train_s;
   const double gemm_flops = flops_per_step * steps / gemm_s;
   if (json) {
     out << absl::StrFormat(
         "{\"layers\": \"%s\", \"batch\": %d, \"codec\": \"%s\", \"steps\": %d, "
         "\"threads\": %d, \"train_flops_per_s\": %.4g, \"sgemm_flops_per_s\": %.4g, "
-        "\"ratio\": %.3f, \"step_ms\": %.3f, \"gemm_ms\": %.3f}\n",
+        "\"ratio\": %.3f, \"step_ms\": %.3f, \"gemm_ms\": %.3f, \"check_ms\": %.3f, "
+        "\"check_share\": %.5f, \"contribution_us\": %.3f, \"updates_per_message\": %d}\n",
         layers, batch, codec, steps, cores, train_flops, gemm_flops,
-        train_flops / gemm_flops, 1e3 * train_s / steps, 1e3 * gemm_s / steps);
+        train_flops / gemm_flops, step_ms, 1e3 * gemm_s / steps, check_ms, check_share,
+        contribution_us, emission.words.size());
   } else {
     out << absl::StrFormat(
         "reckonctl bench train: %s, batch %d, %s, %d steps, %d threads\n"
         "  training step   %.3f ms  %.3g FLOP/s\n"
         "  sgemm alone     %.3f ms  %.3g FLOP/s (same shapes)\n"
-        "  ratio           %.2fx  (target >= 0.6x)  %s\n",
-        layers, batch, codec, steps, cores, 1e3 * train_s / steps,
+        "  ratio           %.2fx  (target >= 0.6x)  %s\n"
+        "  replica check   %.3f ms per check of %d parameters: %.3f%% of the time at the "
+        "2 s interval (%.4f ms per step)\n"
+        "  checksum delta  %.2f us per message of %d updates (%.4f%% of a step)\n",
+        layers, batch, codec, steps, cores, step_ms,
         train_flops, 1e3 * gemm_s / steps, gemm_flops, train_flops / gemm_flops,
-        train_flops / gemm_flops >= 0.6 ? "ok" : "MISSED");
+        train_flops / gemm_flops >= 0.6 ? "ok" : "MISSED", check_ms, shape->param_count(),
+        100 * check_share, check_share * step_ms, contribution_us, emission.words.size(),
+        100 * contribution_us / (1e3 * step_ms));
   }
   return kExitOk;
 }

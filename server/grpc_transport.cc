@@ -274,7 +274,14 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
     } else {
       GossipNode::Snapshot snap = node->TakeSnapshot(!header_only_);
       ToProto(snap.applied, h->mutable_applied());
+      h->set_checksum(snap.checksum);
       if (!header_only_) {
+        // A replica that is not what its messages say is never handed on.
+        if (!node->CheckSnapshotServed(snap, node->weight_checksum().Of(snap.weights))) {
+          Finish(grpc::Status(grpc::StatusCode::DATA_LOSS,
+                              "this node's replica failed its checksum; ask another peer"));
+          return;
+        }
         weights_ = std::move(snap.weights);
         h->set_param_count(weights_.size());
         h->set_weights_sha256(codec::WeightHashOf(weights_));

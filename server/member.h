@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -48,6 +49,14 @@ struct Member {
   bool settled = false;
   std::string weight_hash;
   std::set<OriginKey> resync_told;  // told to re-join for these origins
+  // Its latest replica check (Heartbeat.checked) not yet compared: we have
+  // not applied that far yet. At most one, the newest.
+  struct Check {
+    VersionMap at;
+    uint64_t checksum = 0;
+  };
+  std::optional<Check> pending_check;
+  uint64_t checks_agreed = 0, checks_diverged = 0;
 };
 
 using MemberTable = std::map<std::string, Member>;  // by node id, never our own

@@ -49,10 +49,13 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
     : options_(std::move(options)),
       self_{options_.node_id, options_.incarnation},
       mirror_(std::move(mirror)),
+      checksum_(options_.fingerprint.seed()),
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
       log_(options_.log_byte_cap, options_.log_min_retention),
       started_(Clock::now()),
-      jitter_(options_.incarnation) {}
+      jitter_(options_.incarnation) {
+  ledger_.Reset(checksum_.Of(mirror_.quanta()), {});
+}
 
 GossipNode::~GossipNode() { Stop(false, std::chrono::milliseconds(0)); }
 
@@ -419,6 +422,17 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     s = absl::DataLossError(absl::StrCat("param_count ", decoded->param_count,
                                          " but this cluster's model has ", mirror_.param_count()));
   }
+  if (s.ok()) {
+    // The origin's own account of what the message adds to the replica:
+    // header fields the CRC does not cover (step_quanta), or an encoder and
+    // decoder that disagree, would make replicas differ silently.
+    const uint64_t contribution = checksum_.OfUpdate(decoded->step_quanta, decoded->words);
+    if (contribution != update.checksum_delta()) {
+      s = absl::DataLossError(
+          absl::StrCat("its checksum_delta ", codec::ChecksumHex(update.checksum_delta()),
+                       " is not its words' ", codec::ChecksumHex(contribution)));
+    }
+  }
   if (!s.ok()) {
     ++counters_.decode_errors;
     Log(absl::StrCat("dropped Update ", origin.ToString(), " seq ", update.seq(), " from ",
@@ -453,6 +467,7 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
     return;
   }
   applied_[origin] = frame->update().seq();
+  ledger_.Add(origin, frame->update().seq(), frame->update().checksum_delta());  // verified
   ++counters_.updates_applied;
   if (options_.on_accept) options_.on_accept(origin, frame->update().seq());
   received_.updates.push_back(std::move(decoded));
@@ -472,6 +487,9 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
     applied_[self_] = update.seq();
     auto frame = std::make_shared<v1::GossipFrame>();
     *frame->mutable_update() = update;
+    const uint64_t contribution = checksum_.OfUpdate(decoded.step_quanta, decoded.words);
+    frame->mutable_update()->set_checksum_delta(contribution);
+    ledger_.Add(self_, update.seq(), contribution);
     log_.Add(self_, frame, Clock::now());
     for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame);
     changed_.SignalAll();
@@ -515,6 +533,10 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   m.settled = hb.settled();
   m.weight_hash = hb.weight_hash().substr(0, 64);
   CheckSettledHash(m);
+  if (hb.has_checked()) {
+    m.pending_check = Member::Check{FromProto(hb.checked()), hb.checked_checksum()};
+    ComparePeerCheck(m);
+  }
   // Lost on this stream: it processed the frame that carried what we pushed
   // and still lacks some of it. Serve again from what it has.
   for (auto& [origin, seq] : m.pushed) {
@@ -599,6 +621,11 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
     hb->set_settled(true);
     hb->set_weight_hash(settled_hash_);
   }
+  if (check_to_announce_) {
+    ToProto(check_to_announce_->at, hb->mutable_checked());
+    hb->set_checked_checksum(check_to_announce_->checksum);
+    check_to_announce_.reset();
+  }
   v1::Member* me = hb->add_members();
   me->set_node_id(self_.node_id);
   me->set_incarnation(self_.incarnation);
@@ -650,6 +677,7 @@ void GossipNode::Tick(Clock::time_point now) {
       SendTo(m, HeartbeatFor(m, *heartbeat), 2 * options_.send_queue_byte_cap);
       AntiEntropy(m, now);
     }
+    ComparePeerCheck(m);
   }
   CollectGarbage(now);
   DialDue(now);
@@ -711,11 +739,73 @@ void GossipNode::DialDue(Clock::time_point now) {
 
 // --- training thread --------------------------------------------------------
 
-Received GossipNode::TakeReceived() {
+Received GossipNode::TakeReceived(bool with_cut) {
   absl::MutexLock l(&mu_);
   Received out = std::move(received_);
   received_ = Received{};
+  out.checksum = ledger_.total();
+  if (with_cut) out.cut = applied_;
   return out;
+}
+
+void GossipNode::RecordReplicaCheck(const VersionMap& at, uint64_t measured, uint64_t expected,
+                                    double ms) {
+  absl::MutexLock l(&mu_);
+  ++counters_.replica_checks;
+  last_check_ms_ = ms;
+  if (measured == expected) {
+    check_to_announce_ = Member::Check{at, measured};
+    return;
+  }
+  ++counters_.replica_check_failures;
+  Log(absl::StrCat("REPLICA CHECK FAILED: the training replica's checksum is ",
+                   codec::ChecksumHex(measured), " but the messages it applied give ",
+                   codec::ChecksumHex(expected), " at ", VersionJson(at),
+                   " (memory corruption, a faulty device, or a bug in apply)"));
+}
+
+std::optional<std::string> GossipNode::RepairSourceLocked() {
+  const Member* best = nullptr;
+  auto rank = [&](const Member& m) {
+    uint64_t total = 0;
+    for (const auto& [origin, seq] : m.applied) total += seq;
+    return std::make_pair(m.checks_diverged == 0 && m.checks_agreed > 0, total);
+  };
+  for (const auto& [id, m] : members_) {
+    if (m.state != MemberState::kAlive || m.address.empty()) continue;
+    if (best == nullptr || rank(m) > rank(*best)) best = &m;
+  }
+  if (best == nullptr) return std::nullopt;
+  return best->address;
+}
+
+std::optional<std::string> GossipNode::RepairSource() {
+  absl::MutexLock l(&mu_);
+  return RepairSourceLocked();
+}
+
+void GossipNode::CountReplicaRepair() {
+  absl::MutexLock l(&mu_);
+  ++counters_.replica_repairs;
+}
+
+void GossipNode::ComparePeerCheck(Member& m) {
+  if (!m.pending_check || !ledger_.Passed(m.pending_check->at)) return;  // not there yet
+  const Member::Check check = *std::move(m.pending_check);
+  m.pending_check.reset();
+  const std::optional<uint64_t> ours = ledger_.At(check.at);
+  if (!ours) return;  // behind the history we keep (or our snapshot's cut): not comparable
+  if (*ours == check.checksum) {
+    ++m.checks_agreed;
+    ++counters_.peer_checks_agreed;
+    return;
+  }
+  ++m.checks_diverged;
+  ++counters_.divergences;
+  Log(absl::StrCat("DIVERGENCE: ", m.node_id, "'s replica checked ",
+                   codec::ChecksumHex(check.checksum), " at ", VersionJson(check.at),
+                   " but the messages this node applied give ", codec::ChecksumHex(*ours),
+                   " there: the two applied different messages under the same ids"));
 }
 
 absl::Status GossipNode::Health() {
@@ -842,10 +932,21 @@ std::optional<std::string> GossipNode::ResyncSource() {
 }
 
 absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
-                                         const VersionMap& applied, const std::string& source) {
+                                         const VersionMap& applied, uint64_t checksum,
+                                         const std::string& source) {
+  // Measured before the lock: O(param_count).
+  const uint64_t measured = checksum_.Of(weights);
   absl::MutexLock l(&mu_);
+  if (measured != checksum) {
+    ++counters_.divergences;
+    return absl::DataLossError(absl::StrCat(
+        "the snapshot from ", source, " has checksum ", codec::ChecksumHex(measured),
+        " but its messages give ", codec::ChecksumHex(checksum), ": not installed"));
+  }
   absl::Status s = mirror_.Load(weights);
   if (!s.ok()) return s;
+  ChecksumLedger ledger = ledger_;  // kept until the replay succeeded
+  ledger_.Reset(checksum, applied);
   VersionMap now_applied = applied;
   // Replay what our log holds beyond the snapshot (our own messages above
   // all: the snapshot's source may not have them yet).
@@ -855,13 +956,16 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
       codec::DecodedUpdate decoded;
       if (!codec::DecodeUpdate(it->second.frame->update(), &decoded).ok() ||
           !mirror_.Apply(decoded.step_quanta, decoded.words).ok()) {
+        ledger_ = std::move(ledger);
         return absl::DataLossError(absl::StrCat("logged message ", origin.ToString(), " seq ",
                                                 it->first, " cannot be replayed"));
       }
       now_applied[origin] = it->first;
+      ledger_.Add(origin, it->first, it->second.frame->update().checksum_delta());
     }
   }
   if (SeqOf(now_applied, self_) < last_published_) {
+    ledger_ = std::move(ledger);
     return absl::FailedPreconditionError(
         absl::StrCat("the snapshot from ", source, " lacks our own messages after seq ",
                      SeqOf(now_applied, self_), " and our log no longer holds them"));
@@ -885,9 +989,21 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
 
 GossipNode::Snapshot GossipNode::TakeSnapshot(bool with_weights) {
   absl::MutexLock l(&mu_);
-  Snapshot out{applied_, {}};
+  Snapshot out{applied_, ledger_.total(), {}};
   if (with_weights) out.weights.assign(mirror_.quanta().begin(), mirror_.quanta().end());
   return out;
+}
+
+bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) {
+  if (measured == snapshot.checksum) return true;
+  absl::MutexLock l(&mu_);
+  ++counters_.replica_check_failures;
+  Log(absl::StrCat("REPLICA CHECK FAILED: this node's mirror has checksum ",
+                   codec::ChecksumHex(measured), " but its messages give ",
+                   codec::ChecksumHex(snapshot.checksum), " at ", VersionJson(snapshot.applied),
+                   ": snapshot refused; re-joining from a peer"));
+  if (!resync_source_) resync_source_ = RepairSourceLocked();
+  return false;
 }
 
 void GossipNode::CountSnapshotServed() {
@@ -937,6 +1053,13 @@ void GossipNode::FillStatus(v1::NodeStatus* out) {
   out->set_queue_drops(counters_.queue_drops);
   out->set_early_dropped(counters_.early_dropped);
   out->set_members_refused(counters_.members_refused);
+  out->set_checksum(ledger_.total());
+  out->set_replica_checks(counters_.replica_checks);
+  out->set_replica_check_failures(counters_.replica_check_failures);
+  out->set_replica_repairs(counters_.replica_repairs);
+  out->set_peer_checks_agreed(counters_.peer_checks_agreed);
+  out->set_divergences(counters_.divergences);
+  out->set_last_check_ms(last_check_ms_);
   out->set_log_bytes(log_.bytes());
   out->set_log_messages(log_.messages());
   std::string why;
@@ -952,6 +1075,8 @@ void GossipNode::FillStatus(v1::NodeStatus* out) {
     ms->set_training_done(m.training_done);
     ms->set_last_heard_s(m.state == MemberState::kConnecting ? -1
                                                              : SecondsSince(m.last_heard, now));
+    ms->set_checks_agreed(m.checks_agreed);
+    ms->set_checks_diverged(m.checks_diverged);
   }
 }
 

@@ -39,7 +39,9 @@
 #include "absl/synchronization/mutex.h"
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
+#include "codec/weight_checksum.h"
 #include "proto/reckon.pb.h"
+#include "server/checksum_ledger.h"
 #include "server/early_arrivals.h"
 #include "server/link.h"
 #include "server/member.h"
@@ -87,6 +89,11 @@ struct Received {
   // every message in `updates`' predecessors and our own messages).
   std::optional<std::vector<int64_t>> replace_weights;
   std::vector<std::shared_ptr<const codec::DecodedUpdate>> updates;
+  // The replica checksum the training replica must have once it applied
+  // the above (on top of everything taken before) and its own messages, and
+  // the version vector it is then at (only when asked for: a copy).
+  uint64_t checksum = 0;
+  std::optional<VersionMap> cut;
 };
 
 
@@ -117,8 +124,20 @@ class GossipNode final : public LinkEvents {
   // REQUIRES: update.seq() is the previous Publish's seq + 1 (first: 1).
   // `decoded` is `update` decoded (the caller has it already).
   absl::Status Publish(const v1::Update& update, const codec::DecodedUpdate& decoded);
-  // Moves out what arrived since the last call.
-  Received TakeReceived();
+  // Moves out what arrived since the last call; `with_cut` also copies the
+  // version vector (for a replica check).
+  Received TakeReceived(bool with_cut = false);
+  // The training thread measured its replica after applying everything up
+  // to `at` (Received::cut): `measured` against `expected`
+  // (Received::checksum), in `ms`. Counted; a passed check is announced to
+  // peers in the next heartbeat, a failed one logged loudly.
+  void RecordReplicaCheck(const VersionMap& at, uint64_t measured, uint64_t expected, double ms);
+  // Where to re-join from after a failed check: the address of a live peer,
+  // preferring those whose checks agreed with our messages and never
+  // diverged, then the most advanced. nullopt when none is alive.
+  std::optional<std::string> RepairSource();
+  void CountReplicaRepair();
+  const codec::WeightChecksum& weight_checksum() const { return checksum_; }
   // Blocks while some alive peer has applied fewer than our seq - max_lag
   // of our messages, up to `deadline`. Returns true when it may go on.
   bool WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline);
@@ -151,8 +170,10 @@ class GossipNode final : public LinkEvents {
   // own messages newer than the snapshot's entry for us (replayed on top).
   // The training thread gets the weights via TakeReceived().replace_weights.
   // kFailedPrecondition when one of our own messages it needs is gone.
+  // kDataLoss when the weights' checksum is not `checksum` (the source's
+  // replica is not what its messages say): nothing is installed.
   absl::Status InstallSnapshot(std::span<const int64_t> weights, const VersionMap& applied,
-                               const std::string& source);
+                               uint64_t checksum, const std::string& source);
 
   // --- transport (link reactions; they only enqueue) ---
   void OnLinkUp(const std::shared_ptr<Link>& link) override;
@@ -163,11 +184,16 @@ class GossipNode final : public LinkEvents {
   void FillStatus(v1::NodeStatus* out);
   struct Snapshot {
     VersionMap applied;
+    uint64_t checksum = 0;         // the messages' checksum at `applied`
     std::vector<int64_t> weights;  // empty unless asked for
   };
   // A consistent cut. `with_weights` copies the replica (MiBs: a join's
   // probe needs only the vector).
   Snapshot TakeSnapshot(bool with_weights);
+  // The service measured a cut's weights before serving them: a mismatch
+  // means this node's mirror is wrong. Counted and logged; the node then
+  // re-joins from a peer (ResyncSource). Returns measured == snapshot.checksum.
+  bool CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured);
   // Checks the fingerprint and token of `peer` (its node id): an error naming
   // the field that differs and both nodes.
   absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
@@ -183,7 +209,10 @@ class GossipNode final : public LinkEvents {
     uint64_t updates_applied = 0, duplicates_dropped = 0, decode_errors = 0, repairs_sent = 0,
              snapshots_served = 0, snapshots_loaded = 0, queue_drops = 0,
              early_dropped = 0,   // early arrivals past a cap (repaired later)
-             members_refused = 0;  // new members past max_members
+             members_refused = 0,  // new members past max_members
+             replica_checks = 0, replica_check_failures = 0, replica_repairs = 0,
+             peer_checks_agreed = 0,
+             divergences = 0;  // peers' checks against our messages that failed
   };
   Counters counters();
 
@@ -259,6 +288,10 @@ class GossipNode final : public LinkEvents {
   // settles at a new vector, and compared with every settled member's.
   void UpdateSettled() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckSettledHash(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Compares m's pending replica check with our ledger once we have passed
+  // its vector (docs/gossip.md "Divergence detection").
+  void ComparePeerCheck(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<std::string> RepairSourceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool QuiescentLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MaxPeerLagLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -284,6 +317,11 @@ class GossipNode final : public LinkEvents {
   std::atomic<bool> started_flag_{false};
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   codec::FixedPointReplica mirror_ ABSL_GUARDED_BY(mu_);
+  const codec::WeightChecksum checksum_;
+  ChecksumLedger ledger_ ABSL_GUARDED_BY(mu_);
+  // The last passed replica check, to announce in the next heartbeat.
+  std::optional<Member::Check> check_to_announce_ ABSL_GUARDED_BY(mu_);
+  double last_check_ms_ ABSL_GUARDED_BY(mu_) = 0;
   VersionMap applied_ ABSL_GUARDED_BY(mu_);
   EarlyArrivals early_ ABSL_GUARDED_BY(mu_);
   MessageLog log_ ABSL_GUARDED_BY(mu_);

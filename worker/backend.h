@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "codec/fixed_point.h"
+#include "codec/weight_checksum.h"
 #include "worker/mlp_math.h"
 #include "worker/model.h"
 #include "worker/optimizer.h"
@@ -68,6 +69,11 @@ class Backend {
   virtual absl::Status LoadWeights(std::span<const int64_t> quanta) = 0;
   virtual std::vector<int64_t> ReadWeights() const = 0;
   virtual std::string WeightHash() const = 0;
+  // The replica checksum (codec/weight_checksum.h) of the weights. This
+  // default reads them to the host; a backend may compute it in place.
+  virtual uint64_t Checksum(const codec::WeightChecksum& checksum) const {
+    return checksum.Of(ReadWeights());
+  }
 
   // Residual and optimizer state, for checkpoints (param_count floats each;
   // the state is empty for plain SGD).

@@ -47,6 +47,9 @@ class CpuBackend final : public Backend {
     return {replica_.quanta().begin(), replica_.quanta().end()};
   }
   std::string WeightHash() const override { return replica_.WeightHash(); }
+  uint64_t Checksum(const codec::WeightChecksum& checksum) const override {
+    return checksum.Of(replica_.quanta());
+  }
   std::vector<float> ReadResidual() const override { return residual_; }
   std::vector<float> ReadOptimizerState() const override { return state_; }
 

@@ -224,7 +224,7 @@ absl::Status GossipPeers::Resync(const std::string& source) {
   if (!snap.ok()) return snap.status();
   *log_ << "reckon-worker: snapshot from " << snap->header.source_node_id() << " (" << source
         << "), " << TotalSeqs(snap->applied) << " messages applied\n";
-  return node_->InstallSnapshot(snap->weights, snap->applied, source);
+  return node_->InstallSnapshot(snap->weights, snap->applied, snap->header.checksum(), source);
 }
 
 GossipPeers::~GossipPeers() {
@@ -263,8 +263,56 @@ absl::Status GossipPeers::BeforeStep(Backend& backend, uint64_t steps_done) {
       if (server::Clock::now() > deadline) break;
     }
   }
+  if (options_.corrupt_weight_at_step != 0 && steps_done + 1 == options_.corrupt_weight_at_step) {
+    std::vector<int64_t> weights = backend.ReadWeights();
+    weights[weights.size() / 2] += 1;
+    if (absl::Status c = backend.LoadWeights(weights); !c.ok()) return c;
+    *log_ << "reckon-worker: TEST FAULT: one quantum added to weight " << weights.size() / 2
+          << " of the training replica\n"
+          << std::flush;
+  }
+  if (options_.check_interval.count() > 0 && server::Clock::now() >= next_check_) {
+    return CheckReplica(backend, steps_done);
+  }
   server::Received received = node_->TakeReceived();
   return Apply(backend, received);
+}
+
+absl::Status GossipPeers::CheckReplica(Backend& backend, uint64_t steps_done) {
+  server::Received received = node_->TakeReceived(/*with_cut=*/true);
+  if (absl::Status a = Apply(backend, received); !a.ok()) return a;
+  const auto start = server::Clock::now();
+  const uint64_t measured = backend.Checksum(node_->weight_checksum());
+  const auto took = server::Clock::now() - start;
+  // At most 1% of the time: a model whose scan takes 50 ms is checked every 5 s.
+  next_check_ = server::Clock::now() +
+                std::max<server::Clock::duration>(options_.check_interval, 100 * took);
+  const double ms = std::chrono::duration<double, std::milli>(took).count();
+  node_->RecordReplicaCheck(*received.cut, measured, received.checksum, ms);
+  if (measured == received.checksum) return absl::OkStatus();
+  // This replica is wrong and every step from it would train on wrong
+  // weights: replace it by a live peer's, which that peer checks before
+  // sending and we check again before installing.
+  std::optional<std::string> source = node_->RepairSource();
+  if (!source) {
+    *log_ << "reckon-worker: the replica failed its check at step " << steps_done
+          << " and no peer is alive to repair it from; checking again at the next interval\n"
+          << std::flush;
+    return absl::OkStatus();
+  }
+  *log_ << "reckon-worker: the replica failed its check at step " << steps_done
+        << "; re-joining from " << *source << "\n"
+        << std::flush;
+  if (absl::Status r = Resync(*source); !r.ok()) {
+    *log_ << "reckon-worker: repair from " << *source << " failed (" << r.message()
+          << "); trying again at the next check\n"
+          << std::flush;
+    next_check_ = server::Clock::now();
+    return absl::OkStatus();
+  }
+  node_->CountReplicaRepair();
+  server::Received repaired = node_->TakeReceived();
+  return Apply(backend, repaired);
 }
 
 absl::Status GossipPeers::Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) {
@@ -308,9 +356,12 @@ std::string GossipPeers::CountersJson() {
   return absl::StrFormat(
       "{\"updates_applied\": %d, \"duplicates_dropped\": %d, \"decode_errors\": %d, "
       "\"repairs_sent\": %d, \"snapshots_served\": %d, \"snapshots_loaded\": %d, "
-      "\"queue_drops\": %d, \"early_dropped\": %d, \"members_refused\": %d}",
+      "\"queue_drops\": %d, \"early_dropped\": %d, \"members_refused\": %d, "
+      "\"replica_checks\": %d, \"replica_check_failures\": %d, \"replica_repairs\": %d, "
+      "\"peer_checks_agreed\": %d, \"divergences\": %d}",
       c.updates_applied, c.duplicates_dropped, c.decode_errors, c.repairs_sent, c.snapshots_served,
-      c.snapshots_loaded, c.queue_drops, c.early_dropped, c.members_refused);
+      c.snapshots_loaded, c.queue_drops, c.early_dropped, c.members_refused, c.replica_checks,
+      c.replica_check_failures, c.replica_repairs, c.peer_checks_agreed, c.divergences);
 }
 
 }  // namespace reckon::worker

@@ -45,6 +45,13 @@ struct PeerOptions {
   // members are not up yet, with no way to know they will not have trained).
   bool bootstrap = false;
   std::chrono::seconds join_timeout{0};  // 0: probe for ever
+  // The running replica check (docs/gossip.md "Divergence detection"):
+  // this often at least, stretched so that it takes at most 1% of the time.
+  // 0: never.
+  std::chrono::milliseconds check_interval{2000};
+  // Test only: before this step (1-based; 0: never), one quantum is added
+  // to one weight of the training replica, as a memory fault would.
+  uint64_t corrupt_weight_at_step = 0;
 };
 
 // "host:port,host:port" (a host may be a DNS name resolving to several
@@ -72,6 +79,9 @@ class GossipPeers final : public TrainingPeers {
  private:
   GossipPeers() = default;
   absl::Status Apply(Backend& backend, server::Received& received);
+  // Measures the training replica's checksum against what the messages it
+  // applied say; on a mismatch re-joins from a live peer's snapshot.
+  absl::Status CheckReplica(Backend& backend, uint64_t steps_done);
   absl::Status Resync(const std::string& source);
   // Probes until conclusive (see above). Empty `*source`: start from the
   // seed's weights.
@@ -84,6 +94,7 @@ class GossipPeers final : public TrainingPeers {
   std::unique_ptr<server::GossipServer> server_;
   std::unique_ptr<server::GossipNode> node_;
   std::ostream* log_ = nullptr;
+  server::Clock::time_point next_check_{};
 };
 
 }  // namespace reckon::worker

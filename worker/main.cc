@@ -83,7 +83,13 @@ ABSL_FLAG(int64_t, log_cap_mb, 256, "message log byte cap (MiB) for anti-entropy
 ABSL_FLAG(int32_t, max_message_mb, 64, "largest gossip frame accepted or sent (MiB)");
 ABSL_FLAG(int32_t, quiesce_timeout_s, 600,
           "after training, wait at most this long for the cluster to be quiescent");
+ABSL_FLAG(int32_t, check_interval_ms, 2000,
+          "check the replica's checksum against the messages it applied this often, and "
+          "compare with peers (stretched so checks take at most 1% of the time; 0: never)");
 // Test-only faults (the failure tests).
+ABSL_FLAG(uint64_t, fault_corrupt_weight_at_step, 0,
+          "TEST ONLY: before this step, add one quantum to one weight of the training replica "
+          "(a memory fault the replica check must catch and repair)");
 ABSL_FLAG(uint64_t, fault_die_after_partial_send, 0,
           "TEST ONLY: send this seq to one peer only, then exit at once (code 86)");
 ABSL_FLAG(uint64_t, fault_corrupt_seq, 0, "TEST ONLY: send a corrupt copy of this seq first");
@@ -268,6 +274,10 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   const int quiesce = absl::GetFlag(FLAGS_quiesce_timeout_s);
   if (quiesce < 1) return absl::InvalidArgumentError("--quiesce-timeout-s must be >= 1");
   p.quiesce_timeout = std::chrono::seconds(quiesce);
+  const int check_interval = absl::GetFlag(FLAGS_check_interval_ms);
+  if (check_interval < 0) return absl::InvalidArgumentError("--check-interval-ms must be >= 0");
+  p.check_interval = std::chrono::milliseconds(check_interval);
+  p.corrupt_weight_at_step = absl::GetFlag(FLAGS_fault_corrupt_weight_at_step);
   reckon::server::FaultOptions& f = p.faults;
   f.die_after_partial_send_seq = absl::GetFlag(FLAGS_fault_die_after_partial_send);
   f.corrupt_seq = absl::GetFlag(FLAGS_fault_corrupt_seq);

@@ -1,0 +1,196 @@
+// N real GossipNodes on one in-process network (server/inproc_link.h), and
+// the messages they publish: the fixture of the node tests. Timeouts are a
+// few heartbeats; assertions wait with generous deadlines (Eventually).
+#ifndef RECKON_TESTS_INPROC_CLUSTER_H_
+#define RECKON_TESTS_INPROC_CLUSTER_H_
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "codec/fixed_point.h"
+#include "codec/update_message.h"
+#include "server/fault_link.h"
+#include "server/inproc_link.h"
+#include "server/node.h"
+
+namespace reckon::server::testing {
+
+using std::chrono::milliseconds;  // NOLINT: test fixture header
+using std::chrono::seconds;       // NOLINT
+
+constexpr uint64_t kParams = 1000;
+constexpr int kFractionBits = 32;
+constexpr int64_t kStep = int64_t{1} << 24;
+
+inline std::string Address(int i) { return absl::StrCat("inproc:n", i); }
+
+inline v1::ClusterFingerprint Fingerprint() {
+  v1::ClusterFingerprint f;
+  f.set_model("test");
+  f.set_fraction_bits(kFractionBits);
+  f.set_codec(v1::CODEC_THRESHOLD_RICE);
+  f.set_seed(1);
+  f.set_protocol_version(1);
+  f.set_param_count(kParams);
+  return f;
+}
+
+inline NodeOptions Options(int i, int n) {
+  NodeOptions o;
+  o.node_id = absl::StrCat("n", i);
+  o.incarnation = 1000 + i;
+  o.listen_address = Address(i);
+  for (int j = 0; j < n; ++j) {
+    if (j != i) o.seeds.push_back(Address(j));
+  }
+  o.fingerprint = Fingerprint();
+  o.heartbeat_interval = milliseconds(20);
+  o.failure_timeout = milliseconds(400);
+  o.initial_backoff = milliseconds(20);
+  o.max_backoff = milliseconds(200);
+  o.repair_timeout = milliseconds(100);
+  o.log_min_retention = milliseconds(1000);
+  return o;
+}
+
+// One Update of `origin`: `count` random distinct indices, random signs.
+struct Message {
+  v1::Update update;
+  codec::DecodedUpdate decoded;
+};
+inline Message MakeMessage(const NodeOptions& origin, uint64_t seq, std::mt19937_64& rng, int count = 20) {
+  std::vector<uint32_t> words;
+  std::vector<bool> used(kParams);
+  while (static_cast<int>(words.size()) < count) {
+    const uint32_t index = static_cast<uint32_t>(rng() % kParams);
+    if (used[index]) continue;
+    used[index] = true;
+    words.push_back(index);
+  }
+  std::sort(words.begin(), words.end());
+  for (uint32_t& w : words) w |= static_cast<uint32_t>(rng() & 1) << 31;
+  Message m;
+  m.update.mutable_origin()->set_node_id(origin.node_id);
+  m.update.mutable_origin()->set_incarnation(origin.incarnation);
+  m.update.set_seq(seq);
+  EXPECT_TRUE(
+      codec::EncodeThresholdUpdate(words, kStep, kParams, v1::CODEC_THRESHOLD_RICE, &m.update).ok());
+  EXPECT_TRUE(codec::DecodeUpdate(m.update, &m.decoded).ok());
+  return m;
+}
+
+inline std::vector<int64_t> InitialWeights() {
+  std::vector<int64_t> w(kParams);
+  for (uint64_t i = 0; i < kParams; ++i) w[i] = static_cast<int64_t>(i * 7919 % 1000) << 20;
+  return w;
+}
+
+// N nodes on one in-process network.
+class Nodes {
+ public:
+  explicit Nodes(int n, milliseconds latency = milliseconds(0),
+                 const std::function<void(int, NodeOptions&)>& adjust = nullptr,
+                 std::map<int, FaultOptions> faults = {})
+      : net_(latency), fault_options_(std::move(faults)) {
+    for (int i = 0; i < n; ++i) {
+      options_.push_back(Options(i, n));
+      if (adjust) adjust(i, options_.back());
+      absl::StatusOr<std::unique_ptr<GossipNode>> node =
+          GossipNode::Create(options_.back(), initial_[i % initial_.size()], kFractionBits);
+      EXPECT_TRUE(node.ok()) << node.status();
+      nodes_.push_back(*std::move(node));
+    }
+  }
+  ~Nodes() { StopAll(); }
+
+  // Node i starts from `weights` instead (call before Start).
+  void SetInitial(int i, std::vector<int64_t> weights) {
+    absl::StatusOr<std::unique_ptr<GossipNode>> node =
+        GossipNode::Create(options_[i], weights, kFractionBits);
+    ASSERT_TRUE(node.ok());
+    nodes_[i] = *std::move(node);
+  }
+  // Nodes given faults talk through a FaultInjector (server/fault_link.h).
+  void Start() {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      LinkEvents* events = node(i);
+      if (auto f = fault_options_.find(static_cast<int>(i)); f != fault_options_.end()) {
+        injectors_[i] = std::make_unique<FaultInjector>(
+            f->second, OriginKey{options_[i].node_id, options_[i].incarnation}, node(i), i);
+        events = injectors_[i].get();
+      }
+      events_.push_back(events);
+      net_.Listen(options_[i].listen_address, node(i), events);
+    }
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      Dialer dialer = net_.MakeDialer(node(i), events_[i]);
+      if (injectors_.count(i)) dialer = injectors_[i]->Wrap(std::move(dialer));
+      node(i)->Start(std::move(dialer));
+    }
+  }
+  void StopAll() {
+    for (auto& n : nodes_) n->Stop(/*leave=*/true, milliseconds(100));
+  }
+
+  GossipNode* node(size_t i) { return nodes_[i].get(); }
+  const NodeOptions& options(size_t i) const { return options_[i]; }
+  InProcNetwork& net() { return net_; }
+  int size() const { return static_cast<int>(nodes_.size()); }
+
+  // Node i publishes `count` messages (seq from `first`), `gap` apart.
+  void Publish(int i, uint64_t first, int count, milliseconds gap = milliseconds(0)) {
+    std::mt19937_64 rng(first * 31 + static_cast<uint64_t>(i));
+    for (int k = 0; k < count; ++k) {
+      Message m = MakeMessage(options_[i], first + k, rng);
+      ASSERT_TRUE(node(i)->Publish(m.update, m.decoded).ok());
+      if (gap.count() > 0) std::this_thread::sleep_for(gap);
+    }
+  }
+
+  // Every node: training done, then WaitQuiescent (concurrently, as each
+  // worker does). Returns each node's result.
+  std::vector<absl::Status> Quiesce(seconds timeout = seconds(20)) {
+    std::vector<absl::Status> results(nodes_.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      threads.emplace_back([&, i] {
+        node(i)->SetTrainingDone(0);
+        results[i] = node(i)->WaitQuiescent(Clock::now() + timeout,
+                                            [](Received&) { return absl::OkStatus(); });
+      });
+    }
+    for (auto& t : threads) t.join();
+    return results;
+  }
+
+ private:
+  InProcNetwork net_;
+  std::map<int, FaultOptions> fault_options_;
+  std::map<size_t, std::unique_ptr<FaultInjector>> injectors_;  // outlive the nodes
+  std::vector<LinkEvents*> events_;
+  std::vector<std::vector<int64_t>> initial_ = {InitialWeights()};
+  std::vector<NodeOptions> options_;
+  std::vector<std::unique_ptr<GossipNode>> nodes_;
+};
+
+inline bool Eventually(const std::function<bool()>& done, milliseconds timeout = milliseconds(10000)) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return done();
+}
+
+}  // namespace reckon::server::testing
+
+#endif  // RECKON_TESTS_INPROC_CLUSTER_H_

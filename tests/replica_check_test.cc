@@ -1,0 +1,192 @@
+// The running divergence check (docs/gossip.md "Divergence detection") on
+// real GossipNodes over in-process links: every Update carries its
+// contribution to the replica checksum, receivers verify it, replicas report
+// their checks, and peers compare them at whatever vector the check was taken.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "codec/weight_checksum.h"
+#include "server/node.h"
+#include "tests/inproc_cluster.h"
+#include "tests/scripted_peer.h"
+
+namespace reckon::server {
+namespace {
+
+using namespace ::reckon::server::testing;  // NOLINT: the fixture
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// A check as the training thread does it, with the node's mirror standing
+// in for the training replica: measured on a consistent cut.
+void CheckMirror(GossipNode* node) {
+  GossipNode::Snapshot cut = node->TakeSnapshot(/*with_weights=*/true);
+  node->RecordReplicaCheck(cut.applied, node->weight_checksum().Of(cut.weights), cut.checksum,
+                           0);
+}
+
+GossipNode::Counters Counters(GossipNode* node) { return node->counters(); }
+
+// Checks are taken at whatever vector a replica is at while everyone is
+// still publishing, and compared by peers once they got that far: healthy
+// replicas always agree, and the comparisons really happen.
+TEST(ReplicaCheck, HealthyReplicasAgreeWhileTraining) {
+  Nodes c(3);
+  c.Start();
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.emplace_back([&c, i] {
+      std::mt19937_64 rng(i);
+      for (uint64_t seq = 1; seq <= 200; ++seq) {
+        Message m = MakeMessage(c.options(i), seq, rng);
+        ASSERT_TRUE(c.node(i)->Publish(m.update, m.decoded).ok());
+        if (seq % 20 == 0) CheckMirror(c.node(i));
+        std::this_thread::sleep_for(milliseconds(3));
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  // Each node's checks, up to 10 of them, reach the two others.
+  ASSERT_TRUE(Eventually([&] {
+    for (int i = 0; i < 3; ++i) {
+      if (Counters(c.node(i)).peer_checks_agreed < 6) return false;
+    }
+    return true;
+  })) << Counters(c.node(0)).peer_checks_agreed << " " << Counters(c.node(1)).peer_checks_agreed
+      << " " << Counters(c.node(2)).peer_checks_agreed;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Counters(c.node(i)).divergences, 0u) << i;
+    EXPECT_EQ(Counters(c.node(i)).replica_checks, 10u) << i;
+    EXPECT_EQ(Counters(c.node(i)).replica_check_failures, 0u) << i;
+    v1::NodeStatus status;
+    c.node(i)->FillStatus(&status);
+    for (const v1::MemberStatus& m : status.members()) {
+      EXPECT_GT(m.checks_agreed(), 0u) << i << " about " << m.node_id();
+      EXPECT_EQ(m.checks_diverged(), 0u);
+    }
+  }
+  for (const absl::Status& s : c.Quiesce()) EXPECT_TRUE(s.ok()) << s;
+}
+
+// An origin that tells two members different things under one seq (a bug,
+// a replayed incarnation, a malicious member): both replicas pass their own
+// checks, yet they differ. Comparing checks finds it within a heartbeat or
+// two, on both sides, and names the peer.
+TEST(ReplicaCheck, TwoFacedOriginIsCaughtByComparingChecks) {
+  Nodes c(2);
+  c.Start();
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    c.node(0)->FillStatus(&s);
+    return s.members_size() == 1 && s.members(0).state() == "alive";
+  }));
+  const NodeOptions liar = Options(9, 0);
+  ScriptedPeer to0(c.node(0), liar.node_id, liar.incarnation, liar.listen_address);
+  ScriptedPeer to1(c.node(1), liar.node_id, liar.incarnation, liar.listen_address);
+  std::mt19937_64 rng_a(1), rng_b(2);
+  Message a = MakeMessage(liar, 1, rng_a), b = MakeMessage(liar, 1, rng_b);
+  const codec::WeightChecksum& checksum = c.node(0)->weight_checksum();
+  a.update.set_checksum_delta(checksum.OfUpdate(kStep, a.decoded.words));
+  b.update.set_checksum_delta(checksum.OfUpdate(kStep, b.decoded.words));
+  to0.SendUpdate(a.update);
+  to1.SendUpdate(b.update);
+  const OriginKey origin{liar.node_id, liar.incarnation};
+  ASSERT_TRUE(Eventually([&] {
+    return SeqOf(c.node(0)->Applied(), origin) == 1 && SeqOf(c.node(1)->Applied(), origin) == 1;
+  }));
+  ASSERT_NE(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
+  const auto start = Clock::now();
+  CheckMirror(c.node(0));
+  CheckMirror(c.node(1));
+  ASSERT_TRUE(Eventually([&] {
+    return Counters(c.node(0)).divergences >= 1 && Counters(c.node(1)).divergences >= 1;
+  }));
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  std::printf("FIGURES two-faced origin: divergence seen on both sides %.0f ms after the checks "
+              "(heartbeat 20 ms)\n", ms);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(Counters(c.node(i)).replica_check_failures, 0u) << "each replica is what its "
+                                                                 "messages say";
+    v1::NodeStatus status;
+    c.node(i)->FillStatus(&status);
+    EXPECT_GE(status.divergences(), 1u);
+    for (const v1::MemberStatus& m : status.members()) {
+      if (m.node_id() == c.options(1 - i).node_id) {
+        EXPECT_GE(m.checks_diverged(), 1u);
+      }
+    }
+  }
+}
+
+// Every field of an Update that the CRC does not cover is still covered by
+// its checksum contribution: a step_quanta changed on the way, or a sender
+// that leaves the contribution out, is refused before anything is applied.
+TEST(ReplicaCheck, UpdateWhoseContributionDoesNotMatchIsRefused) {
+  Nodes c(1);
+  c.Start();
+  const NodeOptions peer = Options(9, 0);
+  ScriptedPeer p(c.node(0), peer.node_id, peer.incarnation, peer.listen_address);
+  std::mt19937_64 rng(3);
+  Message m = MakeMessage(peer, 1, rng);
+  const uint64_t right = c.node(0)->weight_checksum().OfUpdate(kStep, m.decoded.words);
+  const std::string before = c.node(0)->MirrorHash();
+
+  v1::Update bigger_step = m.update;  // payload and CRC intact
+  bigger_step.set_checksum_delta(right);
+  bigger_step.set_step_quanta(2 * kStep);
+  p.SendUpdate(bigger_step);
+  p.SendUpdate(m.update);  // no contribution at all
+  ASSERT_TRUE(Eventually([&] { return Counters(c.node(0)).decode_errors == 2; }));
+  EXPECT_EQ(Counters(c.node(0)).updates_applied, 0u);
+  EXPECT_EQ(c.node(0)->MirrorHash(), before);
+
+  m.update.set_checksum_delta(right);
+  p.SendUpdate(m.update);
+  ASSERT_TRUE(Eventually([&] { return Counters(c.node(0)).updates_applied == 1; }));
+  std::vector<int64_t> expected = InitialWeights();
+  ASSERT_TRUE(codec::FixedPointReplica::Create(kParams, kFractionBits).ok());
+  codec::FixedPointReplica replica = codec::FixedPointReplica::Create(kParams, kFractionBits).value();
+  ASSERT_TRUE(replica.Load(expected).ok());
+  ASSERT_TRUE(replica.Apply(kStep, m.decoded.words).ok());
+  EXPECT_EQ(c.node(0)->MirrorHash(), replica.WeightHash());
+}
+
+// A snapshot whose weights are not what its messages say (the source's
+// memory is bad) is not installed; the node keeps what it had.
+TEST(ReplicaCheck, SnapshotThatFailsItsChecksumIsNotInstalled) {
+  Nodes c(1);
+  const std::string before = c.node(0)->MirrorHash();
+  std::vector<int64_t> weights = InitialWeights();
+  const uint64_t checksum = c.node(0)->weight_checksum().Of(weights);
+  weights[500] += 1;
+  const absl::Status s = c.node(0)->InstallSnapshot(weights, {}, checksum, "inproc:source");
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("inproc:source"), std::string::npos) << s;
+  EXPECT_EQ(c.node(0)->MirrorHash(), before);
+  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded, 0u);
+  weights[500] -= 1;
+  EXPECT_TRUE(c.node(0)->InstallSnapshot(weights, {}, checksum, "inproc:source").ok());
+  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded, 1u);
+}
+
+// A node about to serve a snapshot measures it first: a mirror that fails is
+// not handed on, and the node re-joins from a live peer.
+TEST(ReplicaCheck, CorruptMirrorIsNotServedAndIsRepaired) {
+  Nodes c(2);
+  c.Start();
+  c.Publish(1, 1, 5);
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(0)->Applied(), {"n1", 1001}) == 5; }));
+  GossipNode::Snapshot cut = c.node(0)->TakeSnapshot(true);
+  EXPECT_TRUE(c.node(0)->CheckSnapshotServed(cut, c.node(0)->weight_checksum().Of(cut.weights)));
+  EXPECT_FALSE(c.node(0)->ResyncSource().has_value());
+  cut.weights[7] -= 3;
+  EXPECT_FALSE(c.node(0)->CheckSnapshotServed(cut, c.node(0)->weight_checksum().Of(cut.weights)));
+  EXPECT_EQ(Counters(c.node(0)).replica_check_failures, 1u);
+  EXPECT_EQ(c.node(0)->ResyncSource(), std::optional<std::string>(Address(1)));
+}
+
+}  // namespace
+}  // namespace reckon::server

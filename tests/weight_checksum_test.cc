@@ -1,0 +1,73 @@
+#include "codec/weight_checksum.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "codec/fixed_point.h"
+#include "tests/test_util.h"
+
+namespace reckon::codec {
+namespace {
+
+using ::reckon::testing::RandomUpdates;
+
+// The definition in weight_checksum.h, written the slow way: r_i is the i-th
+// output of SplitMix64 seeded with the derived key.
+uint64_t ReferenceChecksum(uint64_t seed, std::span<const int64_t> w) {
+  SplitMix64 coefficients(SplitMix64(seed ^ 0x636865636b73756dull).Next());
+  uint64_t sum = 0;
+  for (const int64_t x : w) sum += coefficients.Next() * static_cast<uint64_t>(x);
+  return sum;
+}
+
+FixedPointReplica SeededReplica(uint64_t params, uint64_t seed) {
+  FixedPointReplica r = FixedPointReplica::Create(params, 32).value();
+  EXPECT_TRUE(r.InitializeUniform(seed, 0, 0, params, 0.1).ok());
+  return r;
+}
+
+TEST(WeightChecksum, MatchesItsDefinition) {
+  const FixedPointReplica r = SeededReplica(1001, 5);
+  for (const uint64_t seed : {0ull, 1ull, 0xDEADBEEFull}) {
+    EXPECT_EQ(WeightChecksum(seed).Of(r.quanta()), ReferenceChecksum(seed, r.quanta()));
+  }
+  EXPECT_EQ(WeightChecksum(3).Of({}), 0u);
+}
+
+TEST(WeightChecksum, IsLinearSoEachMessageCarriesItsOwnContribution) {
+  FixedPointReplica r = SeededReplica(5000, 9);
+  const WeightChecksum checksum(42);
+  uint64_t expected = checksum.Of(r.quanta());
+  for (uint64_t m = 0; m < 20; ++m) {
+    const std::vector<uint32_t> words = RandomUpdates(1 + 37 * m, 5000, 100 + m);
+    const int64_t step = int64_t{1} << (20 + m % 12);
+    ASSERT_TRUE(r.Apply(step, words).ok());
+    expected += checksum.OfUpdate(step, words);
+  }
+  EXPECT_EQ(checksum.Of(r.quanta()), expected);
+}
+
+TEST(WeightChecksum, SeesOneQuantumAnywhereAndDependsOnTheSeed) {
+  FixedPointReplica r = SeededReplica(4096, 1);
+  const WeightChecksum checksum(7);
+  const uint64_t before = checksum.Of(r.quanta());
+  std::vector<int64_t> w(r.quanta().begin(), r.quanta().end());
+  for (size_t i = 0; i < w.size(); i += 97) {
+    w[i] += 1;
+    EXPECT_NE(checksum.Of(w), before) << "a one-quantum change at " << i << " went unseen";
+    w[i] -= 1;
+  }
+  // Two weights swapped: a checksum that ignored positions would miss it.
+  std::swap(w[10], w[11]);
+  ASSERT_NE(w[10], w[11]);
+  EXPECT_NE(checksum.Of(w), before);
+  EXPECT_NE(WeightChecksum(8).Of(r.quanta()), before);
+}
+
+TEST(WeightChecksum, HexIsSixteenDigits) {
+  EXPECT_EQ(ChecksumHex(0xabcull), "0000000000000abc");
+}
+
+}  // namespace
+}  // namespace reckon::codec
