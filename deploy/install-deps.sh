@@ -20,6 +20,7 @@ packages=(
   dataset-fashion-mnist
   # tools used by tests
   python3 ca-certificates
+  iproute2                          # `ip netns` for the partition and bad-link tests
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -337,8 +337,11 @@ grpc::ChannelArguments GossipChannelArguments(const TransportOptions& o) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(o.keepalive_timeout.count()));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Retry soon after a failed attempt (a peer restarting), but give each
+  // attempt its time: gRPC's C core takes "min reconnect backoff" as the
+  // minimum connect timeout (doc/connection-backoff.md, MIN_CONNECT_TIMEOUT).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(o.connect_timeout.count()));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   // Each dial is its own connection: streams to one peer never share a
   // broken one.

@@ -45,6 +45,11 @@ struct TransportOptions {
   int max_message_bytes = 64 << 20;
   std::chrono::milliseconds keepalive_time{10000};
   std::chrono::milliseconds keepalive_timeout{5000};
+  // How long one connection attempt (TCP, then HTTP/2 SETTINGS) may take.
+  // It must cover a few round trips of the slowest link, lost SYNs
+  // included (TCP resends the first after 1 s): at 100 ms no worker ever
+  // connected over an 80 ms one-way link (gossip_netns_test).
+  std::chrono::milliseconds connect_timeout{5000};
 };
 
 // The gossip transport's gRPC settings, one place for the dialing side and

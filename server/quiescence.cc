@@ -75,10 +75,17 @@ bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::str
     }
     ++agreeing;
   }
-  if (agreeing == 0 && !dead.empty()) {
-    // Nobody to check our replica against: the dead may have ended without
-    // us (we were stopped, partitioned) and hold other weights.
-    *why = absl::StrCat("no live member to agree with (dead: ", absl::StrJoin(dead, ", "), ")");
+  // A majority of the members that have not left, this node included, must
+  // agree. Dead is not gone: a member cut off by a partition looks dead and
+  // may be training on and ending on its side. Two disjoint majorities
+  // cannot exist, so at most one side of any partition ends; the other
+  // waits for the heal (or its quiesce timeout, exit 1). A node alone among
+  // dead members (stopped, cut off) never ends as if it agreed with them.
+  const size_t counted = 1 + agreeing + dead.size();
+  if (2 * (1 + static_cast<size_t>(agreeing)) <= counted) {
+    *why = absl::StrCat("only ", 1 + agreeing, " of ", counted,
+                        " members agree, not a majority (unreachable: ",
+                        absl::StrJoin(dead, ", "), "): a partition may be training on");
     return false;
   }
   return true;

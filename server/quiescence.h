@@ -7,9 +7,10 @@
 //   every live member it knows finished at exactly its version vector.
 //   Quiescent (phase two): it is settled with its weight hash taken at its
 //   current vector, every live member reports itself settled at the same
-//   vector with the same hash, and at least one does, unless no member is
-//   dead (all left, or none): a node alone among dead members cannot tell
-//   "they crashed" from "they ended without me", so it does not end.
+//   vector with the same hash, and those, with this node, are a majority of
+//   the members that have not left (dead ones count: a node cannot tell
+//   "crashed" from "cut off and training on"), so that at most one side of
+//   a partition ever ends.
 //
 // Thread-compatible: the node calls these under its lock.
 #ifndef RECKON_SERVER_QUIESCENCE_H_

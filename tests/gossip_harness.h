@@ -67,6 +67,12 @@ class Cluster {
     for (int p : ports_) addresses_.push_back(absl::StrCat("127.0.0.1:", p));
   }
 
+  // Worker i listens at `address` and runs under `exec_prefix` (e.g. `ip
+  // netns exec <ns>`: tests/net_lab.h). Call before Start.
+  void Place(int i, const std::string& address, std::vector<std::string> exec_prefix) {
+    addresses_[i] = address;
+    exec_prefix_[i] = std::move(exec_prefix);
+  }
   std::string address(int i) const { return addresses_[i]; }
   std::string peers() const { return absl::StrJoin(addresses_, ","); }
   std::string summary_path(int i) const { return (dir_ / absl::StrCat("w", i, ".json")).string(); }
@@ -80,8 +86,14 @@ class Cluster {
     args.insert(args.end(), flags_.begin(), flags_.end());
     args.insert(args.end(), extra.begin(), extra.end());
     std::filesystem::remove(summary_path(i));
+    std::string binary = RECKON_WORKER_PATH;
+    if (auto prefix = exec_prefix_.find(i); prefix != exec_prefix_.end()) {
+      args.insert(args.begin(), binary);
+      args.insert(args.begin(), prefix->second.begin() + 1, prefix->second.end());
+      binary = prefix->second.front();
+    }
     absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(
-        RECKON_WORKER_PATH, args, (dir_ / absl::StrCat("w", i, ".log")).string(), err_path(i));
+        binary, args, (dir_ / absl::StrCat("w", i, ".log")).string(), err_path(i));
     ASSERT_TRUE(p.ok()) << p.status();
     processes_[i].emplace(*std::move(p));
   }
@@ -129,6 +141,7 @@ class Cluster {
   std::vector<std::string> flags_;
   std::vector<int> ports_;
   std::vector<std::string> addresses_;
+  std::map<int, std::vector<std::string>> exec_prefix_;
   std::map<int, std::optional<ChildProcess>> processes_;
 };
 

@@ -216,20 +216,27 @@ TEST(Quiescence, SameVectorOtherHashIsADivergence) {
   EXPECT_FALSE(Divergence(Done(v, "mine"), Peer("b", v, true, "other", MemberState::kDead)));
 }
 
-// A node whose every other member is dead has nobody to check its replica
-// against: they may have ended without it (it was stopped, partitioned) and
-// hold other weights. It never calls that quiescent; members that left
-// (they agreed before leaving) or a cluster of one are fine.
-TEST(Quiescence, NeedsSomeoneToAgreeWithUnlessTheOthersLeft) {
+// A majority of the members that have not left must agree, this node
+// included: a member that looks dead may be cut off and training on, and two
+// sides of a partition must never both end (the 2 | 2 fork of
+// gossip_netns_test). Members that left (they agreed before leaving) do not
+// count; a cluster of one is fine.
+TEST(Quiescence, NeedsAMajorityOfTheMembersThatHaveNotLeft) {
   const VersionMap v = {{kA, 5}};
   std::string why;
   MemberTable members = {{"b", Peer("b", v, true, "h", MemberState::kDead)},
-                         {"c", Peer("c", v, true, "h", MemberState::kDead)}};
+                         {"c", Peer("c", v, true, "h", MemberState::kDead)},
+                         {"d", Peer("d", v, true, "h", MemberState::kAlive)}};
   EXPECT_TRUE(Settled(Done(v, "h"), members, &why)) << why;
+  // One side of a 2 | 2 partition: two of four.
   EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
-  EXPECT_EQ(why, "no live member to agree with (dead: b, c)");
-  members["c"].state = MemberState::kAlive;  // one agrees: the dead one may have crashed
+  EXPECT_EQ(why, "only 2 of 4 members agree, not a majority (unreachable: b, c): a partition "
+                 "may be training on");
+  members["c"].state = MemberState::kAlive;  // three of four: b may have crashed
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
+  members.erase("d");
+  members["c"].state = MemberState::kDead;  // alone among the dead
+  EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
   members["b"].state = MemberState::kLeft;
   members["c"].state = MemberState::kLeft;
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
