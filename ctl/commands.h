@@ -31,6 +31,9 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
 // reckonctl status --peer ADDR: a node's status as JSON.
 int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// reckonctl certs --out DIR --nodes a,b,c: a cluster CA and node certificates.
+int RunCertsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 // reckonctl bench transport: gRPC stream against raw TCP, emit-to-apply
 // latency, step time with gossip on and off.
 int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

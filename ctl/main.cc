@@ -1,4 +1,4 @@
-// reckonctl: the operator's tool. Subcommands: local, status, codec, bench.
+// reckonctl: the operator's tool. Subcommands: local, status, certs, codec, bench.
 // See README.md for each one's flags.
 #include <iostream>
 #include <string>
@@ -14,6 +14,7 @@ constexpr char kUsage[] =
     "commands:\n"
     "  local [--workers N] [flags]   train a cluster of workers on this machine\n"
     "  status --peer ADDR            a worker's status as JSON\n"
+    "  certs --out DIR --nodes A,B   a cluster CA and node certificates for mutual TLS\n"
     "  codec encode|decode|inspect   encode a float32 residual; decode or inspect an Update\n"
     "  bench codec [--json]          codec size and speed against entropy and zstd\n"
     "  bench train [--json]          training step FLOP/s against sgemm on the same shapes\n"
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
     code = reckon::ctl::RunLocalCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "status") {
     code = reckon::ctl::RunStatusCommand(rest, std::cout, std::cerr);
+  } else if (args[0] == "certs") {
+    code = reckon::ctl::RunCertsCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "codec") {
     code = reckon::ctl::RunCodecCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "bench") {

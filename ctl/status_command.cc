@@ -17,10 +17,23 @@ int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, st
   FlagSet flags("reckonctl status");
   flags.String("peer", &peer, "host:port of a worker's gossip service");
   flags.Int("timeout-ms", &timeout_ms, "give up after this long");
+  std::string tls_cert, tls_key, tls_ca;
+  flags.String("tls-cert", &tls_cert, "with a TLS cluster: a certificate of its CA (PEM)");
+  flags.String("tls-key", &tls_key, "its key (PEM)");
+  flags.String("tls-ca", &tls_ca, "the cluster CA's certificate (PEM)");
   flags.Require("peer");
   if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+  server::TlsConfig tls;
+  if (!tls_cert.empty() || !tls_key.empty() || !tls_ca.empty()) {
+    absl::StatusOr<server::TlsConfig> loaded = server::LoadTls(tls_ca, tls_cert, tls_key);
+    if (!loaded.ok()) {
+      err << "reckonctl status: " << loaded.status().message() << "\n";
+      return kExitUsage;
+    }
+    tls = *std::move(loaded);
+  }
   absl::StatusOr<v1::NodeStatus> status =
-      server::FetchStatus(peer, std::chrono::milliseconds(timeout_ms));
+      server::FetchStatus(peer, std::chrono::milliseconds(timeout_ms), tls);
   if (!status.ok()) {
     err << "reckonctl status: " << status.status().message() << "\n";
     return kExitBadInput;

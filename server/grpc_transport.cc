@@ -144,11 +144,22 @@ class GrpcLink : public Link {
   void Abort() override { core_->Abort(); }
   bool dialed() const override { return dialed_; }
   std::string Describe() const override { return description_; }
+  std::string PeerIdentity() const override {
+    absl::MutexLock l(&identity_mu_);
+    return identity_;
+  }
+  // Set by the reactor before it hands the node the stream's first frame.
+  void SetPeerIdentity(std::string identity) {
+    absl::MutexLock l(&identity_mu_);
+    identity_ = std::move(identity);
+  }
 
  private:
   std::shared_ptr<StreamCore> core_;
   const bool dialed_;
   const std::string description_;
+  mutable absl::Mutex identity_mu_;
+  std::string identity_ ABSL_GUARDED_BY(identity_mu_);
 };
 
 // Counts live reactors so Shutdown can wait for them.
@@ -184,6 +195,7 @@ class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
     core_->finalize = [this] { Finish(grpc::Status::OK); };
     core_->cancel = [context] { context->TryCancel(); };
     link_ = std::make_shared<GrpcLink>(core_, false, absl::StrCat("accepted from ", peer));
+    link_->SetPeerIdentity(PeerIdentity(*context->auth_context()));
     node_->OnLinkUp(link_);
     StartRead(&in_);
   }
@@ -236,7 +248,15 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
     StartCall();
     return link;
   }
-  void OnReadDone(bool ok) override { ReadDone(this, ok, *core_, node_, link_, &in_); }
+  void OnReadDone(bool ok) override {
+    if (ok && !identity_known_) {
+      // The handshake is done once a frame came: the server's certificate
+      // is known now, before the node sees its Hello.
+      identity_known_ = true;
+      link_->SetPeerIdentity(PeerIdentity(*context_.auth_context()));
+    }
+    ReadDone(this, ok, *core_, node_, link_, &in_);
+  }
   void OnWriteDone(bool ok) override { core_->WriteDone(ok); }
   void OnDone(const grpc::Status& status) override {
     core_->ReactorDone();
@@ -254,6 +274,7 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
   std::shared_ptr<StreamCore> core_;
   std::shared_ptr<GrpcLink> link_;
   Frame in_;
+  bool identity_known_ = false;  // reactions of one stream never overlap
 };
 
 // Streams a snapshot: header, then the weights in 1 MiB chunks. Created on
@@ -433,7 +454,8 @@ class ServiceThread {
 
 class GrpcService final : public v1::Gossip::CallbackService {
  public:
-  explicit GrpcService(std::shared_ptr<std::atomic<int>> live) : live_(std::move(live)) {}
+  GrpcService(std::shared_ptr<std::atomic<int>> live, bool tls)
+      : live_(std::move(live)), tls_(tls) {}
   void SetNode(GossipNode* node, LinkEvents* events) {
     events_.store(events != nullptr ? events : node);
     node_.store(node);
@@ -456,6 +478,14 @@ class GrpcService final : public v1::Gossip::CallbackService {
     }
     absl::Status s = node->CheckPeer(request->fingerprint(), request->cluster_token(),
                                      request->requester().node_id());
+    if (s.ok() && tls_) {
+      const std::string identity = PeerIdentity(*ctx->auth_context());
+      if (identity != request->requester().node_id()) {
+        s = absl::PermissionDeniedError(
+            absl::StrCat("requester '", request->requester().node_id().substr(0, 64),
+                         "' is not the identity of its certificate ('", identity, "')"));
+      }
+    }
     if (!s.ok()) {
       node->Log(absl::StrCat("refusing a snapshot to '",
                              request->requester().node_id().substr(0, 64), "' (", ctx->peer(),
@@ -491,6 +521,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
   std::atomic<GossipNode*> node_{nullptr};
   std::atomic<LinkEvents*> events_{nullptr};
   std::shared_ptr<std::atomic<int>> live_;
+  const bool tls_;
 };
 
 absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::string& listen,
@@ -498,9 +529,9 @@ absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::str
                                                                   int* bound_port) {
   std::unique_ptr<GossipServer> server(new GossipServer());
   server->options_ = options;
-  server->service_ = std::make_unique<GrpcService>(server->live_streams_);
+  server->service_ = std::make_unique<GrpcService>(server->live_streams_, options.tls.enabled());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), bound_port);
+  builder.AddListeningPort(listen, MakeServerCredentials(options.tls), bound_port);
   builder.RegisterService(server->service_.get());
   ConfigureGossipServer(options, &builder);
   server->server_ = builder.BuildAndStart();
@@ -521,7 +552,7 @@ Dialer GossipServer::MakeDialer(LinkEvents* node) {
   TransportOptions options = options_;
   std::shared_ptr<std::atomic<int>> live = live_streams_;
   return [node, options, live](const std::string& address) -> std::shared_ptr<Link> {
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+    auto channel = grpc::CreateCustomChannel(address, MakeChannelCredentials(options.tls),
                                              GossipChannelArguments(options));
     auto* stream = new ClientStream(node, address, std::move(channel), live);
     return stream->Begin();
@@ -545,16 +576,17 @@ void GossipServer::Shutdown(std::chrono::milliseconds deadline) {
 namespace {
 
 // A stub on a fresh channel, for the one-off blocking calls below.
-std::unique_ptr<v1::Gossip::Stub> OneOffStub(const std::string& address) {
-  return v1::Gossip::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+std::unique_ptr<v1::Gossip::Stub> OneOffStub(const std::string& address, const TlsConfig& tls) {
+  return v1::Gossip::NewStub(grpc::CreateCustomChannel(address, MakeChannelCredentials(tls),
                                                        GossipChannelArguments(TransportOptions{})));
 }
 
 }  // namespace
 
 absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
-                                           std::chrono::milliseconds timeout) {
-  auto stub = OneOffStub(address);
+                                           std::chrono::milliseconds timeout,
+                                           const TlsConfig& tls) {
+  auto stub = OneOffStub(address, tls);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
   v1::NodeStatus status;
@@ -566,8 +598,9 @@ absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
 absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
                                               const v1::SnapshotRequest& request,
                                               uint64_t param_count,
-                                              std::chrono::milliseconds timeout) {
-  auto stub = OneOffStub(address);
+                                              std::chrono::milliseconds timeout,
+                                              const TlsConfig& tls) {
+  auto stub = OneOffStub(address, tls);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
   std::unique_ptr<grpc::ClientReader<v1::SnapshotChunk>> reader = stub->Snapshot(&context, request);

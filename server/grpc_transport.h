@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "proto/reckon.pb.h"
 #include "server/node.h"
+#include "server/tls.h"
 
 namespace grpc {
 class ChannelArguments;
@@ -50,6 +51,8 @@ struct TransportOptions {
   // included (TCP resends the first after 1 s): at 100 ms no worker ever
   // connected over an 80 ms one-way link (gossip_netns_test).
   std::chrono::milliseconds connect_timeout{5000};
+  // Mutual TLS (server/tls.h); off when empty.
+  TlsConfig tls;
 };
 
 // The gossip transport's gRPC settings, one place for the dialing side and
@@ -90,7 +93,8 @@ class GossipServer {
 
 // Blocking clients (join, reckonctl), each with a deadline.
 absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
-                                           std::chrono::milliseconds timeout);
+                                           std::chrono::milliseconds timeout,
+                                           const TlsConfig& tls = {});
 
 struct FetchedSnapshot {
   v1::SnapshotChunk::Header header;
@@ -103,7 +107,8 @@ struct FetchedSnapshot {
 absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
                                               const v1::SnapshotRequest& request,
                                               uint64_t param_count,
-                                              std::chrono::milliseconds timeout);
+                                              std::chrono::milliseconds timeout,
+                                              const TlsConfig& tls = {});
 
 }  // namespace reckon::server
 

@@ -40,6 +40,9 @@ class Link {
   virtual bool dialed() const = 0;
   // For logs: "dialed 127.0.0.1:7001" / "accepted from ipv4:127.0.0.1:51234".
   virtual std::string Describe() const = 0;
+  // The identity of the peer's verified TLS certificate (its common name),
+  // known once its first frame arrived; empty without TLS.
+  virtual std::string PeerIdentity() const { return ""; }
 };
 
 // Dials a peer: returns a link whose events reach the LinkEvents the dialer

@@ -309,6 +309,14 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     Refuse(link, hello.self().node_id(), std::string(s.message()), true);
     return;
   }
+  if (options_.require_peer_identity && link->PeerIdentity() != id) {
+    // A member of the CA speaking for another: its certificate says who it is.
+    Refuse(link, id,
+           absl::StrCat("node id '", id.substr(0, 64), "' is not the identity of its certificate ('",
+                        link->PeerIdentity().substr(0, 64), "')"),
+           true);
+    return;
+  }
   if (id != self_.node_id && hello.listen_address().empty()) {
     // Every member must be dialable by every other: a member known to one
     // node only would be invisible to the others' quiescence (issue 11).
@@ -1060,6 +1068,8 @@ void GossipNode::FillStatus(v1::NodeStatus* out) {
   out->set_peer_checks_agreed(counters_.peer_checks_agreed);
   out->set_divergences(counters_.divergences);
   out->set_last_check_ms(last_check_ms_);
+  out->set_early_held(early_.size());
+  out->set_early_bytes(early_.bytes());
   out->set_log_bytes(log_.bytes());
   out->set_log_messages(log_.messages());
   std::string why;

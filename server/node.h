@@ -58,6 +58,9 @@ struct NodeOptions {
   std::vector<std::string> seeds;  // host:port of peers (resolved)
   v1::ClusterFingerprint fingerprint;
   std::string cluster_token;
+  // With mutual TLS: a peer's Hello must claim the node id its certificate
+  // names (Link::PeerIdentity), or it is refused for good.
+  bool require_peer_identity = false;
   std::chrono::milliseconds heartbeat_interval{100};
   std::chrono::milliseconds failure_timeout{3000};
   std::chrono::milliseconds initial_backoff{100};

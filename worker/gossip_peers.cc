@@ -161,7 +161,8 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
       for (size_t i = 0; i < seeds.size(); ++i) {
         threads.emplace_back([&, i] {
           probes[i] =
-              server::FetchSnapshot(seeds[i], request, param_count, options_.join_probe_timeout);
+              server::FetchSnapshot(seeds[i], request, param_count, options_.join_probe_timeout,
+                                    options_.transport.tls);
         });
       }
       for (std::thread& t : threads) t.join();
@@ -220,7 +221,8 @@ absl::Status GossipPeers::Resync(const std::string& source) {
   request.mutable_requester()->set_incarnation(options_.node.incarnation);
   request.set_cluster_token(options_.node.cluster_token);
   absl::StatusOr<server::FetchedSnapshot> snap = server::FetchSnapshot(
-      source, request, options_.node.fingerprint.param_count(), std::chrono::seconds(60));
+      source, request, options_.node.fingerprint.param_count(), std::chrono::seconds(60),
+      options_.transport.tls);
   if (!snap.ok()) return snap.status();
   *log_ << "reckon-worker: snapshot from " << snap->header.source_node_id() << " (" << source
         << "), " << TotalSeqs(snap->applied) << " messages applied\n";

@@ -75,6 +75,11 @@ ABSL_FLAG(int32_t, join_timeout_s, 0,
           "give up joining (exit 1) when the seeds' answers are not conclusive after this long "
           "(0: keep probing)");
 ABSL_FLAG(std::string, cluster_token, "", "shared secret every peer must present (optional)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "mutual TLS: this worker's certificate (PEM, signed by --tls-ca, common name = "
+          "--node-id, Ed25519 key); with --tls-key and --tls-ca");
+ABSL_FLAG(std::string, tls_key, "", "mutual TLS: the certificate's private key (PEM)");
+ABSL_FLAG(std::string, tls_ca, "", "mutual TLS: the cluster CA's certificate (PEM)");
 ABSL_FLAG(uint64_t, max_lag, 0,
           "pause training while a live peer has not applied our last N messages (0: never)");
 ABSL_FLAG(int32_t, heartbeat_ms, 100, "heartbeat interval on every peer stream");
@@ -242,6 +247,23 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   if (!seeds.ok()) return seeds.status();
   n.seeds = *seeds;
   n.cluster_token = absl::GetFlag(FLAGS_cluster_token);
+  const std::string tls_cert = absl::GetFlag(FLAGS_tls_cert),
+                    tls_key = absl::GetFlag(FLAGS_tls_key), tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  if (!tls_cert.empty() || !tls_key.empty() || !tls_ca.empty()) {
+    if (tls_cert.empty() || tls_key.empty() || tls_ca.empty()) {
+      return absl::InvalidArgumentError("--tls-cert, --tls-key and --tls-ca go together");
+    }
+    absl::StatusOr<reckon::server::TlsConfig> tls =
+        reckon::server::LoadTls(tls_ca, tls_cert, tls_key);
+    if (!tls.ok()) return absl::InvalidArgumentError(tls.status().message());
+    if (tls->identity != n.node_id) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls-cert ", tls_cert, " is for '", tls->identity, "', not --node-id '",
+                       n.node_id, "': peers would refuse this worker"));
+    }
+    p.transport.tls = *std::move(tls);
+    n.require_peer_identity = true;
+  }
   const BackendConfig& b = o.backend_config;
   n.fingerprint.set_model(b.shape.ToString());
   n.fingerprint.set_fraction_bits(b.fraction_bits);

@@ -1,0 +1,93 @@
+// reckonctl certs --out DIR --nodes w0,w1,... : a cluster CA and a
+// certificate per node (common name = node id, Ed25519), plus one for the
+// operator's reckonctl, for tests and small deployments. A production
+// cluster may use its own CA instead: what reckon needs is in server/tls.h.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_split.h"
+#include "ctl/commands.h"
+#include "ctl/flags.h"
+#include "server/node.h"
+#include "server/tls.h"
+
+namespace reckon::ctl {
+namespace {
+
+// Private keys are readable by their owner only.
+bool WriteFile(const std::filesystem::path& path, const std::string& text, bool secret) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return false;
+  return chmod(path.c_str(), secret ? 0600 : 0644) == 0;
+}
+
+}  // namespace
+
+int RunCertsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string dir, nodes, hosts, ca_name = "reckon cluster CA";
+  int64_t days = 365;
+  FlagSet flags("reckonctl certs");
+  flags.String("out", &dir, "directory for ca.pem, ca.key, <node>.pem, <node>.key, reckonctl.*");
+  flags.String("nodes", &nodes, "node ids, comma-separated (each worker's --node-id)");
+  flags.String("hosts", &hosts, "extra DNS names or IPs for every certificate (optional)");
+  flags.String("ca-name", &ca_name, "the CA's common name");
+  flags.Int("days", &days, "validity (default 365)");
+  flags.Require("out");
+  flags.Require("nodes");
+  if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+  std::vector<std::string> ids = absl::StrSplit(nodes, ',', absl::SkipEmpty());
+  std::vector<std::string> extra = absl::StrSplit(hosts, ',', absl::SkipEmpty());
+  if (ids.empty() || days < 1 || days > 36500) {
+    err << "reckonctl certs: --nodes needs at least one node id and --days 1..36500\n";
+    return kExitUsage;
+  }
+  for (const std::string& id : ids) {
+    if (!server::ValidNodeId(id) || id == "ca" || id == "reckonctl") {
+      err << "reckonctl certs: '" << id
+          << "' is not a node id ([A-Za-z0-9._-], 1-63 characters; not 'ca' or 'reckonctl')\n";
+      return kExitUsage;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    err << "reckonctl certs: cannot create " << dir << ": " << ec.message() << "\n";
+    return kExitBadInput;
+  }
+  absl::StatusOr<server::KeyAndCertificate> ca =
+      server::MakeCertificateAuthority(ca_name, static_cast<int>(days));
+  if (!ca.ok()) {
+    err << "reckonctl certs: " << ca.status().message() << "\n";
+    return kExitBadInput;
+  }
+  const std::filesystem::path base(dir);
+  bool written = WriteFile(base / "ca.pem", ca->cert_pem, false) &&
+                 WriteFile(base / "ca.key", ca->key_pem, true);
+  ids.push_back("reckonctl");  // the operator's client certificate
+  for (const std::string& id : ids) {
+    absl::StatusOr<server::KeyAndCertificate> cert =
+        server::IssueCertificate(*ca, id, extra, static_cast<int>(days));
+    if (!cert.ok()) {
+      err << "reckonctl certs: " << cert.status().message() << "\n";
+      return kExitBadInput;
+    }
+    written = written && WriteFile(base / (id + ".pem"), cert->cert_pem, false) &&
+              WriteFile(base / (id + ".key"), cert->key_pem, true);
+  }
+  if (!written) {
+    err << "reckonctl certs: cannot write the files in " << dir << "\n";
+    return kExitBadInput;
+  }
+  out << "reckonctl certs: wrote ca.pem (keep ca.key offline) and a certificate and key for "
+      << ids.size() - 1 << " node(s) and reckonctl in " << dir << "\n"
+      << "  worker: --tls-cert " << (base / (ids[0] + ".pem")).string() << " --tls-key "
+      << (base / (ids[0] + ".key")).string() << " --tls-ca " << (base / "ca.pem").string()
+      << "\n";
+  return kExitOk;
+}
+
+}  // namespace reckon::ctl

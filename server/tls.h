@@ -1,0 +1,71 @@
+// Mutual TLS between peers (docs/gossip.md "Security"): every member holds a
+// certificate signed by the cluster's CA whose common name is its node id,
+// and an Ed25519 key. The handshake verifies the chain both ways; the node
+// then requires the node id a peer claims in its Hello to be the identity
+// of its certificate, so no member can speak for another.
+//
+// Certificates are made with OpenSSL (`reckonctl certs`, or these functions
+// in tests). Ed25519 throughout: the same key signs Updates.
+#ifndef RECKON_SERVER_TLS_H_
+#define RECKON_SERVER_TLS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace grpc {
+class AuthContext;
+class ChannelCredentials;
+class ServerCredentials;
+}  // namespace grpc
+
+namespace reckon::server {
+
+// PEM texts. Empty: TLS off (insecure channels, --cluster-token only).
+struct TlsConfig {
+  std::string ca_pem;    // the cluster CA's certificate
+  std::string cert_pem;  // this member's certificate, signed by the CA
+  std::string key_pem;   // its private key
+  std::string identity;  // the certificate's common name (LoadTls fills it)
+  bool enabled() const { return !ca_pem.empty(); }
+};
+
+// Reads the three files and checks them before anything listens: each parses,
+// the certificate is signed by the CA and valid now, the key is the
+// certificate's. Errors name the file and what is wrong.
+absl::StatusOr<TlsConfig> LoadTls(const std::string& ca_path, const std::string& cert_path,
+                                  const std::string& key_path);
+// The same checks on PEM texts already in memory (`what` names them).
+absl::StatusOr<TlsConfig> CheckTls(TlsConfig config, const std::string& what);
+
+// Credentials for the gossip service and for dialing it. With TLS: the peer
+// must present a certificate of the CA (both ways); host names are not
+// checked (peers are dialed by address; the identity check is the node
+// id's, after the handshake). Without: insecure.
+std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const TlsConfig& tls);
+std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(const TlsConfig& tls);
+
+// The common name of the peer's verified certificate; empty without TLS.
+std::string PeerIdentity(const grpc::AuthContext& context);
+
+// --- making certificates (reckonctl certs, tests) ---
+struct KeyAndCertificate {
+  std::string key_pem;
+  std::string cert_pem;
+};
+// A self-signed CA named `name`, valid for `days`.
+absl::StatusOr<KeyAndCertificate> MakeCertificateAuthority(const std::string& name, int days);
+// A member certificate for `common_name` (a node id, or an operator's name
+// for reckonctl), signed by `ca`, usable as TLS server and client; its
+// subject alternative names are the common name and `hosts` (DNS names or
+// IP addresses).
+absl::StatusOr<KeyAndCertificate> IssueCertificate(const KeyAndCertificate& ca,
+                                                   const std::string& common_name,
+                                                   const std::vector<std::string>& hosts,
+                                                   int days);
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_TLS_H_

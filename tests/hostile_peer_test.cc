@@ -1,0 +1,272 @@
+// A hostile peer against a real node over real gRPC on loopback (issue 11
+// part 5): it speaks the protocol frame by frame, as a third party could,
+// and tries what a member must not be able to do. Each attempt is refused
+// and counted, nothing is applied, memory stays bounded.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "codec/update_message.h"
+#include "proto/reckon.grpc.pb.h"
+#include "server/grpc_transport.h"
+#include "server/node.h"
+#include "server/tls.h"
+#include "tests/inproc_cluster.h"
+
+namespace reckon::server {
+namespace {
+
+using namespace ::reckon::server::testing;  // NOLINT: the fixture's messages
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// One CA, certificates for "victim", "w1" and "w2", and a second CA.
+struct Pki {
+  KeyAndCertificate ca, victim, w1, w2, other_ca, other_w1;
+  Pki() {
+    ca = *MakeCertificateAuthority("test CA", 1);
+    victim = *IssueCertificate(ca, "victim", {"127.0.0.1"}, 1);
+    w1 = *IssueCertificate(ca, "w1", {"127.0.0.1"}, 1);
+    w2 = *IssueCertificate(ca, "w2", {"127.0.0.1"}, 1);
+    other_ca = *MakeCertificateAuthority("another cluster's CA", 1);
+    other_w1 = *IssueCertificate(other_ca, "w1", {"127.0.0.1"}, 1);
+  }
+  TlsConfig For(const KeyAndCertificate& who, const KeyAndCertificate& authority) const {
+    TlsConfig tls{authority.cert_pem, who.cert_pem, who.key_pem, ""};
+    return *CheckTls(tls, "test");
+  }
+};
+
+const Pki& TestPki() {
+  static const Pki* pki = new Pki();
+  return *pki;
+}
+
+// The node under attack, serving on 127.0.0.1 with its real gRPC transport.
+class Victim {
+ public:
+  explicit Victim(const TlsConfig& tls, size_t max_message = size_t{1} << 20,
+                  const std::function<void(NodeOptions&)>& adjust = nullptr) {
+    TransportOptions transport;
+    transport.tls = tls;
+    transport.max_message_bytes = static_cast<int>(max_message);
+    int port = 0;
+    server_ = *GossipServer::Start("127.0.0.1:0", transport, &port);
+    address_ = absl::StrCat("127.0.0.1:", port);
+    NodeOptions o = Options(0, 1);
+    o.node_id = "victim";
+    o.listen_address = address_;
+    o.seeds.clear();
+    o.require_peer_identity = tls.enabled();
+    if (adjust) adjust(o);
+    node_ = *GossipNode::Create(o, InitialWeights(), kFractionBits);
+    server_->SetNode(node_.get(), node_.get());
+    node_->Start(server_->MakeDialer(node_.get()));
+  }
+  ~Victim() {
+    node_->Stop(false, milliseconds(0));
+    server_->Shutdown(milliseconds(1000));
+  }
+  GossipNode* node() { return node_.get(); }
+  const std::string& address() const { return address_; }
+
+ private:
+  std::unique_ptr<GossipServer> server_;
+  std::unique_ptr<GossipNode> node_;
+  std::string address_;
+};
+
+// The attacker's side of one Exchange stream.
+class Attacker {
+ public:
+  Attacker(const std::string& address, const TlsConfig& tls)
+      : stub_(v1::Gossip::NewStub(grpc::CreateCustomChannel(
+            address, MakeChannelCredentials(tls), GossipChannelArguments(TransportOptions{})))) {
+    context_.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    stream_ = stub_->Exchange(&context_);
+  }
+  bool Send(const v1::GossipFrame& frame) { return stream_->Write(frame); }
+  bool Hello(const std::string& id, uint64_t incarnation = 7) {
+    v1::GossipFrame f;
+    *f.mutable_hello()->mutable_fingerprint() = Fingerprint();
+    f.mutable_hello()->mutable_self()->set_node_id(id);
+    f.mutable_hello()->mutable_self()->set_incarnation(incarnation);
+    f.mutable_hello()->set_listen_address("127.0.0.1:1");
+    return Send(f);
+  }
+  // The next frame, or none when the stream ended.
+  std::optional<v1::GossipFrame> Read() {
+    v1::GossipFrame f;
+    if (!stream_->Read(&f)) return std::nullopt;
+    return f;
+  }
+  grpc::Status Finish() {
+    stream_->WritesDone();
+    v1::GossipFrame f;
+    while (stream_->Read(&f)) {
+    }
+    return stream_->Finish();
+  }
+  v1::Gossip::Stub& stub() { return *stub_; }
+
+ private:
+  std::unique_ptr<v1::Gossip::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::GossipFrame, v1::GossipFrame>> stream_;
+};
+
+GossipNode::Counters Counters(GossipNode* node) { return node->counters(); }
+
+TEST(Tls, CertificatesAreCheckedBeforeAnythingListens) {
+  const Pki& pki = TestPki();
+  absl::StatusOr<TlsConfig> good = CheckTls({pki.ca.cert_pem, pki.w1.cert_pem, pki.w1.key_pem, ""},
+                                            "w1's files");
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->identity, "w1");
+  absl::StatusOr<TlsConfig> foreign =
+      CheckTls({pki.ca.cert_pem, pki.other_w1.cert_pem, pki.other_w1.key_pem, ""}, "w1's files");
+  EXPECT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("not valid under the CA"), std::string::npos)
+      << foreign.status();
+  absl::StatusOr<TlsConfig> wrong_key =
+      CheckTls({pki.ca.cert_pem, pki.w1.cert_pem, pki.w2.key_pem, ""}, "w1's files");
+  EXPECT_NE(wrong_key.status().message().find("not the certificate's key"), std::string::npos)
+      << wrong_key.status();
+  EXPECT_FALSE(CheckTls({"junk", pki.w1.cert_pem, pki.w1.key_pem, ""}, "x").ok());
+  const absl::StatusOr<TlsConfig> missing =
+      LoadTls("/nonexistent/ca.pem", "/nonexistent/w1.pem", "/nonexistent/w1.key");
+  EXPECT_NE(missing.status().message().find("--tls-ca /nonexistent/ca.pem"), std::string::npos)
+      << missing.status();
+}
+
+// A member of the CA claiming to be another member: its certificate says
+// who it is, and the Hello is refused for good, naming both.
+TEST(HostilePeer, ClaimingAnotherMembersIdentityIsRefused) {
+  const Pki& pki = TestPki();
+  Victim victim(pki.For(pki.victim, pki.ca));
+  {
+    Attacker w1(victim.address(), pki.For(pki.w1, pki.ca));
+    ASSERT_TRUE(w1.Hello("w2"));
+    std::optional<v1::GossipFrame> answer = w1.Read();
+    ASSERT_TRUE(answer.has_value());
+    ASSERT_TRUE(answer->has_refusal()) << answer->DebugString();
+    EXPECT_EQ(answer->refusal().reason(),
+              "node id 'w2' is not the identity of its certificate ('w1')");
+    EXPECT_TRUE(answer->refusal().permanent());
+  }
+  // Under its own name it is let in: the victim answers with its Hello.
+  Attacker honest(victim.address(), pki.For(pki.w1, pki.ca));
+  ASSERT_TRUE(honest.Hello("w1"));
+  std::optional<v1::GossipFrame> answer = honest.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(answer->has_hello()) << answer->DebugString();
+}
+
+// No certificate, or one of another CA: the TLS handshake fails, the node
+// never sees a frame.
+TEST(HostilePeer, PeerWithoutACertificateOfTheClusterCaIsRefusedAtTheHandshake) {
+  const Pki& pki = TestPki();
+  Victim victim(pki.For(pki.victim, pki.ca));
+  for (const TlsConfig& tls : {TlsConfig{}, pki.For(pki.other_w1, pki.other_ca)}) {
+    Attacker a(victim.address(), tls);
+    a.Hello("w1");
+    EXPECT_FALSE(a.Read().has_value());
+    const grpc::Status s = a.Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  }
+  v1::NodeStatus status;
+  victim.node()->FillStatus(&status);
+  EXPECT_EQ(status.members_size(), 0);
+  // The same for snapshots: and a member asking in another's name is refused.
+  Attacker w1(victim.address(), pki.For(pki.w1, pki.ca));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(5));
+  v1::SnapshotRequest request;
+  *request.mutable_fingerprint() = Fingerprint();
+  request.mutable_requester()->set_node_id("w2");
+  auto reader = w1.stub().Snapshot(&context, request);
+  v1::SnapshotChunk chunk;
+  EXPECT_FALSE(reader->Read(&chunk));
+  const grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_NE(s.error_message().find("is not the identity of its certificate ('w1')"),
+            std::string::npos)
+      << s.error_message();
+}
+
+// A frame over the size limit ends the stream before it is parsed; the node
+// applies nothing and serves the next peer as before.
+TEST(HostilePeer, OversizedFrameEndsTheStreamAndNothingElse) {
+  Victim victim(TlsConfig{}, /*max_message=*/size_t{1} << 20);
+  Attacker a(victim.address(), TlsConfig{});
+  ASSERT_TRUE(a.Hello("w1"));
+  ASSERT_TRUE(a.Read().has_value());  // its Hello
+  v1::GossipFrame huge;
+  huge.mutable_update()->mutable_origin()->set_node_id("w1");
+  huge.mutable_update()->mutable_origin()->set_incarnation(7);
+  huge.mutable_update()->set_seq(1);
+  huge.mutable_update()->set_payload(std::string(size_t{2} << 20, 'x'));
+  a.Send(huge);
+  const grpc::Status s = a.Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_EQ(Counters(victim.node()).updates_applied, 0u);
+  Attacker next(victim.address(), TlsConfig{});
+  ASSERT_TRUE(next.Hello("w2"));
+  std::optional<v1::GossipFrame> answer = next.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(answer->has_hello());
+}
+
+// Updates that can never be applied (seq 1 never comes), for one origin and
+// for thousands of invented ones: the early-arrival buffer keeps its caps,
+// drops the rest and counts them; nothing is applied.
+TEST(HostilePeer, FloodOfEarlyArrivalsStaysBounded) {
+  Victim victim(TlsConfig{}, size_t{1} << 20, [](NodeOptions& o) {
+    o.early_arrival_cap = 256;
+    o.early_arrival_byte_cap = size_t{256} << 10;
+  });
+  Attacker a(victim.address(), TlsConfig{});
+  ASSERT_TRUE(a.Hello("w1"));
+  ASSERT_TRUE(a.Read().has_value());
+  std::mt19937_64 rng(5);
+  NodeOptions origin = Options(1, 2);
+  uint64_t sent = 0;
+  for (uint64_t seq = 2; seq < 1002; ++seq, ++sent) {  // one origin: 1,000 early
+    Message m = MakeMessage(origin, seq, rng);
+    m.update.set_checksum_delta(victim.node()->weight_checksum().OfUpdate(kStep, m.decoded.words));
+    v1::GossipFrame f;
+    *f.mutable_update() = m.update;
+    ASSERT_TRUE(a.Send(f));
+  }
+  for (int k = 0; k < 3000; ++k, ++sent) {  // invented origins, one early message each
+    origin.node_id = absl::StrCat("ghost", k);
+    Message m = MakeMessage(origin, 2, rng);
+    m.update.set_checksum_delta(victim.node()->weight_checksum().OfUpdate(kStep, m.decoded.words));
+    v1::GossipFrame f;
+    *f.mutable_update() = m.update;
+    ASSERT_TRUE(a.Send(f));
+  }
+  // Every one is either held or dropped and counted; what is held is capped.
+  v1::NodeStatus status;
+  ASSERT_TRUE(Eventually([&] {
+    status.Clear();
+    victim.node()->FillStatus(&status);
+    return status.early_dropped() + status.early_held() == sent;
+  })) << status.early_dropped() << " dropped + " << status.early_held() << " held of " << sent;
+  EXPECT_LE(status.early_bytes(), size_t{256} << 10);
+  EXPECT_GT(status.early_dropped(), 0u);
+  EXPECT_EQ(Counters(victim.node()).updates_applied, 0u);
+  std::printf("FIGURES early-arrival flood: %llu Updates that can never apply: %llu held in "
+              "%llu bytes, %llu dropped and counted (caps: 256 per origin, 256 KiB in all)\n",
+              static_cast<unsigned long long>(sent),
+              static_cast<unsigned long long>(status.early_held()),
+              static_cast<unsigned long long>(status.early_bytes()),
+              static_cast<unsigned long long>(status.early_dropped()));
+}
+
+}  // namespace
+}  // namespace reckon::server
