@@ -9,7 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
+#include "codec/update_message.h"
 #include "codec/weight_checksum.h"
+#include "server/tls.h"
+#include "server/update_signature.h"
 #include "worker/backend.h"
 #include "worker/dataset.h"
 
@@ -161,6 +164,28 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
     sink += checksum.OfUpdate(config.step.step_quanta, emission.words);
   }
   const double contribution_us = 1e6 * Seconds(t0) / kContributions;
+  // Signed updates (mutual TLS): the origin signs each message once, every
+  // receiver verifies it once, Ed25519 through OpenSSL.
+  const server::KeyAndCertificate ca = *server::MakeCertificateAuthority("bench CA", 1);
+  const server::KeyAndCertificate member = *server::IssueCertificate(ca, "w0", {}, 1);
+  std::unique_ptr<server::UpdateSigner> signer = *server::UpdateSigner::Create(member.key_pem);
+  server::CertificateBook book(ca.cert_pem);
+  (void)book.Add(member.cert_pem);
+  v1::Update message;
+  message.mutable_origin()->set_node_id("w0");
+  message.set_seq(1);
+  (void)codec::EncodeThresholdUpdate(emission.words, config.step.step_quanta,
+                                     shape->param_count(), v1::CODEC_THRESHOLD_RICE, &message);
+  constexpr int kSignatures = 500;
+  t0 = Clock::now();
+  for (int i = 0; i < kSignatures; ++i) {
+    message.set_seq(i + 1);
+    signer->Sign(&message);
+  }
+  const double sign_us = 1e6 * Seconds(t0) / kSignatures;
+  t0 = Clock::now();
+  for (int i = 0; i < kSignatures; ++i) sink += book.Verify(message).ok();
+  const double verify_us = 1e6 * Seconds(t0) / kSignatures;
   if (sink == 42) out << "";  // keeps the loops
   const double step_ms = 1e3 * train_s / steps;
   // At the default interval (2 s): the share of the time spent checking.
@@ -173,10 +198,11 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
         "{\"layers\": \"%s\", \"batch\": %d, \"codec\": \"%s\", \"steps\": %d, "
         "\"threads\": %d, \"train_flops_per_s\": %.4g, \"sgemm_flops_per_s\": %.4g, "
         "\"ratio\": %.3f, \"step_ms\": %.3f, \"gemm_ms\": %.3f, \"check_ms\": %.3f, "
-        "\"check_share\": %.5f, \"contribution_us\": %.3f, \"updates_per_message\": %d}\n",
+        "\"check_share\": %.5f, \"contribution_us\": %.3f, \"updates_per_message\": %d, "
+        "\"sign_us\": %.2f, \"verify_us\": %.2f}\n",
         layers, batch, codec, steps, cores, train_flops, gemm_flops,
         train_flops / gemm_flops, step_ms, 1e3 * gemm_s / steps, check_ms, check_share,
-        contribution_us, emission.words.size());
+        contribution_us, emission.words.size(), sign_us, verify_us);
   } else {
     out << absl::StrFormat(
         "reckonctl bench train: %s, batch %d, %s, %d steps, %d threads\n"
@@ -185,12 +211,15 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
         "  ratio           %.2fx  (target >= 0.6x)  %s\n"
         "  replica check   %.3f ms per check of %d parameters: %.3f%% of the time at the "
         "2 s interval (%.4f ms per step)\n"
-        "  checksum delta  %.2f us per message of %d updates (%.4f%% of a step)\n",
+        "  checksum delta  %.2f us per message of %d updates (%.4f%% of a step)\n"
+        "  signed updates  sign %.1f us, verify %.1f us per message (Ed25519, OpenSSL): "
+        "%.2f%% and %.2f%% of a step\n",
         layers, batch, codec, steps, cores, step_ms,
         train_flops, 1e3 * gemm_s / steps, gemm_flops, train_flops / gemm_flops,
         train_flops / gemm_flops >= 0.6 ? "ok" : "MISSED", check_ms, shape->param_count(),
         100 * check_share, check_share * step_ms, contribution_us, emission.words.size(),
-        100 * contribution_us / (1e3 * step_ms));
+        100 * contribution_us / (1e3 * step_ms), sign_us, verify_us,
+        100 * sign_us / (1e3 * step_ms), 100 * verify_us / (1e3 * step_ms));
   }
   return kExitOk;
 }

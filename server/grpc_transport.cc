@@ -148,10 +148,15 @@ class GrpcLink : public Link {
     absl::MutexLock l(&identity_mu_);
     return identity_;
   }
-  // Set by the reactor before it hands the node the stream's first frame.
-  void SetPeerIdentity(std::string identity) {
+  std::string PeerCertificate() const override {
     absl::MutexLock l(&identity_mu_);
-    identity_ = std::move(identity);
+    return certificate_;
+  }
+  // Set by the reactor before it hands the node the stream's first frame.
+  void SetPeer(const grpc::AuthContext& context) {
+    absl::MutexLock l(&identity_mu_);
+    identity_ = ::reckon::server::PeerIdentity(context);
+    certificate_ = ::reckon::server::PeerCertificate(context);
   }
 
  private:
@@ -160,6 +165,7 @@ class GrpcLink : public Link {
   const std::string description_;
   mutable absl::Mutex identity_mu_;
   std::string identity_ ABSL_GUARDED_BY(identity_mu_);
+  std::string certificate_ ABSL_GUARDED_BY(identity_mu_);
 };
 
 // Counts live reactors so Shutdown can wait for them.
@@ -195,7 +201,7 @@ class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
     core_->finalize = [this] { Finish(grpc::Status::OK); };
     core_->cancel = [context] { context->TryCancel(); };
     link_ = std::make_shared<GrpcLink>(core_, false, absl::StrCat("accepted from ", peer));
-    link_->SetPeerIdentity(PeerIdentity(*context->auth_context()));
+    link_->SetPeer(*context->auth_context());
     node_->OnLinkUp(link_);
     StartRead(&in_);
   }
@@ -253,7 +259,7 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
       // The handshake is done once a frame came: the server's certificate
       // is known now, before the node sees its Hello.
       identity_known_ = true;
-      link_->SetPeerIdentity(PeerIdentity(*context_.auth_context()));
+      link_->SetPeer(*context_.auth_context());
     }
     ReadDone(this, ok, *core_, node_, link_, &in_);
   }

@@ -43,6 +43,8 @@ class Link {
   // The identity of the peer's verified TLS certificate (its common name),
   // known once its first frame arrived; empty without TLS.
   virtual std::string PeerIdentity() const { return ""; }
+  // That certificate, PEM (to verify the peer's signed Updates).
+  virtual std::string PeerCertificate() const { return ""; }
 };
 
 // Dials a peer: returns a link whose events reach the LinkEvents the dialer

@@ -42,7 +42,21 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
   if (!mirror.ok()) return mirror.status();
   absl::Status s = mirror->Load(initial);
   if (!s.ok()) return s;
-  return std::unique_ptr<GossipNode>(new GossipNode(std::move(options), *std::move(mirror)));
+  std::unique_ptr<UpdateSigner> signer;
+  if (options.tls.enabled()) {
+    absl::StatusOr<std::unique_ptr<UpdateSigner>> made = UpdateSigner::Create(options.tls.key_pem);
+    if (!made.ok()) return made.status();
+    signer = *std::move(made);
+  }
+  auto node = std::unique_ptr<GossipNode>(new GossipNode(std::move(options), *std::move(mirror)));
+  if (signer) {
+    node->signer_ = std::move(signer);
+    absl::MutexLock l(&node->mu_);
+    node->certificates_.emplace(node->options_.tls.ca_pem);
+    absl::StatusOr<std::string> own = node->certificates_->Add(node->options_.tls.cert_pem);
+    if (!own.ok()) return own.status();
+  }
+  return node;
 }
 
 GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
@@ -223,6 +237,10 @@ void GossipNode::HandleEvent(Event& e) {
   }
   if (f.has_update()) {
     HandleUpdate(*m, std::make_shared<v1::GossipFrame>(std::move(f)));
+  } else if (f.has_certificates()) {
+    if (certificates_) {
+      LearnCertificates(m, {f.certificates().pem().begin(), f.certificates().pem().end()});
+    }
   } else if (f.has_heartbeat()) {
     HandleHeartbeat(*m, f.heartbeat(), now);
   } else if (f.has_leave()) {
@@ -401,6 +419,16 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   m.link = link;
   ResetStream(m);
   m.last_heard = now;
+  if (certificates_) {
+    // Its handshake certificate first, then everything we know goes to it
+    // before any Update can: relayed messages are always verifiable.
+    LearnCertificates(&m, {link->PeerCertificate()});
+    auto frame = std::make_shared<v1::GossipFrame>();
+    for (std::string& pem : certificates_->All()) {
+      frame->mutable_certificates()->add_pem(std::move(pem));
+    }
+    SendTo(m, frame, SIZE_MAX);
+  }
   if (m.state != MemberState::kAlive) {
     Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
                      ") connected: ", link->Describe()));
@@ -422,6 +450,17 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   if (origin == self_ || update.seq() <= have || early_.Holds(origin, update.seq())) {
     ++counters_.duplicates_dropped;
     return;
+  }
+  if (certificates_) {
+    // Before anything else is spent on it: only its origin can have made it.
+    if (absl::Status v = certificates_->Verify(update); !v.ok()) {
+      if (counters_.signature_errors++ % 1000 == 0) {  // a flood must not flood the log
+        Log(absl::StrCat("refused Update ", origin.ToString().substr(0, 96), " seq ",
+                         update.seq(), " from ", from.node_id, ": ", v.message(), " (",
+                         counters_.signature_errors, " refused so far)"));
+      }
+      return;
+    }
   }
   // Validate everything before anything is kept (WIRE.md §3.2).
   auto decoded = std::make_shared<codec::DecodedUpdate>();
@@ -483,6 +522,13 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
 }
 
 absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedUpdate& decoded) {
+  // The copy that goes out, its checksum contribution and its signature are
+  // made before the lock: the node thread does not wait on them.
+  auto frame = std::make_shared<v1::GossipFrame>();
+  *frame->mutable_update() = update;
+  const uint64_t contribution = checksum_.OfUpdate(decoded.step_quanta, decoded.words);
+  frame->mutable_update()->set_checksum_delta(contribution);
+  if (signer_) signer_->Sign(frame->mutable_update());
   {
     absl::MutexLock l(&mu_);
     if (update.seq() != last_published_ + 1) {
@@ -493,10 +539,6 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
     if (!s.ok()) return s;
     last_published_ = update.seq();
     applied_[self_] = update.seq();
-    auto frame = std::make_shared<v1::GossipFrame>();
-    *frame->mutable_update() = update;
-    const uint64_t contribution = checksum_.OfUpdate(decoded.step_quanta, decoded.words);
-    frame->mutable_update()->set_checksum_delta(contribution);
     ledger_.Add(self_, update.seq(), contribution);
     log_.Add(self_, frame, Clock::now());
     for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame);
@@ -533,6 +575,26 @@ void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
   // In order per origin: behind peers are served by anti-entropy.
   if (std::max(SeqOf(m.pushed, origin), SeqOf(m.applied, origin)) != seq - 1) return;
   if (!SendUpdate(m, origin, seq, frame)) ++counters_.queue_drops;
+}
+
+void GossipNode::LearnCertificates(const Member* from, const std::vector<std::string>& pems) {
+  auto news = std::make_shared<v1::GossipFrame>();
+  for (const std::string& pem : pems) {
+    if (pem.empty() || pem.size() > 16384) continue;
+    const bool known = certificates_->Has(pem);
+    absl::StatusOr<std::string> id = certificates_->Add(pem);
+    if (!id.ok()) {
+      ++counters_.signature_errors;
+      Log(absl::StrCat("ignored a certificate from ", from ? from->node_id : "?", ": ",
+                       id.status().message()));
+      continue;
+    }
+    if (!known) news->mutable_certificates()->add_pem(pem);
+  }
+  if (news->certificates().pem_size() == 0) return;
+  for (auto& [id, m] : members_) {
+    if (&m != from && m.link) SendTo(m, news, SIZE_MAX);
+  }
 }
 
 void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now) {
@@ -1070,6 +1132,7 @@ void GossipNode::FillStatus(v1::NodeStatus* out) {
   out->set_last_check_ms(last_check_ms_);
   out->set_early_held(early_.size());
   out->set_early_bytes(early_.bytes());
+  out->set_signature_errors(counters_.signature_errors);
   out->set_log_bytes(log_.bytes());
   out->set_log_messages(log_.messages());
   std::string why;

@@ -47,6 +47,8 @@
 #include "server/member.h"
 #include "server/message_log.h"
 #include "server/quiescence.h"
+#include "server/tls.h"
+#include "server/update_signature.h"
 #include "server/version_vector.h"
 
 namespace reckon::server {
@@ -61,6 +63,11 @@ struct NodeOptions {
   // With mutual TLS: a peer's Hello must claim the node id its certificate
   // names (Link::PeerIdentity), or it is refused for good.
   bool require_peer_identity = false;
+  // With mutual TLS (server/update_signature.h): our Updates are signed with
+  // `tls.key_pem`, every Update is verified with its origin's certificate
+  // (learned from handshakes and Certificates frames, checked under
+  // `tls.ca_pem`) before it is kept. Off when empty.
+  TlsConfig tls;
   std::chrono::milliseconds heartbeat_interval{100};
   std::chrono::milliseconds failure_timeout{3000};
   std::chrono::milliseconds initial_backoff{100};
@@ -215,7 +222,8 @@ class GossipNode final : public LinkEvents {
              members_refused = 0,  // new members past max_members
              replica_checks = 0, replica_check_failures = 0, replica_repairs = 0,
              peer_checks_agreed = 0,
-             divergences = 0;  // peers' checks against our messages that failed
+             divergences = 0,  // peers' checks against our messages that failed
+             signature_errors = 0;  // Updates unsigned, of an unknown signer, or forged
   };
   Counters counters();
 
@@ -249,6 +257,10 @@ class GossipNode final : public LinkEvents {
   void HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds certificates to the book; new ones are passed on to every other
+  // member, so a member's signed Updates can be verified wherever relayed.
+  void LearnCertificates(const Member* from, const std::vector<std::string>& pems)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies to the mirror, advances the version vector, logs, and queues the
   // update for the training thread.
@@ -320,6 +332,8 @@ class GossipNode final : public LinkEvents {
   std::atomic<bool> started_flag_{false};
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   codec::FixedPointReplica mirror_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<UpdateSigner> signer_;  // with TLS; immutable
+  std::optional<CertificateBook> certificates_ ABSL_GUARDED_BY(mu_);  // with TLS
   const codec::WeightChecksum checksum_;
   ChecksumLedger ledger_ ABSL_GUARDED_BY(mu_);
   // The last passed replica check, to announce in the next heartbeat.

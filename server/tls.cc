@@ -160,20 +160,35 @@ absl::StatusOr<TlsConfig> CheckTls(TlsConfig config, const std::string& what) {
         absl::StrCat(what, ": the key must be Ed25519 (it also signs Updates); make one with "
                            "`reckonctl certs`"));
   }
+  absl::StatusOr<std::string> identity = VerifyCertificate(config.ca_pem, config.cert_pem);
+  if (!identity.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", identity.status().message()));
+  }
+  config.identity = *std::move(identity);
+  return config;
+}
+
+absl::StatusOr<std::string> VerifyCertificate(const std::string& ca_pem,
+                                              const std::string& cert_pem) {
+  Cert ca = ParseCert(ca_pem);
+  Cert cert = ParseCert(cert_pem);
+  if (!ca || !cert) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError("not a PEM certificate");
+  }
   std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
   X509_STORE_add_cert(store.get(), ca.get());
   std::unique_ptr<X509_STORE_CTX, StoreCtxFree> ctx(X509_STORE_CTX_new());
   X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), nullptr);
   if (X509_verify_cert(ctx.get()) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": the certificate is not valid under the CA: ",
-        X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()))));
+    const std::string why = X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()));
+    ERR_clear_error();
+    return absl::InvalidArgumentError(
+        absl::StrCat("the certificate is not valid under the CA: ", why));
   }
-  config.identity = CommonName(cert.get());
-  if (config.identity.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": the certificate has no common name"));
-  }
-  return config;
+  std::string name = CommonName(cert.get());
+  if (name.empty()) return absl::InvalidArgumentError("the certificate has no common name");
+  return name;
 }
 
 absl::StatusOr<TlsConfig> LoadTls(const std::string& ca_path, const std::string& cert_path,
@@ -230,6 +245,14 @@ std::string PeerIdentity(const grpc::AuthContext& context) {
   if (!context.IsPeerAuthenticated()) return "";
   for (const grpc::string_ref& cn : context.FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
     return std::string(cn.data(), cn.size());
+  }
+  return "";
+}
+
+std::string PeerCertificate(const grpc::AuthContext& context) {
+  if (!context.IsPeerAuthenticated()) return "";
+  for (const grpc::string_ref& pem : context.FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)) {
+    return std::string(pem.data(), pem.size());
   }
   return "";
 }

@@ -40,6 +40,10 @@ absl::StatusOr<TlsConfig> LoadTls(const std::string& ca_path, const std::string&
 // The same checks on PEM texts already in memory (`what` names them).
 absl::StatusOr<TlsConfig> CheckTls(TlsConfig config, const std::string& what);
 
+// `cert_pem` verified under `ca_pem` (chain, validity now): its common name.
+absl::StatusOr<std::string> VerifyCertificate(const std::string& ca_pem,
+                                              const std::string& cert_pem);
+
 // Credentials for the gossip service and for dialing it. With TLS: the peer
 // must present a certificate of the CA (both ways); host names are not
 // checked (peers are dialed by address; the identity check is the node
@@ -49,6 +53,8 @@ std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(const TlsConfig
 
 // The common name of the peer's verified certificate; empty without TLS.
 std::string PeerIdentity(const grpc::AuthContext& context);
+// The peer's certificate, PEM; empty without TLS.
+std::string PeerCertificate(const grpc::AuthContext& context);
 
 // --- making certificates (reckonctl certs, tests) ---
 struct KeyAndCertificate {

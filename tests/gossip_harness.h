@@ -74,6 +74,8 @@ class Cluster {
     exec_prefix_[i] = std::move(exec_prefix);
   }
   std::string address(int i) const { return addresses_[i]; }
+  // Status queries of a TLS cluster present this certificate.
+  void SetStatusTls(server::TlsConfig tls) { status_tls_ = std::move(tls); }
   std::string peers() const { return absl::StrJoin(addresses_, ","); }
   std::string summary_path(int i) const { return (dir_ / absl::StrCat("w", i, ".json")).string(); }
   std::string err_path(int i) const { return (dir_ / absl::StrCat("w", i, ".err")).string(); }
@@ -110,7 +112,8 @@ class Cluster {
 
   // The node's status; none while it is not answering.
   std::optional<v1::NodeStatus> Status(int i) {
-    absl::StatusOr<v1::NodeStatus> s = server::FetchStatus(addresses_[i], milliseconds(500));
+    absl::StatusOr<v1::NodeStatus> s =
+        server::FetchStatus(addresses_[i], milliseconds(500), status_tls_);
     return s.ok() ? std::optional<v1::NodeStatus>(*s) : std::nullopt;
   }
   // Waits until worker i has taken at least `steps` steps.
@@ -142,6 +145,7 @@ class Cluster {
   std::vector<int> ports_;
   std::vector<std::string> addresses_;
   std::map<int, std::vector<std::string>> exec_prefix_;
+  server::TlsConfig status_tls_;
   std::map<int, std::optional<ChildProcess>> processes_;
 };
 

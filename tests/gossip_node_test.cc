@@ -14,6 +14,7 @@
 #include "server/fault_link.h"
 #include "server/inproc_link.h"
 #include "server/node.h"
+#include "server/tls.h"
 #include "tests/inproc_cluster.h"
 
 namespace reckon::server {
@@ -146,6 +147,31 @@ TEST(GossipNode, MembersPastTheCapAreRefusedAndCounted) {
     c.node(i)->FillStatus(&s);
     EXPECT_LE(s.members_size(), 2) << i;
   }
+}
+
+// Signed updates travel with their signatures, and certificates travel
+// ahead of them: a member that never met an origin (cut off while it
+// lived) verifies its messages when another member relays them, because the
+// relay first passes on the origin's certificate.
+TEST(GossipNode, RelayedUpdatesOfAnOriginNeverMetAreVerified) {
+  const KeyAndCertificate ca = *MakeCertificateAuthority("test CA", 1);
+  std::vector<TlsConfig> tls;
+  for (int i = 0; i < 3; ++i) {
+    const KeyAndCertificate cert = *IssueCertificate(ca, absl::StrCat("n", i), {}, 1);
+    tls.push_back(*CheckTls({ca.cert_pem, cert.cert_pem, cert.key_pem, ""}, "test"));
+  }
+  Nodes c(3, milliseconds(0), [&](int i, NodeOptions& o) { o.tls = tls[i]; });
+  c.net().Partition({{c.node(0), c.node(1)}, {c.node(2)}});
+  c.Start();
+  c.Publish(0, 1, 10);
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 10; }));
+  c.node(0)->Stop(/*leave=*/false, milliseconds(0));  // it dies before n2 ever met it
+  c.net().Heal();
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), {"n0", 1000}) == 10; }))
+      << VersionJson(c.node(2)->Applied());
+  EXPECT_EQ(c.node(2)->counters().signature_errors, 0u);
+  EXPECT_EQ(c.node(1)->counters().signature_errors, 0u);
+  EXPECT_EQ(c.node(2)->MirrorHash(), c.node(1)->MirrorHash());
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "server/grpc_transport.h"
 #include "server/node.h"
 #include "server/tls.h"
+#include "server/update_signature.h"
 #include "tests/inproc_cluster.h"
 
 namespace reckon::server {
@@ -266,6 +267,61 @@ TEST(HostilePeer, FloodOfEarlyArrivalsStaysBounded) {
               static_cast<unsigned long long>(status.early_held()),
               static_cast<unsigned long long>(status.early_bytes()),
               static_cast<unsigned long long>(status.early_dropped()));
+}
+
+// Signed updates: a member the CA admitted still cannot speak for another.
+// An Update claiming another origin, one whose signature was altered, and
+// an unsigned one are refused before anything else is done with them, and
+// counted; the member's own, properly signed, is applied.
+TEST(HostilePeer, ForgedUnsignedOrAlteredUpdatesAreRefused) {
+  const Pki& pki = TestPki();
+  Victim victim(pki.For(pki.victim, pki.ca), size_t{1} << 20,
+                [&](NodeOptions& o) { o.tls = pki.For(pki.victim, pki.ca); });
+  Attacker w1(victim.address(), pki.For(pki.w1, pki.ca));
+  ASSERT_TRUE(w1.Hello("w1"));
+  ASSERT_TRUE(w1.Read().has_value());  // its Hello
+  // w2's certificate is public: the victim can check w2's signatures.
+  v1::GossipFrame certs;
+  certs.mutable_certificates()->add_pem(pki.w2.cert_pem);
+  ASSERT_TRUE(w1.Send(certs));
+  std::unique_ptr<UpdateSigner> w1_key = *UpdateSigner::Create(pki.w1.key_pem);
+  const codec::WeightChecksum& checksum = victim.node()->weight_checksum();
+  std::mt19937_64 rng(9);
+  auto update = [&](const std::string& origin, uint64_t seq) {
+    NodeOptions o = Options(1, 2);
+    o.node_id = origin;
+    o.incarnation = 7;
+    Message m = MakeMessage(o, seq, rng);
+    m.update.set_checksum_delta(checksum.OfUpdate(kStep, m.decoded.words));
+    return m.update;
+  };
+  auto send = [&](const v1::Update& u) {
+    v1::GossipFrame f;
+    *f.mutable_update() = u;
+    ASSERT_TRUE(w1.Send(f));
+  };
+  v1::Update forged = update("w2", 1);  // w2's origin, w1's key
+  w1_key->Sign(&forged);
+  send(forged);
+  v1::Update altered = update("w1", 1);
+  w1_key->Sign(&altered);
+  altered.set_step_quanta(2 * altered.step_quanta());  // changed after signing
+  altered.set_checksum_delta(checksum.OfUpdate(2 * kStep, {}));
+  send(altered);
+  send(update("w1", 1));  // unsigned
+  v1::Update unknown = update("w3", 1);  // a signer nobody has heard of
+  w1_key->Sign(&unknown);
+  send(unknown);
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).signature_errors == 4; }))
+      << Counters(victim.node()).signature_errors;
+  EXPECT_EQ(Counters(victim.node()).updates_applied, 0u);
+  EXPECT_EQ(SeqOf(victim.node()->Applied(), {"w2", 7}), 0u);
+  v1::Update own = update("w1", 1);
+  w1_key->Sign(&own);
+  send(own);
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied == 1; }));
+  EXPECT_EQ(SeqOf(victim.node()->Applied(), {"w1", 7}), 1u);
+  EXPECT_EQ(Counters(victim.node()).signature_errors, 4u);
 }
 
 }  // namespace

@@ -360,10 +360,11 @@ std::string GossipPeers::CountersJson() {
       "\"repairs_sent\": %d, \"snapshots_served\": %d, \"snapshots_loaded\": %d, "
       "\"queue_drops\": %d, \"early_dropped\": %d, \"members_refused\": %d, "
       "\"replica_checks\": %d, \"replica_check_failures\": %d, \"replica_repairs\": %d, "
-      "\"peer_checks_agreed\": %d, \"divergences\": %d}",
+      "\"peer_checks_agreed\": %d, \"divergences\": %d, \"signature_errors\": %d}",
       c.updates_applied, c.duplicates_dropped, c.decode_errors, c.repairs_sent, c.snapshots_served,
       c.snapshots_loaded, c.queue_drops, c.early_dropped, c.members_refused, c.replica_checks,
-      c.replica_check_failures, c.replica_repairs, c.peer_checks_agreed, c.divergences);
+      c.replica_check_failures, c.replica_repairs, c.peer_checks_agreed, c.divergences,
+      c.signature_errors);
 }
 
 }  // namespace reckon::worker

@@ -261,6 +261,7 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
           absl::StrCat("--tls-cert ", tls_cert, " is for '", tls->identity, "', not --node-id '",
                        n.node_id, "': peers would refuse this worker"));
     }
+    n.tls = *tls;  // signs our Updates, verifies everyone's
     p.transport.tls = *std::move(tls);
     n.require_peer_identity = true;
   }
