@@ -1,5 +1,7 @@
 #include "server/node.h"
 
+#include "server/anti_entropy.h"
+
 #include <pthread.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "server/anti_entropy.h"
 
 namespace reckon::server {
 namespace {
@@ -66,8 +69,10 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
       checksum_(options_.fingerprint.seed()),
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
       log_(options_.log_byte_cap, options_.log_min_retention),
-      started_(Clock::now()),
-      jitter_(options_.incarnation) {
+      dial_(DialSchedule::Options{options_.initial_backoff, options_.max_backoff,
+                                  2 * options_.failure_timeout},
+            options_.incarnation),
+      started_(Clock::now()) {
   ledger_.Reset(checksum_.Of(mirror_.quanta()), {});
 }
 
@@ -86,10 +91,8 @@ void GossipNode::Start(Dialer dialer) {
   absl::MutexLock l(&mu_);
   dialer_ = std::move(dialer);
   started_ = Clock::now();
-  self_addresses_.insert(options_.listen_address);
-  for (const std::string& seed : options_.seeds) {
-    if (seed != options_.listen_address) dial_[seed].next_attempt = started_;
-  }
+  dial_.MarkSelf(options_.listen_address);
+  for (const std::string& seed : options_.seeds) dial_.Learn(seed, started_);
   started_flag_.store(true);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "reckon-gossip");
@@ -112,9 +115,7 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
       links.push_back(m.link);
     }
     for (const auto& link : unnamed_links_) links.push_back(link);
-    for (auto& [address, target] : dial_) {
-      if (target.pending) links.push_back(target.pending);
-    }
+    for (auto& link : dial_.Pending()) links.push_back(std::move(link));
     changed_.SignalAll();
   }
   {
@@ -197,9 +198,7 @@ void GossipNode::HandleEvent(Event& e) {
       return;
     case Event::kClosed: {
       unnamed_links_.erase(e.link);
-      for (auto& [address, target] : dial_) {
-        if (target.pending == e.link) target.pending.reset();
-      }
+      dial_.Closed(e.link);
       if (Member* m = FindByLink(e.link)) {
         Log(absl::StrCat("stream to ", m->node_id, " closed: ", e.why));
         m->link.reset();
@@ -351,9 +350,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   if (id == self_.node_id) {
     if (hello.self().incarnation() == self_.incarnation) {
       // We dialed ourselves (our address is in the seed list): remember it.
-      for (auto& [address, target] : dial_) {
-        if (target.pending == link) self_addresses_.insert(address);
-      }
+      dial_.DialedSelf(link);
       unnamed_links_.erase(link);
       link->Close();
     } else {
@@ -397,13 +394,8 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   }
   if (!hello.listen_address().empty()) m.address = hello.listen_address();
   unnamed_links_.erase(link);
-  for (auto& [address, target] : dial_) {
-    if (target.pending == link) {
-      target.pending.reset();
-      target.backoff = std::chrono::milliseconds(0);
-    }
-  }
-  if (!m.address.empty() && !dial_.count(m.address)) dial_[m.address].next_attempt = now;
+  dial_.Handshaken(link);
+  dial_.Learn(m.address, now);
   if (!link->dialed()) link->Send(MakeHello(), SIZE_MAX);
   if (m.link && m.link != link) {
     // Two streams for one pair (both dialed at once): both ends keep the one
@@ -634,9 +626,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
       known.address = other.address();
       Log(absl::StrCat("learned of peer ", id, " at ", other.address(), " from ", m.node_id));
     }
-    if (!dial_.count(other.address()) && !self_addresses_.count(other.address())) {
-      dial_[other.address()].next_attempt = now;
-    }
+    dial_.Learn(other.address(), now);
   }
   AntiEntropy(m, now);
 }
@@ -644,37 +634,28 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
 void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   if (!m.link || m.state != MemberState::kAlive) return;
   for (const auto& [origin, entries] : log_.origins()) {
-    const uint64_t mine = SeqOf(applied_, origin);
-    const uint64_t theirs = SeqOf(m.applied, origin);
-    uint64_t from = std::max(theirs, SeqOf(m.pushed, origin));
-    if (from >= mine || entries.empty()) continue;
-    if (entries.begin()->first > from + 1) {
-      if (theirs < entries.begin()->first - 1 && !m.resync_told.count(origin)) {
-        // What it lacks is gone from our log: it must re-join from a snapshot.
-        auto frame = std::make_shared<v1::GossipFrame>();
-        *frame->mutable_resync()->mutable_origin() =
-            entries.begin()->second.frame->update().origin();
-        frame->mutable_resync()->set_first_retained_seq(entries.begin()->first);
-        SendTo(m, frame, SIZE_MAX);
-        m.resync_told.insert(origin);
-      }
+    const RepairPlan plan =
+        PlanRepair(SeqOf(applied_, origin), SeqOf(m.applied, origin), SeqOf(m.pushed, origin),
+                   entries.empty() ? 0 : entries.begin()->first, m.resync_told.count(origin) > 0);
+    if (plan.kind == RepairPlan::kResync) {
+      auto frame = std::make_shared<v1::GossipFrame>();
+      *frame->mutable_resync()->mutable_origin() = entries.begin()->second.frame->update().origin();
+      frame->mutable_resync()->set_first_retained_seq(plan.first);
+      SendTo(m, frame, SIZE_MAX);
+      m.resync_told.insert(origin);
       continue;
     }
-    // Another origin's message is most likely still on its way to the peer
-    // straight from its origin: relay only what has had time to arrive. A
-    // live origin delivers (and repairs) its own, so its messages wait a
-    // failure timeout (covering a peer the origin cannot reach); a dead or
-    // departed origin's wait only a repair timeout.
+    if (plan.kind != RepairPlan::kSend) continue;
     auto member = members_.find(origin.node_id);
     const bool origin_alive = member != members_.end() &&
                               member->second.incarnation == origin.incarnation &&
                               member->second.state == MemberState::kAlive;
-    const auto relay_after =
-        origin_alive ? std::max(options_.repair_timeout, options_.failure_timeout)
-                     : options_.repair_timeout;
-    for (auto it = entries.find(from + 1); it != entries.end() && it->first <= mine; ++it) {
+    const Clock::duration relay_after = RelayDelay(origin == self_, origin_alive,
+                                                   options_.repair_timeout,
+                                                   options_.failure_timeout);
+    for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
       if (m.link->QueuedBytes() > options_.send_queue_byte_cap / 2) return;
-      if (!(origin == self_) && now - it->second.added < relay_after) break;
+      if (now - it->second.added < relay_after) break;
       if (!SendUpdate(m, origin, it->first, it->second.frame)) break;
       ++counters_.repairs_sent;
     }
@@ -772,36 +753,25 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
 
 void GossipNode::DialDue(Clock::time_point now) {
   if (!dialer_) return;
-  for (auto& [address, target] : dial_) {
-    if (target.pending && now - target.pending_since > 2 * options_.failure_timeout) {
-      // Every dial has a deadline: a peer that accepts the connection but
-      // never answers (stopped, starved, half-partitioned) must not keep
-      // this address from being dialed again. Two failure timeouts: a
-      // handshake needs a whole round trip, a heartbeat only half of one.
-      Log(absl::StrCat("dial to ", address, " got no handshake in ",
-                       absl::StrFormat("%.1f", SecondsSince(target.pending_since, now)),
-                       " s: abandoned, will dial again"));
-      unnamed_links_.erase(target.pending);
-      target.pending->Abort();
-      target.pending.reset();
+  for (DialSchedule::Expired& e : dial_.TakeExpired(now)) {
+    // Every dial has a deadline (two failure timeouts: a handshake needs a
+    // whole round trip, a heartbeat only half of one).
+    Log(absl::StrCat("dial to ", e.address, " got no handshake in ",
+                     absl::StrFormat("%.1f", std::chrono::duration<double>(e.waited).count()),
+                     " s: abandoned, will dial again"));
+    unnamed_links_.erase(e.link);
+    e.link->Abort();
+  }
+  auto connected = [this](const std::string& address) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (const auto& [id, m] : members_) {  // the caller holds mu_
+      if (m.address == address && (m.link || m.state == MemberState::kLeft)) return true;
     }
-    if (target.pending || self_addresses_.count(address)) continue;
-    if (now < target.next_attempt) continue;
-    bool connected = false;
-    for (const auto& [id, m] : members_) {
-      if (m.address == address && (m.link || m.state == MemberState::kLeft)) connected = true;
-    }
-    if (connected) continue;
-    target.backoff = target.backoff.count() == 0
-                         ? options_.initial_backoff
-                         : std::min(options_.max_backoff, target.backoff * 2);
-    // +-25% jitter, so restarted peers do not all dial in step.
-    const double j = std::uniform_real_distribution<double>(0.75, 1.25)(jitter_);
-    target.next_attempt = now + std::chrono::duration_cast<Clock::duration>(target.backoff * j);
+    return false;
+  };
+  for (const std::string& address : dial_.Due(now, connected)) {
     std::shared_ptr<Link> link = dialer_(address);
     if (!link) continue;
-    target.pending = link;
-    target.pending_since = now;
+    dial_.Dialed(address, link, now);
     unnamed_links_.insert(link);
     link->Send(MakeHello(), SIZE_MAX);
   }
@@ -929,7 +899,7 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
   q.training_done = training_done_;
   q.applying = !received_.updates.empty() || received_.replace_weights.has_value();
   if (!reached_any_) {
-    for (const std::string& seed : options_.seeds) q.unreached |= !self_addresses_.count(seed);
+    for (const std::string& seed : options_.seeds) q.unreached |= !dial_.IsSelf(seed);
   }
   q.applied = applied_;
   q.settled = settled_;

@@ -42,6 +42,7 @@
 #include "codec/weight_checksum.h"
 #include "proto/reckon.pb.h"
 #include "server/checksum_ledger.h"
+#include "server/dial_schedule.h"
 #include "server/early_arrivals.h"
 #include "server/link.h"
 #include "server/member.h"
@@ -228,12 +229,6 @@ class GossipNode final : public LinkEvents {
   Counters counters();
 
  private:
-  struct DialTarget {
-    Clock::time_point next_attempt;
-    std::chrono::milliseconds backoff{0};
-    std::shared_ptr<Link> pending;  // dialed, handshake not finished
-    Clock::time_point pending_since;
-  };
   struct Event {
     enum Kind { kUp, kFrame, kClosed } kind;
     std::shared_ptr<Link> link;
@@ -343,8 +338,7 @@ class GossipNode final : public LinkEvents {
   EarlyArrivals early_ ABSL_GUARDED_BY(mu_);
   MessageLog log_ ABSL_GUARDED_BY(mu_);
   MemberTable members_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, DialTarget> dial_ ABSL_GUARDED_BY(mu_);  // by address
-  std::set<std::string> self_addresses_ ABSL_GUARDED_BY(mu_);
+  DialSchedule dial_ ABSL_GUARDED_BY(mu_);
   // Links accepted or dialed whose Hello has not arrived yet.
   std::set<std::shared_ptr<Link>> unnamed_links_ ABSL_GUARDED_BY(mu_);
   Received received_ ABSL_GUARDED_BY(mu_);
@@ -361,7 +355,6 @@ class GossipNode final : public LinkEvents {
   std::string settled_hash_ ABSL_GUARDED_BY(mu_);
   Counters counters_ ABSL_GUARDED_BY(mu_);
   Clock::time_point started_;
-  std::mt19937_64 jitter_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex log_mu_;
 };
 

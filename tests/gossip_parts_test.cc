@@ -1,10 +1,13 @@
 // The gossip node's parts on their own (no node, no links): the message log
-// the early-arrival buffer, quiescence and the checksum ledger.
+// the early-arrival buffer, quiescence, the checksum ledger, anti-entropy's
+// decisions and the dial schedule.
 #include <gtest/gtest.h>
 
 #include <memory>
 
+#include "server/anti_entropy.h"
 #include "server/checksum_ledger.h"
+#include "server/dial_schedule.h"
 #include "server/early_arrivals.h"
 #include "server/message_log.h"
 #include "server/quiescence.h"
@@ -296,6 +299,106 @@ TEST(ChecksumLedger, ForgetsWhatIsBeforeItsHistoryOrItsSnapshot) {
   EXPECT_EQ(fresh.At({{kA, 10}}), std::optional<uint64_t>(7));
   EXPECT_EQ(fresh.At({{kA, 9}}), std::nullopt);
   EXPECT_EQ(fresh.At({}), std::nullopt);
+}
+
+TEST(AntiEntropy, SendsWhatTheMemberLacksFromWhatItHasOrWasSent) {
+  // Nothing: it has all we have, or we sent it all on this stream.
+  EXPECT_EQ(PlanRepair(10, 10, 0, 1, false).kind, RepairPlan::kNothing);
+  EXPECT_EQ(PlanRepair(10, 4, 10, 1, false).kind, RepairPlan::kNothing);
+  EXPECT_EQ(PlanRepair(10, 4, 0, 0, false).kind, RepairPlan::kNothing);  // empty log
+  // From the further of what it applied and what we pushed, up to ours.
+  RepairPlan p = PlanRepair(10, 4, 7, 1, false);
+  EXPECT_EQ(p.kind, RepairPlan::kSend);
+  EXPECT_EQ(p.first, 8u);
+  EXPECT_EQ(p.last, 10u);
+  p = PlanRepair(10, 4, 0, 5, false);  // the log starts exactly where it needs
+  EXPECT_EQ(p.kind, RepairPlan::kSend);
+  EXPECT_EQ(p.first, 5u);
+}
+
+TEST(AntiEntropy, TellsAMemberBehindTheLogToRejoinOnce) {
+  RepairPlan p = PlanRepair(100, 3, 0, 50, false);
+  EXPECT_EQ(p.kind, RepairPlan::kResync);
+  EXPECT_EQ(p.first, 50u);
+  EXPECT_EQ(PlanRepair(100, 3, 0, 50, true).kind, RepairPlan::kNothing);  // told already
+  // What we pushed may still fill the gap: no resync while that is possible,
+  // and nothing to send from the log either.
+  EXPECT_EQ(PlanRepair(100, 3, 60, 80, false).kind, RepairPlan::kResync);
+  EXPECT_EQ(PlanRepair(100, 49, 60, 80, false).kind, RepairPlan::kResync);
+  EXPECT_EQ(PlanRepair(100, 49, 60, 50, false).kind, RepairPlan::kSend);
+}
+
+TEST(AntiEntropy, RelaysALiveOriginsMessagesOnlyAfterAFailureTimeout) {
+  const milliseconds repair(200), failure(3000);
+  EXPECT_EQ(RelayDelay(true, true, repair, failure), Clock::duration::zero());
+  EXPECT_EQ(RelayDelay(false, true, repair, failure), Clock::duration(failure));
+  EXPECT_EQ(RelayDelay(false, false, repair, failure), Clock::duration(repair));
+}
+
+// A link that only exists: the schedule never sends on it.
+class NullLink final : public Link {
+ public:
+  bool Send(std::shared_ptr<const v1::GossipFrame>, size_t) override { return true; }
+  size_t QueuedBytes() const override { return 0; }
+  void Close() override {}
+  void Abort() override {}
+  bool dialed() const override { return true; }
+  std::string Describe() const override { return "null"; }
+};
+
+TEST(DialSchedule, BacksOffWithJitterAndResetsOnAHandshake) {
+  DialSchedule dial({milliseconds(100), milliseconds(800), std::chrono::seconds(6)}, 1);
+  const Clock::time_point t0{};
+  auto never = [](const std::string&) { return false; };
+  dial.Learn("a:1", t0);
+  dial.Learn("a:1", t0);  // known already
+  dial.MarkSelf("me:1");
+  dial.Learn("me:1", t0);  // ours: never dialed
+  EXPECT_EQ(dial.Due(t0, never), std::vector<std::string>{"a:1"});
+  auto link = std::make_shared<NullLink>();
+  dial.Dialed("a:1", link, t0);
+  EXPECT_TRUE(dial.Due(t0 + std::chrono::seconds(1), never).empty()) << "one dial in flight";
+  dial.Closed(link);
+  // Each failed dial doubles the wait, to the cap, within +-25%: never due
+  // before 3/4 of it, always after 5/4.
+  Clock::time_point t = t0;
+  for (int backoff_ms : {100, 200, 400, 800, 800}) {
+    EXPECT_TRUE(dial.Due(t + milliseconds(backoff_ms * 3 / 4 - 1), never).empty()) << backoff_ms;
+    t += milliseconds(backoff_ms * 5 / 4 + 1);
+    ASSERT_EQ(dial.Due(t, never).size(), 1u) << backoff_ms;
+    dial.Dialed("a:1", link, t);
+    dial.Closed(link);
+  }
+  // A handshake starts it over from the initial backoff.
+  dial.Dialed("a:1", link, t);
+  EXPECT_EQ(dial.Handshaken(link), "a:1");
+  t += milliseconds(1000);
+  ASSERT_EQ(dial.Due(t, never).size(), 1u);
+  EXPECT_EQ(dial.Due(t + milliseconds(126), never).size(), 1u) << "initial backoff again";
+  // Connected addresses are not dialed.
+  EXPECT_TRUE(dial.Due(t + std::chrono::seconds(10), [](const std::string&) { return true; }).empty());
+}
+
+TEST(DialSchedule, EveryDialHasADeadlineAndSelfDialsAreRemembered) {
+  DialSchedule dial({milliseconds(100), milliseconds(800), std::chrono::seconds(6)}, 1);
+  const Clock::time_point t0{};
+  auto never = [](const std::string&) { return false; };
+  dial.Learn("a:1", t0);
+  dial.Learn("b:1", t0);
+  ASSERT_EQ(dial.Due(t0, never).size(), 2u);
+  auto a = std::make_shared<NullLink>(), b = std::make_shared<NullLink>();
+  dial.Dialed("a:1", a, t0);
+  dial.Dialed("b:1", b, t0);
+  EXPECT_EQ(dial.Pending().size(), 2u);
+  EXPECT_TRUE(dial.TakeExpired(t0 + std::chrono::seconds(6)).empty());
+  dial.DialedSelf(b);  // b:1 answered with our own Hello: it is us
+  EXPECT_TRUE(dial.IsSelf("b:1"));
+  std::vector<DialSchedule::Expired> expired = dial.TakeExpired(t0 + std::chrono::seconds(7));
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].address, "a:1");
+  EXPECT_EQ(expired[0].link, a);
+  EXPECT_TRUE(dial.Pending().empty());
+  EXPECT_EQ(dial.Due(t0 + std::chrono::seconds(8), never), std::vector<std::string>{"a:1"});
 }
 
 }  // namespace

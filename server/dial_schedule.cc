@@ -1,0 +1,90 @@
+#include "server/dial_schedule.h"
+
+#include <algorithm>
+
+namespace reckon::server {
+
+DialSchedule::DialSchedule(Options options, uint64_t jitter_seed)
+    : options_(options), jitter_(jitter_seed) {}
+
+void DialSchedule::Learn(const std::string& address, Clock::time_point now) {
+  if (address.empty() || self_.count(address) || targets_.count(address)) return;
+  targets_[address].next_attempt = now;
+}
+
+void DialSchedule::MarkSelf(const std::string& address) {
+  self_.insert(address);
+  targets_.erase(address);
+}
+
+std::vector<std::string> DialSchedule::Due(
+    Clock::time_point now, const std::function<bool(const std::string&)>& connected) {
+  std::vector<std::string> due;
+  for (auto& [address, target] : targets_) {
+    if (target.pending || now < target.next_attempt || connected(address)) continue;
+    target.backoff = target.backoff.count() == 0
+                         ? options_.initial_backoff
+                         : std::min(options_.max_backoff, target.backoff * 2);
+    // +-25% jitter, so restarted peers do not all dial in step.
+    const double j = std::uniform_real_distribution<double>(0.75, 1.25)(jitter_);
+    target.next_attempt = now + std::chrono::duration_cast<Clock::duration>(target.backoff * j);
+    due.push_back(address);
+  }
+  return due;
+}
+
+void DialSchedule::Dialed(const std::string& address, std::shared_ptr<Link> link,
+                          Clock::time_point now) {
+  auto it = targets_.find(address);
+  if (it == targets_.end()) return;
+  it->second.pending = std::move(link);
+  it->second.pending_since = now;
+}
+
+std::string DialSchedule::Handshaken(const std::shared_ptr<Link>& link) {
+  for (auto& [address, target] : targets_) {
+    if (target.pending == link) {
+      target.pending.reset();
+      target.backoff = std::chrono::milliseconds(0);
+      return address;
+    }
+  }
+  return "";
+}
+
+void DialSchedule::DialedSelf(const std::shared_ptr<Link>& link) {
+  for (auto it = targets_.begin(); it != targets_.end(); ++it) {
+    if (it->second.pending == link) {
+      self_.insert(it->first);
+      targets_.erase(it);
+      return;
+    }
+  }
+}
+
+void DialSchedule::Closed(const std::shared_ptr<Link>& link) {
+  for (auto& [address, target] : targets_) {
+    if (target.pending == link) target.pending.reset();
+  }
+}
+
+std::vector<DialSchedule::Expired> DialSchedule::TakeExpired(Clock::time_point now) {
+  std::vector<Expired> out;
+  for (auto& [address, target] : targets_) {
+    if (target.pending && now - target.pending_since > options_.deadline) {
+      out.push_back({address, std::move(target.pending), now - target.pending_since});
+      target.pending.reset();
+    }
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<Link>> DialSchedule::Pending() const {
+  std::vector<std::shared_ptr<Link>> out;
+  for (const auto& [address, target] : targets_) {
+    if (target.pending) out.push_back(target.pending);
+  }
+  return out;
+}
+
+}  // namespace reckon::server

@@ -1,0 +1,87 @@
+// Whom to dial and when (docs/protocol.md "Failure detection"): every address
+// the node has learned (seeds, Hellos, heartbeats' member lists), each with
+// its own exponential backoff and jitter, at most one dial in flight per
+// address, and a deadline on every dial, so a peer that accepts and never
+// answers (stopped, starved, half-partitioned) does not block its address.
+//
+// Pure bookkeeping: the node calls it under its lock, with its clock, and
+// does the dialing (and aborting) itself. Not thread-safe.
+#ifndef RECKON_SERVER_DIAL_SCHEDULE_H_
+#define RECKON_SERVER_DIAL_SCHEDULE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "server/link.h"
+#include "server/member.h"
+
+namespace reckon::server {
+
+class DialSchedule {
+ public:
+  struct Options {
+    std::chrono::milliseconds initial_backoff{100};
+    std::chrono::milliseconds max_backoff{2000};
+    // A dial without a completed handshake this long after it went out is
+    // abandoned (and dialed again after its backoff).
+    Clock::duration deadline = std::chrono::seconds(6);
+  };
+  DialSchedule(Options options, uint64_t jitter_seed);
+
+  // From now on `address` is dialed whenever it is due and not connected;
+  // due at `now`. No-op for one known already or one of ours.
+  void Learn(const std::string& address, Clock::time_point now);
+  // One of this node's own addresses: never dialed.
+  void MarkSelf(const std::string& address);
+  bool IsSelf(const std::string& address) const { return self_.count(address) > 0; }
+  bool Knows(const std::string& address) const { return targets_.count(address) > 0; }
+
+  // The addresses to dial now: known, not ours, no dial in flight, past
+  // their next attempt, and not `connected`. Each one's backoff grows
+  // (initial, doubling to max, +-25% jitter) as it is handed out; the
+  // caller then dials it and reports the link with Dialed.
+  std::vector<std::string> Due(Clock::time_point now,
+                               const std::function<bool(const std::string&)>& connected);
+  void Dialed(const std::string& address, std::shared_ptr<Link> link, Clock::time_point now);
+  // The link's handshake completed: its address starts again from the
+  // initial backoff next time. Returns the address it was dialed for
+  // (empty for a link this schedule did not dial).
+  std::string Handshaken(const std::shared_ptr<Link>& link);
+  // The link turned out to reach this node itself: its address is ours.
+  void DialedSelf(const std::shared_ptr<Link>& link);
+  // The link ended, for whatever reason.
+  void Closed(const std::shared_ptr<Link>& link);
+
+  struct Expired {
+    std::string address;
+    std::shared_ptr<Link> link;
+    Clock::duration waited;
+  };
+  // Dials past the deadline, forgotten here: the caller aborts them.
+  std::vector<Expired> TakeExpired(Clock::time_point now);
+  // Every dial in flight (the node closes them when it stops).
+  std::vector<std::shared_ptr<Link>> Pending() const;
+
+ private:
+  struct Target {
+    Clock::time_point next_attempt;
+    std::chrono::milliseconds backoff{0};
+    std::shared_ptr<Link> pending;  // dialed, handshake not finished
+    Clock::time_point pending_since;
+  };
+  const Options options_;
+  std::mt19937_64 jitter_;
+  std::map<std::string, Target> targets_;  // by address
+  std::set<std::string> self_;
+};
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_DIAL_SCHEDULE_H_
