@@ -1,7 +1,5 @@
 #include "server/node.h"
 
-#include "server/anti_entropy.h"
-
 #include <pthread.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "server/anti_entropy.h"
+#include "server/membership.h"
 
 namespace reckon::server {
 namespace {
@@ -101,7 +100,7 @@ void GossipNode::Start(Dialer dialer) {
 }
 
 void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
-  std::vector<std::shared_ptr<Link>> links;
+  std::vector<std::shared_ptr<Link>> links, told;
   {
     absl::MutexLock l(&mu_);
     if (stopping_) return;
@@ -111,7 +110,10 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     leave_frame->mutable_leave()->set_reason("shutting down");
     for (auto& [id, m] : members_) {
       if (!m.link) continue;
-      if (leave) m.link->Send(leave_frame, SIZE_MAX);
+      if (leave) {
+        m.link->Send(leave_frame, SIZE_MAX);
+        told.push_back(m.link);
+      }
       links.push_back(m.link);
     }
     for (const auto& link : unnamed_links_) links.push_back(link);
@@ -123,6 +125,20 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     inbox_cv_.SignalAll();
   }
   const auto deadline = Clock::now() + flush;
+  // A member drops its stream when our Leave arrives: until each has, the
+  // Leave (and the settled heartbeats before it) may still be on its way,
+  // and closing now (a process exit resets the connection) could lose the
+  // last word a member waits for to end. Seen on lossy links.
+  auto all_closed = [&] {
+    absl::MutexLock l(&inbox_mu_);
+    for (const auto& link : told) {
+      if (!closed_links_.count(link.get())) return false;
+    }
+    return true;
+  };
+  while (!all_closed() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   for (const auto& link : links) {
     while (link->QueuedBytes() > 0 && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -148,6 +164,7 @@ void GossipNode::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame fram
 
 void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) {
   absl::MutexLock l(&inbox_mu_);
+  if (stop_requested_.load()) closed_links_.insert(link.get());
   inbox_.push_back(Event{Event::kClosed, link, {}, why});
   inbox_cv_.Signal();
 }
@@ -317,69 +334,30 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   const auto now = Clock::now();
   if (!unnamed_links_.count(link)) return;  // a second Hello: ignore
   const std::string& id = hello.self().node_id();
-  if (!ValidNodeId(id)) {
-    Refuse(link, hello.self().node_id(),
-           absl::StrCat("node id '", id.substr(0, 64), "' is not valid"), true);
+  HelloContext context;
+  context.self = self_;
+  context.fingerprint_and_token = CheckPeer(hello.fingerprint(), hello.cluster_token(), id);
+  context.require_identity = options_.require_peer_identity;
+  context.peer_identity = link->PeerIdentity();
+  context.members = &members_;
+  context.max_members = options_.max_members;
+  const HelloVerdict verdict = JudgeHello(hello, context);
+  if (verdict.kind == HelloVerdict::kSelfDial) {
+    // We dialed ourselves (our address is in the seed list): remember it.
+    dial_.DialedSelf(link);
+    unnamed_links_.erase(link);
+    link->Close();
     return;
   }
-  if (absl::Status s = CheckPeer(hello.fingerprint(), hello.cluster_token(), id); !s.ok()) {
-    Refuse(link, hello.self().node_id(), std::string(s.message()), true);
-    return;
-  }
-  if (options_.require_peer_identity && link->PeerIdentity() != id) {
-    // A member of the CA speaking for another: its certificate says who it is.
-    Refuse(link, id,
-           absl::StrCat("node id '", id.substr(0, 64), "' is not the identity of its certificate ('",
-                        link->PeerIdentity().substr(0, 64), "')"),
-           true);
-    return;
-  }
-  if (id != self_.node_id && hello.listen_address().empty()) {
-    // Every member must be dialable by every other: a member known to one
-    // node only would be invisible to the others' quiescence (issue 11).
-    Refuse(link, id,
-           absl::StrCat("node '", id.substr(0, 64),
-                        "' sent no listen_address: every member must be reachable by every other"),
-           true);
-    return;
-  }
-  if (hello.listen_address().size() > 255) {
-    Refuse(link, id, "listen_address is longer than 255 bytes", true);
-    return;
-  }
-  if (id == self_.node_id) {
-    if (hello.self().incarnation() == self_.incarnation) {
-      // We dialed ourselves (our address is in the seed list): remember it.
-      dial_.DialedSelf(link);
-      unnamed_links_.erase(link);
-      link->Close();
-    } else {
-      Refuse(link, hello.self().node_id(),
-             absl::StrCat("node id '", id, "' is this node's (incarnation ", self_.incarnation,
-                          "); every worker needs its own --node-id"),
-             true);
-    }
-    return;
-  }
-  if (!members_.count(id) && members_.size() >= options_.max_members) {
-    ++counters_.members_refused;
-    Refuse(link, id,
-           absl::StrCat("this cluster already has ", options_.max_members,
-                        " members besides this node"),
-           false);
+  if (verdict.kind == HelloVerdict::kRefuse) {
+    if (verdict.over_member_cap) ++counters_.members_refused;
+    Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
   Member& m = members_[id];
   if (m.node_id.empty()) {
     m.node_id = id;
     m.first_known = now;
-  }
-  if (hello.self().incarnation() < m.incarnation) {
-    Refuse(link, hello.self().node_id(),
-           absl::StrCat("incarnation ", hello.self().incarnation(), " is older than ",
-                        m.incarnation, " already seen"),
-           false);
-    return;
   }
   if (hello.self().incarnation() > m.incarnation) {
     if (m.incarnation != 0) {
@@ -400,8 +378,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   if (m.link && m.link != link) {
     // Two streams for one pair (both dialed at once): both ends keep the one
     // dialed by the smaller node id, so they agree without talking.
-    const bool keep_dialed = self_.node_id < id;
-    if (link->dialed() == keep_dialed) {
+    if (KeepsStream(self_.node_id, id, link->dialed())) {
       DropLink(m);
     } else {
       link->Close();
@@ -711,16 +688,8 @@ void GossipNode::Tick(Clock::time_point now) {
   UpdateSettled();
   auto heartbeat = MakeHeartbeat();
   for (auto& [id, m] : members_) {
-    const bool silent = now - (m.state == MemberState::kConnecting ? m.first_known : m.last_heard) >
-                        options_.failure_timeout;
-    if ((m.state == MemberState::kAlive || m.state == MemberState::kConnecting) && silent) {
-      Log(absl::StrCat(
-          "peer ", id,
-          m.state == MemberState::kAlive ? " missed heartbeats for " : " not reached in ",
-          absl::StrFormat(
-              "%.1f",
-              SecondsSince(m.state == MemberState::kAlive ? m.last_heard : m.first_known, now)),
-          " s: marked dead"));
+    if (std::optional<std::string> dead = SilentTooLong(m, now, options_.failure_timeout)) {
+      Log(*dead);
       m.state = MemberState::kDead;
       DropLink(m);
     }

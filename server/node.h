@@ -122,8 +122,10 @@ class GossipNode final : public LinkEvents {
   // Starts the node thread; from then on it dials peers. Call once, after
   // any snapshot was installed (InstallSnapshot) and the transport is ready.
   void Start(Dialer dialer);
-  // Sends Leave to every peer (when `leave`), flushes the send queues for up
-  // to `flush`, closes every link and stops the thread. Idempotent.
+  // Sends Leave to every peer (when `leave`) and waits up to `flush` for each
+  // to drop its stream (it does on our Leave: then it surely has our last
+  // frames), flushes what is queued, closes every link and stops the
+  // thread. Idempotent.
   void Stop(bool leave, std::chrono::milliseconds flush);
 
   const NodeOptions& options() const { return options_; }
@@ -317,6 +319,9 @@ class GossipNode final : public LinkEvents {
   absl::Mutex inbox_mu_;
   absl::CondVar inbox_cv_;
   std::deque<Event> inbox_ ABSL_GUARDED_BY(inbox_mu_);
+  // While stopping: links whose stream has ended (Stop waits for members to
+  // drop theirs on our Leave). Identity only, never dereferenced.
+  std::set<const Link*> closed_links_ ABSL_GUARDED_BY(inbox_mu_);
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // received, version vectors, member states

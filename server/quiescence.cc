@@ -63,7 +63,17 @@ bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::str
   int agreeing = 0;
   std::vector<std::string> dead;
   for (const auto& [id, m] : members) {
-    if (m.state == MemberState::kDead) dead.push_back(id);
+    if (m.state == MemberState::kDead) {
+      // Gone silent after saying it settled at our vector with our hash: it
+      // agreed, and with every member's training done it cannot have moved
+      // on (its Leave was lost: a lossy link, a flush cut short).
+      if (m.settled && SameVersions(m.applied, self.applied) &&
+          m.weight_hash == self.settled_hash) {
+        ++agreeing;
+      } else {
+        dead.push_back(id);
+      }
+    }
     if (m.state != MemberState::kAlive) continue;
     if (!m.settled || !SameVersions(m.applied, self.applied)) {
       *why = absl::StrCat(id, " has not settled at our version vector");

@@ -9,6 +9,7 @@
 #include "server/checksum_ledger.h"
 #include "server/dial_schedule.h"
 #include "server/early_arrivals.h"
+#include "server/membership.h"
 #include "server/message_log.h"
 #include "server/quiescence.h"
 
@@ -227,23 +228,42 @@ TEST(Quiescence, SameVectorOtherHashIsADivergence) {
 TEST(Quiescence, NeedsAMajorityOfTheMembersThatHaveNotLeft) {
   const VersionMap v = {{kA, 5}};
   std::string why;
-  MemberTable members = {{"b", Peer("b", v, true, "h", MemberState::kDead)},
-                         {"c", Peer("c", v, true, "h", MemberState::kDead)},
+  // b and c were cut off while still training (not settled).
+  MemberTable members = {{"b", Peer("b", {{kA, 3}}, false, "", MemberState::kDead)},
+                         {"c", Peer("c", {{kA, 3}}, false, "", MemberState::kDead)},
                          {"d", Peer("d", v, true, "h", MemberState::kAlive)}};
   EXPECT_TRUE(Settled(Done(v, "h"), members, &why)) << why;
   // One side of a 2 | 2 partition: two of four.
   EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
   EXPECT_EQ(why, "only 2 of 4 members agree, not a majority (unreachable: b, c): a partition "
                  "may be training on");
-  members["c"].state = MemberState::kAlive;  // three of four: b may have crashed
+  members["c"] = Peer("c", v, true, "h");  // three of four: b may have crashed
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
   members.erase("d");
-  members["c"].state = MemberState::kDead;  // alone among the dead
+  members["c"] = Peer("c", {{kA, 3}}, false, "", MemberState::kDead);  // alone among the dead
   EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
   members["b"].state = MemberState::kLeft;
   members["c"].state = MemberState::kLeft;
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
   EXPECT_TRUE(Quiescent(Done(v, "h"), {}, &why)) << why;  // alone by design
+}
+
+// A member that said "settled at your vector with your hash" and then went
+// silent agreed: its Leave was lost (seen on lossy links in
+// gossip_netns_test). One that had not settled, or at another vector or
+// hash, still counts against the majority.
+TEST(Quiescence, ADeadMemberThatSettledWithUsAgreed) {
+  const VersionMap v = {{kA, 5}};
+  std::string why;
+  MemberTable members = {{"b", Peer("b", v, true, "h", MemberState::kDead)},
+                         {"c", Peer("c", v, true, "h", MemberState::kLeft)}};
+  EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
+  members["b"] = Peer("b", v, false, "", MemberState::kDead);  // never settled
+  EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
+  members["b"] = Peer("b", {{kA, 4}}, true, "h", MemberState::kDead);  // elsewhere
+  EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
+  members["b"] = Peer("b", v, true, "other", MemberState::kDead);  // another hash
+  EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
 }
 
 // The ledger derives the checksum at any recent vector from per-origin
@@ -399,6 +419,88 @@ TEST(DialSchedule, EveryDialHasADeadlineAndSelfDialsAreRemembered) {
   EXPECT_EQ(expired[0].link, a);
   EXPECT_TRUE(dial.Pending().empty());
   EXPECT_EQ(dial.Due(t0 + std::chrono::seconds(8), never), std::vector<std::string>{"a:1"});
+}
+
+v1::Hello HelloFrom(const std::string& id, uint64_t incarnation,
+                    const std::string& address = "h:1") {
+  v1::Hello h;
+  h.mutable_self()->set_node_id(id);
+  h.mutable_self()->set_incarnation(incarnation);
+  h.set_listen_address(address);
+  return h;
+}
+
+// docs/protocol.md section 3, rule by rule, in its order.
+TEST(Membership, HelloIsJudgedByTheProtocolsRulesInOrder) {
+  MemberTable members;
+  members["b"].node_id = "b";
+  members["b"].incarnation = 5;
+  HelloContext c;
+  c.self = {"a", 9};
+  c.members = &members;
+  c.max_members = 2;
+  auto judge = [&](const v1::Hello& h) { return JudgeHello(h, c); };
+  EXPECT_EQ(judge(HelloFrom("b", 5)).kind, HelloVerdict::kAdmit);
+  EXPECT_EQ(judge(HelloFrom("b", 6)).kind, HelloVerdict::kAdmit);  // a restart
+  HelloVerdict v = judge(HelloFrom("b c", 1));
+  EXPECT_EQ(v.reason, "node id 'b c' is not valid");
+  EXPECT_TRUE(v.permanent);
+  c.fingerprint_and_token = absl::FailedPreconditionError("cluster token does not match");
+  EXPECT_EQ(judge(HelloFrom("b", 5)).reason, "cluster token does not match");
+  c.fingerprint_and_token = absl::OkStatus();
+  c.require_identity = true;
+  c.peer_identity = "c";
+  v = judge(HelloFrom("b", 5));
+  EXPECT_EQ(v.reason, "node id 'b' is not the identity of its certificate ('c')");
+  EXPECT_TRUE(v.permanent);
+  c.require_identity = false;
+  v = judge(HelloFrom("b", 5, ""));
+  EXPECT_EQ(v.reason,
+            "node 'b' sent no listen_address: every member must be reachable by every other");
+  EXPECT_EQ(judge(HelloFrom("b", 5, std::string(256, 'x'))).reason,
+            "listen_address is longer than 255 bytes");
+  EXPECT_EQ(judge(HelloFrom("a", 9)).kind, HelloVerdict::kSelfDial);
+  v = judge(HelloFrom("a", 8));
+  EXPECT_EQ(v.reason, "node id 'a' is this node's (incarnation 9); every worker needs its own "
+                      "--node-id");
+  members["c"].node_id = "c";
+  v = judge(HelloFrom("d", 1));
+  EXPECT_EQ(v.reason, "this cluster already has 2 members besides this node");
+  EXPECT_FALSE(v.permanent);
+  EXPECT_TRUE(v.over_member_cap);
+  EXPECT_EQ(judge(HelloFrom("c", 1)).kind, HelloVerdict::kAdmit) << "known members still come in";
+  v = judge(HelloFrom("b", 4));
+  EXPECT_EQ(v.reason, "incarnation 4 is older than 5 already seen");
+  EXPECT_FALSE(v.permanent);
+}
+
+TEST(Membership, BothEndsKeepTheStreamDialedByTheSmallerId) {
+  // "a" < "b": a keeps what it dialed, b keeps what it accepted: the same stream.
+  EXPECT_TRUE(KeepsStream("a", "b", /*dialed=*/true));
+  EXPECT_FALSE(KeepsStream("a", "b", /*dialed=*/false));
+  EXPECT_TRUE(KeepsStream("b", "a", /*dialed=*/false));
+  EXPECT_FALSE(KeepsStream("b", "a", /*dialed=*/true));
+}
+
+TEST(Membership, SilenceFromAliveOrUnreachedMembersMakesThemDead) {
+  const Clock::time_point t0{};
+  const Clock::duration timeout = std::chrono::seconds(3);
+  Member m;
+  m.node_id = "b";
+  m.state = MemberState::kAlive;
+  m.last_heard = t0;
+  EXPECT_FALSE(SilentTooLong(m, t0 + std::chrono::seconds(3), timeout));
+  EXPECT_EQ(SilentTooLong(m, t0 + milliseconds(3500), timeout),
+            std::optional<std::string>("peer b missed heartbeats for 3.5 s: marked dead"));
+  m.state = MemberState::kConnecting;
+  m.first_known = t0 + std::chrono::seconds(1);
+  EXPECT_FALSE(SilentTooLong(m, t0 + milliseconds(3500), timeout));
+  EXPECT_EQ(SilentTooLong(m, t0 + std::chrono::seconds(5), timeout),
+            std::optional<std::string>("peer b not reached in 4.0 s: marked dead"));
+  m.state = MemberState::kDead;
+  EXPECT_FALSE(SilentTooLong(m, t0 + std::chrono::seconds(60), timeout));
+  m.state = MemberState::kLeft;
+  EXPECT_FALSE(SilentTooLong(m, t0 + std::chrono::seconds(60), timeout));
 }
 
 }  // namespace

@@ -230,7 +230,13 @@ absl::Status GossipPeers::Resync(const std::string& source) {
 }
 
 GossipPeers::~GossipPeers() {
-  if (node_) node_->Stop(/*leave=*/true, std::chrono::milliseconds(1000));
+  // Up to a failure timeout for every member to take our Leave (one round
+  // trip when links are healthy; a lossy link may need retransmissions).
+  if (node_) {
+    node_->Stop(/*leave=*/true, std::max(std::chrono::milliseconds(1000),
+                                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             options_.node.failure_timeout)));
+  }
   if (server_) server_->Shutdown(std::chrono::milliseconds(2000));
 }
 

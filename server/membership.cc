@@ -1,0 +1,74 @@
+#include "server/membership.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/node.h"
+
+namespace reckon::server {
+
+HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
+  const std::string& id = hello.self().node_id();
+  auto refuse = [](std::string reason, bool permanent) {
+    return HelloVerdict{HelloVerdict::kRefuse, std::move(reason), permanent};
+  };
+  if (!ValidNodeId(id)) {
+    return refuse(absl::StrCat("node id '", id.substr(0, 64), "' is not valid"), true);
+  }
+  if (!c.fingerprint_and_token.ok()) {
+    return refuse(std::string(c.fingerprint_and_token.message()), true);
+  }
+  if (c.require_identity && c.peer_identity != id) {
+    // A member of the CA speaking for another: its certificate says who it is.
+    return refuse(absl::StrCat("node id '", id, "' is not the identity of its certificate ('",
+                               c.peer_identity.substr(0, 64), "')"),
+                  true);
+  }
+  if (id != c.self.node_id && hello.listen_address().empty()) {
+    // Every member must be dialable by every other: a member known to one
+    // node only would be invisible to the others' quiescence (issue 11).
+    return refuse(absl::StrCat("node '", id,
+                               "' sent no listen_address: every member must be reachable by "
+                               "every other"),
+                  true);
+  }
+  if (hello.listen_address().size() > 255) {
+    return refuse("listen_address is longer than 255 bytes", true);
+  }
+  if (id == c.self.node_id) {
+    if (hello.self().incarnation() == c.self.incarnation) return {HelloVerdict::kSelfDial, "", false};
+    return refuse(absl::StrCat("node id '", id, "' is this node's (incarnation ",
+                               c.self.incarnation, "); every worker needs its own --node-id"),
+                  true);
+  }
+  auto known = c.members->find(id);
+  if (known == c.members->end() && c.members->size() >= c.max_members) {
+    HelloVerdict v = refuse(
+        absl::StrCat("this cluster already has ", c.max_members, " members besides this node"),
+        false);
+    v.over_member_cap = true;
+    return v;
+  }
+  if (known != c.members->end() && hello.self().incarnation() < known->second.incarnation) {
+    return refuse(absl::StrCat("incarnation ", hello.self().incarnation(), " is older than ",
+                               known->second.incarnation, " already seen"),
+                  false);
+  }
+  return {};
+}
+
+bool KeepsStream(const std::string& self_id, const std::string& peer_id, bool dialed) {
+  return dialed == (self_id < peer_id);
+}
+
+std::optional<std::string> SilentTooLong(const Member& m, Clock::time_point now,
+                                         Clock::duration failure_timeout) {
+  if (m.state != MemberState::kAlive && m.state != MemberState::kConnecting) return std::nullopt;
+  const bool alive = m.state == MemberState::kAlive;
+  const Clock::time_point since = alive ? m.last_heard : m.first_known;
+  if (now - since <= failure_timeout) return std::nullopt;
+  return absl::StrCat("peer ", m.node_id, alive ? " missed heartbeats for " : " not reached in ",
+                      absl::StrFormat("%.1f", std::chrono::duration<double>(now - since).count()),
+                      " s: marked dead");
+}
+
+}  // namespace reckon::server

@@ -1,0 +1,59 @@
+// Membership's decisions (docs/protocol.md sections 3 and 4), as pure
+// functions of what the node knows, so each rule is tested on its own
+// (gossip_parts_test): whom a Hello admits, which of two streams between a
+// pair survives, and when the failure detector declares a member dead.
+// The node applies them under its lock.
+#ifndef RECKON_SERVER_MEMBERSHIP_H_
+#define RECKON_SERVER_MEMBERSHIP_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "proto/reckon.pb.h"
+#include "server/member.h"
+#include "server/version_vector.h"
+
+namespace reckon::server {
+
+struct HelloVerdict {
+  enum Kind {
+    kAdmit,     // a member (new, known, or a newer incarnation of a known one)
+    kRefuse,    // answer Refusal{reason, permanent} and end the stream
+    kSelfDial,  // we dialed our own address: remember it, close quietly
+  } kind = kAdmit;
+  std::string reason;
+  bool permanent = false;
+  bool over_member_cap = false;  // counted in members_refused
+};
+
+struct HelloContext {
+  OriginKey self;
+  // CheckPeer's verdict on the Hello's fingerprint and token.
+  absl::Status fingerprint_and_token;
+  // With mutual TLS: the identity of the certificate the stream presented.
+  bool require_identity = false;
+  std::string peer_identity;
+  const MemberTable* members = nullptr;
+  size_t max_members = 1024;
+};
+
+// The checks of docs/protocol.md section 3, in its order; the first that
+// fails decides.
+HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& context);
+
+// Two streams for one pair (both dialed at once): both ends keep the one
+// dialed by the smaller node id, so they agree without a message. True when
+// the node `self_id` keeps the stream it `dialed` (true) or accepted.
+bool KeepsStream(const std::string& self_id, const std::string& peer_id, bool dialed);
+
+// The failure detector: when `m` has been silent past the timeout (alive:
+// since it was last heard; connecting: since it was first known), the line
+// that says it is now dead; nullopt otherwise.
+std::optional<std::string> SilentTooLong(const Member& m, Clock::time_point now,
+                                         Clock::duration failure_timeout);
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_MEMBERSHIP_H_
