@@ -269,6 +269,52 @@ TEST(HostilePeer, FloodOfEarlyArrivalsStaysBounded) {
               static_cast<unsigned long long>(status.early_dropped()));
 }
 
+// A peer that says Hello and then never reads: gRPC's flow control stops
+// the writes, and the node's queue for it stays within its byte cap; what
+// does not fit is dropped and counted (anti-entropy would repair it for a
+// peer that reads again), and training never waits on it.
+TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
+  constexpr size_t kCap = size_t{64} << 10;
+  Victim victim(TlsConfig{}, size_t{1} << 20,
+                [](NodeOptions& o) {
+                  o.send_queue_byte_cap = kCap;
+                  o.failure_timeout = std::chrono::seconds(60);  // it stays "alive"
+                });
+  Attacker a(victim.address(), TlsConfig{});
+  ASSERT_TRUE(a.Hello("w1"));  // and never a Read
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    victim.node()->FillStatus(&s);
+    return s.members_size() == 1 && s.members(0).state() == "alive";
+  }));
+  std::mt19937_64 rng(11);
+  NodeOptions self = Options(0, 1);
+  self.node_id = "victim";
+  // Past what the transport buffers (HTTP/2 windows, socket buffers: MiBs),
+  // the node's own queue fills, and from then on drops.
+  const auto start = Clock::now();
+  uint64_t seq = 0;
+  while (Counters(victim.node()).queue_drops == 0 && seq < 100000) {
+    Message m = MakeMessage(self, ++seq, rng, /*count=*/400);
+    ASSERT_TRUE(victim.node()->Publish(m.update, m.decoded).ok());
+  }
+  ASSERT_EQ(Counters(victim.node()).queue_drops, 1u) << seq << " published";
+  const uint64_t absorbed = seq;
+  // From the first drop on, nothing more is queued for it (in order per
+  // origin: it is left to anti-entropy, which waits for its heartbeats).
+  for (int k = 0; k < 5000; ++k) {
+    Message m = MakeMessage(self, ++seq, rng, /*count=*/400);
+    ASSERT_TRUE(victim.node()->Publish(m.update, m.decoded).ok());
+  }
+  const double publish_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  EXPECT_EQ(Counters(victim.node()).queue_drops, 1u);
+  std::printf("FIGURES a peer that never reads: the transport took %llu messages of 400 updates, "
+              "then its 64 KiB queue filled; %llu published in %.0f ms without waiting\n",
+              static_cast<unsigned long long>(absorbed), static_cast<unsigned long long>(seq),
+              publish_ms);
+}
+
 // Signed updates: a member the CA admitted still cannot speak for another.
 // An Update claiming another origin, one whose signature was altered, and
 // an unsigned one are refused before anything else is done with them, and
