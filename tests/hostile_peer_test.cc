@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "codec/fixed_point.h"
 #include "codec/update_message.h"
 #include "proto/reckon.grpc.pb.h"
 #include "server/grpc_transport.h"
@@ -313,6 +314,59 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
               "then its 64 KiB queue filled; %llu published in %.0f ms without waiting\n",
               static_cast<unsigned long long>(absorbed), static_cast<unsigned long long>(seq),
               publish_ms);
+}
+
+// A snapshot source that lies: a header for another model size, more weight
+// bytes than the model has (they would grow the joiner's memory), or weights
+// that do not match their hash. The joiner refuses each, saying which, and
+// never holds more than the model's size.
+class LyingSnapshotSource final : public v1::Gossip::Service {
+ public:
+  enum Lie { kOtherSize, kTooLong, kWrongHash };
+  explicit LyingSnapshotSource(Lie lie) : lie_(lie) {}
+  grpc::Status Snapshot(grpc::ServerContext*, const v1::SnapshotRequest*,
+                        grpc::ServerWriter<v1::SnapshotChunk>* writer) override {
+    const std::vector<int64_t> weights = InitialWeights();
+    v1::SnapshotChunk header;
+    header.mutable_header()->set_param_count(lie_ == kOtherSize ? (uint64_t{1} << 31) : kParams);
+    header.mutable_header()->set_weights_sha256(
+        lie_ == kWrongHash ? std::string(64, '0') : codec::WeightHashOf(weights));
+    writer->Write(header);
+    const std::string bytes(reinterpret_cast<const char*>(weights.data()),
+                            weights.size() * sizeof(int64_t));
+    for (int k = 0; k < (lie_ == kTooLong ? 1000 : 1); ++k) {  // 8 MB for an 8 KB model
+      v1::SnapshotChunk chunk;
+      chunk.set_weights(bytes);
+      if (!writer->Write(chunk)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  const Lie lie_;
+};
+
+TEST(HostilePeer, LyingSnapshotSourcesAreRefused) {
+  for (const auto& [lie, says] :
+       std::vector<std::pair<LyingSnapshotSource::Lie, std::string>>{
+           {LyingSnapshotSource::kOtherSize, "has 2147483648 parameters, expected 1000"},
+           {LyingSnapshotSource::kTooLong, "is too long"},
+           {LyingSnapshotSource::kWrongHash, "does not match its SHA-256"}}) {
+    LyingSnapshotSource source(lie);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&source);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    v1::SnapshotRequest request;
+    *request.mutable_fingerprint() = Fingerprint();
+    absl::StatusOr<FetchedSnapshot> got =
+        FetchSnapshot(absl::StrCat("127.0.0.1:", port), request, kParams, seconds(10));
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
+    EXPECT_NE(got.status().message().find(says), std::string::npos) << got.status();
+    server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
+  }
 }
 
 // Signed updates: a member the CA admitted still cannot speak for another.
