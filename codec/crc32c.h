@@ -1,5 +1,5 @@
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as used for the
-// `crc32c` field of an Update (WIRE.md §4). Thread-safe, no allocation.
+// `crc32c` field of an Update (docs/wire.md §4). Thread-safe, no allocation.
 #ifndef RECKON_CODEC_CRC32C_H_
 #define RECKON_CODEC_CRC32C_H_
 

@@ -1,4 +1,4 @@
-// Fixed-point replicas (WIRE.md §2): every parameter is a signed 64-bit count
+// Fixed-point replicas (docs/wire.md §2): every parameter is a signed 64-bit count
 // of quanta q = 2^-fraction_bits, plus the float32 copy the model computes
 // with, always equal to (float)((double)fixed * q). Applying a message is
 // integer addition, so replicas that applied the same messages are

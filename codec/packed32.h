@@ -1,4 +1,4 @@
-// packed32 threshold codec (WIRE.md §3.1): `count` little-endian uint32
+// packed32 threshold codec (docs/wire.md §3.1): `count` little-endian uint32
 // words, `(sign << 31) | index`, strictly ascending by index.
 #ifndef RECKON_CODEC_PACKED32_H_
 #define RECKON_CODEC_PACKED32_H_

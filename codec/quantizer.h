@@ -1,4 +1,4 @@
-// Strom's threshold quantizer with residual (DESIGN.md step 5).
+// Strom's threshold quantizer with residual (docs/design.md step 5).
 #ifndef RECKON_CODEC_QUANTIZER_H_
 #define RECKON_CODEC_QUANTIZER_H_
 

@@ -1,4 +1,4 @@
-// Golomb-Rice coded gaps (WIRE.md §3.2). For update i, gap = index_i -
+// Golomb-Rice coded gaps (docs/wire.md §3.2). For update i, gap = index_i -
 // index_{i-1} - 1 (index_{-1} = -1); the quotient gap >> k is written in
 // unary (q zero bits, then a one), then the k low bits of gap, then the sign
 // bit, all least-significant-bit first; the stream is zero-padded to a byte.
@@ -33,7 +33,7 @@ uint32_t OptimalRiceK(std::span<const uint32_t> words);
 void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payload);
 
 // Decodes `count` updates into `*words` (replaced). Returns kDataLoss, leaving
-// `*words` empty, on any of WIRE.md §3.2's rejections: k > 30, count >
+// `*words` empty, on any of docs/wire.md §3.2's rejections: k > 30, count >
 // param_count, param_count > 2^31, an index >= param_count, a stream that
 // ends before `count` updates, non-zero padding bits, bytes after the padding.
 // (The CRC is the message layer's job: update_message.h.)

@@ -1,6 +1,6 @@
-// The Update message (WIRE.md §4) to and from a validated update set. This is
+// The Update message (docs/wire.md §4) to and from a validated update set. This is
 // the only place where bytes from the network become updates: everything
-// WIRE.md requires is checked here, before anything can be applied.
+// docs/wire.md requires is checked here, before anything can be applied.
 #ifndef RECKON_CODEC_UPDATE_MESSAGE_H_
 #define RECKON_CODEC_UPDATE_MESSAGE_H_
 
@@ -48,7 +48,7 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes,
 // On error `*out->words` is empty and nothing should be applied:
 //   kDataLoss: corrupt (CRC mismatch, bad payload, step_quanta <= 0,
 //              count > param_count, k > 30, param_count > 2^31, unknown codec);
-//   kUnimplemented: a codec WIRE.md names that this build cannot decode.
+//   kUnimplemented: a codec docs/wire.md names that this build cannot decode.
 absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out);
 
 // Bits on the wire per update for the payload alone (8 * payload / count).

@@ -1,6 +1,6 @@
 // The in-memory form of a threshold update set, shared by every codec and by
 // apply: one uint32 per update, `(sign << 31) | index` (the packed32 word of
-// WIRE.md §3.1), strictly ascending by index.
+// docs/wire.md §3.1), strictly ascending by index.
 #ifndef RECKON_CODEC_UPDATE_WORDS_H_
 #define RECKON_CODEC_UPDATE_WORDS_H_
 

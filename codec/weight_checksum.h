@@ -37,7 +37,7 @@ class WeightChecksum {
   }
   // C(w) of a whole replica: O(param_count), a few ns per parameter.
   uint64_t Of(std::span<const int64_t> quanta) const;
-  // C(d) of a threshold update (WIRE.md 3): +-step_quanta at each word's
+  // C(d) of a threshold update (docs/wire.md 3): +-step_quanta at each word's
   // index. Words past param_count are the decoder's business, not checked.
   uint64_t OfUpdate(int64_t step_quanta, std::span<const uint32_t> words) const;
 

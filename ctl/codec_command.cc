@@ -1,6 +1,6 @@
 // reckonctl codec: encode a float32 residual into one Update, decode and
 // inspect Update files. A file of one serialized Update is just the protobuf
-// bytes (WIRE.md §4).
+// bytes (docs/wire.md §4).
 #include <bit>
 #include <cmath>
 #include <cstring>

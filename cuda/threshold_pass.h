@@ -1,4 +1,4 @@
-// Strom's residual thresholding on the GPU (DESIGN.md step 5), the device
+// Strom's residual thresholding on the GPU (docs/design.md step 5), the device
 // twin of codec::QuantizeResidual, bit-exact with it:
 //
 //   R_i += delta_i                         (float32 add, as AccumulateDelta)

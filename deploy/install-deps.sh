@@ -8,7 +8,7 @@ packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git
   clang libclang-rt-14-dev          # libFuzzer + ASan/UBSan runtimes for the fuzz targets
-  # libraries (DESIGN.md "Dependencies")
+  # libraries (docs/design.md "Dependencies")
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev
   libboost-dev libboost-system-dev   # Asio/Beast for the HTTP endpoint

@@ -1,4 +1,4 @@
-// Early arrivals (DESIGN.md: "early arrivals wait in a bounded buffer"):
+// Early arrivals (docs/design.md: "early arrivals wait in a bounded buffer"):
 // Updates whose seq is past the next one their origin needs, kept until the
 // gap fills, so that delivery stays exactly once and in seq order per origin.
 // Bounded twice, because a hostile peer chooses what it sends: per origin

@@ -1,6 +1,6 @@
 // The node's log of recent messages, its own and every other origin's: what
 // anti-entropy serves a peer that lacks them and what a re-join replays on
-// top of a snapshot (DESIGN.md "Anti-entropy", "Log retention is bounded").
+// top of a snapshot (docs/design.md "Anti-entropy", "Log retention is bounded").
 //
 // Not thread-safe: GossipNode owns one and calls it under its lock, from its
 // node thread and from the training thread (Publish).

@@ -431,7 +431,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
       return;
     }
   }
-  // Validate everything before anything is kept (WIRE.md §3.2).
+  // Validate everything before anything is kept (docs/wire.md §3.2).
   auto decoded = std::make_shared<codec::DecodedUpdate>();
   absl::Status s = codec::DecodeUpdate(update, decoded.get());
   if (s.ok() && decoded->param_count != mirror_.param_count()) {

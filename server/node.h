@@ -1,4 +1,4 @@
-// The gossip node (DESIGN.md "The gossip node"): membership, version vectors,
+// The gossip node (docs/design.md "The gossip node"): membership, version vectors,
 // exactly-once in-order delivery per origin, the message log, anti-entropy,
 // failure detection and quiescence. Transport-agnostic: it talks to peers
 // through Link (link.h); grpc_transport.h provides the real links.
@@ -248,7 +248,7 @@ class GossipNode final : public LinkEvents {
   // ones, when permanent), and closes the stream.
   void Refuse(const std::shared_ptr<Link>& link, const std::string& peer, const std::string& reason,
               bool permanent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Validates (WIRE.md: everything, before anything is kept), then accepts
+  // Validates (docs/wire.md: everything, before anything is kept), then accepts
   // in order or buffers an early arrival; corrupt ones are dropped and counted.
   // `frame` (an Update) is the received frame itself: kept, not copied.
   void HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame)

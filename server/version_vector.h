@@ -1,4 +1,4 @@
-// Origins and version vectors (DESIGN.md "The gossip node"). An origin is
+// Origins and version vectors (docs/design.md "The gossip node"). An origin is
 // one process life of one worker: (node_id, incarnation). A version vector
 // maps each origin to the highest seq applied with no gap before it.
 #ifndef RECKON_SERVER_VERSION_VECTOR_H_

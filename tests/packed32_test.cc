@@ -29,7 +29,7 @@ TEST_P(Packed32RoundTrip, RoundTripsAndMatchesTheReference) {
     const std::vector<uint32_t> words = RandomUpdates(count, param_count, count, all_negative);
     const std::string payload = Bytes(words);
     ASSERT_EQ(payload.size(), 4 * count);
-    // Little-endian words, as WIRE.md §3.1 says, whatever this machine is.
+    // Little-endian words, as docs/wire.md §3.1 says, whatever this machine is.
     if (count > 0) {
       const uint32_t w = words[0];
       EXPECT_EQ(static_cast<unsigned char>(payload[0]), w & 0xFF);

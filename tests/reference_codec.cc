@@ -8,7 +8,7 @@ namespace {
 class Bits {
  public:
   explicit Bits(std::string_view data) : data_(data) {}
-  // The n-th bit is bit n mod 8 of byte n / 8 (WIRE.md §3.2).
+  // The n-th bit is bit n mod 8 of byte n / 8 (docs/wire.md §3.2).
   std::optional<int> Read() {
     if (pos_ >= data_.size() * 8) return std::nullopt;
     const int bit = (static_cast<unsigned char>(data_[pos_ / 8]) >> (pos_ % 8)) & 1;

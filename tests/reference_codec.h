@@ -1,4 +1,4 @@
-// Deliberately simple reference decoders, written from WIRE.md §3 alone: one
+// Deliberately simple reference decoders, written from docs/wire.md §3 alone: one
 // bit at a time, 128-bit arithmetic, no shortcuts. Tests and fuzz targets
 // compare the fast decoders in codec/ against these; they must agree on
 // every input, valid or not.
@@ -12,7 +12,7 @@
 
 namespace reckon::testing {
 
-// The decoded words, or nullopt when WIRE.md requires a rejection.
+// The decoded words, or nullopt when docs/wire.md requires a rejection.
 std::optional<std::vector<uint32_t>> ReferenceDecodeRice(std::string_view payload, uint64_t count,
                                                          uint32_t k, uint64_t param_count);
 std::optional<std::vector<uint32_t>> ReferenceDecodePacked32(std::string_view payload,

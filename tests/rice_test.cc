@@ -100,7 +100,7 @@ TEST(Rice, OptimalKIsTheBruteForceMinimum) {
   EXPECT_EQ(OptimalRiceK(skewed), best_k);
 }
 
-// --- every rejection WIRE.md §3.2 lists, one test each ---
+// --- every rejection docs/wire.md §3.2 lists, one test each ---
 
 class RiceRejects : public ::testing::Test {
  protected:

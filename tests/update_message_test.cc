@@ -101,7 +101,7 @@ TEST(UpdateMessageRejects, UnknownOrUnspecifiedCodec) {
   ExpectRejected(msg, absl::StatusCode::kDataLoss);
   msg.set_codec(v1::CODEC_UNSPECIFIED);
   ExpectRejected(msg, absl::StatusCode::kDataLoss);
-  msg.set_codec(v1::CODEC_ONEBIT);  // named by WIRE.md, not built yet
+  msg.set_codec(v1::CODEC_ONEBIT);  // named by docs/wire.md, not built yet
   ExpectRejected(msg, absl::StatusCode::kUnimplemented);
 }
 

@@ -47,7 +47,7 @@ absl::StatusOr<ModelShape> ModelShape::Parse(const std::string& layers,
     offset += uint64_t(layer.out);
     if (offset >= codec::kMaxParamCount) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--layers '", layers, "' has 2^31 or more parameters (WIRE.md §1)"));
+          absl::StrCat("--layers '", layers, "' has 2^31 or more parameters (docs/wire.md §1)"));
     }
     shape.layout_.push_back(layer);
   }

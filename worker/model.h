@@ -1,6 +1,6 @@
 // The model: a fully connected network of any depth and width, ReLU or
 // sigmoid hidden units, softmax cross-entropy output. Its parameters are one
-// flat vector in the order WIRE.md §1 fixes: W1, b1, W2, b2, ..., each W of
+// flat vector in the order docs/wire.md §1 fixes: W1, b1, W2, b2, ..., each W of
 // shape [out][in], row-major.
 #ifndef RECKON_WORKER_MODEL_H_
 #define RECKON_WORKER_MODEL_H_
@@ -26,7 +26,7 @@ class ModelShape {
  public:
   // `layers` like "784,512,512,10" (at least input and output), activation
   // "relu" or "sigmoid". kInvalidArgument naming the bad part; also when the
-  // parameter count would reach 2^31 (WIRE.md §1).
+  // parameter count would reach 2^31 (docs/wire.md §1).
   static absl::StatusOr<ModelShape> Parse(const std::string& layers,
                                           const std::string& activation);
 

@@ -69,7 +69,7 @@ MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int m
 //   sgd:      delta = -lr g
 //   momentum: v = momentum v - lr g;  delta = v      (state = v)
 //   adagrad:  h += g^2;  delta = -lr g / (sqrt(h) + eps)  (state = h)
-// AdaGrad is applied locally before quantization (DESIGN.md step 4).
+// AdaGrad is applied locally before quantization (docs/design.md step 4).
 // REQUIRES: equal sizes (state unused for sgd).
 void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
                      std::span<const float> weights, std::span<float> state,

@@ -1,4 +1,4 @@
-// The training loop of one worker (DESIGN.md "One worker, one step"), on any
+// The training loop of one worker (docs/design.md "One worker, one step"), on any
 // backend, alone or with peers (TrainingPeers, implemented by the gossip
 // node in worker/gossip_peers.h).
 #ifndef RECKON_WORKER_TRAINER_H_
@@ -21,7 +21,7 @@ namespace reckon::worker {
 class TrainingPeers {
  public:
   virtual ~TrainingPeers() = default;
-  // Before every step (DESIGN.md step 1): applies to `backend` what peers
+  // Before every step (docs/design.md step 1): applies to `backend` what peers
   // sent since the last call; re-joins from a snapshot when told to; may
   // pause while a peer lags (--max-lag). An error stops training.
   virtual absl::Status BeforeStep(Backend& backend, uint64_t steps_done) = 0;
@@ -53,7 +53,7 @@ struct TrainerOptions {
   BackendConfig backend_config;  // shape, optimizer, mode, step, fraction bits
   double threshold = 0;          // as given (tau is in the step); the controller's start
   // When > 0, a controller steers tau so that each step emits about this
-  // fraction of the parameters (DESIGN.md step 5): the wire budget is set
+  // fraction of the parameters (docs/design.md step 5): the wire budget is set
   // directly, and emission does not dry up as the learning rate decays.
   double target_density = 0;
   v1::Codec wire_codec = v1::CODEC_THRESHOLD_RICE;
