@@ -1,7 +1,7 @@
 // Error checks for every CUDA runtime and kernel-launch call (cuBLAS's are in
 // cuda/cublas_api.h): each
 // failure becomes an absl::Status naming the call, the file:line and CUDA's
-// own words, returned to the caller (STYLE.md: errors are values). A sticky
+// own words, returned to the caller (errors are values, never aborts). A sticky
 // error (the context is lost) is reported the same way; the backend that
 // sees one is unusable and says so on every later call.
 #ifndef RECKON_CUDA_CUDA_CHECK_H_

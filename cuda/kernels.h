@@ -1,8 +1,9 @@
 // The CUDA backend's elementwise kernels: the training step around the
 // cuBLAS GEMMs, the optimizers, dense-mode rounding and the batched apply.
 // Each has a CPU twin (worker/mlp_math.cc, worker/optimizer.cc,
-// worker/cpu_backend.cc, codec/fixed_point.cc) and is tested against it
-// (tests/cuda_kernels_test.cc):
+// worker/cpu_backend.cc, codec/fixed_point.cc); tests/cuda_backend_test.cc
+// runs them through the backend against the CPU backend (a step, dense
+// mode, the batched apply, a Fashion-MNIST run). The contract:
 //   bit-exact: optimizer deltas, dense rounding, apply and the weight
 //     refresh, bias gradients, activations (IEEE _rn intrinsics, no
 //     contraction, the CPU's operation order);

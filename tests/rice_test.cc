@@ -13,7 +13,8 @@ using ::reckon::testing::RandomUpdates;
 using ::reckon::testing::ReferenceDecodeRice;
 using ::reckon::testing::ReferenceEncodeRice;
 
-// Sizes from STYLE.md §8; param_count leaves room for gaps of every k.
+// Sizes: empty, one, around a 32-bit word, and a large odd one; param_count
+// leaves room for gaps of every k.
 class RiceRoundTrip : public ::testing::TestWithParam<uint64_t> {};
 
 TEST_P(RiceRoundTrip, EveryKRoundTripsAndMatchesTheReference) {
