@@ -239,7 +239,6 @@ TEST(HostilePeer, FloodOfEarlyArrivalsStaysBounded) {
   uint64_t sent = 0;
   for (uint64_t seq = 2; seq < 1002; ++seq, ++sent) {  // one origin: 1,000 early
     Message m = MakeMessage(origin, seq, rng);
-    m.update.set_checksum_delta(victim.node()->weight_checksum().OfUpdate(kStep, m.decoded.words));
     v1::GossipFrame f;
     *f.mutable_update() = m.update;
     ASSERT_TRUE(a.Send(f));
@@ -247,7 +246,6 @@ TEST(HostilePeer, FloodOfEarlyArrivalsStaysBounded) {
   for (int k = 0; k < 3000; ++k, ++sent) {  // invented origins, one early message each
     origin.node_id = absl::StrCat("ghost", k);
     Message m = MakeMessage(origin, 2, rng);
-    m.update.set_checksum_delta(victim.node()->weight_checksum().OfUpdate(kStep, m.decoded.words));
     v1::GossipFrame f;
     *f.mutable_update() = m.update;
     ASSERT_TRUE(a.Send(f));
@@ -391,9 +389,7 @@ TEST(HostilePeer, ForgedUnsignedOrAlteredUpdatesAreRefused) {
     NodeOptions o = Options(1, 2);
     o.node_id = origin;
     o.incarnation = 7;
-    Message m = MakeMessage(o, seq, rng);
-    m.update.set_checksum_delta(checksum.OfUpdate(kStep, m.decoded.words));
-    return m.update;
+    return MakeMessage(o, seq, rng).update;
   };
   auto send = [&](const v1::Update& u) {
     v1::GossipFrame f;
@@ -403,10 +399,14 @@ TEST(HostilePeer, ForgedUnsignedOrAlteredUpdatesAreRefused) {
   v1::Update forged = update("w2", 1);  // w2's origin, w1's key
   w1_key->Sign(&forged);
   send(forged);
+  // Changed after signing, consistently (its contribution matches the new
+  // step): only the signature can tell.
   v1::Update altered = update("w1", 1);
   w1_key->Sign(&altered);
-  altered.set_step_quanta(2 * altered.step_quanta());  // changed after signing
-  altered.set_checksum_delta(checksum.OfUpdate(2 * kStep, {}));
+  codec::DecodedUpdate words;
+  ASSERT_TRUE(codec::DecodeUpdate(altered, &words).ok());
+  altered.set_step_quanta(2 * kStep);
+  altered.set_checksum_delta(checksum.OfUpdate(2 * kStep, words.words));
   send(altered);
   send(update("w1", 1));  // unsigned
   v1::Update unknown = update("w3", 1);  // a signer nobody has heard of

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
+#include "codec/weight_checksum.h"
 #include "server/fault_link.h"
 #include "server/inproc_link.h"
 #include "server/node.h"
@@ -62,7 +63,8 @@ inline NodeOptions Options(int i, int n) {
   return o;
 }
 
-// One Update of `origin`: `count` random distinct indices, random signs.
+// One Update of `origin`: `count` random distinct indices, random signs, with
+// its checksum contribution.
 struct Message {
   v1::Update update;
   codec::DecodedUpdate decoded;
@@ -85,6 +87,9 @@ inline Message MakeMessage(const NodeOptions& origin, uint64_t seq, std::mt19937
   EXPECT_TRUE(
       codec::EncodeThresholdUpdate(words, kStep, kParams, v1::CODEC_THRESHOLD_RICE, &m.update).ok());
   EXPECT_TRUE(codec::DecodeUpdate(m.update, &m.decoded).ok());
+  // What every receiver checks (a node's Publish sets it again itself).
+  m.update.set_checksum_delta(
+      codec::WeightChecksum(Fingerprint().seed()).OfUpdate(kStep, m.decoded.words));
   return m;
 }
 

@@ -271,14 +271,6 @@ absl::Status GossipPeers::BeforeStep(Backend& backend, uint64_t steps_done) {
       if (server::Clock::now() > deadline) break;
     }
   }
-  if (options_.corrupt_weight_at_step != 0 && steps_done + 1 == options_.corrupt_weight_at_step) {
-    std::vector<int64_t> weights = backend.ReadWeights();
-    weights[weights.size() / 2] += 1;
-    if (absl::Status c = backend.LoadWeights(weights); !c.ok()) return c;
-    *log_ << "reckon-worker: TEST FAULT: one quantum added to weight " << weights.size() / 2
-          << " of the training replica\n"
-          << std::flush;
-  }
   if (options_.check_interval.count() > 0 && server::Clock::now() >= next_check_) {
     return CheckReplica(backend, steps_done);
   }

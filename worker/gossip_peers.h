@@ -49,9 +49,6 @@ struct PeerOptions {
   // this often at least, stretched so that it takes at most 1% of the time.
   // 0: never.
   std::chrono::milliseconds check_interval{2000};
-  // Test only: before this step (1-based; 0: never), one quantum is added
-  // to one weight of the training replica, as a memory fault would.
-  uint64_t corrupt_weight_at_step = 0;
 };
 
 // "host:port,host:port" (a host may be a DNS name resolving to several

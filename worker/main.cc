@@ -131,6 +131,7 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
         absl::StrCat("--backend '", o.backend, "' is not auto, cpu or cuda"));
   }
   o.checkpoint_path = absl::GetFlag(FLAGS_checkpoint);
+  o.fault_corrupt_weight_at_step = absl::GetFlag(FLAGS_fault_corrupt_weight_at_step);
   o.resume_path = absl::GetFlag(FLAGS_resume);
   const std::string progress = absl::GetFlag(FLAGS_progress);
   if (progress != "auto" && progress != "on" && progress != "off") {
@@ -300,7 +301,6 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   const int check_interval = absl::GetFlag(FLAGS_check_interval_ms);
   if (check_interval < 0) return absl::InvalidArgumentError("--check-interval-ms must be >= 0");
   p.check_interval = std::chrono::milliseconds(check_interval);
-  p.corrupt_weight_at_step = absl::GetFlag(FLAGS_fault_corrupt_weight_at_step);
   reckon::server::FaultOptions& f = p.faults;
   f.die_after_partial_send_seq = absl::GetFlag(FLAGS_fault_die_after_partial_send);
   f.corrupt_seq = absl::GetFlag(FLAGS_fault_corrupt_seq);

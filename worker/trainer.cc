@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "codec/update_message.h"
 #include "worker/checkpoint.h"
+#include "worker/fault_backend.h"
 
 namespace reckon::worker {
 namespace {
@@ -147,6 +148,9 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
   absl::StatusOr<std::unique_ptr<Backend>> made =
       MakeBackend(options.backend, backend_config, &chosen);
   if (!made.ok()) return made.status();
+  if (options.fault_corrupt_weight_at_step != 0) {
+    *made = WithWeightCorruption(*std::move(made), options.fault_corrupt_weight_at_step, log);
+  }
   Backend& backend = **made;
   log << "reckon-worker: backend " << chosen << "\n";
 

@@ -68,6 +68,9 @@ struct TrainerOptions {
   std::string checkpoint_path;  // saved after every epoch when set
   std::string resume_path;      // loaded before training when set
   bool progress_bar = false;    // live bar (the caller sets it when stdout is a terminal)
+  // Test only: the backend corrupts one weight before this step (1-based;
+  // 0: never). worker/fault_backend.h.
+  uint64_t fault_corrupt_weight_at_step = 0;
 };
 
 struct TrainSummary {
