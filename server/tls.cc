@@ -1,5 +1,6 @@
 #include "server/tls.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/security/auth_context.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
@@ -280,8 +281,9 @@ absl::StatusOr<KeyAndCertificate> IssueCertificate(const KeyAndCertificate& ca,
   if (!key) return absl::InternalError(absl::StrCat("Ed25519 key: ", OpenSslError()));
   std::vector<std::string> names = {absl::StrCat("DNS:", common_name)};
   for (const std::string& h : hosts) {
-    const bool ip = !h.empty() && h.find_first_not_of("0123456789.:abcdefABCDEF") == std::string::npos &&
-                    (h.find('.') != std::string::npos || h.find(':') != std::string::npos);
+    unsigned char address[16];
+    const bool ip = inet_pton(AF_INET, h.c_str(), address) == 1 ||
+                    inet_pton(AF_INET6, h.c_str(), address) == 1;
     names.push_back(absl::StrCat(ip ? "IP:" : "DNS:", h));
   }
   absl::StatusOr<Cert> cert = MakeCertificate(
