@@ -4,7 +4,7 @@
 #include "codec/crc32c.h"
 #include "codec/packed32.h"
 #include "codec/rice.h"
-#include "codec/status_macros.h"
+#include "base/status_macros.h"
 #include "codec/update_words.h"
 
 namespace reckon::codec {

@@ -14,6 +14,7 @@
 #include "codec/quantizer.h"
 #include "codec/rice.h"
 #include "codec/update_words.h"
+#include "base/json.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
 
@@ -238,17 +239,22 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
       return kExitBadInput;
     }
     if (json) {
-      out << absl::StrFormat(
-          "{\"density\": %g, \"params\": %d, \"updates\": %d, \"rice_k\": %d, "
-          "\"rice_bits_per_update\": %.4f, \"entropy_bits_per_update\": %.4f, "
-          "\"zstd1_bits_per_update\": %.4f, \"zstd19_bits_per_update\": %.4f, "
-          "\"rice_encode_updates_per_s\": %.4g, \"rice_decode_updates_per_s\": %.4g, "
-          "\"zstd1_compress_updates_per_s\": %.4g, \"zstd1_decompress_updates_per_s\": %.4g, "
-          "\"quantize_elements_per_s\": %.4g, \"memcpy_elements_per_s\": %.4g, "
-          "\"apply_updates_per_s\": %.4g}\n",
-          r->density, r->params, r->updates, r->rice_k, r->rice_bits, r->entropy_bits,
-          r->zstd1_bits, r->zstd19_bits, r->rice_encode, r->rice_decode, r->zstd1_compress,
-          r->zstd1_decompress, r->quantize, r->memcpy_rate, r->apply);
+      const base::Json row = {{"density", r->density},
+                              {"params", r->params},
+                              {"updates", r->updates},
+                              {"rice_k", r->rice_k},
+                              {"rice_bits_per_update", r->rice_bits},
+                              {"entropy_bits_per_update", r->entropy_bits},
+                              {"zstd1_bits_per_update", r->zstd1_bits},
+                              {"zstd19_bits_per_update", r->zstd19_bits},
+                              {"rice_encode_updates_per_s", r->rice_encode},
+                              {"rice_decode_updates_per_s", r->rice_decode},
+                              {"zstd1_compress_updates_per_s", r->zstd1_compress},
+                              {"zstd1_decompress_updates_per_s", r->zstd1_decompress},
+                              {"quantize_elements_per_s", r->quantize},
+                              {"memcpy_elements_per_s", r->memcpy_rate},
+                              {"apply_updates_per_s", r->apply}};
+      out << row.dump() << "\n";
       continue;
     }
     auto verdict = [&](bool ok) {

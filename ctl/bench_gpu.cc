@@ -15,6 +15,7 @@
 #include <random>
 
 #include "absl/strings/str_format.h"
+#include "base/json.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
 
@@ -25,7 +26,7 @@
 #include <memory>
 
 #include "codec/rice.h"
-#include "codec/status_macros.h"
+#include "base/status_macros.h"
 #include "cuda/cublas_api.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
@@ -283,25 +284,32 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
     return kExitBadInput;
   }
   if (json) {
-    out << absl::StrFormat("{\"device\": \"%s\", \"density\": %g, \"sizes\": [", device->name,
-                           density);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const SizeRow& r = rows[i];
-      out << absl::StrFormat(
-          "%s{\"params\": %d, \"emitted\": %d, \"memcpy_bytes_per_s\": %.4g, "
-          "\"cub_select_pass_bytes_per_s\": %.4g, \"single_pass_bytes_per_s\": %.4g, "
-          "\"single_pass_vs_memcpy\": %.3f, \"select_if_residual_s\": %.4g, "
-          "\"single_pass_s\": %.4g, \"cub_select_pass_s\": %.4g, \"apply_updates_per_s\": %.4g}",
-          i ? ", " : "", r.params, r.emitted, r.memcpy_bps, r.pass_bps[0], r.pass_bps[1],
-          r.pass_bps[1] / r.memcpy_bps, r.select_if_s, r.pass_s[1], r.pass_s[0],
-          r.apply_updates_per_s);
+    base::Json sizes = base::Json::array();
+    for (const SizeRow& r : rows) {
+      sizes.push_back({{"params", r.params},
+                       {"emitted", r.emitted},
+                       {"memcpy_bytes_per_s", r.memcpy_bps},
+                       {"cub_select_pass_bytes_per_s", r.pass_bps[0]},
+                       {"single_pass_bytes_per_s", r.pass_bps[1]},
+                       {"single_pass_vs_memcpy", r.pass_bps[1] / r.memcpy_bps},
+                       {"select_if_residual_s", r.select_if_s},
+                       {"single_pass_s", r.pass_s[1]},
+                       {"cub_select_pass_s", r.pass_s[0]},
+                       {"apply_updates_per_s", r.apply_updates_per_s}});
     }
-    out << absl::StrFormat(
-        "], \"step\": {\"params\": %d, \"step_s\": %.4g, \"pass_copy_encode_s\": %.4g, "
-        "\"fraction\": %.4f, \"flops\": %.4g, \"sgemm_flops\": %.4g, \"ratio\": %.3f}}\n",
-        step->params, step->step_s, step->pass_copy_encode_s,
-        step->pass_copy_encode_s / step->step_s, step->flops, step->sgemm_flops,
-        step->flops / step->sgemm_flops);
+    const base::Json figures = {
+        {"device", device->name},
+        {"density", density},
+        {"sizes", sizes},
+        {"step",
+         {{"params", step->params},
+          {"step_s", step->step_s},
+          {"pass_copy_encode_s", step->pass_copy_encode_s},
+          {"fraction", step->pass_copy_encode_s / step->step_s},
+          {"flops", step->flops},
+          {"sgemm_flops", step->sgemm_flops},
+          {"ratio", step->flops / step->sgemm_flops}}}};
+    out << figures.dump() << "\n";
     return kExitOk;
   }
   out << absl::StrFormat("GPU: %s, density %g, best of %d\n", device->name, density, reps);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "base/json.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
 #include "codec/update_message.h"
@@ -194,15 +195,23 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   const double train_flops = flops_per_step * steps / train_s;
   const double gemm_flops = flops_per_step * steps / gemm_s;
   if (json) {
-    out << absl::StrFormat(
-        "{\"layers\": \"%s\", \"batch\": %d, \"codec\": \"%s\", \"steps\": %d, "
-        "\"threads\": %d, \"train_flops_per_s\": %.4g, \"sgemm_flops_per_s\": %.4g, "
-        "\"ratio\": %.3f, \"step_ms\": %.3f, \"gemm_ms\": %.3f, \"check_ms\": %.3f, "
-        "\"check_share\": %.5f, \"contribution_us\": %.3f, \"updates_per_message\": %d, "
-        "\"sign_us\": %.2f, \"verify_us\": %.2f}\n",
-        layers, batch, codec, steps, cores, train_flops, gemm_flops,
-        train_flops / gemm_flops, step_ms, 1e3 * gemm_s / steps, check_ms, check_share,
-        contribution_us, emission.words.size(), sign_us, verify_us);
+    const base::Json figures = {{"layers", layers},
+                                {"batch", batch},
+                                {"codec", codec},
+                                {"steps", steps},
+                                {"threads", cores},
+                                {"train_flops_per_s", train_flops},
+                                {"sgemm_flops_per_s", gemm_flops},
+                                {"ratio", train_flops / gemm_flops},
+                                {"step_ms", step_ms},
+                                {"gemm_ms", 1e3 * gemm_s / steps},
+                                {"check_ms", check_ms},
+                                {"check_share", check_share},
+                                {"contribution_us", contribution_us},
+                                {"updates_per_message", emission.words.size()},
+                                {"sign_us", sign_us},
+                                {"verify_us", verify_us}};
+    out << figures.dump() << "\n";
   } else {
     out << absl::StrFormat(
         "reckonctl bench train: %s, batch %d, %s, %d steps, %d threads\n"

@@ -30,11 +30,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "base/json.h"
+#include "base/process.h"
 #include "codec/update_message.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
-#include "ctl/process.h"
-#include "ctl/summary_json.h"
+#include "ctl/worker_summary.h"
 #include "proto/bench.grpc.pb.h"
 #include "server/grpc_transport.h"
 #include "worker/model.h"
@@ -369,12 +370,12 @@ struct StepTimes {
 absl::StatusOr<StepTimes> MeasureStepOverhead(int steps, const std::string& dir) {
   const std::string worker = FindWorkerBinary();
   if (worker.empty()) return absl::NotFoundError("cannot find reckon-worker beside reckonctl");
-  absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(2);
+  absl::StatusOr<std::vector<int>> ports = base::FreeLoopbackPorts(2);
   if (!ports.ok()) return ports.status();
   const std::string peers = absl::StrCat("127.0.0.1:", (*ports)[0], ",127.0.0.1:", (*ports)[1]);
   StepTimes out;
   for (bool gossip : {false, true}) {
-    std::vector<ChildProcess> procs;
+    std::vector<base::ChildProcess> procs;
     std::vector<std::string> summaries;
     for (int i = 0; i < 2; ++i) {
       const std::string summary = absl::StrCat(dir, "/", gossip ? "on" : "off", i, ".json");
@@ -392,8 +393,8 @@ absl::StatusOr<StepTimes> MeasureStepOverhead(int steps, const std::string& dir)
       } else {
         args.push_back("--standalone");
       }
-      absl::StatusOr<ChildProcess> p =
-          ChildProcess::Spawn(worker, args, dir + "/worker.log", dir + "/worker.err");
+      absl::StatusOr<base::ChildProcess> p =
+          base::ChildProcess::Spawn(worker, args, dir + "/worker.log", dir + "/worker.err");
       if (!p.ok()) return p.status();
       procs.push_back(*std::move(p));
       summaries.push_back(summary);
@@ -404,7 +405,9 @@ absl::StatusOr<StepTimes> MeasureStepOverhead(int steps, const std::string& dir)
       if (!code || *code != 0) {
         return absl::InternalError(absl::StrCat("a worker failed; see ", dir, "/worker.err"));
       }
-      sum += SummaryNumber(ReadTextFile(summaries[i]), "samples_per_s");
+      absl::StatusOr<WorkerSummary> summary = ReadWorkerSummary(summaries[i]);
+      if (!summary.ok()) return summary.status();
+      sum += summary->samples_per_s;
     }
     (gossip ? out.on_samples_per_s : out.off_samples_per_s) = sum / 2;
   }
@@ -418,19 +421,20 @@ struct Row {
   double min_ratio, max_ratio;
 };
 
-std::string ThroughputJson(const std::vector<Row>& rows) {
-  std::string json = "[";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    json += absl::StrFormat(
-        "%s{\"message_bytes\": %d, \"messages\": %d, \"grpc_updates_per_s\": %.1f, "
-        "\"grpc_bytes_per_s\": %.4g, \"tcp_updates_per_s\": %.1f, \"tcp_bytes_per_s\": %.4g, "
-        "\"grpc_vs_tcp\": %.3f, \"grpc_vs_tcp_min\": %.3f, \"grpc_vs_tcp_max\": %.3f}",
-        i ? ", " : "", r.bytes, r.count, r.count / r.grpc_s, r.count * double(r.bytes) / r.grpc_s,
-        r.count / r.tcp_s, r.count * double(r.bytes) / r.tcp_s, r.tcp_s / r.grpc_s, r.min_ratio,
-        r.max_ratio);
+base::Json ThroughputJson(const std::vector<Row>& rows) {
+  base::Json json = base::Json::array();
+  for (const Row& r : rows) {
+    json.push_back({{"message_bytes", r.bytes},
+                    {"messages", r.count},
+                    {"grpc_updates_per_s", r.count / r.grpc_s},
+                    {"grpc_bytes_per_s", r.count * double(r.bytes) / r.grpc_s},
+                    {"tcp_updates_per_s", r.count / r.tcp_s},
+                    {"tcp_bytes_per_s", r.count * double(r.bytes) / r.tcp_s},
+                    {"grpc_vs_tcp", r.tcp_s / r.grpc_s},
+                    {"grpc_vs_tcp_min", r.min_ratio},
+                    {"grpc_vs_tcp_max", r.max_ratio}});
   }
-  return json + "]";
+  return json;
 }
 
 void PrintThroughput(const std::vector<Row>& rows, int64_t rounds, std::ostream& out) {
@@ -497,7 +501,7 @@ int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, s
   }
   if (throughput_only) {
     if (json) {
-      out << "{\"rounds\": " << rounds << ", \"throughput\": " << ThroughputJson(rows) << "}\n";
+      out << base::Json{{"rounds", rounds}, {"throughput", ThroughputJson(rows)}}.dump() << "\n";
     } else {
       PrintThroughput(rows, rounds, out);
     }
@@ -523,15 +527,22 @@ int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, s
       step->on_samples_per_s > 0 ? step->off_samples_per_s / step->on_samples_per_s : 0;
 
   if (json) {
-    out << "{\"rounds\": " << rounds << ", \"throughput\": " << ThroughputJson(rows);
-    out << absl::StrFormat(
-        ", \"latency\": {\"nodes\": %d, \"messages_per_node\": %d, \"rate_per_node\": %.1f, "
-        "\"message_bytes\": %.0f, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f}, "
-        "\"step\": {\"off_samples_per_s\": %.1f, \"on_samples_per_s\": %.1f, "
-        "\"step_time_ratio\": %.3f}}\n",
-        latency->nodes, latency->messages_per_node, latency->step_rate, latency->message_bytes,
-        latency->p50_ms, latency->p99_ms, latency->max_ms, step->off_samples_per_s,
-        step->on_samples_per_s, step_ratio);
+    const base::Json figures = {
+        {"rounds", rounds},
+        {"throughput", ThroughputJson(rows)},
+        {"latency",
+         {{"nodes", latency->nodes},
+          {"messages_per_node", latency->messages_per_node},
+          {"rate_per_node", latency->step_rate},
+          {"message_bytes", latency->message_bytes},
+          {"p50_ms", latency->p50_ms},
+          {"p99_ms", latency->p99_ms},
+          {"max_ms", latency->max_ms}}},
+        {"step",
+         {{"off_samples_per_s", step->off_samples_per_s},
+          {"on_samples_per_s", step->on_samples_per_s},
+          {"step_time_ratio", step_ratio}}}};
+    out << figures.dump() << "\n";
     return kExitOk;
   }
   PrintThroughput(rows, rounds, out);

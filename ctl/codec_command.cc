@@ -12,14 +12,14 @@
 #include "codec/update_message.h"
 #include "codec/update_words.h"
 #include "ctl/commands.h"
-#include "worker/files.h"
+#include "base/files.h"
 #include "ctl/flags.h"
 
 namespace reckon::ctl {
 namespace {
 
-using ::reckon::worker::ReadFile;
-using ::reckon::worker::WriteFileAtomically;
+using ::reckon::base::ReadFile;
+using ::reckon::base::WriteFileAtomically;
 
 // A residual for a 2^31-parameter model is 8 GiB; refuse anything larger.
 constexpr size_t kMaxResidualBytes = size_t{4} << 31;

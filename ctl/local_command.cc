@@ -12,16 +12,17 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/files.h"
+#include "base/json.h"
+#include "base/process.h"
+#include "base/status_macros.h"
 #include "ctl/commands.h"
-#include "ctl/process.h"
-#include "ctl/summary_json.h"
+#include "ctl/worker_summary.h"
 #include "server/grpc_transport.h"
 #include "server/version_vector.h"
 
@@ -30,6 +31,12 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 void OnInterrupt(int) { g_interrupted.store(true); }
+
+// A worker's log, for an error message; empty when unreadable.
+std::string ReadLog(const std::string& path) {
+  absl::StatusOr<std::string> text = base::ReadFile(path, 1 << 20);
+  return text.ok() ? *text : "";
+}
 
 std::string TrimNewline(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -128,7 +135,7 @@ int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostre
 
 struct Worker {
   std::string name, address, log, err, summary;
-  std::optional<ChildProcess> process;
+  std::optional<base::ChildProcess> process;
   std::optional<int> exit_code;
 };
 
@@ -152,6 +159,119 @@ std::string ProgressLine(Worker& w) {
       "%-4s step %6d  messages applied %7d  peers alive %d  max lag %4d  %s", w.name,
       s->local_steps(), applied, alive, lag,
       s->training_done() ? (s->quiescent() ? "quiescent" : "done, waiting") : "training");
+}
+
+// The cluster's figures, from the workers' summaries.
+struct ClusterFigures {
+  std::vector<WorkerSummary> workers;
+  double samples_per_s = 0, wire_bytes = 0, dense_bytes = 0, compression_ratio = 0;
+  double test_accuracy = 0;
+  bool hashes_equal = true;
+};
+
+absl::StatusOr<ClusterFigures> ReadClusterFigures(const std::vector<Worker>& workers,
+                                                  std::ostream& out) {
+  ClusterFigures c;
+  double samples = 0, max_train_s = 0;
+  out << "\nworker  steps  test acc   wire bytes   compression  weights\n";
+  for (const Worker& w : workers) {
+    absl::StatusOr<WorkerSummary> s = ReadWorkerSummary(w.summary);
+    if (!s.ok()) {
+      return absl::Status(s.status().code(),
+                          absl::StrCat(w.name, " left no valid summary: ", s.status().message()));
+    }
+    c.hashes_equal = c.hashes_equal && !s->weight_hash.empty() &&
+                     (c.workers.empty() || s->weight_hash == c.workers[0].weight_hash);
+    samples += s->samples;
+    max_train_s = std::max(max_train_s, s->train_seconds);
+    c.wire_bytes += s->wire_bytes;
+    c.dense_bytes += s->dense_bytes;
+    out << absl::StrFormat("%-6s %6.0f  %6.2f%%  %11.0f  %10.0fx  %s\n", w.name, s->steps,
+                           100 * s->test_accuracy, s->wire_bytes, s->compression_ratio,
+                           s->weight_hash.substr(0, 16));
+    c.workers.push_back(*std::move(s));
+  }
+  c.test_accuracy = c.workers[0].test_accuracy;
+  c.samples_per_s = max_train_s > 0 ? samples / max_train_s : 0;
+  c.compression_ratio = c.wire_bytes > 0 ? c.dense_bytes / c.wire_bytes : 0;
+  return c;
+}
+
+// One dense worker alone with the same training flags (--fault-* dropped).
+absl::StatusOr<WorkerSummary> RunBaseline(const LocalOptions& o) {
+  const std::string summary = o.work_dir + "/baseline.json";
+  std::error_code ec;
+  std::filesystem::remove(summary, ec);
+  std::vector<std::string> args = {"--standalone", "--codec",        "dense",  "--progress",
+                                   "off",          "--summary-json", summary};
+  for (const std::string& f : o.training_flags) {
+    if (f.rfind("--fault", 0) != 0) args.push_back(f);
+  }
+  const std::string err_path = o.work_dir + "/baseline.err";
+  RECKON_ASSIGN_OR_RETURN(base::ChildProcess p,
+                          base::ChildProcess::Spawn(o.worker_binary, args,
+                                                    o.work_dir + "/baseline.log", err_path));
+  std::optional<int> code = p.Wait(std::chrono::seconds(o.timeout_s));
+  if (!code || *code != 0) {
+    return absl::UnavailableError(absl::StrCat("the baseline worker failed: ",
+                                               TrimNewline(ReadLog(err_path)).substr(0, 2000)));
+  }
+  return ReadWorkerSummary(summary);
+}
+
+int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, double wall,
+                  std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ClusterFigures> c = ReadClusterFigures(workers, out);
+  if (!c.ok()) {
+    err << "reckonctl local: " << c.status().message() << "\n";
+    return kExitBadInput;
+  }
+  out << absl::StrFormat(
+      "cluster: %d workers, test accuracy %.2f%%, %.0f samples/s, wire %.0f bytes vs dense fp32 "
+      "%.0f (%.0fx less), %.1f s\n",
+      o.workers, 100 * c->test_accuracy, c->samples_per_s, c->wire_bytes, c->dense_bytes,
+      c->compression_ratio, wall);
+  out << (c->hashes_equal ? "replicas: identical (" + c->workers[0].weight_hash.substr(0, 16) + ")\n"
+                          : std::string("replicas: DIFFER\n"));
+  base::Json baseline = nullptr;
+  if (o.baseline) {
+    out << "baseline: one dense worker with the same training flags...\n" << std::flush;
+    absl::StatusOr<WorkerSummary> b = RunBaseline(o);
+    if (!b.ok()) {
+      err << "reckonctl local: baseline: " << b.status().message() << "\n";
+      return kExitBadInput;
+    }
+    out << absl::StrFormat(
+        "baseline: test accuracy %.2f%%, %.0f samples/s, wire %.0f bytes (dense fp32)\n"
+        "cluster vs baseline: %+.2f accuracy points, %.2fx samples/s, %.0fx less traffic\n",
+        100 * b->test_accuracy, b->samples_per_s, b->wire_bytes,
+        100 * (c->test_accuracy - b->test_accuracy),
+        b->samples_per_s > 0 ? c->samples_per_s / b->samples_per_s : 0, c->compression_ratio);
+    baseline = b->json;
+  }
+  if (!o.summary_json.empty()) {
+    base::Json summary;
+    summary["workers"] = base::Json::array();
+    for (const WorkerSummary& w : c->workers) summary["workers"].push_back(w.json);
+    summary["baseline"] = baseline;
+    summary["compression_ratio"] = c->compression_ratio;
+    summary["samples_per_s"] = c->samples_per_s;
+    summary["hashes_equal"] = c->hashes_equal;
+    summary["test_accuracy"] = c->test_accuracy;
+    summary["wire_bytes"] = c->wire_bytes;
+    summary["dense_bytes"] = c->dense_bytes;
+    summary["wall_seconds"] = wall;
+    if (absl::Status s = base::WriteFileAtomically(o.summary_json, summary.dump(2) + "\n");
+        !s.ok()) {
+      err << "reckonctl local: " << s.message() << "\n";
+      return kExitBadInput;
+    }
+  }
+  if (!c->hashes_equal) {
+    err << "reckonctl local: the replicas' weight hashes differ\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
 }
 
 }  // namespace
@@ -180,7 +300,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
         << "\n";
     return kExitBadInput;
   }
-  absl::StatusOr<std::vector<int>> ports = FreeLoopbackPorts(o.workers);
+  absl::StatusOr<std::vector<int>> ports = base::FreeLoopbackPorts(o.workers);
   if (!ports.ok()) {
     err << "reckonctl local: " << ports.status().message() << "\n";
     return kExitBadInput;
@@ -216,7 +336,8 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
                                       "--progress",     "off",
                                       "--summary-json", w.summary};
     wargs.insert(wargs.end(), o.training_flags.begin(), o.training_flags.end());
-    absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(o.worker_binary, wargs, w.log, w.err);
+    absl::StatusOr<base::ChildProcess> p =
+        base::ChildProcess::Spawn(o.worker_binary, wargs, w.log, w.err);
     if (!p.ok()) {
       err << "reckonctl local: starting " << w.name << ": " << p.status().message() << "\n";
       return kExitBadInput;
@@ -238,7 +359,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
       if (w.exit_code && *w.exit_code != 0 && !failed) {
         failed = true;
         err << "reckonctl local: " << w.name << " exited with " << *w.exit_code << ": "
-            << TrimNewline(ReadTextFile(w.err)).substr(0, 2000) << "\n";
+            << TrimNewline(ReadLog(w.err)).substr(0, 2000) << "\n";
         for (Worker& other : workers) other.process->Signal(SIGTERM);
       }
     }
@@ -269,93 +390,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (failed) return kExitBadInput;
 
-  // Summary.
-  std::vector<std::string> summaries;
-  double samples = 0, max_train_s = 0, wire = 0, dense = 0;
-  std::string first_hash;
-  bool hashes_equal = true;
-  out << "\nworker  steps  test acc   wire bytes   compression  weights\n";
-  for (Worker& w : workers) {
-    std::string json = TrimNewline(ReadTextFile(w.summary));
-    if (json.empty()) {
-      err << "reckonctl local: " << w.name << " wrote no summary (" << w.summary << ")\n";
-      return kExitBadInput;
-    }
-    summaries.push_back(json);
-    const std::string hash = SummaryField(json, "weight_hash");
-    if (first_hash.empty()) first_hash = hash;
-    hashes_equal = hashes_equal && hash == first_hash && !hash.empty();
-    samples += SummaryNumber(json, "samples");
-    max_train_s = std::max(max_train_s, SummaryNumber(json, "train_seconds"));
-    wire += SummaryNumber(json, "wire_bytes");
-    dense += SummaryNumber(json, "dense_bytes");
-    out << absl::StrFormat("%-6s %6.0f  %6.2f%%  %11.0f  %10.0fx  %s\n", w.name,
-                           SummaryNumber(json, "steps"), 100 * SummaryNumber(json, "test_accuracy"),
-                           SummaryNumber(json, "wire_bytes"),
-                           SummaryNumber(json, "compression_ratio"), hash.substr(0, 16));
-  }
-  const double accuracy = SummaryNumber(summaries[0], "test_accuracy");
-  const double samples_per_s = max_train_s > 0 ? samples / max_train_s : 0;
-  const double ratio = wire > 0 ? dense / wire : 0;
-  out << absl::StrFormat(
-      "cluster: %d workers, test accuracy %.2f%%, %.0f samples/s, wire %.0f bytes vs dense fp32 "
-      "%.0f (%.0fx less), %.1f s\n",
-      o.workers, 100 * accuracy, samples_per_s, wire, dense, ratio, wall);
-  out << (hashes_equal ? "replicas: identical (" + first_hash.substr(0, 16) + ")\n"
-                       : std::string("replicas: DIFFER\n"));
-
-  std::string baseline_json = "null";
-  if (o.baseline) {
-    out << "baseline: one dense worker with the same training flags...\n" << std::flush;
-    const std::string base_summary = o.work_dir + "/baseline.json";
-    fs::remove(base_summary, ec);
-    std::vector<std::string> bargs = {"--standalone", "--codec",        "dense",     "--progress",
-                                      "off",          "--summary-json", base_summary};
-    for (const std::string& f : o.training_flags) {
-      if (f.rfind("--fault", 0) != 0) bargs.push_back(f);
-    }
-    absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(
-        o.worker_binary, bargs, o.work_dir + "/baseline.log", o.work_dir + "/baseline.err");
-    if (!p.ok()) {
-      err << "reckonctl local: baseline: " << p.status().message() << "\n";
-      return kExitBadInput;
-    }
-    std::optional<int> code = p->Wait(std::chrono::seconds(o.timeout_s));
-    if (!code || *code != 0) {
-      err << "reckonctl local: the baseline worker failed: "
-          << TrimNewline(ReadTextFile(o.work_dir + "/baseline.err")).substr(0, 2000) << "\n";
-      return kExitBadInput;
-    }
-    baseline_json = TrimNewline(ReadTextFile(base_summary));
-    const double base_acc = SummaryNumber(baseline_json, "test_accuracy");
-    out << absl::StrFormat(
-        "baseline: test accuracy %.2f%%, %.0f samples/s, wire %.0f bytes (dense fp32)\n"
-        "cluster vs baseline: %+.2f accuracy points, %.2fx samples/s, %.0fx less traffic\n",
-        100 * base_acc, SummaryNumber(baseline_json, "samples_per_s"),
-        SummaryNumber(baseline_json, "wire_bytes"), 100 * (accuracy - base_acc),
-        SummaryNumber(baseline_json, "samples_per_s") > 0
-            ? samples_per_s / SummaryNumber(baseline_json, "samples_per_s")
-            : 0,
-        ratio);
-  }
-  if (!o.summary_json.empty()) {
-    std::ofstream f(o.summary_json);
-    f << "{\"workers\": [" << absl::StrJoin(summaries, ", ") << "], \"baseline\": " << baseline_json
-      << absl::StrFormat(
-             ", \"compression_ratio\": %.2f, \"samples_per_s\": %.1f, \"hashes_equal\": %s, "
-             "\"test_accuracy\": %.6f, \"wire_bytes\": %.0f, \"dense_bytes\": %.0f, "
-             "\"wall_seconds\": %.2f}\n",
-             ratio, samples_per_s, hashes_equal ? "true" : "false", accuracy, wire, dense, wall);
-    if (!f) {
-      err << "reckonctl local: cannot write " << o.summary_json << "\n";
-      return kExitBadInput;
-    }
-  }
-  if (!hashes_equal) {
-    err << "reckonctl local: the replicas' weight hashes differ\n";
-    return kExitBadInput;
-  }
-  return kExitOk;
+  return ReportCluster(o, workers, wall, out, err);
 }
 
 }  // namespace reckon::ctl

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "base/allocator.h"
 #include "ctl/commands.h"
-#include "server/grpc_transport.h"
 
 namespace {
 
@@ -24,7 +24,7 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
-  reckon::server::TuneAllocatorForLargeFrames();
+  reckon::base::TuneAllocatorForLargeFrames();
   std::ios::sync_with_stdio(false);
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {

@@ -16,7 +16,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "codec/status_macros.h"
+#include "base/status_macros.h"
 #include "codec/update_words.h"
 #include "cuda/cublas_api.h"
 #include "cuda/cuda_check.h"

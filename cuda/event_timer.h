@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "absl/status/statusor.h"
-#include "codec/status_macros.h"
+#include "base/status_macros.h"
 #include "cuda/cuda_check.h"
 
 namespace reckon::cuda {

@@ -11,8 +11,8 @@ packages=(
   # libraries (docs/design.md "Dependencies")
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev
-  libboost-dev libboost-system-dev   # Asio/Beast for the HTTP endpoint
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev
+  nlohmann-json3-dev                # base/json.h: every JSON reckon writes or reads
   libzstd-dev zlib1g-dev
   libssl-dev                        # SHA-256 (weight hashes)
   libopenblas-dev

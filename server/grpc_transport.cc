@@ -1,7 +1,6 @@
 #include "server/grpc_transport.h"
 
 #include <grpcpp/grpcpp.h>
-#include <malloc.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -346,15 +345,6 @@ class RefusingWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
 };
 
 }  // namespace
-
-void TuneAllocatorForLargeFrames(size_t max_reuse_bytes) {
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) return;
-  const int threshold = static_cast<int>(std::min<size_t>(max_reuse_bytes, 32 << 20));
-  // Either call failing leaves glibc's defaults: slower, never wrong.
-  mallopt(M_MMAP_THRESHOLD, threshold);
-  mallopt(M_TRIM_THRESHOLD, 2 * threshold);
-}
 
 grpc::ChannelArguments GossipChannelArguments(const TransportOptions& o) {
   grpc::ChannelArguments args;

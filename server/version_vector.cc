@@ -1,6 +1,7 @@
 #include "server/version_vector.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/json.h"
 
 namespace reckon::server {
 
@@ -43,13 +44,9 @@ bool SameVersions(const VersionMap& a, const VersionMap& b) {
 }
 
 std::string VersionJson(const VersionMap& map) {
-  std::string out = "{";
-  for (const auto& [origin, seq] : map) {
-    if (out.size() > 1) out += ", ";
-    // node ids are validated to [A-Za-z0-9._-] at the flag, so no escaping.
-    absl::StrAppend(&out, "\"", origin.ToString(), "\": ", seq);
-  }
-  return out + "}";
+  base::Json json = base::Json::object();
+  for (const auto& [origin, seq] : map) json[origin.ToString()] = seq;
+  return json.dump();
 }
 
 }  // namespace reckon::server

@@ -29,7 +29,7 @@ VersionMap FromProto(const v1::VersionVector& vv);
 uint64_t SeqOf(const VersionMap& map, const OriginKey& origin);
 // Equal when every origin has the same seq (absent counts as 0).
 bool SameVersions(const VersionMap& a, const VersionMap& b);
-// {"w0#17...": 12, ...}
+// The map as a JSON object, {"w0#17...":12,...}, for logs and errors.
 std::string VersionJson(const VersionMap& map);
 
 }  // namespace reckon::server

@@ -15,8 +15,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
-#include <regex>
 
+#include "base/json.h"
 #include "codec/fixed_point.h"
 #include "codec/quantizer.h"
 #include "cuda/device.h"
@@ -267,11 +267,12 @@ TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
   }
 }
 
-double TestAccuracy(const std::string& summary_json) {
-  std::smatch m;
-  static const std::regex re("\"test_accuracy\": ([0-9.eE+-]+)");
-  if (!std::regex_search(summary_json, m, re)) return -1;
-  return std::stod(m[1]);
+// -1 when the summary is missing or has no accuracy.
+double TestAccuracy(const std::string& summary_path) {
+  absl::StatusOr<base::Json> json = base::ReadJsonFile(summary_path);
+  if (!json.ok()) return -1;
+  absl::StatusOr<double> accuracy = base::JsonNumber(*json, "test_accuracy", summary_path);
+  return accuracy.ok() ? *accuracy : -1;
 }
 
 TEST(CudaBackend, FashionMnistRunMatchesTheCpu) {
@@ -289,7 +290,7 @@ TEST(CudaBackend, FashionMnistRunMatchesTheCpu) {
         dir.path());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find(std::string("backend ") + backends[b]), std::string::npos) << r.out;
-    accuracy[b] = TestAccuracy(::reckon::testing::ReadWholeFile(summary));
+    accuracy[b] = TestAccuracy(summary);
   }
   std::printf("2 epochs, threshold mode: cpu %.2f%%, cuda %.2f%%\n", 100 * accuracy[0],
               100 * accuracy[1]);

@@ -14,8 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "ctl/process.h"
-#include "ctl/summary_json.h"
+#include "base/process.h"
 #include "server/grpc_transport.h"
 #include "tests/gossip_harness.h"
 #include "tests/test_process.h"

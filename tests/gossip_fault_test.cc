@@ -42,8 +42,8 @@ class CpuLoad {
  public:
   explicit CpuLoad(int processes) {
     for (int i = 0; i < processes; ++i) {
-      absl::StatusOr<ctl::ChildProcess> p =
-          ctl::ChildProcess::Spawn("/bin/sh", {"-c", "while :; do :; done"}, "/dev/null",
+      absl::StatusOr<base::ChildProcess> p =
+          base::ChildProcess::Spawn("/bin/sh", {"-c", "while :; do :; done"}, "/dev/null",
                                    "/dev/null");
       if (p.ok()) loops_.push_back(*std::move(p));
     }
@@ -57,7 +57,7 @@ class CpuLoad {
   size_t size() const { return loops_.size(); }
 
  private:
-  std::vector<ctl::ChildProcess> loops_;
+  std::vector<base::ChildProcess> loops_;
 };
 
 // SIGSTOP one of three workers for 60 s. The others keep training at full

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -15,14 +16,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "ctl/process.h"
-#include "ctl/summary_json.h"
+#include "base/process.h"
+#include "base/json.h"
 #include "server/grpc_transport.h"
 #include "tests/test_process.h"
 
 namespace reckon::testing {
 
-using ctl::ChildProcess;
+using base::ChildProcess;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -34,26 +35,40 @@ inline std::vector<std::string> SmallClusterFlags() {
           "--progress", "off"};
 }
 
+// A summary (worker/summary.h) parsed; an empty object when it does not
+// parse, so every lookup below fails visibly.
+inline base::Json ParseSummary(const std::string& json) {
+  absl::StatusOr<base::Json> parsed = base::ParseJson(json, "summary");
+  return parsed.ok() && parsed->is_object() ? *parsed : base::Json::object();
+}
+// Member `key`: a string's contents, anything else as JSON text ("true",
+// "{...}"); empty when absent.
 inline std::string Field(const std::string& json, const std::string& key) {
-  return ctl::SummaryField(json, key);
+  const base::Json j = ParseSummary(json);
+  if (!j.contains(key)) return "";
+  const base::Json& v = j.at(key);
+  return v.is_string() ? v.get<std::string>() : v.dump();
 }
+// Member `key` as a number; NaN (which every comparison fails) when absent
+// or not a number.
 inline double Number(const std::string& json, const std::string& key) {
-  return ctl::SummaryNumber(json, key);
+  absl::StatusOr<double> n = base::JsonNumber(ParseSummary(json), key, "summary");
+  return n.ok() ? *n : std::nan("");
 }
-// Counters live in the "node" object; their names are unique in the summary.
+// A counter of the node: members of the summary's "node" object.
 inline double Counter(const std::string& json, const std::string& name) {
-  return Number(Field(json, "node"), name);
+  const base::Json j = ParseSummary(json);
+  if (!j.contains("node")) return std::nan("");
+  absl::StatusOr<double> n = base::JsonNumber(j.at("node"), name, "summary node");
+  return n.ok() ? *n : std::nan("");
 }
-// {"w0#123": 40, ...} -> {"w0#123": 40, ...}
+// The summary's version vector: {"w0#123": 40, ...}.
 inline std::map<std::string, uint64_t> Versions(const std::string& json) {
   std::map<std::string, uint64_t> out;
-  const std::string vv = Field(json, "version_vector");
-  size_t pos = 0;
-  while ((pos = vv.find('"', pos)) != std::string::npos) {
-    const size_t end = vv.find('"', pos + 1);
-    const std::string key = vv.substr(pos + 1, end - pos - 1);
-    out[key] = std::strtoull(vv.c_str() + vv.find(':', end) + 1, nullptr, 10);
-    pos = vv.find_first_of(",}", end);
+  const base::Json j = ParseSummary(json);
+  if (!j.contains("version_vector") || !j.at("version_vector").is_object()) return out;
+  for (const auto& [origin, seq] : j.at("version_vector").items()) {
+    if (seq.is_number_unsigned()) out[origin] = seq.get<uint64_t>();
   }
   return out;
 }
@@ -63,7 +78,7 @@ class Cluster {
   // `flags`: what every worker gets besides its identity, peers, shard and
   // summary path.
   explicit Cluster(int slots, std::vector<std::string> flags = SmallClusterFlags())
-      : flags_(std::move(flags)), ports_(*ctl::FreeLoopbackPorts(slots)) {
+      : flags_(std::move(flags)), ports_(*base::FreeLoopbackPorts(slots)) {
     for (int p : ports_) addresses_.push_back(absl::StrCat("127.0.0.1:", p));
   }
 

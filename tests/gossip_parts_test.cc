@@ -210,7 +210,7 @@ TEST(Quiescence, SameVectorOtherHashIsADivergence) {
   const Member bad = Peer("b", v, true, "other");
   EXPECT_EQ(Divergence(Done(v, "mine"), bad).value_or(""),
             "replicas diverged: b has weights other but me has mine after applying the same "
-            "messages {\"a#1\": 5}");
+            "messages {\"a#1\":5}");
   std::string why;
   EXPECT_FALSE(Quiescent(Done(v, "mine"), {{"b", bad}}, &why));
   // Not a divergence: another vector, not settled, same hash, or dead.

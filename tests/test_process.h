@@ -1,19 +1,21 @@
 // Helpers for tests that drive real binaries and files: a scratch directory
-// per test, whole-file reads, and running a program as a separate process.
+// per test, whole-file reads, and running a program to its end as a separate
+// process (base/process.h).
 #ifndef RECKON_TESTS_TEST_PROCESS_H_
 #define RECKON_TESTS_TEST_PROCESS_H_
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "base/files.h"
+#include "base/process.h"
 
 namespace reckon::testing {
 
@@ -38,39 +40,29 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
+// The whole file; empty when it is missing or unreadable.
 inline std::string ReadWholeFile(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  absl::StatusOr<std::string> text = base::ReadFile(p.string(), size_t{1} << 30);
+  return text.ok() ? *text : "";
 }
 
 struct ProcessResult {
-  int exit_code;  // 128 + signal when killed
+  int exit_code;  // 128 + signal when killed; -1 when it could not start
   std::string out, err;
 };
 
 // Runs `binary` with `args`, stdout and stderr captured through files in
-// `scratch`; waits for it to exit.
+// `scratch`; waits for it to exit (killed after ten minutes).
 inline ProcessResult RunProcess(const std::string& binary, std::vector<std::string> args,
                                 const std::filesystem::path& scratch) {
   const std::filesystem::path out = scratch / "stdout", err = scratch / "stderr";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr)) {
-      ::_exit(127);
-    }
-    std::string bin = binary;
-    std::vector<char*> argv = {bin.data()};
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(bin.c_str(), argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), ReadWholeFile(out),
-          ReadWholeFile(err)};
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  absl::StatusOr<base::ChildProcess> child =
+      base::ChildProcess::Spawn(binary, args, out.string(), err.string());
+  if (!child.ok()) return {-1, "", std::string(child.status().message())};
+  const std::optional<int> code = child->Wait(std::chrono::minutes(10));
+  return {code.value_or(128 + 9), ReadWholeFile(out), ReadWholeFile(err)};
 }
 
 }  // namespace reckon::testing

@@ -349,20 +349,29 @@ absl::Status GossipPeers::Finish(Backend& backend, uint64_t steps_done,
 
 int GossipPeers::TrainingMembers() { return node_->TrainingMembers(); }
 
-std::string GossipPeers::VersionVectorJson() { return server::VersionJson(node_->Applied()); }
+base::Json GossipPeers::VersionVector() {
+  base::Json vector = base::Json::object();
+  for (const auto& [origin, seq] : node_->Applied()) vector[origin.ToString()] = seq;
+  return vector;
+}
 
-std::string GossipPeers::CountersJson() {
+base::Json GossipPeers::Counters() {
   const server::GossipNode::Counters c = node_->counters();
-  return absl::StrFormat(
-      "{\"updates_applied\": %d, \"duplicates_dropped\": %d, \"decode_errors\": %d, "
-      "\"repairs_sent\": %d, \"snapshots_served\": %d, \"snapshots_loaded\": %d, "
-      "\"queue_drops\": %d, \"early_dropped\": %d, \"members_refused\": %d, "
-      "\"replica_checks\": %d, \"replica_check_failures\": %d, \"replica_repairs\": %d, "
-      "\"peer_checks_agreed\": %d, \"divergences\": %d, \"signature_errors\": %d}",
-      c.updates_applied, c.duplicates_dropped, c.decode_errors, c.repairs_sent, c.snapshots_served,
-      c.snapshots_loaded, c.queue_drops, c.early_dropped, c.members_refused, c.replica_checks,
-      c.replica_check_failures, c.replica_repairs, c.peer_checks_agreed, c.divergences,
-      c.signature_errors);
+  return {{"updates_applied", c.updates_applied},
+          {"duplicates_dropped", c.duplicates_dropped},
+          {"decode_errors", c.decode_errors},
+          {"repairs_sent", c.repairs_sent},
+          {"snapshots_served", c.snapshots_served},
+          {"snapshots_loaded", c.snapshots_loaded},
+          {"queue_drops", c.queue_drops},
+          {"early_dropped", c.early_dropped},
+          {"members_refused", c.members_refused},
+          {"replica_checks", c.replica_checks},
+          {"replica_check_failures", c.replica_check_failures},
+          {"replica_repairs", c.replica_repairs},
+          {"peer_checks_agreed", c.peer_checks_agreed},
+          {"divergences", c.divergences},
+          {"signature_errors", c.signature_errors}};
 }
 
 }  // namespace reckon::worker

@@ -70,8 +70,8 @@ class GossipPeers final : public TrainingPeers {
   absl::Status Finish(Backend& backend, uint64_t steps_done,
                       const std::atomic<bool>* stop) override;
   int TrainingMembers() override;
-  std::string VersionVectorJson() override;
-  std::string CountersJson() override;
+  base::Json VersionVector() override;
+  base::Json Counters() override;
 
  private:
   GossipPeers() = default;

@@ -17,8 +17,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/allocator.h"
+#include "base/files.h"
 #include "server/grpc_transport.h"
-#include "worker/files.h"
 #include "worker/gossip_peers.h"
 #include "worker/model.h"
 #include "worker/trainer.h"
@@ -332,7 +333,7 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  reckon::server::TuneAllocatorForLargeFrames();
+  reckon::base::TuneAllocatorForLargeFrames();
   absl::SetProgramUsageMessage(
       "trains one reckon worker.\n  reckon-worker --standalone [--layers 784,512,512,10] "
       "[--codec threshold --threshold T] [--epochs N] ...\n  reckon-worker --node-id w0 "
@@ -391,7 +392,7 @@ int main(int argc, char** argv) {
       summary->weight_hash.substr(0, 16));
   const std::string path = absl::GetFlag(FLAGS_summary_json);
   if (!path.empty()) {
-    absl::Status s = WriteFileAtomically(path, SummaryJson(*summary));
+    absl::Status s = reckon::base::WriteFileAtomically(path, SummaryToJson(*summary).dump(2) + "\n");
     if (!s.ok()) {
       std::cerr << "reckon-worker: " << s.message() << "\n";
       return 1;

@@ -5,15 +5,23 @@
 #define RECKON_WORKER_TRAINER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/json.h"
 #include "codec/update_message.h"
 #include "proto/reckon.pb.h"
 #include "worker/backend.h"
+#include "worker/checkpoint.h"
 #include "worker/dataset.h"
+#include "worker/density_controller.h"
+#include "worker/summary.h"
 
 namespace reckon::worker {
 
@@ -36,9 +44,10 @@ class TrainingPeers {
   // Workers training now, this one included (>= 1): what the momentum
   // rule is matched to (MatchMomentumToCluster).
   virtual int TrainingMembers() = 0;
-  // For the summary: {"origin": seq, ...} and counters.
-  virtual std::string VersionVectorJson() = 0;
-  virtual std::string CountersJson() = 0;
+  // For the summary: the version vector {"origin": seq, ...} and the node's
+  // counters {"name": count, ...}.
+  virtual base::Json VersionVector() = 0;
+  virtual base::Json Counters() = 0;
 };
 
 struct TrainerOptions {
@@ -73,48 +82,92 @@ struct TrainerOptions {
   uint64_t fault_corrupt_weight_at_step = 0;
 };
 
-struct TrainSummary {
-  std::string backend;
-  std::string model;
-  uint64_t params = 0;
-  std::string codec;  // "dense" or the threshold wire codec
-  double threshold = 0, tau = 0;  // tau: at the end (the controller may move it)
-  int64_t step_quanta = 0;
-  double target_density = 0;
-  int epochs = 0;
-  int64_t steps = 0;
-  uint64_t samples = 0;
-  double train_seconds = 0;
-  double samples_per_s = 0;
-  double train_flops_per_s = 0;  // 6 x MACs x samples / s: forward + backward, nominal
-  double train_loss = 0;         // mean over the last epoch
-  double test_loss = 0;
-  double test_accuracy = 0;
-  uint64_t updates_sent = 0;
-  uint64_t wire_bytes = 0;       // serialized Update messages (dense: fp32 per parameter)
-  uint64_t dense_bytes = 0;      // what fp32 gradients would take: steps x params x 4
-  double compression_ratio = 0;  // dense_bytes / wire_bytes
-  double update_density = 0;     // updates / (steps x params)
-  std::string weight_hash;
-  // With peers: this origin, its version vector at the end, node counters.
-  std::string node_id;
-  uint64_t incarnation = 0;
-  std::string version_vector = "{}";
-  std::string node_counters = "{}";
-  bool stopped_early = false;  // by a signal
-  // With peers: whether the momentum rule followed the cluster's size, and
-  // the most workers it was matched to.
-  bool momentum_matched = false;
-  int max_training_members = 1;
+// One run of the training loop, in the steps of docs/design.md "One worker,
+// one step". Not thread-safe: one thread creates it and runs it.
+class Trainer {
+ public:
+  // Loads and standardizes the data, takes this worker's shard, makes the
+  // backend and the initial replica: from the seed, or where the checkpoint
+  // at options.resume_path left off. Errors name what is wrong: data missing
+  // or malformed, a shard smaller than a batch, a bad resume file or one from
+  // another configuration.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainerOptions& options,
+                                                         std::ostream& log);
+  // Trains to the last epoch (or max_steps, or the stop flag), logging a line
+  // per epoch and saving a checkpoint after each when asked; with peers, then
+  // waits until the cluster is quiescent. A diverged residual (NaN) or a
+  // peer-side failure ends it with an error. Call once.
+  absl::StatusOr<TrainSummary> Run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // What one epoch did, for its log line and the summary.
+  struct EpochTally {
+    double loss_sum = 0;
+    uint64_t samples = 0, updates = 0, wire_bytes = 0;
+    Clock::time_point start = Clock::now(), last_bar = start;
+  };
+
+  Trainer(const TrainerOptions& options, std::ostream& log);
+  absl::Status LoadData();
+  absl::Status MakeReplica();
+  absl::Status Resume();
+  CheckpointIdentity Identity() const;
+
+  absl::StatusOr<EpochTally> RunEpoch(int epoch);
+  // Whether to stop before the next step (max_steps, or the stop flag).
+  bool StopBeforeStep();
+  absl::Status Step(int epoch, size_t index_in_epoch, EpochTally& tally);
+  void RematchMomentum();
+  void FillBatch(size_t index_in_epoch);
+  // Encodes the step's emission, applies it through the path every peer
+  // uses, and hands it to the peers.
+  absl::Status ApplyAndPublish(EpochTally& tally);
+  void DrawProgressBar(int epoch, size_t index_in_epoch, EpochTally& tally);
+  void EndEpoch(int epoch, const EpochTally& tally);
+  absl::Status SaveCheckpointAfter(int epoch);
+  absl::Status FinishWithPeers();
+  void Evaluate();
+  TrainSummary Summarize();
+
+  const TrainerOptions options_;
+  std::ostream& log_;
+  BackendConfig config_;  // options.backend_config, sized for the batch
+  Dataset train_, test_;
+  std::vector<uint32_t> shard_;  // this worker's training samples
+  std::vector<uint32_t> order_;  // the shard, shuffled for the epoch
+  size_t eval_count_ = 0;
+  size_t steps_per_epoch_ = 0;
+  std::unique_ptr<Backend> backend_;
+
+  codec::ThresholdStep step_now_;  // tau in force (the controller moves it)
+  std::optional<DensityController> controller_;
+  int first_epoch_ = 0;
+  int64_t steps_done_ = 0;
+  bool stopped_ = false;
+
+  // The step's buffers, reused: batch, emission, the message and its decode.
+  std::vector<float> batch_images_;
+  std::vector<int32_t> batch_labels_;
+  Emission emission_;
+  v1::Update message_;
+  codec::DecodedUpdate decoded_;
+  // Seq of our last message. With peers: 1, 2, 3, ... per process life (a
+  // new incarnation). Alone: the step count, so a resumed run's messages are
+  // the uninterrupted run's, byte for byte.
+  uint64_t published_ = 0;
+
+  // The momentum rule in force (MatchMomentumToCluster), re-matched when the
+  // number of workers training changes (a join, a death, one finishing).
+  bool match_momentum_ = false;
+  int matched_members_ = 1;
+  double lr_scale_ = 1;
+
+  TrainSummary summary_;
 };
 
-// Trains to the end (or max_steps), logging a line per epoch to `log`.
-// Errors: data missing or malformed, a bad resume file or one from another
-// configuration, a diverged residual (NaN): each says what is wrong.
+// Trainer::Create, then Run.
 absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ostream& log);
-
-// The summary as one JSON object (keys as in TrainSummary).
-std::string SummaryJson(const TrainSummary& summary);
 
 }  // namespace reckon::worker
 

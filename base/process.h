@@ -1,7 +1,7 @@
 // Child processes for `reckonctl local` and the multi-process tests: spawn
 // with output to files, poll, signal, wait with a deadline. POSIX only.
-#ifndef RECKON_CTL_PROCESS_H_
-#define RECKON_CTL_PROCESS_H_
+#ifndef RECKON_BASE_PROCESS_H_
+#define RECKON_BASE_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace reckon::ctl {
+namespace reckon::base {
 
 class ChildProcess {
  public:
@@ -48,6 +48,6 @@ absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count);
 // The directory holding the running executable.
 std::string ExecutableDir();
 
-}  // namespace reckon::ctl
+}  // namespace reckon::base
 
-#endif  // RECKON_CTL_PROCESS_H_
+#endif  // RECKON_BASE_PROCESS_H_

@@ -1,4 +1,4 @@
-#include "worker/files.h"
+#include "base/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace reckon::worker {
+namespace reckon::base {
 namespace {
 
 absl::Status ErrnoStatus(int err, const std::string& what) {
@@ -86,4 +86,4 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes
   return absl::OkStatus();
 }
 
-}  // namespace reckon::worker
+}  // namespace reckon::base

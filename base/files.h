@@ -1,13 +1,13 @@
-// Whole-file reads and atomic writes for reckon tools. Errors name the path.
-#ifndef RECKON_WORKER_FILES_H_
-#define RECKON_WORKER_FILES_H_
+// Whole-file reads and atomic writes for every reckon binary. Errors name the path.
+#ifndef RECKON_BASE_FILES_H_
+#define RECKON_BASE_FILES_H_
 
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 
-namespace reckon::worker {
+namespace reckon::base {
 
 // kNotFound / kPermissionDenied / kDataLoss (read error) naming `path`;
 // kResourceExhausted when the file is larger than `max_bytes`.
@@ -18,6 +18,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes);
 // whatever was at `path` before.
 absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes);
 
-}  // namespace reckon::worker
+}  // namespace reckon::base
 
-#endif  // RECKON_WORKER_FILES_H_
+#endif  // RECKON_BASE_FILES_H_

@@ -1,4 +1,4 @@
-#include "ctl/process.h"
+#include "base/process.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace reckon::ctl {
+namespace reckon::base {
 
 absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::string& binary,
                                                  const std::vector<std::string>& args,
@@ -127,4 +127,4 @@ std::string ExecutableDir() {
   return ec ? std::string(".") : self.parent_path().string();
 }
 
-}  // namespace reckon::ctl
+}  // namespace reckon::base

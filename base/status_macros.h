@@ -1,7 +1,7 @@
 // Status plumbing shared by every reckon library. This Abseil (20220623) has
 // no RETURN_IF_ERROR / ASSIGN_OR_RETURN, so these are ours.
-#ifndef RECKON_CODEC_STATUS_MACROS_H_
-#define RECKON_CODEC_STATUS_MACROS_H_
+#ifndef RECKON_BASE_STATUS_MACROS_H_
+#define RECKON_BASE_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,4 +26,4 @@
   if (!tmp.ok()) return std::move(tmp).status();      \
   lhs = std::move(tmp).value()
 
-#endif  // RECKON_CODEC_STATUS_MACROS_H_
+#endif  // RECKON_BASE_STATUS_MACROS_H_

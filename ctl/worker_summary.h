@@ -1,0 +1,32 @@
+// Reading the summary reckon-worker writes with --summary-json
+// (worker/summary.h), and finding the reckon-worker binary to run.
+#ifndef RECKON_CTL_WORKER_SUMMARY_H_
+#define RECKON_CTL_WORKER_SUMMARY_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "base/json.h"
+
+namespace reckon::ctl {
+
+// The fields `reckonctl local` and the benchmarks use, plus the whole object.
+struct WorkerSummary {
+  base::Json json;
+  std::string weight_hash;
+  double steps = 0, samples = 0, train_seconds = 0, samples_per_s = 0;
+  double test_accuracy = 0, wire_bytes = 0, dense_bytes = 0, compression_ratio = 0;
+};
+
+// Parses the summary at `path`; an error names the file and, for a field
+// missing or of another type, the field.
+absl::StatusOr<WorkerSummary> ReadWorkerSummary(const std::string& path);
+
+// The reckon-worker binary built or installed beside the running reckonctl
+// (or test); empty when there is none.
+std::string FindWorkerBinary();
+
+}  // namespace reckon::ctl
+
+#endif  // RECKON_CTL_WORKER_SUMMARY_H_

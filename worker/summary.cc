@@ -1,0 +1,40 @@
+#include "worker/summary.h"
+
+namespace reckon::worker {
+
+base::Json SummaryToJson(const TrainSummary& s) {
+  base::Json j;
+  j["test_accuracy"] = s.test_accuracy;
+  j["test_loss"] = s.test_loss;
+  j["train_loss"] = s.train_loss;
+  j["epochs"] = s.epochs;
+  j["steps"] = s.steps;
+  j["samples"] = s.samples;
+  j["train_seconds"] = s.train_seconds;
+  j["samples_per_s"] = s.samples_per_s;
+  j["train_flops_per_s"] = s.train_flops_per_s;
+  j["params"] = s.params;
+  j["model"] = s.model;
+  j["backend"] = s.backend;
+  j["codec"] = s.codec;
+  j["threshold"] = s.threshold;
+  j["tau"] = s.tau;
+  j["step_quanta"] = s.step_quanta;
+  j["target_density"] = s.target_density;
+  j["updates_sent"] = s.updates_sent;
+  j["update_density"] = s.update_density;
+  j["wire_bytes"] = s.wire_bytes;
+  j["dense_bytes"] = s.dense_bytes;
+  j["compression_ratio"] = s.compression_ratio;
+  j["weight_hash"] = s.weight_hash;
+  j["node_id"] = s.node_id;
+  j["incarnation"] = s.incarnation;
+  j["version_vector"] = s.version_vector;
+  j["node"] = s.node_counters;
+  j["momentum_matched"] = s.momentum_matched;
+  j["max_training_members"] = s.max_training_members;
+  j["stopped_early"] = s.stopped_early;
+  return j;
+}
+
+}  // namespace reckon::worker

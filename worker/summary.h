@@ -1,0 +1,56 @@
+// What a run reports when it ends: reckon-worker writes it with
+// --summary-json, `reckonctl local` and the tests read it back. The JSON
+// field names are documented in the README ("The summary"); keep them.
+#ifndef RECKON_WORKER_SUMMARY_H_
+#define RECKON_WORKER_SUMMARY_H_
+
+#include <cstdint>
+#include <string>
+
+#include "base/json.h"
+
+namespace reckon::worker {
+
+struct TrainSummary {
+  std::string backend;
+  std::string model;
+  uint64_t params = 0;
+  std::string codec;  // "dense" or the threshold wire codec
+  double threshold = 0, tau = 0;  // tau: at the end (the controller may move it)
+  int64_t step_quanta = 0;
+  double target_density = 0;
+  int epochs = 0;
+  int64_t steps = 0;
+  uint64_t samples = 0;
+  double train_seconds = 0;
+  double samples_per_s = 0;
+  double train_flops_per_s = 0;  // 6 x MACs x samples / s: forward + backward, nominal
+  double train_loss = 0;         // mean over the last epoch
+  double test_loss = 0;
+  double test_accuracy = 0;
+  uint64_t updates_sent = 0;
+  uint64_t wire_bytes = 0;       // serialized Update messages (dense: fp32 per parameter)
+  uint64_t dense_bytes = 0;      // what fp32 gradients would take: steps x params x 4
+  double compression_ratio = 0;  // dense_bytes / wire_bytes
+  double update_density = 0;     // updates / (steps x params)
+  std::string weight_hash;
+  // With peers: this origin, its version vector at the end ({"origin": seq})
+  // and the node's counters ({"name": count}).
+  std::string node_id;
+  uint64_t incarnation = 0;
+  base::Json version_vector = base::Json::object();
+  base::Json node_counters = base::Json::object();
+  bool stopped_early = false;  // by a signal
+  // With peers: whether the momentum rule followed the cluster's size, and
+  // the most workers it was matched to.
+  bool momentum_matched = false;
+  int max_training_members = 1;
+};
+
+// The summary as one JSON object: TrainSummary's fields under their names,
+// except node_counters, which is "node".
+base::Json SummaryToJson(const TrainSummary& summary);
+
+}  // namespace reckon::worker
+
+#endif  // RECKON_WORKER_SUMMARY_H_
