@@ -150,14 +150,14 @@ struct StepRow {
 // threshold pass + copy-out + Rice encoding of that size alone.
 absl::StatusOr<StepRow> MeasureStep(int reps) {
   StepRow row;
-  worker::BackendConfig config;
-  absl::StatusOr<worker::ModelShape> shape =
-      worker::ModelShape::Parse("784,2048,2048,2048,2048,10", "relu");
+  model::BackendConfig config;
+  absl::StatusOr<model::ModelShape> shape =
+      model::ModelShape::Parse("784,2048,2048,2048,2048,10", "relu");
   if (!shape.ok()) return shape.status();
   config.shape = *shape;
   config.max_batch = 256;
   config.step = *codec::MakeThresholdStep(0.01, 32);
-  absl::StatusOr<std::unique_ptr<worker::Backend>> backend = cuda::MakeCudaBackend(config);
+  absl::StatusOr<std::unique_ptr<model::Backend>> backend = cuda::MakeCudaBackend(config);
   if (!backend.ok()) return backend.status();
   row.params = shape->param_count();
   std::vector<float> images(256 * 784);
@@ -165,12 +165,12 @@ absl::StatusOr<StepRow> MeasureStep(int reps) {
   std::mt19937 rng(1);
   for (float& x : images) x = std::uniform_real_distribution<float>(0, 1)(rng);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
-  worker::Emission emission;
+  model::Emission emission;
   using Clock = std::chrono::steady_clock;
   double best = 1e30;
   for (int r = 0; r < reps + 2; ++r) {  // two warm-up steps
     const auto t0 = Clock::now();
-    absl::StatusOr<worker::BatchStats> s =
+    absl::StatusOr<model::BatchStats> s =
         (*backend)->TrainStep(images.data(), labels.data(), 256, 0.01f, &emission);
     if (!s.ok()) return s.status();
     if (r >= 2) best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());

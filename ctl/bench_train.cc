@@ -8,13 +8,14 @@
 
 #include "absl/strings/str_format.h"
 #include "base/json.h"
+#include "cpu/cpu_backend.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
 #include "codec/update_message.h"
 #include "codec/weight_checksum.h"
 #include "server/tls.h"
 #include "server/update_signature.h"
-#include "worker/backend.h"
+#include "model/backend.h"
 #include "worker/dataset.h"
 
 namespace reckon::ctl {
@@ -43,8 +44,8 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   flags.Bool("json", &json, "print one JSON object");
   if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
 
-  worker::BackendConfig config;
-  absl::StatusOr<worker::ModelShape> shape = worker::ModelShape::Parse(layers, "relu");
+  model::BackendConfig config;
+  absl::StatusOr<model::ModelShape> shape = model::ModelShape::Parse(layers, "relu");
   if (!shape.ok() || batch < 1 || steps < 1 || (codec != "dense" && codec != "threshold")) {
     err << "reckonctl bench train: "
         << (shape.ok() ? "--batch and --steps must be >= 1, --codec dense or threshold"
@@ -55,16 +56,16 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   config.shape = *shape;
   config.max_batch = static_cast<int>(batch);
   config.threads = static_cast<int>(threads);
-  config.mode = codec == "dense" ? worker::UpdateMode::kDense : worker::UpdateMode::kThreshold;
+  config.mode = codec == "dense" ? model::UpdateMode::kDense : model::UpdateMode::kThreshold;
   config.step = *codec::MakeThresholdStep(threshold, 32);
   config.optimizer.learning_rate = 0.01;
-  absl::StatusOr<std::unique_ptr<worker::Backend>> backend = worker::MakeCpuBackend(config);
+  absl::StatusOr<std::unique_ptr<model::Backend>> backend = cpu::MakeCpuBackend(config);
   if (!backend.ok()) {
     err << "reckonctl bench train: " << backend.status().message() << "\n";
     return kExitBadInput;
   }
   codec::FixedPointReplica init = *codec::FixedPointReplica::Create(shape->param_count(), 32);
-  if (absl::Status s = worker::InitializeModel(*shape, 1, &init); !s.ok()) {
+  if (absl::Status s = model::InitializeModel(*shape, 1, &init); !s.ok()) {
     err << "reckonctl bench train: " << s.message() << "\n";
     return kExitBadInput;
   }
@@ -92,15 +93,15 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
 
   // A failed step would make the timing meaningless: the first error stops
   // the benchmark and is reported.
-  worker::Emission emission;
+  model::Emission emission;
   absl::Status step_status;
   auto step_once = [&] {
     if (!step_status.ok()) return;
-    absl::StatusOr<worker::BatchStats> s =
+    absl::StatusOr<model::BatchStats> s =
         (*backend)->TrainStep(x.data(), labels.data(), static_cast<int>(batch), 0.01f, &emission);
     if (!s.ok()) {
       step_status = s.status();
-    } else if (config.mode == worker::UpdateMode::kThreshold) {
+    } else if (config.mode == model::UpdateMode::kThreshold) {
       step_status = (*backend)->ApplyUpdates(config.step.step_quanta, emission.words);
     } else {
       step_status = (*backend)->ApplyDense(emission.dense);

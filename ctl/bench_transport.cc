@@ -38,7 +38,7 @@
 #include "ctl/worker_summary.h"
 #include "proto/bench.grpc.pb.h"
 #include "server/grpc_transport.h"
-#include "worker/model.h"
+#include "model/model.h"
 
 namespace reckon::ctl {
 namespace {
@@ -245,7 +245,7 @@ struct Latency {
 // loopback, each publishing `messages` threshold Updates (density 1e-3 of
 // the default model, Rice-coded) at `rate` per second.
 absl::StatusOr<Latency> MeasureLatency(int nodes, int messages, double rate) {
-  absl::StatusOr<worker::ModelShape> shape = worker::ModelShape::Parse("784,512,512,10", "relu");
+  absl::StatusOr<model::ModelShape> shape = model::ModelShape::Parse("784,512,512,10", "relu");
   const uint64_t params = shape->param_count();
   std::vector<int64_t> initial(params, 0);
   absl::Mutex mu;

@@ -1,4 +1,4 @@
-// The CUDA backend (worker/backend.h): the replica, residual, optimizer
+// The CUDA backend (model/backend.h): the replica, residual, optimizer
 // state and every scratch buffer in device memory; cuBLAS for the GEMMs,
 // cuda/kernels.cu for the rest, cuda/threshold_pass.cu for Strom's pass.
 // One stream; all allocation happens in Create (and when a larger
@@ -27,12 +27,12 @@
 namespace reckon::cuda {
 namespace {
 
-using worker::Activation;
-using worker::BackendConfig;
-using worker::BatchStats;
-using worker::Emission;
-using worker::OptimizerKind;
-using worker::UpdateMode;
+using model::Activation;
+using model::BackendConfig;
+using model::BatchStats;
+using model::Emission;
+using model::OptimizerKind;
+using model::UpdateMode;
 
 enum class Memory { kDevice, kPinnedHost };
 
@@ -83,7 +83,7 @@ using PinnedBuffer = CudaBuffer<T, Memory::kPinnedHost>;
 
 int ActivationCode(Activation a) { return a == Activation::kRelu ? 1 : 2; }
 
-class CudaBackend final : public worker::Backend {
+class CudaBackend final : public model::Backend {
  public:
   explicit CudaBackend(const BackendConfig& config, const DeviceInfo& device)
       : config_(config), device_(device), quantum_(std::ldexp(1.0, -config.fraction_bits)) {}
@@ -233,12 +233,12 @@ class CudaBackend final : public worker::Backend {
   void SetMomentum(double momentum) override { config_.optimizer.momentum = momentum; }
 
   absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
-    const worker::UpdateRef one{step_quanta, words};
-    return ApplyUpdateBatch(std::span<const worker::UpdateRef>(&one, 1));
+    const model::UpdateRef one{step_quanta, words};
+    return ApplyUpdateBatch(std::span<const model::UpdateRef>(&one, 1));
   }
 
   // All messages in one launch; all or nothing across the batch.
-  absl::Status ApplyUpdateBatch(std::span<const worker::UpdateRef> updates) override {
+  absl::Status ApplyUpdateBatch(std::span<const model::UpdateRef> updates) override {
     const uint64_t n = config_.shape.param_count();
     uint64_t total = 0;
     for (size_t m = 0; m < updates.size(); ++m) {
@@ -431,7 +431,7 @@ class CudaBackend final : public worker::Backend {
     const float* a = b->x.get();
     const float one = 1.0f, zero = 0.0f;
     for (size_t l = 0; l < layers.size(); ++l) {
-      const worker::LayerLayout& layer = layers[l];
+      const model::LayerLayout& layer = layers[l];
       float* z = b->pre[l]->get();
       // z (batch x out, row-major) = a W^T: column-major z^T = W a^T.
       RECKON_CUBLAS_RETURN_IF_ERROR(blas_->sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, layer.out, batch,
@@ -462,7 +462,7 @@ class CudaBackend final : public worker::Backend {
     const auto& layers = config_.shape.layers();
     const float one = 1.0f, zero = 0.0f;
     for (size_t l = layers.size(); l-- > 0;) {
-      const worker::LayerLayout& layer = layers[l];
+      const model::LayerLayout& layer = layers[l];
       const float* a_in = l == 0 ? b->x.get() : b->post[l - 1]->get();
       const float* d = b->delta.get();
       // dW (out x in) = d^T a_in: column-major dW^T (in x out) = a_in^T d.
@@ -578,7 +578,7 @@ class CudaBackend final : public worker::Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<worker::Backend>> MakeCudaBackend(const BackendConfig& config) {
+absl::StatusOr<std::unique_ptr<model::Backend>> MakeCudaBackend(const BackendConfig& config) {
   if (config.max_batch < 1) return absl::InvalidArgumentError("batch size must be at least 1");
   if (config.shape.param_count() > kMaxDeviceElements) {
     return absl::InvalidArgumentError(
@@ -594,7 +594,7 @@ absl::StatusOr<std::unique_ptr<worker::Backend>> MakeCudaBackend(const BackendCo
   if (!device.ok()) return device.status();
   auto backend = std::make_unique<CudaBackend>(config, *device);
   if (absl::Status s = backend->Init(); !s.ok()) return s;
-  return std::unique_ptr<worker::Backend>(std::move(backend));
+  return std::unique_ptr<model::Backend>(std::move(backend));
 }
 
 }  // namespace reckon::cuda

@@ -1,7 +1,7 @@
 // The CUDA backend's elementwise kernels: the training step around the
 // cuBLAS GEMMs, the optimizers, dense-mode rounding and the batched apply.
-// Each has a CPU twin (worker/mlp_math.cc, worker/optimizer.cc,
-// worker/cpu_backend.cc, codec/fixed_point.cc); tests/cuda_backend_test.cc
+// Each has a CPU twin (cpu/mlp_math.cc, model/optimizer.cc,
+// cpu/cpu_backend.cc, codec/fixed_point.cc); tests/cuda_backend_test.cc
 // runs them through the backend against the CPU backend (a step, dense
 // mode, the batched apply, a Fashion-MNIST run). The contract:
 //   bit-exact: optimizer deltas, dense rounding, apply and the weight
@@ -47,7 +47,7 @@ absl::Status LaunchBiasGradient(const float* d, int rows, int cols, float* db, c
 absl::Status LaunchActivationBackward(const float* pre, const float* post, float* d, size_t n,
                                       int activation, cudaStream_t stream);
 
-// The optimizer's delta, in place of the gradient (worker::AccumulateDelta
+// The optimizer's delta, in place of the gradient (model::AccumulateDelta
 // without the final residual add, which the threshold pass does):
 //   g = grad + weight_decay * weights   (weights only read when wd != 0)
 //   kind 0 sgd:      delta = -lr g

@@ -10,7 +10,8 @@ import os
 import re
 import sys
 
-PROJECT_DIRS = ("codec/", "server/", "worker/", "cuda/", "ctl/", "tests/", "docs/", "proto/",
+PROJECT_DIRS = ("base/", "codec/", "model/", "cpu/", "server/", "worker/", "cuda/", "ctl/", "tests/",
+                "docs/", "proto/",
                 "deploy/", "dashboards/", ".ci/")
 SCANNED = re.compile(r"\.(cc|h|cu|cuh|proto|md|txt|sh|py)$|CMakeLists\.txt$")
 NAME = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w-]+\.(?:h|cc|cu|cuh|md|proto|sh|py))(?![\w])")

@@ -19,12 +19,13 @@
 #include "base/json.h"
 #include "codec/fixed_point.h"
 #include "codec/quantizer.h"
+#include "cpu/cpu_backend.h"
 #include "cuda/device.h"
 #include "cuda/threshold_pass.h"
 #include "tests/test_process.h"
 #include "tests/test_util.h"
-#include "worker/backend.h"
-#include "worker/model.h"
+#include "model/backend.h"
+#include "model/model.h"
 
 namespace reckon::cuda {
 namespace {
@@ -163,10 +164,10 @@ INSTANTIATE_TEST_SUITE_P(Methods, ThresholdPassTest,
                                                                              : "SinglePass";
                          });
 
-worker::BackendConfig SmallConfig(worker::UpdateMode mode) {
-  worker::BackendConfig config;
-  config.shape = *worker::ModelShape::Parse("784,64,10", "relu");
-  config.optimizer.kind = worker::OptimizerKind::kMomentum;
+model::BackendConfig SmallConfig(model::UpdateMode mode) {
+  model::BackendConfig config;
+  config.shape = *model::ModelShape::Parse("784,64,10", "relu");
+  config.optimizer.kind = model::OptimizerKind::kMomentum;
   config.mode = mode;
   config.step = *codec::MakeThresholdStep(0.01, 32);
   config.max_batch = 100;
@@ -176,16 +177,16 @@ worker::BackendConfig SmallConfig(worker::UpdateMode mode) {
 
 TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
   SKIP_WITHOUT_GPU();
-  const worker::BackendConfig config = SmallConfig(worker::UpdateMode::kThreshold);
+  const model::BackendConfig config = SmallConfig(model::UpdateMode::kThreshold);
   const uint64_t n = config.shape.param_count();
   absl::StatusOr<codec::FixedPointReplica> cpu = codec::FixedPointReplica::Create(n, 32);
-  ASSERT_TRUE(worker::InitializeModel(config.shape, 1, &*cpu).ok());
-  absl::StatusOr<std::unique_ptr<worker::Backend>> gpu = MakeCudaBackend(config);
+  ASSERT_TRUE(model::InitializeModel(config.shape, 1, &*cpu).ok());
+  absl::StatusOr<std::unique_ptr<model::Backend>> gpu = MakeCudaBackend(config);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_TRUE((*gpu)->LoadWeights(cpu->quanta()).ok());
   // 50 messages from "many peers", overlapping indices, different steps.
   std::vector<std::vector<uint32_t>> sets;
-  std::vector<worker::UpdateRef> refs;
+  std::vector<model::UpdateRef> refs;
   for (int m = 0; m < 50; ++m) {
     sets.push_back(::reckon::testing::RandomUpdates(500 + 37 * m, n, 100 + m, m % 7 == 0));
   }
@@ -202,7 +203,7 @@ TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
   // A word past the end: refused, nothing applied.
   std::vector<uint32_t> bad = {0, 5, uint32_t(n)};
   const std::string before = (*gpu)->WeightHash();
-  const worker::UpdateRef both[] = {{1 << 20, sets[0]}, {1 << 20, bad}};
+  const model::UpdateRef both[] = {{1 << 20, sets[0]}, {1 << 20, bad}};
   EXPECT_EQ((*gpu)->ApplyUpdateBatch(both).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*gpu)->WeightHash(), before);
 
@@ -211,7 +212,7 @@ TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
   near_max[3] = std::numeric_limits<int64_t>::max() - 10;
   ASSERT_TRUE((*gpu)->LoadWeights(near_max).ok());
   const std::vector<uint32_t> up = {1, 3, 9};
-  const worker::UpdateRef overflow[] = {{1 << 20, sets[1]}, {100, up}};
+  const model::UpdateRef overflow[] = {{1 << 20, sets[1]}, {100, up}};
   const absl::Status s = (*gpu)->ApplyUpdateBatch(overflow);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("parameter 3"), std::string_view::npos) << s;
@@ -220,16 +221,16 @@ TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
 
 TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
   SKIP_WITHOUT_GPU();
-  for (const auto kind : {worker::OptimizerKind::kSgd, worker::OptimizerKind::kMomentum,
-                          worker::OptimizerKind::kAdagrad}) {
-    worker::BackendConfig config = SmallConfig(worker::UpdateMode::kDense);
+  for (const auto kind : {model::OptimizerKind::kSgd, model::OptimizerKind::kMomentum,
+                          model::OptimizerKind::kAdagrad}) {
+    model::BackendConfig config = SmallConfig(model::UpdateMode::kDense);
     config.optimizer.kind = kind;
     config.optimizer.weight_decay = 1e-4;
     const uint64_t n = config.shape.param_count();
     absl::StatusOr<codec::FixedPointReplica> init = codec::FixedPointReplica::Create(n, 32);
-    ASSERT_TRUE(worker::InitializeModel(config.shape, 3, &*init).ok());
-    absl::StatusOr<std::unique_ptr<worker::Backend>> cpu = worker::MakeCpuBackend(config);
-    absl::StatusOr<std::unique_ptr<worker::Backend>> gpu = MakeCudaBackend(config);
+    ASSERT_TRUE(model::InitializeModel(config.shape, 3, &*init).ok());
+    absl::StatusOr<std::unique_ptr<model::Backend>> cpu = cpu::MakeCpuBackend(config);
+    absl::StatusOr<std::unique_ptr<model::Backend>> gpu = MakeCudaBackend(config);
     ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status();
     ASSERT_TRUE((*cpu)->LoadWeights(init->quanta()).ok());
     ASSERT_TRUE((*gpu)->LoadWeights(init->quanta()).ok());
@@ -240,10 +241,10 @@ TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
     for (float& x : images) x = pixel(rng);
     for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
     for (int step = 0; step < 3; ++step) {
-      worker::Emission a, b;
-      absl::StatusOr<worker::BatchStats> sa =
+      model::Emission a, b;
+      absl::StatusOr<model::BatchStats> sa =
           (*cpu)->TrainStep(images.data(), labels.data(), 100, 0.05f, &a);
-      absl::StatusOr<worker::BatchStats> sb =
+      absl::StatusOr<model::BatchStats> sb =
           (*gpu)->TrainStep(images.data(), labels.data(), 100, 0.05f, &b);
       ASSERT_TRUE(sa.ok() && sb.ok()) << sb.status();
       EXPECT_NEAR(sb->loss_sum, sa->loss_sum, 1e-4 * std::abs(sa->loss_sum));
@@ -260,8 +261,8 @@ TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
       ASSERT_TRUE((*gpu)->ApplyDense(a.dense).ok());
       EXPECT_EQ((*gpu)->WeightHash(), (*cpu)->WeightHash());
     }
-    const worker::BatchStats ea = (*cpu)->Evaluate(images.data(), labels.data(), 100);
-    const worker::BatchStats eb = (*gpu)->Evaluate(images.data(), labels.data(), 100);
+    const model::BatchStats ea = (*cpu)->Evaluate(images.data(), labels.data(), 100);
+    const model::BatchStats eb = (*gpu)->Evaluate(images.data(), labels.data(), 100);
     EXPECT_NEAR(eb.loss_sum, ea.loss_sum, 1e-4 * std::abs(ea.loss_sum));
     EXPECT_NEAR(eb.correct, ea.correct, 1);
   }

@@ -5,14 +5,14 @@
 #include <cmath>
 #include <random>
 
-#include "worker/mlp_math.h"
-#include "worker/model.h"
+#include "cpu/mlp_math.h"
+#include "model/model.h"
 
-namespace reckon::worker {
+namespace reckon::cpu {
 namespace {
 
 void CheckGradient(const std::string& layers, const std::string& activation) {
-  const ModelShape shape = *ModelShape::Parse(layers, activation);
+  const model::ModelShape shape = *model::ModelShape::Parse(layers, activation);
   const int batch = 7;
   std::mt19937_64 rng(3);
   std::normal_distribution<double> normal(0.0, 0.5);
@@ -55,7 +55,7 @@ TEST(MlpGradient, ReluHiddenLayers) { CheckGradient("6,5,4,3", "relu"); }
 TEST(MlpGradient, SigmoidHiddenLayers) { CheckGradient("6,5,4,3", "sigmoid"); }
 
 TEST(MlpForward, FloatAndDoubleAgree) {
-  const ModelShape shape = *ModelShape::Parse("20,16,10", "relu");
+  const model::ModelShape shape = *model::ModelShape::Parse("20,16,10", "relu");
   std::mt19937_64 rng(5);
   std::normal_distribution<double> normal(0.0, 0.3);
   std::vector<double> pd(shape.param_count()), xd(4 * 20);
@@ -69,11 +69,11 @@ TEST(MlpForward, FloatAndDoubleAgree) {
   wf.Resize(shape, 4);
   std::vector<double> gd(shape.param_count());
   std::vector<float> gf(shape.param_count());
-  const BatchStats sd = ForwardBackward(shape, pd.data(), xd.data(), labels.data(), 4, wd, gd.data());
-  const BatchStats sf = ForwardBackward(shape, pf.data(), xf.data(), labels.data(), 4, wf, gf.data());
+  const model::BatchStats sd = ForwardBackward(shape, pd.data(), xd.data(), labels.data(), 4, wd, gd.data());
+  const model::BatchStats sf = ForwardBackward(shape, pf.data(), xf.data(), labels.data(), 4, wf, gf.data());
   EXPECT_NEAR(sd.loss_sum, sf.loss_sum, 1e-4);
   for (size_t i = 0; i < gd.size(); ++i) EXPECT_NEAR(gd[i], gf[i], 1e-4) << i;
 }
 
 }  // namespace
-}  // namespace reckon::worker
+}  // namespace reckon::cpu

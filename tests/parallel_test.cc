@@ -1,11 +1,11 @@
-#include "worker/parallel.h"
+#include "cpu/parallel.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <vector>
 
-namespace reckon::worker {
+namespace reckon::cpu {
 namespace {
 
 TEST(ThreadPool, EveryIndexExactlyOnceInContiguousChunks) {
@@ -46,4 +46,4 @@ TEST(ThreadPool, ManyBackToBackCallsAndRepeatedConstruction) {
 }
 
 }  // namespace
-}  // namespace reckon::worker
+}  // namespace reckon::cpu

@@ -11,8 +11,8 @@
 
 #include "codec/fixed_point.h"
 #include "worker/checkpoint.h"
-#include "worker/model.h"
-#include "worker/optimizer.h"
+#include "model/model.h"
+#include "model/optimizer.h"
 #include "worker/trainer.h"
 #include "tests/test_process.h"
 
@@ -22,26 +22,26 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Model, LayoutFollowsWireOrder) {
-  const ModelShape s = *ModelShape::Parse("784,512,512,10", "relu");
+  const model::ModelShape s = *model::ModelShape::Parse("784,512,512,10", "relu");
   EXPECT_EQ(s.param_count(), 784u * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10);
   ASSERT_EQ(s.layers().size(), 3u);
   EXPECT_EQ(s.layers()[0].weights, 0u);
   EXPECT_EQ(s.layers()[0].bias, 784u * 512);
   EXPECT_EQ(s.layers()[1].weights, 784u * 512 + 512);
   EXPECT_EQ(s.ToString(), "784,512,512,10/relu");
-  EXPECT_FALSE(ModelShape::Parse("784", "relu").ok());
-  EXPECT_FALSE(ModelShape::Parse("784,x,10", "relu").ok());
-  EXPECT_FALSE(ModelShape::Parse("784,10", "tanh").ok());
-  EXPECT_FALSE(ModelShape::Parse("65536,65536", "relu").ok());  // 2^32 params
+  EXPECT_FALSE(model::ModelShape::Parse("784", "relu").ok());
+  EXPECT_FALSE(model::ModelShape::Parse("784,x,10", "relu").ok());
+  EXPECT_FALSE(model::ModelShape::Parse("784,10", "tanh").ok());
+  EXPECT_FALSE(model::ModelShape::Parse("65536,65536", "relu").ok());  // 2^32 params
 }
 
 TEST(Model, InitialReplicaHasTheKnownHash) {
   // Pinned: any change to the portable initialization (SplitMix64 streams,
   // rejection sampling, the He limit, the layout) changes this hash, and
   // replicas built by different versions would no longer agree.
-  const ModelShape s = *ModelShape::Parse("784,512,512,10", "relu");
+  const model::ModelShape s = *model::ModelShape::Parse("784,512,512,10", "relu");
   codec::FixedPointReplica r = *codec::FixedPointReplica::Create(s.param_count(), 32);
-  ASSERT_TRUE(InitializeModel(s, 1, &r).ok());
+  ASSERT_TRUE(model::InitializeModel(s, 1, &r).ok());
   EXPECT_EQ(r.WeightHash(), KNOWN_INITIAL_HASH);
   // Weights within the He limit, biases zero.
   const double limit = std::sqrt(6.0 / 784);
@@ -50,45 +50,45 @@ TEST(Model, InitialReplicaHasTheKnownHash) {
 }
 
 TEST(Optimizer, RulesAndSchedules) {
-  OptimizerConfig c;
+  model::OptimizerConfig c;
   c.learning_rate = 0.1;
-  c.schedule = Schedule::kHalve;
-  EXPECT_DOUBLE_EQ(LearningRate(c, 0, 0), 0.1);
-  EXPECT_DOUBLE_EQ(LearningRate(c, 3, 0), 0.1 / 8);
+  c.schedule = model::Schedule::kHalve;
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 0, 0), 0.1);
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 3, 0), 0.1 / 8);
   c.halve_after = 2;
-  EXPECT_DOUBLE_EQ(LearningRate(c, 2, 0), 0.1);
-  EXPECT_DOUBLE_EQ(LearningRate(c, 4, 0), 0.1 / 4);
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 2, 0), 0.1);
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 4, 0), 0.1 / 4);
   c.halve_after = 0;
-  c.schedule = Schedule::kConstant;
+  c.schedule = model::Schedule::kConstant;
   c.warmup_steps = 10;
-  EXPECT_DOUBLE_EQ(LearningRate(c, 0, 0), 0.01);
-  EXPECT_DOUBLE_EQ(LearningRate(c, 0, 4), 0.05);
-  EXPECT_DOUBLE_EQ(LearningRate(c, 2, 100), 0.1);
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 0, 0), 0.01);
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 0, 4), 0.05);
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 2, 100), 0.1);
 
   const std::vector<float> g = {1.0f, -2.0f};
   std::vector<float> state = {0.0f, 0.0f}, r = {0.0f, 0.0f};
-  c.kind = OptimizerKind::kSgd;
-  AccumulateDelta(c, 0.5f, g, {}, {}, r);
+  c.kind = model::OptimizerKind::kSgd;
+  model::AccumulateDelta(c, 0.5f, g, {}, {}, r);
   EXPECT_EQ(r, (std::vector<float>{-0.5f, 1.0f}));
-  c.kind = OptimizerKind::kMomentum;
+  c.kind = model::OptimizerKind::kMomentum;
   c.momentum = 0.5;
   r = {0, 0};
-  AccumulateDelta(c, 1.0f, g, {}, state, r);  // v = -g
-  AccumulateDelta(c, 1.0f, g, {}, state, r);  // v = -0.5 g - g = -1.5 g; r = -2.5 g
+  model::AccumulateDelta(c, 1.0f, g, {}, state, r);  // v = -g
+  model::AccumulateDelta(c, 1.0f, g, {}, state, r);  // v = -0.5 g - g = -1.5 g; r = -2.5 g
   EXPECT_EQ(r, (std::vector<float>{-2.5f, 5.0f}));
-  c.kind = OptimizerKind::kAdagrad;
+  c.kind = model::OptimizerKind::kAdagrad;
   c.adagrad_eps = 0;
   state = {0, 0};
   r = {0, 0};
-  AccumulateDelta(c, 1.0f, g, {}, state, r);  // -g / |g|
+  model::AccumulateDelta(c, 1.0f, g, {}, state, r);  // -g / |g|
   EXPECT_EQ(r, (std::vector<float>{-1.0f, 1.0f}));
   EXPECT_EQ(state, (std::vector<float>{1.0f, 4.0f}));
   // Weight decay adds wd * w to the gradient.
-  c.kind = OptimizerKind::kSgd;
+  c.kind = model::OptimizerKind::kSgd;
   c.weight_decay = 0.5;
   r = {0, 0};
   const std::vector<float> w = {2.0f, 2.0f};
-  AccumulateDelta(c, 1.0f, g, w, {}, r);  // g + 1
+  model::AccumulateDelta(c, 1.0f, g, w, {}, r);  // g + 1
   EXPECT_EQ(r, (std::vector<float>{-2.0f, 1.0f}));
 }
 
@@ -97,27 +97,27 @@ TEST(Optimizer, RulesAndSchedules) {
 // 1.5 (N - 1), raised to the N-th power per own step, and a rate scaled so
 // that a gradient moves the weights lr / (1 - mu) in all.
 TEST(Optimizer, MomentumMatchedToTheCluster) {
-  MomentumRule one = MatchMomentumToCluster(0.02, 0.9, 1);
+  model::MomentumRule one = model::MatchMomentumToCluster(0.02, 0.9, 1);
   EXPECT_EQ(one.learning_rate, 0.02);
   EXPECT_EQ(one.momentum, 0.9);
   // mu 0.9: a mean delay of 9 updates. Two workers: 9 - 1.5 = 7.5, so
   // m = 7.5 / 8.5 = 15/17. Four: 9 - 4.5 = 4.5, m = 9/11.
-  const MomentumRule two = MatchMomentumToCluster(0.02, 0.9, 2);
+  const model::MomentumRule two = model::MatchMomentumToCluster(0.02, 0.9, 2);
   EXPECT_NEAR(two.momentum, 225.0 / 289.0, 1e-12);
-  const MomentumRule four = MatchMomentumToCluster(0.02, 0.9, 4);
+  const model::MomentumRule four = model::MatchMomentumToCluster(0.02, 0.9, 4);
   EXPECT_NEAR(four.momentum, 6561.0 / 14641.0, 1e-12);
   EXPECT_NEAR(four.learning_rate, 0.02 * (1 - 6561.0 / 14641.0) / 0.1, 1e-12);
   // Staleness past the whole budget: plain SGD at lr / (1 - mu).
-  const MomentumRule eight = MatchMomentumToCluster(0.02, 0.9, 8);
+  const model::MomentumRule eight = model::MatchMomentumToCluster(0.02, 0.9, 8);
   EXPECT_EQ(eight.momentum, 0.0);
   EXPECT_NEAR(eight.learning_rate, 0.2, 1e-12);
   for (int n : {2, 3, 4, 16, 100}) {
-    const MomentumRule m = MatchMomentumToCluster(0.02, 0.9, n);
+    const model::MomentumRule m = model::MatchMomentumToCluster(0.02, 0.9, n);
     EXPECT_NEAR(m.learning_rate / (1 - m.momentum), 0.02 / (1 - 0.9), 1e-12) << n;
     EXPECT_LE(m.momentum, std::pow(0.9, n)) << n;  // never more memory than rule 1 alone
   }
   // A gradient's pull, summed over a worker's own steps: lr / (1 - mu).
-  const MomentumRule m = MatchMomentumToCluster(1.0, 0.95, 3);  // 19 - 3 = 16: m = 16/17
+  const model::MomentumRule m = model::MatchMomentumToCluster(1.0, 0.95, 3);  // 19 - 3 = 16: m = 16/17
   EXPECT_NEAR(m.momentum, std::pow(16.0 / 17.0, 3), 1e-12);
   double pull_own_step = m.learning_rate, total = 0;
   for (int own_step = 0; own_step < 2000; ++own_step, pull_own_step *= m.momentum) {
@@ -125,16 +125,16 @@ TEST(Optimizer, MomentumMatchedToTheCluster) {
   }
   EXPECT_NEAR(total, 1.0 / (1 - 0.95), 1e-9);
   // No momentum, or none to match: unchanged.
-  EXPECT_EQ(MatchMomentumToCluster(0.1, 0.0, 4).learning_rate, 0.1);
-  EXPECT_EQ(MatchMomentumToCluster(0.1, 0.0, 4).momentum, 0.0);
-  EXPECT_EQ(MatchMomentumToCluster(0.1, 0.9, 0).momentum, 0.9);
+  EXPECT_EQ(model::MatchMomentumToCluster(0.1, 0.0, 4).learning_rate, 0.1);
+  EXPECT_EQ(model::MatchMomentumToCluster(0.1, 0.0, 4).momentum, 0.0);
+  EXPECT_EQ(model::MatchMomentumToCluster(0.1, 0.9, 0).momentum, 0.9);
 }
 
 class Training : public ::testing::Test {
  protected:
 
   // A small, quick configuration on 1/10 of the real training set.
-  static TrainerOptions Small(UpdateMode mode) {
+  static TrainerOptions Small(model::UpdateMode mode) {
     TrainerOptions o;
     o.shard = 0;
     o.shards = 10;
@@ -142,11 +142,11 @@ class Training : public ::testing::Test {
     o.batch = 50;
     o.eval_samples = 2000;
     o.backend = "cpu";
-    o.backend_config.shape = *ModelShape::Parse("784,64,10", "relu");
+    o.backend_config.shape = *model::ModelShape::Parse("784,64,10", "relu");
     o.backend_config.optimizer.learning_rate = 0.02;
     // Halving from the start keeps the last evaluation off an oscillation:
     // over seeds 1-5 dense ends at 81.3-83.8% and threshold at 77.3-80.5%.
-    o.backend_config.optimizer.schedule = Schedule::kHalve;
+    o.backend_config.optimizer.schedule = model::Schedule::kHalve;
     o.backend_config.optimizer.halve_after = 0;
     o.backend_config.mode = mode;
     o.threshold = 0.002;
@@ -166,11 +166,11 @@ TEST_F(Training, ShortRunsLearnInBothModes) {
   // 2 epochs of 1/10 of Fashion-MNIST (240 steps): far from converged, but a
   // model that learns clears these bounds (about 3 points under the worst of
   // seeds 1-5) and an untrained one (10%) cannot.
-  const TrainSummary dense = Run(Small(UpdateMode::kDense));
+  const TrainSummary dense = Run(Small(model::UpdateMode::kDense));
   EXPECT_GT(dense.test_accuracy, 0.78);
   EXPECT_EQ(dense.steps, 240);
   EXPECT_DOUBLE_EQ(dense.compression_ratio, 1.0);
-  const TrainSummary thr = Run(Small(UpdateMode::kThreshold));
+  const TrainSummary thr = Run(Small(model::UpdateMode::kThreshold));
   EXPECT_GT(thr.test_accuracy, 0.74);
   EXPECT_GT(thr.updates_sent, 0u);
   EXPECT_GT(thr.compression_ratio, 20.0);
@@ -178,7 +178,7 @@ TEST_F(Training, ShortRunsLearnInBothModes) {
 }
 
 TEST_F(Training, DensityControllerHoldsTheTarget) {
-  TrainerOptions o = Small(UpdateMode::kThreshold);
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);
   o.target_density = 4e-3;
   o.threshold = 0.01;  // a start in the right region: 240 steps are not all transient
   o.backend_config.step = *codec::MakeThresholdStep(o.threshold, 32);
@@ -197,7 +197,7 @@ TEST_F(Training, DensityControllerHoldsTheTarget) {
 }
 
 TEST_F(Training, SameSeedSameHashOtherSeedOtherHash) {
-  TrainerOptions o = Small(UpdateMode::kThreshold);
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);
   o.max_steps = 40;
   const std::string a = Run(o).weight_hash;
   EXPECT_EQ(Run(o).weight_hash, a);
@@ -206,7 +206,7 @@ TEST_F(Training, SameSeedSameHashOtherSeedOtherHash) {
 }
 
 TEST_F(Training, ResumeFromACheckpointEqualsAnUninterruptedRun) {
-  for (const UpdateMode mode : {UpdateMode::kThreshold, UpdateMode::kDense}) {
+  for (const model::UpdateMode mode : {model::UpdateMode::kThreshold, model::UpdateMode::kDense}) {
     TrainerOptions straight = Small(mode);
     const TrainSummary full = Run(straight);
 
@@ -227,7 +227,7 @@ TEST_F(Training, ResumeFromACheckpointEqualsAnUninterruptedRun) {
 // extra epoch in the log or the summary, and a resume from its checkpoint
 // goes on with the next epoch's data (it used to skip an epoch).
 TEST_F(Training, MaxStepsOnAnEpochBoundaryEndsThatEpoch) {
-  TrainerOptions o = Small(UpdateMode::kThreshold);
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);
   o.epochs = 3;
   const int64_t per_epoch = 6000 / o.batch;  // shard 0 of 10
   TrainerOptions first = o;
@@ -252,7 +252,7 @@ TEST_F(Training, MaxStepsOnAnEpochBoundaryEndsThatEpoch) {
 }
 
 TEST_F(Training, CorruptOrForeignCheckpointsAreRefused) {
-  TrainerOptions o = Small(UpdateMode::kThreshold);
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);
   o.epochs = 1;
   o.max_steps = 5;
   o.checkpoint_path = (dir_ / "ck").string();
@@ -273,19 +273,19 @@ TEST_F(Training, CorruptOrForeignCheckpointsAreRefused) {
   EXPECT_EQ(LoadCheckpoint((dir_ / "short").string()).status().code(),
             absl::StatusCode::kDataLoss);
 
-  TrainerOptions other = Small(UpdateMode::kThreshold);
+  TrainerOptions other = Small(model::UpdateMode::kThreshold);
   other.resume_path = (dir_ / "bad").string();
   std::ostringstream log;
   EXPECT_EQ(RunTraining(other, log).status().code(), absl::StatusCode::kDataLoss);
   other.resume_path = o.checkpoint_path;
-  other.backend_config.shape = *ModelShape::Parse("784,32,10", "relu");
+  other.backend_config.shape = *model::ModelShape::Parse("784,32,10", "relu");
   absl::StatusOr<TrainSummary> s = RunTraining(other, log);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.status().message().find("model is 784,64,10/relu"), std::string::npos) << s.status();
 }
 
 TEST_F(Training, MissingDataNamesThePlace) {
-  TrainerOptions o = Small(UpdateMode::kDense);
+  TrainerOptions o = Small(model::UpdateMode::kDense);
   o.data_dir = (dir_ / "no-such-dir").string();
   std::ostringstream log;
   absl::StatusOr<TrainSummary> s = RunTraining(o, log);

@@ -3,9 +3,9 @@
 namespace reckon::worker {
 namespace {
 
-class CorruptingBackend final : public Backend {
+class CorruptingBackend final : public model::Backend {
  public:
-  CorruptingBackend(std::unique_ptr<Backend> real, uint64_t step, std::ostream& log)
+  CorruptingBackend(std::unique_ptr<model::Backend> real, uint64_t step, std::ostream& log)
       : real_(std::move(real)), strike_at_(step), log_(&log) {}
 
   std::string Describe() const override { return real_->Describe(); }
@@ -23,8 +23,8 @@ class CorruptingBackend final : public Backend {
                                  std::span<const float> optimizer_state) override {
     return real_->LoadTrainingState(residual, optimizer_state);
   }
-  absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
-                                       float learning_rate, Emission* out) override {
+  absl::StatusOr<model::BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
+                                       float learning_rate, model::Emission* out) override {
     if (++steps_ == strike_at_) {
       std::vector<int64_t> weights = real_->ReadWeights();
       weights[weights.size() / 2] += 1;
@@ -42,18 +42,18 @@ class CorruptingBackend final : public Backend {
   absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
     return real_->ApplyUpdates(step_quanta, words);
   }
-  absl::Status ApplyUpdateBatch(std::span<const UpdateRef> updates) override {
+  absl::Status ApplyUpdateBatch(std::span<const model::UpdateRef> updates) override {
     return real_->ApplyUpdateBatch(updates);
   }
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
     return real_->ApplyDense(quanta);
   }
-  BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
+  model::BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
     return real_->Evaluate(images, labels, count);
   }
 
  private:
-  std::unique_ptr<Backend> real_;
+  std::unique_ptr<model::Backend> real_;
   const uint64_t strike_at_;
   uint64_t steps_ = 0;
   std::ostream* log_;
@@ -61,7 +61,7 @@ class CorruptingBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> WithWeightCorruption(std::unique_ptr<Backend> real, uint64_t step,
+std::unique_ptr<model::Backend> WithWeightCorruption(std::unique_ptr<model::Backend> real, uint64_t step,
                                               std::ostream& log) {
   return std::make_unique<CorruptingBackend>(std::move(real), step, log);
 }

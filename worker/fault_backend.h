@@ -12,12 +12,12 @@
 #include <memory>
 #include <ostream>
 
-#include "worker/backend.h"
+#include "model/backend.h"
 
 namespace reckon::worker {
 
 // `step` is 1-based; `log` gets one line when the fault strikes.
-std::unique_ptr<Backend> WithWeightCorruption(std::unique_ptr<Backend> real, uint64_t step,
+std::unique_ptr<model::Backend> WithWeightCorruption(std::unique_ptr<model::Backend> real, uint64_t step,
                                               std::ostream& log);
 
 }  // namespace reckon::worker

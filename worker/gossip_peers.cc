@@ -140,14 +140,19 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
   return peers;
 }
 
-absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
-                                         std::string* source) {
+v1::SnapshotRequest GossipPeers::SnapshotRequest(bool header_only) const {
   v1::SnapshotRequest request;
   *request.mutable_fingerprint() = options_.node.fingerprint;
   request.mutable_requester()->set_node_id(options_.node.node_id);
   request.mutable_requester()->set_incarnation(options_.node.incarnation);
   request.set_cluster_token(options_.node.cluster_token);
-  request.set_header_only(true);
+  request.set_header_only(header_only);
+  return request;
+}
+
+absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
+                                         std::string* source) {
+  const v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/true);
   const uint64_t param_count = options_.node.fingerprint.param_count();
   const auto start = server::Clock::now();
   auto backoff = std::chrono::milliseconds(200);
@@ -215,11 +220,7 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
 }
 
 absl::Status GossipPeers::Resync(const std::string& source) {
-  v1::SnapshotRequest request;
-  *request.mutable_fingerprint() = options_.node.fingerprint;
-  request.mutable_requester()->set_node_id(options_.node.node_id);
-  request.mutable_requester()->set_incarnation(options_.node.incarnation);
-  request.set_cluster_token(options_.node.cluster_token);
+  const v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/false);
   absl::StatusOr<server::FetchedSnapshot> snap = server::FetchSnapshot(
       source, request, options_.node.fingerprint.param_count(), std::chrono::seconds(60),
       options_.transport.tls);
@@ -240,20 +241,20 @@ GossipPeers::~GossipPeers() {
   if (server_) server_->Shutdown(std::chrono::milliseconds(2000));
 }
 
-absl::Status GossipPeers::Apply(Backend& backend, server::Received& received) {
+absl::Status GossipPeers::Apply(model::Backend& backend, server::Received& received) {
   if (received.replace_weights) {
     absl::Status s = backend.LoadWeights(*received.replace_weights);
     if (!s.ok()) return s;
   }
   // Everything received since the last step in one call: the CUDA backend
   // applies it in a single launch.
-  std::vector<UpdateRef> batch;
+  std::vector<model::UpdateRef> batch;
   batch.reserve(received.updates.size());
   for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words});
   return backend.ApplyUpdateBatch(batch);
 }
 
-absl::Status GossipPeers::BeforeStep(Backend& backend, uint64_t steps_done) {
+absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_done) {
   absl::Status s = node_->Health();
   if (!s.ok()) return s;
   if (std::optional<std::string> source = node_->ResyncSource()) {
@@ -278,7 +279,7 @@ absl::Status GossipPeers::BeforeStep(Backend& backend, uint64_t steps_done) {
   return Apply(backend, received);
 }
 
-absl::Status GossipPeers::CheckReplica(Backend& backend, uint64_t steps_done) {
+absl::Status GossipPeers::CheckReplica(model::Backend& backend, uint64_t steps_done) {
   server::Received received = node_->TakeReceived(/*with_cut=*/true);
   if (absl::Status a = Apply(backend, received); !a.ok()) return a;
   const auto start = server::Clock::now();
@@ -319,7 +320,7 @@ absl::Status GossipPeers::Publish(const v1::Update& message, const codec::Decode
   return node_->Publish(message, decoded);
 }
 
-absl::Status GossipPeers::Finish(Backend& backend, uint64_t steps_done,
+absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
                                  const std::atomic<bool>* stop) {
   node_->SetTrainingDone(steps_done);
   *log_ << "reckon-worker: finished training; waiting for the cluster to be quiescent\n"

@@ -65,9 +65,9 @@ class GossipPeers final : public TrainingPeers {
   // Sends Leave, flushes, stops the node and the server.
   ~GossipPeers() override;
 
-  absl::Status BeforeStep(Backend& backend, uint64_t steps_done) override;
+  absl::Status BeforeStep(model::Backend& backend, uint64_t steps_done) override;
   absl::Status Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) override;
-  absl::Status Finish(Backend& backend, uint64_t steps_done,
+  absl::Status Finish(model::Backend& backend, uint64_t steps_done,
                       const std::atomic<bool>* stop) override;
   int TrainingMembers() override;
   base::Json VersionVector() override;
@@ -75,11 +75,14 @@ class GossipPeers final : public TrainingPeers {
 
  private:
   GossipPeers() = default;
-  absl::Status Apply(Backend& backend, server::Received& received);
+  absl::Status Apply(model::Backend& backend, server::Received& received);
   // Measures the training replica's checksum against what the messages it
   // applied say; on a mismatch re-joins from a live peer's snapshot.
-  absl::Status CheckReplica(Backend& backend, uint64_t steps_done);
+  absl::Status CheckReplica(model::Backend& backend, uint64_t steps_done);
   absl::Status Resync(const std::string& source);
+  // What this worker asks a peer's Snapshot call: its fingerprint, identity
+  // and token; with `header_only`, the header alone (a join probe).
+  v1::SnapshotRequest SnapshotRequest(bool header_only) const;
   // Probes until conclusive (see above). Empty `*source`: start from the
   // seed's weights.
   absl::Status FindJoinSource(const std::vector<std::string>& seeds, std::string* source);

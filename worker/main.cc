@@ -20,8 +20,8 @@
 #include "base/allocator.h"
 #include "base/files.h"
 #include "server/grpc_transport.h"
+#include "worker/backend_factory.h"
 #include "worker/gossip_peers.h"
-#include "worker/model.h"
 #include "worker/trainer.h"
 
 ABSL_FLAG(bool, standalone, false, "train alone, with no peers");
@@ -106,6 +106,7 @@ ABSL_FLAG(int32_t, fault_max_delay_ms, 0, "TEST ONLY: longest such delay");
 namespace {
 
 using namespace reckon::worker;  // NOLINT: main's own translation unit
+using namespace reckon::model;   // NOLINT
 
 std::atomic<bool> g_stop{false};
 
@@ -116,35 +117,9 @@ int UsageError(const absl::Status& s) {
   return 2;
 }
 
-absl::StatusOr<TrainerOptions> OptionsFromFlags() {
-  TrainerOptions o;
-  o.data_dir = absl::GetFlag(FLAGS_data_dir);
-  absl::Status s = ParseShard(absl::GetFlag(FLAGS_shard), &o.shard, &o.shards);
-  if (!s.ok()) return s;
-  o.seed = absl::GetFlag(FLAGS_seed);
-  o.epochs = absl::GetFlag(FLAGS_epochs);
-  o.batch = absl::GetFlag(FLAGS_batch);
-  o.max_steps = absl::GetFlag(FLAGS_max_steps);
-  o.eval_samples = absl::GetFlag(FLAGS_eval_samples);
-  o.backend = absl::GetFlag(FLAGS_backend);
-  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend '", o.backend, "' is not auto, cpu or cuda"));
-  }
-  o.checkpoint_path = absl::GetFlag(FLAGS_checkpoint);
-  o.fault_corrupt_weight_at_step = absl::GetFlag(FLAGS_fault_corrupt_weight_at_step);
-  o.resume_path = absl::GetFlag(FLAGS_resume);
-  const std::string progress = absl::GetFlag(FLAGS_progress);
-  if (progress != "auto" && progress != "on" && progress != "off") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--progress '", progress, "' is not auto, on or off"));
-  }
-  o.progress_bar = progress == "on" || (progress == "auto" && ::isatty(STDOUT_FILENO));
-  if (o.epochs < 0 || o.batch < 1 || o.max_steps < 0 || o.eval_samples < 0) {
-    return absl::InvalidArgumentError(
-        "--epochs, --max_steps and --eval_samples must be >= 0 and --batch >= 1");
-  }
-
+// --layers, --activation and the optimizer's flags.
+absl::Status ModelFromFlags(TrainerOptions* options) {
+  TrainerOptions& o = *options;
   BackendConfig& b = o.backend_config;
   absl::StatusOr<ModelShape> shape =
       ModelShape::Parse(absl::GetFlag(FLAGS_layers), absl::GetFlag(FLAGS_activation));
@@ -172,8 +147,14 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   if (b.optimizer.halve_after < 0 || b.optimizer.warmup_steps < 0) {
     return absl::InvalidArgumentError("--halve_after and --warmup_steps must be >= 0");
   }
+  return absl::OkStatus();
+}
+
+// --codec, --threshold, --target-density, --wire-format, --fraction-bits.
+absl::Status CodecFromFlags(TrainerOptions* options) {
+  TrainerOptions& o = *options;
+  BackendConfig& b = o.backend_config;
   b.fraction_bits = absl::GetFlag(FLAGS_fraction_bits);
-  b.threads = absl::GetFlag(FLAGS_threads);
   const std::string codec = absl::GetFlag(FLAGS_codec);
   if (codec == "dense") {
     b.mode = UpdateMode::kDense;
@@ -201,19 +182,79 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--wire_format '", format, "' is not rice or packed32"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainerOptions> OptionsFromFlags() {
+  TrainerOptions o;
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  absl::Status s = ParseShard(absl::GetFlag(FLAGS_shard), &o.shard, &o.shards);
+  if (!s.ok()) return s;
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.epochs = absl::GetFlag(FLAGS_epochs);
+  o.batch = absl::GetFlag(FLAGS_batch);
+  o.max_steps = absl::GetFlag(FLAGS_max_steps);
+  o.eval_samples = absl::GetFlag(FLAGS_eval_samples);
+  o.backend = absl::GetFlag(FLAGS_backend);
+  if (absl::Status s = CheckBackendName(o.backend); !s.ok()) return s;
+  o.checkpoint_path = absl::GetFlag(FLAGS_checkpoint);
+  o.fault_corrupt_weight_at_step = absl::GetFlag(FLAGS_fault_corrupt_weight_at_step);
+  o.resume_path = absl::GetFlag(FLAGS_resume);
+  const std::string progress = absl::GetFlag(FLAGS_progress);
+  if (progress != "auto" && progress != "on" && progress != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--progress '", progress, "' is not auto, on or off"));
+  }
+  o.progress_bar = progress == "on" || (progress == "auto" && ::isatty(STDOUT_FILENO));
+  if (o.epochs < 0 || o.batch < 1 || o.max_steps < 0 || o.eval_samples < 0) {
+    return absl::InvalidArgumentError(
+        "--epochs, --max_steps and --eval_samples must be >= 0 and --batch >= 1");
+  }
+
+  if (absl::Status s = ModelFromFlags(&o); !s.ok()) return s;
+  o.backend_config.threads = absl::GetFlag(FLAGS_threads);
+  if (absl::Status s = CodecFromFlags(&o); !s.ok()) return s;
   return o;
 }
 
-// The replica before any message: what every node starts from (and what a
-// snapshot's version vector counts from).
-absl::StatusOr<std::vector<int64_t>> InitialWeights(const TrainerOptions& o) {
-  const BackendConfig& b = o.backend_config;
-  absl::StatusOr<reckon::codec::FixedPointReplica> init =
-      reckon::codec::FixedPointReplica::Create(b.shape.param_count(), b.fraction_bits);
-  if (!init.ok()) return init.status();
-  absl::Status s = InitializeModel(b.shape, o.seed, &*init);
-  if (!s.ok()) return s;
-  return std::vector<int64_t>(init->quanta().begin(), init->quanta().end());
+// --tls-cert, --tls-key, --tls-ca: mutual TLS and signed updates, all or none.
+absl::Status TlsFromFlags(PeerOptions* peer_options) {
+  PeerOptions& p = *peer_options;
+  reckon::server::NodeOptions& n = p.node;
+  const std::string tls_cert = absl::GetFlag(FLAGS_tls_cert),
+                    tls_key = absl::GetFlag(FLAGS_tls_key), tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  if (!tls_cert.empty() || !tls_key.empty() || !tls_ca.empty()) {
+    if (tls_cert.empty() || tls_key.empty() || tls_ca.empty()) {
+      return absl::InvalidArgumentError("--tls-cert, --tls-key and --tls-ca go together");
+    }
+    absl::StatusOr<reckon::server::TlsConfig> tls =
+        reckon::server::LoadTls(tls_ca, tls_cert, tls_key);
+    if (!tls.ok()) return absl::InvalidArgumentError(tls.status().message());
+    if (tls->identity != n.node_id) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls-cert ", tls_cert, " is for '", tls->identity, "', not --node-id '",
+                       n.node_id, "': peers would refuse this worker"));
+    }
+    n.tls = *tls;  // signs our Updates, verifies everyone's
+    p.transport.tls = *std::move(tls);
+    n.require_peer_identity = true;
+  }
+  return absl::OkStatus();
+}
+
+// The test-only --fault-* flags of the gossip links.
+absl::Status FaultsFromFlags(reckon::server::FaultOptions* faults) {
+  reckon::server::FaultOptions& f = *faults;
+  f.die_after_partial_send_seq = absl::GetFlag(FLAGS_fault_die_after_partial_send);
+  f.corrupt_seq = absl::GetFlag(FLAGS_fault_corrupt_seq);
+  f.duplicate_probability = absl::GetFlag(FLAGS_fault_duplicate);
+  f.delay_probability = absl::GetFlag(FLAGS_fault_delay);
+  f.max_delay_ms = absl::GetFlag(FLAGS_fault_max_delay_ms);
+  if (!(f.duplicate_probability >= 0 && f.duplicate_probability <= 1) ||
+      !(f.delay_probability >= 0 && f.delay_probability <= 1) || f.max_delay_ms < 0) {
+    return absl::InvalidArgumentError("--fault-* probabilities must be in [0, 1]");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
@@ -249,24 +290,7 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   if (!seeds.ok()) return seeds.status();
   n.seeds = *seeds;
   n.cluster_token = absl::GetFlag(FLAGS_cluster_token);
-  const std::string tls_cert = absl::GetFlag(FLAGS_tls_cert),
-                    tls_key = absl::GetFlag(FLAGS_tls_key), tls_ca = absl::GetFlag(FLAGS_tls_ca);
-  if (!tls_cert.empty() || !tls_key.empty() || !tls_ca.empty()) {
-    if (tls_cert.empty() || tls_key.empty() || tls_ca.empty()) {
-      return absl::InvalidArgumentError("--tls-cert, --tls-key and --tls-ca go together");
-    }
-    absl::StatusOr<reckon::server::TlsConfig> tls =
-        reckon::server::LoadTls(tls_ca, tls_cert, tls_key);
-    if (!tls.ok()) return absl::InvalidArgumentError(tls.status().message());
-    if (tls->identity != n.node_id) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls-cert ", tls_cert, " is for '", tls->identity, "', not --node-id '",
-                       n.node_id, "': peers would refuse this worker"));
-    }
-    n.tls = *tls;  // signs our Updates, verifies everyone's
-    p.transport.tls = *std::move(tls);
-    n.require_peer_identity = true;
-  }
+  if (absl::Status s = TlsFromFlags(&p); !s.ok()) return s;
   const BackendConfig& b = o.backend_config;
   n.fingerprint.set_model(b.shape.ToString());
   n.fingerprint.set_fraction_bits(b.fraction_bits);
@@ -302,16 +326,7 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   const int check_interval = absl::GetFlag(FLAGS_check_interval_ms);
   if (check_interval < 0) return absl::InvalidArgumentError("--check-interval-ms must be >= 0");
   p.check_interval = std::chrono::milliseconds(check_interval);
-  reckon::server::FaultOptions& f = p.faults;
-  f.die_after_partial_send_seq = absl::GetFlag(FLAGS_fault_die_after_partial_send);
-  f.corrupt_seq = absl::GetFlag(FLAGS_fault_corrupt_seq);
-  f.duplicate_probability = absl::GetFlag(FLAGS_fault_duplicate);
-  f.delay_probability = absl::GetFlag(FLAGS_fault_delay);
-  f.max_delay_ms = absl::GetFlag(FLAGS_fault_max_delay_ms);
-  if (!(f.duplicate_probability >= 0 && f.duplicate_probability <= 1) ||
-      !(f.delay_probability >= 0 && f.delay_probability <= 1) || f.max_delay_ms < 0) {
-    return absl::InvalidArgumentError("--fault-* probabilities must be in [0, 1]");
-  }
+  if (absl::Status s = FaultsFromFlags(&p.faults); !s.ok()) return s;
   return p;
 }
 
@@ -363,7 +378,9 @@ int main(int argc, char** argv) {
     if (!peer_options.ok()) return UsageError(peer_options.status());
     options->node_id = peer_options->node.node_id;
     options->incarnation = peer_options->node.incarnation;
-    absl::StatusOr<std::vector<int64_t>> initial = InitialWeights(*options);
+    absl::StatusOr<std::vector<int64_t>> initial =
+        InitialWeights(options->backend_config.shape, options->backend_config.fraction_bits,
+                       options->seed);
     if (!initial.ok()) {
       std::cerr << "reckon-worker: " << initial.status().message() << "\n";
       return 1;

@@ -8,13 +8,14 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "codec/update_message.h"
+#include "worker/backend_factory.h"
 #include "worker/fault_backend.h"
 
 namespace reckon::worker {
 namespace {
 
-std::string ModeName(UpdateMode mode) {
-  return mode == UpdateMode::kDense ? "dense" : "threshold";
+std::string ModeName(model::UpdateMode mode) {
+  return mode == model::UpdateMode::kDense ? "dense" : "threshold";
 }
 
 std::string HumanBytes(double b) {
@@ -24,8 +25,8 @@ std::string HumanBytes(double b) {
   return absl::StrFormat("%.0f B", b);
 }
 
-std::string CodecName(UpdateMode mode, v1::Codec wire_codec) {
-  if (mode == UpdateMode::kDense) return "dense";
+std::string CodecName(model::UpdateMode mode, v1::Codec wire_codec) {
+  if (mode == model::UpdateMode::kDense) return "dense";
   return wire_codec == v1::CODEC_THRESHOLD_RICE ? "threshold-rice" : "threshold-packed32";
 }
 
@@ -54,7 +55,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
 }
 
 absl::Status Trainer::LoadData() {
-  const ModelShape& shape = config_.shape;
+  const model::ModelShape& shape = config_.shape;
   RECKON_ASSIGN_OR_RETURN(train_, LoadIdxDataset(options_.data_dir, "train"));
   RECKON_ASSIGN_OR_RETURN(test_, LoadIdxDataset(options_.data_dir, "t10k"));
   if (train_.features() != shape.inputs() || test_.features() != shape.inputs()) {
@@ -85,7 +86,7 @@ absl::Status Trainer::LoadData() {
 
 // The backend, holding the replica every worker starts from (the seed's).
 absl::Status Trainer::MakeReplica() {
-  const ModelShape& shape = config_.shape;
+  const model::ModelShape& shape = config_.shape;
   std::string chosen;
   RECKON_ASSIGN_OR_RETURN(backend_, MakeBackend(options_.backend, config_, &chosen));
   if (options_.fault_corrupt_weight_at_step != 0) {
@@ -93,25 +94,23 @@ absl::Status Trainer::MakeReplica() {
                                     log_);
   }
   log_ << "reckon-worker: backend " << chosen << "\n";
-  RECKON_ASSIGN_OR_RETURN(codec::FixedPointReplica init,
-                          codec::FixedPointReplica::Create(shape.param_count(),
-                                                           config_.fraction_bits));
-  RECKON_RETURN_IF_ERROR(InitializeModel(shape, options_.seed, &init));
-  RECKON_RETURN_IF_ERROR(backend_->LoadWeights(init.quanta()));
+  RECKON_ASSIGN_OR_RETURN(const std::vector<int64_t> initial,
+                          model::InitialWeights(shape, config_.fraction_bits, options_.seed));
+  RECKON_RETURN_IF_ERROR(backend_->LoadWeights(initial));
 
-  if (config_.mode == UpdateMode::kThreshold && options_.target_density > 0) {
+  if (config_.mode == model::UpdateMode::kThreshold && options_.target_density > 0) {
     controller_.emplace(options_.target_density, shape.param_count());
   }
   message_.mutable_origin()->set_node_id(options_.node_id);
   message_.mutable_origin()->set_incarnation(options_.incarnation);
   match_momentum_ = options_.peers != nullptr && options_.match_momentum_to_cluster &&
-                    config_.optimizer.kind == OptimizerKind::kMomentum;
+                    config_.optimizer.kind == model::OptimizerKind::kMomentum;
   summary_.backend = backend_->Describe();
   summary_.model = shape.ToString();
   summary_.params = shape.param_count();
   summary_.codec = CodecName(config_.mode, options_.wire_codec);
   summary_.momentum_matched = match_momentum_;
-  if (config_.mode == UpdateMode::kThreshold) {
+  if (config_.mode == model::UpdateMode::kThreshold) {
     summary_.threshold = options_.threshold;
     summary_.target_density = options_.target_density;
   }
@@ -123,10 +122,10 @@ CheckpointIdentity Trainer::Identity() const {
   id.model = config_.shape.ToString();
   id.fraction_bits = config_.fraction_bits;
   id.seed = options_.seed;
-  id.optimizer = OptimizerName(config_.optimizer.kind);
+  id.optimizer = model::OptimizerName(config_.optimizer.kind);
   id.mode = ModeName(config_.mode);
   id.target_density = options_.target_density;
-  if (config_.mode == UpdateMode::kThreshold && options_.target_density == 0) {
+  if (config_.mode == model::UpdateMode::kThreshold && options_.target_density == 0) {
     id.fixed_step_quanta = config_.step.step_quanta;
   }
   return id;
@@ -142,7 +141,7 @@ absl::Status Trainer::Resume() {
     return absl::DataLossError(
         absl::StrCat("--resume ", path, ": weights do not match their recorded hash"));
   }
-  if (config_.mode == UpdateMode::kThreshold && state.step_quanta != step_now_.step_quanta) {
+  if (config_.mode == model::UpdateMode::kThreshold && state.step_quanta != step_now_.step_quanta) {
     absl::StatusOr<codec::ThresholdStep> resumed = codec::MakeThresholdStep(
         std::ldexp(double(state.step_quanta), -config_.fraction_bits), config_.fraction_bits);
     if (!resumed.ok() || resumed->step_quanta != state.step_quanta) {
@@ -212,8 +211,8 @@ absl::Status Trainer::Step(int epoch, size_t index_in_epoch, EpochTally& tally) 
   if (match_momentum_) RematchMomentum();
   FillBatch(index_in_epoch);
   const float lr =
-      static_cast<float>(lr_scale_ * LearningRate(config_.optimizer, epoch, steps_done_));
-  absl::StatusOr<BatchStats> stats = backend_->TrainStep(
+      static_cast<float>(lr_scale_ * model::LearningRate(config_.optimizer, epoch, steps_done_));
+  absl::StatusOr<model::BatchStats> stats = backend_->TrainStep(
       batch_images_.data(), batch_labels_.data(), options_.batch, lr, &emission_);
   if (!stats.ok()) {
     return absl::Status(stats.status().code(),
@@ -229,7 +228,7 @@ absl::Status Trainer::Step(int epoch, size_t index_in_epoch, EpochTally& tally) 
 void Trainer::RematchMomentum() {
   const int members = std::max(1, options_.peers->TrainingMembers());
   if (members == matched_members_) return;
-  const MomentumRule rule = MatchMomentumToCluster(1.0, config_.optimizer.momentum, members);
+  const model::MomentumRule rule = model::MatchMomentumToCluster(1.0, config_.optimizer.momentum, members);
   backend_->SetMomentum(rule.momentum);
   lr_scale_ = rule.learning_rate;
   matched_members_ = members;
@@ -251,7 +250,7 @@ void Trainer::FillBatch(size_t index_in_epoch) {
 }
 
 absl::Status Trainer::ApplyAndPublish(EpochTally& tally) {
-  if (config_.mode == UpdateMode::kDense) {
+  if (config_.mode == model::UpdateMode::kDense) {
     tally.wire_bytes += config_.shape.param_count() * sizeof(float);
     return backend_->ApplyDense(emission_.dense);
   }
@@ -304,7 +303,7 @@ void Trainer::EndEpoch(int epoch, const EpochTally& tally) {
               epoch + 1, options_.epochs, summary_.train_loss, 100 * summary_.test_accuracy,
               tally.samples / seconds,
               steps > 0 ? double(tally.updates) / (steps * config_.shape.param_count()) : 0.0,
-              config_.mode == UpdateMode::kThreshold ? double(step_now_.tau) : 0.0,
+              config_.mode == model::UpdateMode::kThreshold ? double(step_now_.tau) : 0.0,
               HumanBytes(tally.wire_bytes), HumanBytes(dense_bytes),
               tally.wire_bytes ? dense_bytes / tally.wire_bytes : 0.0)
        << std::endl;
@@ -313,7 +312,7 @@ void Trainer::EndEpoch(int epoch, const EpochTally& tally) {
 absl::Status Trainer::SaveCheckpointAfter(int epoch) {
   TrainingState state;
   state.identity = Identity();
-  state.step_quanta = config_.mode == UpdateMode::kThreshold ? step_now_.step_quanta : 0;
+  state.step_quanta = config_.mode == model::UpdateMode::kThreshold ? step_now_.step_quanta : 0;
   state.density_average = controller_ ? controller_->average() : 0;
   // A checkpoint taken at max_steps mid-epoch resumes at the next epoch.
   state.epochs_done = epoch + 1;
@@ -345,7 +344,7 @@ absl::Status Trainer::FinishWithPeers() {
 }
 
 void Trainer::Evaluate() {
-  const BatchStats eval = backend_->Evaluate(test_.images.data(), test_.labels.data(), eval_count_);
+  const model::BatchStats eval = backend_->Evaluate(test_.images.data(), test_.labels.data(), eval_count_);
   summary_.test_accuracy = double(eval.correct) / eval_count_;
   summary_.test_loss = eval.loss_sum / eval_count_;
 }
@@ -360,7 +359,7 @@ TrainSummary Trainer::Summarize() {
   s.compression_ratio = s.wire_bytes ? double(s.dense_bytes) / double(s.wire_bytes) : 0;
   s.update_density = steps_done_ ? double(s.updates_sent) / (double(steps_done_) * params) : 0;
   s.weight_hash = backend_->WeightHash();
-  if (config_.mode == UpdateMode::kThreshold) {
+  if (config_.mode == model::UpdateMode::kThreshold) {
     s.tau = step_now_.tau;
     s.step_quanta = step_now_.step_quanta;
   }

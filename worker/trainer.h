@@ -17,7 +17,7 @@
 #include "base/json.h"
 #include "codec/update_message.h"
 #include "proto/reckon.pb.h"
-#include "worker/backend.h"
+#include "model/backend.h"
 #include "worker/checkpoint.h"
 #include "worker/dataset.h"
 #include "worker/density_controller.h"
@@ -32,14 +32,14 @@ class TrainingPeers {
   // Before every step (docs/design.md step 1): applies to `backend` what peers
   // sent since the last call; re-joins from a snapshot when told to; may
   // pause while a peer lags (--max-lag). An error stops training.
-  virtual absl::Status BeforeStep(Backend& backend, uint64_t steps_done) = 0;
+  virtual absl::Status BeforeStep(model::Backend& backend, uint64_t steps_done) = 0;
   // After a step's message was applied locally: hands it to the peers.
   // Never blocks on the network.
   virtual absl::Status Publish(const v1::Update& message,
                                const codec::DecodedUpdate& decoded) = 0;
   // After the last step: keeps applying until every live member has finished
   // and the cluster is quiescent (or `stop` is set, or the deadline passes).
-  virtual absl::Status Finish(Backend& backend, uint64_t steps_done,
+  virtual absl::Status Finish(model::Backend& backend, uint64_t steps_done,
                               const std::atomic<bool>* stop) = 0;
   // Workers training now, this one included (>= 1): what the momentum
   // rule is matched to (MatchMomentumToCluster).
@@ -59,7 +59,7 @@ struct TrainerOptions {
   int64_t max_steps = 0;        // stop after this many steps in all (0: no limit)
   int64_t eval_samples = 0;     // test samples per evaluation (0: the whole test set)
   std::string backend = "auto";
-  BackendConfig backend_config;  // shape, optimizer, mode, step, fraction bits
+  model::BackendConfig backend_config;  // shape, optimizer, mode, step, fraction bits
   double threshold = 0;          // as given (tau is in the step); the controller's start
   // When > 0, a controller steers tau so that each step emits about this
   // fraction of the parameters (docs/design.md step 5): the wire budget is set
@@ -132,13 +132,13 @@ class Trainer {
 
   const TrainerOptions options_;
   std::ostream& log_;
-  BackendConfig config_;  // options.backend_config, sized for the batch
+  model::BackendConfig config_;  // options.backend_config, sized for the batch
   Dataset train_, test_;
   std::vector<uint32_t> shard_;  // this worker's training samples
   std::vector<uint32_t> order_;  // the shard, shuffled for the epoch
   size_t eval_count_ = 0;
   size_t steps_per_epoch_ = 0;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<model::Backend> backend_;
 
   codec::ThresholdStep step_now_;  // tau in force (the controller moves it)
   std::optional<DensityController> controller_;
@@ -149,7 +149,7 @@ class Trainer {
   // The step's buffers, reused: batch, emission, the message and its decode.
   std::vector<float> batch_images_;
   std::vector<int32_t> batch_labels_;
-  Emission emission_;
+  model::Emission emission_;
   v1::Update message_;
   codec::DecodedUpdate decoded_;
   // Seq of our last message. With peers: 1, 2, 3, ... per process life (a

@@ -1,5 +1,5 @@
-// The CPU backend: the replica in host memory, OpenBLAS GEMMs (threaded over
-// all cores), plain loops for the rest.
+#include "cpu/cpu_backend.h"
+
 #include <cblas.h>
 
 #include <atomic>
@@ -9,19 +9,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/quantizer.h"
-#include "worker/backend.h"
-#include "worker/parallel.h"
+#include "cpu/mlp_math.h"
+#include "cpu/parallel.h"
 
-#if RECKON_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#endif
-
-namespace reckon::worker {
+namespace reckon::cpu {
 namespace {
 
-class CpuBackend final : public Backend {
+using model::Backend;
+using model::BackendConfig;
+using model::BatchStats;
+using model::Emission;
+using model::OptimizerKind;
+using model::UpdateMode;
+
+class CpuBackend final : public model::Backend {
  public:
-  CpuBackend(const BackendConfig& config, codec::FixedPointReplica replica, int threads)
+  CpuBackend(const model::BackendConfig& config, codec::FixedPointReplica replica, int threads)
       : config_(config),
         replica_(std::move(replica)),
         threads_(threads),
@@ -30,7 +33,7 @@ class CpuBackend final : public Backend {
           pool_.ParallelFor(n, fn, /*min_chunk=*/8);
         }),
         residual_(config.shape.param_count(), 0.0f),
-        state_(config.optimizer.kind == OptimizerKind::kSgd ? 0 : config.shape.param_count(), 0.0f),
+        state_(config.optimizer.kind == model::OptimizerKind::kSgd ? 0 : config.shape.param_count(), 0.0f),
         grad_(config.shape.param_count(), 0.0f) {
     train_ws_.Resize(config_.shape, config_.max_batch);
     eval_ws_.Resize(config_.shape, kEvalChunk);
@@ -65,23 +68,23 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
-                                       float learning_rate, Emission* out) override {
+  absl::StatusOr<model::BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
+                                       float learning_rate, model::Emission* out) override {
     if (batch < 1 || batch > config_.max_batch) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
     }
-    const BatchStats stats = ForwardBackward(config_.shape, replica_.weights().data(), images,
+    const model::BatchStats stats = ForwardBackward(config_.shape, replica_.weights().data(), images,
                                              labels, batch, train_ws_, grad_.data(), &gemm_rows_);
     pool_.ParallelFor(grad_.size(), [&](size_t begin, size_t end) {
       const size_t len = end - begin;
-      AccumulateDelta(
+      model::AccumulateDelta(
           config_.optimizer, learning_rate, std::span<const float>(grad_).subspan(begin, len),
           replica_.weights().subspan(begin, len),
           state_.empty() ? std::span<float>() : std::span<float>(state_).subspan(begin, len),
           std::span<float>(residual_).subspan(begin, len));
     });
-    if (config_.mode == UpdateMode::kThreshold) {
+    if (config_.mode == model::UpdateMode::kThreshold) {
       out->dense.clear();
       absl::Status s = codec::QuantizeResidual(residual_, config_.step, &out->words);
       if (!s.ok()) return s;
@@ -104,12 +107,12 @@ class CpuBackend final : public Backend {
                                [this](size_t n, const auto& fn) { pool_.ParallelFor(n, fn); });
   }
 
-  BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
-    BatchStats total;
+  model::BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
+    model::BatchStats total;
     const int features = config_.shape.inputs();
     for (size_t begin = 0; begin < count; begin += kEvalChunk) {
       const int n = static_cast<int>(std::min<size_t>(kEvalChunk, count - begin));
-      const BatchStats s =
+      const model::BatchStats s =
           Forward(config_.shape, replica_.weights().data(), images + begin * features,
                   labels + begin, n, eval_ws_, &gemm_rows_);
       total.loss_sum += s.loss_sum;
@@ -167,7 +170,7 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  BackendConfig config_;
+  model::BackendConfig config_;
   codec::FixedPointReplica replica_;
   int threads_;
   // All parallelism is this pool's: GEMMs split by rows, and the
@@ -185,7 +188,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const BackendConfig& config) {
+absl::StatusOr<std::unique_ptr<model::Backend>> MakeCpuBackend(
+    const model::BackendConfig& config) {
   absl::StatusOr<codec::FixedPointReplica> replica =
       codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits);
   if (!replica.ok()) return replica.status();
@@ -194,44 +198,7 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const BackendConfig& con
                           ? config.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   openblas_set_num_threads(1);  // our pool splits the GEMMs (see pool_)
-  return std::unique_ptr<Backend>(new CpuBackend(config, *std::move(replica), threads));
+  return std::unique_ptr<model::Backend>(new CpuBackend(config, *std::move(replica), threads));
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name,
-                                                     const BackendConfig& config,
-                                                     std::string* chosen) {
-  if (name != "auto" && name != "cpu" && name != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend '", name, "' is not auto, cpu or cuda"));
-  }
-  std::string gpu_reason;
-#if RECKON_HAVE_CUDA
-  if (name != "cpu") {
-    absl::StatusOr<std::unique_ptr<Backend>> gpu = cuda::MakeCudaBackend(config);
-    if (gpu.ok()) {
-      *chosen = absl::StrCat((*gpu)->Describe(), name == "cuda" ? ", as asked" : ", found by auto");
-      return gpu;
-    }
-    // A config the GPU cannot hold is the user's error either way; a
-    // missing or failing device lets `auto` fall back.
-    if (name == "cuda" || gpu.status().code() == absl::StatusCode::kInvalidArgument) {
-      return absl::Status(gpu.status().code(),
-                          absl::StrCat("--backend ", name, ": ", gpu.status().message()));
-    }
-    gpu_reason = std::string(gpu.status().message());
-  }
-#else
-  gpu_reason = "this build has no CUDA support (nvcc was not found at build time)";
-#endif
-  if (name == "cuda") {
-    return absl::UnavailableError(absl::StrCat("--backend cuda: ", gpu_reason));
-  }
-  absl::StatusOr<std::unique_ptr<Backend>> cpu = MakeCpuBackend(config);
-  if (!cpu.ok()) return cpu.status();
-  *chosen = name == "cpu"
-                ? absl::StrCat((*cpu)->Describe(), ", as asked")
-                : absl::StrCat((*cpu)->Describe(), ", falling back from the GPU: ", gpu_reason);
-  return cpu;
-}
-
-}  // namespace reckon::worker
+}  // namespace reckon::cpu

@@ -1,11 +1,11 @@
-#include "worker/parallel.h"
+#include "cpu/parallel.h"
 
 #include <pthread.h>
 
 #include <chrono>
 #include <string>
 
-namespace reckon::worker {
+namespace reckon::cpu {
 namespace {
 
 // Chunk i of n split into `chunks` nearly equal contiguous ranges.
@@ -98,4 +98,4 @@ void ThreadPool::HelperLoop(int index) {
   }
 }
 
-}  // namespace reckon::worker
+}  // namespace reckon::cpu

@@ -1,16 +1,16 @@
 // The MLP's forward and backward passes on the CPU, for float (training) and
 // double (gradient checks). GEMMs go to OpenBLAS; the elementwise parts are
 // plain loops. This is the CPU twin that the CUDA kernels are tested against.
-#ifndef RECKON_WORKER_MLP_MATH_H_
-#define RECKON_WORKER_MLP_MATH_H_
+#ifndef RECKON_CPU_MLP_MATH_H_
+#define RECKON_CPU_MLP_MATH_H_
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
-#include "worker/model.h"
+#include "model/model.h"
 
-namespace reckon::worker {
+namespace reckon::cpu {
 
 // Runs fn over chunks covering [0, n), possibly on several threads, and
 // returns when all are done (the CPU backend passes its thread pool). The
@@ -25,27 +25,22 @@ struct MlpWorkspace {
   std::vector<std::vector<T>> pre;   // per layer: z = a W^T + b   (batch x out)
   std::vector<std::vector<T>> post;  // per layer: activation(z), softmax at the end
   std::vector<T> delta, delta_prev;  // dL/dz of the current and previous layer
-  void Resize(const ModelShape& shape, int batch_size);
-};
-
-struct BatchStats {
-  double loss_sum = 0;  // sum over the batch of -log p(label)
-  int correct = 0;      // argmax == label
+  void Resize(const model::ModelShape& shape, int batch_size);
 };
 
 // Forward pass only: `ws.post.back()` holds the softmax probabilities.
 // REQUIRES: ws.Resize(shape, batch) was called with batch >= `batch`.
 template <typename T>
-BatchStats Forward(const ModelShape& shape, const T* params, const T* x, const int32_t* labels,
+model::BatchStats Forward(const model::ModelShape& shape, const T* params, const T* x, const int32_t* labels,
                    int batch, MlpWorkspace<T>& ws, const RowParallelFor* parallel = nullptr);
 
 // Forward and backward: `grad` (param_count values) receives the gradient of
 // the mean cross-entropy over the batch.
 template <typename T>
-BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
+model::BatchStats ForwardBackward(const model::ModelShape& shape, const T* params, const T* x,
                            const int32_t* labels, int batch, MlpWorkspace<T>& ws, T* grad,
                            const RowParallelFor* parallel = nullptr);
 
-}  // namespace reckon::worker
+}  // namespace reckon::cpu
 
-#endif  // RECKON_WORKER_MLP_MATH_H_
+#endif  // RECKON_CPU_MLP_MATH_H_

@@ -1,8 +1,8 @@
 // Optimizers and learning-rate schedules. The schedule is host arithmetic;
 // the per-element rule has a CPU twin here (AccumulateDelta) that the CUDA
 // kernel must match.
-#ifndef RECKON_WORKER_OPTIMIZER_H_
-#define RECKON_WORKER_OPTIMIZER_H_
+#ifndef RECKON_MODEL_OPTIMIZER_H_
+#define RECKON_MODEL_OPTIMIZER_H_
 
 #include <cstdint>
 #include <span>
@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace reckon::worker {
+namespace reckon::model {
 
 enum class OptimizerKind { kSgd, kMomentum, kAdagrad };
 enum class Schedule { kConstant, kHalve };
@@ -75,6 +75,6 @@ void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const fl
                      std::span<const float> weights, std::span<float> state,
                      std::span<float> residual);
 
-}  // namespace reckon::worker
+}  // namespace reckon::model
 
-#endif  // RECKON_WORKER_OPTIMIZER_H_
+#endif  // RECKON_MODEL_OPTIMIZER_H_

@@ -1,7 +1,7 @@
 // A fixed set of named helper threads for the CPU backend's elementwise
 // passes (the GEMMs have OpenBLAS's own threads). One caller at a time.
-#ifndef RECKON_WORKER_PARALLEL_H_
-#define RECKON_WORKER_PARALLEL_H_
+#ifndef RECKON_CPU_PARALLEL_H_
+#define RECKON_CPU_PARALLEL_H_
 
 #include <atomic>
 #include <cstddef>
@@ -12,7 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace reckon::worker {
+namespace reckon::cpu {
 
 class ThreadPool {
  public:
@@ -56,6 +56,6 @@ class ThreadPool {
   std::atomic<int> pending_{0};
 };
 
-}  // namespace reckon::worker
+}  // namespace reckon::cpu
 
-#endif  // RECKON_WORKER_PARALLEL_H_
+#endif  // RECKON_CPU_PARALLEL_H_

@@ -1,4 +1,4 @@
-#include "worker/model.h"
+#include "model/model.h"
 
 #include <cmath>
 
@@ -6,9 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "codec/update_words.h"
 
-namespace reckon::worker {
+namespace reckon::model {
 
 absl::StatusOr<ModelShape> ModelShape::Parse(const std::string& layers,
                                              const std::string& activation) {
@@ -87,4 +88,12 @@ absl::Status InitializeModel(const ModelShape& shape, uint64_t seed,
   return absl::OkStatus();
 }
 
-}  // namespace reckon::worker
+absl::StatusOr<std::vector<int64_t>> InitialWeights(const ModelShape& shape, int fraction_bits,
+                                                    uint64_t seed) {
+  RECKON_ASSIGN_OR_RETURN(codec::FixedPointReplica replica,
+                          codec::FixedPointReplica::Create(shape.param_count(), fraction_bits));
+  RECKON_RETURN_IF_ERROR(InitializeModel(shape, seed, &replica));
+  return std::vector<int64_t>(replica.quanta().begin(), replica.quanta().end());
+}
+
+}  // namespace reckon::model

@@ -2,8 +2,8 @@
 // sigmoid hidden units, softmax cross-entropy output. Its parameters are one
 // flat vector in the order docs/wire.md §1 fixes: W1, b1, W2, b2, ..., each W of
 // shape [out][in], row-major.
-#ifndef RECKON_WORKER_MODEL_H_
-#define RECKON_WORKER_MODEL_H_
+#ifndef RECKON_MODEL_MODEL_H_
+#define RECKON_MODEL_MODEL_H_
 
 #include <cstdint>
 #include <string>
@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "codec/fixed_point.h"
 
-namespace reckon::worker {
+namespace reckon::model {
 
 enum class Activation { kRelu, kSigmoid };
 
@@ -48,6 +48,12 @@ class ModelShape {
   uint64_t param_count_ = 0;
 };
 
+// Loss and accuracy of the model on a batch.
+struct BatchStats {
+  double loss_sum = 0;  // sum over the batch of -log p(label)
+  int correct = 0;      // argmax == label
+};
+
 // Sets every parameter from `seed` alone, on the replica's grid, with integer
 // arithmetic only (codec::FixedPointReplica::InitializeUniform): weights
 // uniform in +-sqrt(6 / fan_in) for ReLU (He) or +-sqrt(6 / (fan_in +
@@ -56,6 +62,11 @@ class ModelShape {
 absl::Status InitializeModel(const ModelShape& shape, uint64_t seed,
                              codec::FixedPointReplica* replica);
 
-}  // namespace reckon::worker
+// The replica every worker of a cluster starts from, as quanta: a new
+// replica of `fraction_bits` initialized from `seed` (InitializeModel).
+absl::StatusOr<std::vector<int64_t>> InitialWeights(const ModelShape& shape, int fraction_bits,
+                                                    uint64_t seed);
 
-#endif  // RECKON_WORKER_MODEL_H_
+}  // namespace reckon::model
+
+#endif  // RECKON_MODEL_MODEL_H_

@@ -1,4 +1,4 @@
-#include "worker/mlp_math.h"
+#include "cpu/mlp_math.h"
 
 #include <cblas.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace reckon::worker {
+namespace reckon::cpu {
 namespace {
 
 // C (m x n) = alpha * op(A) op(B) + beta * C, all row-major.
@@ -33,7 +33,7 @@ void Rows(const RowParallelFor* parallel, size_t n, const std::function<void(siz
 // z = a W^T + b for every row; a: batch x in, W: out x in, z: batch x out.
 // Split by batch rows.
 template <typename T>
-void Affine(const LayerLayout& l, const T* params, const T* a, int batch, T* z,
+void Affine(const model::LayerLayout& l, const T* params, const T* a, int batch, T* z,
             const RowParallelFor* parallel) {
   const T* bias = params + l.bias;
   Rows(parallel, batch, [&](size_t begin, size_t end) {
@@ -45,8 +45,8 @@ void Affine(const LayerLayout& l, const T* params, const T* a, int batch, T* z,
 
 // Softmax of each row of `z` into `p`; returns the loss sum and counts hits.
 template <typename T>
-BatchStats SoftmaxCrossEntropy(const T* z, const int32_t* labels, int batch, int classes, T* p) {
-  BatchStats stats;
+model::BatchStats SoftmaxCrossEntropy(const T* z, const int32_t* labels, int batch, int classes, T* p) {
+  model::BatchStats stats;
   for (int r = 0; r < batch; ++r) {
     const T* zr = z + size_t(r) * classes;
     T* pr = p + size_t(r) * classes;
@@ -65,7 +65,7 @@ BatchStats SoftmaxCrossEntropy(const T* z, const int32_t* labels, int batch, int
 }  // namespace
 
 template <typename T>
-void MlpWorkspace<T>::Resize(const ModelShape& shape, int batch_size) {
+void MlpWorkspace<T>::Resize(const model::ModelShape& shape, int batch_size) {
   if (batch_size <= batch && pre.size() == shape.layers().size()) return;
   batch = batch_size;
   pre.assign(shape.layers().size(), {});
@@ -82,11 +82,11 @@ void MlpWorkspace<T>::Resize(const ModelShape& shape, int batch_size) {
 }
 
 template <typename T>
-BatchStats Forward(const ModelShape& shape, const T* params, const T* x, const int32_t* labels,
+model::BatchStats Forward(const model::ModelShape& shape, const T* params, const T* x, const int32_t* labels,
                    int batch, MlpWorkspace<T>& ws, const RowParallelFor* parallel) {
   const auto& layers = shape.layers();
   const T* a = x;
-  BatchStats stats;
+  model::BatchStats stats;
   for (size_t l = 0; l < layers.size(); ++l) {
     T* z = ws.pre[l].data();
     T* out = ws.post[l].data();
@@ -94,7 +94,7 @@ BatchStats Forward(const ModelShape& shape, const T* params, const T* x, const i
     const size_t n = size_t(batch) * layers[l].out;
     if (l + 1 == layers.size()) {
       stats = SoftmaxCrossEntropy(z, labels, batch, layers[l].out, out);
-    } else if (shape.activation() == Activation::kRelu) {
+    } else if (shape.activation() == model::Activation::kRelu) {
       for (size_t i = 0; i < n; ++i) out[i] = z[i] > T(0) ? z[i] : T(0);
     } else {
       for (size_t i = 0; i < n; ++i) out[i] = T(1) / (T(1) + std::exp(-z[i]));
@@ -105,10 +105,10 @@ BatchStats Forward(const ModelShape& shape, const T* params, const T* x, const i
 }
 
 template <typename T>
-BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
+model::BatchStats ForwardBackward(const model::ModelShape& shape, const T* params, const T* x,
                            const int32_t* labels, int batch, MlpWorkspace<T>& ws, T* grad,
                            const RowParallelFor* parallel) {
-  const BatchStats stats = Forward(shape, params, x, labels, batch, ws, parallel);
+  const model::BatchStats stats = Forward(shape, params, x, labels, batch, ws, parallel);
   const auto& layers = shape.layers();
   const size_t last = layers.size() - 1;
   // dL/dz at the output: (softmax - onehot) / batch, for the mean loss.
@@ -125,7 +125,7 @@ BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
     }
   }
   for (size_t l = last + 1; l-- > 0;) {
-    const LayerLayout& layer = layers[l];
+    const model::LayerLayout& layer = layers[l];
     const T* a_in = l == 0 ? x : ws.post[l - 1].data();
     const T* d = ws.delta.data();
     // dW = delta^T a_in (out x in), split by output rows; db = column sums.
@@ -149,7 +149,7 @@ BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
     const size_t n = size_t(batch) * layer.in;
     const T* z_prev = ws.pre[l - 1].data();
     const T* a_prev = ws.post[l - 1].data();
-    if (shape.activation() == Activation::kRelu) {
+    if (shape.activation() == model::Activation::kRelu) {
       for (size_t i = 0; i < n; ++i) dp[i] = z_prev[i] > T(0) ? dp[i] : T(0);
     } else {
       for (size_t i = 0; i < n; ++i) dp[i] *= a_prev[i] * (T(1) - a_prev[i]);
@@ -161,16 +161,16 @@ BatchStats ForwardBackward(const ModelShape& shape, const T* params, const T* x,
 
 template struct MlpWorkspace<float>;
 template struct MlpWorkspace<double>;
-template BatchStats Forward<float>(const ModelShape&, const float*, const float*, const int32_t*,
+template model::BatchStats Forward<float>(const model::ModelShape&, const float*, const float*, const int32_t*,
                                    int, MlpWorkspace<float>&, const RowParallelFor*);
-template BatchStats Forward<double>(const ModelShape&, const double*, const double*,
+template model::BatchStats Forward<double>(const model::ModelShape&, const double*, const double*,
                                     const int32_t*, int, MlpWorkspace<double>&,
                                     const RowParallelFor*);
-template BatchStats ForwardBackward<float>(const ModelShape&, const float*, const float*,
+template model::BatchStats ForwardBackward<float>(const model::ModelShape&, const float*, const float*,
                                            const int32_t*, int, MlpWorkspace<float>&, float*,
                                            const RowParallelFor*);
-template BatchStats ForwardBackward<double>(const ModelShape&, const double*, const double*,
+template model::BatchStats ForwardBackward<double>(const model::ModelShape&, const double*, const double*,
                                             const int32_t*, int, MlpWorkspace<double>&, double*,
                                             const RowParallelFor*);
 
-}  // namespace reckon::worker
+}  // namespace reckon::cpu

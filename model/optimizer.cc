@@ -1,11 +1,11 @@
-#include "worker/optimizer.h"
+#include "model/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 
-namespace reckon::worker {
+namespace reckon::model {
 
 absl::StatusOr<OptimizerKind> ParseOptimizer(const std::string& name) {
   if (name == "sgd") return OptimizerKind::kSgd;
@@ -105,4 +105,4 @@ void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const fl
   }
 }
 
-}  // namespace reckon::worker
+}  // namespace reckon::model

@@ -12,8 +12,8 @@
 // are synchronous as seen by the caller: outputs are ready on return (a CUDA
 // backend syncs its stream before returning them and may overlap work
 // internally, e.g. the next batch's copy).
-#ifndef RECKON_WORKER_BACKEND_H_
-#define RECKON_WORKER_BACKEND_H_
+#ifndef RECKON_MODEL_BACKEND_H_
+#define RECKON_MODEL_BACKEND_H_
 
 #include <cstdint>
 #include <memory>
@@ -25,11 +25,10 @@
 #include "absl/strings/str_cat.h"
 #include "codec/fixed_point.h"
 #include "codec/weight_checksum.h"
-#include "worker/mlp_math.h"
-#include "worker/model.h"
-#include "worker/optimizer.h"
+#include "model/model.h"
+#include "model/optimizer.h"
 
-namespace reckon::worker {
+namespace reckon::model {
 
 enum class UpdateMode {
   kDense,      // apply the whole optimizer delta, rounded to the grid
@@ -117,15 +116,6 @@ class Backend {
   virtual BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) = 0;
 };
 
-// The CPU backend: OpenBLAS sgemm plus plain loops.
-absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const BackendConfig& config);
+}  // namespace reckon::model
 
-// --backend auto|cpu|cuda. `auto` takes the GPU when one answers and the
-// CPU otherwise; `*chosen` says which and why, for the log.
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& name,
-                                                     const BackendConfig& config,
-                                                     std::string* chosen);
-
-}  // namespace reckon::worker
-
-#endif  // RECKON_WORKER_BACKEND_H_
+#endif  // RECKON_MODEL_BACKEND_H_
