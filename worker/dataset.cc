@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "codec/fixed_point.h"
 
 namespace reckon::worker {
@@ -62,9 +63,8 @@ std::string FindIdx(const std::string& dir, const std::string& name) {
 }  // namespace
 
 absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int expected_rank) {
-  absl::StatusOr<std::vector<uint8_t>> bytes = ReadMaybeGzip(path);
-  if (!bytes.ok()) return bytes.status();
-  const std::vector<uint8_t>& b = *bytes;
+  RECKON_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadMaybeGzip(path));
+  const std::vector<uint8_t>& b = bytes;
   if (b.size() < 4 || b[0] != 0 || b[1] != 0) {
     return absl::DataLossError(absl::StrCat(path, ": not an IDX file (bad magic)"));
   }
@@ -109,26 +109,24 @@ absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string
   }
   const std::string images_path = FindIdx(dir, prefix + "-images-idx3-ubyte");
   const std::string labels_path = FindIdx(dir, prefix + "-labels-idx1-ubyte");
-  absl::StatusOr<IdxArray> images = ReadIdx(images_path, 3);
-  if (!images.ok()) return images.status();
-  absl::StatusOr<IdxArray> labels = ReadIdx(labels_path, 1);
-  if (!labels.ok()) return labels.status();
-  if (images->dims[0] != labels->dims[0]) {
-    return absl::DataLossError(absl::StrCat(images_path, " has ", images->dims[0], " images but ",
-                                            labels_path, " has ", labels->dims[0], " labels"));
+  RECKON_ASSIGN_OR_RETURN(IdxArray images, ReadIdx(images_path, 3));
+  RECKON_ASSIGN_OR_RETURN(IdxArray labels, ReadIdx(labels_path, 1));
+  if (images.dims[0] != labels.dims[0]) {
+    return absl::DataLossError(absl::StrCat(images_path, " has ", images.dims[0], " images but ",
+                                            labels_path, " has ", labels.dims[0], " labels"));
   }
   Dataset ds;
-  ds.rows = static_cast<int>(images->dims[1]);
-  ds.cols = static_cast<int>(images->dims[2]);
-  ds.images.resize(images->data.size());
-  for (size_t i = 0; i < images->data.size(); ++i) ds.images[i] = images->data[i] / 255.0f;
-  ds.labels.resize(labels->data.size());
-  for (size_t i = 0; i < labels->data.size(); ++i) {
-    if (labels->data[i] >= 10) {
-      return absl::DataLossError(absl::StrCat(labels_path, ": label ", int{labels->data[i]},
+  ds.rows = static_cast<int>(images.dims[1]);
+  ds.cols = static_cast<int>(images.dims[2]);
+  ds.images.resize(images.data.size());
+  for (size_t i = 0; i < images.data.size(); ++i) ds.images[i] = images.data[i] / 255.0f;
+  ds.labels.resize(labels.data.size());
+  for (size_t i = 0; i < labels.data.size(); ++i) {
+    if (labels.data[i] >= 10) {
+      return absl::DataLossError(absl::StrCat(labels_path, ": label ", int{labels.data[i]},
                                               " at position ", i, " is not in [0, 10)"));
     }
-    ds.labels[i] = labels->data[i];
+    ds.labels[i] = labels.data[i];
   }
   return ds;
 }

@@ -1,5 +1,7 @@
 #include "worker/fault_backend.h"
 
+#include "base/status_macros.h"
+
 namespace reckon::worker {
 namespace {
 
@@ -28,7 +30,7 @@ class CorruptingBackend final : public model::Backend {
     if (++steps_ == strike_at_) {
       std::vector<int64_t> weights = real_->ReadWeights();
       weights[weights.size() / 2] += 1;
-      if (absl::Status s = real_->LoadWeights(weights); !s.ok()) return s;
+      RECKON_RETURN_IF_ERROR(real_->LoadWeights(weights));
       *log_ << "reckon-worker: TEST FAULT: one quantum added to weight " << weights.size() / 2
             << " of the training replica before step " << steps_ << "\n"
             << std::flush;

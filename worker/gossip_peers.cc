@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "server/version_vector.h"
 
 namespace reckon::worker {
@@ -72,10 +73,8 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
   std::unique_ptr<GossipPeers> peers(new GossipPeers());
   peers->log_ = &log;
   int port = 0;
-  absl::StatusOr<std::unique_ptr<server::GossipServer>> server =
-      server::GossipServer::Start(options.listen, options.transport, &port);
-  if (!server.ok()) return server.status();
-  peers->server_ = *std::move(server);
+  RECKON_ASSIGN_OR_RETURN(peers->server_,
+                          server::GossipServer::Start(options.listen, options.transport, &port));
   std::string advertise = options.advertise;
   if (advertise.empty()) {
     std::string host = options.listen.substr(0, options.listen.rfind(':'));
@@ -97,10 +96,8 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
   }
   options.node.seeds = seeds;
 
-  absl::StatusOr<std::unique_ptr<server::GossipNode>> node =
-      server::GossipNode::Create(options.node, initial, fraction_bits);
-  if (!node.ok()) return node.status();
-  peers->node_ = *std::move(node);
+  RECKON_ASSIGN_OR_RETURN(peers->node_,
+                          server::GossipNode::Create(options.node, initial, fraction_bits));
   peers->options_ = options;
   log << "reckon-worker: node " << options.node.node_id << " incarnation "
       << options.node.incarnation << " listening on " << advertise << " (" << options.listen
@@ -118,13 +115,12 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
   peers->server_->SetNode(peers->node_.get(), events);
   for (;;) {
     std::string source;
-    absl::Status s = peers->FindJoinSource(seeds, &source);
-    if (!s.ok()) return s;
+    RECKON_RETURN_IF_ERROR(peers->FindJoinSource(seeds, &source));
     if (source.empty()) {
       log << "reckon-worker: no peer has trained yet: starting from the seed's weights\n";
       break;
     }
-    s = peers->Resync(source);
+    const absl::Status s = peers->Resync(source);
     if (s.ok()) break;
     if (s.code() != absl::StatusCode::kUnavailable &&
         s.code() != absl::StatusCode::kDeadlineExceeded) {
@@ -221,13 +217,13 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
 
 absl::Status GossipPeers::Resync(const std::string& source) {
   const v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/false);
-  absl::StatusOr<server::FetchedSnapshot> snap = server::FetchSnapshot(
-      source, request, options_.node.fingerprint.param_count(), std::chrono::seconds(60),
-      options_.transport.tls);
-  if (!snap.ok()) return snap.status();
-  *log_ << "reckon-worker: snapshot from " << snap->header.source_node_id() << " (" << source
-        << "), " << TotalSeqs(snap->applied) << " messages applied\n";
-  return node_->InstallSnapshot(snap->weights, snap->applied, snap->header.checksum(), source);
+  RECKON_ASSIGN_OR_RETURN(
+      const server::FetchedSnapshot snap,
+      server::FetchSnapshot(source, request, options_.node.fingerprint.param_count(),
+                            std::chrono::seconds(60), options_.transport.tls));
+  *log_ << "reckon-worker: snapshot from " << snap.header.source_node_id() << " (" << source
+        << "), " << TotalSeqs(snap.applied) << " messages applied\n";
+  return node_->InstallSnapshot(snap.weights, snap.applied, snap.header.checksum(), source);
 }
 
 GossipPeers::~GossipPeers() {
@@ -243,8 +239,7 @@ GossipPeers::~GossipPeers() {
 
 absl::Status GossipPeers::Apply(model::Backend& backend, server::Received& received) {
   if (received.replace_weights) {
-    absl::Status s = backend.LoadWeights(*received.replace_weights);
-    if (!s.ok()) return s;
+    RECKON_RETURN_IF_ERROR(backend.LoadWeights(*received.replace_weights));
   }
   // Everything received since the last step in one call: the CUDA backend
   // applies it in a single launch.
@@ -255,10 +250,9 @@ absl::Status GossipPeers::Apply(model::Backend& backend, server::Received& recei
 }
 
 absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_done) {
-  absl::Status s = node_->Health();
-  if (!s.ok()) return s;
+  RECKON_RETURN_IF_ERROR(node_->Health());
   if (std::optional<std::string> source = node_->ResyncSource()) {
-    if (absl::Status r = Resync(*source); !r.ok()) return r;
+    RECKON_RETURN_IF_ERROR(Resync(*source));
   }
   node_->SetLocalSteps(steps_done);
   if (options_.max_lag > 0) {
@@ -268,7 +262,7 @@ absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_don
     while (!node_->WaitWhileLagging(options_.max_lag,
                                     server::Clock::now() + std::chrono::milliseconds(50))) {
       server::Received r = node_->TakeReceived();
-      if (absl::Status a = Apply(backend, r); !a.ok()) return a;
+      RECKON_RETURN_IF_ERROR(Apply(backend, r));
       if (server::Clock::now() > deadline) break;
     }
   }
@@ -281,7 +275,7 @@ absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_don
 
 absl::Status GossipPeers::CheckReplica(model::Backend& backend, uint64_t steps_done) {
   server::Received received = node_->TakeReceived(/*with_cut=*/true);
-  if (absl::Status a = Apply(backend, received); !a.ok()) return a;
+  RECKON_RETURN_IF_ERROR(Apply(backend, received));
   const auto start = server::Clock::now();
   const uint64_t measured = backend.Checksum(node_->weight_checksum());
   const auto took = server::Clock::now() - start;
@@ -330,7 +324,7 @@ absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
   for (;;) {
     if (stop != nullptr && stop->load()) return absl::OkStatus();  // shutting down
     if (std::optional<std::string> source = node_->ResyncSource()) {
-      if (absl::Status r = Resync(*source); !r.ok()) return r;
+      RECKON_RETURN_IF_ERROR(Resync(*source));
     }
     const auto slice = std::min(deadline, server::Clock::now() + std::chrono::milliseconds(500));
     absl::Status s = node_->WaitQuiescent(slice, drain);

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "base/allocator.h"
 #include "base/files.h"
+#include "base/status_macros.h"
 #include "server/grpc_transport.h"
 #include "worker/backend_factory.h"
 #include "worker/gossip_peers.h"
@@ -121,13 +122,9 @@ int UsageError(const absl::Status& s) {
 absl::Status ModelFromFlags(TrainerOptions* options) {
   TrainerOptions& o = *options;
   BackendConfig& b = o.backend_config;
-  absl::StatusOr<ModelShape> shape =
-      ModelShape::Parse(absl::GetFlag(FLAGS_layers), absl::GetFlag(FLAGS_activation));
-  if (!shape.ok()) return shape.status();
-  b.shape = *shape;
-  absl::StatusOr<OptimizerKind> kind = ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
-  if (!kind.ok()) return kind.status();
-  b.optimizer.kind = *kind;
+  RECKON_ASSIGN_OR_RETURN(
+      b.shape, ModelShape::Parse(absl::GetFlag(FLAGS_layers), absl::GetFlag(FLAGS_activation)));
+  RECKON_ASSIGN_OR_RETURN(b.optimizer.kind, ParseOptimizer(absl::GetFlag(FLAGS_optimizer)));
   b.optimizer.learning_rate = absl::GetFlag(FLAGS_lr);
   b.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
   b.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
@@ -139,9 +136,7 @@ absl::Status ModelFromFlags(TrainerOptions* options) {
       !(b.optimizer.momentum >= 0 && b.optimizer.momentum < 1)) {
     return absl::InvalidArgumentError("--lr must be > 0 and --momentum in [0, 1)");
   }
-  absl::StatusOr<Schedule> schedule = ParseSchedule(absl::GetFlag(FLAGS_lr_schedule));
-  if (!schedule.ok()) return schedule.status();
-  b.optimizer.schedule = *schedule;
+  RECKON_ASSIGN_OR_RETURN(b.optimizer.schedule, ParseSchedule(absl::GetFlag(FLAGS_lr_schedule)));
   b.optimizer.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   b.optimizer.halve_after = absl::GetFlag(FLAGS_halve_after);
   if (b.optimizer.halve_after < 0 || b.optimizer.warmup_steps < 0) {
@@ -169,10 +164,7 @@ absl::Status CodecFromFlags(TrainerOptions* options) {
   if (!(o.target_density >= 0 && o.target_density < 1)) {
     return absl::InvalidArgumentError("--target_density must be in [0, 1)");
   }
-  absl::StatusOr<reckon::codec::ThresholdStep> step =
-      reckon::codec::MakeThresholdStep(o.threshold, b.fraction_bits);
-  if (!step.ok()) return step.status();
-  b.step = *step;
+  RECKON_ASSIGN_OR_RETURN(b.step, reckon::codec::MakeThresholdStep(o.threshold, b.fraction_bits));
   const std::string format = absl::GetFlag(FLAGS_wire_format);
   if (format == "rice") {
     o.wire_codec = reckon::v1::CODEC_THRESHOLD_RICE;
@@ -188,15 +180,14 @@ absl::Status CodecFromFlags(TrainerOptions* options) {
 absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   TrainerOptions o;
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
-  absl::Status s = ParseShard(absl::GetFlag(FLAGS_shard), &o.shard, &o.shards);
-  if (!s.ok()) return s;
+  RECKON_RETURN_IF_ERROR(ParseShard(absl::GetFlag(FLAGS_shard), &o.shard, &o.shards));
   o.seed = absl::GetFlag(FLAGS_seed);
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.batch = absl::GetFlag(FLAGS_batch);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.eval_samples = absl::GetFlag(FLAGS_eval_samples);
   o.backend = absl::GetFlag(FLAGS_backend);
-  if (absl::Status s = CheckBackendName(o.backend); !s.ok()) return s;
+  RECKON_RETURN_IF_ERROR(CheckBackendName(o.backend));
   o.checkpoint_path = absl::GetFlag(FLAGS_checkpoint);
   o.fault_corrupt_weight_at_step = absl::GetFlag(FLAGS_fault_corrupt_weight_at_step);
   o.resume_path = absl::GetFlag(FLAGS_resume);
@@ -211,9 +202,9 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
         "--epochs, --max_steps and --eval_samples must be >= 0 and --batch >= 1");
   }
 
-  if (absl::Status s = ModelFromFlags(&o); !s.ok()) return s;
+  RECKON_RETURN_IF_ERROR(ModelFromFlags(&o));
   o.backend_config.threads = absl::GetFlag(FLAGS_threads);
-  if (absl::Status s = CodecFromFlags(&o); !s.ok()) return s;
+  RECKON_RETURN_IF_ERROR(CodecFromFlags(&o));
   return o;
 }
 
@@ -286,11 +277,9 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
                                             .count());
   p.listen = absl::GetFlag(FLAGS_listen);
   p.advertise = absl::GetFlag(FLAGS_advertise);
-  absl::StatusOr<std::vector<std::string>> seeds = ResolvePeers(absl::GetFlag(FLAGS_peers));
-  if (!seeds.ok()) return seeds.status();
-  n.seeds = *seeds;
+  RECKON_ASSIGN_OR_RETURN(n.seeds, ResolvePeers(absl::GetFlag(FLAGS_peers)));
   n.cluster_token = absl::GetFlag(FLAGS_cluster_token);
-  if (absl::Status s = TlsFromFlags(&p); !s.ok()) return s;
+  RECKON_RETURN_IF_ERROR(TlsFromFlags(&p));
   const BackendConfig& b = o.backend_config;
   n.fingerprint.set_model(b.shape.ToString());
   n.fingerprint.set_fraction_bits(b.fraction_bits);
@@ -326,7 +315,7 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   const int check_interval = absl::GetFlag(FLAGS_check_interval_ms);
   if (check_interval < 0) return absl::InvalidArgumentError("--check-interval-ms must be >= 0");
   p.check_interval = std::chrono::milliseconds(check_interval);
-  if (absl::Status s = FaultsFromFlags(&p.faults); !s.ok()) return s;
+  RECKON_RETURN_IF_ERROR(FaultsFromFlags(&p.faults));
   return p;
 }
 

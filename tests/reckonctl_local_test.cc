@@ -1,0 +1,57 @@
+// `reckonctl local`, the real binary: a short two-worker cluster on loopback
+// and its summary, read back as JSON.
+#include <gtest/gtest.h>
+
+#include "base/json.h"
+#include "tests/test_process.h"
+
+namespace reckon {
+namespace {
+
+using ::reckon::testing::RunProcess;
+using ::reckon::testing::ScratchDir;
+
+TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
+  ScratchDir dir;
+  const std::string summary = (dir / "local.json").string();
+  ::reckon::testing::ProcessResult r = RunProcess(
+      RECKONCTL_PATH,
+      {"local", "--workers", "2", "--work-dir", (dir / "work").string(), "--summary-json",
+       summary, "--timeout-s", "300", "--layers", "784,32,10", "--epochs", "1", "--threads",
+       "1", "--eval-samples", "1000", "--max-steps", "40", "--heartbeat-ms", "50"},
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("replicas: identical"), std::string::npos) << r.out;
+  absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
+  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_EQ(json->at("workers").size(), 2u) << json->dump(2);
+  EXPECT_EQ(json->at("hashes_equal"), true);
+  EXPECT_TRUE(json->at("baseline").is_null());
+  const base::Json& w0 = json->at("workers")[0];
+  const base::Json& w1 = json->at("workers")[1];
+  EXPECT_EQ(w0.at("weight_hash"), w1.at("weight_hash"));
+  EXPECT_EQ(w0.at("steps"), 40);
+  EXPECT_EQ(w0.at("node_id"), "w0");
+  EXPECT_EQ(w1.at("node_id"), "w1");
+  // Each applied the other's 40 messages.
+  EXPECT_EQ(w0.at("node").at("updates_applied"), 40) << w0.dump(2);
+  EXPECT_GT(json->at("compression_ratio").get<double>(), 10);
+  EXPECT_GT(json->at("test_accuracy").get<double>(), 0.5);
+}
+
+TEST(ReckonctlLocal, FlagsItSetsItselfAreRefused) {
+  ScratchDir dir;
+  for (const char* flag : {"--node-id", "--peers", "--listen", "--shard"}) {
+    ::reckon::testing::ProcessResult r =
+        RunProcess(RECKONCTL_PATH, {"local", flag, "x"}, dir.path());
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_NE(r.err.find("is set by reckonctl local"), std::string::npos) << r.err;
+  }
+  ::reckon::testing::ProcessResult r =
+      RunProcess(RECKONCTL_PATH, {"local", "--workers", "0"}, dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--workers takes a number from 1 to 64"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace reckon
