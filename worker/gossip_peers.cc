@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,6 +32,7 @@ absl::StatusOr<std::vector<std::string>> ResolvePeers(const std::string& list) {
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (absl::string_view entry : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    entry = absl::StripAsciiWhitespace(entry);  // "a:1, b:2" as written in a manifest
     const size_t colon = entry.rfind(':');
     int port = 0;
     if (colon == absl::string_view::npos || !absl::SimpleAtoi(entry.substr(colon + 1), &port) ||
