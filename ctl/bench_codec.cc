@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "codec/fixed_point.h"
 #include "codec/packed32.h"
@@ -15,8 +16,13 @@
 #include "codec/rice.h"
 #include "codec/update_words.h"
 #include "base/json.h"
+#include "base/flags.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
+
+ABSL_FLAG(int64_t, params, 10'000'000, "parameters per update set");
+ABSL_FLAG(double, seconds, 1.0, "time spent on each measurement");
+ABSL_FLAG(int64_t, seed, 1, "random seed of the update sets");
 
 namespace reckon::ctl {
 namespace {
@@ -204,18 +210,15 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
     err << "usage: reckonctl bench codec|train|transport|gpu [flags] (--help for flags)\n";
     return kExitUsage;
   }
-  bool json = false;
-  int64_t params = 10'000'000;
-  double seconds = 1.0;
-  int64_t seed = 1;
-  FlagSet flags("reckonctl bench codec");
-  flags.Bool("json", &json, "one JSON object per density instead of a table");
-  flags.Int("params", &params, "parameters per update set (default 10000000)");
-  flags.Double("seconds", &seconds, "time spent on each measurement (default 1)");
-  flags.Int("seed", &seed, "random seed of the update sets (default 1)");
-  if (int code = ParseFlagsOrExit(flags, {args.begin() + 1, args.end()}, out, err); code >= 0) {
+  const base::FlagScope scope{"reckonctl bench codec",
+                              {{"json"}, {"params"}, {"seconds"}, {"seed"}}};
+  if (int code = base::ParseFlagsOrExit(scope, {args.begin() + 1, args.end()}, out, err);
+      code >= 0) {
     return code;
   }
+  const bool json = absl::GetFlag(FLAGS_json);
+  const int64_t params = absl::GetFlag(FLAGS_params), seed = absl::GetFlag(FLAGS_seed);
+  const double seconds = absl::GetFlag(FLAGS_seconds);
   if (params < 1000 || static_cast<uint64_t>(params) > codec::kMaxParamCount) {
     err << "reckonctl bench codec: --params must be in [1000, 2^31]\n";
     return kExitUsage;

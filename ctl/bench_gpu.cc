@@ -14,7 +14,9 @@
 #include <cmath>
 #include <random>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "base/flags.h"
 #include "base/json.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
@@ -25,8 +27,8 @@
 #include <chrono>
 #include <memory>
 
-#include "codec/rice.h"
 #include "base/status_macros.h"
+#include "codec/rice.h"
 #include "cuda/cublas_api.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
@@ -35,6 +37,9 @@
 #include "cuda/kernels.h"
 #include "cuda/threshold_pass.h"
 #endif
+
+ABSL_FLAG(int64_t, reps, 20, "timed repetitions of each measurement; the best counts");
+ABSL_FLAG(double, density, 1e-3, "fraction of elements above tau");
 
 namespace reckon::ctl {
 
@@ -247,14 +252,11 @@ absl::StatusOr<StepRow> MeasureStep(int reps) {
 #endif
 
 int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  bool json = false;
-  int64_t reps = 20;
-  double density = 1e-3;
-  FlagSet flags("reckonctl bench gpu");
-  flags.Bool("json", &json, "print one JSON object");
-  flags.Int("reps", &reps, "timed repetitions of each measurement; the best counts (default 20)");
-  flags.Double("density", &density, "fraction of elements above tau (default 0.001)");
-  if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+  const base::FlagScope scope{"reckonctl bench gpu", {{"json"}, {"reps"}, {"density"}}};
+  if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
+  const bool json = absl::GetFlag(FLAGS_json);
+  const int64_t reps = absl::GetFlag(FLAGS_reps);
+  const double density = absl::GetFlag(FLAGS_density);
   if (reps < 1 || !(density >= 0 && density <= 1)) {
     err << "reckonctl bench gpu: --reps must be >= 1 and --density in [0, 1]\n";
     return kExitUsage;

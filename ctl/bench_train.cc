@@ -6,17 +6,24 @@
 #include <random>
 #include <thread>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "base/flags.h"
 #include "base/json.h"
+#include "codec/update_message.h"
+#include "codec/weight_checksum.h"
 #include "cpu/cpu_backend.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
-#include "codec/update_message.h"
-#include "codec/weight_checksum.h"
+#include "model/backend.h"
 #include "server/tls.h"
 #include "server/update_signature.h"
-#include "model/backend.h"
 #include "worker/dataset.h"
+
+ABSL_FLAG(std::string, layers, "784,512,512,10", "the model's layer widths, input first");
+ABSL_FLAG(int64_t, batch, 100, "minibatch");
+ABSL_FLAG(std::string, codec, "threshold", "dense or threshold");
+ABSL_FLAG(int64_t, threads, 0, "CPU threads (0: all cores)");
 
 namespace reckon::ctl {
 namespace {
@@ -30,19 +37,20 @@ double Seconds(Clock::time_point t0) {
 }  // namespace
 
 int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string layers = "784,512,512,10", codec = "threshold";
-  int64_t batch = 100, steps = 200, threads = 0;
-  double threshold = 0.005;
-  bool json = false;
-  FlagSet flags("reckonctl bench train");
-  flags.String("layers", &layers, "model (default 784,512,512,10)");
-  flags.Int("batch", &batch, "minibatch (default 100)");
-  flags.Int("steps", &steps, "timed training steps (default 200)");
-  flags.String("codec", &codec, "dense or threshold (default threshold)");
-  flags.Double("threshold", &threshold, "tau for threshold (default 0.005)");
-  flags.Int("threads", &threads, "CPU threads (0: all cores)");
-  flags.Bool("json", &json, "print one JSON object");
-  if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+  const base::FlagScope scope{"reckonctl bench train",
+                              {{"layers"},
+                               {"batch"},
+                               {"steps", "200"},
+                               {"codec"},
+                               {"threshold", "0.005"},
+                               {"threads"},
+                               {"json"}}};
+  if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
+  const std::string layers = absl::GetFlag(FLAGS_layers), codec = absl::GetFlag(FLAGS_codec);
+  const int64_t batch = absl::GetFlag(FLAGS_batch), steps = absl::GetFlag(FLAGS_steps),
+                threads = absl::GetFlag(FLAGS_threads);
+  const double threshold = absl::GetFlag(FLAGS_threshold);
+  const bool json = absl::GetFlag(FLAGS_json);
 
   model::BackendConfig config;
   absl::StatusOr<model::ModelShape> shape = model::ModelShape::Parse(layers, "relu");

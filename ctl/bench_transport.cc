@@ -27,9 +27,11 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "base/flags.h"
 #include "base/json.h"
 #include "base/process.h"
 #include "codec/update_message.h"
@@ -39,6 +41,11 @@
 #include "proto/bench.grpc.pb.h"
 #include "server/grpc_transport.h"
 #include "model/model.h"
+
+ABSL_FLAG(int64_t, latency_messages, 300, "messages each of the 4 nodes publishes");
+ABSL_FLAG(double, rate, 100, "messages per second each node publishes (a step rate)");
+ABSL_FLAG(int64_t, rounds, 5, "alternating gRPC / TCP pairs per message size (median reported)");
+ABSL_FLAG(bool, throughput_only, false, "measure only gRPC against TCP (part 1)");
 
 namespace reckon::ctl {
 namespace {
@@ -454,17 +461,20 @@ void PrintThroughput(const std::vector<Row>& rows, int64_t rounds, std::ostream&
 }  // namespace
 
 int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  bool json = false, throughput_only = false;
-  int64_t steps = 400, latency_messages = 300, rounds = 5;
-  double rate = 100;
-  FlagSet flags("reckonctl bench transport");
-  flags.Bool("json", &json, "print one JSON object instead of a table");
-  flags.Int("steps", &steps, "training steps per worker for the step-time comparison");
-  flags.Int("latency-messages", &latency_messages, "messages each of the 4 nodes publishes");
-  flags.Double("rate", &rate, "messages per second each node publishes (a step rate)");
-  flags.Int("rounds", &rounds, "alternating gRPC / TCP pairs per message size (median reported)");
-  flags.Bool("throughput-only", &throughput_only, "measure only gRPC against TCP (part 1)");
-  if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+  const base::FlagScope scope{"reckonctl bench transport",
+                              {{"json"},
+                               {"steps", "400"},
+                               {"latency_messages"},
+                               {"rate"},
+                               {"rounds"},
+                               {"throughput_only"}}};
+  if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
+  const bool json = absl::GetFlag(FLAGS_json),
+             throughput_only = absl::GetFlag(FLAGS_throughput_only);
+  const int64_t steps = absl::GetFlag(FLAGS_steps),
+                latency_messages = absl::GetFlag(FLAGS_latency_messages),
+                rounds = absl::GetFlag(FLAGS_rounds);
+  const double rate = absl::GetFlag(FLAGS_rate);
   if (steps < 10 || latency_messages < 10 || !(rate > 0) || rounds < 1 || rounds > 100) {
     err << "reckonctl bench transport: --steps and --latency-messages must be >= 10, --rate > 0, "
            "--rounds in [1, 100]\n";

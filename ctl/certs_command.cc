@@ -7,11 +7,19 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
+#include "base/flags.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
 #include "server/node.h"
 #include "server/tls.h"
+
+ABSL_FLAG(std::string, out, "",
+          "directory for ca.pem, ca.key, <node>.pem, <node>.key, reckonctl.*");
+ABSL_FLAG(std::string, nodes, "", "node ids, comma-separated (each worker's --node-id)");
+ABSL_FLAG(std::string, hosts, "", "extra DNS names or IPs for every certificate");
+ABSL_FLAG(std::string, ca_name, "reckon cluster CA", "the CA's common name");
+ABSL_FLAG(int64_t, days, 365, "validity in days");
 
 namespace reckon::ctl {
 namespace {
@@ -28,17 +36,13 @@ bool WriteFile(const std::filesystem::path& path, const std::string& text, bool 
 }  // namespace
 
 int RunCertsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string dir, nodes, hosts, ca_name = "reckon cluster CA";
-  int64_t days = 365;
-  FlagSet flags("reckonctl certs");
-  flags.String("out", &dir, "directory for ca.pem, ca.key, <node>.pem, <node>.key, reckonctl.*");
-  flags.String("nodes", &nodes, "node ids, comma-separated (each worker's --node-id)");
-  flags.String("hosts", &hosts, "extra DNS names or IPs for every certificate (optional)");
-  flags.String("ca-name", &ca_name, "the CA's common name");
-  flags.Int("days", &days, "validity (default 365)");
-  flags.Require("out");
-  flags.Require("nodes");
-  if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+  const base::FlagScope scope{
+      "reckonctl certs",
+      {{"out", "", true}, {"nodes", "", true}, {"hosts"}, {"ca_name"}, {"days"}}};
+  if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
+  const std::string dir = absl::GetFlag(FLAGS_out), nodes = absl::GetFlag(FLAGS_nodes),
+                    hosts = absl::GetFlag(FLAGS_hosts), ca_name = absl::GetFlag(FLAGS_ca_name);
+  const int64_t days = absl::GetFlag(FLAGS_days);
   std::vector<std::string> ids = absl::StrSplit(nodes, ',', absl::SkipEmpty());
   std::vector<std::string> extra = absl::StrSplit(hosts, ',', absl::SkipEmpty());
   if (ids.empty() || days < 1 || days > 36500) {

@@ -5,15 +5,28 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/files.h"
+#include "base/flags.h"
 #include "codec/fixed_point.h"
 #include "codec/quantizer.h"
 #include "codec/update_message.h"
 #include "codec/update_words.h"
 #include "ctl/commands.h"
-#include "base/files.h"
 #include "ctl/flags.h"
+
+ABSL_FLAG(std::string, input, "",
+          "encode: raw little-endian float32 residual (R.f32); decode, inspect: a file holding "
+          "one serialized Update");
+ABSL_FLAG(std::string, format, "rice", "rice or packed32");
+ABSL_FLAG(int64_t, fraction_bits, 32, "fixed-point fraction bits");
+ABSL_FLAG(std::string, output, "", "where to write the serialized Update");
+ABSL_FLAG(std::string, residual_out, "", "where to write the residual after emission");
+ABSL_FLAG(std::string, node_id, "reckonctl", "origin node id");
+ABSL_FLAG(int64_t, incarnation, 0, "origin incarnation");
+ABSL_FLAG(int64_t, seq, 1, "sequence number");
 
 namespace reckon::ctl {
 namespace {
@@ -30,23 +43,23 @@ int Fail(std::ostream& err, int code, const absl::Status& status) {
 }
 
 int Encode(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string input, output, residual_out, format = "rice", node_id = "reckonctl";
-  double threshold = 0;
-  int64_t fraction_bits = codec::kDefaultFractionBits, incarnation = 0, seq = 1;
-  FlagSet flags("reckonctl codec encode");
-  flags.String("input", &input, "raw little-endian float32 residual (R.f32)");
-  flags.Double("threshold", &threshold, "tau; rounded to the fixed-point grid");
-  flags.String("format", &format, "rice (default) or packed32");
-  flags.Int("fraction-bits", &fraction_bits, "fixed-point fraction bits (default 32)");
-  flags.String("output", &output, "where to write the serialized Update");
-  flags.String("residual-out", &residual_out, "where to write the residual after emission");
-  flags.String("node-id", &node_id, "origin node id (default reckonctl)");
-  flags.Int("incarnation", &incarnation, "origin incarnation (default 0)");
-  flags.Int("seq", &seq, "sequence number (default 1)");
-  flags.Require("input");
-  flags.Require("threshold");
-  flags.Require("output");
-  if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+  const base::FlagScope scope{"reckonctl codec encode",
+                              {{"input", "", true},
+                               {"threshold", "", true},
+                               {"format"},
+                               {"fraction_bits"},
+                               {"output", "", true},
+                               {"residual_out"},
+                               {"node_id"},
+                               {"incarnation"},
+                               {"seq"}}};
+  if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
+  const std::string input = absl::GetFlag(FLAGS_input), output = absl::GetFlag(FLAGS_output),
+                    residual_out = absl::GetFlag(FLAGS_residual_out),
+                    format = absl::GetFlag(FLAGS_format), node_id = absl::GetFlag(FLAGS_node_id);
+  const double threshold = absl::GetFlag(FLAGS_threshold);
+  const int64_t fraction_bits = absl::GetFlag(FLAGS_fraction_bits),
+                incarnation = absl::GetFlag(FLAGS_incarnation), seq = absl::GetFlag(FLAGS_seq);
 
   v1::Codec codec;
   if (format == "rice") {
@@ -134,13 +147,13 @@ absl::Status LoadUpdate(const std::string& path, v1::Update* msg, codec::Decoded
 }
 
 // The flags of decode and inspect: just --input. Returns -1 to go on, else
-// the exit code (ParseFlagsOrExit).
+// the exit code (base::ParseFlagsOrExit).
 int ParseInputFlag(const std::string& command, const std::vector<std::string>& args,
                    std::ostream& out, std::ostream& err, std::string* input) {
-  FlagSet flags(command);
-  flags.String("input", input, "a file holding one serialized Update");
-  flags.Require("input");
-  return ParseFlagsOrExit(flags, args, out, err);
+  const base::FlagScope scope{command, {{"input", "", true}}};
+  const int code = base::ParseFlagsOrExit(scope, args, out, err);
+  *input = absl::GetFlag(FLAGS_input);
+  return code;
 }
 
 int Decode(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -14,10 +14,12 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/files.h"
+#include "base/flags.h"
 #include "base/json.h"
 #include "base/process.h"
 #include "base/status_macros.h"
@@ -25,6 +27,14 @@
 #include "ctl/worker_summary.h"
 #include "server/grpc_transport.h"
 #include "server/version_vector.h"
+
+ABSL_FLAG(int64_t, workers, 4, "workers to start on loopback (1 to 64)");
+ABSL_FLAG(bool, baseline, false, "then train one dense worker alone, for comparison");
+ABSL_FLAG(std::string, summary_json, "", "write the cluster's summary here as JSON");
+ABSL_FLAG(std::string, work_dir, "", "logs and summaries (default: a new /tmp/reckon-local-*)");
+ABSL_FLAG(std::string, worker_binary, "",
+          "reckon-worker to run (default: the one built beside reckonctl)");
+ABSL_FLAG(int64_t, timeout_s, 3600, "stop the workers and fail after this long");
 
 namespace reckon::ctl {
 namespace {
@@ -53,80 +63,46 @@ struct LocalOptions {
   std::vector<std::string> training_flags;  // forwarded to every worker
 };
 
-void PrintUsage(std::ostream& out) {
-  out << "usage: reckonctl local [--workers N] [--baseline] [--summary-json PATH]\n"
-         "                      [--work-dir DIR] [--worker-binary PATH] [--timeout-s S]\n"
-         "                      [reckon-worker training flags, e.g. --epochs 10]\n"
-         "  --workers N          workers to start on loopback (default 4)\n"
-         "  --baseline           then train one dense worker for comparison\n"
-         "  --summary-json PATH  write the summary as JSON\n"
-         "  --work-dir DIR       logs and summaries (default: a new /tmp/reckon-local-*)\n"
-         "  --worker-binary P    reckon-worker to run (default: the one built beside reckonctl)\n"
-         "  --timeout-s S        stop the workers and fail after this long (default 3600)\n"
-         "Other flags go to every worker unchanged (reckon-worker --help lists them).\n";
+const base::FlagScope& LocalFlags() {
+  static const base::FlagScope scope{
+      "reckonctl local",
+      {{"workers"}, {"baseline"}, {"summary_json"}, {"work_dir"}, {"worker_binary"},
+       {"timeout_s"}}};
+  return scope;
 }
 
-// Parses local's own flags; the rest are training flags.
+// Parses local's own flags; every other argument is a training flag for the
+// workers. Returns -1 to go on, else the exit code.
 int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostream& out,
                std::ostream& err) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = args[i], value;
-    bool has_value = false;
-    if (name == "--help" || name == "-h") {
-      PrintUsage(out);
-      return kExitOk;
+  if (int code = base::ParseFlagsOrExit(LocalFlags(), args, out, err, &o->training_flags);
+      code >= 0) {
+    if (code == kExitOk) {
+      out << "Other flags go to every worker unchanged (reckon-worker --help lists them).\n";
     }
-    if (name.rfind("--", 0) == 0 && name.find('=') != std::string::npos) {
-      value = name.substr(name.find('=') + 1);
-      name = name.substr(0, name.find('='));
-      has_value = true;
-    }
+    return code;
+  }
+  const int64_t workers = absl::GetFlag(FLAGS_workers);
+  if (workers < 1 || workers > 64) {
+    err << "reckonctl local: --workers takes a number from 1 to 64\n";
+    return kExitUsage;
+  }
+  o->timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  if (o->timeout_s < 1) {
+    err << "reckonctl local: --timeout-s must be >= 1\n";
+    return kExitUsage;
+  }
+  o->workers = static_cast<int>(workers);
+  o->baseline = absl::GetFlag(FLAGS_baseline);
+  o->summary_json = absl::GetFlag(FLAGS_summary_json);
+  o->work_dir = absl::GetFlag(FLAGS_work_dir);
+  o->worker_binary = absl::GetFlag(FLAGS_worker_binary);
+  for (const std::string& flag : o->training_flags) {
+    std::string name = flag.substr(0, flag.find('='));
     std::replace(name.begin(), name.end(), '_', '-');
-    auto take = [&](std::string* target) -> bool {
-      if (has_value) {
-        *target = value;
-        return true;
-      }
-      if (i + 1 >= args.size()) return false;
-      *target = args[++i];
-      return true;
-    };
-    auto take_int = [&](int64_t* target) -> bool {
-      std::string v;
-      if (!take(&v)) return false;
-      char* end = nullptr;
-      *target = std::strtoll(v.c_str(), &end, 10);
-      return !v.empty() && *end == '\0';
-    };
-    bool ok = true;
-    if (name == "--workers") {
-      int64_t n = 0;
-      ok = take_int(&n) && n >= 1 && n <= 64;
-      o->workers = static_cast<int>(n);
-      if (!ok) {
-        err << "reckonctl local: --workers takes a number from 1 to 64\n";
-        return kExitUsage;
-      }
-    } else if (name == "--baseline") {
-      o->baseline = true;
-    } else if (name == "--summary-json") {
-      ok = take(&o->summary_json);
-    } else if (name == "--work-dir") {
-      ok = take(&o->work_dir);
-    } else if (name == "--worker-binary") {
-      ok = take(&o->worker_binary);
-    } else if (name == "--timeout-s") {
-      ok = take_int(&o->timeout_s) && o->timeout_s > 0;
-    } else if (name == "--node-id" || name == "--listen" || name == "--peers" ||
-               name == "--shard" || name == "--standalone" || name == "--summary-json") {
+    if (name == "--node-id" || name == "--listen" || name == "--peers" || name == "--shard" ||
+        name == "--standalone") {
       err << "reckonctl local: " << name << " is set by reckonctl local for each worker\n";
-      return kExitUsage;
-    } else {
-      o->training_flags.push_back(args[i]);
-      continue;
-    }
-    if (!ok) {
-      err << "reckonctl local: " << name << " needs a valid value (--help lists the flags)\n";
       return kExitUsage;
     }
   }

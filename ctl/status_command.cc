@@ -5,24 +5,28 @@
 
 #include <chrono>
 
+#include "absl/flags/flag.h"
+#include "base/flags.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
 #include "server/grpc_transport.h"
+
+ABSL_FLAG(std::string, peer, "", "host:port of a worker's gossip service");
+ABSL_FLAG(int64_t, timeout_ms, 2000, "give up after this long");
+ABSL_FLAG(std::string, tls_cert, "", "with a TLS cluster: a certificate of its CA (PEM)");
+ABSL_FLAG(std::string, tls_key, "", "its key (PEM)");
+ABSL_FLAG(std::string, tls_ca, "", "the cluster CA's certificate (PEM)");
 
 namespace reckon::ctl {
 
 int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string peer;
-  int64_t timeout_ms = 2000;
-  FlagSet flags("reckonctl status");
-  flags.String("peer", &peer, "host:port of a worker's gossip service");
-  flags.Int("timeout-ms", &timeout_ms, "give up after this long");
-  std::string tls_cert, tls_key, tls_ca;
-  flags.String("tls-cert", &tls_cert, "with a TLS cluster: a certificate of its CA (PEM)");
-  flags.String("tls-key", &tls_key, "its key (PEM)");
-  flags.String("tls-ca", &tls_ca, "the cluster CA's certificate (PEM)");
-  flags.Require("peer");
-  if (int code = ParseFlagsOrExit(flags, args, out, err); code >= 0) return code;
+  const base::FlagScope scope{"reckonctl status",
+                              {{"peer", "", true}, {"timeout_ms"}, {"tls_cert"}, {"tls_key"},
+                               {"tls_ca"}}};
+  if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
+  const std::string peer = absl::GetFlag(FLAGS_peer);
+  const int64_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  const std::string tls_cert = absl::GetFlag(FLAGS_tls_cert), tls_key = absl::GetFlag(FLAGS_tls_key),
+                    tls_ca = absl::GetFlag(FLAGS_tls_ca);
   server::TlsConfig tls;
   if (!tls_cert.empty() || !tls_key.empty() || !tls_ca.empty()) {
     absl::StatusOr<server::TlsConfig> loaded = server::LoadTls(tls_ca, tls_cert, tls_key);

@@ -13,12 +13,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/allocator.h"
 #include "base/files.h"
+#include "base/flags.h"
 #include "base/status_macros.h"
 #include "server/grpc_transport.h"
 #include "worker/backend_factory.h"
@@ -319,38 +318,21 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   return p;
 }
 
-// Flags may be written with dashes, as the docs do (--summary-json), or with
-// underscores, as Abseil names them (--summary_json): the name part of every
-// "--name[=value]" argument is normalized to underscores. Values are left as
-// they are.
-std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string& a = args[i];
-    if (a.rfind("--", 0) != 0 || a == "--") continue;
-    const size_t end = std::min(a.find('='), a.size());
-    std::replace(a.begin() + 2, a.begin() + static_cast<std::ptrdiff_t>(end), '-', '_');
-  }
-  return args;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   reckon::base::TuneAllocatorForLargeFrames();
-  absl::SetProgramUsageMessage(
-      "trains one reckon worker.\n  reckon-worker --standalone [--layers 784,512,512,10] "
-      "[--codec threshold --threshold T] [--epochs N] ...\n  reckon-worker --node-id w0 "
-      "--listen 0.0.0.0:7070 --peers w1:7070,w2:7070 --shard 0/3 [training flags]");
-  std::vector<std::string> normalized = NormalizeFlagNames(argc, argv);
-  std::vector<char*> normalized_argv;
-  for (std::string& a : normalized) normalized_argv.push_back(a.data());
-  const std::vector<char*> rest =
-      absl::ParseCommandLine(static_cast<int>(normalized_argv.size()), normalized_argv.data());
-  if (rest.size() > 1) {
-    return UsageError(absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", rest[1], "' (flags start with --)")));
+  // Every flag defined in this file; dashes or underscores (base/flags.h).
+  const reckon::base::FlagScope scope = reckon::base::FlagScope::FromFile(
+      "reckon-worker", "worker/main.cc");
+  const int code = reckon::base::ParseFlagsOrExit(scope, {argv + 1, argv + argc}, std::cout,
+                                                  std::cerr);
+  if (code == 0) {
+    std::cout << "  reckon-worker --standalone [--layers 784,512,512,10] [--codec threshold "
+                 "--threshold T] [--epochs N] ...\n  reckon-worker --node-id w0 --listen "
+                 "0.0.0.0:7070 --peers w1:7070,w2:7070 --shard 0/3 [training flags]\n";
   }
+  if (code >= 0) return code;
   absl::StatusOr<TrainerOptions> options = OptionsFromFlags();
   if (!options.ok()) return UsageError(options.status());
   // SIGTERM / SIGINT: finish the current step, leave the cluster, exit 0.

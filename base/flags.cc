@@ -1,0 +1,146 @@
+#include "base/flags.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace reckon::base {
+namespace {
+
+std::string Underscored(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+std::string Dashed(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+absl::CommandLineFlag& Find(const FlagScope& scope, const std::string& name) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  // A scope naming a flag no file defines is a programming error.
+  if (flag == nullptr) {
+    std::fprintf(stderr, "%s: no flag named %s is defined\n", scope.command.c_str(), name.c_str());
+    std::abort();
+  }
+  return *flag;
+}
+
+absl::Status SetFlag(const FlagScope& scope, absl::CommandLineFlag& flag,
+                     const std::string& value) {
+  std::string error;
+  if (flag.ParseFrom(value, &error)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(scope.command, ": --", Dashed(std::string(flag.Name())),
+                                                 " '", value, "': ", error));
+}
+
+}  // namespace
+
+FlagScope FlagScope::FromFile(std::string command, const std::string& file_suffix) {
+  FlagScope scope{std::move(command), {}};
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::EndsWith(flag->Filename(), file_suffix)) {
+      scope.flags.emplace_back(std::string(name));
+    }
+  }
+  std::sort(scope.flags.begin(), scope.flags.end(),
+            [](const FlagSpec& a, const FlagSpec& b) { return a.name < b.name; });
+  return scope;
+}
+
+absl::Status ParseFlags(const FlagScope& scope, const std::vector<std::string>& args,
+                        std::vector<std::string>* pass_through) {
+  std::map<std::string, const FlagSpec*> specs;
+  for (const FlagSpec& spec : scope.flags) {
+    absl::CommandLineFlag& flag = Find(scope, spec.name);
+    const std::string reset = spec.default_value.empty() ? flag.DefaultValue() : spec.default_value;
+    if (absl::Status s = SetFlag(scope, flag, reset); !s.ok()) return s;
+    specs[spec.name] = &spec;
+  }
+  std::set<std::string> given;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.size() <= 2 || arg.rfind("--", 0) != 0) {
+      if (pass_through != nullptr) {
+        pass_through->push_back(arg);
+        continue;
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(scope.command, ": unexpected argument '", arg, "'"));
+    }
+    const size_t eq = arg.find('=');
+    std::string name = Underscored(arg.substr(2, eq == std::string::npos ? eq : eq - 2));
+    std::optional<std::string> value;
+    if (eq != std::string::npos) value = arg.substr(eq + 1);
+    if (!specs.count(name) && name.rfind("no", 0) == 0 && !value &&
+        specs.count(name.substr(2)) && Find(scope, name.substr(2)).IsOfType<bool>()) {
+      name = name.substr(2);
+      value = "false";
+    }
+    if (!specs.count(name)) {
+      if (pass_through != nullptr) {
+        pass_through->push_back(arg);
+        continue;
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(scope.command, ": unknown flag ", arg.substr(0, eq)));  // as written
+    }
+    absl::CommandLineFlag& flag = Find(scope, name);
+    if (!value && flag.IsOfType<bool>()) value = "true";
+    if (!value) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(scope.command, ": --", Dashed(name), " needs a value"));
+      }
+      value = args[++i];
+    }
+    if (absl::Status s = SetFlag(scope, flag, *value); !s.ok()) return s;
+    given.insert(name);
+  }
+  for (const FlagSpec& spec : scope.flags) {
+    if (spec.required && !given.count(spec.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(scope.command, ": --", Dashed(spec.name), " is required"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string FlagUsage(const FlagScope& scope) {
+  std::string out = absl::StrCat("usage: ", scope.command, " [flags]\n");
+  for (const FlagSpec& spec : scope.flags) {
+    absl::CommandLineFlag& flag = Find(scope, spec.name);
+    const std::string fallback = spec.default_value.empty() ? flag.DefaultValue() : spec.default_value;
+    const std::string shown =
+        spec.required ? "required" : absl::StrCat("default ", fallback.empty() ? "\"\"" : fallback);
+    absl::StrAppend(&out, "  --", Dashed(spec.name), " (", shown, ")  ", flag.Help(), "\n");
+  }
+  return out;
+}
+
+int ParseFlagsOrExit(const FlagScope& scope, const std::vector<std::string>& args,
+                     std::ostream& out, std::ostream& err,
+                     std::vector<std::string>* pass_through) {
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      out << FlagUsage(scope);
+      return 0;
+    }
+  }
+  if (absl::Status s = ParseFlags(scope, args, pass_through); !s.ok()) {
+    err << s.message() << " (--help lists the flags)\n";
+    return 2;
+  }
+  return -1;
+}
+
+}  // namespace reckon::base

@@ -1,0 +1,58 @@
+// One way to parse flags, for reckon-worker and every reckonctl subcommand.
+// Flags are Abseil flags (ABSL_FLAG: type, default, help, value parsing). A
+// command names the flags it takes in a FlagScope; ParseFlags resets them to
+// the command's defaults and walks its arguments:
+//   --name value   --name=value   --switch   --noswitch   --switch=false
+// Names are written with dashes or underscores (--summary-json is
+// --summary_json). A flag outside the scope, a missing or malformed value,
+// a stray argument or a required flag not given is kInvalidArgument naming
+// the command and the flag. Not thread-safe: the flags are process-wide, as
+// Abseil's are; one command parses at a time.
+#ifndef RECKON_BASE_FLAGS_H_
+#define RECKON_BASE_FLAGS_H_
+
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace reckon::base {
+
+struct FlagSpec {
+  FlagSpec(std::string name, std::string default_value = "", bool required = false)
+      : name(std::move(name)), default_value(std::move(default_value)), required(required) {}
+  std::string name;            // the Abseil name, with underscores
+  std::string default_value;   // this command's default; empty: the flag's own
+  bool required = false;       // must be given
+};
+
+struct FlagScope {
+  std::string command;         // "reckonctl status": for messages and usage
+  std::vector<FlagSpec> flags;
+  // Every flag defined in a source file whose path ends with `file_suffix`
+  // (e.g. "worker/main.cc"), sorted by name, with their own defaults.
+  static FlagScope FromFile(std::string command, const std::string& file_suffix);
+};
+
+// Parses `args` (the words after the program and subcommand) into the
+// scope's flags. With `pass_through`, arguments that are not flags of the
+// scope are appended there, in order, instead of being errors (reckonctl
+// local hands them to its workers).
+absl::Status ParseFlags(const FlagScope& scope, const std::vector<std::string>& args,
+                        std::vector<std::string>* pass_through = nullptr);
+
+// One line per flag: its dashed name, its default (or "required") and help.
+std::string FlagUsage(const FlagScope& scope);
+
+// For a command's entry point: --help or -h prints the usage to `out` and
+// gives 0; a parse error prints one line to `err` and gives 2; otherwise -1
+// (go on).
+int ParseFlagsOrExit(const FlagScope& scope, const std::vector<std::string>& args,
+                     std::ostream& out, std::ostream& err,
+                     std::vector<std::string>* pass_through = nullptr);
+
+}  // namespace reckon::base
+
+#endif  // RECKON_BASE_FLAGS_H_

@@ -1,0 +1,96 @@
+// base/flags.h: the one flag parser of reckon-worker and every reckonctl
+// subcommand. Every way a flag is written, every mistake named, and each
+// parse starting from the command's defaults.
+#include "base/flags.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "absl/flags/flag.h"
+
+ABSL_FLAG(std::string, test_name, "default", "a name");
+ABSL_FLAG(int64_t, test_count, 3, "a count");
+ABSL_FLAG(double, test_rate, 0.5, "a rate");
+ABSL_FLAG(bool, test_verbose, false, "a switch");
+
+namespace reckon::base {
+namespace {
+
+FlagScope Scope() {
+  return {"reckonctl test",
+          {{"test_name", "", true}, {"test_count", "7"}, {"test_rate"}, {"test_verbose"}}};
+}
+
+TEST(Flags, ValuesTakeEveryFormAndDashesOrUnderscores) {
+  ASSERT_TRUE(ParseFlags(Scope(), {"--test-name", "w0", "--test_count=12", "--test-rate",
+                                   "1e-3", "--test-verbose"})
+                  .ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_name), "w0");
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_count), 12);
+  EXPECT_DOUBLE_EQ(absl::GetFlag(FLAGS_test_rate), 1e-3);
+  EXPECT_TRUE(absl::GetFlag(FLAGS_test_verbose));
+  ASSERT_TRUE(ParseFlags(Scope(), {"--test-name=a=b", "--notest-verbose"}).ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_name), "a=b");  // only the first '=' splits
+  EXPECT_FALSE(absl::GetFlag(FLAGS_test_verbose));
+  ASSERT_TRUE(ParseFlags(Scope(), {"--test-name=x", "--test-verbose=true"}).ok());
+  EXPECT_TRUE(absl::GetFlag(FLAGS_test_verbose));
+}
+
+TEST(Flags, EachParseStartsFromTheCommandsDefaults) {
+  ASSERT_TRUE(ParseFlags(Scope(), {"--test-name", "x", "--test-count", "9", "--test-verbose"}).ok());
+  ASSERT_TRUE(ParseFlags(Scope(), {"--test-name", "y"}).ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_count), 7);  // the scope's default, not the flag's 3
+  EXPECT_DOUBLE_EQ(absl::GetFlag(FLAGS_test_rate), 0.5);
+  EXPECT_FALSE(absl::GetFlag(FLAGS_test_verbose));
+}
+
+TEST(Flags, EveryMistakeIsNamed) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--test-name", "x", "--test-cuont", "2"}, "unknown flag --test-cuont"},
+      {{"--test-name"}, "--test-name needs a value"},
+      {{"--test-name", "x", "--test-count", "two"}, "--test-count 'two'"},
+      {{"--test-name", "x", "--test-verbose=maybe"}, "--test-verbose 'maybe'"},
+      {{"--test-count", "2"}, "--test-name is required"},
+      {{"--test-name", "x", "stray"}, "unexpected argument 'stray'"},
+      {{"--no-such-flag"}, "unknown flag --no-such-flag"},
+  };
+  for (const auto& [args, message] : cases) {
+    const absl::Status s = ParseFlags(Scope(), args);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_NE(s.message().find(message), std::string::npos) << s.message();
+    EXPECT_EQ(s.message().rfind("reckonctl test: ", 0), 0u) << s.message();
+  }
+}
+
+TEST(Flags, PassThroughKeepsOtherArgumentsInOrder) {
+  std::vector<std::string> rest;
+  ASSERT_TRUE(ParseFlags(Scope(), {"--epochs", "3", "--test-name", "x", "--lr=0.1", "plain"},
+                         &rest)
+                  .ok());
+  EXPECT_EQ(rest, (std::vector<std::string>{"--epochs", "3", "--lr=0.1", "plain"}));
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_name), "x");
+}
+
+TEST(Flags, HelpPrintsEveryFlagItsDefaultAndWhatIsRequired) {
+  std::ostringstream out, err;
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--help"}, out, err), 0);
+  for (const char* line : {"--test-name (required)", "--test-count (default 7)",
+                           "--test-rate (default 0.5)", "--test-verbose (default false)"}) {
+    EXPECT_NE(out.str().find(line), std::string::npos) << out.str();
+  }
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--bad"}, out, err), 2);
+  EXPECT_NE(err.str().find("unknown flag --bad"), std::string::npos) << err.str();
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--test-name", "x"}, out, err), -1);
+}
+
+TEST(Flags, AScopeCanBeEveryFlagOfAFile) {
+  const FlagScope scope = FlagScope::FromFile("test", "tests/flags_test.cc");
+  std::vector<std::string> names;
+  for (const FlagSpec& f : scope.flags) names.push_back(f.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"test_count", "test_name", "test_rate",
+                                             "test_verbose"}));
+}
+
+}  // namespace
+}  // namespace reckon::base
