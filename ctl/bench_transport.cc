@@ -73,8 +73,8 @@ v1::GossipFrame PayloadFrame(size_t payload_bytes) {
 // The gRPC side runs as the gossip transport does (server/grpc_transport.cc):
 // the callback API, whose reactors run on gRPC's own threads with no
 // hand-off to a waiting caller per message, and the transport's channel and
-// server settings. (The synchronous API measured 25-35 % slower at 1 MiB here,
-// session 4: each Write/Read wakes the blocked caller.)
+// server settings. (The synchronous API measured 25-35 % slower at 1 MiB on
+// a 2-core VM: each Write/Read wakes the blocked caller.)
 class CallbackSinkService final : public bench::v1::TransportBench::CallbackService {
   grpc::ServerReadReactor<v1::GossipFrame>* Sink(grpc::CallbackServerContext*,
                                                  bench::v1::SinkReply* reply) override {

@@ -25,7 +25,7 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
   }
   if (id != c.self.node_id && hello.listen_address().empty()) {
     // Every member must be dialable by every other: a member known to one
-    // node only would be invisible to the others' quiescence (issue 11).
+    // node only would be invisible to the others' quiescence.
     return refuse(absl::StrCat("node '", id,
                                "' sent no listen_address: every member must be reachable by "
                                "every other"),

@@ -15,11 +15,9 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/files.h"
 
 namespace reckon::server {
 namespace {
@@ -71,12 +69,15 @@ std::string CommonName(X509* cert) {
   return cn;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, const std::string& flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, " ", path, ": cannot read the file"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+// A PEM file named by `flag`; errors name both. PEM files are small: a
+// megabyte is already not one.
+absl::StatusOr<std::string> ReadPem(const std::string& path, const std::string& flag) {
+  absl::StatusOr<std::string> text = base::ReadFile(path, 1 << 20);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat(flag, " ", path, ": ", text.status().message()));
+  }
+  return text;
 }
 
 std::string ToPem(X509* cert) {
@@ -195,11 +196,11 @@ absl::StatusOr<std::string> VerifyCertificate(const std::string& ca_pem,
 absl::StatusOr<TlsConfig> LoadTls(const std::string& ca_path, const std::string& cert_path,
                                   const std::string& key_path) {
   TlsConfig config;
-  absl::StatusOr<std::string> ca = ReadFile(ca_path, "--tls-ca");
+  absl::StatusOr<std::string> ca = ReadPem(ca_path, "--tls-ca");
   if (!ca.ok()) return ca.status();
-  absl::StatusOr<std::string> cert = ReadFile(cert_path, "--tls-cert");
+  absl::StatusOr<std::string> cert = ReadPem(cert_path, "--tls-cert");
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadFile(key_path, "--tls-key");
+  absl::StatusOr<std::string> key = ReadPem(key_path, "--tls-key");
   if (!key.ok()) return key.status();
   config.ca_pem = *std::move(ca);
   config.cert_pem = *std::move(cert);

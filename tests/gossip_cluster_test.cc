@@ -1,5 +1,5 @@
 // The gossip node end to end: real reckon-worker processes talking gRPC on
-// loopback, training on the real Fashion-MNIST files (issue 4's six tests).
+// loopback, training on the real Fashion-MNIST files.
 // A smaller model (784-128-10) and bounded steps keep each test to seconds;
 // the bounds below were set from runs of this exact setup.
 #include <gtest/gtest.h>
@@ -136,7 +136,7 @@ TEST(GossipCluster, KilledWorkerRejoinsFromSnapshot) {
   EXPECT_EQ(Number(s0, "max_training_members"), 4) << s0;
 }
 
-// The fork of issue 11: a worker restarted while its peers cannot answer
+// A fork once seen: a worker restarted while its peers cannot answer
 // (stopped here; starved of CPU where it was seen) must not start from the
 // seed's weights on that silence. It keeps probing, says so, and joins from a
 // snapshot once they answer; all end identical.

@@ -1,4 +1,4 @@
-// Failure scenarios end to end (issue 11, part 4): real reckon-worker
+// Failure scenarios end to end: real reckon-worker
 // processes over real gRPC, faults made the way they happen (signals, a
 // loaded machine). Labelled `fault`; each test is bounded in time and cleans
 // up its processes when it fails. The figures each prints are recorded in

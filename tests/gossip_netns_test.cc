@@ -1,4 +1,4 @@
-// Partitions and bad links, for real (issue 11 part 4): worker processes in
+// Partitions and bad links, for real: worker processes in
 // network namespaces, joined by the impairing switch of tests/net_lab.h, over
 // real TCP and gRPC. Each scenario ends with every worker exiting 0 with
 // identical weights and version vectors, and prints its FIGURES.

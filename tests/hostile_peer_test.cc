@@ -1,6 +1,6 @@
-// A hostile peer against a real node over real gRPC on loopback (issue 11
-// part 5): it speaks the protocol frame by frame, as a third party could,
-// and tries what a member must not be able to do. Each attempt is refused
+// A hostile peer against a real node over real gRPC on loopback: it speaks
+// the protocol frame by frame, as a third party could, and tries what a
+// member must not be able to do. Each attempt is refused
 // and counted, nothing is applied, memory stays bounded.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>

@@ -225,7 +225,7 @@ TEST_F(Training, ResumeFromACheckpointEqualsAnUninterruptedRun) {
 
 // --max-steps ending exactly on an epoch boundary ends that epoch: no empty
 // extra epoch in the log or the summary, and a resume from its checkpoint
-// goes on with the next epoch's data (it used to skip an epoch).
+// goes on with the next epoch's data, not the one after.
 TEST_F(Training, MaxStepsOnAnEpochBoundaryEndsThatEpoch) {
   TrainerOptions o = Small(model::UpdateMode::kThreshold);
   o.epochs = 3;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the training figures in docs/benchmarks.md (issue 3): the dense
+# Reproduces the training figures in docs/benchmarks.md: the dense
 # single-worker baseline, threshold mode over a sweep of tau (accuracy against
 # compression, like Table 3 of Strom 2015), and the CPU training FLOP/s
 # against sgemm on the same shapes. Takes about 10 minutes on 2 cores.
