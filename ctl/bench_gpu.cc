@@ -254,7 +254,6 @@ absl::StatusOr<StepRow> MeasureStep(int reps) {
 int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const base::FlagScope scope{"reckonctl bench gpu", {{"json"}, {"reps"}, {"density"}}};
   if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
-  const bool json = absl::GetFlag(FLAGS_json);
   const int64_t reps = absl::GetFlag(FLAGS_reps);
   const double density = absl::GetFlag(FLAGS_density);
   if (reps < 1 || !(density >= 0 && density <= 1)) {
@@ -266,6 +265,7 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
          "time)\n";
   return kExitBadInput;
 #else
+  const bool json = absl::GetFlag(FLAGS_json);
   absl::StatusOr<cuda::DeviceInfo> device = cuda::ProbeDevice();
   if (!device.ok()) {
     err << "reckonctl bench gpu: " << device.status().message() << "\n";
