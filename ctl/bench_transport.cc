@@ -393,7 +393,8 @@ absl::StatusOr<StepTimes> MeasureStepOverhead(int steps, const std::string& dir)
                                        "--shard",        absl::StrCat(i, "/2"),
                                        "--eval-samples", "1000",
                                        "--progress",     "off",
-                                       "--summary-json", summary};
+                                       "--summary-json", summary,
+                                       "--http-listen",  ""};
       if (gossip) {
         args.insert(args.end(), {"--node-id", absl::StrCat("w", i), "--listen",
                                  absl::StrCat("127.0.0.1:", (*ports)[i]), "--peers", peers});

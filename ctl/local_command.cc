@@ -101,7 +101,7 @@ int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostre
     std::string name = flag.substr(0, flag.find('='));
     std::replace(name.begin(), name.end(), '_', '-');
     if (name == "--node-id" || name == "--listen" || name == "--peers" || name == "--shard" ||
-        name == "--standalone") {
+        name == "--standalone" || name == "--http-listen") {
       err << "reckonctl local: " << name << " is set by reckonctl local for each worker\n";
       return kExitUsage;
     }
@@ -110,7 +110,7 @@ int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostre
 }
 
 struct Worker {
-  std::string name, address, log, err, summary;
+  std::string name, address, http, log, err, summary;
   std::optional<base::ChildProcess> process;
   std::optional<int> exit_code;
 };
@@ -178,8 +178,9 @@ absl::StatusOr<WorkerSummary> RunBaseline(const LocalOptions& o) {
   const std::string summary = o.work_dir + "/baseline.json";
   std::error_code ec;
   std::filesystem::remove(summary, ec);
-  std::vector<std::string> args = {"--standalone", "--codec",        "dense",  "--progress",
-                                   "off",          "--summary-json", summary};
+  std::vector<std::string> args = {"--standalone", "--codec",        "dense",   "--progress",
+                                   "off",          "--summary-json", summary,   "--http-listen",
+                                   ""};
   for (const std::string& f : o.training_flags) {
     if (f.rfind("--fault", 0) != 0) args.push_back(f);
   }
@@ -276,7 +277,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
         << "\n";
     return kExitBadInput;
   }
-  absl::StatusOr<std::vector<int>> ports = base::FreeLoopbackPorts(o.workers);
+  absl::StatusOr<std::vector<int>> ports = base::FreeLoopbackPorts(2 * o.workers);  // gossip, then HTTP
   if (!ports.ok()) {
     err << "reckonctl local: " << ports.status().message() << "\n";
     return kExitBadInput;
@@ -284,7 +285,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = std::max(1, static_cast<int>(cores) / o.workers);
   std::vector<std::string> addresses;
-  for (int p : *ports) addresses.push_back(absl::StrCat("127.0.0.1:", p));
+  for (int i = 0; i < o.workers; ++i) addresses.push_back(absl::StrCat("127.0.0.1:", (*ports)[i]));
   const std::string peer_list = absl::StrJoin(addresses, ",");
 
   struct sigaction action = {};
@@ -300,6 +301,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     Worker& w = workers[i];
     w.name = absl::StrCat("w", i);
     w.address = addresses[i];
+    w.http = absl::StrCat("127.0.0.1:", (*ports)[o.workers + i]);
     w.log = absl::StrCat(o.work_dir, "/", w.name, ".log");
     w.err = absl::StrCat(o.work_dir, "/", w.name, ".err");
     w.summary = absl::StrCat(o.work_dir, "/", w.name, ".json");
@@ -310,7 +312,8 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
                                       "--shard",        absl::StrCat(i, "/", o.workers),
                                       "--threads",      absl::StrCat(threads),
                                       "--progress",     "off",
-                                      "--summary-json", w.summary};
+                                      "--summary-json", w.summary,
+                                      "--http-listen",  w.http};
     wargs.insert(wargs.end(), o.training_flags.begin(), o.training_flags.end());
     absl::StatusOr<base::ChildProcess> p =
         base::ChildProcess::Spawn(o.worker_binary, wargs, w.log, w.err);
@@ -319,7 +322,10 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
       return kExitBadInput;
     }
     w.process.emplace(*std::move(p));
+    out << "  " << w.name << ": gossip " << w.address << ", metrics http://" << w.http
+        << "/metrics, status http://" << w.http << "/status\n";
   }
+  out << std::flush;
 
   // Progress until every worker has exited.
   const bool tty = ::isatty(STDOUT_FILENO);

@@ -1,14 +1,13 @@
 // reckonctl status --peer ADDR: a node's status (the gRPC Status call) as
 // JSON: node id, incarnation, steps, version vector, weight hash, members
 // with their state and lag, counters.
-#include <google/protobuf/util/json_util.h>
-
 #include <chrono>
 
 #include "absl/flags/flag.h"
 #include "base/flags.h"
 #include "ctl/commands.h"
 #include "server/grpc_transport.h"
+#include "server/node.h"
 
 ABSL_FLAG(std::string, peer, "", "host:port of a worker's gossip service");
 ABSL_FLAG(int64_t, timeout_ms, 2000, "give up after this long");
@@ -42,16 +41,7 @@ int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, st
     err << "reckonctl status: " << status.status().message() << "\n";
     return kExitBadInput;
   }
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  if (!google::protobuf::util::MessageToJsonString(*status, &json, options).ok()) {
-    err << "reckonctl status: cannot print the status as JSON\n";
-    return kExitBadInput;
-  }
-  out << json;
+  out << server::NodeStatusJson(*status);
   return kExitOk;
 }
 

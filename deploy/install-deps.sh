@@ -11,6 +11,8 @@ packages=(
   # libraries (docs/design.md "Dependencies")
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev
+  libboost-dev                      # Asio + Beast: the HTTP endpoint
+  prometheus-cpp-dev                # metrics registry and text exposition
   libgtest-dev libgmock-dev
   nlohmann-json3-dev                # base/json.h: every JSON reckon writes or reads
   libzstd-dev zlib1g-dev
@@ -21,6 +23,7 @@ packages=(
   # tools used by tests
   python3 ca-certificates
   iproute2                          # `ip netns` for the partition and bad-link tests
+  prometheus                        # the monitoring test scrapes a cluster; promtool checks dashboards/
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,5 +1,6 @@
 #include "server/node.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -30,6 +31,17 @@ bool ValidNodeId(const std::string& id) {
     if (!ok) return false;
   }
   return true;
+}
+
+std::string NodeStatusJson(const v1::NodeStatus& status) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  // Printing a message we built cannot fail; an empty object if it ever did.
+  if (!google::protobuf::util::MessageToJsonString(status, &json, options).ok()) return "{}\n";
+  return json;
 }
 
 absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions options,
@@ -188,6 +200,7 @@ void GossipNode::Run() {
       if (stop_requested_.load()) return;
       batch.swap(inbox_);
     }
+    last_loop_ns_.store(Clock::now().time_since_epoch().count());
     absl::MutexLock l(&mu_);
     if (stopping_) return;
     for (Event& e : batch) HandleEvent(e);
@@ -317,6 +330,7 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello() const {
 void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& peer,
                         const std::string& reason, bool permanent) {
   Log(absl::StrCat("refusing ", link->Describe(), " (node '", peer.substr(0, 64), "'): ", reason));
+  ++counters_.peers_refused;
   if (!link->dialed()) {
     auto frame = std::make_shared<v1::GossipFrame>();
     frame->mutable_refusal()->set_reason(reason);
@@ -486,7 +500,12 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   ledger_.Add(origin, frame->update().seq(), frame->update().checksum_delta());  // verified
   ++counters_.updates_applied;
   if (options_.on_accept) options_.on_accept(origin, frame->update().seq());
+  const std::string codec =
+      frame->update().codec() == v1::CODEC_THRESHOLD_RICE ? "rice" : "packed32";
+  ++counters_.updates_received[codec];
+  counters_.bytes_received[codec] += frame->update().ByteSizeLong();
   received_.updates.push_back(std::move(decoded));
+  received_.accepted_at.push_back(Clock::now());
   log_.Add(origin, std::move(frame), Clock::now());
 }
 
@@ -981,6 +1000,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   }
   applied_ = std::move(now_applied);
   received_.updates.clear();
+  received_.accepted_at.clear();
   received_.replace_weights.emplace(mirror_.quanta().begin(), mirror_.quanta().end());
   for (const OriginKey& origin : early_.Origins()) AcceptWaiting(origin);
   for (auto& [id, m] : members_) {
@@ -1035,15 +1055,37 @@ GossipNode::Counters GossipNode::counters() {
   return counters_;
 }
 
-void GossipNode::FillStatus(v1::NodeStatus* out) {
-  // The weight hash is computed on a copy, outside the lock: SHA-256 of the
-  // whole replica must not stall the node thread (status is polled).
-  std::vector<int64_t> weights;
-  {
-    absl::MutexLock l(&mu_);
-    weights.assign(mirror_.quanta().begin(), mirror_.quanta().end());
+std::chrono::milliseconds GossipNode::LoopAge() const {
+  const Clock::time_point last{Clock::duration(last_loop_ns_.load())};
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last);
+}
+
+uint64_t GossipNode::MessagesBehind() {
+  absl::MutexLock l(&mu_);
+  uint64_t most = 0;
+  for (const auto& [id, m] : members_) {
+    if (m.state != MemberState::kAlive) continue;
+    uint64_t behind = 0;
+    for (const auto& [origin, seq] : m.applied) {
+      const uint64_t ours = SeqOf(applied_, origin);
+      if (seq > ours) behind += seq - ours;
+    }
+    most = std::max(most, behind);
   }
-  out->set_weight_hash(codec::WeightHashOf(weights));
+  return most;
+}
+
+void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
+  if (with_weight_hash) {
+    // Computed on a copy, outside the lock: SHA-256 of the whole replica
+    // must not stall the node thread (status is polled).
+    std::vector<int64_t> weights;
+    {
+      absl::MutexLock l(&mu_);
+      weights.assign(mirror_.quanta().begin(), mirror_.quanta().end());
+    }
+    out->set_weight_hash(codec::WeightHashOf(weights));
+  }
   absl::MutexLock l(&mu_);
   const auto now = Clock::now();
   out->set_node_id(self_.node_id);

@@ -100,6 +100,9 @@ struct Received {
   // every message in `updates`' predecessors and our own messages).
   std::optional<std::vector<int64_t>> replace_weights;
   std::vector<std::shared_ptr<const codec::DecodedUpdate>> updates;
+  // When the node accepted each of `updates` (validated and in order): the
+  // start of the apply latency.
+  std::vector<std::chrono::steady_clock::time_point> accepted_at;
   // The replica checksum the training replica must have once it applied
   // the above (on top of everything taken before) and its own messages, and
   // the version vector it is then at (only when asked for: a copy).
@@ -110,6 +113,10 @@ struct Received {
 
 // [A-Za-z0-9._-]{1,63}: safe in logs, JSON and metric labels.
 bool ValidNodeId(const std::string& id);
+
+// A status as the JSON `reckonctl status` and /status print: protobuf's
+// JSON mapping, field names as in the proto, every field present.
+std::string NodeStatusJson(const v1::NodeStatus& status);
 
 class GossipNode final : public LinkEvents {
  public:
@@ -194,7 +201,16 @@ class GossipNode final : public LinkEvents {
   void OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) override;
 
   // --- service ---
-  void FillStatus(v1::NodeStatus* out);
+  // The status `reckonctl status` and /status show. Without
+  // `with_weight_hash` (a metrics scrape) the replica is neither copied nor
+  // hashed: the cost stays independent of the model's size.
+  void FillStatus(v1::NodeStatus* out, bool with_weight_hash = true);
+  // Messages the most advanced live member it hears has applied that this
+  // node has not (summed over origins): 0 when caught up.
+  uint64_t MessagesBehind();
+  // How long ago the node's event loop last ran (it runs at least every
+  // heartbeat interval while the node is started).
+  std::chrono::milliseconds LoopAge() const;
   struct Snapshot {
     VersionMap applied;
     uint64_t checksum = 0;         // the messages' checksum at `applied`
@@ -226,7 +242,11 @@ class GossipNode final : public LinkEvents {
              replica_checks = 0, replica_check_failures = 0, replica_repairs = 0,
              peer_checks_agreed = 0,
              divergences = 0,  // peers' checks against our messages that failed
-             signature_errors = 0;  // Updates unsigned, of an unknown signer, or forged
+             signature_errors = 0,  // Updates unsigned, of an unknown signer, or forged
+             peers_refused = 0;     // handshakes refused: another cluster, token, identity
+    // Updates of other origins accepted, and their serialized bytes, by
+    // codec name ("rice", "packed32").
+    std::map<std::string, uint64_t> updates_received, bytes_received;
   };
   Counters counters();
 
@@ -330,6 +350,7 @@ class GossipNode final : public LinkEvents {
   std::atomic<bool> stop_requested_{false};
   // Lock-free: read by gRPC threads and by other nodes dialing in-process.
   std::atomic<bool> started_flag_{false};
+  std::atomic<int64_t> last_loop_ns_{0};  // steady_clock, for LoopAge
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   codec::FixedPointReplica mirror_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<UpdateSigner> signer_;  // with TLS; immutable

@@ -287,7 +287,7 @@ TEST(CudaBackend, FashionMnistRunMatchesTheCpu) {
         RECKON_WORKER_PATH,
         {"--standalone", "--backend", backends[b], "--epochs=2", "--layers=784,256,10",
          "--summary-json=" + summary, "--data_dir", "/usr/share/datasets/fashion-mnist",
-         "--progress=off"},
+         "--progress=off", "--http-listen=127.0.0.1:0"},
         dir.path());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find(std::string("backend ") + backends[b]), std::string::npos) << r.out;

@@ -99,7 +99,9 @@ class Cluster {
   void Start(int i, int shards, std::vector<std::string> extra) {
     std::vector<std::string> args = {"--node-id", absl::StrCat("w", i), "--listen", addresses_[i],
                                      "--peers", peers(), "--shard", absl::StrCat(i, "/", shards),
-                                     "--summary-json", summary_path(i)};
+                                     "--summary-json", summary_path(i),
+                                     // Any free port: tests run side by side.
+                                     "--http-listen", "127.0.0.1:0"};
     args.insert(args.end(), flags_.begin(), flags_.end());
     args.insert(args.end(), extra.begin(), extra.end());
     std::filesystem::remove(summary_path(i));

@@ -16,6 +16,7 @@ using Result = ::reckon::testing::ProcessResult;
 class ReckonWorker : public ::testing::Test {
  protected:
   Result Run(std::vector<std::string> args) {
+    args.push_back("--http-listen=127.0.0.1:0");  // tests run side by side
     return ::reckon::testing::RunProcess(RECKON_WORKER_PATH, std::move(args), dir_.path());
   }
   ::reckon::testing::ScratchDir dir_;

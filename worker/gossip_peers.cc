@@ -248,7 +248,14 @@ absl::Status GossipPeers::Apply(model::Backend& backend, server::Received& recei
   std::vector<model::UpdateRef> batch;
   batch.reserve(received.updates.size());
   for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words});
-  return backend.ApplyUpdateBatch(batch);
+  RECKON_RETURN_IF_ERROR(backend.ApplyUpdateBatch(batch));
+  if (options_.metrics != nullptr) {
+    const auto now = server::Clock::now();
+    for (const auto& accepted : received.accepted_at) {
+      options_.metrics->OnApplied(std::chrono::duration<double>(now - accepted).count());
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_done) {

@@ -26,6 +26,7 @@
 #include "server/fault_link.h"
 #include "server/grpc_transport.h"
 #include "server/node.h"
+#include "worker/metrics.h"
 #include "worker/trainer.h"
 
 namespace reckon::worker {
@@ -49,6 +50,8 @@ struct PeerOptions {
   // this often at least, stretched so that it takes at most 1% of the time.
   // 0: never.
   std::chrono::milliseconds check_interval{2000};
+  // Where the apply latency of peers' updates is recorded (null: nowhere).
+  WorkerMetrics* metrics = nullptr;
 };
 
 // "host:port,host:port" (a host may be a DNS name resolving to several
@@ -70,6 +73,8 @@ class GossipPeers final : public TrainingPeers {
   absl::Status Finish(model::Backend& backend, uint64_t steps_done,
                       const std::atomic<bool>* stop) override;
   int TrainingMembers() override;
+  // The node, for status and metrics; valid while this object lives.
+  server::GossipNode* node() { return node_.get(); }
   base::Json VersionVector() override;
   base::Json Counters() override;
 

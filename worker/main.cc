@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "server/grpc_transport.h"
 #include "worker/backend_factory.h"
 #include "worker/gossip_peers.h"
+#include "worker/observability.h"
 #include "worker/trainer.h"
 
 ABSL_FLAG(bool, standalone, false, "train alone, with no peers");
@@ -60,6 +62,10 @@ ABSL_FLAG(std::string, checkpoint, "", "save a checkpoint here after every epoch
 ABSL_FLAG(std::string, resume, "", "resume from this checkpoint");
 ABSL_FLAG(std::string, summary_json, "", "write the run's summary here as JSON");
 ABSL_FLAG(std::string, progress, "auto", "live progress bar: auto (when a terminal), on, off");
+ABSL_FLAG(std::string, http_listen, "0.0.0.0:9464",
+          "address of /metrics, /healthz, /readyz and /status (port 0: any, logged; empty: none)");
+ABSL_FLAG(uint64_t, ready_max_behind, 1000,
+          "/readyz: at most this many messages behind the most advanced peer");
 // Peers (the gossip node).
 ABSL_FLAG(std::string, node_id, "",
           "this worker's stable name, e.g. the pod name ([A-Za-z0-9._-])");
@@ -318,6 +324,67 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   return p;
 }
 
+// Joins the cluster the flags name: after this, the node holds the replica
+// every peer agrees on (a snapshot, or the seed's when the cluster is new).
+absl::StatusOr<std::unique_ptr<GossipPeers>> JoinCluster(PeerOptions peer_options,
+                                                        const TrainerOptions& options) {
+  RECKON_ASSIGN_OR_RETURN(
+      const std::vector<int64_t> initial,
+      InitialWeights(options.backend_config.shape, options.backend_config.fraction_bits,
+                     options.seed));
+  return GossipPeers::Create(std::move(peer_options), initial,
+                             options.backend_config.fraction_bits, std::cout);
+}
+
+// The run's last lines, and the summary file when asked for.
+absl::Status Report(const TrainSummary& summary) {
+  if (g_stop.load()) std::cout << "reckon-worker: stopped by a signal; left the cluster\n";
+  std::cout << absl::StrFormat(
+      "done: %d steps, test accuracy %.2f%%, %.0f samples/s, %s, wire %d bytes vs dense %d "
+      "(%.0fx), weights %s\n",
+      summary.steps, 100 * summary.test_accuracy, summary.samples_per_s, summary.codec,
+      summary.wire_bytes, summary.dense_bytes, summary.compression_ratio,
+      summary.weight_hash.substr(0, 16));
+  const std::string path = absl::GetFlag(FLAGS_summary_json);
+  if (path.empty()) return absl::OkStatus();
+  return reckon::base::WriteFileAtomically(path, SummaryToJson(summary).dump(2) + "\n");
+}
+
+// /metrics, /healthz, /readyz, /status on --http-listen (none when empty).
+absl::StatusOr<std::unique_ptr<Observability>> StartObservability(const std::string& node_id) {
+  const std::string listen = absl::GetFlag(FLAGS_http_listen);
+  if (listen.empty()) return std::unique_ptr<Observability>();
+  RECKON_ASSIGN_OR_RETURN(
+      std::unique_ptr<Observability> o,
+      Observability::Start(listen, node_id, absl::GetFlag(FLAGS_ready_max_behind)));
+  std::cout << "reckon-worker: HTTP on " << listen.substr(0, listen.rfind(':')) << ":" << o->port()
+            << " (/metrics /healthz /readyz /status)\n"
+            << std::flush;
+  return o;
+}
+
+// Joins (with peers), trains, leaves. Errors are a failure while running.
+absl::StatusOr<TrainSummary> Run(TrainerOptions& options, std::optional<PeerOptions> peer_options,
+                                 Observability* observability) {
+  std::unique_ptr<GossipPeers> peers;
+  if (peer_options) {
+    options.node_id = peer_options->node.node_id;
+    options.incarnation = peer_options->node.incarnation;
+    if (observability != nullptr) peer_options->metrics = &observability->metrics();
+    RECKON_ASSIGN_OR_RETURN(peers, JoinCluster(*std::move(peer_options), options));
+    if (observability != nullptr) observability->AttachNode(peers->node());
+    options.peers = peers.get();
+  }
+  if (observability != nullptr) options.metrics = &observability->metrics();
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(options, std::cout);
+  if (!trainer.ok()) return trainer.status();
+  if (observability != nullptr && peers == nullptr) observability->SetTrainingStarted();
+  absl::StatusOr<TrainSummary> summary = (*trainer)->Run();
+  if (observability != nullptr) observability->DetachNode();
+  peers.reset();  // leave the cluster before reporting
+  return summary;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -335,6 +402,12 @@ int main(int argc, char** argv) {
   if (code >= 0) return code;
   absl::StatusOr<TrainerOptions> options = OptionsFromFlags();
   if (!options.ok()) return UsageError(options.status());
+  std::optional<PeerOptions> peer_options;
+  if (!absl::GetFlag(FLAGS_standalone)) {
+    absl::StatusOr<PeerOptions> parsed = PeerOptionsFromFlags(*options);
+    if (!parsed.ok()) return UsageError(parsed.status());
+    peer_options = *std::move(parsed);
+  }
   // SIGTERM / SIGINT: finish the current step, leave the cluster, exit 0.
   struct sigaction action = {};
   action.sa_handler = OnStopSignal;
@@ -343,48 +416,21 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   options->stop = &g_stop;
 
-  std::unique_ptr<GossipPeers> peers;
-  if (!absl::GetFlag(FLAGS_standalone)) {
-    absl::StatusOr<PeerOptions> peer_options = PeerOptionsFromFlags(*options);
-    if (!peer_options.ok()) return UsageError(peer_options.status());
-    options->node_id = peer_options->node.node_id;
-    options->incarnation = peer_options->node.incarnation;
-    absl::StatusOr<std::vector<int64_t>> initial =
-        InitialWeights(options->backend_config.shape, options->backend_config.fraction_bits,
-                       options->seed);
-    if (!initial.ok()) {
-      std::cerr << "reckon-worker: " << initial.status().message() << "\n";
-      return 1;
+  absl::StatusOr<std::unique_ptr<Observability>> observability =
+      StartObservability(peer_options ? peer_options->node.node_id : "standalone");
+  if (!observability.ok()) {
+    if (observability.status().code() == absl::StatusCode::kInvalidArgument) {
+      return UsageError(observability.status());
     }
-    absl::StatusOr<std::unique_ptr<GossipPeers>> joined = GossipPeers::Create(
-        *std::move(peer_options), *initial, options->backend_config.fraction_bits, std::cout);
-    if (!joined.ok()) {
-      std::cerr << "reckon-worker: " << joined.status().message() << "\n";
-      return 1;
-    }
-    peers = *std::move(joined);
-    options->peers = peers.get();
-  }
-  absl::StatusOr<TrainSummary> summary = RunTraining(*options, std::cout);
-  peers.reset();  // leave the cluster before reporting
-  if (!summary.ok()) {
-    std::cerr << "reckon-worker: " << summary.status().message() << "\n";
+    std::cerr << "reckon-worker: " << observability.status().message() << "\n";
     return 1;
   }
-  if (g_stop.load()) std::cout << "reckon-worker: stopped by a signal; left the cluster\n";
-  std::cout << absl::StrFormat(
-      "done: %d steps, test accuracy %.2f%%, %.0f samples/s, %s, wire %d bytes vs dense %d "
-      "(%.0fx), weights %s\n",
-      summary->steps, 100 * summary->test_accuracy, summary->samples_per_s, summary->codec,
-      summary->wire_bytes, summary->dense_bytes, summary->compression_ratio,
-      summary->weight_hash.substr(0, 16));
-  const std::string path = absl::GetFlag(FLAGS_summary_json);
-  if (!path.empty()) {
-    absl::Status s = reckon::base::WriteFileAtomically(path, SummaryToJson(*summary).dump(2) + "\n");
-    if (!s.ok()) {
-      std::cerr << "reckon-worker: " << s.message() << "\n";
-      return 1;
-    }
+  absl::StatusOr<TrainSummary> summary =
+      Run(*options, std::move(peer_options), observability->get());
+  const absl::Status reported = summary.ok() ? Report(*summary) : summary.status();
+  if (!reported.ok()) {
+    std::cerr << "reckon-worker: " << reported.message() << "\n";
+    return 1;
   }
   return 0;
 }

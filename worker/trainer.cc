@@ -94,6 +94,11 @@ absl::Status Trainer::MakeReplica() {
                                     log_);
   }
   log_ << "reckon-worker: backend " << chosen << "\n";
+  if (options_.metrics != nullptr) {
+    const std::string device = backend_->Describe();
+    options_.metrics->SetBuildInfo(device.substr(0, device.find(' ')),
+                                   CodecName(config_.mode, options_.wire_codec), device);
+  }
   RECKON_ASSIGN_OR_RETURN(const std::vector<int64_t> initial,
                           model::InitialWeights(shape, config_.fraction_bits, options_.seed));
   RECKON_RETURN_IF_ERROR(backend_->LoadWeights(initial));
@@ -209,6 +214,7 @@ absl::Status Trainer::Step(int epoch, size_t index_in_epoch, EpochTally& tally) 
         options_.peers->BeforeStep(*backend_, static_cast<uint64_t>(steps_done_)));
   }
   if (match_momentum_) RematchMomentum();
+  const Clock::time_point start = Clock::now();
   FillBatch(index_in_epoch);
   const float lr =
       static_cast<float>(lr_scale_ * model::LearningRate(config_.optimizer, epoch, steps_done_));
@@ -222,7 +228,12 @@ absl::Status Trainer::Step(int epoch, size_t index_in_epoch, EpochTally& tally) 
   tally.loss_sum += stats->loss_sum;
   tally.samples += options_.batch;
   ++steps_done_;
-  return ApplyAndPublish(tally);
+  RECKON_RETURN_IF_ERROR(ApplyAndPublish(tally));
+  if (options_.metrics != nullptr) {
+    options_.metrics->OnStep(std::chrono::duration<double>(Clock::now() - start).count(),
+                             options_.batch, stats->loss_sum);
+  }
+  return absl::OkStatus();
 }
 
 void Trainer::RematchMomentum() {
@@ -250,8 +261,13 @@ void Trainer::FillBatch(size_t index_in_epoch) {
 }
 
 absl::Status Trainer::ApplyAndPublish(EpochTally& tally) {
+  const uint64_t dense_bytes = config_.shape.param_count() * sizeof(float);
   if (config_.mode == model::UpdateMode::kDense) {
-    tally.wire_bytes += config_.shape.param_count() * sizeof(float);
+    tally.wire_bytes += dense_bytes;
+    if (options_.metrics != nullptr) {
+      options_.metrics->OnEmitted("dense", config_.shape.param_count(), dense_bytes, dense_bytes,
+                                  1.0, 0);
+    }
     return backend_->ApplyDense(emission_.dense);
   }
   message_.set_seq(++published_);
@@ -263,6 +279,12 @@ absl::Status Trainer::ApplyAndPublish(EpochTally& tally) {
   if (options_.peers != nullptr) RECKON_RETURN_IF_ERROR(options_.peers->Publish(message_, decoded_));
   tally.updates += decoded_.words.size();
   tally.wire_bytes += message_.ByteSizeLong();
+  if (options_.metrics != nullptr) {
+    options_.metrics->OnEmitted(
+        options_.wire_codec == v1::CODEC_THRESHOLD_RICE ? "rice" : "packed32",
+        decoded_.words.size(), message_.ByteSizeLong(), dense_bytes,
+        double(decoded_.words.size()) / double(config_.shape.param_count()), step_now_.tau);
+  }
   if (controller_) {
     step_now_ = controller_->Next(step_now_, decoded_.words.size());
     backend_->SetThresholdStep(step_now_);
@@ -295,6 +317,10 @@ void Trainer::EndEpoch(int epoch, const EpochTally& tally) {
   summary_.train_loss = tally.samples ? tally.loss_sum / tally.samples : 0;
   summary_.epochs = epoch + 1;
   Evaluate();
+  if (options_.metrics != nullptr) {
+    options_.metrics->OnEpoch(summary_.epochs, summary_.train_loss, summary_.test_loss,
+                              summary_.test_accuracy);
+  }
   const double steps = double(tally.samples / options_.batch);
   const double dense_bytes = steps * double(config_.shape.param_count() * sizeof(float));
   log_ << absl::StrFormat(
@@ -334,6 +360,10 @@ absl::Status Trainer::FinishWithPeers() {
   RECKON_RETURN_IF_ERROR(options_.peers->Finish(*backend_, static_cast<uint64_t>(steps_done_),
                                                 options_.stop));
   Evaluate();
+  if (options_.metrics != nullptr) {
+    options_.metrics->OnEpoch(summary_.epochs, summary_.train_loss, summary_.test_loss,
+                              summary_.test_accuracy);
+  }
   summary_.node_id = options_.node_id;
   summary_.incarnation = options_.incarnation;
   summary_.version_vector = options_.peers->VersionVector();

@@ -20,6 +20,7 @@
 #include "model/backend.h"
 #include "worker/checkpoint.h"
 #include "worker/dataset.h"
+#include "worker/metrics.h"
 #include "worker/density_controller.h"
 #include "worker/summary.h"
 
@@ -77,6 +78,7 @@ struct TrainerOptions {
   std::string checkpoint_path;  // saved after every epoch when set
   std::string resume_path;      // loaded before training when set
   bool progress_bar = false;    // live bar (the caller sets it when stdout is a terminal)
+  WorkerMetrics* metrics = nullptr;  // Prometheus metrics of the loop (null: none)
   // Test only: the backend corrupts one weight before this step (1-based;
   // 0: never). worker/fault_backend.h.
   uint64_t fault_corrupt_weight_at_step = 0;

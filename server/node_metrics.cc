@@ -1,0 +1,156 @@
+#include "server/node_metrics.h"
+
+#include <map>
+
+namespace reckon::server {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Labels = std::vector<ClientMetric::Label>;
+
+// Builds families; every sample gets the node label.
+class Families {
+ public:
+  explicit Families(std::string node) : node_(std::move(node)) {}
+
+  void Counter(const std::string& name, const std::string& help, double value,
+               Labels labels = {}) {
+    Sample(name, help, MetricType::Counter, value, std::move(labels));
+  }
+  void Gauge(const std::string& name, const std::string& help, double value, Labels labels = {}) {
+    Sample(name, help, MetricType::Gauge, value, std::move(labels));
+  }
+  // A family with no sample yet (a gauge per peer, and no peer): listed all
+  // the same, so the exposition always names it.
+  void Declare(const std::string& name, const std::string& help, MetricType type) {
+    Family(name, help, type);
+  }
+  std::vector<MetricFamily> Take() { return std::move(families_); }
+
+ private:
+  MetricFamily& Family(const std::string& name, const std::string& help, MetricType type) {
+    auto it = index_.find(name);
+    if (it != index_.end()) return families_[it->second];
+    index_[name] = families_.size();
+    families_.push_back({name, help, type, {}});
+    return families_.back();
+  }
+  void Sample(const std::string& name, const std::string& help, MetricType type, double value,
+              Labels labels) {
+    ClientMetric m;
+    m.label.push_back({"node", node_});
+    for (auto& l : labels) m.label.push_back(std::move(l));
+    if (type == MetricType::Counter) {
+      m.counter.value = value;
+    } else {
+      m.gauge.value = value;
+    }
+    Family(name, help, type).metric.push_back(std::move(m));
+  }
+
+  std::string node_;
+  std::vector<MetricFamily> families_;
+  std::map<std::string, size_t> index_;
+};
+
+// The node's counters (monotonic since the process started).
+void AddCounters(const GossipNode::Counters& c, Families& f) {
+  for (const char* codec : {"rice", "packed32"}) {
+    const auto updates = c.updates_received.find(codec);
+    const auto bytes = c.bytes_received.find(codec);
+    f.Counter("reckon_updates_received_total",
+              "Updates of other origins accepted (validated, in order), by wire codec",
+              updates == c.updates_received.end() ? 0 : double(updates->second),
+              {{"codec", codec}});
+    f.Counter("reckon_received_bytes_total",
+              "Serialized bytes of the updates of other origins accepted, by wire codec",
+              bytes == c.bytes_received.end() ? 0 : double(bytes->second), {{"codec", codec}});
+  }
+  f.Counter("reckon_duplicates_dropped_total", "Updates received again and dropped",
+            double(c.duplicates_dropped));
+  f.Counter("reckon_decode_errors_total",
+            "Updates refused as malformed (CRC, codec, bounds, checksum contribution)",
+            double(c.decode_errors));
+  f.Counter("reckon_signature_errors_total", "Updates refused: unsigned, unknown signer, forged",
+            double(c.signature_errors));
+  f.Counter("reckon_peers_refused_total",
+            "Handshakes refused: another cluster's fingerprint, a wrong token or identity",
+            double(c.peers_refused));
+  f.Counter("reckon_members_refused_total", "New members refused past the member cap",
+            double(c.members_refused));
+  f.Counter("reckon_repairs_sent_total", "Updates sent again by anti-entropy",
+            double(c.repairs_sent));
+  f.Counter("reckon_queue_drops_total", "Updates dropped from full send queues (repaired later)",
+            double(c.queue_drops));
+  f.Counter("reckon_early_dropped_total",
+            "Early arrivals dropped past the buffer cap (repaired later)", double(c.early_dropped));
+  f.Counter("reckon_snapshots_served_total", "Snapshots sent to joining peers",
+            double(c.snapshots_served));
+  f.Counter("reckon_snapshots_loaded_total", "Snapshots this node joined or re-joined from",
+            double(c.snapshots_loaded));
+  f.Counter("reckon_replica_checks_total",
+            "Checks of the training replica's checksum against the messages it applied",
+            double(c.replica_checks));
+  f.Counter("reckon_replica_check_failures_total", "Replica checks that failed (then repaired)",
+            double(c.replica_check_failures));
+  f.Counter("reckon_replica_repairs_total", "Re-joins from a peer's snapshot after a failed check",
+            double(c.replica_repairs));
+  f.Counter("reckon_peer_checks_agreed_total", "Peers' replica checks that matched our messages",
+            double(c.peer_checks_agreed));
+  f.Counter("reckon_divergences_total",
+            "Peers' replica checks that did not match our messages: a divergence",
+            double(c.divergences));
+}
+
+// The node's state now, and each member's.
+void AddState(const v1::NodeStatus& s, uint64_t behind, Families& f) {
+  f.Gauge("reckon_log_bytes", "Bytes held by the message log (for repairs)",
+          double(s.log_bytes()));
+  f.Gauge("reckon_log_messages", "Messages held by the message log", double(s.log_messages()));
+  f.Gauge("reckon_early_held_messages", "Early arrivals waiting for a gap to fill",
+          double(s.early_held()));
+  f.Gauge("reckon_replica_check_duration_seconds", "How long the last replica check took",
+          s.last_check_ms() / 1000);
+  f.Gauge("reckon_joined", "1 once the node has joined (snapshot loaded or cluster fresh)",
+          s.joined() ? 1 : 0);
+  f.Gauge("reckon_training_done", "1 once this worker has finished its steps",
+          s.training_done() ? 1 : 0);
+  f.Gauge("reckon_quiescent", "1 when every live member is done and at one version vector",
+          s.quiescent() ? 1 : 0);
+  f.Gauge("reckon_messages_behind",
+          "Messages the most advanced live member has applied that this node has not",
+          double(behind));
+
+  std::map<std::string, int> by_state = {{"connecting", 0}, {"alive", 0}, {"dead", 0}, {"left", 0}};
+  f.Declare("reckon_peer_up", "1 while the peer is alive (heard within the failure timeout)",
+            MetricType::Gauge);
+  f.Declare("reckon_peer_lag_messages", "Our messages the peer has not applied yet",
+            MetricType::Gauge);
+  f.Declare("reckon_peer_last_heard_seconds", "Seconds since the last frame from the peer",
+            MetricType::Gauge);
+  for (const v1::MemberStatus& m : s.members()) {
+    ++by_state[m.state()];
+    f.Gauge("reckon_peer_up", "", m.state() == "alive" ? 1 : 0, {{"peer", m.node_id()}});
+    f.Gauge("reckon_peer_lag_messages", "", double(m.lag()), {{"peer", m.node_id()}});
+    f.Gauge("reckon_peer_last_heard_seconds", "", m.last_heard_s(), {{"peer", m.node_id()}});
+  }
+  for (const auto& [state, count] : by_state) {
+    f.Gauge("reckon_members", "Members of the cluster this node knows, by state", count,
+            {{"state", state}});
+  }
+}
+
+}  // namespace
+
+std::vector<MetricFamily> NodeMetrics::Collect() const {
+  v1::NodeStatus s;
+  node_->FillStatus(&s, /*with_weight_hash=*/false);
+  Families f(s.node_id());
+  AddCounters(node_->counters(), f);
+  AddState(s, node_->MessagesBehind(), f);
+  return f.Take();
+}
+
+}  // namespace reckon::server

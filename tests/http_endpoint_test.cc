@@ -1,0 +1,133 @@
+// The HTTP endpoint (server/http_endpoint.h) against junk: every bad request
+// gets its status code, a slow or silent client never blocks the others,
+// too many at once are turned away, and it serves on afterwards.
+#include "server/http_endpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "tests/http_client.h"
+
+namespace reckon::server {
+namespace {
+
+using ::reckon::testing::ConnectLoopback;
+using ::reckon::testing::Exchange;
+using ::reckon::testing::HttpGet;
+using ::reckon::testing::ParseAnswer;
+
+class Endpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HttpOptions options;
+    options.max_connections = 4;
+    options.request_timeout = std::chrono::milliseconds(500);
+    absl::StatusOr<std::unique_ptr<HttpEndpoint>> e = HttpEndpoint::Start(
+        "127.0.0.1:0",
+        {{"/hello", [this] {
+            ++calls_;
+            return HttpResponse{200, "text/plain", "hello\n"};
+          }}},
+        options);
+    ASSERT_TRUE(e.ok()) << e.status();
+    endpoint_ = *std::move(e);
+    port_ = endpoint_->port();
+  }
+  int Status(const std::string& request) { return ParseAnswer(Exchange(port_, request)).status; }
+
+  std::atomic<int> calls_{0};
+  std::unique_ptr<HttpEndpoint> endpoint_;
+  int port_ = 0;
+};
+
+TEST_F(Endpoint, ServesItsPathsAndNothingElse) {
+  const auto r = HttpGet(port_, "/hello?x=1");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello\n");
+  EXPECT_EQ(HttpGet(port_, "/").status, 404);
+  EXPECT_EQ(HttpGet(port_, "/hello/../etc/passwd").status, 404);
+  const std::string head = Exchange(port_, "HEAD /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(ParseAnswer(head).status, 200);
+  EXPECT_EQ(ParseAnswer(head).body, "");  // HEAD: headers only
+  EXPECT_EQ(calls_.load(), 2);
+}
+
+TEST_F(Endpoint, BadRequestsGetTheirStatusCodes) {
+  EXPECT_EQ(Status("POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"), 405);
+  EXPECT_EQ(Status("DELETE /hello HTTP/1.1\r\nHost: x\r\n\r\n"), 405);
+  EXPECT_EQ(Status("GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"), 413);
+  EXPECT_EQ(Status("GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'a') +
+                   "\r\n\r\n"),
+            431);
+  EXPECT_EQ(Status("\x16\x03\x01\x02\x00 not http at all\r\n\r\n"), 400);
+  EXPECT_EQ(Status("GET /hello HTTP/9.9\r\n\r\n"), 400);
+  EXPECT_EQ(calls_.load(), 0);  // no handler ran for any of them
+  EXPECT_EQ(HttpGet(port_, "/hello").status, 200);
+}
+
+TEST_F(Endpoint, SilentAndSlowClientsAreDroppedWithoutBlockingOthers) {
+  // Three connections that never finish their request.
+  std::vector<int> silent;
+  for (int i = 0; i < 3; ++i) silent.push_back(ConnectLoopback(port_));
+  ::send(silent[0], "GET /hel", 8, MSG_NOSIGNAL);
+  // Others are served meanwhile.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(HttpGet(port_, "/hello").status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(400));
+  // After the timeout the server has closed them (read sees the end).
+  for (int fd : silent) {
+    const std::string rest = ::reckon::testing::ReadAll(fd, std::chrono::seconds(3));
+    EXPECT_EQ(rest, "");  // closed without an answer
+    ::close(fd);
+  }
+}
+
+TEST_F(Endpoint, TooManyAtOnceAreTurnedAwayThenServedAgain) {
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) held.push_back(ConnectLoopback(port_));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // accepted
+  EXPECT_EQ(HttpGet(port_, "/hello").status, 503);
+  for (int fd : held) ::close(fd);
+  // Closed by us, or dropped at the timeout: either way the slots free up.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int status = 0;
+  while (status != 200 && std::chrono::steady_clock::now() < deadline) {
+    status = HttpGet(port_, "/hello").status;
+    if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(status, 200);
+}
+
+TEST_F(Endpoint, ManyClientsAtOnceAllGetAnAnswer) {
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0}, busy{0};
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) {
+        const int s = HttpGet(port_, "/hello").status;
+        (s == 200 ? ok : busy) += (s == 200 || s == 503) ? 1 : 0;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load() + busy.load(), 320);  // every one answered: 200, or 503 when full
+  EXPECT_GT(ok.load(), 0);
+}
+
+TEST(HttpEndpointStart, BadAddressesAreNamed) {
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> e = HttpEndpoint::Start("nonsense", {});
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  e = HttpEndpoint::Start("not-an-ip:80", {});
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> first = HttpEndpoint::Start("127.0.0.1:0", {});
+  ASSERT_TRUE(first.ok());
+  e = HttpEndpoint::Start(absl::StrCat("127.0.0.1:", (*first)->port()), {});
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(e.status().message().find("cannot listen"), std::string::npos) << e.status();
+}
+
+}  // namespace
+}  // namespace reckon::server
