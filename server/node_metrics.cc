@@ -132,6 +132,7 @@ void AddState(const v1::NodeStatus& s, uint64_t behind, Families& f) {
             MetricType::Gauge);
   for (const v1::MemberStatus& m : s.members()) {
     ++by_state[m.state()];
+    if (m.state() == "left") continue;  // gone on purpose: not a peer to watch
     f.Gauge("reckon_peer_up", "", m.state() == "alive" ? 1 : 0, {{"peer", m.node_id()}});
     f.Gauge("reckon_peer_lag_messages", "", double(m.lag()), {{"peer", m.node_id()}});
     f.Gauge("reckon_peer_last_heard_seconds", "", m.last_heard_s(), {{"peer", m.node_id()}});

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -126,6 +127,21 @@ class Cluster {
   std::string Summary(int i) const { return ReadWholeFile(summary_path(i)); }
   std::string Err(int i) const { return ReadWholeFile(err_path(i)); }
   std::string Out(int i) const { return ReadWholeFile(dir_ / absl::StrCat("w", i, ".log")); }
+
+  // The port of worker i's HTTP endpoint, from its log (0 when it has not
+  // said within `timeout`).
+  int HttpPort(int i, seconds timeout = seconds(30)) const {
+    const std::string marker = "HTTP on 127.0.0.1:";
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string log = Out(i);
+      if (const size_t at = log.find(marker); at != std::string::npos) {
+        return std::atoi(log.c_str() + at + marker.size());
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return 0;
+  }
 
   // The node's status; none while it is not answering.
   std::optional<v1::NodeStatus> Status(int i) {

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -69,17 +70,51 @@ struct HttpResult {
   std::string body;
 };
 
+// The status and body of an answer (a chunked body joined).
 inline HttpResult ParseAnswer(const std::string& answer) {
   HttpResult r;
   if (answer.rfind("HTTP/1.1 ", 0) != 0) return r;
   r.status = std::atoi(answer.c_str() + 9);
   const size_t end = answer.find("\r\n\r\n");
-  if (end != std::string::npos) r.body = answer.substr(end + 4);
+  if (end == std::string::npos) return r;
+  std::string headers = answer.substr(0, end);
+  for (char& c : headers) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string body = answer.substr(end + 4);
+  if (headers.find("transfer-encoding: chunked") == std::string::npos) {
+    r.body = body;
+    return r;
+  }
+  size_t at = 0;
+  for (;;) {
+    const size_t line = body.find("\r\n", at);
+    if (line == std::string::npos) break;
+    const size_t size = std::strtoul(body.substr(at, line - at).c_str(), nullptr, 16);
+    if (size == 0) break;
+    r.body += body.substr(line + 2, size);
+    at = line + 2 + size + 2;
+  }
   return r;
 }
 
 inline HttpResult HttpGet(int port, const std::string& path) {
-  return ParseAnswer(Exchange(port, "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+  return ParseAnswer(Exchange(
+      port, "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
+}
+
+// `text` percent-encoded for a query string.
+inline std::string UrlEncode(const std::string& text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
 }
 
 }  // namespace reckon::testing
