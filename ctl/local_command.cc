@@ -35,6 +35,12 @@ ABSL_FLAG(std::string, work_dir, "", "logs and summaries (default: a new /tmp/re
 ABSL_FLAG(std::string, worker_binary, "",
           "reckon-worker to run (default: the one built beside reckonctl)");
 ABSL_FLAG(int64_t, timeout_s, 3600, "stop the workers and fail after this long");
+ABSL_FLAG(bool, prometheus, false,
+          "also run Debian's prometheus against the workers, with dashboards/ (alert rules, "
+          "console page); it serves until Ctrl-C after the workers end");
+ABSL_FLAG(std::string, prometheus_listen, "127.0.0.1:9090", "where that Prometheus listens");
+ABSL_FLAG(std::string, dashboards, "",
+          "the dashboards/ directory (default: the source tree's, found from reckonctl's path)");
 
 namespace reckon::ctl {
 namespace {
@@ -60,6 +66,8 @@ struct LocalOptions {
   std::string work_dir;
   std::string worker_binary;
   int64_t timeout_s = 3600;
+  bool prometheus = false;
+  std::string prometheus_listen, dashboards;
   std::vector<std::string> training_flags;  // forwarded to every worker
 };
 
@@ -67,7 +75,7 @@ const base::FlagScope& LocalFlags() {
   static const base::FlagScope scope{
       "reckonctl local",
       {{"workers"}, {"baseline"}, {"summary_json"}, {"work_dir"}, {"worker_binary"},
-       {"timeout_s"}}};
+       {"timeout_s"}, {"prometheus"}, {"prometheus_listen"}, {"dashboards"}}};
   return scope;
 }
 
@@ -97,6 +105,9 @@ int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostre
   o->summary_json = absl::GetFlag(FLAGS_summary_json);
   o->work_dir = absl::GetFlag(FLAGS_work_dir);
   o->worker_binary = absl::GetFlag(FLAGS_worker_binary);
+  o->prometheus = absl::GetFlag(FLAGS_prometheus);
+  o->prometheus_listen = absl::GetFlag(FLAGS_prometheus_listen);
+  o->dashboards = absl::GetFlag(FLAGS_dashboards);
   for (const std::string& flag : o->training_flags) {
     std::string name = flag.substr(0, flag.find('='));
     std::replace(name.begin(), name.end(), '_', '-');
@@ -251,6 +262,51 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
   return kExitOk;
 }
 
+// The dashboards/ directory: --dashboards, or the source tree's beside the
+// build (build/ctl/reckonctl -> dashboards/); empty when there is none.
+std::string FindDashboards(const std::string& given) {
+  namespace fs = std::filesystem;
+  if (!given.empty()) return given;
+  for (const char* up : {"/../../dashboards", "/../dashboards", "/../share/reckon/dashboards"}) {
+    const std::string candidate = base::ExecutableDir() + up;
+    if (fs::exists(candidate + "/prometheus.yml")) return fs::weakly_canonical(candidate).string();
+  }
+  return "";
+}
+
+// Starts Prometheus on the workers' HTTP ports with dashboards/prometheus.yml
+// and alerts.yml (copied into the work dir, the workers as file targets)
+// and the console page.
+absl::StatusOr<base::ChildProcess> StartPrometheus(const LocalOptions& o,
+                                                   const std::vector<Worker>& workers) {
+  namespace fs = std::filesystem;
+  const std::string dashboards = FindDashboards(o.dashboards);
+  if (dashboards.empty()) {
+    return absl::NotFoundError("cannot find dashboards/ (give --dashboards DIR)");
+  }
+  const fs::path dir = fs::path(o.work_dir) / "prometheus";
+  std::error_code ec;
+  fs::create_directories(dir / "targets", ec);
+  fs::create_directories(dir / "libraries", ec);
+  for (const char* file : {"prometheus.yml", "alerts.yml"}) {
+    fs::copy_file(fs::path(dashboards) / file, dir / file, fs::copy_options::overwrite_existing, ec);
+    if (ec) return absl::UnavailableError(absl::StrCat("copying ", file, ": ", ec.message()));
+  }
+  base::Json targets = base::Json::array();
+  for (const Worker& w : workers) targets.push_back(w.http);
+  RECKON_RETURN_IF_ERROR(base::WriteFileAtomically(
+      (dir / "targets" / "reckon.json").string(),
+      base::Json::array({{{"targets", targets}}}).dump(2) + "\n"));
+  return base::ChildProcess::Spawn(
+      "/usr/bin/prometheus",
+      {"--config.file=" + (dir / "prometheus.yml").string(),
+       "--storage.tsdb.path=" + (dir / "data").string(),
+       "--web.listen-address=" + o.prometheus_listen,
+       "--web.console.templates=" + dashboards + "/consoles",
+       "--web.console.libraries=" + (dir / "libraries").string()},
+      (dir / "prometheus.log").string(), (dir / "prometheus.log").string());
+}
+
 }  // namespace
 
 int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -261,6 +317,10 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (o.worker_binary.empty() || !fs::exists(o.worker_binary)) {
     err << "reckonctl local: cannot find reckon-worker (give --worker-binary PATH)\n";
     return kExitBadInput;
+  }
+  if (o.prometheus && !fs::exists("/usr/bin/prometheus")) {
+    err << "reckonctl local: --prometheus needs Debian's prometheus: apt-get install prometheus\n";
+    return kExitUsage;
   }
   if (o.work_dir.empty()) {
     std::string tmpl = (fs::temp_directory_path() / "reckon-local-XXXXXX").string();
@@ -325,6 +385,18 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     out << "  " << w.name << ": gossip " << w.address << ", metrics http://" << w.http
         << "/metrics, status http://" << w.http << "/status\n";
   }
+  std::optional<base::ChildProcess> prometheus;
+  if (o.prometheus) {
+    absl::StatusOr<base::ChildProcess> p = StartPrometheus(o, workers);
+    if (!p.ok()) {
+      err << "reckonctl local: --prometheus: " << p.status().message() << "\n";
+      return kExitBadInput;
+    }
+    prometheus.emplace(*std::move(p));
+    out << "  prometheus: http://" << o.prometheus_listen << "/consoles/reckon.html (console), "
+        << "http://" << o.prometheus_listen << "/alerts; log in " << o.work_dir
+        << "/prometheus/prometheus.log\n";
+  }
   out << std::flush;
 
   // Progress until every worker has exited.
@@ -372,7 +444,18 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (failed) return kExitBadInput;
 
-  return ReportCluster(o, workers, wall, out, err);
+  const int code = ReportCluster(o, workers, wall, out, err);
+  if (prometheus) {
+    out << "prometheus keeps serving http://" << o.prometheus_listen
+        << "/consoles/reckon.html until Ctrl-C\n"
+        << std::flush;
+    while (!g_interrupted.load() && !prometheus->Poll()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    prometheus->Signal(SIGTERM);
+    if (!prometheus->Wait(std::chrono::seconds(20))) prometheus->Signal(SIGKILL);
+  }
+  return code;
 }
 
 }  // namespace reckon::ctl

@@ -2,7 +2,14 @@
 // and its summary, read back as JSON.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
 #include "base/json.h"
+#include "base/process.h"
+#include "tests/http_client.h"
 #include "tests/test_process.h"
 
 namespace reckon {
@@ -37,6 +44,45 @@ TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
   EXPECT_EQ(w0.at("node").at("updates_applied"), 40) << w0.dump(2);
   EXPECT_GT(json->at("compression_ratio").get<double>(), 10);
   EXPECT_GT(json->at("test_accuracy").get<double>(), 0.5);
+}
+
+// --prometheus: Debian's Prometheus scrapes the workers with dashboards/,
+// serves the console page, and stays up after them until Ctrl-C.
+TEST(ReckonctlLocal, PrometheusWatchesTheClusterAndServesTheConsole) {
+  ASSERT_EQ(std::system("command -v prometheus > /dev/null"), 0)
+      << "prometheus is missing: ./deploy/install-deps.sh installs it";
+  ScratchDir dir;
+  const int port = (*base::FreeLoopbackPorts(1))[0];
+  absl::StatusOr<base::ChildProcess> local = base::ChildProcess::Spawn(
+      RECKONCTL_PATH,
+      {"local", "--workers", "2", "--work-dir", (dir / "work").string(), "--prometheus",
+       "--prometheus-listen", absl::StrCat("127.0.0.1:", port), "--dashboards",
+       RECKON_SOURCE_DIR "/dashboards", "--layers", "784,32,10", "--epochs", "200", "--threads",
+       "1", "--eval-samples", "500"},
+      (dir / "out").string(), (dir / "err").string());
+  ASSERT_TRUE(local.ok()) << local.status();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  std::string out;
+  while (out.find("until Ctrl-C") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline && !local->Poll()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    out = ::reckon::testing::ReadWholeFile(dir / "out");
+  }
+  ASSERT_NE(out.find("until Ctrl-C"), std::string::npos)
+      << out << ::reckon::testing::ReadWholeFile(dir / "err");
+  EXPECT_NE(out.find(absl::StrCat("http://127.0.0.1:", port, "/consoles/reckon.html")),
+            std::string::npos) << out;
+  // What it scraped while the workers ran.
+  const ::reckon::testing::HttpResult steps = ::reckon::testing::HttpGet(
+      port, "/api/v1/query?query=" + ::reckon::testing::UrlEncode("count(last_over_time(reckon_steps_total[10m]))"));
+  ASSERT_EQ(steps.status, 200) << steps.body;
+  EXPECT_NE(steps.body.find("\"2\""), std::string::npos) << steps.body;  // both workers
+  const ::reckon::testing::HttpResult console =
+      ::reckon::testing::HttpGet(port, "/consoles/reckon.html");
+  EXPECT_EQ(console.status, 200);
+  EXPECT_NE(console.body.find("<td>w1</td>"), std::string::npos) << console.body;
+  local->Signal(SIGINT);
+  EXPECT_EQ(local->Wait(std::chrono::seconds(30)), 0);
 }
 
 TEST(ReckonctlLocal, FlagsItSetsItselfAreRefused) {

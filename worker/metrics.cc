@@ -63,7 +63,7 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const std::string& node_id
       compression_ratio_(Gauge(r, node_id, "reckon_compression_ratio",
                                "Dense fp32 bytes over bytes sent, since the start")),
       update_density_(Gauge(r, node_id, "reckon_update_density",
-                            "Fraction of the parameters the last step's message moved")),
+                            "Fraction of the parameters a message moves, averaged over about 100 steps")),
       tau_(Gauge(r, node_id, "reckon_tau", "The threshold step tau in force (0 for dense)")),
       epochs_(Gauge(r, node_id, "reckon_epochs_done", "Epochs finished by this worker")),
       epoch_train_loss_(Gauge(r, node_id, "reckon_epoch_train_loss",
@@ -105,11 +105,16 @@ void WorkerMetrics::OnEmitted(const std::string& codec, uint64_t updates, uint64
     wire_total_ += double(bytes);
     dense_total_ += double(dense_bytes);
     compression_ratio_.Set(wire_total_ > 0 ? dense_total_ / wire_total_ : 0);
+    // Emission is bursty (most steps send little, some much): the last
+    // step alone says little, a moving average says how dense messages are.
+    density_average_ = density_average_ < 0
+                           ? density
+                           : density_average_ + 0.01 * (density - density_average_);
+    update_density_.Set(density_average_);
   }
   updates_counter->Increment(double(updates));
   bytes_counter->Increment(double(bytes));
   dense_bytes_.Increment(double(dense_bytes));
-  update_density_.Set(density);
   tau_.Set(tau);
 }
 

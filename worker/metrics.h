@@ -30,7 +30,8 @@ class WorkerMetrics {
   void OnStep(double seconds, int samples, double loss_sum);
   // One step's message, applied locally and sent: its updates and bytes,
   // the fp32 bytes a dense gradient would have taken, the fraction of the
-  // parameters it moved, and tau (threshold codecs; 0 for dense).
+  // parameters it moved (reckon_update_density averages it over about 100
+  // steps), and tau (threshold codecs; 0 for dense).
   void OnEmitted(const std::string& codec, uint64_t updates, uint64_t bytes, uint64_t dense_bytes,
                  double density, double tau);
   // The end of an epoch: its mean training loss and the evaluation.
@@ -61,6 +62,7 @@ class WorkerMetrics {
   // Cumulative wire and dense bytes, for the compression ratio.
   double wire_total_ ABSL_GUARDED_BY(mu_) = 0;
   double dense_total_ ABSL_GUARDED_BY(mu_) = 0;
+  double density_average_ ABSL_GUARDED_BY(mu_) = -1;  // -1: no message yet
   // Children by codec, made on first use (two codecs at most).
   std::map<std::string, prometheus::Counter*> updates_by_codec_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Counter*> bytes_by_codec_ ABSL_GUARDED_BY(mu_);
