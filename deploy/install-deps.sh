@@ -24,6 +24,7 @@ packages=(
   python3 ca-certificates
   iproute2                          # `ip netns` for the partition and bad-link tests
   prometheus                        # the monitoring test scrapes a cluster; promtool checks dashboards/
+  systemd                           # systemd-analyze verify of deploy/systemd
 )
 
 if [ "$(id -u)" -ne 0 ]; then
