@@ -146,6 +146,8 @@ TEST(GossipNode, MembersPastTheCapAreRefusedAndCounted) {
     v1::NodeStatus s;
     c.node(i)->FillStatus(&s);
     EXPECT_LE(s.members_size(), 2) << i;
+    // A member past the cap is not a peer of another cluster.
+    EXPECT_EQ(c.node(i)->counters().peers_refused, 0u) << i;
   }
 }
 
