@@ -330,7 +330,6 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello() const {
 void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& peer,
                         const std::string& reason, bool permanent) {
   Log(absl::StrCat("refusing ", link->Describe(), " (node '", peer.substr(0, 64), "'): ", reason));
-  ++counters_.peers_refused;
   if (!link->dialed()) {
     auto frame = std::make_shared<v1::GossipFrame>();
     frame->mutable_refusal()->set_reason(reason);
@@ -364,7 +363,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     return;
   }
   if (verdict.kind == HelloVerdict::kRefuse) {
-    if (verdict.over_member_cap) ++counters_.members_refused;
+    ++(verdict.over_member_cap ? counters_.members_refused : counters_.peers_refused);
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
