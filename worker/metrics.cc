@@ -92,29 +92,21 @@ void WorkerMetrics::OnStep(double seconds, int samples, double loss_sum) {
 
 void WorkerMetrics::OnEmitted(const std::string& codec, uint64_t updates, uint64_t bytes,
                               uint64_t dense_bytes, double density, double tau) {
-  prometheus::Counter* updates_counter;
-  prometheus::Counter* bytes_counter;
-  {
-    absl::MutexLock l(&mu_);
-    prometheus::Counter*& u = updates_by_codec_[codec];
-    if (u == nullptr) u = &updates_sent_.Add({{"codec", codec}});
-    prometheus::Counter*& b = bytes_by_codec_[codec];
-    if (b == nullptr) b = &bytes_sent_.Add({{"codec", codec}});
-    updates_counter = u;
-    bytes_counter = b;
-    wire_total_ += double(bytes);
-    dense_total_ += double(dense_bytes);
-    compression_ratio_.Set(wire_total_ > 0 ? dense_total_ / wire_total_ : 0);
-    // Emission is bursty (most steps send little, some much): the last
-    // step alone says little, a moving average says how dense messages are.
-    density_average_ = density_average_ < 0
-                           ? density
-                           : density_average_ + 0.01 * (density - density_average_);
-    update_density_.Set(density_average_);
-  }
+  prometheus::Counter*& updates_counter = updates_by_codec_[codec];
+  if (updates_counter == nullptr) updates_counter = &updates_sent_.Add({{"codec", codec}});
+  prometheus::Counter*& bytes_counter = bytes_by_codec_[codec];
+  if (bytes_counter == nullptr) bytes_counter = &bytes_sent_.Add({{"codec", codec}});
   updates_counter->Increment(double(updates));
   bytes_counter->Increment(double(bytes));
   dense_bytes_.Increment(double(dense_bytes));
+  double wire = 0;
+  for (const auto& [name, counter] : bytes_by_codec_) wire += counter->Value();
+  compression_ratio_.Set(wire > 0 ? dense_bytes_.Value() / wire : 0);
+  // Emission is bursty (most steps send little, some much): the last step
+  // alone says little, a moving average says how dense messages are.
+  density_average_ =
+      density_average_ < 0 ? density : density_average_ + 0.01 * (density - density_average_);
+  update_density_.Set(density_average_);
   tau_.Set(tau);
 }
 

@@ -1,7 +1,8 @@
 // The training loop's metrics for Prometheus (prefix reckon_, base units):
 // families registered once in the constructor, children kept by reference,
 // so recording a step only increments and sets. Every series carries `node`.
-// README "Monitoring" lists them. Thread-safe (prometheus-cpp's metrics are).
+// README "Monitoring" lists them. Recorded from one thread (the training
+// thread); Prometheus collects from any (prometheus-cpp's metrics are atomic).
 #ifndef RECKON_WORKER_METRICS_H_
 #define RECKON_WORKER_METRICS_H_
 
@@ -9,7 +10,6 @@
 #include <map>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -58,14 +58,10 @@ class WorkerMetrics {
   prometheus::Gauge& test_accuracy_;
   prometheus::Histogram& apply_latency_;
 
-  absl::Mutex mu_;
-  // Cumulative wire and dense bytes, for the compression ratio.
-  double wire_total_ ABSL_GUARDED_BY(mu_) = 0;
-  double dense_total_ ABSL_GUARDED_BY(mu_) = 0;
-  double density_average_ ABSL_GUARDED_BY(mu_) = -1;  // -1: no message yet
-  // Children by codec, made on first use (two codecs at most).
-  std::map<std::string, prometheus::Counter*> updates_by_codec_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, prometheus::Counter*> bytes_by_codec_ ABSL_GUARDED_BY(mu_);
+  double density_average_ = -1;  // -1: no message yet
+  // Children by codec, made on first use (one codec per run in practice).
+  std::map<std::string, prometheus::Counter*> updates_by_codec_;
+  std::map<std::string, prometheus::Counter*> bytes_by_codec_;
 };
 
 }  // namespace reckon::worker
