@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -367,6 +368,10 @@ absl::StatusOr<std::unique_ptr<Observability>> StartObservability(const std::str
 absl::StatusOr<TrainSummary> Run(TrainerOptions& options, std::optional<PeerOptions> peer_options,
                                  Observability* observability) {
   std::unique_ptr<GossipPeers> peers;
+  // On every way out, the endpoint lets go of the node before it is destroyed.
+  absl::Cleanup detach = [observability] {
+    if (observability != nullptr) observability->DetachNode();
+  };
   if (peer_options) {
     options.node_id = peer_options->node.node_id;
     options.incarnation = peer_options->node.incarnation;
@@ -380,7 +385,7 @@ absl::StatusOr<TrainSummary> Run(TrainerOptions& options, std::optional<PeerOpti
   if (!trainer.ok()) return trainer.status();
   if (observability != nullptr && peers == nullptr) observability->SetTrainingStarted();
   absl::StatusOr<TrainSummary> summary = (*trainer)->Run();
-  if (observability != nullptr) observability->DetachNode();
+  std::move(detach).Invoke();
   peers.reset();  // leave the cluster before reporting
   return summary;
 }

@@ -34,8 +34,6 @@ absl::StatusOr<std::unique_ptr<Observability>> Observability::Start(const std::s
   return o;
 }
 
-Observability::~Observability() { endpoint_.reset(); }
-
 void Observability::AttachNode(server::GossipNode* node) {
   absl::MutexLock l(&mu_);
   node_ = node;

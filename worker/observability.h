@@ -34,7 +34,6 @@ class Observability {
   static absl::StatusOr<std::unique_ptr<Observability>> Start(const std::string& listen,
                                                               const std::string& node_id,
                                                               uint64_t ready_max_behind);
-  ~Observability();
 
   int port() const { return endpoint_->port(); }
   WorkerMetrics& metrics() { return *metrics_; }
