@@ -1,10 +1,14 @@
 // The reckon-worker binary as a user runs it: flags, errors, summary JSON.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <filesystem>
+#include <thread>
 
 #include "base/json.h"
-
+#include "base/process.h"
+#include "tests/http_client.h"
 #include "tests/test_process.h"
 
 namespace {
@@ -12,6 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using Result = ::reckon::testing::ProcessResult;
+using ::reckon::testing::ReadWholeFile;
 
 class ReckonWorker : public ::testing::Test {
  protected:
@@ -70,6 +75,51 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
   r = Run({"--standalone", "--resume=" + (dir_ / "missing.ck").string(), "--layers=784,10"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("missing.ck"), std::string::npos) << r.err;
+}
+
+// --after-training serve (Kubernetes, Compose): the run is reported, then the
+// worker stays up, saying so on /metrics, until SIGTERM ends it with 0.
+TEST_F(ReckonWorker, AfterTrainingServeStaysUpUntilSigterm) {
+  absl::StatusOr<std::vector<int>> port = ::reckon::base::FreeLoopbackPorts(1);
+  ASSERT_TRUE(port.ok()) << port.status();
+  const fs::path summary = dir_ / "summary.json";
+  absl::StatusOr<::reckon::base::ChildProcess> worker = ::reckon::base::ChildProcess::Spawn(
+      RECKON_WORKER_PATH,
+      {"--standalone", "--layers=784,16,10", "--max-steps=3", "--eval-samples=100",
+       "--after-training=serve", "--progress=off", "--summary-json=" + summary.string(),
+       "--http-listen=127.0.0.1:" + std::to_string((*port)[0])},
+      (dir_ / "out").string(), (dir_ / "err").string());
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(summary) && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_FALSE(worker->Poll().has_value()) << ReadWholeFile(dir_ / "err");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(fs::exists(summary)) << ReadWholeFile(dir_ / "out");
+  // Training is over and reported; the worker serves on.
+  ::reckon::testing::HttpResult metrics;
+  for (int i = 0; i < 100 && metrics.body.find("reckon_training_finished{node=\"standalone\"} 1") ==
+                               std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    metrics = ::reckon::testing::HttpGet((*port)[0], "/metrics");
+  }
+  EXPECT_NE(metrics.body.find("reckon_training_finished{node=\"standalone\"} 1"), std::string::npos)
+      << metrics.body;
+  EXPECT_EQ(::reckon::testing::HttpGet((*port)[0], "/readyz").status, 200);
+  EXPECT_FALSE(worker->Wait(std::chrono::milliseconds(500)).has_value())
+      << "the worker exited after training with --after-training serve";
+  worker->Signal(SIGTERM);
+  EXPECT_EQ(worker->Wait(std::chrono::seconds(10)), std::optional<int>(0))
+      << ReadWholeFile(dir_ / "err");
+  const std::string out = ReadWholeFile(dir_ / "out");
+  EXPECT_NE(out.find("serving until SIGTERM"), std::string::npos) << out;
+  EXPECT_NE(out.find("stopped by a signal"), std::string::npos) << out;
+
+  Result r = Run({"--standalone", "--after-training=linger"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--after-training 'linger' is not exit or serve"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(ReckonWorker, CudaBackendRunsOrSaysWhyItIsUnavailable) {

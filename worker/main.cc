@@ -11,9 +11,11 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/functional/function_ref.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -65,6 +67,10 @@ ABSL_FLAG(std::string, summary_json, "", "write the run's summary here as JSON")
 ABSL_FLAG(std::string, progress, "auto", "live progress bar: auto (when a terminal), on, off");
 ABSL_FLAG(std::string, http_listen, "0.0.0.0:9464",
           "address of /metrics, /healthz, /readyz and /status (port 0: any, logged; empty: none)");
+ABSL_FLAG(std::string, after_training, "exit",
+          "when training is over: exit (0), or serve: stay a member of the cluster with "
+          "/metrics, /status and snapshots for late joiners until SIGTERM (Kubernetes "
+          "StatefulSets, Compose services that restart)");
 ABSL_FLAG(uint64_t, ready_max_behind, 1000,
           "/readyz: at most this many messages behind the most advanced peer");
 // Peers (the gossip node).
@@ -339,7 +345,7 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> JoinCluster(PeerOptions peer_option
 
 // The run's last lines, and the summary file when asked for.
 absl::Status Report(const TrainSummary& summary) {
-  if (g_stop.load()) std::cout << "reckon-worker: stopped by a signal; left the cluster\n";
+  if (g_stop.load()) std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n";
   std::cout << absl::StrFormat(
       "done: %d steps, test accuracy %.2f%%, %.0f samples/s, %s, wire %d bytes vs dense %d "
       "(%.0fx), weights %s\n",
@@ -364,9 +370,22 @@ absl::StatusOr<std::unique_ptr<Observability>> StartObservability(const std::str
   return o;
 }
 
-// Joins (with peers), trains, leaves. Errors are a failure while running.
-absl::StatusOr<TrainSummary> Run(TrainerOptions& options, std::optional<PeerOptions> peer_options,
-                                 Observability* observability) {
+// With --after-training serve: the run is over and reported; the worker
+// stays up (a member of its cluster, serving /metrics, /status and
+// snapshots) until SIGTERM or SIGINT.
+void ServeUntilStopped(Observability* observability) {
+  if (observability != nullptr) observability->metrics().OnTrainingFinished();
+  std::cout << "reckon-worker: training is over; serving until SIGTERM (--after-training serve)\n"
+            << std::flush;
+  while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n" << std::flush;
+}
+
+// Joins (with peers), trains, calls `trained` with the summary while still a
+// member, then leaves. Errors are a failure while running or from `trained`.
+absl::Status Run(TrainerOptions& options, std::optional<PeerOptions> peer_options,
+                 Observability* observability,
+                 absl::FunctionRef<absl::Status(const TrainSummary&)> trained) {
   std::unique_ptr<GossipPeers> peers;
   // On every way out, the endpoint lets go of the node before it is destroyed.
   absl::Cleanup detach = [observability] {
@@ -385,9 +404,8 @@ absl::StatusOr<TrainSummary> Run(TrainerOptions& options, std::optional<PeerOpti
   if (!trainer.ok()) return trainer.status();
   if (observability != nullptr && peers == nullptr) observability->SetTrainingStarted();
   absl::StatusOr<TrainSummary> summary = (*trainer)->Run();
-  std::move(detach).Invoke();
-  peers.reset();  // leave the cluster before reporting
-  return summary;
+  if (!summary.ok()) return summary.status();
+  return trained(*summary);
 }
 
 }  // namespace
@@ -407,6 +425,12 @@ int main(int argc, char** argv) {
   if (code >= 0) return code;
   absl::StatusOr<TrainerOptions> options = OptionsFromFlags();
   if (!options.ok()) return UsageError(options.status());
+  const std::string after_training = absl::GetFlag(FLAGS_after_training);
+  if (after_training != "exit" && after_training != "serve") {
+    return UsageError(absl::InvalidArgumentError(
+        absl::StrCat("--after-training '", after_training, "' is not exit or serve")));
+  }
+  const bool serve_after_training = after_training == "serve";
   std::optional<PeerOptions> peer_options;
   if (!absl::GetFlag(FLAGS_standalone)) {
     absl::StatusOr<PeerOptions> parsed = PeerOptionsFromFlags(*options);
@@ -430,11 +454,15 @@ int main(int argc, char** argv) {
     std::cerr << "reckon-worker: " << observability.status().message() << "\n";
     return 1;
   }
-  absl::StatusOr<TrainSummary> summary =
-      Run(*options, std::move(peer_options), observability->get());
-  const absl::Status reported = summary.ok() ? Report(*summary) : summary.status();
-  if (!reported.ok()) {
-    std::cerr << "reckon-worker: " << reported.message() << "\n";
+  const absl::Status status = Run(
+      *options, std::move(peer_options), observability->get(),
+      [&](const TrainSummary& summary) -> absl::Status {
+        RECKON_RETURN_IF_ERROR(Report(summary));
+        if (serve_after_training && !g_stop.load()) ServeUntilStopped(observability->get());
+        return absl::OkStatus();
+      });
+  if (!status.ok()) {
+    std::cerr << "reckon-worker: " << status.message() << "\n";
     return 1;
   }
   return 0;

@@ -72,6 +72,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const std::string& node_id
                        "Test loss of the replica at the last finished epoch")),
       test_accuracy_(Gauge(r, node_id, "reckon_test_accuracy_ratio",
                            "Test accuracy (0 to 1) of the replica at the last finished epoch")),
+      training_finished_(Gauge(r, node_id, "reckon_training_finished",
+                               "1 once this worker's training is over (it serves on with "
+                               "--after-training serve), 0 before")),
       apply_latency_(Seconds(r, node_id, "reckon_apply_latency_seconds",
                              "From the node accepting a peer's update to the training replica "
                              "applying it")) {}

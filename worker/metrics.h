@@ -39,6 +39,9 @@ class WorkerMetrics {
   // A peer's update applied to the training replica, `seconds` after the
   // node accepted it.
   void OnApplied(double seconds);
+  // Training is over (every step run and the cluster quiescent); the worker
+  // stays up only with --after-training serve.
+  void OnTrainingFinished() { training_finished_.Set(1); }
 
  private:
   prometheus::Family<prometheus::Gauge>& build_info_;
@@ -56,6 +59,7 @@ class WorkerMetrics {
   prometheus::Gauge& epoch_train_loss_;
   prometheus::Gauge& test_loss_;
   prometheus::Gauge& test_accuracy_;
+  prometheus::Gauge& training_finished_;
   prometheus::Histogram& apply_latency_;
 
   double density_average_ = -1;  // -1: no message yet
