@@ -10,7 +10,11 @@
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/files.h"
+#include "base/status_macros.h"
 
 namespace reckon::base {
 namespace {
@@ -43,7 +47,66 @@ absl::Status SetFlag(const FlagScope& scope, absl::CommandLineFlag& flag,
                                                  " '", value, "': ", error));
 }
 
+constexpr char kFlagsFile[] = "--flags-file";
+constexpr size_t kMaxFlagsFileBytes = 1 << 20;
+
+bool IsFlagsFile(const std::string& arg) {
+  return arg == kFlagsFile || arg == "--flags_file" || absl::StartsWith(arg, "--flags-file=") ||
+         absl::StartsWith(arg, "--flags_file=");
+}
+
+// The arguments one line of a flags file stands for (none for a blank line
+// or a comment).
+absl::Status AppendFlagsLine(const std::string& file, int line_number, absl::string_view line,
+                             std::vector<std::string>* out) {
+  line = absl::StripAsciiWhitespace(line);
+  if (line.empty() || line[0] == '#') return absl::OkStatus();
+  const std::string where = absl::StrCat("--flags-file ", file, ":", line_number, ": '",
+                                         std::string(line), "'");
+  if (!absl::StartsWith(line, "--") || line.size() == 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " is not a flag (--name=value, --name value or --switch)"));
+  }
+  const size_t space = line.find_first_of(" \t");
+  const size_t eq = line.find('=');
+  if (space == absl::string_view::npos || (eq != absl::string_view::npos && eq < space)) {
+    out->emplace_back(line);
+  } else {
+    out->emplace_back(line.substr(0, space));
+    out->emplace_back(absl::StripLeadingAsciiWhitespace(line.substr(space)));
+  }
+  if (IsFlagsFile(out->back()) || (out->size() >= 2 && IsFlagsFile(out->end()[-2]))) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " names another flags file"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> ExpandFlagsFiles(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!IsFlagsFile(args[i])) {
+      out.push_back(args[i]);
+      continue;
+    }
+    const size_t eq = args[i].find('=');
+    if (eq == std::string::npos && i + 1 >= args.size()) {
+      return absl::InvalidArgumentError("--flags-file needs a value");
+    }
+    const std::string file = eq == std::string::npos ? args[++i] : args[i].substr(eq + 1);
+    absl::StatusOr<std::string> text = ReadFile(file, kMaxFlagsFileBytes);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--flags-file ", file, ": ", text.status().message()));
+    }
+    int line_number = 0;
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      RECKON_RETURN_IF_ERROR(AppendFlagsLine(file, ++line_number, line, &out));
+    }
+  }
+  return out;
+}
 
 FlagScope FlagScope::FromFile(std::string command, const std::string& file_suffix) {
   FlagScope scope{std::move(command), {}};
@@ -124,6 +187,8 @@ std::string FlagUsage(const FlagScope& scope) {
         spec.required ? "required" : absl::StrCat("default ", fallback.empty() ? "\"\"" : fallback);
     absl::StrAppend(&out, "  --", Dashed(spec.name), " (", shown, ")  ", flag.Help(), "\n");
   }
+  absl::StrAppend(&out, "  --flags-file PATH  read flags from PATH, one per line (# comments); "
+                        "flags after it win\n");
   return out;
 }
 
@@ -136,8 +201,11 @@ int ParseFlagsOrExit(const FlagScope& scope, const std::vector<std::string>& arg
       return 0;
     }
   }
-  if (absl::Status s = ParseFlags(scope, args, pass_through); !s.ok()) {
-    err << s.message() << " (--help lists the flags)\n";
+  absl::StatusOr<std::vector<std::string>> expanded = ExpandFlagsFiles(args);
+  absl::Status s = expanded.ok() ? ParseFlags(scope, *expanded, pass_through) : expanded.status();
+  if (!s.ok()) {
+    const std::string command = expanded.ok() ? "" : scope.command + ": ";
+    err << command << s.message() << " (--help lists the flags)\n";
     return 2;
   }
   return -1;

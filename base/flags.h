@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace reckon::base {
 
@@ -43,12 +44,22 @@ struct FlagScope {
 absl::Status ParseFlags(const FlagScope& scope, const std::vector<std::string>& args,
                         std::vector<std::string>* pass_through = nullptr);
 
+// `args` with every `--flags-file PATH` (or `--flags-file=PATH`) replaced,
+// in place, by the flags the file holds: flags after it win over the
+// file's, the file's over flags before it. The file (a Kubernetes ConfigMap,
+// a Compose config) has one flag per line: `--name=value`, `--name value`
+// (the value is the rest of the line, spaces included) or `--switch`; blank
+// lines and lines starting with # are skipped. A file that cannot be read,
+// a line that is not a flag, or a file naming another flags file is
+// kInvalidArgument naming the file and line.
+absl::StatusOr<std::vector<std::string>> ExpandFlagsFiles(const std::vector<std::string>& args);
+
 // One line per flag: its dashed name, its default (or "required") and help.
 std::string FlagUsage(const FlagScope& scope);
 
 // For a command's entry point: --help or -h prints the usage to `out` and
 // gives 0; a parse error prints one line to `err` and gives 2; otherwise -1
-// (go on).
+// (go on). Flags files are expanded first (ExpandFlagsFiles).
 int ParseFlagsOrExit(const FlagScope& scope, const std::vector<std::string>& args,
                      std::ostream& out, std::ostream& err,
                      std::vector<std::string>* pass_through = nullptr);

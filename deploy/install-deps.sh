@@ -1,31 +1,62 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package reckon needs to build, test and run.
-# Idempotent: packages already present are left as they are. Needs root (or sudo).
-# The Dockerfile runs this same script, so a package added here reaches the image too.
+# Installs the packages reckon needs, from the distribution's archive only.
+#   install-deps.sh           everything to build, test and run (the README's
+#                             test command; CI)
+#   install-deps.sh --build   only what building reckon-worker and reckonctl
+#                             needs (the image's build stage, deploy/Dockerfile)
+# Debian 12 (bookworm) is what CI runs. Ubuntu 24.04 (noble, the CUDA 13
+# images' base) has every package under the same name, in universe (enabled
+# in Ubuntu's images); only its versions differ (clang 18 instead of 14,
+# Boost 1.83 instead of 1.74), and its runtime libraries carry a "t64"
+# suffix, which deploy/runtime-packages.sh finds by itself. Idempotent:
+# packages already present are left as they are. Needs root (or sudo).
 set -euo pipefail
+
+profile=all
+case "${1:-}" in
+  "") ;;
+  --build) profile=build ;;
+  *) echo "usage: install-deps.sh [--build]" >&2; exit 2 ;;
+esac
+
+. /etc/os-release
+case "$ID:${VERSION_ID:-}" in
+  debian:12 | ubuntu:24.04) ;;
+  *) echo "install-deps: $PRETTY_NAME is untested; trying the Debian 12 package names" >&2 ;;
+esac
 
 packages=(
   # toolchain
-  build-essential cmake ninja-build pkg-config git
-  clang libclang-rt-14-dev          # libFuzzer + ASan/UBSan runtimes for the fuzz targets
+  build-essential cmake ninja-build pkg-config
   # libraries (docs/design.md "Dependencies")
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev
   libboost-dev                      # Asio + Beast: the HTTP endpoint
   prometheus-cpp-dev                # metrics registry and text exposition
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev         # CMake configures the tests too
   nlohmann-json3-dev                # base/json.h: every JSON reckon writes or reads
   libzstd-dev zlib1g-dev
   libssl-dev                        # SHA-256 (weight hashes)
   libopenblas-dev
-  # data: Fashion-MNIST IDX files under /usr/share/datasets/fashion-mnist
-  dataset-fashion-mnist
-  # tools used by tests
-  python3 ca-certificates
-  iproute2                          # `ip netns` for the partition and bad-link tests
-  prometheus                        # the monitoring test scrapes a cluster; promtool checks dashboards/
-  systemd                           # systemd-analyze verify of deploy/systemd
 )
+if [ "$profile" = all ]; then
+  packages+=(
+    git
+    clang libclang-rt-dev           # libFuzzer + ASan/UBSan runtimes for the fuzz targets
+    # data: Fashion-MNIST IDX files under /usr/share/datasets/fashion-mnist
+    dataset-fashion-mnist
+    # tools used by tests
+    python3 ca-certificates
+    iproute2                        # `ip netns` for the partition and bad-link tests
+    prometheus                      # the monitoring test scrapes a cluster; promtool checks dashboards/
+    systemd                         # systemd-analyze verify of deploy/systemd
+    # the deploy tests: image, Compose (deploy/podman-setup.sh configures them)
+    podman runc podman-compose mmdebstrap uidmap containernetworking-plugins
+  )
+  # The Kubernetes manifests' schema check (tests/deploy) runs on Node.js:
+  # Debian's, unless a newer one is already there.
+  command -v npm > /dev/null || packages+=(nodejs npm)
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   sudo_cmd=sudo

@@ -4,7 +4,10 @@
 #include "base/flags.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "absl/flags/flag.h"
@@ -82,6 +85,42 @@ TEST(Flags, HelpPrintsEveryFlagItsDefaultAndWhatIsRequired) {
   EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--bad"}, out, err), 2);
   EXPECT_NE(err.str().find("unknown flag --bad"), std::string::npos) << err.str();
   EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--test-name", "x"}, out, err), -1);
+}
+
+// --flags-file (a Kubernetes ConfigMap, a Compose config): the file's flags
+// take the place of the argument, so flags after it win.
+TEST(Flags, AFlagsFileStandsInForItsFlags) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("reckon_flags_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "training.flags").string();
+  std::ofstream(file) << "# training flags\n\n--test-name two words\n  --test_count=12\n"
+                         "--test-verbose\n--test-rate 0.25\n";
+  std::ostringstream out, err;
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--test-count=5", "--flags-file", file, "--test-rate=2"},
+                             out, err),
+            -1)
+      << err.str();
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_name), "two words");  // the rest of the line
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_count), 12);          // the file's, after 5
+  EXPECT_TRUE(absl::GetFlag(FLAGS_test_verbose));
+  EXPECT_DOUBLE_EQ(absl::GetFlag(FLAGS_test_rate), 2);     // given after the file
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--flags-file=" + file}, out, err), -1) << err.str();
+  EXPECT_NE(FlagUsage(Scope()).find("--flags-file PATH"), std::string::npos);
+
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--flags-file", (dir / "none").string()}, out, err), 2);
+  EXPECT_NE(err.str().find("--flags-file " + (dir / "none").string()), std::string::npos)
+      << err.str();
+  std::ofstream(file) << "--test-name=x\ntest-count 3\n";
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--flags-file", file}, out, err), 2);
+  EXPECT_NE(err.str().find(file + ":2: 'test-count 3' is not a flag"), std::string::npos)
+      << err.str();
+  std::ofstream(file) << "--flags-file=" << file << "\n";
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--flags-file", file}, out, err), 2);
+  EXPECT_NE(err.str().find("names another flags file"), std::string::npos) << err.str();
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--flags-file"}, out, err), 2);
+  EXPECT_NE(err.str().find("--flags-file needs a value"), std::string::npos) << err.str();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Flags, AScopeCanBeEveryFlagOfAFile) {
