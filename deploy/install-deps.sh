@@ -52,6 +52,7 @@ if [ "$profile" = all ]; then
     systemd                         # systemd-analyze verify of deploy/systemd
     # the deploy tests: image, Compose (deploy/podman-setup.sh configures them)
     podman runc podman-compose mmdebstrap uidmap containernetworking-plugins
+    golang-github-containernetworking-plugin-dnsname  # service names resolve in Compose networks
   )
   # The Kubernetes manifests' schema check (tests/deploy) runs on Node.js:
   # Debian's, unless a newer one is already there.

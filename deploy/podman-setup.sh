@@ -20,7 +20,8 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
-packages=(podman runc podman-compose mmdebstrap uidmap containernetworking-plugins)
+packages=(podman runc podman-compose mmdebstrap uidmap containernetworking-plugins
+          golang-github-containernetworking-plugin-dnsname)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# deploy/compose.yaml brought up with podman-compose (Debian's 1.0.3, which
+# has no profiles: the services are named, Grafana left out as its profile
+# would): three workers train a short run to identical weight hashes,
+# Prometheus scrapes all three (up == 1), `podman stop` of a worker (SIGTERM)
+# exits 0 well within the grace period while the other two serve on, and
+# `podman-compose down` leaves nothing running.
+# The Compose file and its training flags are used as they are; the test
+# appends to a copy of the flags file (later flags win) to shorten the run.
+# Usage: check_compose.sh SOURCE_DIR     Needs root (exit 77: skipped).
+set -euo pipefail
+src=$1
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIPPED: the Compose test needs root (rootful podman)"
+  exit 77
+fi
+project=reckoncompose$$
+work=$(mktemp -d)
+compose() { (cd "$work/deploy" && podman-compose -p "$project" "$@"); }
+cleanup() {
+  compose down -v > /dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$src/deploy/podman-setup.sh"
+(cd "$src" && podman build --format docker -f deploy/Dockerfile -t reckon:cpu . &&
+  podman build --format docker -f deploy/compose/prometheus.Dockerfile \
+    -t reckon-prometheus deploy/compose) > "$work/build.log" 2>&1 ||
+  { tail -50 "$work/build.log"; exit 1; }
+
+# The deploy files as shipped, beside the dashboards they mount.
+cp -r "$src/deploy" "$src/dashboards" "$work/"
+cat >> "$work/deploy/compose/training.flags" <<'FLAGS'
+# check_compose.sh: a short run
+--layers=784,64,10
+--epochs=1
+--eval-samples=2000
+FLAGS
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export RECKON_PROMETHEUS_PORT=$port
+compose up -d --no-build worker-0 worker-1 worker-2 prometheus > "$work/up.log" 2>&1 ||
+  { cat "$work/up.log"; exit 1; }
+
+container() { echo "${project}_$1_1"; }
+summary() { podman exec "$(container "$1")" cat /var/lib/reckon/summary.json 2> /dev/null; }
+for w in worker-0 worker-1 worker-2; do
+  for _ in $(seq 600); do summary "$w" > /dev/null && break; sleep 0.5; done
+  summary "$w" > "$work/$w.json" || { podman logs "$(container "$w")"; exit 1; }
+done
+python3 - "$work" <<'PY'
+import json, sys
+s = {w: json.load(open(f"{sys.argv[1]}/{w}.json")) for w in ("worker-0", "worker-1", "worker-2")}
+hashes = {w: v["weight_hash"] for w, v in s.items()}
+assert len(set(hashes.values())) == 1, hashes
+for w, v in s.items():
+    assert v["epochs"] == 1 and v["test_accuracy"] > 0.6, (w, v["epochs"], v["test_accuracy"])
+print("three workers, one replica: weights %s, test accuracy %.2f" %
+      (hashes["worker-0"][:16], s["worker-0"]["test_accuracy"]))
+PY
+
+# Prometheus scrapes the three workers by service name.
+up() { curl -fsS "http://127.0.0.1:$port/api/v1/query?query=up" 2> /dev/null; }
+for _ in $(seq 120); do
+  up | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; sys.exit(0 if len(r)==3 and all(x["value"][1]=="1" for x in r) else 1)' && break
+  sleep 0.5
+done
+up | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["data"]["result"]
+up = {x["metric"]["instance"]: x["value"][1] for x in r}
+assert up == {"worker-0:9464": "1", "worker-1:9464": "1", "worker-2:9464": "1"}, up
+print("Prometheus: up == 1 for", ", ".join(sorted(up)))'
+
+# SIGTERM to one worker: it leaves the cluster and exits 0; the others serve on.
+stop_start=$(date +%s%N)
+podman stop -t 60 "$(container worker-2)" > /dev/null
+stop_ms=$(( ($(date +%s%N) - stop_start) / 1000000 ))
+code=$(podman inspect --format '{{.State.ExitCode}}' "$(container worker-2)")
+[ "$code" = 0 ] || { podman logs "$(container worker-2)"; echo "worker-2 exited $code"; exit 1; }
+echo "podman stop worker-2: exit 0 after $stop_ms ms (grace period 60 s)"
+for w in worker-0 worker-1; do
+  podman exec "$(container "$w")" curl -fsS http://127.0.0.1:9464/readyz > /dev/null ||
+    { echo "$w is not ready after worker-2 left"; exit 1; }
+done
+for _ in $(seq 100); do
+  podman exec "$(container worker-0)" curl -fsS http://127.0.0.1:9464/status |
+    python3 -c '
+import json, sys
+members = {m["node_id"]: m for m in json.load(sys.stdin).get("members", [])}
+sys.exit(0 if members.get("worker-2", {}).get("state") == "left" else 1)' && break
+  sleep 0.2
+done
+podman exec "$(container worker-0)" curl -fsS http://127.0.0.1:9464/status > "$work/status.json"
+python3 - "$work/status.json" <<'PY'
+import json, sys
+states = {m["node_id"]: m["state"] for m in json.load(open(sys.argv[1]))["members"]}
+assert states.get("worker-2") == "left" and states.get("worker-1") == "alive", states
+print("worker-0 and worker-1 serve on; worker-0 sees", states)
+PY
+
+compose down > /dev/null 2>&1
+left=$(podman ps -a --filter "label=io.podman.compose.project=$project" --format '{{.Names}}')
+[ -z "$left" ] || { echo "left after down: $left"; exit 1; }
+echo "podman-compose down: nothing left"
