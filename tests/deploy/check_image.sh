@@ -58,8 +58,10 @@ done
 podman logs "$name" 2>&1 | grep -q "serving until SIGTERM" || { podman logs "$name"; exit 1; }
 uid=$(podman exec "$name" sh -c 'awk "/^Uid:/ {print \$2}" /proc/1/status')
 user=$(podman exec "$name" id -un)
-[ "$uid" = 10001 ] && [ "$user" = reckon ] || { echo "worker runs as uid $uid ($user)"; exit 1; }
-echo "the worker runs as $user (uid $uid)"
+gid=$(podman exec "$name" id -g)
+[ "$uid" = 10001 ] && [ "$gid" = 10001 ] && [ "$user" = reckon ] ||
+  { echo "worker runs as uid $uid gid $gid ($user)"; exit 1; }
+echo "the worker runs as $user (uid $uid, gid $gid: the Kubernetes manifests' runAsUser/fsGroup)"
 # The image's HEALTHCHECK, as podman would run it.
 health=$(podman image inspect --format '{{json .Config.Healthcheck.Test}}' "$image")
 mapfile -t health_cmd < <(python3 -c 'import json,sys; t=json.loads(sys.argv[1]); assert t[0]=="CMD", t; print("\n".join(t[1:]))' "$health")
