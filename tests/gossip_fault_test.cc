@@ -92,7 +92,9 @@ TEST(GossipFault, WorkerStoppedForAMinuteComesBackAndAllEndIdentical) {
   EXPECT_TRUE(w2_dead) << s0->DebugString();
   std::this_thread::sleep_until(stopped + seconds(60));
   c.process(2).Signal(SIGCONT);
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i, seconds(600)), 0) << "w" << i << ": " << c.Err(i);
+  int codes[3];
+  for (int i = 0; i < 3; ++i) codes[i] = c.Wait(i, seconds(600));
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(codes[i], 0) << "w" << i << " failed\n" << c.Logs();
   c.ExpectIdentical({0, 1, 2});
   const std::string s2 = c.Summary(2);
   for (const auto& [origin, seq] : Versions(s2)) {

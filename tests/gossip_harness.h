@@ -127,6 +127,15 @@ class Cluster {
   std::string Summary(int i) const { return ReadWholeFile(summary_path(i)); }
   std::string Err(int i) const { return ReadWholeFile(err_path(i)); }
   std::string Out(int i) const { return ReadWholeFile(dir_ / absl::StrCat("w", i, ".log")); }
+  // Every started worker's stderr, each under its name: a failure of one
+  // often starts in another's log.
+  std::string Logs() const {
+    std::string all;
+    for (const auto& [i, process] : processes_) {
+      if (process) absl::StrAppend(&all, "--- w", i, ":\n", Err(i));
+    }
+    return all;
+  }
 
   // The port of worker i's HTTP endpoint, from its log (0 when it has not
   // said within `timeout`).
