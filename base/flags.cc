@@ -69,15 +69,14 @@ absl::Status AppendFlagsLine(const std::string& file, int line_number, absl::str
   }
   const size_t space = line.find_first_of(" \t");
   const size_t eq = line.find('=');
-  if (space == absl::string_view::npos || (eq != absl::string_view::npos && eq < space)) {
-    out->emplace_back(line);
-  } else {
-    out->emplace_back(line.substr(0, space));
-    out->emplace_back(absl::StripLeadingAsciiWhitespace(line.substr(space)));
-  }
-  if (IsFlagsFile(out->back()) || (out->size() >= 2 && IsFlagsFile(out->end()[-2]))) {
+  const bool one_word =
+      space == absl::string_view::npos || (eq != absl::string_view::npos && eq < space);
+  const absl::string_view flag = one_word ? line : line.substr(0, space);
+  if (IsFlagsFile(std::string(flag))) {
     return absl::InvalidArgumentError(absl::StrCat(where, " names another flags file"));
   }
+  out->emplace_back(flag);
+  if (!one_word) out->emplace_back(absl::StripLeadingAsciiWhitespace(line.substr(space)));
   return absl::OkStatus();
 }
 

@@ -4,6 +4,8 @@
 #                             test command; CI)
 #   install-deps.sh --build   only what building reckon-worker and reckonctl
 #                             needs (the image's build stage, deploy/Dockerfile)
+#   install-deps.sh --containers
+#                             only podman and its tools (deploy/podman-setup.sh)
 # Debian 12 (bookworm) is what CI runs. Ubuntu 24.04 (noble, the CUDA 13
 # images' base) has every package under the same name, in universe (enabled
 # in Ubuntu's images); only its versions differ (clang 18 instead of 14,
@@ -16,7 +18,8 @@ profile=all
 case "${1:-}" in
   "") ;;
   --build) profile=build ;;
-  *) echo "usage: install-deps.sh [--build]" >&2; exit 2 ;;
+  --containers) profile=containers ;;
+  *) echo "usage: install-deps.sh [--build | --containers]" >&2; exit 2 ;;
 esac
 
 . /etc/os-release
@@ -24,6 +27,12 @@ case "$ID:${VERSION_ID:-}" in
   debian:12 | ubuntu:24.04) ;;
   *) echo "install-deps: $PRETTY_NAME is untested; trying the Debian 12 package names" >&2 ;;
 esac
+
+# The image build and Compose (deploy/podman-setup.sh configures them).
+container_packages=(
+  podman runc podman-compose mmdebstrap uidmap containernetworking-plugins
+  golang-github-containernetworking-plugin-dnsname  # service names resolve in Compose networks
+)
 
 packages=(
   # toolchain
@@ -50,14 +59,13 @@ if [ "$profile" = all ]; then
     iproute2                        # `ip netns` for the partition and bad-link tests
     prometheus                      # the monitoring test scrapes a cluster; promtool checks dashboards/
     systemd                         # systemd-analyze verify of deploy/systemd
-    # the deploy tests: image, Compose (deploy/podman-setup.sh configures them)
-    podman runc podman-compose mmdebstrap uidmap containernetworking-plugins
-    golang-github-containernetworking-plugin-dnsname  # service names resolve in Compose networks
+    "${container_packages[@]}"      # the deploy tests: image, Compose
   )
   # The Kubernetes manifests' schema check (tests/deploy) runs on Node.js:
   # Debian's, unless a newer one is already there.
   command -v npm > /dev/null || packages+=(nodejs npm)
 fi
+[ "$profile" = containers ] && packages=("${container_packages[@]}")
 
 if [ "$(id -u)" -ne 0 ]; then
   sudo_cmd=sudo

@@ -6,8 +6,8 @@
 #   1. podman, runc, podman-compose and mmdebstrap from Debian's archive.
 #   2. /etc/containers/containers.conf: no default ulimits (podman's defaults
 #      fail here with "setrlimit EPERM") and cgroupfs as the cgroup manager
-#      (no systemd as PID 1 in a CI machine). Run podman with `--runtime runc`
-#      (crun fails on this kernel: "cgroups in hybrid mode not supported").
+#      (no systemd as PID 1 in a CI machine), and runc as the runtime (crun
+#      fails on this kernel: "cgroups in hybrid mode not supported").
 #   3. The base image docker.io/library/debian:bookworm, made from Debian's
 #      archive with mmdebstrap (minbase) and `podman import`ed under the name
 #      the Dockerfile pulls, so no pull is ever tried.
@@ -20,18 +20,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
-packages=(podman runc podman-compose mmdebstrap uidmap containernetworking-plugins
-          golang-github-containernetworking-plugin-dnsname)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "podman-setup: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+"$(dirname "$0")/install-deps.sh" --containers
 
 conf=/etc/containers/containers.conf
 if ! grep -q '^default_ulimits = \[\]' "$conf" 2>/dev/null; then
@@ -54,7 +43,7 @@ EOF
 fi
 
 base=docker.io/library/debian:bookworm
-if podman --runtime runc image exists "$base"; then
+if podman image exists "$base"; then
   echo "podman-setup: $base present"
 else
   work=$(mktemp -d)
@@ -62,6 +51,6 @@ else
   echo "podman-setup: making $base with mmdebstrap (minbase, from Debian's archive)"
   mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
   mmdebstrap --quiet --variant=minbase bookworm "$work/bookworm.tar" ${mirror:+"$mirror"}
-  podman --runtime runc import --change 'CMD ["bash"]' "$work/bookworm.tar" "$base"
+  podman import --change 'CMD ["bash"]' "$work/bookworm.tar" "$base"
   echo "podman-setup: imported $base"
 fi
