@@ -9,8 +9,9 @@
 # Usage: runtime-packages.sh BINARY...
 set -euo pipefail
 
-libraries=$(ldd "$@" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u)
-missing=$(ldd "$@" | awk '$2 == "=>" && $3 == "not" { print $1 }' | grep -v '^libcuda\.so' || true)
+loads=$(ldd "$@")
+libraries=$(awk '$2 == "=>" && $3 ~ /^\// { print $3 }' <<< "$loads" | sort -u)
+missing=$(awk '$2 == "=>" && $3 == "not" { print $1 }' <<< "$loads" | grep -v '^libcuda\.so' || true)
 if [ -n "$missing" ]; then
   echo "runtime-packages: not found: $missing" >&2
   exit 1
