@@ -207,6 +207,34 @@ TEST(GossipCluster, LateJoinerCatchesUp) {
   }
 }
 
+// --after-training serve (Kubernetes, Compose): w0 and w1 finish, report and
+// serve on; w2 starts only then, joins from a snapshot, trains, and the
+// cluster quiesces again with the servers taking part: w2 exits 0 with every
+// update, and the servers' replicas hold w2's updates too.
+TEST(GossipCluster, WorkerJoiningServingPeersAfterTheyFinishedEndsIdentical) {
+  Cluster c(3);
+  c.Start(0, 3, {"--max-steps", "40", "--bootstrap", "--after-training", "serve"});
+  c.Start(1, 3, {"--max-steps", "40", "--bootstrap", "--after-training", "serve"});
+  for (int i = 0; i < 2; ++i) {
+    for (int t = 0; t < 600 && c.Summary(i).empty(); ++t) std::this_thread::sleep_for(milliseconds(100));
+    ASSERT_FALSE(c.Summary(i).empty()) << c.Logs();
+  }
+  c.Start(2, 3, {"--max-steps", "30"});
+  ASSERT_EQ(c.Wait(2, seconds(120)), 0) << c.Logs();
+  for (const auto& [origin, seq] : Versions(c.Summary(2))) {
+    EXPECT_EQ(seq, origin.rfind("w2#", 0) == 0 ? 30u : 40u) << origin;
+  }
+  // The servers applied w2's updates: their replicas are w2's.
+  const std::string w2_hash = Field(c.Summary(2), "weight_hash");
+  for (int i = 0; i < 2; ++i) {
+    std::optional<v1::NodeStatus> status = c.Status(i);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(status->weight_hash(), w2_hash) << "w" << i;
+    c.process(i).Signal(SIGTERM);
+  }
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(c.Wait(i, seconds(30)), 0) << c.Logs();
+}
+
 // 4. An origin dies right after sending an Update to one peer only: the
 // other live replica still gets it (anti-entropy from the one that has it).
 TEST(GossipCluster, UpdateOfDeadOriginReachesEveryone) {
