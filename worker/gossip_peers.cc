@@ -329,14 +329,10 @@ absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
   *log_ << "reckon-worker: finished training; waiting for the cluster to be quiescent\n"
         << std::flush;
   const auto deadline = server::Clock::now() + options_.quiesce_timeout;
-  auto drain = [&](server::Received& r) { return Apply(backend, r); };
   for (;;) {
     if (stop != nullptr && stop->load()) return absl::OkStatus();  // shutting down
-    if (std::optional<std::string> source = node_->ResyncSource()) {
-      RECKON_RETURN_IF_ERROR(Resync(*source));
-    }
     const auto slice = std::min(deadline, server::Clock::now() + std::chrono::milliseconds(500));
-    absl::Status s = node_->WaitQuiescent(slice, drain);
+    absl::Status s = ApplyUntilQuiescent(backend, slice);
     if (s.ok()) break;
     if (s.code() != absl::StatusCode::kDeadlineExceeded || server::Clock::now() >= deadline) {
       return s;
@@ -347,6 +343,27 @@ absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
   if (backend.WeightHash() != mirror) {
     return absl::InternalError(absl::StrCat("backend replica ", backend.WeightHash(),
                                             " differs from the node's mirror ", mirror));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GossipPeers::ApplyUntilQuiescent(model::Backend& backend,
+                                              server::Clock::time_point until) {
+  if (std::optional<std::string> source = node_->ResyncSource()) {
+    RECKON_RETURN_IF_ERROR(Resync(*source));
+  }
+  return node_->WaitQuiescent(until, [&](server::Received& r) { return Apply(backend, r); });
+}
+
+absl::Status GossipPeers::Serve(model::Backend& backend, const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    absl::Status s =
+        ApplyUntilQuiescent(backend, server::Clock::now() + std::chrono::milliseconds(500));
+    if (s.ok()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // quiescent: nothing to do
+    } else if (s.code() != absl::StatusCode::kDeadlineExceeded) {
+      return s;
+    }
   }
   return absl::OkStatus();
 }

@@ -72,6 +72,7 @@ class GossipPeers final : public TrainingPeers {
   absl::Status Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) override;
   absl::Status Finish(model::Backend& backend, uint64_t steps_done,
                       const std::atomic<bool>* stop) override;
+  absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop) override;
   int TrainingMembers() override;
   // The node, for status and metrics; valid while this object lives.
   server::GossipNode* node() { return node_.get(); }
@@ -81,6 +82,9 @@ class GossipPeers final : public TrainingPeers {
  private:
   GossipPeers() = default;
   absl::Status Apply(model::Backend& backend, server::Received& received);
+  // Re-joins when the node asks, then applies what arrives until the cluster
+  // is quiescent (OK) or `until` (kDeadlineExceeded).
+  absl::Status ApplyUntilQuiescent(model::Backend& backend, server::Clock::time_point until);
   // Measures the training replica's checksum against what the messages it
   // applied say; on a mismatch re-joins from a live peer's snapshot.
   absl::Status CheckReplica(model::Backend& backend, uint64_t steps_done);

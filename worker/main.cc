@@ -11,11 +11,9 @@
 #include <iostream>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/functional/function_ref.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -370,22 +368,11 @@ absl::StatusOr<std::unique_ptr<Observability>> StartObservability(const std::str
   return o;
 }
 
-// With --after-training serve: the run is over and reported; the worker
-// stays up (a member of its cluster, serving /metrics, /status and
-// snapshots) until SIGTERM or SIGINT.
-void ServeUntilStopped(Observability* observability) {
-  if (observability != nullptr) observability->metrics().OnTrainingFinished();
-  std::cout << "reckon-worker: training is over; serving until SIGTERM (--after-training serve)\n"
-            << std::flush;
-  while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n" << std::flush;
-}
-
-// Joins (with peers), trains, calls `trained` with the summary while still a
-// member, then leaves. Errors are a failure while running or from `trained`.
+// Joins (with peers), trains, reports; with `serve`, then stays a member
+// (applying peers' updates, serving /metrics, /status and snapshots) until
+// SIGTERM or SIGINT; then leaves. Errors are a failure while running.
 absl::Status Run(TrainerOptions& options, std::optional<PeerOptions> peer_options,
-                 Observability* observability,
-                 absl::FunctionRef<absl::Status(const TrainSummary&)> trained) {
+                 Observability* observability, bool serve) {
   std::unique_ptr<GossipPeers> peers;
   // On every way out, the endpoint lets go of the node before it is destroyed.
   absl::Cleanup detach = [observability] {
@@ -405,7 +392,14 @@ absl::Status Run(TrainerOptions& options, std::optional<PeerOptions> peer_option
   if (observability != nullptr && peers == nullptr) observability->SetTrainingStarted();
   absl::StatusOr<TrainSummary> summary = (*trainer)->Run();
   if (!summary.ok()) return summary.status();
-  return trained(*summary);
+  RECKON_RETURN_IF_ERROR(Report(*summary));
+  if (!serve || g_stop.load()) return absl::OkStatus();
+  if (observability != nullptr) observability->metrics().OnTrainingFinished();
+  std::cout << "reckon-worker: training is over; serving until SIGTERM (--after-training serve)\n"
+            << std::flush;
+  RECKON_RETURN_IF_ERROR((*trainer)->Serve());
+  std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n" << std::flush;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -454,13 +448,8 @@ int main(int argc, char** argv) {
     std::cerr << "reckon-worker: " << observability.status().message() << "\n";
     return 1;
   }
-  const absl::Status status = Run(
-      *options, std::move(peer_options), observability->get(),
-      [&](const TrainSummary& summary) -> absl::Status {
-        RECKON_RETURN_IF_ERROR(Report(summary));
-        if (serve_after_training && !g_stop.load()) ServeUntilStopped(observability->get());
-        return absl::OkStatus();
-      });
+  const absl::Status status =
+      Run(*options, std::move(peer_options), observability->get(), serve_after_training);
   if (!status.ok()) {
     std::cerr << "reckon-worker: " << status.message() << "\n";
     return 1;

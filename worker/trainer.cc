@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -181,6 +182,13 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   }
   if (options_.peers != nullptr) RECKON_RETURN_IF_ERROR(FinishWithPeers());
   return Summarize();
+}
+
+absl::Status Trainer::Serve() {
+  if (options_.stop == nullptr) return absl::FailedPreconditionError("Serve needs a stop flag");
+  if (options_.peers != nullptr) return options_.peers->Serve(*backend_, *options_.stop);
+  while (!options_.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {

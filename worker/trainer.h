@@ -42,6 +42,10 @@ class TrainingPeers {
   // and the cluster is quiescent (or `stop` is set, or the deadline passes).
   virtual absl::Status Finish(model::Backend& backend, uint64_t steps_done,
                               const std::atomic<bool>* stop) = 0;
+  // After Finish (--after-training serve): keeps applying what peers send
+  // until `stop` is set, so that a member joining later can train and
+  // quiesce with this one (a node nobody drains is never settled).
+  virtual absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop) = 0;
   // Workers training now, this one included (>= 1): what the momentum
   // rule is matched to (MatchMomentumToCluster).
   virtual int TrainingMembers() = 0;
@@ -100,6 +104,9 @@ class Trainer {
   // waits until the cluster is quiescent. A diverged residual (NaN) or a
   // peer-side failure ends it with an error. Call once.
   absl::StatusOr<TrainSummary> Run();
+  // After Run, until the stop flag is set: with peers, stays a live member
+  // that applies what they send (TrainingPeers::Serve); alone, waits.
+  absl::Status Serve();
 
  private:
   using Clock = std::chrono::steady_clock;
