@@ -1,6 +1,7 @@
 #include "codec/update_message.h"
 
 #include "absl/strings/str_cat.h"
+#include "codec/codec.h"
 #include "codec/crc32c.h"
 #include "codec/packed32.h"
 #include "codec/rice.h"
@@ -52,8 +53,41 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes, size_t max_bytes)
   return msg;
 }
 
+namespace {
+
+// docs/codecs.md 2: the header of a quanta-codec message, then its payload.
+absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
+  const std::string name = v1::Codec_Name(msg.codec());
+  if (msg.param_count() > kMaxParamCount) {
+    return absl::DataLossError(absl::StrCat("param_count ", msg.param_count(), " exceeds 2^31"));
+  }
+  if (msg.count() != msg.param_count()) {
+    return absl::DataLossError(absl::StrCat(name, ": count ", msg.count(),
+                                            " is not param_count ", msg.param_count()));
+  }
+  if (msg.step_quanta() != 0 || msg.rice_k() != 0) {
+    return absl::DataLossError(absl::StrCat(name, ": step_quanta and rice_k must be 0"));
+  }
+  const uint32_t crc = Crc32c(msg.payload());
+  if (crc != msg.crc32c()) {
+    return absl::DataLossError(absl::StrCat("CRC-32C mismatch: payload has ", absl::Hex(crc),
+                                            ", header says ", absl::Hex(msg.crc32c())));
+  }
+  RECKON_RETURN_IF_ERROR(DecodeQuantaPayload(msg, &out->quanta));
+  out->node_id = msg.origin().node_id();
+  out->incarnation = msg.origin().incarnation();
+  out->seq = msg.seq();
+  out->codec = msg.codec();
+  out->param_count = msg.param_count();
+  out->step_quanta = 0;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {
   out->words.clear();
+  out->quanta.clear();
   const int codec = msg.codec();
   switch (codec) {
     case v1::CODEC_THRESHOLD_PACKED32:
@@ -62,8 +96,7 @@ absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {
     case v1::CODEC_ONEBIT:
     case v1::CODEC_DYNTREE8:
     case v1::CODEC_DENSE_FP32:
-      return absl::UnimplementedError(absl::StrCat(
-          "codec ", v1::Codec_Name(static_cast<v1::Codec>(codec)), " is not supported yet"));
+      return DecodeQuantaUpdate(msg, out);
     default:
       return absl::DataLossError(absl::StrCat("unknown codec ", codec));
   }
@@ -99,6 +132,16 @@ absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {
   out->param_count = msg.param_count();
   out->step_quanta = msg.step_quanta();
   return absl::OkStatus();
+}
+
+absl::Status ApplyDecoded(const DecodedUpdate& update, FixedPointReplica* replica) {
+  if (update.dense()) return replica->ApplyDense(update.quanta);
+  return replica->Apply(update.step_quanta, update.words);
+}
+
+uint64_t ChecksumContribution(const WeightChecksum& checksum, const DecodedUpdate& update) {
+  if (update.dense()) return checksum.Of(update.quanta);
+  return checksum.OfUpdate(update.step_quanta, update.words);
 }
 
 double PayloadBitsPerUpdate(const v1::Update& msg) {

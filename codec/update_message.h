@@ -11,6 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "codec/fixed_point.h"
+#include "codec/weight_checksum.h"
 #include "proto/reckon.pb.h"
 
 namespace reckon::codec {
@@ -20,7 +22,15 @@ namespace reckon::codec {
 // below this; anything larger is refused before protobuf allocates for it.
 inline constexpr size_t kDefaultMaxUpdateBytes = size_t{256} << 20;
 
-// A decoded threshold update: apply with FixedPointReplica::Apply(step_quanta, words).
+// True for the codecs whose decoded form is quanta per parameter.
+inline bool IsQuantaCodec(v1::Codec codec) {
+  return codec == v1::CODEC_ONEBIT || codec == v1::CODEC_DYNTREE8 ||
+         codec == v1::CODEC_DENSE_FP32;
+}
+
+// A decoded update. Threshold codecs: +-step_quanta at each word's index
+// (`words`); the quanta codecs (codec.h: onebit, dyntree8, dense fp32):
+// `quanta`, one count per parameter. Exactly one of the two is used.
 struct DecodedUpdate {
   std::string node_id;
   uint64_t incarnation = 0;
@@ -29,6 +39,9 @@ struct DecodedUpdate {
   uint64_t param_count = 0;
   int64_t step_quanta = 0;
   std::vector<uint32_t> words;  // (sign << 31) | index, strictly ascending
+  std::vector<int64_t> quanta;  // quanta codecs: param_count values
+
+  bool dense() const { return IsQuantaCodec(codec); }
 };
 
 // Fills the codec fields of `*msg` (codec, param_count, count, rice_k,
@@ -45,11 +58,20 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes,
                                        size_t max_bytes = kDefaultMaxUpdateBytes);
 
 // Validates `msg` completely and decodes it into `*out` (buffers reused).
-// On error `*out->words` is empty and nothing should be applied:
-//   kDataLoss: corrupt (CRC mismatch, bad payload, step_quanta <= 0,
-//              count > param_count, k > 30, param_count > 2^31, unknown codec);
-//   kUnimplemented: a codec docs/wire.md names that this build cannot decode.
+// On error `out->words` and `out->quanta` are empty and nothing should be
+// applied: kDataLoss when corrupt. Threshold codecs (docs/wire.md): CRC
+// mismatch, bad payload, step_quanta <= 0, count > param_count, k > 30,
+// param_count > 2^31, unknown codec. Quanta codecs (docs/codecs.md):
+// count != param_count, step_quanta or rice_k not 0, CRC, or a payload
+// that breaks docs/codecs.md.
 absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out);
+
+// Applies a decoded update to a replica, all or nothing
+// (FixedPointReplica::Apply or ApplyDense).
+absl::Status ApplyDecoded(const DecodedUpdate& update, FixedPointReplica* replica);
+
+// The update's contribution to the replica checksum (weight_checksum.h).
+uint64_t ChecksumContribution(const WeightChecksum& checksum, const DecodedUpdate& update);
 
 // Bits on the wire per update for the payload alone (8 * payload / count).
 double PayloadBitsPerUpdate(const v1::Update& msg);

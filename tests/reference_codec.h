@@ -18,6 +18,13 @@ std::optional<std::vector<uint32_t>> ReferenceDecodeRice(std::string_view payloa
 std::optional<std::vector<uint32_t>> ReferenceDecodePacked32(std::string_view payload,
                                                              uint64_t count, uint64_t param_count);
 
+// docs/codecs.md, field by field: the decoded quanta of a CODEC_ONEBIT (3),
+// CODEC_DYNTREE8 (4) or CODEC_DENSE_FP32 (5) payload, or nullopt when the
+// spec requires a rejection. Magnitudes come from the spec's formula in
+// 128-bit integers, not from the codec's tables.
+std::optional<std::vector<int64_t>> ReferenceDecodeQuanta(int codec, std::string_view payload,
+                                                          uint64_t param_count);
+
 // A bit-at-a-time Rice encoder, for checking the fast encoder's bytes.
 std::string ReferenceEncodeRice(const std::vector<uint32_t>& words, uint32_t k);
 

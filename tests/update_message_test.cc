@@ -101,8 +101,8 @@ TEST(UpdateMessageRejects, UnknownOrUnspecifiedCodec) {
   ExpectRejected(msg, absl::StatusCode::kDataLoss);
   msg.set_codec(v1::CODEC_UNSPECIFIED);
   ExpectRejected(msg, absl::StatusCode::kDataLoss);
-  msg.set_codec(v1::CODEC_ONEBIT);  // named by docs/wire.md, not built yet
-  ExpectRejected(msg, absl::StatusCode::kUnimplemented);
+  msg.set_codec(v1::CODEC_ONEBIT);  // a threshold payload is not a onebit one
+  ExpectRejected(msg, absl::StatusCode::kDataLoss);
 }
 
 TEST(UpdateMessageRejects, KAbove30) {

@@ -1,0 +1,255 @@
+#include "codec/codec.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "codec/codec_payload.h"
+#include "codec/crc32c.h"
+#include "codec/update_words.h"
+
+namespace reckon::codec {
+
+uint64_t LayoutParamCount(const TensorLayout& layout) {
+  uint64_t n = 0;
+  for (const TensorShape& t : layout) n += t.size();
+  return n;
+}
+
+std::string CodecFlagName(v1::Codec codec) {
+  switch (codec) {
+    case v1::CODEC_THRESHOLD_PACKED32:
+    case v1::CODEC_THRESHOLD_RICE:
+      return "threshold";
+    case v1::CODEC_ONEBIT:
+      return "onebit";
+    case v1::CODEC_DYNTREE8:
+      return "dyntree8";
+    case v1::CODEC_DENSE_FP32:
+      return "dense";
+    default:
+      return absl::StrCat("codec", static_cast<int>(codec));
+  }
+}
+
+absl::StatusOr<v1::Codec> CodecFromFlagName(const std::string& name) {
+  if (name == "threshold") return v1::CODEC_THRESHOLD_RICE;
+  if (name == "onebit") return v1::CODEC_ONEBIT;
+  if (name == "dyntree8") return v1::CODEC_DYNTREE8;
+  if (name == "dense") return v1::CODEC_DENSE_FP32;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--codec '", name, "' is not threshold, onebit, dyntree8 or dense"));
+}
+
+absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options) {
+  if (options.fraction_bits < 0 || options.fraction_bits > 62) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fraction bits ", options.fraction_bits, " outside [0, 62]"));
+  }
+  if (options.absmax_every < 1) {
+    return absl::InvalidArgumentError("--absmax-every must be >= 1");
+  }
+  if (options.layout.empty()) return absl::InvalidArgumentError("the codec needs a tensor layout");
+  for (const TensorShape& t : options.layout) {
+    if (t.rows == 0 || t.cols == 0) {
+      return absl::InvalidArgumentError("every tensor of the layout needs rows and columns");
+    }
+  }
+  if (LayoutParamCount(options.layout) > kMaxParamCount) {
+    return absl::InvalidArgumentError("the layout holds more than 2^31 parameters");
+  }
+  switch (options.codec) {
+    case v1::CODEC_DENSE_FP32:
+      return payload::MakeDenseFp32(options);
+    case v1::CODEC_ONEBIT:
+      return payload::MakeOneBit(options);
+    case v1::CODEC_DYNTREE8:
+      return payload::MakeDynTree8(options);
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "codec ", v1::Codec_Name(options.codec), " is not a quanta codec (codec/codec.h)"));
+  }
+}
+
+absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
+                                std::span<float> residual, v1::Update* msg,
+                                std::vector<int64_t>* quanta) {
+  // |r| * 2^fb < 2^62 for every element, compared on the float bits: NaN
+  // and Inf sit above every finite limit, so one integer compare catches all.
+  const int32_t limit_bits = std::bit_cast<int32_t>(std::ldexp(1.0f, 62 - options.fraction_bits));
+  int32_t bad = 0;
+  for (const float r : residual) {
+    bad |= static_cast<int32_t>((std::bit_cast<int32_t>(r) & 0x7FFFFFFF) >= limit_bits);
+  }
+  if (bad) {
+    for (size_t i = 0; i < residual.size(); ++i) {
+      if ((std::bit_cast<int32_t>(residual[i]) & 0x7FFFFFFF) >= limit_bits) {
+        quanta->clear();
+        return absl::InvalidArgumentError(
+            absl::StrCat("residual element ", i, " is ", residual[i],
+                         "; nothing was emitted (diverged training? lower the learning rate)"));
+      }
+    }
+  }
+  if (absl::Status s = codec.Encode(residual, msg, quanta); !s.ok()) {
+    quanta->clear();
+    return s;
+  }
+  const double quantum = std::ldexp(1.0, -options.fraction_bits);
+  const int64_t* q = quanta->data();
+  float* r = residual.data();
+  if (options.error_feedback) {
+    for (size_t i = 0; i < residual.size(); ++i) {
+      r[i] -= static_cast<float>(static_cast<double>(q[i]) * quantum);
+    }
+  } else {
+    std::fill(residual.begin(), residual.end(), 0.0f);
+  }
+  return absl::OkStatus();
+}
+
+bool PayloadValueToQuanta(float v, int64_t* quanta) {
+  if (!std::isfinite(v) || std::trunc(v) != v || !(std::fabs(v) < kMaxPayloadQuanta)) return false;
+  *quanta = static_cast<int64_t>(v);
+  return true;
+}
+
+float QuantaPayloadValue(double weight_units, int fraction_bits) {
+  static const float kLargest = std::nextafter(static_cast<float>(kMaxPayloadQuanta), 0.0f);
+  const float scaled = std::nearbyint(static_cast<float>(std::ldexp(weight_units, fraction_bits)));
+  if (!(std::fabs(scaled) < kMaxPayloadQuanta)) return std::copysign(kLargest, scaled);
+  return scaled;
+}
+
+DynTreeFraction DynTreeMagnitude(uint32_t m) {
+  if (m == 0 || m > 127) return {0, 1};
+  const int top = std::bit_width(m) - 1;  // position of the flag bit, 0..6
+  const int n = 6 - top;                   // leading zeros: exponent 10^-n
+  const uint64_t k = m - (uint32_t{1} << top);  // the `top` tree bits
+  const uint64_t intervals2 = uint64_t{1} << (top + 1);  // 2^(b+1)
+  uint64_t pow10 = 10;
+  for (int i = 0; i < n; ++i) pow10 *= 10;  // 10^(n+1)
+  return {intervals2 + 9 * (2 * k + 1), pow10 * intervals2};
+}
+
+namespace {
+
+// Midpoints between consecutive magnitudes, as doubles, for the nearest-code
+// search (only the encoder uses doubles; decoding is exact integers).
+const std::array<double, 127>& DynTreeMidpoints() {
+  static const std::array<double, 127> mids = [] {
+    std::array<double, 128> mag{};
+    for (uint32_t m = 0; m < 128; ++m) {
+      const DynTreeFraction f = DynTreeMagnitude(m);
+      mag[m] = static_cast<double>(f.numerator) / static_cast<double>(f.denominator);
+    }
+    std::array<double, 127> out{};
+    for (int j = 0; j < 127; ++j) out[j] = 0.5 * (mag[j] + mag[j + 1]);
+    return out;
+  }();
+  return mids;
+}
+
+}  // namespace
+
+uint32_t DynTreeNearestCode(double normalized) {
+  const std::array<double, 127>& mids = DynTreeMidpoints();
+  return static_cast<uint32_t>(std::lower_bound(mids.begin(), mids.end(), normalized) -
+                               mids.begin());
+}
+
+int64_t DynTreeQuanta(uint32_t m, int64_t scale_quanta) {
+  const DynTreeFraction f = DynTreeMagnitude(m);
+  // 2 * 2^52 * 1271 + 2e7 < 2^64: no overflow for any valid scale.
+  const uint64_t s = static_cast<uint64_t>(scale_quanta);
+  return static_cast<int64_t>((2 * s * f.numerator + f.denominator) / (2 * f.denominator));
+}
+
+absl::Status DecodeQuantaPayload(const v1::Update& msg, std::vector<int64_t>* quanta) {
+  quanta->clear();
+  absl::Status s;
+  switch (msg.codec()) {
+    case v1::CODEC_DENSE_FP32:
+      s = payload::DecodeDenseFp32(msg.payload(), msg.param_count(), quanta);
+      break;
+    case v1::CODEC_ONEBIT:
+      s = payload::DecodeOneBit(msg.payload(), msg.param_count(), quanta);
+      break;
+    case v1::CODEC_DYNTREE8:
+      s = payload::DecodeDynTree8(msg.payload(), msg.param_count(), quanta);
+      break;
+    default:
+      s = absl::DataLossError(absl::StrCat("codec ", msg.codec(), " is not a quanta codec"));
+  }
+  if (!s.ok()) quanta->clear();
+  return s;
+}
+
+namespace payload {
+
+void PutLayout(const TensorLayout& layout, std::string* out) {
+  PutU32(out, static_cast<uint32_t>(layout.size()));
+  for (const TensorShape& t : layout) {
+    PutU32(out, t.rows);
+    PutU32(out, t.cols);
+  }
+}
+
+absl::Status ParseLayout(std::string_view bytes, uint64_t param_count, TensorLayout* layout,
+                         size_t* consumed) {
+  layout->clear();
+  if (bytes.size() < 4) {
+    return absl::DataLossError(absl::StrCat("payload of ", bytes.size(),
+                                            " bytes ends before the tensor count"));
+  }
+  const uint32_t tensors = GetU32(bytes.data());
+  if (tensors == 0) return absl::DataLossError("tensor count is 0");
+  if (tensors > (bytes.size() - 4) / 8) {
+    return absl::DataLossError(absl::StrCat("tensor count ", tensors, " does not fit in a ",
+                                            bytes.size(), "-byte payload"));
+  }
+  layout->resize(tensors);
+  uint64_t total = 0;
+  for (uint32_t t = 0; t < tensors; ++t) {
+    const char* p = bytes.data() + 4 + 8 * size_t{t};
+    TensorShape& shape = (*layout)[t];
+    shape = {GetU32(p), GetU32(p + 4)};
+    if (shape.rows == 0 || shape.cols == 0) {
+      layout->clear();
+      return absl::DataLossError(absl::StrCat("tensor ", t, " is ", shape.rows, " x ", shape.cols));
+    }
+    total += shape.size();  // each term < 2^64 / 2^32 tensors: no overflow
+    if (total > param_count) {
+      layout->clear();
+      return absl::DataLossError(absl::StrCat("tensors 0..", t, " hold ", total,
+                                              " parameters, above param_count ", param_count));
+    }
+  }
+  if (total != param_count) {
+    layout->clear();
+    return absl::DataLossError(
+        absl::StrCat("tensors hold ", total, " parameters, param_count is ", param_count));
+  }
+  *consumed = 4 + 8 * size_t{tensors};
+  return absl::OkStatus();
+}
+
+absl::Status CheckLength(std::string_view what, size_t actual, uint64_t expected) {
+  if (actual == expected) return absl::OkStatus();
+  return absl::DataLossError(
+      absl::StrCat(std::string(what), ": payload is ", actual, " bytes, expected ", expected));
+}
+
+void FinishMessage(v1::Codec codec, uint64_t param_count, v1::Update* msg) {
+  msg->set_codec(codec);
+  msg->set_param_count(param_count);
+  msg->set_count(static_cast<uint32_t>(param_count));
+  msg->set_step_quanta(0);
+  msg->set_rice_k(0);
+  msg->set_crc32c(Crc32c(msg->payload()));
+}
+
+}  // namespace payload
+}  // namespace reckon::codec

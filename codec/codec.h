@@ -1,0 +1,130 @@
+// The codecs whose decoded message is a whole number of quanta for every
+// parameter: dense fp32, Seide's 1-bit SGD and Dettmers' 8-bit dynamic tree
+// (docs/codecs.md is their normative byte-by-byte specification).
+//
+// Contract shared by all of them:
+// - Encode reads values (the residual: accumulated optimizer deltas, in
+//   weight units) and never changes them; it writes the payload fields of an
+//   Update and `*quanta`, exactly what decoding that Update gives. Error
+//   feedback is not the codec's business: EncodeWithFeedback (below) wraps
+//   every codec alike.
+// - Decoding (DecodeUpdate in update_message.h) needs nothing but the
+//   message: the tensor layout travels in the payload and every value is a
+//   float32 holding an integral number of quanta, so the decoded quanta do
+//   not depend on the receiver's fraction bits, machine or order of apply.
+// - The threshold codecs (docs/wire.md 3) are not here: their decoded form is
+//   sparse words, and their error feedback (Strom's residual) is fused into
+//   the quantizer scan for speed (quantizer.h, cuda/threshold_pass.h).
+#ifndef RECKON_CODEC_CODEC_H_
+#define RECKON_CODEC_CODEC_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/reckon.pb.h"
+
+namespace reckon::codec {
+
+// One tensor of the flat parameter vector: `rows` x `cols`, row-major. A
+// column is the elements sharing a column index (stride `cols`): for a
+// weight matrix W[out][in], everything fed by one input unit. A bias vector
+// is `out` x 1: a single column.
+struct TensorShape {
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+  uint64_t size() const { return uint64_t{rows} * cols; }
+  bool operator==(const TensorShape&) const = default;
+};
+
+// The tensors, in the flat vector's order; their sizes sum to param_count.
+using TensorLayout = std::vector<TensorShape>;
+uint64_t LayoutParamCount(const TensorLayout& layout);
+
+// Which codec, and its knobs (flags --codec, --error-feedback, --absmax-every).
+struct CodecOptions {
+  v1::Codec codec = v1::CODEC_DENSE_FP32;
+  TensorLayout layout;       // onebit and dyntree8 (dense: one tensor is enough)
+  int fraction_bits = 32;    // the replica's grid: values * 2^fb are quanta
+  bool error_feedback = true;
+  int absmax_every = 1;      // dyntree8: recompute each tensor's abs max every K steps
+};
+
+// The largest magnitude, in quanta, of any value a payload carries: float32
+// integers below 2^62 (docs/codecs.md 1).
+inline constexpr double kMaxPayloadQuanta = 4611686018427387904.0;  // 2^62
+
+class Codec {
+ public:
+  virtual ~Codec() = default;
+  virtual v1::Codec id() const = 0;
+  // Fills codec, param_count, count, step_quanta (0), rice_k (0), payload and
+  // crc32c of `*msg` from `values` and writes the decoded quanta. REQUIRES:
+  // every value finite with |value| * 2^fb < 2^62 (EncodeWithFeedback checks
+  // this first) and values.size() == the layout's param_count.
+  virtual absl::Status Encode(std::span<const float> values, v1::Update* msg,
+                              std::vector<int64_t>* quanta) = 0;
+};
+
+// kInvalidArgument when the options do not make a codec of these (unknown
+// codec, empty or oversized layout, absmax_every < 1, fraction_bits outside
+// [0, 62]).
+absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options);
+
+// The codec's flag name (threshold, onebit, dyntree8, dense) and back.
+std::string CodecFlagName(v1::Codec codec);
+absl::StatusOr<v1::Codec> CodecFromFlagName(const std::string& name);
+
+// Error feedback (Seide 2014 section 3; Strom's residual is the same idea):
+// encodes `residual`, then keeps in it exactly what the message did not
+// carry, residual[i] -= quanta[i] * 2^-fb (float32 arithmetic), or, without
+// feedback, drops it (residual = 0). All or nothing: a NaN, Inf or value too
+// large for the grid returns kInvalidArgument naming its index, with the
+// residual unchanged and nothing emitted.
+absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
+                                std::span<float> residual, v1::Update* msg,
+                                std::vector<int64_t>* quanta);
+
+// --- The pieces the encoders, decoders, kernels and tests share. ---
+
+// A float32 payload value as quanta: nullopt-like failure (false) when it is
+// not finite, not an integer, or |v| >= 2^62.
+bool PayloadValueToQuanta(float v, int64_t* quanta);
+// The payload value nearest to `weight_units` * 2^fb: a float32 integer
+// (round to float32, then to an integer, ties to even), clamped below 2^62.
+float QuantaPayloadValue(double weight_units, int fraction_bits);
+
+// Dettmers' dynamic tree, 7 magnitude bits (docs/codecs.md 4): code m in
+// 1..127 has n = 6 - floor(log2 m) leading zeros (exponent 10^-n), a flag
+// bit, and b = 6 - n tree bits k; its magnitude is
+//   10^-n * (0.1 + 0.9 * (2k + 1) / 2^(b + 1)) = numerator / denominator
+// with integers numerator = 2^(b+1) + 9 (2k + 1) and
+// denominator = 10^(n+1) * 2^(b+1). Code 0 is zero. Magnitudes grow with m.
+struct DynTreeFraction {
+  uint64_t numerator = 0;
+  uint64_t denominator = 1;
+};
+DynTreeFraction DynTreeMagnitude(uint32_t m);
+// The magnitude code nearest to `normalized` (>= 0; above 1 gives 127),
+// ties to the smaller magnitude.
+uint32_t DynTreeNearestCode(double normalized);
+// A code's magnitude in quanta for a tensor scaled by `scale_quanta`
+// (0 <= scale_quanta <= 2^52): round(scale * numerator / denominator), half
+// up, in exact integer arithmetic.
+int64_t DynTreeQuanta(uint32_t m, int64_t scale_quanta);
+inline constexpr int64_t kMaxDynTreeScaleQuanta = int64_t{1} << 52;
+
+// Decodes the payload of a CODEC_ONEBIT, CODEC_DYNTREE8 or CODEC_DENSE_FP32
+// message whose header DecodeUpdate has checked (count, CRC): `*quanta`
+// gets param_count values. kDataLoss naming the first violation of
+// docs/codecs.md, with `*quanta` empty. Allocates only after the payload's
+// length has been checked against param_count.
+absl::Status DecodeQuantaPayload(const v1::Update& msg, std::vector<int64_t>* quanta);
+
+}  // namespace reckon::codec
+
+#endif  // RECKON_CODEC_CODEC_H_

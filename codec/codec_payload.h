@@ -1,0 +1,71 @@
+// Internal to codec/: the byte-level pieces the quanta codecs share
+// (docs/codecs.md 1-2): little-endian fields, the tensor-layout header, and
+// the per-codec encoders and payload decoders behind codec.h.
+#ifndef RECKON_CODEC_CODEC_PAYLOAD_H_
+#define RECKON_CODEC_CODEC_PAYLOAD_H_
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "codec/codec.h"
+
+namespace reckon::codec::payload {
+
+inline void PutU32(std::string* out, uint32_t v) {
+  char b[4];
+  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+  out->append(b, 4);
+}
+inline uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  return v;
+}
+inline void PutF32(std::string* out, float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  PutU32(out, bits);
+}
+inline float GetF32(const char* p) {
+  const uint32_t bits = GetU32(p);
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+// Appends the layout header: u32 T, then T x (u32 rows, u32 cols).
+void PutLayout(const TensorLayout& layout, std::string* out);
+
+// Reads the layout header at the start of `bytes` and checks it against
+// param_count (T >= 1, rows and cols >= 1, sizes summing to param_count);
+// `*consumed` is its length. kDataLoss naming what is wrong. Allocates
+// nothing before T is known to fit in `bytes`.
+absl::Status ParseLayout(std::string_view bytes, uint64_t param_count, TensorLayout* layout,
+                         size_t* consumed);
+
+// kDataLoss "<what>: payload is N bytes, expected M" when they differ.
+absl::Status CheckLength(std::string_view what, size_t actual, uint64_t expected);
+
+// The per-codec halves of codec.h.
+std::unique_ptr<Codec> MakeDenseFp32(const CodecOptions& options);
+std::unique_ptr<Codec> MakeOneBit(const CodecOptions& options);
+std::unique_ptr<Codec> MakeDynTree8(const CodecOptions& options);
+absl::Status DecodeDenseFp32(std::string_view bytes, uint64_t param_count,
+                             std::vector<int64_t>* quanta);
+absl::Status DecodeOneBit(std::string_view bytes, uint64_t param_count,
+                          std::vector<int64_t>* quanta);
+absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
+                            std::vector<int64_t>* quanta);
+
+// Fills the header fields every quanta codec sets the same way (count =
+// param_count, step_quanta = 0, rice_k = 0, crc32c of the payload).
+void FinishMessage(v1::Codec codec, uint64_t param_count, v1::Update* msg);
+
+}  // namespace reckon::codec::payload
+
+#endif  // RECKON_CODEC_CODEC_PAYLOAD_H_

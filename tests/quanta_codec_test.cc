@@ -1,0 +1,355 @@
+// The quanta codecs (codec/codec.h, docs/codecs.md): onebit, dyntree8 and
+// dense fp32. Encoding gives exactly what decoding gives; the decoders agree
+// with the reference decoder written from the spec on valid and corrupted
+// payloads; every rejection the spec lists is made; error feedback keeps
+// exactly what the message did not carry.
+#include <cmath>
+#include <random>
+
+#include "codec/codec.h"
+#include "codec/codec_payload.h"
+#include "codec/crc32c.h"
+#include "codec/update_message.h"
+#include "gtest/gtest.h"
+#include "tests/reference_codec.h"
+
+namespace reckon::codec {
+namespace {
+
+constexpr v1::Codec kQuantaCodecs[] = {v1::CODEC_ONEBIT, v1::CODEC_DYNTREE8, v1::CODEC_DENSE_FP32};
+
+// A small model's layout: 20-16-3 (W1 16x20, b1 16x1, W2 3x16, b2 3x1).
+TensorLayout SmallLayout() { return {{16, 20}, {16, 1}, {3, 16}, {3, 1}}; }
+
+std::vector<float> Gaussian(size_t n, double sigma, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> d(0.0, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(d(rng));
+  return v;
+}
+
+CodecOptions Options(v1::Codec codec, TensorLayout layout = SmallLayout()) {
+  CodecOptions o;
+  o.codec = codec;
+  o.layout = std::move(layout);
+  o.fraction_bits = 32;
+  return o;
+}
+
+struct Encoded {
+  v1::Update msg;
+  std::vector<int64_t> quanta;
+};
+
+Encoded EncodeOnce(const CodecOptions& options, const std::vector<float>& values) {
+  Encoded e;
+  auto codec = MakeCodec(options);
+  EXPECT_TRUE(codec.ok()) << codec.status();
+  EXPECT_TRUE((*codec)->Encode(values, &e.msg, &e.quanta).ok());
+  return e;
+}
+
+TEST(QuantaCodec, DecodingGivesExactlyWhatTheEncoderComputed) {
+  const TensorLayout layout = SmallLayout();
+  const std::vector<float> values = Gaussian(LayoutParamCount(layout), 0.01, 1);
+  for (const v1::Codec c : kQuantaCodecs) {
+    SCOPED_TRACE(v1::Codec_Name(c));
+    const Encoded e = EncodeOnce(Options(c), values);
+    EXPECT_EQ(e.msg.codec(), c);
+    EXPECT_EQ(e.msg.count(), values.size());
+    EXPECT_EQ(e.msg.param_count(), values.size());
+    EXPECT_EQ(e.msg.step_quanta(), 0);
+    DecodedUpdate d;
+    ASSERT_TRUE(DecodeUpdate(e.msg, &d).ok());
+    EXPECT_TRUE(d.dense());
+    EXPECT_TRUE(d.words.empty());
+    EXPECT_EQ(d.quanta, e.quanta);
+    const auto ref = testing::ReferenceDecodeQuanta(c, e.msg.payload(), values.size());
+    ASSERT_TRUE(ref.has_value());
+    EXPECT_EQ(*ref, e.quanta);
+    // Quanta approximate the values: dense to float32 precision, the others
+    // with the codec's error, but never with the wrong sign when large.
+    const double quantum = std::ldexp(1.0, -32);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double decoded = double(e.quanta[i]) * quantum;
+      if (c == v1::CODEC_DENSE_FP32) {
+        EXPECT_NEAR(decoded, values[i], std::fabs(values[i]) * 1e-7 + quantum) << i;
+      } else if (std::fabs(values[i]) > 0.01) {
+        EXPECT_GT(decoded * values[i], 0) << i;
+      }
+    }
+  }
+}
+
+TEST(QuantaCodec, PayloadSizesAreTheSpecsFormulas) {
+  const TensorLayout layout = SmallLayout();
+  const uint64_t p = LayoutParamCount(layout);  // 320 + 16 + 48 + 3 = 387
+  const std::vector<float> values = Gaussian(p, 1, 2);
+  const uint64_t header = 4 + 8 * layout.size(), columns = 20 + 1 + 16 + 1;
+  EXPECT_EQ(EncodeOnce(Options(v1::CODEC_ONEBIT), values).msg.payload().size(),
+            header + 8 * columns + (p + 7) / 8);
+  EXPECT_EQ(EncodeOnce(Options(v1::CODEC_DYNTREE8), values).msg.payload().size(),
+            header + 4 * layout.size() + p);
+  EXPECT_EQ(EncodeOnce(Options(v1::CODEC_DENSE_FP32), values).msg.payload().size(), 4 * p);
+}
+
+TEST(OneBit, ReconstructionValuesAreTheColumnMeansOfEachSign) {
+  // One 3x2 matrix; column 0: 3, -1, 5 -> plus 4, minus -1; column 1:
+  // -2, -4, 0 -> plus 0 (zero counts as non-negative), minus -3. Plus a
+  // 2x1 bias: 7, 1 -> plus 4, no negatives -> minus 0. At fb = 0 the
+  // values are quanta.
+  CodecOptions o = Options(v1::CODEC_ONEBIT, {{3, 2}, {2, 1}});
+  o.fraction_bits = 0;
+  const Encoded e = EncodeOnce(o, {3, -2, -1, -4, 5, 0, 7, 1});
+  EXPECT_EQ(e.quanta, (std::vector<int64_t>{4, -3, -1, -3, 4, 0, 4, 4}));
+  DecodedUpdate d;
+  ASSERT_TRUE(DecodeUpdate(e.msg, &d).ok());
+  EXPECT_EQ(d.quanta, e.quanta);
+}
+
+TEST(DynTree, MagnitudesFollowThePapersFormulaAndGrow) {
+  // Code 127: no leading zero, six tree bits all ones: 0.1 + 0.9 * 127/128.
+  DynTreeFraction top = DynTreeMagnitude(127);
+  EXPECT_DOUBLE_EQ(double(top.numerator) / top.denominator, 0.1 + 0.9 * 127.0 / 128.0);
+  // Code 1: six leading zeros, the flag, no tree bits: 10^-6 * 0.55.
+  DynTreeFraction one = DynTreeMagnitude(1);
+  EXPECT_DOUBLE_EQ(double(one.numerator) / one.denominator, 0.55e-6);
+  // Code 0b0010110: two leading zeros, flag, tree bits 110 = 6 of 16.
+  DynTreeFraction mid = DynTreeMagnitude(0b0010110);
+  EXPECT_DOUBLE_EQ(double(mid.numerator) / mid.denominator, 1e-2 * (0.1 + 0.9 * 13.0 / 32.0));
+  double previous = 0;
+  for (uint32_t m = 1; m < 128; ++m) {
+    const DynTreeFraction f = DynTreeMagnitude(m);
+    const double v = double(f.numerator) / f.denominator;
+    EXPECT_GT(v, previous) << m;
+    previous = v;
+    EXPECT_EQ(DynTreeNearestCode(v), m);
+  }
+  EXPECT_EQ(DynTreeNearestCode(0), 0u);
+  EXPECT_EQ(DynTreeNearestCode(2.0), 127u);  // a stale abs max clips
+  // Exact integer decode: scale 2^52 at code 127 is round(2^52 * 1271/1280).
+  EXPECT_EQ(DynTreeQuanta(127, int64_t{1} << 52),
+            int64_t(((unsigned __int128)(uint64_t{1} << 52) * 1271 * 2 + 1280) / 2560));
+}
+
+TEST(DynTree8, StaleAbsMaxClipsToTheTopCodeAndRecomputesEveryK) {
+  CodecOptions o = Options(v1::CODEC_DYNTREE8, {{1, 4}});
+  o.absmax_every = 2;
+  auto codec = *MakeCodec(o);
+  v1::Update msg;
+  std::vector<int64_t> q1, q2, q3;
+  ASSERT_TRUE(codec->Encode(std::vector<float>{0.5f, -0.25f, 0, 0.125f}, &msg, &q1).ok());
+  ASSERT_TRUE(codec->Encode(std::vector<float>{2.0f, 0, 0, 0}, &msg, &q2).ok());
+  EXPECT_EQ(q2[0], q1[0]);  // still scaled by 0.5: 2.0 clips to the top code
+  ASSERT_TRUE(codec->Encode(std::vector<float>{2.0f, 0, 0, 0}, &msg, &q3).ok());
+  EXPECT_EQ(q3[0], DynTreeQuanta(127, int64_t{2} << 32));  // recomputed on the third step
+}
+
+TEST(ErrorFeedback, TheResidualKeepsExactlyWhatTheMessageDidNotCarry) {
+  const TensorLayout layout = SmallLayout();
+  for (const v1::Codec c : kQuantaCodecs) {
+    SCOPED_TRACE(v1::Codec_Name(c));
+    const CodecOptions o = Options(c);
+    auto codec = *MakeCodec(o);
+    std::vector<float> residual = Gaussian(LayoutParamCount(layout), 0.01, 3);
+    const std::vector<float> before = residual;
+    v1::Update msg;
+    std::vector<int64_t> quanta;
+    ASSERT_TRUE(EncodeWithFeedback(*codec, o, residual, &msg, &quanta).ok());
+    for (size_t i = 0; i < residual.size(); ++i) {
+      EXPECT_EQ(residual[i],
+                before[i] - static_cast<float>(double(quanta[i]) * std::ldexp(1.0, -32)));
+    }
+    // Summed over many steps, what was sent tracks what was accumulated:
+    // the difference is the last residual, not a growing error.
+    double sent = double(quanta[5]) * std::ldexp(1.0, -32), given = 0;
+    for (int step = 0; step < 200; ++step) {
+      const std::vector<float> delta = Gaussian(residual.size(), 0.001, 100 + step);
+      for (size_t i = 0; i < residual.size(); ++i) residual[i] += delta[i];
+      given += delta[5];
+      ASSERT_TRUE(EncodeWithFeedback(*codec, o, residual, &msg, &quanta).ok());
+      sent += double(quanta[5]) * std::ldexp(1.0, -32);
+    }
+    EXPECT_NEAR(sent + residual[5], given + before[5], 1e-6);
+  }
+}
+
+TEST(ErrorFeedback, WithoutFeedbackTheRemainderIsDropped) {
+  CodecOptions o = Options(v1::CODEC_DYNTREE8);
+  o.error_feedback = false;
+  auto codec = *MakeCodec(o);
+  std::vector<float> residual = Gaussian(LayoutParamCount(o.layout), 0.01, 4);
+  v1::Update msg;
+  std::vector<int64_t> quanta;
+  ASSERT_TRUE(EncodeWithFeedback(*codec, o, residual, &msg, &quanta).ok());
+  for (const float r : residual) EXPECT_EQ(r, 0.0f);
+}
+
+TEST(ErrorFeedback, NanOrInfEmitsNothingAndLeavesTheResidual) {
+  for (const v1::Codec c : kQuantaCodecs) {
+    for (const float bad : {NAN, INFINITY, 3e10f}) {
+      SCOPED_TRACE(::testing::Message() << v1::Codec_Name(c) << " " << bad);
+      const CodecOptions o = Options(c);
+      auto codec = *MakeCodec(o);
+      std::vector<float> residual = Gaussian(LayoutParamCount(o.layout), 0.01, 5);
+      residual[77] = bad;
+      const std::vector<float> before = residual;
+      v1::Update msg;
+      std::vector<int64_t> quanta{1, 2};
+      const absl::Status s = EncodeWithFeedback(*codec, o, residual, &msg, &quanta);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(s.message().find("element 77"), std::string::npos) << s;
+      EXPECT_TRUE(quanta.empty());
+      EXPECT_EQ(0, std::memcmp(residual.data(), before.data(), 4 * residual.size()));
+    }
+  }
+}
+
+// Rewrites the payload and fixes the CRC, so the payload checks are reached.
+v1::Update WithPayload(v1::Update msg, std::string payload) {
+  msg.set_payload(std::move(payload));
+  msg.set_crc32c(Crc32c(msg.payload()));
+  return msg;
+}
+
+void ExpectRejected(const v1::Update& msg, const std::string& why) {
+  DecodedUpdate d;
+  d.quanta = {1, 2, 3};
+  const absl::Status s = DecodeUpdate(msg, &d);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << why << ": " << s;
+  EXPECT_TRUE(d.quanta.empty()) << why;
+  EXPECT_FALSE(testing::ReferenceDecodeQuanta(msg.codec(), msg.payload(), msg.param_count())
+                   .has_value() &&
+               msg.count() == msg.param_count() && msg.step_quanta() == 0 && msg.rice_k() == 0 &&
+               Crc32c(msg.payload()) == msg.crc32c())
+      << why << ": the reference decoder accepts it";
+}
+
+void SetF32(std::string* p, size_t at, float v) {
+  std::memcpy(p->data() + at, &v, 4);
+}
+
+TEST(QuantaCodec, HeaderViolationsAreRejected) {
+  const std::vector<float> values = Gaussian(LayoutParamCount(SmallLayout()), 0.01, 6);
+  for (const v1::Codec c : kQuantaCodecs) {
+    SCOPED_TRACE(v1::Codec_Name(c));
+    const v1::Update good = EncodeOnce(Options(c), values).msg;
+    v1::Update m = good;
+    m.set_count(m.count() - 1);
+    ExpectRejected(m, "count");
+    m = good;
+    m.set_step_quanta(5);
+    ExpectRejected(m, "step_quanta");
+    m = good;
+    m.set_rice_k(1);
+    ExpectRejected(m, "rice_k");
+    m = good;
+    m.set_crc32c(m.crc32c() ^ 1);
+    ExpectRejected(m, "crc");
+    ExpectRejected(WithPayload(good, good.payload() + "x"), "a byte too many");
+    ExpectRejected(WithPayload(good, good.payload().substr(0, good.payload().size() - 1)),
+                   "a byte short");
+    m = good;
+    m.set_param_count(m.param_count() + 1);
+    m.set_count(m.count() + 1);
+    ExpectRejected(m, "param_count beyond the layout");
+  }
+}
+
+TEST(QuantaCodec, PayloadViolationsAreRejected) {
+  const std::vector<float> values = Gaussian(LayoutParamCount(SmallLayout()), 0.01, 7);
+  // Layout header (onebit and dyntree8 share it).
+  for (const v1::Codec c : {v1::CODEC_ONEBIT, v1::CODEC_DYNTREE8}) {
+    SCOPED_TRACE(v1::Codec_Name(c));
+    const v1::Update good = EncodeOnce(Options(c), values).msg;
+    std::string p = good.payload();
+    p[0] = 0;
+    ExpectRejected(WithPayload(good, p), "no tensors");
+    p = good.payload();
+    p[3] = 0x7F;
+    ExpectRejected(WithPayload(good, p), "more tensors than bytes");
+    p = good.payload();
+    p[4] = 17;  // W1 17 x 20: sizes no longer sum to param_count
+    ExpectRejected(WithPayload(good, p), "layout sum");
+    p = good.payload();
+    std::memset(p.data() + 8, 0, 4);  // W1 has 0 columns
+    ExpectRejected(WithPayload(good, p), "zero columns");
+    p = good.payload();
+    SetF32(&p, 36, 0.5f);  // first value after the header: not an integer
+    ExpectRejected(WithPayload(good, p), "fractional quanta");
+    SetF32(&p, 36, NAN);
+    ExpectRejected(WithPayload(good, p), "NaN");
+    SetF32(&p, 36, std::ldexp(1.0f, 62));
+    ExpectRejected(WithPayload(good, p), "2^62");
+  }
+  const v1::Update onebit = EncodeOnce(Options(v1::CODEC_ONEBIT), values).msg;
+  std::string p = onebit.payload();
+  p.back() = static_cast<char>(p.back() | 0x80);  // 387 = 48 * 8 + 3: bit 7 is padding
+  ExpectRejected(WithPayload(onebit, p), "padding bit");
+  const v1::Update tree = EncodeOnce(Options(v1::CODEC_DYNTREE8), values).msg;
+  p = tree.payload();
+  p[p.size() - 5] = static_cast<char>(0x80);
+  ExpectRejected(WithPayload(tree, p), "negative zero code");
+  p = tree.payload();
+  SetF32(&p, 36, -4.0f);
+  ExpectRejected(WithPayload(tree, p), "negative scale");
+  SetF32(&p, 36, std::ldexp(1.0f, 53));
+  ExpectRejected(WithPayload(tree, p), "scale above 2^52");
+  const v1::Update dense = EncodeOnce(Options(v1::CODEC_DENSE_FP32), values).msg;
+  p = dense.payload();
+  SetF32(&p, 8, INFINITY);
+  ExpectRejected(WithPayload(dense, p), "infinite value");
+}
+
+TEST(QuantaCodec, DecodersAgreeWithTheReferenceOnRandomCorruptions) {
+  std::mt19937_64 rng(8);
+  const std::vector<float> values = Gaussian(LayoutParamCount(SmallLayout()), 0.01, 9);
+  for (const v1::Codec c : kQuantaCodecs) {
+    const v1::Update good = EncodeOnce(Options(c), values).msg;
+    int accepted = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+      std::string p = good.payload();
+      const int flips = 1 + int(rng() % 3);
+      for (int f = 0; f < flips; ++f) p[rng() % p.size()] ^= static_cast<char>(1 << (rng() % 8));
+      const v1::Update m = WithPayload(good, p);
+      DecodedUpdate d;
+      const bool ok = DecodeUpdate(m, &d).ok();
+      const auto ref = testing::ReferenceDecodeQuanta(c, p, m.param_count());
+      ASSERT_EQ(ok, ref.has_value()) << v1::Codec_Name(c) << " trial " << trial;
+      if (ok) {
+        ASSERT_EQ(d.quanta, *ref) << v1::Codec_Name(c) << " trial " << trial;
+        ++accepted;
+      }
+    }
+    EXPECT_GT(accepted, 100) << "corruptions should often stay valid: the check needs both kinds";
+  }
+}
+
+TEST(QuantaCodec, ApplyAndChecksumUseTheDecodedQuanta) {
+  const TensorLayout layout = SmallLayout();
+  const std::vector<float> values = Gaussian(LayoutParamCount(layout), 0.01, 10);
+  const Encoded e = EncodeOnce(Options(v1::CODEC_ONEBIT), values);
+  DecodedUpdate d;
+  ASSERT_TRUE(DecodeUpdate(e.msg, &d).ok());
+  auto replica = *FixedPointReplica::Create(values.size(), 32);
+  ASSERT_TRUE(ApplyDecoded(d, &replica).ok());
+  EXPECT_EQ(std::vector<int64_t>(replica.quanta().begin(), replica.quanta().end()), e.quanta);
+  const WeightChecksum checksum(42);
+  EXPECT_EQ(ChecksumContribution(checksum, d), checksum.Of(replica.quanta()));
+}
+
+TEST(QuantaCodec, OptionsAreChecked) {
+  CodecOptions o = Options(v1::CODEC_ONEBIT);
+  o.absmax_every = 0;
+  EXPECT_EQ(MakeCodec(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = Options(v1::CODEC_THRESHOLD_RICE);
+  EXPECT_EQ(MakeCodec(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = Options(v1::CODEC_DYNTREE8, {});
+  EXPECT_EQ(MakeCodec(o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CodecFromFlagName("onebit").value(), v1::CODEC_ONEBIT);
+  EXPECT_EQ(CodecFromFlagName("8bit").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace reckon::codec
