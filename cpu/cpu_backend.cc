@@ -2,12 +2,10 @@
 
 #include <cblas.h>
 
-#include <atomic>
-#include <bit>
-#include <cmath>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "codec/codec.h"
 #include "codec/quantizer.h"
 #include "cpu/mlp_math.h"
 #include "cpu/parallel.h"
@@ -24,8 +22,10 @@ using model::UpdateMode;
 
 class CpuBackend final : public model::Backend {
  public:
-  CpuBackend(const model::BackendConfig& config, codec::FixedPointReplica replica, int threads)
+  CpuBackend(const model::BackendConfig& config, codec::FixedPointReplica replica, int threads,
+             std::unique_ptr<codec::Codec> codec)
       : config_(config),
+        codec_(std::move(codec)),
         replica_(std::move(replica)),
         threads_(threads),
         pool_(threads),
@@ -35,6 +35,7 @@ class CpuBackend final : public model::Backend {
         residual_(config.shape.param_count(), 0.0f),
         state_(config.optimizer.kind == model::OptimizerKind::kSgd ? 0 : config.shape.param_count(), 0.0f),
         grad_(config.shape.param_count(), 0.0f) {
+    config_.codec = model::FilledCodecOptions(config);
     train_ws_.Resize(config_.shape, config_.max_batch);
     eval_ws_.Resize(config_.shape, kEvalChunk);
   }
@@ -90,7 +91,8 @@ class CpuBackend final : public model::Backend {
       if (!s.ok()) return s;
     } else {
       out->words.clear();
-      absl::Status s = RoundResidualToGrid(&out->dense);
+      absl::Status s = codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded,
+                                                 &out->dense);
       if (!s.ok()) return s;
     }
     return stats;
@@ -124,53 +126,8 @@ class CpuBackend final : public model::Backend {
  private:
   static constexpr int kEvalChunk = 1000;
 
-  // Dense mode: the whole residual, rounded to the nearest quantum, becomes
-  // the update; what rounding left stays in the residual. All or nothing: a
-  // NaN, Inf or out-of-range value fails before the residual changes.
-  absl::Status RoundResidualToGrid(std::vector<int64_t>* dense) {
-    const size_t n = residual_.size();
-    const float* r = residual_.data();
-    // Pass 1, read-only and vectorizable: every |r| * 2^fb must be finite
-    // and below 2^62, i.e. |r| < 2^(62 - fb); compared on the float bits
-    // (NaN and Inf sit above every finite limit).
-    const float limit = std::ldexp(1.0f, 62 - config_.fraction_bits);
-    const int32_t limit_bits = std::bit_cast<int32_t>(limit);
-    std::atomic<bool> any_bad{false};
-    pool_.ParallelFor(n, [&](size_t begin, size_t end) {
-      int32_t bad = 0;
-      for (size_t i = begin; i < end; ++i) {
-        bad |= static_cast<int32_t>((std::bit_cast<int32_t>(r[i]) & 0x7FFFFFFF) >= limit_bits);
-      }
-      if (bad) any_bad.store(true, std::memory_order_relaxed);
-    });
-    if (any_bad.load()) {
-      for (size_t i = 0; i < n; ++i) {
-        if ((std::bit_cast<int32_t>(r[i]) & 0x7FFFFFFF) >= limit_bits) {
-          dense->clear();
-          return absl::InvalidArgumentError(
-              absl::StrCat("residual element ", i, " is ", r[i],
-                           "; nothing was emitted (diverged training? lower the learning rate)"));
-        }
-      }
-    }
-    // Pass 2: round to the nearest quantum (half away from zero; the
-    // conversion truncates) and keep what rounding left in the residual.
-    dense->resize(n);
-    int64_t* q = dense->data();
-    float* rw = residual_.data();
-    const double scale = std::ldexp(1.0, config_.fraction_bits);
-    const double quantum = replica_.quantum();
-    pool_.ParallelFor(n, [&](size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i) {
-        const double scaled = static_cast<double>(rw[i]) * scale;
-        q[i] = static_cast<int64_t>(scaled + std::copysign(0.5, scaled));  // branch-free
-        rw[i] -= static_cast<float>(static_cast<double>(q[i]) * quantum);
-      }
-    });
-    return absl::OkStatus();
-  }
-
   model::BackendConfig config_;
+  std::unique_ptr<codec::Codec> codec_;  // kCodec only
   codec::FixedPointReplica replica_;
   int threads_;
   // All parallelism is this pool's: GEMMs split by rows, and the
@@ -197,8 +154,16 @@ absl::StatusOr<std::unique_ptr<model::Backend>> MakeCpuBackend(
   const int threads = config.threads > 0
                           ? config.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::unique_ptr<codec::Codec> codec;
+  if (config.mode == model::UpdateMode::kCodec) {
+    absl::StatusOr<std::unique_ptr<codec::Codec>> made =
+        codec::MakeCodec(model::FilledCodecOptions(config));
+    if (!made.ok()) return made.status();
+    codec = *std::move(made);
+  }
   openblas_set_num_threads(1);  // our pool splits the GEMMs (see pool_)
-  return std::unique_ptr<model::Backend>(new CpuBackend(config, *std::move(replica), threads));
+  return std::unique_ptr<model::Backend>(
+      new CpuBackend(config, *std::move(replica), threads, std::move(codec)));
 }
 
 }  // namespace reckon::cpu

@@ -22,7 +22,7 @@
 
 ABSL_FLAG(std::string, layers, "784,512,512,10", "the model's layer widths, input first");
 ABSL_FLAG(int64_t, batch, 100, "minibatch");
-ABSL_FLAG(std::string, codec, "threshold", "dense or threshold");
+ABSL_FLAG(std::string, codec, "threshold", "threshold, onebit, dyntree8 or dense");
 ABSL_FLAG(int64_t, threads, 0, "CPU threads (0: all cores)");
 
 namespace reckon::ctl {
@@ -54,17 +54,21 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
 
   model::BackendConfig config;
   absl::StatusOr<model::ModelShape> shape = model::ModelShape::Parse(layers, "relu");
-  if (!shape.ok() || batch < 1 || steps < 1 || (codec != "dense" && codec != "threshold")) {
+  absl::StatusOr<v1::Codec> wire_codec = codec::CodecFromFlagName(codec);
+  if (!shape.ok() || !wire_codec.ok() || batch < 1 || steps < 1) {
     err << "reckonctl bench train: "
-        << (shape.ok() ? "--batch and --steps must be >= 1, --codec dense or threshold"
-                       : std::string(shape.status().message()))
+        << (!shape.ok()         ? std::string(shape.status().message())
+            : !wire_codec.ok() ? std::string(wire_codec.status().message())
+                               : "--batch and --steps must be >= 1")
         << "\n";
     return kExitUsage;
   }
   config.shape = *shape;
   config.max_batch = static_cast<int>(batch);
   config.threads = static_cast<int>(threads);
-  config.mode = codec == "dense" ? model::UpdateMode::kDense : model::UpdateMode::kThreshold;
+  config.mode = *wire_codec == v1::CODEC_THRESHOLD_RICE ? model::UpdateMode::kThreshold
+                                                        : model::UpdateMode::kCodec;
+  config.codec.codec = *wire_codec;
   config.step = *codec::MakeThresholdStep(threshold, 32);
   config.optimizer.learning_rate = 0.01;
   absl::StatusOr<std::unique_ptr<model::Backend>> backend = cpu::MakeCpuBackend(config);

@@ -86,7 +86,9 @@ int ActivationCode(Activation a) { return a == Activation::kRelu ? 1 : 2; }
 class CudaBackend final : public model::Backend {
  public:
   explicit CudaBackend(const BackendConfig& config, const DeviceInfo& device)
-      : config_(config), device_(device), quantum_(std::ldexp(1.0, -config.fraction_bits)) {}
+      : config_(config), device_(device), quantum_(std::ldexp(1.0, -config.fraction_bits)) {
+    config_.codec = model::FilledCodecOptions(config);
+  }
 
   ~CudaBackend() override {
     pass_.reset();
@@ -126,8 +128,10 @@ class CudaBackend final : public model::Backend {
       if (!pass.ok()) return pass.status();
       pass_ = *std::move(pass);
     } else {
-      RECKON_RETURN_IF_ERROR(dense_out_.Resize(n));
-      RECKON_RETURN_IF_ERROR(h_dense_.Resize(n));
+      absl::StatusOr<std::unique_ptr<codec::Codec>> codec = codec::MakeCodec(config_.codec);
+      if (!codec.ok()) return codec.status();
+      codec_ = *std::move(codec);
+      RECKON_RETURN_IF_ERROR(h_residual_.Resize(n));
     }
     RECKON_RETURN_IF_ERROR(ResizeBatch(config_.max_batch, &train_));
     return Sync();
@@ -224,7 +228,7 @@ class CudaBackend final : public model::Backend {
       if (absl::Status s = pass_->Finish(&out->words); !s.ok()) return s;
     } else {
       out->words.clear();
-      if (absl::Status s = DenseEmit(&out->dense); !s.ok()) return s;
+      if (absl::Status s = CodecEmit(out); !s.ok()) return s;
     }
     return SumStats(train_, batch);
   }
@@ -233,12 +237,17 @@ class CudaBackend final : public model::Backend {
   void SetMomentum(double momentum) override { config_.optimizer.momentum = momentum; }
 
   absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
-    const model::UpdateRef one{step_quanta, words};
+    const model::UpdateRef one{step_quanta, words, {}};
     return ApplyUpdateBatch(std::span<const model::UpdateRef>(&one, 1));
   }
 
   // All messages in one launch; all or nothing across the batch.
   absl::Status ApplyUpdateBatch(std::span<const model::UpdateRef> updates) override {
+    // Quanta-codec messages (one codec per cluster, so never mixed with
+    // threshold ones): one ApplyDense each, as the default does.
+    for (const model::UpdateRef& u : updates) {
+      if (!u.quanta.empty()) return Backend::ApplyUpdateBatch(updates);
+    }
     const uint64_t n = config_.shape.param_count();
     uint64_t total = 0;
     for (size_t m = 0; m < updates.size(); ++m) {
@@ -491,31 +500,23 @@ class CudaBackend final : public model::Backend {
     return absl::OkStatus();
   }
 
-  absl::Status DenseEmit(std::vector<int64_t>* dense) {
+  // kCodec: the delta joins the residual on the device; the codec and its
+  // error feedback run on the host (codec/codec.h) on a copy, which goes
+  // back. 8 bytes per parameter cross PCIe per step: device kernels for the
+  // column statistics and the dyntree8 encode are the next step (docs/codecs.md).
+  absl::Status CodecEmit(Emission* out) {
     const size_t n = config_.shape.param_count();
-    if (absl::Status s = LaunchAccumulate(grad_.get(), residual_.get(), n, stream_); !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = LaunchDenseRound(residual_.get(), dense_out_.get(), n,
-                                          config_.fraction_bits, counters_.get(), stream_);
-        !s.ok()) {
-      return s;
-    }
-    absl::StatusOr<uint64_t> bad = ReadCounter();
-    if (!bad.ok()) return bad.status();
-    if (*bad != ~0ull) {
-      float value = 0;
-      RECKON_CUDA_RETURN_IF_ERROR(
-          cudaMemcpy(&value, residual_.get() + *bad, sizeof(float), cudaMemcpyDeviceToHost));
-      dense->clear();
-      return absl::InvalidArgumentError(
-          absl::StrCat("residual element ", *bad, " is ", value,
-                       "; nothing was emitted (diverged training? lower the learning rate)"));
-    }
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        h_dense_.get(), dense_out_.get(), n * sizeof(int64_t), cudaMemcpyDeviceToHost, stream_));
-    if (absl::Status s = Sync(); !s.ok()) return s;
-    dense->assign(h_dense_.get(), h_dense_.get() + n);
+    RECKON_RETURN_IF_ERROR(LaunchAccumulate(grad_.get(), residual_.get(), n, stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_residual_.get(), residual_.get(),
+                                                n * sizeof(float), cudaMemcpyDeviceToHost,
+                                                stream_));
+    RECKON_RETURN_IF_ERROR(Sync());
+    RECKON_RETURN_IF_ERROR(codec::EncodeWithFeedback(*codec_, config_.codec,
+                                                     std::span<float>(h_residual_.get(), n),
+                                                     &out->encoded, &out->dense));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(residual_.get(), h_residual_.get(),
+                                                n * sizeof(float), cudaMemcpyHostToDevice,
+                                                stream_));
     return absl::OkStatus();
   }
 
@@ -566,8 +567,9 @@ class CudaBackend final : public model::Backend {
   DeviceBuffer<unsigned long long> counters_;
   PinnedBuffer<unsigned long long> h_counters_;
   std::unique_ptr<ThresholdPass> pass_;
-  DeviceBuffer<int64_t> dense_out_, dense_in_;
-  PinnedBuffer<int64_t> h_dense_;
+  DeviceBuffer<int64_t> dense_in_;
+  std::unique_ptr<codec::Codec> codec_;  // kCodec only
+  PinnedBuffer<float> h_residual_;       // kCodec only
   DeviceBuffer<uint32_t> apply_words_;
   DeviceBuffer<uint64_t> apply_ends_;
   DeviceBuffer<int64_t> apply_steps_;

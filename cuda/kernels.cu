@@ -117,28 +117,6 @@ __global__ void AccumulateKernel(const float* __restrict__ delta, float* __restr
   RECKON_FOR_EACH(i, n) residual[i] = __fadd_rn(residual[i], delta[i]);
 }
 
-__global__ void DenseCheckKernel(const float* __restrict__ residual, uint64_t n, int32_t limit_bits,
-                                 unsigned long long* first_bad) {
-  RECKON_FOR_EACH(i, n) {
-    if ((__float_as_int(residual[i]) & 0x7FFFFFFF) >= limit_bits) {
-      atomicMin(first_bad, static_cast<unsigned long long>(i));
-    }
-  }
-}
-
-__global__ void DenseRoundKernel(float* __restrict__ residual, int64_t* __restrict__ q_out,
-                                 uint64_t n, double scale, double quantum,
-                                 const unsigned long long* first_bad) {
-  if (*first_bad != ~0ull) return;  // all or nothing: the check found a bad value
-  RECKON_FOR_EACH(i, n) {
-    const double scaled = __dmul_rn(static_cast<double>(residual[i]), scale);
-    const int64_t q = static_cast<int64_t>(__dadd_rn(scaled, copysign(0.5, scaled)));
-    q_out[i] = q;
-    residual[i] =
-        __fsub_rn(residual[i], __double2float_rn(__dmul_rn(static_cast<double>(q), quantum)));
-  }
-}
-
 __device__ __forceinline__ float QuantaToFloat(int64_t q, double quantum) {
   return __double2float_rn(__dmul_rn(static_cast<double>(q), quantum));
 }
@@ -253,22 +231,6 @@ absl::Status LaunchAccumulate(const float* delta, float* residual, size_t n, cud
   if (n == 0) return absl::OkStatus();
   AccumulateKernel<<<Blocks(n), kThreads, 0, stream>>>(delta, residual, n);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("AccumulateKernel");
-  return absl::OkStatus();
-}
-
-absl::Status LaunchDenseRound(float* residual, int64_t* quanta_out, size_t n, int fraction_bits,
-                              unsigned long long* first_bad, cudaStream_t stream) {
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(first_bad, 0xFF, sizeof(*first_bad), stream));
-  if (n == 0) return absl::OkStatus();
-  const float limit = ldexpf(1.0f, 62 - fraction_bits);
-  int32_t limit_bits;
-  static_assert(sizeof(limit_bits) == sizeof(limit));
-  memcpy(&limit_bits, &limit, sizeof(limit));
-  DenseCheckKernel<<<Blocks(n), kThreads, 0, stream>>>(residual, n, limit_bits, first_bad);
-  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("DenseCheckKernel");
-  DenseRoundKernel<<<Blocks(n), kThreads, 0, stream>>>(
-      residual, quanta_out, n, ldexp(1.0, fraction_bits), ldexp(1.0, -fraction_bits), first_bad);
-  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("DenseRoundKernel");
   return absl::OkStatus();
 }
 

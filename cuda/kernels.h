@@ -57,17 +57,9 @@ absl::Status LaunchOptimizerDelta(int kind, float lr, float momentum, float eps,
                                   const float* weights, float* state, float* grad_to_delta,
                                   size_t n, cudaStream_t stream);
 
-// residual[i] += delta[i] (dense mode's accumulate; threshold mode's is fused
-// into the threshold pass).
+// residual[i] += delta[i] (the quanta codecs' accumulate; threshold mode's
+// is fused into the threshold pass).
 absl::Status LaunchAccumulate(const float* delta, float* residual, size_t n, cudaStream_t stream);
-
-// Dense mode, all or nothing like the CPU backend: first every |residual|
-// must be below 2^(62 - fraction_bits) and finite, else *first_bad (set to
-// ~0 beforehand by this launcher) gets the lowest bad index and nothing else
-// changes; then each residual is rounded to the nearest quantum (half away
-// from zero) into quanta_out, and what rounding left stays in the residual.
-absl::Status LaunchDenseRound(float* residual, int64_t* quanta_out, size_t n, int fraction_bits,
-                              unsigned long long* first_bad, cudaStream_t stream);
 
 // weights[i] = (float)((double)quanta[i] * quantum) for every i.
 absl::Status LaunchRefreshWeights(const int64_t* quanta, float* weights, size_t n, double quantum,

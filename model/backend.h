@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "codec/codec.h"
 #include "codec/fixed_point.h"
 #include "codec/weight_checksum.h"
 #include "model/model.h"
@@ -31,7 +32,7 @@
 namespace reckon::model {
 
 enum class UpdateMode {
-  kDense,      // apply the whole optimizer delta, rounded to the grid
+  kCodec,      // a quanta codec (codec/codec.h: dense, onebit, dyntree8) with error feedback
   kThreshold,  // Strom: apply only the +-tau steps
 };
 
@@ -41,20 +42,33 @@ struct BackendConfig {
   UpdateMode mode = UpdateMode::kThreshold;
   int fraction_bits = codec::kDefaultFractionBits;
   codec::ThresholdStep step;  // kThreshold only
+  codec::CodecOptions codec;  // kCodec only (its fraction_bits and layout are filled in)
   int max_batch = 100;        // largest training batch
   int threads = 0;            // CPU threads; 0 = all cores
 };
 
+// config.codec with the model's tensor layout and the replica's fraction
+// bits filled in: what a backend builds its codec from.
+inline codec::CodecOptions FilledCodecOptions(const BackendConfig& config) {
+  codec::CodecOptions options = config.codec;
+  options.layout = config.shape.Layout();
+  options.fraction_bits = config.fraction_bits;
+  return options;
+}
+
 // What one step emits, to be sent to peers and applied locally.
 struct Emission {
   std::vector<uint32_t> words;  // kThreshold: +-step updates, ascending
-  std::vector<int64_t> dense;   // kDense: quanta per parameter (param_count)
+  std::vector<int64_t> dense;   // kCodec: the decoded quanta per parameter (param_count)
+  v1::Update encoded;           // kCodec: the message's codec fields and payload
 };
 
-// One decoded threshold Update, for batched apply.
+// One decoded Update, for batched apply: a threshold update (step_quanta,
+// words) or, when `quanta` is not empty, a quanta codec's (ApplyDense).
 struct UpdateRef {
   int64_t step_quanta = 0;
   std::span<const uint32_t> words;
+  std::span<const int64_t> quanta;
 };
 
 class Backend {
@@ -104,7 +118,9 @@ class Backend {
   // first that fails (the error names it; the earlier ones stay applied).
   virtual absl::Status ApplyUpdateBatch(std::span<const UpdateRef> updates) {
     for (size_t m = 0; m < updates.size(); ++m) {
-      absl::Status s = ApplyUpdates(updates[m].step_quanta, updates[m].words);
+      absl::Status s = updates[m].quanta.empty()
+                           ? ApplyUpdates(updates[m].step_quanta, updates[m].words)
+                           : ApplyDense(updates[m].quanta);
       if (!s.ok()) return absl::Status(s.code(), absl::StrCat("update ", m, ": ", s.message()));
     }
     return absl::OkStatus();

@@ -61,6 +61,15 @@ std::string ModelShape::ToString() const {
                       activation_ == Activation::kRelu ? "relu" : "sigmoid");
 }
 
+codec::TensorLayout ModelShape::Layout() const {
+  codec::TensorLayout layout;
+  for (const LayerLayout& l : layout_) {
+    layout.push_back({static_cast<uint32_t>(l.out), static_cast<uint32_t>(l.in)});
+    layout.push_back({static_cast<uint32_t>(l.out), 1});
+  }
+  return layout;
+}
+
 uint64_t ModelShape::ForwardMacsPerSample() const {
   uint64_t macs = 0;
   for (const LayerLayout& l : layout_) macs += uint64_t(l.in) * uint64_t(l.out);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "codec/codec.h"
 #include "codec/fixed_point.h"
 
 namespace reckon::model {
@@ -38,6 +39,9 @@ class ModelShape {
   uint64_t param_count() const { return param_count_; }
   // "784,512,512,10/relu": used in fingerprints, checkpoints and summaries.
   std::string ToString() const;
+  // The flat vector as tensors for the quanta codecs: W (out x in) and b
+  // (out x 1) per layer.
+  codec::TensorLayout Layout() const;
   // Multiply-adds of one sample's forward pass (backward is twice that).
   uint64_t ForwardMacsPerSample() const;
 

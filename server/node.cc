@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "codec/codec.h"
 #include "server/anti_entropy.h"
 #include "server/membership.h"
 
@@ -18,6 +19,13 @@ namespace {
 
 double SecondsSince(Clock::time_point t, Clock::time_point now) {
   return std::chrono::duration<double>(now - t).count();
+}
+
+// The metrics label of a wire codec (Counters::updates_received).
+std::string CodecLabel(v1::Codec codec) {
+  if (codec == v1::CODEC_THRESHOLD_RICE) return "rice";
+  if (codec == v1::CODEC_THRESHOLD_PACKED32) return "packed32";
+  return codec::CodecFlagName(codec);
 }
 
 
@@ -455,7 +463,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     // The origin's own account of what the message adds to the replica:
     // header fields the CRC does not cover (step_quanta), or an encoder and
     // decoder that disagree, would make replicas differ silently.
-    const uint64_t contribution = checksum_.OfUpdate(decoded->step_quanta, decoded->words);
+    const uint64_t contribution = codec::ChecksumContribution(checksum_, *decoded);
     if (contribution != update.checksum_delta()) {
       s = absl::DataLossError(
           absl::StrCat("its checksum_delta ", codec::ChecksumHex(update.checksum_delta()),
@@ -487,7 +495,7 @@ void GossipNode::AcceptWaiting(const OriginKey& origin) {
 
 void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
                         std::shared_ptr<const codec::DecodedUpdate> decoded) {
-  absl::Status s = mirror_.Apply(decoded->step_quanta, decoded->words);
+  absl::Status s = codec::ApplyDecoded(*decoded, &mirror_);
   if (!s.ok()) {
     // Validated already; only an int64 overflow can get here.
     ++counters_.decode_errors;
@@ -499,8 +507,7 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   ledger_.Add(origin, frame->update().seq(), frame->update().checksum_delta());  // verified
   ++counters_.updates_applied;
   if (options_.on_accept) options_.on_accept(origin, frame->update().seq());
-  const std::string codec =
-      frame->update().codec() == v1::CODEC_THRESHOLD_RICE ? "rice" : "packed32";
+  const std::string codec = CodecLabel(frame->update().codec());
   ++counters_.updates_received[codec];
   counters_.bytes_received[codec] += frame->update().ByteSizeLong();
   received_.updates.push_back(std::move(decoded));
@@ -513,7 +520,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
   // made before the lock: the node thread does not wait on them.
   auto frame = std::make_shared<v1::GossipFrame>();
   *frame->mutable_update() = update;
-  const uint64_t contribution = checksum_.OfUpdate(decoded.step_quanta, decoded.words);
+  const uint64_t contribution = codec::ChecksumContribution(checksum_, decoded);
   frame->mutable_update()->set_checksum_delta(contribution);
   if (signer_) signer_->Sign(frame->mutable_update());
   {
@@ -522,7 +529,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
       return absl::InternalError(
           absl::StrCat("published seq ", update.seq(), " after ", last_published_));
     }
-    absl::Status s = mirror_.Apply(decoded.step_quanta, decoded.words);
+    absl::Status s = codec::ApplyDecoded(decoded, &mirror_);
     if (!s.ok()) return s;
     last_published_ = update.seq();
     applied_[self_] = update.seq();
@@ -982,7 +989,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
     for (auto it = entries.find(next); it != entries.end() && it->first == next; ++it, ++next) {
       codec::DecodedUpdate decoded;
       if (!codec::DecodeUpdate(it->second.frame->update(), &decoded).ok() ||
-          !mirror_.Apply(decoded.step_quanta, decoded.words).ok()) {
+          !codec::ApplyDecoded(decoded, &mirror_).ok()) {
         ledger_ = std::move(ledger);
         return absl::DataLossError(absl::StrCat("logged message ", origin.ToString(), " seq ",
                                                 it->first, " cannot be replayed"));

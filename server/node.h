@@ -245,7 +245,7 @@ class GossipNode final : public LinkEvents {
              signature_errors = 0,  // Updates unsigned, of an unknown signer, or forged
              peers_refused = 0;     // handshakes refused: another cluster, token, identity
     // Updates of other origins accepted, and their serialized bytes, by
-    // codec name ("rice", "packed32").
+    // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;
   };
   Counters counters();

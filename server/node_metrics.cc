@@ -57,7 +57,7 @@ class Families {
 
 // The node's counters (monotonic since the process started).
 void AddCounters(const GossipNode::Counters& c, Families& f) {
-  for (const char* codec : {"rice", "packed32"}) {
+  for (const char* codec : {"rice", "packed32", "onebit", "dyntree8", "dense"}) {
     const auto updates = c.updates_received.find(codec);
     const auto bytes = c.bytes_received.find(codec);
     f.Counter("reckon_updates_received_total",

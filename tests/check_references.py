@@ -26,7 +26,8 @@ EXTERNAL = {"cblas.h", "cublas_v2.h", "cuda_runtime.h", "zlib.h", "zstd.h", "f.c
 def main(root):
     files, basenames = set(), set()
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in (".git", "build", "build-sanitize")
+        # Build outputs and npm's installs (gitignored) are not ours.
+        dirnames[:] = [d for d in dirnames if d not in (".git", "node_modules")
                        and not d.startswith("build")]
         for f in filenames:
             rel = os.path.relpath(os.path.join(dirpath, f), root)

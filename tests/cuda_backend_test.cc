@@ -192,7 +192,7 @@ TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
   }
   for (int m = 0; m < 50; ++m) {
     const int64_t step = int64_t{1} << (20 + m % 5);
-    refs.push_back({step, sets[m]});
+    refs.push_back({step, sets[m], {}});
     ASSERT_TRUE(cpu->Apply(step, sets[m]).ok());
   }
   ASSERT_TRUE((*gpu)->ApplyUpdateBatch(refs).ok());
@@ -203,7 +203,7 @@ TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
   // A word past the end: refused, nothing applied.
   std::vector<uint32_t> bad = {0, 5, uint32_t(n)};
   const std::string before = (*gpu)->WeightHash();
-  const model::UpdateRef both[] = {{1 << 20, sets[0]}, {1 << 20, bad}};
+  const model::UpdateRef both[] = {{1 << 20, sets[0], {}}, {1 << 20, bad, {}}};
   EXPECT_EQ((*gpu)->ApplyUpdateBatch(both).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*gpu)->WeightHash(), before);
 
@@ -212,7 +212,7 @@ TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
   near_max[3] = std::numeric_limits<int64_t>::max() - 10;
   ASSERT_TRUE((*gpu)->LoadWeights(near_max).ok());
   const std::vector<uint32_t> up = {1, 3, 9};
-  const model::UpdateRef overflow[] = {{1 << 20, sets[1]}, {100, up}};
+  const model::UpdateRef overflow[] = {{1 << 20, sets[1], {}}, {100, up, {}}};
   const absl::Status s = (*gpu)->ApplyUpdateBatch(overflow);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("parameter 3"), std::string_view::npos) << s;
@@ -223,7 +223,7 @@ TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
   SKIP_WITHOUT_GPU();
   for (const auto kind : {model::OptimizerKind::kSgd, model::OptimizerKind::kMomentum,
                           model::OptimizerKind::kAdagrad}) {
-    model::BackendConfig config = SmallConfig(model::UpdateMode::kDense);
+    model::BackendConfig config = SmallConfig(model::UpdateMode::kCodec);
     config.optimizer.kind = kind;
     config.optimizer.weight_decay = 1e-4;
     const uint64_t n = config.shape.param_count();

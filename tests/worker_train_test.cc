@@ -166,10 +166,12 @@ TEST_F(Training, ShortRunsLearnInBothModes) {
   // 2 epochs of 1/10 of Fashion-MNIST (240 steps): far from converged, but a
   // model that learns clears these bounds (about 3 points under the worst of
   // seeds 1-5) and an untrained one (10%) cannot.
-  const TrainSummary dense = Run(Small(model::UpdateMode::kDense));
+  const TrainSummary dense = Run(Small(model::UpdateMode::kCodec));
   EXPECT_GT(dense.test_accuracy, 0.78);
   EXPECT_EQ(dense.steps, 240);
-  EXPECT_DOUBLE_EQ(dense.compression_ratio, 1.0);
+  // Dense fp32 messages are 4 bytes per parameter plus a few header bytes.
+  EXPECT_NEAR(dense.compression_ratio, 1.0, 1e-3);
+  EXPECT_LT(dense.compression_ratio, 1.0);
   const TrainSummary thr = Run(Small(model::UpdateMode::kThreshold));
   EXPECT_GT(thr.test_accuracy, 0.74);
   EXPECT_GT(thr.updates_sent, 0u);
@@ -206,7 +208,7 @@ TEST_F(Training, SameSeedSameHashOtherSeedOtherHash) {
 }
 
 TEST_F(Training, ResumeFromACheckpointEqualsAnUninterruptedRun) {
-  for (const model::UpdateMode mode : {model::UpdateMode::kThreshold, model::UpdateMode::kDense}) {
+  for (const model::UpdateMode mode : {model::UpdateMode::kThreshold, model::UpdateMode::kCodec}) {
     TrainerOptions straight = Small(mode);
     const TrainSummary full = Run(straight);
 
@@ -285,7 +287,7 @@ TEST_F(Training, CorruptOrForeignCheckpointsAreRefused) {
 }
 
 TEST_F(Training, MissingDataNamesThePlace) {
-  TrainerOptions o = Small(model::UpdateMode::kDense);
+  TrainerOptions o = Small(model::UpdateMode::kCodec);
   o.data_dir = (dir_ / "no-such-dir").string();
   std::ostringstream log;
   absl::StatusOr<TrainSummary> s = RunTraining(o, log);

@@ -247,7 +247,7 @@ absl::Status GossipPeers::Apply(model::Backend& backend, server::Received& recei
   // applies it in a single launch.
   std::vector<model::UpdateRef> batch;
   batch.reserve(received.updates.size());
-  for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words});
+  for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words, u->quanta});
   RECKON_RETURN_IF_ERROR(backend.ApplyUpdateBatch(batch));
   if (options_.metrics != nullptr) {
     const auto now = server::Clock::now();

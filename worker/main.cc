@@ -21,6 +21,7 @@
 #include "base/files.h"
 #include "base/flags.h"
 #include "base/status_macros.h"
+#include "codec/codec.h"
 #include "server/grpc_transport.h"
 #include "worker/backend_factory.h"
 #include "worker/gossip_peers.h"
@@ -51,7 +52,13 @@ ABSL_FLAG(int64_t, max_steps, 0, "stop after this many steps (0: no limit)");
 ABSL_FLAG(int64_t, eval_samples, 0, "test samples per evaluation (0: all)");
 ABSL_FLAG(uint64_t, seed, 1, "cluster seed: initial weights, shards, shuffles");
 ABSL_FLAG(std::string, shard, "0/1", "i/n: train on the i-th of n disjoint data shards");
-ABSL_FLAG(std::string, codec, "threshold", "dense (full delta each step) or threshold (Strom)");
+ABSL_FLAG(std::string, codec, "threshold",
+          "threshold (Strom 2015), onebit (Seide 2014), dyntree8 (Dettmers 2015) or dense "
+          "(fp32 baseline); docs/codecs.md");
+ABSL_FLAG(bool, error_feedback, true,
+          "onebit, dyntree8, dense: carry each step's quantization error to the next");
+ABSL_FLAG(int32_t, absmax_every, 1,
+          "dyntree8: recompute each tensor's absolute maximum every K steps");
 ABSL_FLAG(double, threshold, 0.01, "tau for --codec threshold (rounded to the grid)");
 ABSL_FLAG(double, target_density, 0,
           "steer tau so each step emits about this fraction of the parameters (0: fixed tau)");
@@ -155,20 +162,24 @@ absl::Status ModelFromFlags(TrainerOptions* options) {
   return absl::OkStatus();
 }
 
-// --codec, --threshold, --target-density, --wire-format, --fraction-bits.
+// --codec, --error-feedback, --absmax-every, --threshold, --target-density,
+// --wire-format, --fraction-bits.
 absl::Status CodecFromFlags(TrainerOptions* options) {
   TrainerOptions& o = *options;
   BackendConfig& b = o.backend_config;
   b.fraction_bits = absl::GetFlag(FLAGS_fraction_bits);
-  const std::string codec = absl::GetFlag(FLAGS_codec);
-  if (codec == "dense") {
-    b.mode = UpdateMode::kDense;
-  } else if (codec == "threshold") {
-    b.mode = UpdateMode::kThreshold;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--codec '", codec, "' is not dense or threshold"));
+  RECKON_ASSIGN_OR_RETURN(const reckon::v1::Codec codec,
+                          reckon::codec::CodecFromFlagName(absl::GetFlag(FLAGS_codec)));
+  if (codec != reckon::v1::CODEC_THRESHOLD_RICE) {
+    b.mode = UpdateMode::kCodec;
+    b.codec.codec = codec;
+    b.codec.error_feedback = absl::GetFlag(FLAGS_error_feedback);
+    b.codec.absmax_every = absl::GetFlag(FLAGS_absmax_every);
+    if (b.codec.absmax_every < 1) return absl::InvalidArgumentError("--absmax-every must be >= 1");
+    o.wire_codec = codec;
+    return absl::OkStatus();
   }
+  b.mode = UpdateMode::kThreshold;
   o.threshold = absl::GetFlag(FLAGS_threshold);
   o.target_density = absl::GetFlag(FLAGS_target_density);
   if (!(o.target_density >= 0 && o.target_density < 1)) {
@@ -269,11 +280,6 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   if (!reckon::server::ValidNodeId(n.node_id)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--node-id '", n.node_id, "' must be 1-63 characters of [A-Za-z0-9._-]"));
-  }
-  if (o.backend_config.mode != UpdateMode::kThreshold) {
-    return absl::InvalidArgumentError(
-        "--codec dense trains only --standalone (it is the baseline); peers exchange threshold "
-        "updates");
   }
   if (!o.resume_path.empty()) {
     return absl::InvalidArgumentError(

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "codec/codec.h"
 #include "codec/update_message.h"
 #include "worker/backend_factory.h"
 #include "worker/fault_backend.h"
@@ -15,8 +16,10 @@
 namespace reckon::worker {
 namespace {
 
-std::string ModeName(model::UpdateMode mode) {
-  return mode == model::UpdateMode::kDense ? "dense" : "threshold";
+// The checkpoint's mode: threshold, or the quanta codec's flag name.
+std::string ModeName(const model::BackendConfig& config) {
+  return config.mode == model::UpdateMode::kThreshold ? "threshold"
+                                                      : codec::CodecFlagName(config.codec.codec);
 }
 
 std::string HumanBytes(double b) {
@@ -27,7 +30,7 @@ std::string HumanBytes(double b) {
 }
 
 std::string CodecName(model::UpdateMode mode, v1::Codec wire_codec) {
-  if (mode == model::UpdateMode::kDense) return "dense";
+  if (mode == model::UpdateMode::kCodec) return codec::CodecFlagName(wire_codec);
   return wire_codec == v1::CODEC_THRESHOLD_RICE ? "threshold-rice" : "threshold-packed32";
 }
 
@@ -129,7 +132,7 @@ CheckpointIdentity Trainer::Identity() const {
   id.fraction_bits = config_.fraction_bits;
   id.seed = options_.seed;
   id.optimizer = model::OptimizerName(config_.optimizer.kind);
-  id.mode = ModeName(config_.mode);
+  id.mode = ModeName(config_);
   id.target_density = options_.target_density;
   if (config_.mode == model::UpdateMode::kThreshold && options_.target_density == 0) {
     id.fixed_step_quanta = config_.step.step_quanta;
@@ -268,16 +271,39 @@ void Trainer::FillBatch(size_t index_in_epoch) {
   }
 }
 
-absl::Status Trainer::ApplyAndPublish(EpochTally& tally) {
-  const uint64_t dense_bytes = config_.shape.param_count() * sizeof(float);
-  if (config_.mode == model::UpdateMode::kDense) {
-    tally.wire_bytes += dense_bytes;
-    if (options_.metrics != nullptr) {
-      options_.metrics->OnEmitted("dense", config_.shape.param_count(), dense_bytes, dense_bytes,
-                                  1.0, 0);
-    }
-    return backend_->ApplyDense(emission_.dense);
+// A quanta codec's emission (codec/codec.h): the backend encoded it; this
+// numbers it, checks that it decodes to what the backend's error feedback
+// assumed, applies it here and sends it.
+absl::Status Trainer::ApplyAndPublishQuanta(EpochTally& tally) {
+  const uint64_t params = config_.shape.param_count();
+  v1::Update& encoded = emission_.encoded;
+  message_.set_seq(++published_);
+  message_.set_codec(encoded.codec());
+  message_.set_param_count(encoded.param_count());
+  message_.set_count(encoded.count());
+  message_.set_rice_k(0);
+  message_.set_step_quanta(0);
+  message_.mutable_payload()->swap(*encoded.mutable_payload());
+  message_.set_crc32c(encoded.crc32c());
+  RECKON_RETURN_IF_ERROR(codec::DecodeUpdate(message_, &decoded_));
+  if (decoded_.quanta != emission_.dense) {
+    return absl::InternalError(absl::StrCat(codec::CodecFlagName(encoded.codec()),
+                                            ": the message does not decode to what was encoded"));
   }
+  RECKON_RETURN_IF_ERROR(backend_->ApplyDense(decoded_.quanta));
+  if (options_.peers != nullptr) RECKON_RETURN_IF_ERROR(options_.peers->Publish(message_, decoded_));
+  tally.updates += params;
+  tally.wire_bytes += message_.ByteSizeLong();
+  if (options_.metrics != nullptr) {
+    options_.metrics->OnEmitted(codec::CodecFlagName(encoded.codec()), params,
+                                message_.ByteSizeLong(), params * sizeof(float), 1.0, 0);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::ApplyAndPublish(EpochTally& tally) {
+  if (config_.mode == model::UpdateMode::kCodec) return ApplyAndPublishQuanta(tally);
+  const uint64_t dense_bytes = config_.shape.param_count() * sizeof(float);
   message_.set_seq(++published_);
   RECKON_RETURN_IF_ERROR(codec::EncodeThresholdUpdate(emission_.words, step_now_.step_quanta,
                                                       config_.shape.param_count(),

@@ -70,6 +70,8 @@ struct TrainerOptions {
   // fraction of the parameters (docs/design.md step 5): the wire budget is set
   // directly, and emission does not dry up as the learning rate decays.
   double target_density = 0;
+  // The Update codec: THRESHOLD_RICE or _PACKED32 in threshold mode, else the
+  // quanta codec (backend_config.codec.codec). Peers must all use the same.
   v1::Codec wire_codec = v1::CODEC_THRESHOLD_RICE;
   std::string node_id = "standalone";
   uint64_t incarnation = 1;
@@ -131,6 +133,7 @@ class Trainer {
   void FillBatch(size_t index_in_epoch);
   // Encodes the step's emission, applies it through the path every peer
   // uses, and hands it to the peers.
+  absl::Status ApplyAndPublishQuanta(EpochTally& tally);
   absl::Status ApplyAndPublish(EpochTally& tally);
   void DrawProgressBar(int epoch, size_t index_in_epoch, EpochTally& tally);
   void EndEpoch(int epoch, const EpochTally& tally);
