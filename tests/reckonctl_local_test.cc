@@ -46,6 +46,49 @@ TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
   EXPECT_GT(json->at("test_accuracy").get<double>(), 0.5);
 }
 
+// The quanta codecs (docs/codecs.md) over real gRPC between four worker
+// processes: every worker applies the others' messages, the replicas end
+// bit-identical, the model learns, and the bytes match the codec's size.
+class EveryCodec : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryCodec, FourWorkersEndIdenticalAndLearn) {
+  ScratchDir dir;
+  const std::string summary = (dir / "local.json").string();
+  ::reckon::testing::ProcessResult r = RunProcess(
+      RECKONCTL_PATH,
+      {"local", "--workers", "4", "--work-dir", (dir / "work").string(), "--summary-json",
+       summary, "--timeout-s", "300", "--layers", "784,32,10", "--epochs", "1", "--threads",
+       "1", "--eval-samples", "1000", "--max-steps", "40", "--heartbeat-ms", "50", "--codec",
+       GetParam()},
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->at("hashes_equal"), true);
+  for (const base::Json& w : json->at("workers")) {
+    EXPECT_EQ(w.at("codec"), GetParam());
+    EXPECT_EQ(w.at("node").at("updates_applied"), 3 * 40) << w.dump(2);
+  }
+  EXPECT_GT(json->at("test_accuracy").get<double>(), 0.6);
+  // 784,32,10 = 25,450 parameters. onebit: a bit each plus 64 bits per
+  // column of 32 (W1) or 10 rows (W2): about 3.4 bits, 9-10x. dyntree8: a
+  // byte each, just under 4x. dense: 4 bytes each plus headers.
+  const double ratio = json->at("compression_ratio").get<double>();
+  if (GetParam() == "onebit") {
+    EXPECT_GT(ratio, 8.5);
+    EXPECT_LT(ratio, 11);
+  } else if (GetParam() == "dyntree8") {
+    EXPECT_GT(ratio, 3.9);
+    EXPECT_LT(ratio, 4.0);
+  } else {
+    EXPECT_GT(ratio, 0.99);
+    EXPECT_LT(ratio, 1.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, EveryCodec, ::testing::Values("onebit", "dyntree8", "dense"),
+                         [](const auto& info) { return info.param; });
+
 // --prometheus: Debian's Prometheus scrapes the workers with dashboards/,
 // serves the console page, and stays up after them until Ctrl-C.
 TEST(ReckonctlLocal, PrometheusWatchesTheClusterAndServesTheConsole) {
