@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes as a serialized Update, through parsing,
-// full validation and apply to a replica. Must never crash; whatever is
+// full validation and apply to a replica, for every codec. Must never crash; whatever is
 // accepted must be applicable and re-encode to a message that decodes alike.
 #include <cstdlib>
 
@@ -12,14 +12,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!msg.ok()) return 0;
   reckon::codec::DecodedUpdate decoded;
   if (!reckon::codec::DecodeUpdate(*msg, &decoded).ok()) {
-    if (!decoded.words.empty()) std::abort();
+    if (!decoded.words.empty() || !decoded.quanta.empty()) std::abort();
     return 0;
   }
   // Apply to a replica of the declared size, when that is small enough here.
   if (decoded.param_count <= (1u << 16)) {
     auto replica = reckon::codec::FixedPointReplica::Create(decoded.param_count, 32);
     if (!replica.ok()) std::abort();
-    if (!replica->Apply(decoded.step_quanta, decoded.words).ok()) std::abort();
+    if (!reckon::codec::ApplyDecoded(decoded, &*replica).ok()) std::abort();
+  }
+  // The quanta codecs: decoding gave one value per parameter; the
+  // threshold codecs re-encode below.
+  if (decoded.dense()) {
+    if (decoded.quanta.size() != decoded.param_count || !decoded.words.empty()) std::abort();
+    return 0;
   }
   reckon::v1::Update again;
   if (!reckon::codec::EncodeThresholdUpdate(decoded.words, decoded.step_quanta, decoded.param_count,

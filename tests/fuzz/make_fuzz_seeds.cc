@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "codec/codec.h"
 #include "codec/packed32.h"
 #include "codec/rice.h"
 #include "codec/update_message.h"
@@ -61,9 +62,41 @@ int main(int argc, char** argv) {
         Put(dir, n++,
             std::string(1, '\0') + Le<uint32_t>(params) +
                 Le<uint32_t>(static_cast<uint32_t>(count)) + payload);
-      } else {
+      } else if (target != "fuzz_quanta_decode") {
         std::fprintf(stderr, "make_fuzz_seeds: unknown target %s\n", target.c_str());
         return 2;
+      }
+    }
+  }
+  // The quanta codecs (docs/codecs.md): whole messages for fuzz_update_parse,
+  // mode byte + param_count + payload for fuzz_quanta_decode.
+  if (target == "fuzz_update_parse" || target == "fuzz_quanta_decode") {
+    const reckon::codec::TensorLayout layouts[] = {
+        {{3, 5}, {3, 1}}, {{16, 20}, {16, 1}, {3, 16}, {3, 1}}, {{1, 9}}};
+    for (const auto& layout : layouts) {
+      for (const auto codec :
+           {reckon::v1::CODEC_ONEBIT, reckon::v1::CODEC_DYNTREE8, reckon::v1::CODEC_DENSE_FP32}) {
+        reckon::codec::CodecOptions options;
+        options.codec = codec;
+        options.layout = layout;
+        auto made = reckon::codec::MakeCodec(options);
+        if (!made.ok()) return 1;
+        const uint64_t params = reckon::codec::LayoutParamCount(layout);
+        std::vector<float> values(params);
+        for (uint64_t i = 0; i < params; ++i) values[i] = float((i * 37) % 11) * 1e-3f - 5e-3f;
+        reckon::v1::Update msg;
+        std::vector<int64_t> quanta;
+        if (!(*made)->Encode(values, &msg, &quanta).ok()) return 1;
+        if (target == "fuzz_update_parse") {
+          msg.mutable_origin()->set_node_id("seed");
+          msg.set_seq(n + 1);
+          Put(dir, n++, msg.SerializeAsString());
+        } else {
+          // mode: codec - 3 in the low two bits, no shift of param_count.
+          Put(dir, n++,
+              std::string(1, static_cast<char>(codec - 3)) + Le<uint32_t>(uint32_t(params)) +
+                  msg.payload());
+        }
       }
     }
   }
