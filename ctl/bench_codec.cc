@@ -210,6 +210,11 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
     err << "usage: reckonctl bench codec|train|transport|gpu [flags] (--help for flags)\n";
     return kExitUsage;
   }
+  for (const std::string& a : args) {
+    if (a == "--table1" || a == "--table1=true") {
+      return RunBenchTable1({args.begin() + 1, args.end()}, out, err);
+    }
+  }
   const base::FlagScope scope{"reckonctl bench codec",
                               {{"json"}, {"params"}, {"seconds"}, {"seed"}}};
   if (int code = base::ParseFlagsOrExit(scope, {args.begin() + 1, args.end()}, out, err);

@@ -17,6 +17,8 @@ constexpr char kUsage[] =
     "  certs --out DIR --nodes A,B   a cluster CA and node certificates for mutual TLS\n"
     "  codec encode|decode|inspect   encode a float32 residual; decode or inspect an Update\n"
     "  bench codec [--json]          codec size and speed against entropy and zstd\n"
+    "  bench codec --codec dyntree8 --table1 [--json]\n"
+    "                                Dettmers 2015 Table 1: the dynamic tree's errors\n"
     "  bench train [--json]          training step FLOP/s against sgemm on the same shapes\n"
     "  bench transport [--json]      gRPC stream vs raw TCP, gossip latency and step overhead\n"
     "  bench gpu [--json]            CUDA threshold pass vs memcpy and CUB, step share, apply\n";

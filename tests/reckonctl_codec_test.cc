@@ -12,6 +12,8 @@
 #include <random>
 #include <sstream>
 
+#include "base/json.h"
+
 #include "codec/fixed_point.h"
 #include "codec/quantizer.h"
 #include "codec/update_message.h"
@@ -160,6 +162,34 @@ TEST_F(ReckonctlCodec, NanResidualIsRefusedAndNothingIsWritten) {
   ExpectCleanFailure(Run({"codec", "encode", "--input", in, "--threshold", "0.1", "--output", out}),
                      1, "residual element 1 is NaN");
   EXPECT_FALSE(fs::exists(out));
+}
+
+// Dettmers 2015 Table 1 for the dynamic tree: one JSON object per
+// distribution. The relative errors land near the paper's (1-2.5%); the
+// absolute error on U(0,1) cannot beat 1/1024, the bound for any 8-bit code,
+// which the paper's 0.000043 does (docs/codecs.md and docs/benchmarks.md).
+TEST_F(ReckonctlCodec, DynTreeTable1PrintsEveryDistribution) {
+  const Result r = Run({"bench", "codec", "--codec", "dyntree8", "--table1", "--json", "--draws",
+                        "200000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::string> names;
+  while (std::getline(lines, line)) {
+    const base::Json row = base::Json::parse(line);
+    names.push_back(row.at("distribution"));
+    const double rel = row.at("mean_rel_error_pct"), abs_error = row.at("mean_abs_error");
+    EXPECT_GT(rel, 0.5) << line;
+    EXPECT_LT(rel, 3.0) << line;
+    if (names.back() == "U(0,1)") {
+      EXPECT_GT(abs_error, 1.0 / 1024) << line;
+      EXPECT_LT(abs_error, 0.005) << line;
+    }
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"U(0,1)", "N(0,1)", "N(0,10^2)", "N(0,0.2^2)"}));
+  const Result wrong = Run({"bench", "codec", "--codec", "onebit", "--table1"});
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.err.find("give --codec dyntree8"), std::string::npos) << wrong.err;
 }
 
 }  // namespace
