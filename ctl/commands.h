@@ -24,6 +24,8 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
 
 // reckonctl bench train: training step FLOP/s against sgemm on the same shapes.
 int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// compare: one cluster per codec plus the dense baseline (compare_command.cc).
+int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // bench codec --codec dyntree8 --table1: Dettmers 2015 Table 1 (bench_table1.cc).
 int RunBenchTable1(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -13,6 +13,8 @@ constexpr char kUsage[] =
     "usage: reckonctl <command> [args]\n"
     "commands:\n"
     "  local [--workers N] [flags]   train a cluster of workers on this machine\n"
+    "  compare [--workers N] [--codecs threshold,onebit,dyntree8,dense] [--csv F] [--chart F.svg]\n"
+    "                                one cluster per codec plus a dense worker alone: a table\n"
     "  status --peer ADDR            a worker's status as JSON\n"
     "  certs --out DIR --nodes A,B   a cluster CA and node certificates for mutual TLS\n"
     "  codec encode|decode|inspect   encode a float32 residual; decode or inspect an Update\n"
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
   int code;
   if (args[0] == "local") {
     code = reckon::ctl::RunLocalCommand(rest, std::cout, std::cerr);
+  } else if (args[0] == "compare") {
+    code = reckon::ctl::RunCompareCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "status") {
     code = reckon::ctl::RunStatusCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "certs") {

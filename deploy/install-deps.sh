@@ -59,6 +59,7 @@ if [ "$profile" = all ]; then
     iproute2                        # `ip netns` for the partition and bad-link tests
     prometheus                      # the monitoring test scrapes a cluster; promtool checks dashboards/
     systemd                         # systemd-analyze verify of deploy/systemd
+    gnuplot-nox                     # reckonctl compare --chart draws accuracy against bytes
     "${container_packages[@]}"      # the deploy tests: image, Compose
   )
   # The Kubernetes manifests' schema check (tests/deploy) runs on Node.js:

@@ -4,9 +4,12 @@
 
 #include <signal.h>
 
+#include <fstream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/json.h"
 #include "base/process.h"
 #include "tests/http_client.h"
@@ -88,6 +91,51 @@ TEST_P(EveryCodec, FourWorkersEndIdenticalAndLearn) {
 
 INSTANTIATE_TEST_SUITE_P(Codecs, EveryCodec, ::testing::Values("onebit", "dyntree8", "dense"),
                          [](const auto& info) { return info.param; });
+
+// reckonctl compare: one cluster per codec and the dense worker alone, a
+// table, the CSV and the gnuplot chart.
+TEST(ReckonctlCompare, TableCsvAndChartCoverEveryRun) {
+  ScratchDir dir;
+  const std::string csv = (dir / "compare.csv").string(), svg = (dir / "compare.svg").string();
+  ::reckon::testing::ProcessResult r = RunProcess(
+      RECKONCTL_PATH,
+      {"compare", "--workers", "2", "--codecs", "threshold,onebit", "--work-dir",
+       (dir / "work").string(), "--csv", csv, "--chart", svg, "--timeout-s", "300", "--layers",
+       "784,32,10", "--epochs", "1", "--threads", "1", "--eval-samples", "1000", "--max-steps",
+       "30", "--heartbeat-ms", "50"},
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("threshold"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dense alone"), std::string::npos) << r.out;
+  std::ifstream in(csv);
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_EQ(header.rfind("codec,workers,bits_per_param_per_step,wire_bytes", 0), 0u) << header;
+  std::vector<std::string> codecs;
+  std::map<std::string, double> compression;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> f = absl::StrSplit(line, ',');
+    ASSERT_EQ(f.size(), 10u) << line;
+    codecs.push_back(f[0]);
+    compression[f[0]] = std::stod(f[4]);
+    if (f[0] != "dense alone") {
+      EXPECT_EQ(f[9], "identical") << line;
+    }
+  }
+  EXPECT_EQ(codecs, (std::vector<std::string>{"threshold", "onebit", "dense alone"}));
+  EXPECT_GT(compression["threshold"], compression["onebit"]);
+  EXPECT_GT(compression["onebit"], 8);
+  EXPECT_LT(compression["dense alone"], 1.0);
+  std::ifstream chart(svg);
+  const std::string text((std::istreambuf_iterator<char>(chart)), {});
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+  EXPECT_NE(text.find("onebit"), std::string::npos);
+  // --codec is compare's to set.
+  ::reckon::testing::ProcessResult bad =
+      RunProcess(RECKONCTL_PATH, {"compare", "--codec", "onebit"}, dir.path());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--codecs"), std::string::npos) << bad.err;
+}
 
 // --prometheus: Debian's Prometheus scrapes the workers with dashboards/,
 // serves the console page, and stays up after them until Ctrl-C.

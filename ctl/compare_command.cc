@@ -1,0 +1,245 @@
+// reckonctl compare: the same cluster once per codec (same seed, shards and
+// recipe: every other flag goes to every worker unchanged), plus one dense
+// worker alone as the baseline, and a table of what each costs and reaches.
+// Each cluster is a `reckonctl local` run of this binary, so compare measures
+// exactly what users run.
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "base/files.h"
+#include "base/flags.h"
+#include "base/json.h"
+#include "base/process.h"
+#include "base/status_macros.h"
+#include "ctl/commands.h"
+#include "ctl/flags.h"
+#include "ctl/worker_summary.h"
+
+ABSL_FLAG(std::string, codecs, "threshold,onebit,dyntree8,dense", "compare: codecs to run");
+ABSL_FLAG(std::string, csv, "", "compare: also write the table here as CSV");
+ABSL_FLAG(std::string, chart, "",
+          "compare: draw test accuracy against bytes on the wire here (SVG, gnuplot)");
+ABSL_DECLARE_FLAG(int64_t, workers);
+ABSL_DECLARE_FLAG(std::string, work_dir);
+ABSL_DECLARE_FLAG(int64_t, timeout_s);
+
+namespace reckon::ctl {
+namespace {
+
+struct Row {
+  std::string codec;
+  int workers = 0;
+  double bits_per_param = 0, wire_bytes = 0, compression = 0, accuracy = 0, samples_per_s = 0,
+         wall_s = 0;
+  std::string hash_note;
+};
+
+// Runs `reckonctl local` for one codec and reads its summary.
+absl::StatusOr<Row> RunCluster(const std::string& codec, int workers, const std::string& dir,
+                               int64_t timeout_s, const std::vector<std::string>& training) {
+  const std::string summary = dir + "/" + codec + ".json";
+  std::vector<std::string> args = {"local", "--workers", std::to_string(workers), "--codec", codec,
+                                   "--work-dir", dir + "/" + codec, "--summary-json", summary,
+                                   "--timeout-s", std::to_string(timeout_s)};
+  args.insert(args.end(), training.begin(), training.end());
+  RECKON_ASSIGN_OR_RETURN(base::ChildProcess p,
+                          base::ChildProcess::Spawn("/proc/self/exe", args, dir + "/" + codec +
+                                                    ".log", dir + "/" + codec + ".log"));
+  const std::optional<int> code = p.Wait(std::chrono::seconds(timeout_s + 120));
+  if (!code || *code != 0) {
+    absl::StatusOr<std::string> log = base::ReadFile(dir + "/" + codec + ".log", 1 << 16);
+    return absl::UnavailableError(absl::StrCat("the ", codec, " cluster failed:\n",
+                                               log.ok() ? *log : std::string()));
+  }
+  RECKON_ASSIGN_OR_RETURN(base::Json j, base::ReadJsonFile(summary));
+  Row r;
+  r.codec = codec;
+  r.workers = workers;
+  r.wire_bytes = j.at("wire_bytes");
+  r.compression = j.at("compression_ratio");
+  r.bits_per_param = r.compression > 0 ? 32.0 / r.compression : 0;
+  r.accuracy = j.at("test_accuracy");
+  r.samples_per_s = j.at("samples_per_s");
+  r.wall_s = j.at("wall_seconds");
+  r.hash_note = j.at("hashes_equal") == true ? "identical" : "DIFFER";
+  return r;
+}
+
+// One dense worker alone with the same training flags (--fault-* dropped).
+absl::StatusOr<Row> RunBaseline(const std::string& dir, int64_t timeout_s,
+                                const std::vector<std::string>& training) {
+  const std::string worker = FindWorkerBinary();
+  if (worker.empty()) return absl::NotFoundError("cannot find reckon-worker beside reckonctl");
+  const std::string summary = dir + "/baseline.json";
+  std::vector<std::string> args = {"--standalone", "--codec", "dense", "--progress", "off",
+                                   "--summary-json", summary, "--http-listen", ""};
+  for (const std::string& f : training) {
+    if (f.rfind("--fault", 0) != 0) args.push_back(f);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  RECKON_ASSIGN_OR_RETURN(base::ChildProcess p,
+                          base::ChildProcess::Spawn(worker, args, dir + "/baseline.log",
+                                                    dir + "/baseline.log"));
+  const std::optional<int> code = p.Wait(std::chrono::seconds(timeout_s));
+  if (!code || *code != 0) {
+    absl::StatusOr<std::string> log = base::ReadFile(dir + "/baseline.log", 1 << 16);
+    return absl::UnavailableError(
+        absl::StrCat("the baseline worker failed:\n", log.ok() ? *log : std::string()));
+  }
+  RECKON_ASSIGN_OR_RETURN(const WorkerSummary w, ReadWorkerSummary(summary));
+  Row r;
+  r.codec = "dense alone";
+  r.workers = 1;
+  r.wire_bytes = w.wire_bytes;
+  r.compression = w.compression_ratio;
+  r.bits_per_param = r.compression > 0 ? 32.0 / r.compression : 0;
+  r.accuracy = w.test_accuracy;
+  r.samples_per_s = w.samples_per_s;
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.hash_note = "-";
+  return r;
+}
+
+absl::Status WriteChart(const std::vector<Row>& rows, const std::string& dir,
+                        const std::string& svg) {
+  if (!std::filesystem::exists("/usr/bin/gnuplot")) {
+    return absl::FailedPreconditionError(
+        "--chart needs gnuplot: apt-get install gnuplot-nox");
+  }
+  const std::string data = dir + "/chart.dat", script = dir + "/chart.gp";
+  std::string points;
+  for (const Row& r : rows) {
+    points += absl::StrFormat("\"%s\" %.6g %.4f\n", r.codec, r.wire_bytes, 100 * r.accuracy);
+  }
+  RECKON_RETURN_IF_ERROR(base::WriteFileAtomically(data, points));
+  RECKON_RETURN_IF_ERROR(base::WriteFileAtomically(
+      script,
+      absl::StrFormat(
+          "set terminal svg size 720,440 dynamic font 'sans,12'\n"
+          "set output '%s'\n"
+          "set title 'reckon: test accuracy against bytes on the wire'\n"
+          "set xlabel 'bytes sent by all origins (log scale)'\n"
+          "set ylabel 'test accuracy (%%)'\n"
+          "set logscale x\nset grid\nset key off\nset offsets graph 0.08, graph 0.25, 0.5, 0.5\n"
+          "plot '%s' using 2:3 with points pt 7 ps 1.2, '' using 2:3:1 with labels offset 0,1\n",
+          svg, data)));
+  RECKON_ASSIGN_OR_RETURN(base::ChildProcess p,
+                          base::ChildProcess::Spawn("/usr/bin/gnuplot", {script},
+                                                    dir + "/gnuplot.log", dir + "/gnuplot.log"));
+  const std::optional<int> code = p.Wait(std::chrono::seconds(60));
+  if (!code || *code != 0) {
+    return absl::UnavailableError(absl::StrCat("gnuplot failed; see ", dir, "/gnuplot.log"));
+  }
+  return absl::OkStatus();
+}
+
+// The table on `out`, and --csv / --chart when asked.
+int Report(const std::vector<Row>& rows, const std::string& dir, std::ostream& out,
+           std::ostream& err) {
+  const Row& baseline = rows.back();
+  out << absl::StrFormat("\n%-12s %7s %9s %14s %10s %9s %8s %11s %8s %10s\n", "codec", "workers",
+                         "bits/par", "wire bytes", "vs dense", "accuracy", "vs base",
+                         "samples/s", "wall s", "replicas");
+  std::string csv =
+      "codec,workers,bits_per_param_per_step,wire_bytes,compression_vs_dense_fp32,test_accuracy,"
+      "accuracy_points_vs_baseline,samples_per_s,wall_seconds,replicas\n";
+  bool all_identical = true;
+  for (const Row& r : rows) {
+    const double points = 100 * (r.accuracy - baseline.accuracy);
+    out << absl::StrFormat("%-12s %7d %9.3f %14.0f %9.1fx %8.2f%% %+8.2f %11.0f %8.1f %10s\n",
+                           r.codec, r.workers, r.bits_per_param, r.wire_bytes, r.compression,
+                           100 * r.accuracy, points, r.samples_per_s, r.wall_s, r.hash_note);
+    csv += absl::StrFormat("%s,%d,%.6g,%.0f,%.6g,%.6g,%.4f,%.0f,%.3f,%s\n", r.codec, r.workers,
+                           r.bits_per_param, r.wire_bytes, r.compression, r.accuracy, points,
+                           r.samples_per_s, r.wall_s, r.hash_note);
+    all_identical = all_identical && r.hash_note != "DIFFER";
+  }
+  out << "wire bytes: what the origins sent (each message once; a full mesh of N sends it N-1 "
+         "times)\n";
+  if (const std::string path = absl::GetFlag(FLAGS_csv); !path.empty()) {
+    if (absl::Status s = base::WriteFileAtomically(path, csv); !s.ok()) {
+      err << "reckonctl compare: " << s.message() << "\n";
+      return kExitBadInput;
+    }
+  }
+  if (const std::string svg = absl::GetFlag(FLAGS_chart); !svg.empty()) {
+    if (absl::Status s = WriteChart(rows, dir, svg); !s.ok()) {
+      err << "reckonctl compare: " << s.message() << "\n";
+      return kExitBadInput;
+    }
+    out << "chart: " << svg << "\n";
+  }
+  if (!all_identical) {
+    err << "reckonctl compare: a cluster's replicas differ\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out,
+                      std::ostream& err) {
+  const base::FlagScope scope{"reckonctl compare",
+                              {{"codecs"}, {"workers"}, {"csv"}, {"chart"}, {"work_dir"},
+                               {"timeout_s"}}};
+  std::vector<std::string> training;
+  if (int code = base::ParseFlagsOrExit(scope, args, out, err, &training); code >= 0) return code;
+  const int64_t workers = absl::GetFlag(FLAGS_workers);
+  if (workers < 1 || workers > 64) {
+    err << "reckonctl compare: --workers takes a number from 1 to 64\n";
+    return kExitUsage;
+  }
+  std::vector<std::string> codecs = absl::StrSplit(absl::GetFlag(FLAGS_codecs), ',',
+                                                   absl::SkipEmpty());
+  for (const std::string& c : codecs) {
+    if (c != "threshold" && c != "onebit" && c != "dyntree8" && c != "dense") {
+      err << "reckonctl compare: --codecs takes threshold, onebit, dyntree8, dense; not '" << c
+          << "'\n";
+      return kExitUsage;
+    }
+  }
+  for (const std::string& f : training) {
+    if (f.rfind("--codec", 0) == 0 && f.rfind("--codecs", 0) != 0) {
+      err << "reckonctl compare: --codec is set by compare for each run (use --codecs)\n";
+      return kExitUsage;
+    }
+  }
+  std::string dir = absl::GetFlag(FLAGS_work_dir);
+  if (dir.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "reckon-compare-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      err << "reckonctl compare: cannot create a work directory in /tmp\n";
+      return kExitBadInput;
+    }
+    dir = tmpl;
+  }
+  std::filesystem::create_directories(dir);
+  const int64_t timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  std::vector<Row> rows;
+  for (size_t i = 0; i < codecs.size(); ++i) {
+    out << "compare: " << codecs[i] << ", " << workers << " workers...\n" << std::flush;
+    absl::StatusOr<Row> r = RunCluster(codecs[i], int(workers), dir, timeout_s, training);
+    if (!r.ok()) {
+      err << "reckonctl compare: " << r.status().message() << "\n";
+      return kExitBadInput;
+    }
+    rows.push_back(*r);
+  }
+  out << "compare: the baseline, one dense worker alone...\n" << std::flush;
+  absl::StatusOr<Row> baseline = RunBaseline(dir, timeout_s, training);
+  if (!baseline.ok()) {
+    err << "reckonctl compare: " << baseline.status().message() << "\n";
+    return kExitBadInput;
+  }
+  rows.push_back(*baseline);
+  return Report(rows, dir, out, err);
+}
+
+}  // namespace reckon::ctl
