@@ -314,16 +314,18 @@ TEST(GossipCluster, MalformedUpdateDroppedAndCounted) {
   EXPECT_NE(c.Err(1).find("seq 5 from w0: CRC-32C mismatch"), std::string::npos) << c.Err(1);
 }
 
-// Flags: peers mode needs a valid node id and the threshold codec.
+// Flags: peers mode needs a valid node id and a codec reckon knows.
 TEST(GossipCluster, PeerFlagsAreChecked) {
   testing::ScratchDir dir;
   testing::ProcessResult r = testing::RunProcess(
       RECKON_WORKER_PATH, {"--node-id", "w 1", "--listen", "127.0.0.1:0"}, dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--node-id 'w 1' must be"), std::string::npos) << r.err;
-  r = testing::RunProcess(RECKON_WORKER_PATH, {"--node-id", "w1", "--codec", "dense"}, dir.path());
+  r = testing::RunProcess(RECKON_WORKER_PATH, {"--node-id", "w1", "--codec", "8bit"}, dir.path());
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--codec dense trains only --standalone"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--codec '8bit' is not threshold, onebit, dyntree8 or dense"),
+            std::string::npos)
+      << r.err;
   r = testing::RunProcess(RECKON_WORKER_PATH, {"--node-id", "w1", "--peers", "nohostport"},
                           dir.path());
   EXPECT_EQ(r.exit_code, 2);
