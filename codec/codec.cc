@@ -68,8 +68,8 @@ absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options) {
     case v1::CODEC_DYNTREE8:
       return payload::MakeDynTree8(options);
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "codec ", v1::Codec_Name(options.codec), " is not a quanta codec (codec/codec.h)"));
+      return absl::InvalidArgumentError(absl::StrCat("codec ", v1::Codec_Name(options.codec),
+                                                     " is not a quanta codec (codec/codec.h)"));
   }
 }
 
@@ -125,9 +125,9 @@ float QuantaPayloadValue(double weight_units, int fraction_bits) {
 
 DynTreeFraction DynTreeMagnitude(uint32_t m) {
   if (m == 0 || m > 127) return {0, 1};
-  const int top = std::bit_width(m) - 1;  // position of the flag bit, 0..6
-  const int n = 6 - top;                   // leading zeros: exponent 10^-n
-  const uint64_t k = m - (uint32_t{1} << top);  // the `top` tree bits
+  const int top = std::bit_width(m) - 1;                 // position of the flag bit, 0..6
+  const int n = 6 - top;                                 // leading zeros: exponent 10^-n
+  const uint64_t k = m - (uint32_t{1} << top);           // the `top` tree bits
   const uint64_t intervals2 = uint64_t{1} << (top + 1);  // 2^(b+1)
   uint64_t pow10 = 10;
   for (int i = 0; i < n; ++i) pow10 *= 10;  // 10^(n+1)
@@ -197,17 +197,18 @@ void PutLayout(const TensorLayout& layout, std::string* out) {
   }
 }
 
-absl::Status ParseLayout(std::string_view bytes, uint64_t param_count, TensorLayout* layout,
-                         size_t* consumed) {
+absl::Status ParseLayout(std::string_view codec, std::string_view bytes, uint64_t param_count,
+                         TensorLayout* layout, size_t* consumed) {
   layout->clear();
+  const std::string name(codec);
   if (bytes.size() < 4) {
-    return absl::DataLossError(absl::StrCat("payload of ", bytes.size(),
-                                            " bytes ends before the tensor count"));
+    return absl::DataLossError(
+        absl::StrCat(name, ": payload of ", bytes.size(), " bytes ends before the tensor count"));
   }
   const uint32_t tensors = GetU32(bytes.data());
-  if (tensors == 0) return absl::DataLossError("tensor count is 0");
+  if (tensors == 0) return absl::DataLossError(absl::StrCat(name, ": tensor count is 0"));
   if (tensors > (bytes.size() - 4) / 8) {
-    return absl::DataLossError(absl::StrCat("tensor count ", tensors, " does not fit in a ",
+    return absl::DataLossError(absl::StrCat(name, ": tensor count ", tensors, " does not fit in a ",
                                             bytes.size(), "-byte payload"));
   }
   layout->resize(tensors);
@@ -218,19 +219,20 @@ absl::Status ParseLayout(std::string_view bytes, uint64_t param_count, TensorLay
     shape = {GetU32(p), GetU32(p + 4)};
     if (shape.rows == 0 || shape.cols == 0) {
       layout->clear();
-      return absl::DataLossError(absl::StrCat("tensor ", t, " is ", shape.rows, " x ", shape.cols));
+      return absl::DataLossError(
+          absl::StrCat(name, ": tensor ", t, " is ", shape.rows, " x ", shape.cols));
     }
     total += shape.size();  // each term < 2^64 / 2^32 tensors: no overflow
     if (total > param_count) {
       layout->clear();
-      return absl::DataLossError(absl::StrCat("tensors 0..", t, " hold ", total,
+      return absl::DataLossError(absl::StrCat(name, ": tensors 0..", t, " hold ", total,
                                               " parameters, above param_count ", param_count));
     }
   }
   if (total != param_count) {
     layout->clear();
     return absl::DataLossError(
-        absl::StrCat("tensors hold ", total, " parameters, param_count is ", param_count));
+        absl::StrCat(name, ": tensors hold ", total, " parameters, param_count is ", param_count));
   }
   *consumed = 4 + 8 * size_t{tensors};
   return absl::OkStatus();

@@ -43,10 +43,10 @@ void PutLayout(const TensorLayout& layout, std::string* out);
 
 // Reads the layout header at the start of `bytes` and checks it against
 // param_count (T >= 1, rows and cols >= 1, sizes summing to param_count);
-// `*consumed` is its length. kDataLoss naming what is wrong. Allocates
-// nothing before T is known to fit in `bytes`.
-absl::Status ParseLayout(std::string_view bytes, uint64_t param_count, TensorLayout* layout,
-                         size_t* consumed);
+// `*consumed` is its length. kDataLoss "<codec>: <what is wrong>".
+// Allocates nothing before T is known to fit in `bytes`.
+absl::Status ParseLayout(std::string_view codec, std::string_view bytes, uint64_t param_count,
+                         TensorLayout* layout, size_t* consumed);
 
 // kDataLoss "<what>: payload is N bytes, expected M" when they differ.
 absl::Status CheckLength(std::string_view what, size_t actual, uint64_t expected);

@@ -91,11 +91,10 @@ absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
                             std::vector<int64_t>* quanta) {
   TensorLayout layout;
   size_t at = 0;
-  if (absl::Status s = ParseLayout(bytes, param_count, &layout, &at); !s.ok()) {
-    return absl::DataLossError(absl::StrCat("dyntree8: ", s.message()));
+  if (absl::Status s = ParseLayout("dyntree8", bytes, param_count, &layout, &at); !s.ok()) {
+    return s;
   }
-  if (absl::Status s =
-          CheckLength("dyntree8", bytes.size(), at + 4 * layout.size() + param_count);
+  if (absl::Status s = CheckLength("dyntree8", bytes.size(), at + 4 * layout.size() + param_count);
       !s.ok()) {
     return s;
   }
@@ -104,8 +103,8 @@ absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
     int64_t scale = 0;
     if (!PayloadValueToQuanta(GetF32(bytes.data() + at), &scale) || scale < 0 ||
         scale > kMaxDynTreeScaleQuanta) {
-      return absl::DataLossError(absl::StrCat(
-          "dyntree8: scale of tensor ", t, " is not an integral number of quanta in [0, 2^52]"));
+      return absl::DataLossError(absl::StrCat("dyntree8: scale of tensor ", t,
+                                              " is not an integral number of quanta in [0, 2^52]"));
     }
     tables[t] = MagnitudeTable(scale);
   }

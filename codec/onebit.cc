@@ -58,9 +58,9 @@ class OneBit final : public Codec {
     minus_.resize(t.cols);
     for (uint32_t c = 0; c < t.cols; ++c) {
       const uint32_t neg = t.rows - count_pos_[c];
-      const float plus = count_pos_[c] ? QuantaPayloadValue(sum_pos_[c] / count_pos_[c],
-                                                            options_.fraction_bits)
-                                       : 0.0f;
+      const float plus =
+          count_pos_[c] ? QuantaPayloadValue(sum_pos_[c] / count_pos_[c], options_.fraction_bits)
+                        : 0.0f;
       const float minus =
           neg ? QuantaPayloadValue(sum_neg_[c] / neg, options_.fraction_bits) : 0.0f;
       PutF32(out, plus);
@@ -90,12 +90,13 @@ absl::Status DecodeOneBit(std::string_view bytes, uint64_t param_count,
                           std::vector<int64_t>* quanta) {
   TensorLayout layout;
   size_t at = 0;
-  if (absl::Status s = ParseLayout(bytes, param_count, &layout, &at); !s.ok()) {
-    return absl::DataLossError(absl::StrCat("onebit: ", s.message()));
+  if (absl::Status s = ParseLayout("onebit", bytes, param_count, &layout, &at); !s.ok()) {
+    return s;
   }
   uint64_t columns = 0;
   for (const TensorShape& t : layout) columns += t.cols;
-  if (absl::Status s = CheckLength("onebit", bytes.size(), at + 8 * columns + (param_count + 7) / 8);
+  if (absl::Status s =
+          CheckLength("onebit", bytes.size(), at + 8 * columns + (param_count + 7) / 8);
       !s.ok()) {
     return s;
   }
@@ -103,9 +104,8 @@ absl::Status DecodeOneBit(std::string_view bytes, uint64_t param_count,
   for (uint64_t c = 0; c < columns; ++c, at += 8) {
     if (!PayloadValueToQuanta(GetF32(bytes.data() + at), &plus[c]) ||
         !PayloadValueToQuanta(GetF32(bytes.data() + at + 4), &minus[c])) {
-      return absl::DataLossError(absl::StrCat(
-          "onebit: reconstruction values of column ", c,
-          " are not integral numbers of quanta below 2^62"));
+      return absl::DataLossError(absl::StrCat("onebit: reconstruction values of column ", c,
+                                              " are not integral numbers of quanta below 2^62"));
     }
   }
   const uint8_t* bits = reinterpret_cast<const uint8_t*>(bytes.data() + at);

@@ -4,8 +4,8 @@
 // coded with the codec's own nearest-code and magnitude functions
 // (codec/codec.h), denormalized, and the mean absolute and mean relative
 // errors printed beside the paper's figures.
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <functional>
 #include <random>
 

@@ -44,18 +44,20 @@ struct Row {
 absl::StatusOr<Row> RunCluster(const std::string& codec, int workers, const std::string& dir,
                                int64_t timeout_s, const std::vector<std::string>& training) {
   const std::string summary = dir + "/" + codec + ".json";
-  std::vector<std::string> args = {"local", "--workers", std::to_string(workers), "--codec", codec,
-                                   "--work-dir", dir + "/" + codec, "--summary-json", summary,
-                                   "--timeout-s", std::to_string(timeout_s)};
+  std::vector<std::string> args = {
+      "local", "--workers",   std::to_string(workers),  "--codec",
+      codec,   "--work-dir",  dir + "/" + codec,        "--summary-json",
+      summary, "--timeout-s", std::to_string(timeout_s)};
   args.insert(args.end(), training.begin(), training.end());
-  RECKON_ASSIGN_OR_RETURN(base::ChildProcess p,
-                          base::ChildProcess::Spawn("/proc/self/exe", args, dir + "/" + codec +
-                                                    ".log", dir + "/" + codec + ".log"));
+  RECKON_ASSIGN_OR_RETURN(
+      base::ChildProcess p,
+      base::ChildProcess::Spawn("/proc/self/exe", args, dir + "/" + codec + ".log",
+                                dir + "/" + codec + ".log"));
   const std::optional<int> code = p.Wait(std::chrono::seconds(timeout_s + 120));
   if (!code || *code != 0) {
     absl::StatusOr<std::string> log = base::ReadFile(dir + "/" + codec + ".log", 1 << 16);
-    return absl::UnavailableError(absl::StrCat("the ", codec, " cluster failed:\n",
-                                               log.ok() ? *log : std::string()));
+    return absl::UnavailableError(
+        absl::StrCat("the ", codec, " cluster failed:\n", log.ok() ? *log : std::string()));
   }
   RECKON_ASSIGN_OR_RETURN(base::Json j, base::ReadJsonFile(summary));
   Row r;
@@ -71,28 +73,14 @@ absl::StatusOr<Row> RunCluster(const std::string& codec, int workers, const std:
   return r;
 }
 
-// One dense worker alone with the same training flags (--fault-* dropped).
+// The dense worker alone (RunDenseBaseline) as a row of the table.
 absl::StatusOr<Row> RunBaseline(const std::string& dir, int64_t timeout_s,
                                 const std::vector<std::string>& training) {
   const std::string worker = FindWorkerBinary();
   if (worker.empty()) return absl::NotFoundError("cannot find reckon-worker beside reckonctl");
-  const std::string summary = dir + "/baseline.json";
-  std::vector<std::string> args = {"--standalone", "--codec", "dense", "--progress", "off",
-                                   "--summary-json", summary, "--http-listen", ""};
-  for (const std::string& f : training) {
-    if (f.rfind("--fault", 0) != 0) args.push_back(f);
-  }
   const auto start = std::chrono::steady_clock::now();
-  RECKON_ASSIGN_OR_RETURN(base::ChildProcess p,
-                          base::ChildProcess::Spawn(worker, args, dir + "/baseline.log",
-                                                    dir + "/baseline.log"));
-  const std::optional<int> code = p.Wait(std::chrono::seconds(timeout_s));
-  if (!code || *code != 0) {
-    absl::StatusOr<std::string> log = base::ReadFile(dir + "/baseline.log", 1 << 16);
-    return absl::UnavailableError(
-        absl::StrCat("the baseline worker failed:\n", log.ok() ? *log : std::string()));
-  }
-  RECKON_ASSIGN_OR_RETURN(const WorkerSummary w, ReadWorkerSummary(summary));
+  RECKON_ASSIGN_OR_RETURN(const WorkerSummary w,
+                          RunDenseBaseline(worker, dir, training, timeout_s));
   Row r;
   r.codec = "dense alone";
   r.workers = 1;
@@ -109,8 +97,7 @@ absl::StatusOr<Row> RunBaseline(const std::string& dir, int64_t timeout_s,
 absl::Status WriteChart(const std::vector<Row>& rows, const std::string& dir,
                         const std::string& svg) {
   if (!std::filesystem::exists("/usr/bin/gnuplot")) {
-    return absl::FailedPreconditionError(
-        "--chart needs gnuplot: apt-get install gnuplot-nox");
+    return absl::FailedPreconditionError("--chart needs gnuplot: apt-get install gnuplot-nox");
   }
   const std::string data = dir + "/chart.dat", script = dir + "/chart.gp";
   std::string points;
@@ -144,8 +131,8 @@ int Report(const std::vector<Row>& rows, const std::string& dir, std::ostream& o
            std::ostream& err) {
   const Row& baseline = rows.back();
   out << absl::StrFormat("\n%-12s %7s %9s %14s %10s %9s %8s %11s %8s %10s\n", "codec", "workers",
-                         "bits/par", "wire bytes", "vs dense", "accuracy", "vs base",
-                         "samples/s", "wall s", "replicas");
+                         "bits/par", "wire bytes", "vs dense", "accuracy", "vs base", "samples/s",
+                         "wall s", "replicas");
   std::string csv =
       "codec,workers,bits_per_param_per_step,wire_bytes,compression_vs_dense_fp32,test_accuracy,"
       "accuracy_points_vs_baseline,samples_per_s,wall_seconds,replicas\n";
@@ -184,11 +171,10 @@ int Report(const std::vector<Row>& rows, const std::string& dir, std::ostream& o
 
 }  // namespace
 
-int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out,
-                      std::ostream& err) {
-  const base::FlagScope scope{"reckonctl compare",
-                              {{"codecs"}, {"workers"}, {"csv"}, {"chart"}, {"work_dir"},
-                               {"timeout_s"}}};
+int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const base::FlagScope scope{
+      "reckonctl compare",
+      {{"codecs"}, {"workers"}, {"csv"}, {"chart"}, {"work_dir"}, {"timeout_s"}}};
   std::vector<std::string> training;
   if (int code = base::ParseFlagsOrExit(scope, args, out, err, &training); code >= 0) return code;
   const int64_t workers = absl::GetFlag(FLAGS_workers);
@@ -196,8 +182,8 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out,
     err << "reckonctl compare: --workers takes a number from 1 to 64\n";
     return kExitUsage;
   }
-  std::vector<std::string> codecs = absl::StrSplit(absl::GetFlag(FLAGS_codecs), ',',
-                                                   absl::SkipEmpty());
+  std::vector<std::string> codecs =
+      absl::StrSplit(absl::GetFlag(FLAGS_codecs), ',', absl::SkipEmpty());
   for (const std::string& c : codecs) {
     if (c != "threshold" && c != "onebit" && c != "dyntree8" && c != "dense") {
       err << "reckonctl compare: --codecs takes threshold, onebit, dyntree8, dense; not '" << c

@@ -184,29 +184,6 @@ absl::StatusOr<ClusterFigures> ReadClusterFigures(const std::vector<Worker>& wor
   return c;
 }
 
-// One dense worker alone with the same training flags (--fault-* dropped).
-absl::StatusOr<WorkerSummary> RunBaseline(const LocalOptions& o) {
-  const std::string summary = o.work_dir + "/baseline.json";
-  std::error_code ec;
-  std::filesystem::remove(summary, ec);
-  std::vector<std::string> args = {"--standalone", "--codec",        "dense",   "--progress",
-                                   "off",          "--summary-json", summary,   "--http-listen",
-                                   ""};
-  for (const std::string& f : o.training_flags) {
-    if (f.rfind("--fault", 0) != 0) args.push_back(f);
-  }
-  const std::string err_path = o.work_dir + "/baseline.err";
-  RECKON_ASSIGN_OR_RETURN(base::ChildProcess p,
-                          base::ChildProcess::Spawn(o.worker_binary, args,
-                                                    o.work_dir + "/baseline.log", err_path));
-  std::optional<int> code = p.Wait(std::chrono::seconds(o.timeout_s));
-  if (!code || *code != 0) {
-    return absl::UnavailableError(absl::StrCat("the baseline worker failed: ",
-                                               TrimNewline(ReadLog(err_path)).substr(0, 2000)));
-  }
-  return ReadWorkerSummary(summary);
-}
-
 int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, double wall,
                   std::ostream& out, std::ostream& err) {
   absl::StatusOr<ClusterFigures> c = ReadClusterFigures(workers, out);
@@ -224,7 +201,8 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
   base::Json baseline = nullptr;
   if (o.baseline) {
     out << "baseline: one dense worker with the same training flags...\n" << std::flush;
-    absl::StatusOr<WorkerSummary> b = RunBaseline(o);
+    absl::StatusOr<WorkerSummary> b =
+        RunDenseBaseline(o.worker_binary, o.work_dir, o.training_flags, o.timeout_s);
     if (!b.ok()) {
       err << "reckonctl local: baseline: " << b.status().message() << "\n";
       return kExitBadInput;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/json.h"
@@ -22,6 +23,15 @@ struct WorkerSummary {
 // Parses the summary at `path`; an error names the file and, for a field
 // missing or of another type, the field.
 absl::StatusOr<WorkerSummary> ReadWorkerSummary(const std::string& path);
+
+// Trains one dense worker alone (--standalone --codec dense) with
+// `training_flags` (--fault-* dropped), logging to work_dir/baseline.{log,err},
+// and reads its summary: the baseline of `reckonctl local --baseline` and
+// `reckonctl compare`. kUnavailable, with the worker's stderr, when it fails.
+absl::StatusOr<WorkerSummary> RunDenseBaseline(const std::string& worker_binary,
+                                               const std::string& work_dir,
+                                               const std::vector<std::string>& training_flags,
+                                               int64_t timeout_s);
 
 // The reckon-worker binary built or installed beside the running reckonctl
 // (or test); empty when there is none.
