@@ -491,6 +491,8 @@ class GrpcService final : public v1::Gossip::CallbackService {
                                                  : grpc::StatusCode::FAILED_PRECONDITION,
                                              std::string(s.message())));
     }
+    // Admitted: a worker on its way in, whom a finished node waits for.
+    node->NoteJoiner(request->requester().node_id(), request->requester().incarnation());
     auto* writer = new SnapshotWriter(request->header_only(), live_);
     worker_.Post([writer, node] { writer->Start(node); });
     return writer;

@@ -28,7 +28,6 @@ std::string CodecLabel(v1::Codec codec) {
   return codec::CodecFlagName(codec);
 }
 
-
 }  // namespace
 
 bool ValidNodeId(const std::string& id) {
@@ -178,6 +177,7 @@ void GossipNode::OnLinkUp(const std::shared_ptr<Link>& link) {
 
 void GossipNode::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
   absl::MutexLock l(&inbox_mu_);
+  last_arrival_[link.get()] = Clock::now();
   inbox_.push_back(Event{Event::kFrame, link, std::move(frame), {}});
   inbox_cv_.Signal();
 }
@@ -211,12 +211,20 @@ void GossipNode::Run() {
     last_loop_ns_.store(Clock::now().time_since_epoch().count());
     absl::MutexLock l(&mu_);
     if (stopping_) return;
-    for (Event& e : batch) HandleEvent(e);
-    const auto now = Clock::now();
-    if (now >= next_tick) {
+    // Ticks come due inside a long batch too (a backlog of large messages
+    // on a loaded machine takes seconds): the heartbeats that tell peers
+    // this node is alive must not wait for the backlog to drain.
+    auto tick_if_due = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu_ is held
+      const auto now = Clock::now();
+      if (now < next_tick) return;
       Tick(now);
       next_tick = now + options_.heartbeat_interval;
+    };
+    for (Event& e : batch) {
+      HandleEvent(e);
+      tick_if_due();
     }
+    tick_if_due();
     changed_.SignalAll();
   }
 }
@@ -235,6 +243,10 @@ void GossipNode::HandleEvent(Event& e) {
       unnamed_links_.insert(e.link);
       return;
     case Event::kClosed: {
+      {
+        absl::MutexLock l(&inbox_mu_);
+        last_arrival_.erase(e.link.get());
+      }
       unnamed_links_.erase(e.link);
       dial_.Closed(e.link);
       if (Member* m = FindByLink(e.link)) {
@@ -445,8 +457,8 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     // Before anything else is spent on it: only its origin can have made it.
     if (absl::Status v = certificates_->Verify(update); !v.ok()) {
       if (counters_.signature_errors++ % 1000 == 0) {  // a flood must not flood the log
-        Log(absl::StrCat("refused Update ", origin.ToString().substr(0, 96), " seq ",
-                         update.seq(), " from ", from.node_id, ": ", v.message(), " (",
+        Log(absl::StrCat("refused Update ", origin.ToString().substr(0, 96), " seq ", update.seq(),
+                         " from ", from.node_id, ": ", v.message(), " (",
                          counters_.signature_errors, " refused so far)"));
       }
       return;
@@ -541,8 +553,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
   return absl::OkStatus();
 }
 
-bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
-                        size_t byte_cap) {
+bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) {
   if (!m.link || !m.link->Send(std::move(frame), byte_cap)) return false;
   ++m.frames_sent;
   return true;
@@ -652,9 +663,8 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     const bool origin_alive = member != members_.end() &&
                               member->second.incarnation == origin.incarnation &&
                               member->second.state == MemberState::kAlive;
-    const Clock::duration relay_after = RelayDelay(origin == self_, origin_alive,
-                                                   options_.repair_timeout,
-                                                   options_.failure_timeout);
+    const Clock::duration relay_after = RelayDelay(
+        origin == self_, origin_alive, options_.repair_timeout, options_.failure_timeout);
     for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
       if (m.link->QueuedBytes() > options_.send_queue_byte_cap / 2) return;
       if (now - it->second.added < relay_after) break;
@@ -712,9 +722,19 @@ void GossipNode::DropLink(Member& m) {
 void GossipNode::Tick(Clock::time_point now) {
   UpdateSettled();
   auto heartbeat = MakeHeartbeat();
+  {
+    // Frames that arrived but wait in the inbox count as heard.
+    absl::MutexLock l(&inbox_mu_);
+    for (auto& [id, m] : members_) {
+      if (!m.link) continue;
+      auto arrived = last_arrival_.find(m.link.get());
+      if (arrived != last_arrival_.end()) m.last_heard = std::max(m.last_heard, arrived->second);
+    }
+  }
   for (auto& [id, m] : members_) {
     if (std::optional<std::string> dead = SilentTooLong(m, now, options_.failure_timeout)) {
       Log(*dead);
+      ++counters_.members_failed;
       m.state = MemberState::kDead;
       DropLink(m);
     }
@@ -895,11 +915,37 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
   if (!reached_any_) {
     for (const std::string& seed : options_.seeds) q.unreached |= !dial_.IsSelf(seed);
   }
+  const auto now = Clock::now();
+  for (auto it = joiners_.begin(); it != joiners_.end();) {
+    auto m = members_.find(it->first);
+    const bool arrived = m != members_.end() && m->second.incarnation == it->second.incarnation &&
+                         m->second.state != MemberState::kConnecting;
+    if (arrived || now - it->second.last_request > options_.failure_timeout) {
+      it = joiners_.erase(it);
+    } else {
+      q.joining.push_back(it->first);
+      ++it;
+    }
+  }
   q.applied = applied_;
   q.settled = settled_;
   q.settled_at = settled_at_;
   q.settled_hash = settled_hash_;
   return q;
+}
+
+void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {
+  absl::MutexLock l(&mu_);
+  if (node_id.empty() || node_id == self_.node_id) return;
+  auto it = joiners_.find(node_id);
+  if (it == joiners_.end()) {
+    if (joiners_.size() >= options_.max_members) return;
+    Log(absl::StrCat(node_id.substr(0, 64), " is joining (it asked for a snapshot)"));
+    it = joiners_.emplace(node_id, Joiner{}).first;
+  }
+  it->second.incarnation = incarnation;
+  it->second.last_request = Clock::now();
+  changed_.SignalAll();
 }
 
 bool GossipNode::SettledLocked(std::string* why) {
@@ -973,9 +1019,9 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   absl::MutexLock l(&mu_);
   if (measured != checksum) {
     ++counters_.divergences;
-    return absl::DataLossError(absl::StrCat(
-        "the snapshot from ", source, " has checksum ", codec::ChecksumHex(measured),
-        " but its messages give ", codec::ChecksumHex(checksum), ": not installed"));
+    return absl::DataLossError(absl::StrCat("the snapshot from ", source, " has checksum ",
+                                            codec::ChecksumHex(measured), " but its messages give ",
+                                            codec::ChecksumHex(checksum), ": not installed"));
   }
   absl::Status s = mirror_.Load(weights);
   if (!s.ok()) return s;
@@ -1123,7 +1169,15 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   out->set_log_bytes(log_.bytes());
   out->set_log_messages(log_.messages());
   std::string why;
-  out->set_quiescent(QuiescentLocked(&why));
+  out->set_quiescent(QuiescentLocked(&why));  // also drops joiners that arrived or expired
+  for (const auto& [id, j] : joiners_) {
+    if (members_.count(id) && members_.at(id).incarnation == j.incarnation) continue;
+    v1::MemberStatus* ms = out->add_members();
+    ms->set_node_id(id);
+    ms->set_incarnation(j.incarnation);
+    ms->set_state("joining");
+    ms->set_last_heard_s(SecondsSince(j.last_request, now));
+  }
   for (const auto& [id, m] : members_) {
     v1::MemberStatus* ms = out->add_members();
     ms->set_node_id(id);

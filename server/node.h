@@ -81,8 +81,8 @@ struct NodeOptions {
   // member applied it: a worker joining from a snapshot cut a moment ago
   // still finds what came after its cut (else it would re-join at once).
   std::chrono::milliseconds log_min_retention{30000};
-  size_t send_queue_byte_cap = size_t{16} << 20;  // per link
-  size_t early_arrival_cap = 4096;                // messages per origin
+  size_t send_queue_byte_cap = size_t{16} << 20;     // per link
+  size_t early_arrival_cap = 4096;                   // messages per origin
   size_t early_arrival_byte_cap = size_t{64} << 20;  // bytes, all origins
   // Members this node keeps track of, itself excluded: a peer announcing
   // invented members (or a misconfigured seed list) cannot grow the table,
@@ -109,7 +109,6 @@ struct Received {
   uint64_t checksum = 0;
   std::optional<VersionMap> cut;
 };
-
 
 // [A-Za-z0-9._-]{1,63}: safe in logs, JSON and metric labels.
 bool ValidNodeId(const std::string& id);
@@ -195,6 +194,14 @@ class GossipNode final : public LinkEvents {
   absl::Status InstallSnapshot(std::span<const int64_t> weights, const VersionMap& applied,
                                uint64_t checksum, const std::string& source);
 
+  // A worker admitted by CheckPeer asked us for a snapshot (its join probe
+  // or the weights): it is on its way in. Until it completes a handshake,
+  // or for one failure timeout after its last request, this node does not
+  // settle (it would end the cluster without that worker's shard), and
+  // FillStatus lists it as "joining". Past max_members such workers, the
+  // newest are not recorded.
+  void NoteJoiner(const std::string& node_id, uint64_t incarnation);
+
   // --- transport (link reactions; they only enqueue) ---
   void OnLinkUp(const std::shared_ptr<Link>& link) override;
   void OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) override;
@@ -237,13 +244,13 @@ class GossipNode final : public LinkEvents {
   struct Counters {
     uint64_t updates_applied = 0, duplicates_dropped = 0, decode_errors = 0, repairs_sent = 0,
              snapshots_served = 0, snapshots_loaded = 0, queue_drops = 0,
-             early_dropped = 0,   // early arrivals past a cap (repaired later)
-             members_refused = 0,  // new members past max_members
-             replica_checks = 0, replica_check_failures = 0, replica_repairs = 0,
-             peer_checks_agreed = 0,
+             early_dropped = 0,  // early arrivals past a cap (repaired later)
+        members_refused = 0,     // new members past max_members
+        replica_checks = 0, replica_check_failures = 0, replica_repairs = 0, peer_checks_agreed = 0,
              divergences = 0,  // peers' checks against our messages that failed
-             signature_errors = 0,  // Updates unsigned, of an unknown signer, or forged
-             peers_refused = 0;     // handshakes refused: another cluster, token, identity
+        signature_errors = 0,  // Updates unsigned, of an unknown signer, or forged
+        peers_refused = 0,     // handshakes refused: another cluster, token, identity
+        members_failed = 0;    // members this node marked dead (silent too long)
     // Updates of other origins accepted, and their serialized bytes, by
     // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;
@@ -342,6 +349,10 @@ class GossipNode final : public LinkEvents {
   // While stopping: links whose stream has ended (Stop waits for members to
   // drop theirs on our Leave). Identity only, never dereferenced.
   std::set<const Link*> closed_links_ ABSL_GUARDED_BY(inbox_mu_);
+  // When each link last delivered a frame, as it arrived (not as the node
+  // thread got to it): a peer whose frames wait in a backlog here is slow
+  // to be processed, not silent. Identity only; erased when the link closes.
+  std::map<const Link*, Clock::time_point> last_arrival_ ABSL_GUARDED_BY(inbox_mu_);
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // received, version vectors, member states
@@ -353,7 +364,7 @@ class GossipNode final : public LinkEvents {
   std::atomic<int64_t> last_loop_ns_{0};  // steady_clock, for LoopAge
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   codec::FixedPointReplica mirror_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<UpdateSigner> signer_;  // with TLS; immutable
+  std::unique_ptr<UpdateSigner> signer_;                              // with TLS; immutable
   std::optional<CertificateBook> certificates_ ABSL_GUARDED_BY(mu_);  // with TLS
   const codec::WeightChecksum checksum_;
   ChecksumLedger ledger_ ABSL_GUARDED_BY(mu_);
@@ -365,6 +376,13 @@ class GossipNode final : public LinkEvents {
   MessageLog log_ ABSL_GUARDED_BY(mu_);
   MemberTable members_ ABSL_GUARDED_BY(mu_);
   DialSchedule dial_ ABSL_GUARDED_BY(mu_);
+  // Workers that asked for a snapshot and have not connected since
+  // (NoteJoiner): incarnation and the time of the last request.
+  struct Joiner {
+    uint64_t incarnation = 0;
+    Clock::time_point last_request;
+  };
+  std::map<std::string, Joiner> joiners_ ABSL_GUARDED_BY(mu_);
   // Links accepted or dialed whose Hello has not arrived yet.
   std::set<std::shared_ptr<Link>> unnamed_links_ ABSL_GUARDED_BY(mu_);
   Received received_ ABSL_GUARDED_BY(mu_);

@@ -15,8 +15,7 @@ class Families {
  public:
   explicit Families(std::string node) : node_(std::move(node)) {}
 
-  void Counter(const std::string& name, const std::string& help, double value,
-               Labels labels = {}) {
+  void Counter(const std::string& name, const std::string& help, double value, Labels labels = {}) {
     Sample(name, help, MetricType::Counter, value, std::move(labels));
   }
   void Gauge(const std::string& name, const std::string& help, double value, Labels labels = {}) {
@@ -80,6 +79,9 @@ void AddCounters(const GossipNode::Counters& c, Families& f) {
             double(c.peers_refused));
   f.Counter("reckon_members_refused_total", "New members refused past the member cap",
             double(c.members_refused));
+  f.Counter("reckon_members_failed_total",
+            "Members this node marked dead: silent past the failure timeout",
+            double(c.members_failed));
   f.Counter("reckon_repairs_sent_total", "Updates sent again by anti-entropy",
             double(c.repairs_sent));
   f.Counter("reckon_queue_drops_total", "Updates dropped from full send queues (repaired later)",
@@ -106,8 +108,7 @@ void AddCounters(const GossipNode::Counters& c, Families& f) {
 
 // The node's state now, and each member's.
 void AddState(const v1::NodeStatus& s, uint64_t behind, Families& f) {
-  f.Gauge("reckon_log_bytes", "Bytes held by the message log (for repairs)",
-          double(s.log_bytes()));
+  f.Gauge("reckon_log_bytes", "Bytes held by the message log (for repairs)", double(s.log_bytes()));
   f.Gauge("reckon_log_messages", "Messages held by the message log", double(s.log_messages()));
   f.Gauge("reckon_early_held_messages", "Early arrivals waiting for a gap to fill",
           double(s.early_held()));

@@ -35,6 +35,15 @@ bool Settled(const LocalQuiescence& self, const MemberTable& members, std::strin
     *why = "never reached any member of the cluster";
     return false;
   }
+  if (!self.joining.empty()) {
+    // Ending now would leave its shard untrained and nobody to connect to.
+    *why =
+        absl::StrCat(absl::StrJoin(self.joining, ", "),
+                     self.joining.size() == 1
+                         ? " is joining (it asked for a snapshot and has not connected yet)"
+                         : " are joining (they asked for a snapshot and have not connected yet)");
+    return false;
+  }
   for (const auto& [id, m] : members) {
     if (m.state == MemberState::kConnecting) {
       *why = absl::StrCat("waiting to reach ", id);
@@ -94,8 +103,8 @@ bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::str
   const size_t counted = 1 + agreeing + dead.size();
   if (2 * (1 + static_cast<size_t>(agreeing)) <= counted) {
     *why = absl::StrCat("only ", 1 + agreeing, " of ", counted,
-                        " members agree, not a majority (unreachable: ",
-                        absl::StrJoin(dead, ", "), "): a partition may be training on");
+                        " members agree, not a majority (unreachable: ", absl::StrJoin(dead, ", "),
+                        "): a partition may be training on");
     return false;
   }
   return true;

@@ -3,8 +3,9 @@
 // member table, so that each rule is tested on its own (gossip_parts_test).
 //
 //   Settled (phase one): this node finished training, has nothing left to
-//   apply, reached the cluster (when it has seeds other than itself), and
-//   every live member it knows finished at exactly its version vector.
+//   apply, reached the cluster (when it has seeds other than itself), no
+//   worker that asked it for a snapshot is still on its way in, and every
+//   live member it knows finished at exactly its version vector.
 //   Quiescent (phase two): it is settled with its weight hash taken at its
 //   current vector, every live member reports itself settled at the same
 //   vector with the same hash, and those, with this node, are a majority of
@@ -19,6 +20,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/member.h"
 #include "server/version_vector.h"
@@ -32,6 +34,9 @@ struct LocalQuiescence {
   // It has seeds other than itself and has never completed a handshake:
   // its messages reached nobody.
   bool unreached = false;
+  // Workers that asked this node for a snapshot (to join) and have not
+  // connected yet, within one failure timeout of their last request.
+  std::vector<std::string> joining;
   VersionMap applied;
   // Phase one as last recorded, the vector it held at and the replica's
   // SHA-256 there.

@@ -82,8 +82,9 @@ TEST(GossipNode, UnansweredDialIsRetriedAfterHealing) {
   std::this_thread::sleep_for(milliseconds(1500));  // > 2 dial deadlines
   c.net().Heal();
   c.Publish(0, 1, 5);
-  EXPECT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 5; }))
-      << VersionJson(c.node(1)->Applied());
+  EXPECT_TRUE(Eventually([&] {
+    return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 5;
+  })) << VersionJson(c.node(1)->Applied());
 }
 
 // A slow but intact link (latency well above the repair timeout) loses
@@ -118,16 +119,85 @@ TEST(GossipNode, MessageDroppedOnIntactStreamIsRepaired) {
   FaultOptions reorder;
   reorder.delay_probability = 0.5;
   reorder.max_delay_ms = 30;
-  Nodes c(
-      2, milliseconds(0), [](int i, NodeOptions& o) { o.early_arrival_cap = i == 1 ? 1 : 4096; },
-      {{0, reorder}});
+  Nodes c(2, milliseconds(0),
+          [](int i, NodeOptions& o) { o.early_arrival_cap = i == 1 ? 1 : 4096; }, {{0, reorder}});
   c.Start();
   c.Publish(0, 1, 100, milliseconds(2));
-  EXPECT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 100; }))
-      << VersionJson(c.node(1)->Applied());
+  EXPECT_TRUE(Eventually([&] {
+    return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 100;
+  })) << VersionJson(c.node(1)->Applied());
   EXPECT_GT(c.node(1)->counters().early_dropped, 0u);  // there were losses...
   EXPECT_GT(c.node(0)->counters().repairs_sent, 0u);   // ...and repairs
   EXPECT_EQ(c.node(1)->counters().updates_applied, 100u);
+}
+
+// A worker that asked for a snapshot (its join probe, then the weights) is
+// on its way in: nodes that finished training do not end without it while
+// it keeps asking, else its shard is never trained and it finds nobody to
+// connect to (reckonctl compare, onebit, 784-256-10: three workers ended
+// and exited 0 while the fourth was still joining). One that asked and
+// never came holds them up for one failure timeout only.
+TEST(GossipNode, FinishedNodesWaitForAWorkerThatIsJoining) {
+  // A failure timeout of 2 s: the first wait (0.5 s) is well inside it.
+  Nodes c(2, milliseconds(0), [](int, NodeOptions& o) { o.failure_timeout = seconds(2); });
+  c.Start();
+  c.Publish(0, 1, 5);
+  c.Publish(1, 1, 5);
+  const auto asked = Clock::now();
+  c.node(0)->NoteJoiner("late", 42);
+  const std::vector<absl::Status> held = c.Quiesce(milliseconds(500));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(held[i].code(), absl::StatusCode::kDeadlineExceeded) << i << ": " << held[i];
+  }
+  EXPECT_NE(held[0].message().find("late is joining"), std::string::npos) << held[0];
+  v1::NodeStatus status;
+  c.node(0)->FillStatus(&status);
+  EXPECT_FALSE(status.quiescent());
+  bool listed = false;
+  for (const v1::MemberStatus& m : status.members()) {
+    if (m.node_id() != "late") continue;
+    listed = true;
+    EXPECT_EQ(m.state(), "joining");
+    EXPECT_EQ(m.incarnation(), 42u);
+  }
+  EXPECT_TRUE(listed) << status.DebugString();
+  // It never connected: one failure timeout after its request they end.
+  for (const absl::Status& s : c.Quiesce(seconds(10))) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_GE(Clock::now() - asked, seconds(2));
+  EXPECT_EQ(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
+}
+
+// A node whose every message is slow to apply (a large model, a loaded
+// machine: here 10 ms each, by the on_accept hook) falls behind a peer that
+// publishes fast. It is slow, not dead: it keeps sending heartbeats while
+// it works through the backlog, and counts its peer's frames as they
+// arrive, not as it gets to them; neither side marks the other dead (which
+// let the three others of a 4-worker onebit cluster end without the slow
+// one, and left it training alone), and both end identical.
+TEST(GossipNode, NodeBehindOnABacklogIsSlowNotDead) {
+  Nodes c(2, milliseconds(0), [](int i, NodeOptions& o) {
+    if (i == 0) {
+      o.on_accept = [](const OriginKey&, uint64_t) {
+        std::this_thread::sleep_for(milliseconds(10));
+      };
+    }
+  });
+  c.Start();
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    c.node(1)->FillStatus(&s);
+    return s.members_size() == 1 && s.members(0).state() == "alive";
+  }));
+  // 150 messages at once: 1.5 s of work for n0, almost four failure timeouts.
+  c.Publish(1, 1, 150);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return SeqOf(c.node(0)->Applied(), {"n1", 1001}) == 150;
+      },
+      seconds(30)));
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(c.node(i)->counters().members_failed, 0u) << "n" << i;
+  for (const absl::Status& s : c.Quiesce()) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
 }
 
 // A peer announcing more members than the cap (invented, or a seed list
@@ -169,8 +239,9 @@ TEST(GossipNode, RelayedUpdatesOfAnOriginNeverMetAreVerified) {
   ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 10; }));
   c.node(0)->Stop(/*leave=*/false, milliseconds(0));  // it dies before n2 ever met it
   c.net().Heal();
-  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), {"n0", 1000}) == 10; }))
-      << VersionJson(c.node(2)->Applied());
+  ASSERT_TRUE(Eventually([&] {
+    return SeqOf(c.node(2)->Applied(), {"n0", 1000}) == 10;
+  })) << VersionJson(c.node(2)->Applied());
   EXPECT_EQ(c.node(2)->counters().signature_errors, 0u);
   EXPECT_EQ(c.node(1)->counters().signature_errors, 0u);
   EXPECT_EQ(c.node(2)->MirrorHash(), c.node(1)->MirrorHash());

@@ -138,8 +138,8 @@ LocalQuiescence Done(const VersionMap& applied, const std::string& hash) {
   return q;
 }
 
-Member Peer(const std::string& id, const VersionMap& applied, bool settled,
-            const std::string& hash, MemberState state = MemberState::kAlive) {
+Member Peer(const std::string& id, const VersionMap& applied, bool settled, const std::string& hash,
+            MemberState state = MemberState::kAlive) {
   Member m;
   m.node_id = id;
   m.state = state;
@@ -194,6 +194,12 @@ TEST(Quiescence, PhaseOneWaitsForTrainingApplyingReachingAndConnecting) {
   members["c"] = Peer("c", v, true, "h", MemberState::kConnecting);
   EXPECT_FALSE(Settled(Done(v, "h"), members, &why));
   EXPECT_EQ(why, "waiting to reach c");
+  // A worker that asked us for a snapshot and has not connected yet is a
+  // member on its way in: ending without it would drop its shard.
+  LocalQuiescence awaiting = Done(v, "h");
+  awaiting.joining = {"d"};
+  EXPECT_FALSE(Settled(awaiting, {}, &why));
+  EXPECT_EQ(why, "d is joining (it asked for a snapshot and has not connected yet)");
   members["c"].state = MemberState::kAlive;
   members["c"].training_done = false;
   EXPECT_FALSE(Settled(Done(v, "h"), members, &why));
@@ -235,8 +241,9 @@ TEST(Quiescence, NeedsAMajorityOfTheMembersThatHaveNotLeft) {
   EXPECT_TRUE(Settled(Done(v, "h"), members, &why)) << why;
   // One side of a 2 | 2 partition: two of four.
   EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
-  EXPECT_EQ(why, "only 2 of 4 members agree, not a majority (unreachable: b, c): a partition "
-                 "may be training on");
+  EXPECT_EQ(why,
+            "only 2 of 4 members agree, not a majority (unreachable: b, c): a partition "
+            "may be training on");
   members["c"] = Peer("c", v, true, "h");  // three of four: b may have crashed
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
   members.erase("d");
@@ -396,7 +403,8 @@ TEST(DialSchedule, BacksOffWithJitterAndResetsOnAHandshake) {
   ASSERT_EQ(dial.Due(t, never).size(), 1u);
   EXPECT_EQ(dial.Due(t + milliseconds(126), never).size(), 1u) << "initial backoff again";
   // Connected addresses are not dialed.
-  EXPECT_TRUE(dial.Due(t + std::chrono::seconds(10), [](const std::string&) { return true; }).empty());
+  EXPECT_TRUE(
+      dial.Due(t + std::chrono::seconds(10), [](const std::string&) { return true; }).empty());
 }
 
 TEST(DialSchedule, EveryDialHasADeadlineAndSelfDialsAreRemembered) {
@@ -461,8 +469,9 @@ TEST(Membership, HelloIsJudgedByTheProtocolsRulesInOrder) {
             "listen_address is longer than 255 bytes");
   EXPECT_EQ(judge(HelloFrom("a", 9)).kind, HelloVerdict::kSelfDial);
   v = judge(HelloFrom("a", 8));
-  EXPECT_EQ(v.reason, "node id 'a' is this node's (incarnation 9); every worker needs its own "
-                      "--node-id");
+  EXPECT_EQ(v.reason,
+            "node id 'a' is this node's (incarnation 9); every worker needs its own "
+            "--node-id");
   members["c"].node_id = "c";
   v = judge(HelloFrom("d", 1));
   EXPECT_EQ(v.reason, "this cluster already has 2 members besides this node");

@@ -125,8 +125,8 @@ GossipNode::Counters Counters(GossipNode* node) { return node->counters(); }
 
 TEST(Tls, CertificatesAreCheckedBeforeAnythingListens) {
   const Pki& pki = TestPki();
-  absl::StatusOr<TlsConfig> good = CheckTls({pki.ca.cert_pem, pki.w1.cert_pem, pki.w1.key_pem, ""},
-                                            "w1's files");
+  absl::StatusOr<TlsConfig> good =
+      CheckTls({pki.ca.cert_pem, pki.w1.cert_pem, pki.w1.key_pem, ""}, "w1's files");
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ(good->identity, "w1");
   absl::StatusOr<TlsConfig> foreign =
@@ -256,16 +256,17 @@ TEST(HostilePeer, FloodOfEarlyArrivalsStaysBounded) {
     status.Clear();
     victim.node()->FillStatus(&status);
     return status.early_dropped() + status.early_held() == sent;
-  })) << status.early_dropped() << " dropped + " << status.early_held() << " held of " << sent;
+  })) << status.early_dropped()
+      << " dropped + " << status.early_held() << " held of " << sent;
   EXPECT_LE(status.early_bytes(), size_t{256} << 10);
   EXPECT_GT(status.early_dropped(), 0u);
   EXPECT_EQ(Counters(victim.node()).updates_applied, 0u);
-  std::printf("FIGURES early-arrival flood: %llu Updates that can never apply: %llu held in "
-              "%llu bytes, %llu dropped and counted (caps: 256 per origin, 256 KiB in all)\n",
-              static_cast<unsigned long long>(sent),
-              static_cast<unsigned long long>(status.early_held()),
-              static_cast<unsigned long long>(status.early_bytes()),
-              static_cast<unsigned long long>(status.early_dropped()));
+  std::printf(
+      "FIGURES early-arrival flood: %llu Updates that can never apply: %llu held in "
+      "%llu bytes, %llu dropped and counted (caps: 256 per origin, 256 KiB in all)\n",
+      static_cast<unsigned long long>(sent), static_cast<unsigned long long>(status.early_held()),
+      static_cast<unsigned long long>(status.early_bytes()),
+      static_cast<unsigned long long>(status.early_dropped()));
 }
 
 // A peer that says Hello and then never reads: gRPC's flow control stops
@@ -274,11 +275,10 @@ TEST(HostilePeer, FloodOfEarlyArrivalsStaysBounded) {
 // peer that reads again), and training never waits on it.
 TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
   constexpr size_t kCap = size_t{64} << 10;
-  Victim victim(TlsConfig{}, size_t{1} << 20,
-                [](NodeOptions& o) {
-                  o.send_queue_byte_cap = kCap;
-                  o.failure_timeout = std::chrono::seconds(60);  // it stays "alive"
-                });
+  Victim victim(TlsConfig{}, size_t{1} << 20, [](NodeOptions& o) {
+    o.send_queue_byte_cap = kCap;
+    o.failure_timeout = std::chrono::seconds(60);  // it stays "alive"
+  });
   Attacker a(victim.address(), TlsConfig{});
   ASSERT_TRUE(a.Hello("w1"));  // and never a Read
   ASSERT_TRUE(Eventually([&] {
@@ -305,13 +305,12 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
     Message m = MakeMessage(self, ++seq, rng, /*count=*/400);
     ASSERT_TRUE(victim.node()->Publish(m.update, m.decoded).ok());
   }
-  const double publish_ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  const double publish_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   EXPECT_EQ(Counters(victim.node()).queue_drops, 1u);
-  std::printf("FIGURES a peer that never reads: the transport took %llu messages of 400 updates, "
-              "then its 64 KiB queue filled; %llu published in %.0f ms without waiting\n",
-              static_cast<unsigned long long>(absorbed), static_cast<unsigned long long>(seq),
-              publish_ms);
+  std::printf(
+      "FIGURES a peer that never reads: the transport took %llu messages of 400 updates, "
+      "then its 64 KiB queue filled; %llu published in %.0f ms without waiting\n",
+      static_cast<unsigned long long>(absorbed), static_cast<unsigned long long>(seq), publish_ms);
 }
 
 // A snapshot source that lies: a header for another model size, more weight
@@ -327,8 +326,8 @@ class LyingSnapshotSource final : public v1::Gossip::Service {
     const std::vector<int64_t> weights = InitialWeights();
     v1::SnapshotChunk header;
     header.mutable_header()->set_param_count(lie_ == kOtherSize ? (uint64_t{1} << 31) : kParams);
-    header.mutable_header()->set_weights_sha256(
-        lie_ == kWrongHash ? std::string(64, '0') : codec::WeightHashOf(weights));
+    header.mutable_header()->set_weights_sha256(lie_ == kWrongHash ? std::string(64, '0')
+                                                                   : codec::WeightHashOf(weights));
     writer->Write(header);
     const std::string bytes(reinterpret_cast<const char*>(weights.data()),
                             weights.size() * sizeof(int64_t));
@@ -345,8 +344,7 @@ class LyingSnapshotSource final : public v1::Gossip::Service {
 };
 
 TEST(HostilePeer, LyingSnapshotSourcesAreRefused) {
-  for (const auto& [lie, says] :
-       std::vector<std::pair<LyingSnapshotSource::Lie, std::string>>{
+  for (const auto& [lie, says] : std::vector<std::pair<LyingSnapshotSource::Lie, std::string>>{
            {LyingSnapshotSource::kOtherSize, "has 2147483648 parameters, expected 1000"},
            {LyingSnapshotSource::kTooLong, "is too long"},
            {LyingSnapshotSource::kWrongHash, "does not match its SHA-256"}}) {
@@ -365,6 +363,48 @@ TEST(HostilePeer, LyingSnapshotSourcesAreRefused) {
     EXPECT_NE(got.status().message().find(says), std::string::npos) << got.status();
     server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
   }
+}
+
+// A join probe says "a worker is on its way in": a node that finished
+// training waits for it (docs/gossip.md "Ending: quiescence"). One that
+// probes and never comes holds it up for one failure timeout only, and a
+// probe the node refuses (another cluster's fingerprint) holds nothing.
+TEST(HostilePeer, ProbeThatNeverJoinsHoldsAFinishedNodeForOneFailureTimeout) {
+  Victim victim(TlsConfig{});
+  victim.node()->SetTrainingDone(0);
+  auto quiescent = [&] {
+    v1::NodeStatus status;
+    victim.node()->FillStatus(&status);
+    return status.quiescent();
+  };
+  ASSERT_TRUE(Eventually(quiescent));
+
+  v1::SnapshotRequest foreign;
+  *foreign.mutable_fingerprint() = Fingerprint();
+  foreign.mutable_fingerprint()->set_seed(12345);
+  foreign.mutable_requester()->set_node_id("stranger");
+  foreign.set_header_only(true);
+  EXPECT_FALSE(FetchSnapshot(victim.address(), foreign, kParams, seconds(5)).ok());
+  EXPECT_TRUE(quiescent());
+
+  v1::SnapshotRequest probe;
+  *probe.mutable_fingerprint() = Fingerprint();
+  probe.mutable_requester()->set_node_id("prober");
+  probe.mutable_requester()->set_incarnation(5);
+  probe.set_header_only(true);
+  const auto asked = Clock::now();
+  ASSERT_TRUE(FetchSnapshot(victim.address(), probe, kParams, seconds(5)).ok());
+  v1::NodeStatus status;
+  victim.node()->FillStatus(&status);
+  EXPECT_FALSE(status.quiescent());
+  ASSERT_EQ(status.members_size(), 1) << status.DebugString();
+  EXPECT_EQ(status.members(0).node_id(), "prober");
+  EXPECT_EQ(status.members(0).state(), "joining");
+  ASSERT_TRUE(Eventually(quiescent));
+  EXPECT_GE(Clock::now() - asked, victim.node()->options().failure_timeout);
+  v1::NodeStatus after;
+  victim.node()->FillStatus(&after);
+  EXPECT_EQ(after.members_size(), 0) << after.DebugString();
 }
 
 // Signed updates: a member the CA admitted still cannot speak for another.
@@ -408,7 +448,7 @@ TEST(HostilePeer, ForgedUnsignedOrAlteredUpdatesAreRefused) {
   altered.set_step_quanta(2 * kStep);
   altered.set_checksum_delta(checksum.OfUpdate(2 * kStep, words.words));
   send(altered);
-  send(update("w1", 1));  // unsigned
+  send(update("w1", 1));                 // unsigned
   v1::Update unknown = update("w3", 1);  // a signer nobody has heard of
   w1_key->Sign(&unknown);
   send(unknown);

@@ -163,7 +163,7 @@ class Nodes {
 
   // Every node: training done, then WaitQuiescent (concurrently, as each
   // worker does). Returns each node's result.
-  std::vector<absl::Status> Quiesce(seconds timeout = seconds(20)) {
+  std::vector<absl::Status> Quiesce(milliseconds timeout = seconds(20)) {
     std::vector<absl::Status> results(nodes_.size());
     std::vector<std::thread> threads;
     for (size_t i = 0; i < nodes_.size(); ++i) {
