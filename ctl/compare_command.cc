@@ -5,11 +5,13 @@
 // exactly what users run.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/files.h"
@@ -23,6 +25,9 @@
 
 ABSL_FLAG(std::string, codecs, "threshold,onebit,dyntree8,dense", "compare: codecs to run");
 ABSL_FLAG(std::string, csv, "", "compare: also write the table here as CSV");
+ABSL_FLAG(int64_t, repeats, 1,
+          "compare: run each cluster this many times and report the mean accuracy and its range "
+          "(asynchronous runs differ with the interleaving of messages)");
 ABSL_FLAG(std::string, chart, "",
           "compare: draw test accuracy against bytes on the wire here (SVG, gnuplot)");
 ABSL_DECLARE_FLAG(int64_t, workers);
@@ -37,27 +42,57 @@ struct Row {
   int workers = 0;
   double bits_per_param = 0, wire_bytes = 0, compression = 0, accuracy = 0, samples_per_s = 0,
          wall_s = 0;
+  // Over the runs of this row (accuracy, samples/s, wall and bytes are means).
+  double accuracy_min = 0, accuracy_max = 0;
+  int runs = 1;
   std::string hash_note;
 };
 
+// The mean of `runs` (one codec), with the accuracy's range; replicas are
+// "identical" only when they were in every run.
+Row MeanOf(const std::vector<Row>& runs) {
+  Row m = runs.front();
+  m.runs = static_cast<int>(runs.size());
+  m.accuracy_min = m.accuracy_max = runs.front().accuracy;
+  double bytes = 0, accuracy = 0, rate = 0, wall = 0;
+  for (const Row& r : runs) {
+    bytes += r.wire_bytes;
+    accuracy += r.accuracy;
+    rate += r.samples_per_s;
+    wall += r.wall_s;
+    m.accuracy_min = std::min(m.accuracy_min, r.accuracy);
+    m.accuracy_max = std::max(m.accuracy_max, r.accuracy);
+    if (r.hash_note != "identical") m.hash_note = r.hash_note;
+  }
+  const double n = static_cast<double>(runs.size());
+  m.wire_bytes = bytes / n;
+  m.accuracy = accuracy / n;
+  m.samples_per_s = rate / n;
+  m.wall_s = wall / n;
+  return m;
+}
+
 // Runs `reckonctl local` for one codec and reads its summary.
-absl::StatusOr<Row> RunCluster(const std::string& codec, int workers, const std::string& dir,
-                               int64_t timeout_s, const std::vector<std::string>& training) {
-  const std::string summary = dir + "/" + codec + ".json";
+// Run `run` (from 1) of it is in <dir>/<codec> for the first, <dir>/<codec>-<run> after.
+absl::StatusOr<Row> RunCluster(const std::string& codec, int run, int workers,
+                               const std::string& dir, int64_t timeout_s,
+                               const std::vector<std::string>& training) {
+  const std::string name = run == 1 ? codec : absl::StrCat(codec, "-", run);
+  const std::string summary = dir + "/" + name + ".json";
   std::vector<std::string> args = {
       "local", "--workers",   std::to_string(workers),  "--codec",
-      codec,   "--work-dir",  dir + "/" + codec,        "--summary-json",
+      codec,   "--work-dir",  dir + "/" + name,         "--summary-json",
       summary, "--timeout-s", std::to_string(timeout_s)};
   args.insert(args.end(), training.begin(), training.end());
   RECKON_ASSIGN_OR_RETURN(
       base::ChildProcess p,
-      base::ChildProcess::Spawn("/proc/self/exe", args, dir + "/" + codec + ".log",
-                                dir + "/" + codec + ".log"));
+      base::ChildProcess::Spawn("/proc/self/exe", args, dir + "/" + name + ".log",
+                                dir + "/" + name + ".log"));
   const std::optional<int> code = p.Wait(std::chrono::seconds(timeout_s + 120));
   if (!code || *code != 0) {
-    absl::StatusOr<std::string> log = base::ReadFile(dir + "/" + codec + ".log", 1 << 16);
+    absl::StatusOr<std::string> log = base::ReadFile(dir + "/" + name + ".log", 1 << 16);
     return absl::UnavailableError(
-        absl::StrCat("the ", codec, " cluster failed:\n", log.ok() ? *log : std::string()));
+        absl::StrCat("the ", name, " cluster failed:\n", log.ok() ? *log : std::string()));
   }
   RECKON_ASSIGN_OR_RETURN(base::Json j, base::ReadJsonFile(summary));
   Row r;
@@ -70,6 +105,7 @@ absl::StatusOr<Row> RunCluster(const std::string& codec, int workers, const std:
   r.samples_per_s = j.at("samples_per_s");
   r.wall_s = j.at("wall_seconds");
   r.hash_note = j.at("hashes_equal") == true ? "identical" : "DIFFER";
+  r.accuracy_min = r.accuracy_max = r.accuracy;
   return r;
 }
 
@@ -91,6 +127,7 @@ absl::StatusOr<Row> RunBaseline(const std::string& dir, int64_t timeout_s,
   r.samples_per_s = w.samples_per_s;
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.hash_note = "-";
+  r.accuracy_min = r.accuracy_max = r.accuracy;
   return r;
 }
 
@@ -130,22 +167,30 @@ absl::Status WriteChart(const std::vector<Row>& rows, const std::string& dir,
 int Report(const std::vector<Row>& rows, const std::string& dir, std::ostream& out,
            std::ostream& err) {
   const Row& baseline = rows.back();
-  out << absl::StrFormat("\n%-12s %7s %9s %14s %10s %9s %8s %11s %8s %10s\n", "codec", "workers",
-                         "bits/par", "wire bytes", "vs dense", "accuracy", "vs base", "samples/s",
-                         "wall s", "replicas");
+  out << absl::StrFormat("\n%-12s %7s %9s %14s %10s %9s %13s %8s %11s %8s %10s\n", "codec",
+                         "workers", "bits/par", "wire bytes", "vs dense", "accuracy", "range",
+                         "vs base", "samples/s", "wall s", "replicas");
   std::string csv =
       "codec,workers,bits_per_param_per_step,wire_bytes,compression_vs_dense_fp32,test_accuracy,"
-      "accuracy_points_vs_baseline,samples_per_s,wall_seconds,replicas\n";
+      "test_accuracy_min,test_accuracy_max,runs,accuracy_points_vs_baseline,samples_per_s,"
+      "wall_seconds,replicas\n";
   bool all_identical = true;
   for (const Row& r : rows) {
     const double points = 100 * (r.accuracy - baseline.accuracy);
-    out << absl::StrFormat("%-12s %7d %9.3f %14.0f %9.1fx %8.2f%% %+8.2f %11.0f %8.1f %10s\n",
+    const std::string range =
+        r.runs > 1 ? absl::StrFormat("%.2f-%.2f", 100 * r.accuracy_min, 100 * r.accuracy_max) : "-";
+    out << absl::StrFormat("%-12s %7d %9.3f %14.0f %9.1fx %8.2f%% %13s %+8.2f %11.0f %8.1f %10s\n",
                            r.codec, r.workers, r.bits_per_param, r.wire_bytes, r.compression,
-                           100 * r.accuracy, points, r.samples_per_s, r.wall_s, r.hash_note);
-    csv += absl::StrFormat("%s,%d,%.6g,%.0f,%.6g,%.6g,%.4f,%.0f,%.3f,%s\n", r.codec, r.workers,
-                           r.bits_per_param, r.wire_bytes, r.compression, r.accuracy, points,
-                           r.samples_per_s, r.wall_s, r.hash_note);
+                           100 * r.accuracy, range, points, r.samples_per_s, r.wall_s, r.hash_note);
+    csv += absl::StrFormat("%s,%d,%.6g,%.0f,%.6g,%.6g,%.6g,%.6g,%d,%.4f,%.0f,%.3f,%s\n", r.codec,
+                           r.workers, r.bits_per_param, r.wire_bytes, r.compression, r.accuracy,
+                           r.accuracy_min, r.accuracy_max, r.runs, points, r.samples_per_s,
+                           r.wall_s, r.hash_note);
     all_identical = all_identical && r.hash_note != "DIFFER";
+  }
+  if (rows.size() > 1 && rows.front().runs > 1) {
+    out << "accuracy: the mean of " << rows.front().runs
+        << " runs per cluster and their range (the worker alone is deterministic: one run)\n";
   }
   out << "wire bytes: what the origins sent (each message once; a full mesh of N sends it N-1 "
          "times)\n";
@@ -174,12 +219,17 @@ int Report(const std::vector<Row>& rows, const std::string& dir, std::ostream& o
 int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const base::FlagScope scope{
       "reckonctl compare",
-      {{"codecs"}, {"workers"}, {"csv"}, {"chart"}, {"work_dir"}, {"timeout_s"}}};
+      {{"codecs"}, {"workers"}, {"repeats"}, {"csv"}, {"chart"}, {"work_dir"}, {"timeout_s"}}};
   std::vector<std::string> training;
   if (int code = base::ParseFlagsOrExit(scope, args, out, err, &training); code >= 0) return code;
   const int64_t workers = absl::GetFlag(FLAGS_workers);
   if (workers < 1 || workers > 64) {
     err << "reckonctl compare: --workers takes a number from 1 to 64\n";
+    return kExitUsage;
+  }
+  const int64_t repeats = absl::GetFlag(FLAGS_repeats);
+  if (repeats < 1 || repeats > 100) {
+    err << "reckonctl compare: --repeats takes a number from 1 to 100\n";
     return kExitUsage;
   }
   std::vector<std::string> codecs =
@@ -209,14 +259,20 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   std::filesystem::create_directories(dir);
   const int64_t timeout_s = absl::GetFlag(FLAGS_timeout_s);
   std::vector<Row> rows;
-  for (size_t i = 0; i < codecs.size(); ++i) {
-    out << "compare: " << codecs[i] << ", " << workers << " workers...\n" << std::flush;
-    absl::StatusOr<Row> r = RunCluster(codecs[i], int(workers), dir, timeout_s, training);
-    if (!r.ok()) {
-      err << "reckonctl compare: " << r.status().message() << "\n";
-      return kExitBadInput;
+  for (const std::string& codec : codecs) {
+    std::vector<Row> runs;
+    for (int run = 1; run <= repeats; ++run) {
+      out << "compare: " << codec << ", " << workers << " workers";
+      if (repeats > 1) out << ", run " << run << " of " << repeats;
+      out << "...\n" << std::flush;
+      absl::StatusOr<Row> r = RunCluster(codec, run, int(workers), dir, timeout_s, training);
+      if (!r.ok()) {
+        err << "reckonctl compare: " << r.status().message() << "\n";
+        return kExitBadInput;
+      }
+      runs.push_back(*r);
     }
-    rows.push_back(*r);
+    rows.push_back(MeanOf(runs));
   }
   out << "compare: the baseline, one dense worker alone...\n" << std::flush;
   absl::StatusOr<Row> baseline = RunBaseline(dir, timeout_s, training);

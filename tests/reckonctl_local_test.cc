@@ -1,9 +1,9 @@
 // `reckonctl local`, the real binary: a short two-worker cluster on loopback
 // and its summary, read back as JSON.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -24,12 +24,29 @@ using ::reckon::testing::ScratchDir;
 TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
   ScratchDir dir;
   const std::string summary = (dir / "local.json").string();
-  ::reckon::testing::ProcessResult r = RunProcess(
-      RECKONCTL_PATH,
-      {"local", "--workers", "2", "--work-dir", (dir / "work").string(), "--summary-json",
-       summary, "--timeout-s", "300", "--layers", "784,32,10", "--epochs", "1", "--threads",
-       "1", "--eval-samples", "1000", "--max-steps", "40", "--heartbeat-ms", "50"},
-      dir.path());
+  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH,
+                                                  {"local",
+                                                   "--workers",
+                                                   "2",
+                                                   "--work-dir",
+                                                   (dir / "work").string(),
+                                                   "--summary-json",
+                                                   summary,
+                                                   "--timeout-s",
+                                                   "300",
+                                                   "--layers",
+                                                   "784,32,10",
+                                                   "--epochs",
+                                                   "1",
+                                                   "--threads",
+                                                   "1",
+                                                   "--eval-samples",
+                                                   "1000",
+                                                   "--max-steps",
+                                                   "40",
+                                                   "--heartbeat-ms",
+                                                   "50"},
+                                                  dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("replicas: identical"), std::string::npos) << r.out;
   absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
@@ -57,13 +74,31 @@ class EveryCodec : public ::testing::TestWithParam<std::string> {};
 TEST_P(EveryCodec, FourWorkersEndIdenticalAndLearn) {
   ScratchDir dir;
   const std::string summary = (dir / "local.json").string();
-  ::reckon::testing::ProcessResult r = RunProcess(
-      RECKONCTL_PATH,
-      {"local", "--workers", "4", "--work-dir", (dir / "work").string(), "--summary-json",
-       summary, "--timeout-s", "300", "--layers", "784,32,10", "--epochs", "1", "--threads",
-       "1", "--eval-samples", "1000", "--max-steps", "40", "--heartbeat-ms", "50", "--codec",
-       GetParam()},
-      dir.path());
+  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH,
+                                                  {"local",
+                                                   "--workers",
+                                                   "4",
+                                                   "--work-dir",
+                                                   (dir / "work").string(),
+                                                   "--summary-json",
+                                                   summary,
+                                                   "--timeout-s",
+                                                   "300",
+                                                   "--layers",
+                                                   "784,32,10",
+                                                   "--epochs",
+                                                   "1",
+                                                   "--threads",
+                                                   "1",
+                                                   "--eval-samples",
+                                                   "1000",
+                                                   "--max-steps",
+                                                   "40",
+                                                   "--heartbeat-ms",
+                                                   "50",
+                                                   "--codec",
+                                                   GetParam()},
+                                                  dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
   ASSERT_TRUE(json.ok()) << json.status();
@@ -97,13 +132,35 @@ INSTANTIATE_TEST_SUITE_P(Codecs, EveryCodec, ::testing::Values("onebit", "dyntre
 TEST(ReckonctlCompare, TableCsvAndChartCoverEveryRun) {
   ScratchDir dir;
   const std::string csv = (dir / "compare.csv").string(), svg = (dir / "compare.svg").string();
-  ::reckon::testing::ProcessResult r = RunProcess(
-      RECKONCTL_PATH,
-      {"compare", "--workers", "2", "--codecs", "threshold,onebit", "--work-dir",
-       (dir / "work").string(), "--csv", csv, "--chart", svg, "--timeout-s", "300", "--layers",
-       "784,32,10", "--epochs", "1", "--threads", "1", "--eval-samples", "1000", "--max-steps",
-       "30", "--heartbeat-ms", "50"},
-      dir.path());
+  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH,
+                                                  {"compare",
+                                                   "--workers",
+                                                   "2",
+                                                   "--codecs",
+                                                   "threshold,onebit",
+                                                   "--work-dir",
+                                                   (dir / "work").string(),
+                                                   "--repeats",
+                                                   "2",
+                                                   "--csv",
+                                                   csv,
+                                                   "--chart",
+                                                   svg,
+                                                   "--timeout-s",
+                                                   "300",
+                                                   "--layers",
+                                                   "784,32,10",
+                                                   "--epochs",
+                                                   "1",
+                                                   "--threads",
+                                                   "1",
+                                                   "--eval-samples",
+                                                   "1000",
+                                                   "--max-steps",
+                                                   "30",
+                                                   "--heartbeat-ms",
+                                                   "50"},
+                                                  dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("threshold"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("dense alone"), std::string::npos) << r.out;
@@ -111,15 +168,23 @@ TEST(ReckonctlCompare, TableCsvAndChartCoverEveryRun) {
   std::string header, line;
   std::getline(in, header);
   EXPECT_EQ(header.rfind("codec,workers,bits_per_param_per_step,wire_bytes", 0), 0u) << header;
+  EXPECT_NE(header.find(",test_accuracy_min,test_accuracy_max,runs,"), std::string::npos) << header;
   std::vector<std::string> codecs;
   std::map<std::string, double> compression;
   while (std::getline(in, line)) {
     const std::vector<std::string> f = absl::StrSplit(line, ',');
-    ASSERT_EQ(f.size(), 10u) << line;
+    ASSERT_EQ(f.size(), 13u) << line;
     codecs.push_back(f[0]);
     compression[f[0]] = std::stod(f[4]);
+    // Mean accuracy within the runs' range; two runs of each cluster, one
+    // of the (deterministic) worker alone.
+    const double mean = std::stod(f[5]), low = std::stod(f[6]), high = std::stod(f[7]);
+    EXPECT_LE(low, mean) << line;
+    EXPECT_LE(mean, high) << line;
+    EXPECT_EQ(f[8], f[0] == "dense alone" ? "1" : "2") << line;
     if (f[0] != "dense alone") {
-      EXPECT_EQ(f[9], "identical") << line;
+      EXPECT_EQ(f[12], "identical") << line;
+      EXPECT_TRUE(std::filesystem::exists(dir / "work" / (f[0] + "-2") / "w0.json")) << f[0];
     }
   }
   EXPECT_EQ(codecs, (std::vector<std::string>{"threshold", "onebit", "dense alone"}));
@@ -162,10 +227,12 @@ TEST(ReckonctlLocal, PrometheusWatchesTheClusterAndServesTheConsole) {
   ASSERT_NE(out.find("until Ctrl-C"), std::string::npos)
       << out << ::reckon::testing::ReadWholeFile(dir / "err");
   EXPECT_NE(out.find(absl::StrCat("http://127.0.0.1:", port, "/consoles/reckon.html")),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   // What it scraped while the workers ran.
   const ::reckon::testing::HttpResult steps = ::reckon::testing::HttpGet(
-      port, "/api/v1/query?query=" + ::reckon::testing::UrlEncode("count(last_over_time(reckon_steps_total[10m]))"));
+      port, "/api/v1/query?query=" +
+                ::reckon::testing::UrlEncode("count(last_over_time(reckon_steps_total[10m]))"));
   ASSERT_EQ(steps.status, 200) << steps.body;
   EXPECT_NE(steps.body.find("\"2\""), std::string::npos) << steps.body;  // both workers
   const ::reckon::testing::HttpResult console =
