@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -21,32 +23,22 @@ namespace {
 using ::reckon::testing::RunProcess;
 using ::reckon::testing::ScratchDir;
 
+// `reckonctl local` with a small model and bounded steps: seconds per run.
+std::vector<std::string> SmallClusterArgs(int workers, const ScratchDir& dir,
+                                          const std::string& summary) {
+  // clang-format off
+  return {"local", "--workers", std::to_string(workers), "--work-dir", (dir / "work").string(),
+          "--summary-json", summary, "--timeout-s", "300", "--layers", "784,32,10",
+          "--epochs", "1", "--threads", "1", "--eval-samples", "1000", "--max-steps", "40",
+          "--heartbeat-ms", "50"};
+  // clang-format on
+}
+
 TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
   ScratchDir dir;
   const std::string summary = (dir / "local.json").string();
-  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH,
-                                                  {"local",
-                                                   "--workers",
-                                                   "2",
-                                                   "--work-dir",
-                                                   (dir / "work").string(),
-                                                   "--summary-json",
-                                                   summary,
-                                                   "--timeout-s",
-                                                   "300",
-                                                   "--layers",
-                                                   "784,32,10",
-                                                   "--epochs",
-                                                   "1",
-                                                   "--threads",
-                                                   "1",
-                                                   "--eval-samples",
-                                                   "1000",
-                                                   "--max-steps",
-                                                   "40",
-                                                   "--heartbeat-ms",
-                                                   "50"},
-                                                  dir.path());
+  ::reckon::testing::ProcessResult r =
+      RunProcess(RECKONCTL_PATH, SmallClusterArgs(2, dir, summary), dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("replicas: identical"), std::string::npos) << r.out;
   absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
@@ -74,31 +66,9 @@ class EveryCodec : public ::testing::TestWithParam<std::string> {};
 TEST_P(EveryCodec, FourWorkersEndIdenticalAndLearn) {
   ScratchDir dir;
   const std::string summary = (dir / "local.json").string();
-  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH,
-                                                  {"local",
-                                                   "--workers",
-                                                   "4",
-                                                   "--work-dir",
-                                                   (dir / "work").string(),
-                                                   "--summary-json",
-                                                   summary,
-                                                   "--timeout-s",
-                                                   "300",
-                                                   "--layers",
-                                                   "784,32,10",
-                                                   "--epochs",
-                                                   "1",
-                                                   "--threads",
-                                                   "1",
-                                                   "--eval-samples",
-                                                   "1000",
-                                                   "--max-steps",
-                                                   "40",
-                                                   "--heartbeat-ms",
-                                                   "50",
-                                                   "--codec",
-                                                   GetParam()},
-                                                  dir.path());
+  std::vector<std::string> args = SmallClusterArgs(4, dir, summary);
+  args.insert(args.end(), {"--codec", GetParam()});
+  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH, args, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
   ASSERT_TRUE(json.ok()) << json.status();
