@@ -936,11 +936,12 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
 
 void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {
   absl::MutexLock l(&mu_);
-  if (node_id.empty() || node_id == self_.node_id) return;
+  // Only ids a Hello could carry: they end up in logs, JSON and metric labels.
+  if (!ValidNodeId(node_id) || node_id == self_.node_id) return;
   auto it = joiners_.find(node_id);
   if (it == joiners_.end()) {
     if (joiners_.size() >= options_.max_members) return;
-    Log(absl::StrCat(node_id.substr(0, 64), " is joining (it asked for a snapshot)"));
+    Log(absl::StrCat(node_id, " is joining (it asked for a snapshot)"));
     it = joiners_.emplace(node_id, Joiner{}).first;
   }
   it->second.incarnation = incarnation;

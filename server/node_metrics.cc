@@ -124,7 +124,8 @@ void AddState(const v1::NodeStatus& s, uint64_t behind, Families& f) {
           "Messages the most advanced live member has applied that this node has not",
           double(behind));
 
-  std::map<std::string, int> by_state = {{"connecting", 0}, {"alive", 0}, {"dead", 0}, {"left", 0}};
+  std::map<std::string, int> by_state = {
+      {"joining", 0}, {"connecting", 0}, {"alive", 0}, {"dead", 0}, {"left", 0}};
   f.Declare("reckon_peer_up", "1 while the peer is alive (heard within the failure timeout)",
             MetricType::Gauge);
   f.Declare("reckon_peer_lag_messages", "Our messages the peer has not applied yet",

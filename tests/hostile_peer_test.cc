@@ -386,6 +386,14 @@ TEST(HostilePeer, ProbeThatNeverJoinsHoldsAFinishedNodeForOneFailureTimeout) {
   foreign.set_header_only(true);
   EXPECT_FALSE(FetchSnapshot(victim.address(), foreign, kParams, seconds(5)).ok());
   EXPECT_TRUE(quiescent());
+  // Nor does one whose id no Hello could carry (it would reach logs, JSON
+  // and metric labels).
+  v1::SnapshotRequest odd;
+  *odd.mutable_fingerprint() = Fingerprint();
+  odd.mutable_requester()->set_node_id("w9\n{\"x\": 1}");
+  odd.set_header_only(true);
+  (void)FetchSnapshot(victim.address(), odd, kParams, seconds(5));
+  EXPECT_TRUE(quiescent());
 
   v1::SnapshotRequest probe;
   *probe.mutable_fingerprint() = Fingerprint();
