@@ -1,6 +1,7 @@
 // CODEC_DENSE_FP32 (docs/codecs.md 5): every parameter's delta as a float32
 // count of quanta. The baseline: 32 bits per parameter per step.
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "codec/codec_payload.h"
 
 namespace reckon::codec::payload {
@@ -38,7 +39,7 @@ std::unique_ptr<Codec> MakeDenseFp32(const CodecOptions& options) {
 
 absl::Status DecodeDenseFp32(std::string_view bytes, uint64_t param_count,
                              std::vector<int64_t>* quanta) {
-  if (absl::Status s = CheckLength("dense fp32", bytes.size(), 4 * param_count); !s.ok()) return s;
+  RECKON_RETURN_IF_ERROR(CheckLength("dense fp32", bytes.size(), 4 * param_count));
   quanta->resize(param_count);
   for (uint64_t i = 0; i < param_count; ++i) {
     const float v = GetF32(bytes.data() + 4 * i);

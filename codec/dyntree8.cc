@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "codec/codec_payload.h"
 
 namespace reckon::codec::payload {
@@ -91,13 +92,9 @@ absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
                             std::vector<int64_t>* quanta) {
   TensorLayout layout;
   size_t at = 0;
-  if (absl::Status s = ParseLayout("dyntree8", bytes, param_count, &layout, &at); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckLength("dyntree8", bytes.size(), at + 4 * layout.size() + param_count);
-      !s.ok()) {
-    return s;
-  }
+  RECKON_RETURN_IF_ERROR(ParseLayout("dyntree8", bytes, param_count, &layout, &at));
+  RECKON_RETURN_IF_ERROR(
+      CheckLength("dyntree8", bytes.size(), at + 4 * layout.size() + param_count));
   std::vector<std::array<int64_t, 128>> tables(layout.size());
   for (size_t t = 0; t < layout.size(); ++t, at += 4) {
     int64_t scale = 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "codec/codec_payload.h"
 
 namespace reckon::codec::payload {
@@ -90,16 +91,11 @@ absl::Status DecodeOneBit(std::string_view bytes, uint64_t param_count,
                           std::vector<int64_t>* quanta) {
   TensorLayout layout;
   size_t at = 0;
-  if (absl::Status s = ParseLayout("onebit", bytes, param_count, &layout, &at); !s.ok()) {
-    return s;
-  }
+  RECKON_RETURN_IF_ERROR(ParseLayout("onebit", bytes, param_count, &layout, &at));
   uint64_t columns = 0;
   for (const TensorShape& t : layout) columns += t.cols;
-  if (absl::Status s =
-          CheckLength("onebit", bytes.size(), at + 8 * columns + (param_count + 7) / 8);
-      !s.ok()) {
-    return s;
-  }
+  RECKON_RETURN_IF_ERROR(
+      CheckLength("onebit", bytes.size(), at + 8 * columns + (param_count + 7) / 8));
   std::vector<int64_t> plus(columns), minus(columns);
   for (uint64_t c = 0; c < columns; ++c, at += 8) {
     if (!PayloadValueToQuanta(GetF32(bytes.data() + at), &plus[c]) ||

@@ -297,11 +297,12 @@ absl::Status Trainer::ApplyAndPublishQuanta(EpochTally& tally) {
   decoded_.quanta.swap(emission_.dense);
   RECKON_RETURN_IF_ERROR(backend_->ApplyDense(decoded_.quanta));
   if (options_.peers != nullptr) RECKON_RETURN_IF_ERROR(options_.peers->Publish(message_, decoded_));
+  const size_t bytes = message_.ByteSizeLong();
   tally.updates += params;
-  tally.wire_bytes += message_.ByteSizeLong();
+  tally.wire_bytes += bytes;
   if (options_.metrics != nullptr) {
-    options_.metrics->OnEmitted(codec::CodecFlagName(encoded.codec()), params,
-                                message_.ByteSizeLong(), params * sizeof(float), 1.0, 0);
+    options_.metrics->OnEmitted(codec::CodecFlagName(encoded.codec()), params, bytes,
+                                params * sizeof(float), 1.0, 0);
   }
   return absl::OkStatus();
 }
