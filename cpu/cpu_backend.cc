@@ -2,11 +2,14 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "codec/codec.h"
 #include "codec/quantizer.h"
+#include "codec/update_words.h"
 #include "cpu/mlp_math.h"
 #include "cpu/parallel.h"
 
@@ -33,9 +36,17 @@ class CpuBackend final : public model::Backend {
           pool_.ParallelFor(n, fn, /*min_chunk=*/8);
         }),
         residual_(config.shape.param_count(), 0.0f),
-        state_(config.optimizer.kind == model::OptimizerKind::kSgd ? 0 : config.shape.param_count(), 0.0f),
-        grad_(config.shape.param_count(), 0.0f) {
+        state_(config.optimizer.kind == model::OptimizerKind::kSgd ? 0 : config.shape.param_count(),
+               0.0f),
+        grad_(config.shape.param_count(), 0.0f),
+        aggregate_adagrad_(config.optimizer.kind == model::OptimizerKind::kAdagrad &&
+                           config.optimizer.adagrad_placement ==
+                               model::AdagradPlacement::kAggregate) {
     config_.codec = model::FilledCodecOptions(config);
+    if (aggregate_adagrad_) {
+      after_own_.resize(config.shape.param_count());
+      peer_step_.resize(config.shape.param_count());
+    }
     train_ws_.Resize(config_.shape, config_.max_batch);
     eval_ws_.Resize(config_.shape, kEvalChunk);
   }
@@ -45,6 +56,7 @@ class CpuBackend final : public model::Backend {
   }
 
   absl::Status LoadWeights(std::span<const int64_t> quanta) override {
+    after_own_valid_ = false;  // a snapshot or resume: no "since our last step"
     return replica_.Load(quanta);
   }
   std::vector<int64_t> ReadWeights() const override {
@@ -66,24 +78,30 @@ class CpuBackend final : public model::Backend {
     }
     residual_.assign(residual.begin(), residual.end());
     state_.assign(optimizer_state.begin(), optimizer_state.end());
+    after_own_valid_ = false;
     return absl::OkStatus();
   }
 
   absl::StatusOr<model::BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
-                                       float learning_rate, model::Emission* out) override {
+                                              float learning_rate, model::Emission* out) override {
     if (batch < 1 || batch > config_.max_batch) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
     }
-    const model::BatchStats stats = ForwardBackward(config_.shape, replica_.weights().data(), images,
-                                             labels, batch, train_ws_, grad_.data(), &gemm_rows_);
+    const model::BatchStats stats =
+        ForwardBackward(config_.shape, replica_.weights().data(), images, labels, batch, train_ws_,
+                        grad_.data(), &gemm_rows_);
+    const bool with_peers = aggregate_adagrad_ && after_own_valid_;
+    if (with_peers) MeasurePeerStep();
     pool_.ParallelFor(grad_.size(), [&](size_t begin, size_t end) {
       const size_t len = end - begin;
       model::AccumulateDelta(
           config_.optimizer, learning_rate, std::span<const float>(grad_).subspan(begin, len),
           replica_.weights().subspan(begin, len),
           state_.empty() ? std::span<float>() : std::span<float>(state_).subspan(begin, len),
-          std::span<float>(residual_).subspan(begin, len));
+          std::span<float>(residual_).subspan(begin, len),
+          with_peers ? std::span<const float>(peer_step_).subspan(begin, len)
+                     : std::span<const float>());
     });
     if (config_.mode == model::UpdateMode::kThreshold) {
       out->dense.clear();
@@ -91,10 +109,11 @@ class CpuBackend final : public model::Backend {
       if (!s.ok()) return s;
     } else {
       out->words.clear();
-      absl::Status s = codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded,
-                                                 &out->dense);
+      absl::Status s =
+          codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded, &out->dense);
       if (!s.ok()) return s;
     }
+    if (aggregate_adagrad_) RecordAfterOwn(*out);
     return stats;
   }
 
@@ -126,6 +145,39 @@ class CpuBackend final : public model::Backend {
  private:
   static constexpr int kEvalChunk = 1000;
 
+  // AdaGrad on the aggregate (model/optimizer.h): the replica as it will be
+  // once the caller has applied this step's own emission, so that at the
+  // next step replica - after_own_ is exactly what the peers' messages moved.
+  void RecordAfterOwn(const model::Emission& own) {
+    const std::span<const int64_t> now = replica_.quanta();
+    std::copy(now.begin(), now.end(), after_own_.begin());
+    if (config_.mode == model::UpdateMode::kThreshold) {
+      const int64_t step = config_.step.step_quanta;
+      for (const uint32_t word : own.words) {
+        WrappingAdd(after_own_[codec::UpdateIndex(word)],
+                    codec::UpdateIsNegative(word) ? -step : step);
+      }
+    } else {
+      for (size_t i = 0; i < own.dense.size(); ++i) WrappingAdd(after_own_[i], own.dense[i]);
+    }
+    after_own_valid_ = true;
+  }
+  // Overflow is the replica's to report (its apply refuses it); here it
+  // must only not be undefined.
+  static void WrappingAdd(int64_t& a, int64_t b) {
+    a = static_cast<int64_t>(uint64_t(a) + uint64_t(b));
+  }
+  void MeasurePeerStep() {
+    const double quantum = std::ldexp(1.0, -config_.fraction_bits);
+    const int64_t* now = replica_.quanta().data();
+    pool_.ParallelFor(peer_step_.size(), [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const auto moved = static_cast<int64_t>(uint64_t(now[i]) - uint64_t(after_own_[i]));
+        peer_step_[i] = static_cast<float>(double(moved) * quantum);
+      }
+    });
+  }
+
   model::BackendConfig config_;
   std::unique_ptr<codec::Codec> codec_;  // kCodec only
   codec::FixedPointReplica replica_;
@@ -139,14 +191,17 @@ class CpuBackend final : public model::Backend {
   std::vector<float> residual_;
   std::vector<float> state_;
   std::vector<float> grad_;
+  const bool aggregate_adagrad_;
+  std::vector<int64_t> after_own_;  // aggregate AdaGrad only (RecordAfterOwn)
+  std::vector<float> peer_step_;
+  bool after_own_valid_ = false;
   MlpWorkspace<float> train_ws_;
   MlpWorkspace<float> eval_ws_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<model::Backend>> MakeCpuBackend(
-    const model::BackendConfig& config) {
+absl::StatusOr<std::unique_ptr<model::Backend>> MakeCpuBackend(const model::BackendConfig& config) {
   absl::StatusOr<codec::FixedPointReplica> replica =
       codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits);
   if (!replica.ok()) return replica.status();

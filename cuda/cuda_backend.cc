@@ -594,6 +594,15 @@ absl::StatusOr<std::unique_ptr<model::Backend>> MakeCudaBackend(const BackendCon
   }
   absl::StatusOr<DeviceInfo> device = ProbeDevice();
   if (!device.ok()) return device.status();
+  // Checked once a device is found, so that --backend auto on a machine
+  // without one still falls back to the CPU, which has it.
+  if (config.optimizer.kind == model::OptimizerKind::kAdagrad &&
+      config.optimizer.adagrad_placement == model::AdagradPlacement::kAggregate) {
+    return absl::InvalidArgumentError(
+        "--adagrad-placement aggregate runs on the cpu backend only for now (the CUDA optimizer "
+        "kernel does not yet take the peers' steps); use --backend cpu or --adagrad-placement "
+        "local");
+  }
   auto backend = std::make_unique<CudaBackend>(config, *device);
   if (absl::Status s = backend->Init(); !s.ok()) return s;
   return std::unique_ptr<model::Backend>(std::move(backend));

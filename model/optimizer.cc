@@ -22,11 +22,25 @@ absl::StatusOr<Schedule> ParseSchedule(const std::string& name) {
       absl::StrCat("--lr-schedule '", name, "' is not constant or halve"));
 }
 
+absl::StatusOr<AdagradPlacement> ParseAdagradPlacement(const std::string& name) {
+  if (name == "local") return AdagradPlacement::kLocal;
+  if (name == "aggregate") return AdagradPlacement::kAggregate;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--adagrad-placement '", name, "' is not local or aggregate"));
+}
+
+std::string AdagradPlacementName(AdagradPlacement placement) {
+  return placement == AdagradPlacement::kAggregate ? "aggregate" : "local";
+}
+
 std::string OptimizerName(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kMomentum: return "momentum";
-    case OptimizerKind::kAdagrad: return "adagrad";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kMomentum:
+      return "momentum";
+    case OptimizerKind::kAdagrad:
+      return "adagrad";
   }
   return "?";
 }
@@ -61,7 +75,8 @@ namespace {
 // costs nothing when it is off.
 template <typename Grad>
 void Accumulate(const OptimizerConfig& config, float lr, size_t n, Grad grad,
-                std::span<float> state, std::span<float> residual) {
+                std::span<float> state, std::span<float> residual,
+                std::span<const float> peer_step) {
   float* r = residual.data();
   switch (config.kind) {
     case OptimizerKind::kSgd:
@@ -79,10 +94,20 @@ void Accumulate(const OptimizerConfig& config, float lr, size_t n, Grad grad,
     case OptimizerKind::kAdagrad: {
       const float eps = static_cast<float>(config.adagrad_eps);
       float* h = state.data();
-      for (size_t i = 0; i < n; ++i) {
-        const float g = grad(i);
-        h[i] += g * g;
-        r[i] += -lr * g / (std::sqrt(h[i]) + eps);
+      if (peer_step.empty()) {
+        for (size_t i = 0; i < n; ++i) {
+          const float g = grad(i);
+          h[i] += g * g;
+          r[i] += -lr * g / (std::sqrt(h[i]) + eps);
+        }
+      } else {
+        const float* p = peer_step.data();
+        for (size_t i = 0; i < n; ++i) {
+          const float g = grad(i);
+          const float aggregate = g - p[i] * (std::sqrt(h[i]) + eps) / lr;
+          h[i] += aggregate * aggregate;
+          r[i] += -lr * g / (std::sqrt(h[i]) + eps);
+        }
       }
       break;
     }
@@ -93,15 +118,17 @@ void Accumulate(const OptimizerConfig& config, float lr, size_t n, Grad grad,
 
 void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
                      std::span<const float> weights, std::span<float> state,
-                     std::span<float> residual) {
+                     std::span<float> residual, std::span<const float> peer_step) {
   const float* g = grad.data();
   if (config.weight_decay == 0) {
-    Accumulate(config, lr, grad.size(), [g](size_t i) { return g[i]; }, state, residual);
+    Accumulate(
+        config, lr, grad.size(), [g](size_t i) { return g[i]; }, state, residual, peer_step);
   } else {
     const float wd = static_cast<float>(config.weight_decay);
     const float* w = weights.data();
-    Accumulate(config, lr, grad.size(), [g, w, wd](size_t i) { return g[i] + wd * w[i]; }, state,
-               residual);
+    Accumulate(
+        config, lr, grad.size(), [g, w, wd](size_t i) { return g[i] + wd * w[i]; }, state, residual,
+        peer_step);
   }
 }
 

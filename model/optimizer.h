@@ -14,13 +14,24 @@ namespace reckon::model {
 
 enum class OptimizerKind { kSgd, kMomentum, kAdagrad };
 enum class Schedule { kConstant, kHalve };
+// Where AdaGrad's accumulator gets its squared gradients (Seide 2014
+// section 4 and Table 3; docs/training.md "AdaGrad placement"):
+//   kLocal:     this worker's own gradient, before quantization.
+//   kAggregate: the cluster's aggregate as this worker sees it: its own
+//               gradient plus what the peers' quantized messages moved the
+//               replica since its last step, in gradient units. The
+//               normalization still runs at the origin, before quantization:
+//               at the receivers its state would depend on the order that
+//               messages arrive in, and the replicas would fork.
+enum class AdagradPlacement { kLocal, kAggregate };
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kMomentum;
   double learning_rate = 0.05;
-  double momentum = 0.9;      // kMomentum only
-  double adagrad_eps = 1e-8;  // kAdagrad only
-  double weight_decay = 0;    // L2: g += weight_decay * w before the rule
+  double momentum = 0.9;                                          // kMomentum only
+  double adagrad_eps = 1e-8;                                      // kAdagrad only
+  AdagradPlacement adagrad_placement = AdagradPlacement::kLocal;  // kAdagrad only
+  double weight_decay = 0;  // L2: g += weight_decay * w before the rule
   Schedule schedule = Schedule::kConstant;
   int halve_after = 0;  // kHalve: the first this many epochs keep the full rate
   // Linear warm-up from lr / warmup_steps to lr over the first steps.
@@ -29,6 +40,8 @@ struct OptimizerConfig {
 
 absl::StatusOr<OptimizerKind> ParseOptimizer(const std::string& name);  // sgd|momentum|adagrad
 absl::StatusOr<Schedule> ParseSchedule(const std::string& name);        // constant|halve
+absl::StatusOr<AdagradPlacement> ParseAdagradPlacement(const std::string& name);  // local|aggregate
+std::string AdagradPlacementName(AdagradPlacement placement);
 std::string OptimizerName(OptimizerKind kind);
 std::string ScheduleName(Schedule schedule);
 
@@ -68,12 +81,20 @@ MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int m
 // g = grad + weight_decay * weights:
 //   sgd:      delta = -lr g
 //   momentum: v = momentum v - lr g;  delta = v      (state = v)
-//   adagrad:  h += g^2;  delta = -lr g / (sqrt(h) + eps)  (state = h)
-// AdaGrad is applied locally before quantization (docs/design.md step 4).
-// REQUIRES: equal sizes (state unused for sgd).
+//   adagrad:  h += a^2;  delta = -lr g / (sqrt(h) + eps)  (state = h)
+// where AdaGrad's a is g itself (placement local, or `peer_step` empty), or
+// with placement aggregate the aggregate gradient
+//   a = g - peer_step (sqrt(h_before) + eps) / lr:
+// `peer_step` is how far the peers' messages moved each weight since this
+// worker's last step (weight units), and a peer's delta -lr g_p / (sqrt(h_p)
+// + eps) is turned back into its gradient g_p with this worker's h, which is
+// fed the same aggregate. Alone, peer_step is 0 and both placements are the
+// same, bit for bit. Either way the rule runs here, before quantization
+// (docs/design.md step 4).
+// REQUIRES: equal sizes (state unused for sgd; peer_step empty or full).
 void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
                      std::span<const float> weights, std::span<float> state,
-                     std::span<float> residual);
+                     std::span<float> residual, std::span<const float> peer_step = {});
 
 }  // namespace reckon::model
 

@@ -63,6 +63,14 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
   r = Run({"--standalone", "--backend=tpu"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--backend 'tpu'"), std::string::npos) << r.err;
+  r = Run({"--standalone", "--adagrad-placement=aggregate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--adagrad-placement aggregate needs --optimizer adagrad"),
+            std::string::npos) << r.err;
+  r = Run({"--standalone", "--optimizer=adagrad", "--adagrad-placement=global"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--adagrad-placement 'global' is not local or aggregate"),
+            std::string::npos) << r.err;
   r = Run({"--no_such_flag"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no_such_flag"), std::string::npos) << r.err;

@@ -97,6 +97,34 @@ TEST_P(EveryCodec, FourWorkersEndIdenticalAndLearn) {
 INSTANTIATE_TEST_SUITE_P(Codecs, EveryCodec, ::testing::Values("onebit", "dyntree8", "dense"),
                          [](const auto& info) { return info.param; });
 
+// AdaGrad fed by the aggregate (Seide's placement, model/optimizer.h) in a
+// real cluster: each worker's accumulator takes in the peers' steps as they
+// arrive, in whatever order, yet the normalization runs at the origin before
+// quantization, so the replicas still end bit-identical. Both ways the
+// replica moves: a threshold cluster's sparse +-tau words and onebit's dense
+// message.
+class AggregateAdagrad : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AggregateAdagrad, FourWorkersEndIdenticalAndLearn) {
+  ScratchDir dir;
+  const std::string summary = (dir / "local.json").string();
+  std::vector<std::string> args = SmallClusterArgs(4, dir, summary);
+  args.insert(args.end(), {"--codec", GetParam(), "--optimizer", "adagrad",
+                           "--adagrad-placement", "aggregate", "--lr", "0.01"});
+  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH, args, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->at("hashes_equal"), true);
+  for (const base::Json& w : json->at("workers")) {
+    EXPECT_EQ(w.at("node").at("updates_applied"), 3 * 40) << w.dump(2);
+  }
+  EXPECT_GT(json->at("test_accuracy").get<double>(), 0.6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, AggregateAdagrad, ::testing::Values("threshold", "onebit"),
+                         [](const auto& info) { return info.param; });
+
 // reckonctl compare: one cluster per codec and the dense worker alone, a
 // table, the CSV and the gnuplot chart.
 TEST(ReckonctlCompare, TableCsvAndChartCoverEveryRun) {

@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "codec/fixed_point.h"
+#include "cpu/cpu_backend.h"
+#include "worker/dataset.h"
 #include "worker/checkpoint.h"
 #include "model/model.h"
 #include "model/optimizer.h"
@@ -90,6 +92,100 @@ TEST(Optimizer, RulesAndSchedules) {
   const std::vector<float> w = {2.0f, 2.0f};
   model::AccumulateDelta(c, 1.0f, g, w, {}, r);  // g + 1
   EXPECT_EQ(r, (std::vector<float>{-2.0f, 1.0f}));
+}
+
+// AdaGrad on the aggregate: the accumulator takes a peer's step back into
+// gradient units with this worker's own h; the step itself is still the own
+// gradient's. With no peer step the rule is local AdaGrad.
+TEST(Optimizer, AggregateAdagradFeedsThePeersStepToTheAccumulator) {
+  model::OptimizerConfig c;
+  c.kind = model::OptimizerKind::kAdagrad;
+  c.adagrad_eps = 0;
+  const std::vector<float> g = {1.0f, -2.0f};
+  std::vector<float> h = {1.0f, 4.0f}, r = {0.0f, 0.0f};
+  // Element 0: a peer moved the weight -0.5 (its gradient, in our units:
+  // 0.5 x sqrt(1) / lr = 1): a = 1 + 1 = 2. Element 1: no peer step.
+  const std::vector<float> peer_step = {-0.5f, 0.0f};
+  model::AccumulateDelta(c, 0.5f, g, {}, h, r, peer_step);
+  EXPECT_EQ(h, (std::vector<float>{1.0f + 4.0f, 4.0f + 4.0f}));
+  EXPECT_FLOAT_EQ(r[0], -0.5f * 1.0f / std::sqrt(5.0f));
+  EXPECT_FLOAT_EQ(r[1], -0.5f * -2.0f / std::sqrt(8.0f));
+  EXPECT_EQ(model::ParseAdagradPlacement("aggregate").value(), model::AdagradPlacement::kAggregate);
+  EXPECT_EQ(model::ParseAdagradPlacement("global").status().message(),
+            "--adagrad-placement 'global' is not local or aggregate");
+}
+
+// The CPU backend's side of it, on real images: alone (only its own
+// emissions applied) aggregate AdaGrad is local AdaGrad bit for bit, so a
+// standalone run cannot tell them apart; a peer's message applied between
+// two steps raises the accumulator exactly where it moved a weight, by the
+// formula above, and nowhere else.
+TEST(Optimizer, AggregateAdagradOnTheCpuBackend) {
+  absl::StatusOr<Dataset> data = LoadIdxDataset(kDefaultDataDir, "t10k");
+  ASSERT_TRUE(data.ok()) << data.status();
+  Standardize(ComputePixelStats(*data), &*data);
+  model::BackendConfig config;
+  config.shape = *model::ModelShape::Parse("784,16,10", "relu");
+  config.optimizer.kind = model::OptimizerKind::kAdagrad;
+  config.optimizer.learning_rate = 0.01;
+  config.mode = model::UpdateMode::kCodec;
+  config.codec.codec = v1::CODEC_DENSE_FP32;
+  config.max_batch = 50;
+  config.threads = 2;
+  model::BackendConfig aggregate_config = config;
+  aggregate_config.optimizer.adagrad_placement = model::AdagradPlacement::kAggregate;
+  std::unique_ptr<model::Backend> local = *cpu::MakeCpuBackend(config);
+  std::unique_ptr<model::Backend> aggregate = *cpu::MakeCpuBackend(aggregate_config);
+  const std::vector<int64_t> initial =
+      *model::InitialWeights(config.shape, config.fraction_bits, 1);
+  ASSERT_TRUE(local->LoadWeights(initial).ok());
+  ASSERT_TRUE(aggregate->LoadWeights(initial).ok());
+  const float lr = 0.01f;
+  auto step = [&](model::Backend& b, int batch_index) {
+    model::Emission out;
+    const size_t first = size_t(batch_index) * 50;
+    ASSERT_TRUE(b.TrainStep(&data->images[first * 784], &data->labels[first], 50, lr, &out).ok());
+    ASSERT_TRUE(b.ApplyDense(out.dense).ok());
+  };
+  for (int s = 0; s < 3; ++s) {
+    step(*local, s);
+    step(*aggregate, s);
+  }
+  ASSERT_EQ(local->ReadOptimizerState(), aggregate->ReadOptimizerState());
+  ASSERT_EQ(local->ReadResidual(), aggregate->ReadResidual());
+  ASSERT_EQ(local->ReadWeights(), aggregate->ReadWeights());
+
+  // A peer's message: every 97th weight moved by -2^-8 or +2^-8.
+  const size_t n = config.shape.param_count();
+  std::vector<int64_t> peer(n, 0);
+  for (size_t i = 0; i < n; i += 97) peer[i] = (i % 2 ? 1 : -1) * (int64_t{1} << 24);
+  ASSERT_TRUE(local->ApplyDense(peer).ok());
+  ASSERT_TRUE(aggregate->ApplyDense(peer).ok());
+  const std::vector<float> h_before = local->ReadOptimizerState();
+  step(*local, 3);
+  step(*aggregate, 3);
+  const std::vector<float> h_local = local->ReadOptimizerState();
+  const std::vector<float> h_aggregate = aggregate->ReadOptimizerState();
+  int raised = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (peer[i] == 0) {
+      ASSERT_EQ(h_aggregate[i], h_local[i]) << "weight " << i << " was not moved by the peer";
+      continue;
+    }
+    // The same weights and batch: the same gradient, |g| = sqrt(h_local - h_before).
+    const double g_squared = double(h_local[i]) - h_before[i];
+    const double peer_gradient =
+        -std::ldexp(double(peer[i]), -32) * (std::sqrt(double(h_before[i])) + 1e-8) / lr;
+    const double lo = std::pow(std::sqrt(g_squared) - std::abs(peer_gradient), 2);
+    const double hi = std::pow(std::sqrt(g_squared) + std::abs(peer_gradient), 2);
+    const double fed = double(h_aggregate[i]) - h_before[i];
+    // (g + p)^2 is one of the two, depending on the sign of g.
+    const double tolerance = 1e-3 * hi + 1e-6 * h_before[i];
+    EXPECT_TRUE(std::abs(fed - lo) <= tolerance || std::abs(fed - hi) <= tolerance)
+        << "weight " << i << ": fed " << fed << ", expected " << lo << " or " << hi;
+    raised += fed > g_squared;
+  }
+  EXPECT_GT(raised, 0);
 }
 
 // N workers applying each other's updates: a per-update decay m whose mean

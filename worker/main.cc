@@ -37,6 +37,10 @@ ABSL_FLAG(std::string, optimizer, "momentum", "sgd, momentum or adagrad");
 ABSL_FLAG(double, lr, 0.02, "learning rate");
 ABSL_FLAG(double, momentum, 0.9, "momentum coefficient (--optimizer momentum)");
 ABSL_FLAG(double, weight_decay, 0, "L2 weight decay");
+ABSL_FLAG(std::string, adagrad_placement, "local",
+          "--optimizer adagrad: feed AdaGrad this worker's own gradient (local), or the "
+          "cluster's aggregate as it arrives, own gradient plus the peers' quantized steps "
+          "(aggregate; Seide 2014 section 4; docs/training.md)");
 ABSL_FLAG(bool, match_momentum_to_cluster, true,
           "with peers: the N workers training share one worker's momentum (per-update "
           "momentum less the staleness of asynchrony, to the N-th power per own step, lr "
@@ -145,6 +149,14 @@ absl::Status ModelFromFlags(TrainerOptions* options) {
   b.optimizer.learning_rate = absl::GetFlag(FLAGS_lr);
   b.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
   b.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  RECKON_ASSIGN_OR_RETURN(b.optimizer.adagrad_placement,
+                          ParseAdagradPlacement(absl::GetFlag(FLAGS_adagrad_placement)));
+  if (b.optimizer.adagrad_placement != AdagradPlacement::kLocal &&
+      b.optimizer.kind != OptimizerKind::kAdagrad) {
+    return absl::InvalidArgumentError(
+        "--adagrad-placement aggregate needs --optimizer adagrad (it says where AdaGrad's "
+        "accumulator is fed from)");
+  }
   o.match_momentum_to_cluster = absl::GetFlag(FLAGS_match_momentum_to_cluster);
   if (!(b.optimizer.weight_decay >= 0)) {
     return absl::InvalidArgumentError("--weight_decay must be >= 0");
