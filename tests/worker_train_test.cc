@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -380,6 +381,77 @@ TEST_F(Training, CorruptOrForeignCheckpointsAreRefused) {
   absl::StatusOr<TrainSummary> s = RunTraining(other, log);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.status().message().find("model is 784,64,10/relu"), std::string::npos) << s.status();
+}
+
+// Automatic minibatch-size selection (Seide 2014 section 4): at the start of
+// each epoch every candidate trains a copy of the model on the next samples,
+// and the largest within the tolerance of the best training accuracy is
+// kept. The trials touch nothing of the run itself: one candidate equal to
+// --batch trains exactly the run without auto batch, and a run resumed from
+// a checkpoint chooses and ends as the uninterrupted one.
+TEST_F(Training, AutoBatchChoosesPerEpochWithoutTouchingTheRun) {
+  const std::vector<int> candidates = {25, 50, 100, 200};
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);  // --batch 50, 6000 samples a shard
+  o.epochs = 3;
+  o.auto_batch = candidates;
+  o.auto_batch_samples = 1000;
+  o.auto_batch_eval = 1000;
+  std::ostringstream log;
+  absl::StatusOr<TrainSummary> full = RunTraining(o, log);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_EQ(full->batch_choices.size(), 3u) << log.str();
+  int64_t steps = 0;
+  for (const int chosen : full->batch_choices) {
+    EXPECT_NE(std::find(candidates.begin(), candidates.end(), chosen), candidates.end());
+    steps += 6000 / chosen;
+  }
+  EXPECT_EQ(full->steps, steps);
+  EXPECT_EQ(full->batch, full->batch_choices.back());
+  EXPECT_GT(full->test_accuracy, 0.74) << log.str();
+  EXPECT_NE(log.str().find("epoch 1 batch by accuracy on 1000 training samples after 1000: 25 "),
+            std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("% 200 "), std::string::npos) << log.str();
+
+  TrainerOptions first = o;
+  first.epochs = 2;
+  first.checkpoint_path = (dir_ / "ck").string();
+  Run(first);
+  TrainerOptions second = o;
+  second.resume_path = first.checkpoint_path;
+  const TrainSummary resumed = Run(second);
+  EXPECT_EQ(resumed.weight_hash, full->weight_hash);
+  EXPECT_EQ(resumed.batch_choices, std::vector<int>{full->batch_choices[2]});
+
+  // Any loss allowed: always the largest. One candidate, --batch itself: the
+  // run without auto batch, bit for bit.
+  TrainerOptions loose = o;
+  loose.auto_batch_tolerance = 1.0;
+  const TrainSummary largest = Run(loose);
+  EXPECT_EQ(largest.batch_choices, (std::vector<int>{200, 200, 200}));
+  // The rate per step is kept by default; a power of 1 keeps it per sample
+  // (x4 at 200 against --batch 50): another run.
+  loose.auto_batch_lr_power = 1;
+  EXPECT_NE(Run(loose).weight_hash, largest.weight_hash);
+  TrainerOptions one = o;
+  one.auto_batch = {50};
+  TrainerOptions none = o;
+  none.auto_batch.clear();
+  EXPECT_EQ(Run(one).weight_hash, Run(none).weight_hash);
+}
+
+TEST_F(Training, AutoBatchRefusesWhatCannotBeTried) {
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);
+  std::ostringstream log;
+  o.auto_batch = {100, 50};
+  EXPECT_NE(RunTraining(o, log).status().message().find("strictly ascending"), std::string::npos);
+  o.auto_batch = {50, 100};
+  o.auto_batch_samples = 99;
+  EXPECT_NE(RunTraining(o, log).status().message().find("at least the largest candidate (100)"),
+            std::string::npos);
+  o.auto_batch_samples = 7000;
+  EXPECT_NE(RunTraining(o, log).status().message().find("has only 6000 samples"),
+            std::string::npos);
 }
 
 TEST_F(Training, MissingDataNamesThePlace) {

@@ -73,6 +73,7 @@ absl::Status SaveTrainingState(const std::string& path, const TrainingState& s) 
   c.set_density_average(s.density_average);
   c.set_epochs_done(s.epochs_done);
   c.set_steps_done(s.steps_done);
+  c.set_batch(s.batch);
   c.set_weights(ToBytes(s.weights));
   c.set_residual(ToBytes(s.residual));
   c.set_optimizer_state(ToBytes(s.optimizer_state));
@@ -95,6 +96,7 @@ absl::StatusOr<TrainingState> LoadTrainingState(const std::string& path,
   s.density_average = c.density_average();
   s.epochs_done = c.epochs_done();
   s.steps_done = c.steps_done();
+  s.batch = c.batch();
   RECKON_ASSIGN_OR_RETURN(s.weights, FromBytes<int64_t>(c.weights(), param_count, path, "weights"));
   RECKON_ASSIGN_OR_RETURN(s.residual,
                           FromBytes<float>(c.residual(), param_count, path, "residual"));

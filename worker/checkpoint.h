@@ -37,6 +37,7 @@ struct TrainingState {
   double density_average = 0;  // the density controller's moving average
   int epochs_done = 0;
   int64_t steps_done = 0;
+  int batch = 0;  // the minibatch size in force (0 in files from before auto batch)
   std::vector<int64_t> weights;       // param_count quanta
   std::vector<float> residual;        // param_count
   std::vector<float> optimizer_state; // param_count, or empty (sgd)

@@ -16,7 +16,9 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "base/allocator.h"
 #include "base/files.h"
 #include "base/flags.h"
@@ -51,7 +53,23 @@ ABSL_FLAG(int32_t, halve_after, 6,
           "with --lr_schedule halve: keep the full rate for this many epochs, then halve");
 ABSL_FLAG(int64_t, warmup_steps, 0, "linear learning-rate warm-up over this many steps");
 ABSL_FLAG(int32_t, epochs, 10, "epochs over this worker's shard");
-ABSL_FLAG(int32_t, batch, 100, "minibatch size");
+ABSL_FLAG(int32_t, batch, 100, "minibatch size (and the size --lr is given for)");
+ABSL_FLAG(std::string, auto_batch, "",
+          "automatic minibatch-size selection (Seide 2014): candidate sizes, e.g. 100,200,400; "
+          "at the start of every --auto-batch-every-th epoch each is tried on the next "
+          "--auto-batch-samples samples and the largest within --auto-batch-tolerance of the "
+          "best training accuracy is kept (docs/training.md)");
+ABSL_FLAG(double, auto_batch_lr_power, 0,
+          "--auto-batch: a batch of b uses lr x (b / --batch)^this: 1 keeps the rate per "
+          "sample, 0.5 scales it with the square root, 0 keeps the rate per step");
+ABSL_FLAG(int32_t, auto_batch_every, 1, "--auto-batch: select every this many epochs");
+ABSL_FLAG(int64_t, auto_batch_samples, 2000,
+          "--auto-batch: samples each candidate trains on (a cost of candidates x this per "
+          "selection)");
+ABSL_FLAG(int64_t, auto_batch_eval, 2000,
+          "--auto-batch: fixed training samples whose accuracy judges the candidates");
+ABSL_FLAG(double, auto_batch_tolerance, 0.5,
+          "--auto-batch: accuracy points a larger batch may lose to the best and still be kept");
 ABSL_FLAG(int64_t, max_steps, 0, "stop after this many steps (0: no limit)");
 ABSL_FLAG(int64_t, eval_samples, 0, "test samples per evaluation (0: all)");
 ABSL_FLAG(uint64_t, seed, 1, "cluster seed: initial weights, shards, shuffles");
@@ -210,6 +228,25 @@ absl::Status CodecFromFlags(TrainerOptions* options) {
   return absl::OkStatus();
 }
 
+// --auto-batch "100,200,400": ascending sizes, or empty (off).
+absl::StatusOr<std::vector<int>> ParseBatchCandidates(const std::string& text) {
+  std::vector<int> sizes;
+  if (text.empty()) return sizes;
+  for (const absl::string_view part : absl::StrSplit(text, ',')) {
+    int size = 0;
+    if (!absl::SimpleAtoi(part, &size) || size < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auto-batch '", text, "': '", part, "' is not a batch size >= 1"));
+    }
+    if (!sizes.empty() && size <= sizes.back()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auto-batch '", text, "': the sizes must be strictly ascending"));
+    }
+    sizes.push_back(size);
+  }
+  return sizes;
+}
+
 absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   TrainerOptions o;
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -217,6 +254,15 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.batch = absl::GetFlag(FLAGS_batch);
+  RECKON_ASSIGN_OR_RETURN(o.auto_batch, ParseBatchCandidates(absl::GetFlag(FLAGS_auto_batch)));
+  o.auto_batch_every = absl::GetFlag(FLAGS_auto_batch_every);
+  o.auto_batch_lr_power = absl::GetFlag(FLAGS_auto_batch_lr_power);
+  if (!(o.auto_batch_lr_power >= 0 && o.auto_batch_lr_power <= 1)) {
+    return absl::InvalidArgumentError("--auto-batch-lr-power must be in [0, 1]");
+  }
+  o.auto_batch_samples = absl::GetFlag(FLAGS_auto_batch_samples);
+  o.auto_batch_eval = absl::GetFlag(FLAGS_auto_batch_eval);
+  o.auto_batch_tolerance = absl::GetFlag(FLAGS_auto_batch_tolerance) / 100;
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.eval_samples = absl::GetFlag(FLAGS_eval_samples);
   o.backend = absl::GetFlag(FLAGS_backend);

@@ -9,6 +9,8 @@ base::Json SummaryToJson(const TrainSummary& s) {
   j["train_loss"] = s.train_loss;
   j["epochs"] = s.epochs;
   j["steps"] = s.steps;
+  j["batch"] = s.batch;
+  j["batch_choices"] = s.batch_choices;
   j["samples"] = s.samples;
   j["train_seconds"] = s.train_seconds;
   j["samples_per_s"] = s.samples_per_s;

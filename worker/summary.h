@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/json.h"
 
@@ -21,6 +22,9 @@ struct TrainSummary {
   double target_density = 0;
   int epochs = 0;
   int64_t steps = 0;
+  int batch = 0;  // the minibatch size at the end
+  // Auto batch: the size chosen at each selection, in order.
+  std::vector<int> batch_choices;
   uint64_t samples = 0;
   double train_seconds = 0;
   double samples_per_s = 0;

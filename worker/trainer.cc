@@ -43,13 +43,33 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
 
 Trainer::Trainer(const TrainerOptions& options, std::ostream& log)
     : options_(options), log_(log), config_(options.backend_config), step_now_(config_.step) {
+  batch_ = options.batch;
   config_.max_batch = options.batch;
+  for (const int b : options.auto_batch) config_.max_batch = std::max(config_.max_batch, b);
+  momentum_now_ = config_.optimizer.momentum;
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options,
                                                          std::ostream& log) {
   if (options.batch < 1 || options.epochs < 0) {
     return absl::InvalidArgumentError("--batch must be >= 1 and --epochs >= 0");
+  }
+  if (!options.auto_batch.empty()) {
+    if (!std::is_sorted(options.auto_batch.begin(), options.auto_batch.end()) ||
+        std::adjacent_find(options.auto_batch.begin(), options.auto_batch.end()) !=
+            options.auto_batch.end() ||
+        options.auto_batch.front() < 1) {
+      return absl::InvalidArgumentError(
+          "--auto-batch: the candidate sizes must be >= 1 and strictly ascending");
+    }
+    if (options.auto_batch_every < 1 || options.auto_batch_eval < 1 ||
+        options.auto_batch_samples < options.auto_batch.back() ||
+        !(options.auto_batch_tolerance >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--auto-batch-every and --auto-batch-eval must be >= 1, --auto-batch-tolerance >= 0, "
+          "and --auto-batch-samples at least the largest candidate (",
+          options.auto_batch.back(), ") so that every candidate takes a step"));
+    }
   }
   std::unique_ptr<Trainer> trainer(new Trainer(options, log));
   RECKON_RETURN_IF_ERROR(trainer->LoadData());
@@ -72,19 +92,40 @@ absl::Status Trainer::LoadData() {
   Standardize(pixels, &test_);
   RECKON_ASSIGN_OR_RETURN(shard_, ShardIndices(train_.size(), options_.shard, options_.shards,
                                                options_.seed));
-  if (shard_.size() < static_cast<size_t>(options_.batch)) {
+  if (shard_.size() < static_cast<size_t>(config_.max_batch)) {
     return absl::InvalidArgumentError(absl::StrCat("shard ", options_.shard, "/",
                                                    options_.shards, " has ", shard_.size(),
                                                    " samples, fewer than one batch of ",
-                                                   options_.batch));
+                                                   config_.max_batch));
   }
   order_ = shard_;
-  steps_per_epoch_ = shard_.size() / static_cast<size_t>(options_.batch);
+  steps_per_epoch_ = shard_.size() / static_cast<size_t>(batch_);
   eval_count_ = options_.eval_samples > 0
                     ? std::min<size_t>(options_.eval_samples, test_.size())
                     : test_.size();
-  batch_images_.resize(size_t(options_.batch) * shape.inputs());
-  batch_labels_.resize(options_.batch);
+  batch_images_.resize(size_t(config_.max_batch) * shape.inputs());
+  batch_labels_.resize(config_.max_batch);
+  if (!options_.auto_batch.empty()) {
+    if (shard_.size() < static_cast<size_t>(options_.auto_batch_samples)) {
+      return absl::InvalidArgumentError(absl::StrCat("--auto-batch-samples ",
+                                                     options_.auto_batch_samples, ": shard ",
+                                                     options_.shard, "/", options_.shards,
+                                                     " has only ", shard_.size(), " samples"));
+    }
+    // The judges: a fixed seeded draw from this worker's shard, the same
+    // for every selection (Seide judges by training-set accuracy).
+    std::vector<uint32_t> judges = shard_;
+    SeededShuffle(judges, options_.seed * 0xD1B54A32D192ED03ull + 0x5EEDull);
+    judges.resize(std::min<size_t>(judges.size(), options_.auto_batch_eval));
+    const size_t features = static_cast<size_t>(shape.inputs());
+    judge_images_.resize(judges.size() * features);
+    judge_labels_.resize(judges.size());
+    for (size_t j = 0; j < judges.size(); ++j) {
+      std::memcpy(&judge_images_[j * features], &train_.images[size_t(judges[j]) * features],
+                  sizeof(float) * features);
+      judge_labels_[j] = train_.labels[judges[j]];
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -163,6 +204,16 @@ absl::Status Trainer::Resume() {
   if (controller_) controller_->set_average(state.density_average);
   first_epoch_ = state.epochs_done;
   steps_done_ = state.steps_done;
+  // Auto batch continues with the size in force (until the next selection);
+  // a fixed --batch is the flag's, so that a resume may change it.
+  if (!options_.auto_batch.empty() && state.batch > 0) {
+    if (std::find(options_.auto_batch.begin(), options_.auto_batch.end(), state.batch) ==
+        options_.auto_batch.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--resume ", path, ": its batch of ", state.batch, " is not an --auto-batch candidate"));
+    }
+    batch_ = state.batch;
+  }
   summary_.updates_sent = state.updates_sent;
   summary_.wire_bytes = state.wire_bytes;
   summary_.samples = state.samples_done;
@@ -198,7 +249,14 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
   // The same order on every platform for (seed, epoch).
   std::copy(shard_.begin(), shard_.end(), order_.begin());
   SeededShuffle(order_, options_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
+  // The selection's time counts in the epoch's: samples/s stays the rate of
+  // the whole run.
   EpochTally tally;
+  if (!options_.auto_batch.empty() && epoch % options_.auto_batch_every == 0 &&
+      !StopBeforeStep()) {
+    RECKON_RETURN_IF_ERROR(SelectBatch(epoch));
+  }
+  steps_per_epoch_ = shard_.size() / static_cast<size_t>(batch_);
   for (size_t s = 0; s < steps_per_epoch_ && !StopBeforeStep(); ++s) {
     RECKON_RETURN_IF_ERROR(Step(epoch, s, tally));
     DrawProgressBar(epoch, s, tally);
@@ -226,23 +284,22 @@ absl::Status Trainer::Step(int epoch, size_t index_in_epoch, EpochTally& tally) 
   }
   if (match_momentum_) RematchMomentum();
   const Clock::time_point start = Clock::now();
-  FillBatch(index_in_epoch);
-  const float lr =
-      static_cast<float>(lr_scale_ * model::LearningRate(config_.optimizer, epoch, steps_done_));
-  absl::StatusOr<model::BatchStats> stats = backend_->TrainStep(
-      batch_images_.data(), batch_labels_.data(), options_.batch, lr, &emission_);
+  FillBatch(index_in_epoch * batch_, batch_);
+  absl::StatusOr<model::BatchStats> stats =
+      backend_->TrainStep(batch_images_.data(), batch_labels_.data(), batch_,
+                          StepLearningRate(epoch, batch_), &emission_);
   if (!stats.ok()) {
     return absl::Status(stats.status().code(),
                         absl::StrCat("epoch ", epoch + 1, " step ", steps_done_ + 1, ": ",
                                      stats.status().message()));
   }
   tally.loss_sum += stats->loss_sum;
-  tally.samples += options_.batch;
+  tally.samples += batch_;
   ++steps_done_;
   RECKON_RETURN_IF_ERROR(ApplyAndPublish(tally));
   if (options_.metrics != nullptr) {
     options_.metrics->OnStep(std::chrono::duration<double>(Clock::now() - start).count(),
-                             options_.batch, stats->loss_sum);
+                             batch_, stats->loss_sum);
   }
   return absl::OkStatus();
 }
@@ -252,6 +309,7 @@ void Trainer::RematchMomentum() {
   if (members == matched_members_) return;
   const model::MomentumRule rule = model::MatchMomentumToCluster(1.0, config_.optimizer.momentum, members);
   backend_->SetMomentum(rule.momentum);
+  momentum_now_ = rule.momentum;
   lr_scale_ = rule.learning_rate;
   matched_members_ = members;
   summary_.max_training_members = std::max(summary_.max_training_members, members);
@@ -261,14 +319,91 @@ void Trainer::RematchMomentum() {
       members, rule.momentum, rule.learning_rate, config_.optimizer.momentum);
 }
 
-void Trainer::FillBatch(size_t index_in_epoch) {
+float Trainer::StepLearningRate(int epoch, int batch) const {
+  const double size_factor =
+      batch == options_.batch
+          ? 1.0
+          : std::pow(double(batch) / options_.batch, options_.auto_batch_lr_power);
+  return static_cast<float>(lr_scale_ *
+                            model::LearningRate(config_.optimizer, epoch, steps_done_) *
+                            size_factor);
+}
+
+void Trainer::FillBatch(size_t first, int batch) {
   const size_t features = static_cast<size_t>(config_.shape.inputs());
-  for (int b = 0; b < options_.batch; ++b) {
-    const uint32_t idx = order_[index_in_epoch * options_.batch + b];
+  for (int b = 0; b < batch; ++b) {
+    const uint32_t idx = order_[first + b];
     std::memcpy(&batch_images_[size_t(b) * features], &train_.images[size_t(idx) * features],
                 sizeof(float) * features);
     batch_labels_[b] = train_.labels[idx];
   }
+}
+
+// Seide 2014 section 4: "process the next [slice] at different minibatch
+// sizes and pick the largest N that does not hurt convergence, based on
+// training-set frame accuracy". Each candidate trains a fresh backend from
+// this worker's replica, residual and optimizer state on the first
+// auto_batch_samples of this epoch's order (which the epoch then trains on
+// as usual), applying its own emissions to itself only: nothing reaches the
+// peers, so the replicas cannot fork, and peers' messages wait in the inbox.
+// A fresh backend per candidate leaves this one's state (codec, aggregate
+// AdaGrad) untouched, and makes a resumed run choose as the uninterrupted one.
+absl::Status Trainer::SelectBatch(int epoch) {
+  const std::vector<int64_t> weights = backend_->ReadWeights();
+  const std::vector<float> residual = backend_->ReadResidual();
+  const std::vector<float> optimizer_state = backend_->ReadOptimizerState();
+  std::vector<std::pair<int, double>> tried;
+  double best = -1;
+  for (const int candidate : options_.auto_batch) {
+    RECKON_ASSIGN_OR_RETURN(const double accuracy,
+                            TryBatch(epoch, candidate, weights, residual, optimizer_state));
+    tried.emplace_back(candidate, accuracy);
+    best = std::max(best, accuracy);
+  }
+  int chosen = options_.auto_batch.front();
+  for (const auto& [candidate, accuracy] : tried) {
+    if (accuracy >= best - options_.auto_batch_tolerance) chosen = candidate;
+  }
+  std::string line = absl::StrFormat("reckon-worker: epoch %d batch by accuracy on %zu training samples after %d:",
+                                     epoch + 1, judge_labels_.size(),
+                                     static_cast<int>(options_.auto_batch_samples));
+  for (const auto& [candidate, accuracy] : tried) {
+    absl::StrAppendFormat(&line, " %d %.2f%%", candidate, 100 * accuracy);
+  }
+  log_ << line << " -> batch " << chosen << "\n";
+  batch_ = chosen;
+  summary_.batch_choices.push_back(chosen);
+  return absl::OkStatus();
+}
+
+// One candidate's trial: its accuracy on the judges, or 0 when the trial
+// diverged (a residual of NaN: that size hurts convergence by definition).
+absl::StatusOr<double> Trainer::TryBatch(int epoch, int batch, const std::vector<int64_t>& weights,
+                                         const std::vector<float>& residual,
+                                         const std::vector<float>& optimizer_state) {
+  std::string chosen;
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> trial,
+                          MakeBackend(options_.backend, config_, &chosen));
+  RECKON_RETURN_IF_ERROR(trial->LoadWeights(weights));
+  RECKON_RETURN_IF_ERROR(trial->LoadTrainingState(residual, optimizer_state));
+  trial->SetThresholdStep(step_now_);
+  trial->SetMomentum(momentum_now_);
+  model::Emission out;
+  const float lr = StepLearningRate(epoch, batch);
+  const int64_t steps = options_.auto_batch_samples / batch;
+  for (int64_t k = 0; k < steps; ++k) {
+    FillBatch(size_t(k) * batch, batch);
+    absl::StatusOr<model::BatchStats> stats =
+        trial->TrainStep(batch_images_.data(), batch_labels_.data(), batch, lr, &out);
+    if (stats.status().code() == absl::StatusCode::kInvalidArgument) return 0.0;  // diverged
+    RECKON_RETURN_IF_ERROR(stats.status());
+    RECKON_RETURN_IF_ERROR(config_.mode == model::UpdateMode::kThreshold
+                               ? trial->ApplyUpdates(step_now_.step_quanta, out.words)
+                               : trial->ApplyDense(out.dense));
+  }
+  const model::BatchStats judged =
+      trial->Evaluate(judge_images_.data(), judge_labels_.data(), judge_labels_.size());
+  return double(judged.correct) / double(judge_labels_.size());
 }
 
 // A quanta codec's emission (codec/codec.h): the backend encoded it and
@@ -383,6 +518,7 @@ absl::Status Trainer::SaveCheckpointAfter(int epoch) {
   // A checkpoint taken at max_steps mid-epoch resumes at the next epoch.
   state.epochs_done = epoch + 1;
   state.steps_done = steps_done_;
+  state.batch = batch_;
   state.weights = backend_->ReadWeights();
   state.residual = backend_->ReadResidual();
   state.optimizer_state = backend_->ReadOptimizerState();
@@ -423,6 +559,7 @@ TrainSummary Trainer::Summarize() {
   TrainSummary s = summary_;
   const double params = double(config_.shape.param_count());
   s.steps = steps_done_;
+  s.batch = batch_;
   s.samples_per_s = s.train_seconds > 0 ? s.samples / s.train_seconds : 0;
   s.train_flops_per_s = 6.0 * double(config_.shape.ForwardMacsPerSample()) * s.samples_per_s;
   s.dense_bytes = uint64_t(steps_done_) * config_.shape.param_count() * sizeof(float);

@@ -60,7 +60,26 @@ struct TrainerOptions {
   int shard = 0, shards = 1;
   uint64_t seed = 1;
   int epochs = 10;
+  // The minibatch size, and the one the learning rate is given for: a step
+  // of b samples uses lr x (b / batch)^auto_batch_lr_power.
   int batch = 100;
+  // Automatic minibatch-size selection (Seide 2014 section 4; docs/training.md):
+  // when not empty, the candidate sizes, ascending. At the start of every
+  // `auto_batch_every`-th epoch the worker trains a copy of its model on the
+  // next `auto_batch_samples` samples once per candidate (locally: nothing
+  // is sent), measures each copy's accuracy on `auto_batch_eval` fixed
+  // training samples, and trains the epoch with the largest candidate whose
+  // accuracy is within `auto_batch_tolerance` (a fraction) of the best.
+  std::vector<int> auto_batch;
+  int auto_batch_every = 1;
+  int64_t auto_batch_samples = 2000;
+  int64_t auto_batch_eval = 2000;
+  double auto_batch_tolerance = 0.005;
+  // How the rate follows the size: 1 keeps the rate per sample (Seide 2014
+  // eq. 1 sums the gradient over the minibatch; reckon's is the mean), 0.5
+  // scales it with the square root, 0 keeps the rate per step (the default:
+  // the only one of the three that did not lose accuracy, docs/training.md).
+  double auto_batch_lr_power = 0;
   int64_t max_steps = 0;        // stop after this many steps in all (0: no limit)
   int64_t eval_samples = 0;     // test samples per evaluation (0: the whole test set)
   std::string backend = "auto";
@@ -130,7 +149,16 @@ class Trainer {
   bool StopBeforeStep();
   absl::Status Step(int epoch, size_t index_in_epoch, EpochTally& tally);
   void RematchMomentum();
-  void FillBatch(size_t index_in_epoch);
+  // The learning rate for a step of `batch` samples (see TrainerOptions::batch).
+  float StepLearningRate(int epoch, int batch) const;
+  // Fills batch_images_/labels_ with order_[first, first + batch).
+  void FillBatch(size_t first, int batch);
+  // Automatic minibatch-size selection (TrainerOptions::auto_batch): sets
+  // batch_ for this epoch, logging what each candidate reached.
+  absl::Status SelectBatch(int epoch);
+  absl::StatusOr<double> TryBatch(int epoch, int batch, const std::vector<int64_t>& weights,
+                                  const std::vector<float>& residual,
+                                  const std::vector<float>& optimizer_state);
   // Encodes the step's emission, applies it through the path every peer
   // uses, and hands it to the peers.
   absl::Status ApplyAndPublishQuanta(EpochTally& tally);
@@ -149,7 +177,11 @@ class Trainer {
   std::vector<uint32_t> shard_;  // this worker's training samples
   std::vector<uint32_t> order_;  // the shard, shuffled for the epoch
   size_t eval_count_ = 0;
+  int batch_ = 0;  // in force (auto batch moves it)
   size_t steps_per_epoch_ = 0;
+  // Auto batch: fixed training samples that judge the candidates.
+  std::vector<float> judge_images_;
+  std::vector<int32_t> judge_labels_;
   std::unique_ptr<model::Backend> backend_;
 
   codec::ThresholdStep step_now_;  // tau in force (the controller moves it)
@@ -174,6 +206,7 @@ class Trainer {
   bool match_momentum_ = false;
   int matched_members_ = 1;
   double lr_scale_ = 1;
+  double momentum_now_ = 0;  // the backend's momentum coefficient
 
   TrainSummary summary_;
 };
