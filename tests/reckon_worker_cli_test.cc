@@ -71,6 +71,13 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--adagrad-placement 'global' is not local or aggregate"),
             std::string::npos) << r.err;
+  r = Run({"--standalone", "--auto-batch=100,50"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--auto-batch '100,50': the sizes must be strictly ascending"),
+            std::string::npos) << r.err;
+  r = Run({"--standalone", "--auto-batch=100,x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'x' is not a batch size >= 1"), std::string::npos) << r.err;
   r = Run({"--no_such_flag"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no_such_flag"), std::string::npos) << r.err;

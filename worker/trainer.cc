@@ -496,7 +496,7 @@ void Trainer::EndEpoch(int epoch, const EpochTally& tally) {
     options_.metrics->OnEpoch(summary_.epochs, summary_.train_loss, summary_.test_loss,
                               summary_.test_accuracy);
   }
-  const double steps = double(tally.samples / options_.batch);
+  const double steps = double(tally.samples / batch_);  // one size per epoch
   const double dense_bytes = steps * double(config_.shape.param_count() * sizeof(float));
   log_ << absl::StrFormat(
               "epoch %d/%d  loss %.4f  test %.2f%%  %.0f samples/s  density %.2e  tau %.3g  "
