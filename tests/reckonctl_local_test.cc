@@ -34,6 +34,26 @@ std::vector<std::string> SmallClusterArgs(int workers, const ScratchDir& dir,
   // clang-format on
 }
 
+// A four-worker SmallClusterArgs cluster with `extra` flags: its summary,
+// after checking what every such run must show (exit 0, identical replicas,
+// each worker applied the three others' 40 messages each).
+base::Json RunFourWorkers(const std::vector<std::string>& extra) {
+  ScratchDir dir;
+  const std::string summary = (dir / "local.json").string();
+  std::vector<std::string> args = SmallClusterArgs(4, dir, summary);
+  args.insert(args.end(), extra.begin(), extra.end());
+  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH, args, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
+  EXPECT_TRUE(json.ok()) << json.status();
+  if (!json.ok()) return base::Json::object();
+  EXPECT_EQ(json->at("hashes_equal"), true);
+  for (const base::Json& w : json->at("workers")) {
+    EXPECT_EQ(w.at("node").at("updates_applied"), 3 * 40) << w.dump(2);
+  }
+  return *json;
+}
+
 TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
   ScratchDir dir;
   const std::string summary = (dir / "local.json").string();
@@ -64,24 +84,14 @@ TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
 class EveryCodec : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryCodec, FourWorkersEndIdenticalAndLearn) {
-  ScratchDir dir;
-  const std::string summary = (dir / "local.json").string();
-  std::vector<std::string> args = SmallClusterArgs(4, dir, summary);
-  args.insert(args.end(), {"--codec", GetParam()});
-  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH, args, dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
-  ASSERT_TRUE(json.ok()) << json.status();
-  EXPECT_EQ(json->at("hashes_equal"), true);
-  for (const base::Json& w : json->at("workers")) {
-    EXPECT_EQ(w.at("codec"), GetParam());
-    EXPECT_EQ(w.at("node").at("updates_applied"), 3 * 40) << w.dump(2);
-  }
-  EXPECT_GT(json->at("test_accuracy").get<double>(), 0.6);
+  const base::Json summary = RunFourWorkers({"--codec", GetParam()});
+  ASSERT_TRUE(summary.contains("workers"));
+  for (const base::Json& w : summary.at("workers")) EXPECT_EQ(w.at("codec"), GetParam());
+  EXPECT_GT(summary.at("test_accuracy").get<double>(), 0.6);
   // 784,32,10 = 25,450 parameters. onebit: a bit each plus 64 bits per
   // column of 32 (W1) or 10 rows (W2): about 3.4 bits, 9-10x. dyntree8: a
   // byte each, just under 4x. dense: 4 bytes each plus headers.
-  const double ratio = json->at("compression_ratio").get<double>();
+  const double ratio = summary.at("compression_ratio").get<double>();
   if (GetParam() == "onebit") {
     EXPECT_GT(ratio, 8.5);
     EXPECT_LT(ratio, 11);
@@ -106,20 +116,10 @@ INSTANTIATE_TEST_SUITE_P(Codecs, EveryCodec, ::testing::Values("onebit", "dyntre
 class AggregateAdagrad : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AggregateAdagrad, FourWorkersEndIdenticalAndLearn) {
-  ScratchDir dir;
-  const std::string summary = (dir / "local.json").string();
-  std::vector<std::string> args = SmallClusterArgs(4, dir, summary);
-  args.insert(args.end(), {"--codec", GetParam(), "--optimizer", "adagrad",
-                           "--adagrad-placement", "aggregate", "--lr", "0.01"});
-  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH, args, dir.path());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
-  ASSERT_TRUE(json.ok()) << json.status();
-  EXPECT_EQ(json->at("hashes_equal"), true);
-  for (const base::Json& w : json->at("workers")) {
-    EXPECT_EQ(w.at("node").at("updates_applied"), 3 * 40) << w.dump(2);
-  }
-  EXPECT_GT(json->at("test_accuracy").get<double>(), 0.6);
+  const base::Json summary = RunFourWorkers({"--codec", GetParam(), "--optimizer", "adagrad",
+                                             "--adagrad-placement", "aggregate", "--lr", "0.01"});
+  ASSERT_TRUE(summary.contains("workers"));
+  EXPECT_GT(summary.at("test_accuracy").get<double>(), 0.6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, AggregateAdagrad, ::testing::Values("threshold", "onebit"),
