@@ -2,7 +2,6 @@
 
 #include <cblas.h>
 
-#include <algorithm>
 #include <cmath>
 #include <thread>
 
@@ -36,8 +35,7 @@ class CpuBackend final : public model::Backend {
           pool_.ParallelFor(n, fn, /*min_chunk=*/8);
         }),
         residual_(config.shape.param_count(), 0.0f),
-        state_(config.optimizer.kind == model::OptimizerKind::kSgd ? 0 : config.shape.param_count(),
-               0.0f),
+        state_(config.optimizer.kind == model::OptimizerKind::kSgd ? 0 : config.shape.param_count(), 0.0f),
         grad_(config.shape.param_count(), 0.0f),
         aggregate_adagrad_(config.optimizer.kind == model::OptimizerKind::kAdagrad &&
                            config.optimizer.adagrad_placement ==
@@ -83,18 +81,17 @@ class CpuBackend final : public model::Backend {
   }
 
   absl::StatusOr<model::BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
-                                              float learning_rate, model::Emission* out) override {
+                                       float learning_rate, model::Emission* out) override {
     if (batch < 1 || batch > config_.max_batch) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
     }
-    const model::BatchStats stats =
-        ForwardBackward(config_.shape, replica_.weights().data(), images, labels, batch, train_ws_,
-                        grad_.data(), &gemm_rows_);
+    const model::BatchStats stats = ForwardBackward(config_.shape, replica_.weights().data(), images,
+                                             labels, batch, train_ws_, grad_.data(), &gemm_rows_);
     const bool with_peers = aggregate_adagrad_ && after_own_valid_;
-    if (with_peers) MeasurePeerStep();
     pool_.ParallelFor(grad_.size(), [&](size_t begin, size_t end) {
       const size_t len = end - begin;
+      if (with_peers) MeasurePeerStep(begin, end);
       model::AccumulateDelta(
           config_.optimizer, learning_rate, std::span<const float>(grad_).subspan(begin, len),
           replica_.weights().subspan(begin, len),
@@ -109,8 +106,8 @@ class CpuBackend final : public model::Backend {
       if (!s.ok()) return s;
     } else {
       out->words.clear();
-      absl::Status s =
-          codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded, &out->dense);
+      absl::Status s = codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded,
+                                                 &out->dense);
       if (!s.ok()) return s;
     }
     if (aggregate_adagrad_) RecordAfterOwn(*out);
@@ -149,33 +146,36 @@ class CpuBackend final : public model::Backend {
   // once the caller has applied this step's own emission, so that at the
   // next step replica - after_own_ is exactly what the peers' messages moved.
   void RecordAfterOwn(const model::Emission& own) {
-    const std::span<const int64_t> now = replica_.quanta();
-    std::copy(now.begin(), now.end(), after_own_.begin());
-    if (config_.mode == model::UpdateMode::kThreshold) {
+    const int64_t* now = replica_.quanta().data();
+    const bool dense = config_.mode != model::UpdateMode::kThreshold;
+    pool_.ParallelFor(after_own_.size(), [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        after_own_[i] = dense ? WrappingSum(now[i], own.dense[i]) : now[i];
+      }
+    });
+    if (!dense) {
       const int64_t step = config_.step.step_quanta;
       for (const uint32_t word : own.words) {
-        WrappingAdd(after_own_[codec::UpdateIndex(word)],
-                    codec::UpdateIsNegative(word) ? -step : step);
+        int64_t& q = after_own_[codec::UpdateIndex(word)];
+        q = WrappingSum(q, codec::UpdateIsNegative(word) ? -step : step);
       }
-    } else {
-      for (size_t i = 0; i < own.dense.size(); ++i) WrappingAdd(after_own_[i], own.dense[i]);
     }
     after_own_valid_ = true;
   }
   // Overflow is the replica's to report (its apply refuses it); here it
   // must only not be undefined.
-  static void WrappingAdd(int64_t& a, int64_t b) {
-    a = static_cast<int64_t>(uint64_t(a) + uint64_t(b));
+  static int64_t WrappingSum(int64_t a, int64_t b) {
+    return static_cast<int64_t>(uint64_t(a) + uint64_t(b));
   }
-  void MeasurePeerStep() {
+  // peer_step_[begin, end): what the peers moved each weight since our last
+  // step, in weight units; run inside the optimizer's pass, chunk by chunk.
+  void MeasurePeerStep(size_t begin, size_t end) {
     const double quantum = std::ldexp(1.0, -config_.fraction_bits);
     const int64_t* now = replica_.quanta().data();
-    pool_.ParallelFor(peer_step_.size(), [&](size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i) {
-        const auto moved = static_cast<int64_t>(uint64_t(now[i]) - uint64_t(after_own_[i]));
-        peer_step_[i] = static_cast<float>(double(moved) * quantum);
-      }
-    });
+    for (size_t i = begin; i < end; ++i) {
+      const auto moved = static_cast<int64_t>(uint64_t(now[i]) - uint64_t(after_own_[i]));
+      peer_step_[i] = static_cast<float>(double(moved) * quantum);
+    }
   }
 
   model::BackendConfig config_;
@@ -201,7 +201,8 @@ class CpuBackend final : public model::Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<model::Backend>> MakeCpuBackend(const model::BackendConfig& config) {
+absl::StatusOr<std::unique_ptr<model::Backend>> MakeCpuBackend(
+    const model::BackendConfig& config) {
   absl::StatusOr<codec::FixedPointReplica> replica =
       codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits);
   if (!replica.ok()) return replica.status();

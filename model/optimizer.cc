@@ -29,18 +29,11 @@ absl::StatusOr<AdagradPlacement> ParseAdagradPlacement(const std::string& name) 
       absl::StrCat("--adagrad-placement '", name, "' is not local or aggregate"));
 }
 
-std::string AdagradPlacementName(AdagradPlacement placement) {
-  return placement == AdagradPlacement::kAggregate ? "aggregate" : "local";
-}
-
 std::string OptimizerName(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kMomentum:
-      return "momentum";
-    case OptimizerKind::kAdagrad:
-      return "adagrad";
+    case OptimizerKind::kSgd: return "sgd";
+    case OptimizerKind::kMomentum: return "momentum";
+    case OptimizerKind::kAdagrad: return "adagrad";
   }
   return "?";
 }
@@ -121,14 +114,13 @@ void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const fl
                      std::span<float> residual, std::span<const float> peer_step) {
   const float* g = grad.data();
   if (config.weight_decay == 0) {
-    Accumulate(
-        config, lr, grad.size(), [g](size_t i) { return g[i]; }, state, residual, peer_step);
+    Accumulate(config, lr, grad.size(), [g](size_t i) { return g[i]; }, state, residual,
+               peer_step);
   } else {
     const float wd = static_cast<float>(config.weight_decay);
     const float* w = weights.data();
-    Accumulate(
-        config, lr, grad.size(), [g, w, wd](size_t i) { return g[i] + wd * w[i]; }, state, residual,
-        peer_step);
+    Accumulate(config, lr, grad.size(), [g, w, wd](size_t i) { return g[i] + wd * w[i]; }, state,
+               residual, peer_step);
   }
 }
 

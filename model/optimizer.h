@@ -28,10 +28,10 @@ enum class AdagradPlacement { kLocal, kAggregate };
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kMomentum;
   double learning_rate = 0.05;
-  double momentum = 0.9;                                          // kMomentum only
-  double adagrad_eps = 1e-8;                                      // kAdagrad only
+  double momentum = 0.9;      // kMomentum only
+  double adagrad_eps = 1e-8;  // kAdagrad only
+  double weight_decay = 0;    // L2: g += weight_decay * w before the rule
   AdagradPlacement adagrad_placement = AdagradPlacement::kLocal;  // kAdagrad only
-  double weight_decay = 0;  // L2: g += weight_decay * w before the rule
   Schedule schedule = Schedule::kConstant;
   int halve_after = 0;  // kHalve: the first this many epochs keep the full rate
   // Linear warm-up from lr / warmup_steps to lr over the first steps.
@@ -41,7 +41,6 @@ struct OptimizerConfig {
 absl::StatusOr<OptimizerKind> ParseOptimizer(const std::string& name);  // sgd|momentum|adagrad
 absl::StatusOr<Schedule> ParseSchedule(const std::string& name);        // constant|halve
 absl::StatusOr<AdagradPlacement> ParseAdagradPlacement(const std::string& name);  // local|aggregate
-std::string AdagradPlacementName(AdagradPlacement placement);
 std::string OptimizerName(OptimizerKind kind);
 std::string ScheduleName(Schedule schedule);
 

@@ -256,6 +256,17 @@ class Training : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status() << "\n" << log.str();
     return s.ok() ? *s : TrainSummary{};
   }
+  // `o` run for its first `first_epochs`, checkpointed, then resumed from
+  // that checkpoint to o.epochs: the resumed run's summary.
+  TrainSummary RunInTwoParts(const TrainerOptions& o, int first_epochs) {
+    TrainerOptions first = o;
+    first.epochs = first_epochs;
+    first.checkpoint_path = (dir_ / "ck").string();
+    Run(first);
+    TrainerOptions second = o;
+    second.resume_path = first.checkpoint_path;
+    return Run(second);
+  }
   ::reckon::testing::ScratchDir dir_;
 };
 
@@ -286,13 +297,7 @@ TEST_F(Training, DensityControllerHoldsTheTarget) {
   EXPECT_LT(s.update_density, 1.25 * o.target_density) << s.update_density;
   EXPECT_NE(s.tau, static_cast<float>(o.threshold)) << "the controller should have moved tau";
   // Resuming a steered run continues from the steered tau, exactly.
-  TrainerOptions first = o;
-  first.epochs = 1;
-  first.checkpoint_path = (dir_ / "ck").string();
-  Run(first);
-  TrainerOptions second = o;
-  second.resume_path = first.checkpoint_path;
-  EXPECT_EQ(Run(second).weight_hash, s.weight_hash);
+  EXPECT_EQ(RunInTwoParts(o, 1).weight_hash, s.weight_hash);
 }
 
 TEST_F(Training, SameSeedSameHashOtherSeedOtherHash) {
@@ -306,16 +311,8 @@ TEST_F(Training, SameSeedSameHashOtherSeedOtherHash) {
 
 TEST_F(Training, ResumeFromACheckpointEqualsAnUninterruptedRun) {
   for (const model::UpdateMode mode : {model::UpdateMode::kThreshold, model::UpdateMode::kCodec}) {
-    TrainerOptions straight = Small(mode);
-    const TrainSummary full = Run(straight);
-
-    TrainerOptions first = Small(mode);
-    first.epochs = 1;
-    first.checkpoint_path = (dir_ / "ck").string();
-    Run(first);
-    TrainerOptions second = Small(mode);
-    second.resume_path = first.checkpoint_path;
-    const TrainSummary resumed = Run(second);
+    const TrainSummary full = Run(Small(mode));
+    const TrainSummary resumed = RunInTwoParts(Small(mode), 1);
     EXPECT_EQ(resumed.weight_hash, full.weight_hash) << "mode " << int(mode);
     EXPECT_EQ(resumed.steps, full.steps);
     EXPECT_EQ(resumed.wire_bytes, full.wire_bytes);
@@ -413,13 +410,7 @@ TEST_F(Training, AutoBatchChoosesPerEpochWithoutTouchingTheRun) {
       << log.str();
   EXPECT_NE(log.str().find("% 200 "), std::string::npos) << log.str();
 
-  TrainerOptions first = o;
-  first.epochs = 2;
-  first.checkpoint_path = (dir_ / "ck").string();
-  Run(first);
-  TrainerOptions second = o;
-  second.resume_path = first.checkpoint_path;
-  const TrainSummary resumed = Run(second);
+  const TrainSummary resumed = RunInTwoParts(o, 2);
   EXPECT_EQ(resumed.weight_hash, full->weight_hash);
   EXPECT_EQ(resumed.batch_choices, std::vector<int>{full->batch_choices[2]});
 
