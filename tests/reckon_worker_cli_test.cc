@@ -75,6 +75,10 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--auto-batch '100,50': the sizes must be strictly ascending"),
             std::string::npos) << r.err;
+  r = Run({"--standalone", "--auto-batch=100,200", "--auto-batch-samples=10"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--auto-batch-samples 10 must be at least the largest candidate (200)"),
+            std::string::npos) << r.err;
   r = Run({"--standalone", "--auto-batch=100,x"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("'x' is not a batch size >= 1"), std::string::npos) << r.err;

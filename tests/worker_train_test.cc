@@ -440,6 +440,13 @@ TEST_F(Training, AutoBatchRefusesWhatCannotBeTried) {
   o.auto_batch_samples = 99;
   EXPECT_NE(RunTraining(o, log).status().message().find("at least the largest candidate (100)"),
             std::string::npos);
+  o.auto_batch_samples = 1000;
+  o.auto_batch_every = 0;
+  EXPECT_EQ(RunTraining(o, log).status().message(), "--auto-batch-every must be >= 1");
+  o.auto_batch_every = 1;
+  o.auto_batch_lr_power = 2;
+  EXPECT_EQ(RunTraining(o, log).status().message(), "--auto-batch-lr-power must be in [0, 1]");
+  o.auto_batch_lr_power = 0;
   o.auto_batch_samples = 7000;
   EXPECT_NE(RunTraining(o, log).status().message().find("has only 6000 samples"),
             std::string::npos);

@@ -257,12 +257,10 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   RECKON_ASSIGN_OR_RETURN(o.auto_batch, ParseBatchCandidates(absl::GetFlag(FLAGS_auto_batch)));
   o.auto_batch_every = absl::GetFlag(FLAGS_auto_batch_every);
   o.auto_batch_lr_power = absl::GetFlag(FLAGS_auto_batch_lr_power);
-  if (!(o.auto_batch_lr_power >= 0 && o.auto_batch_lr_power <= 1)) {
-    return absl::InvalidArgumentError("--auto-batch-lr-power must be in [0, 1]");
-  }
   o.auto_batch_samples = absl::GetFlag(FLAGS_auto_batch_samples);
   o.auto_batch_eval = absl::GetFlag(FLAGS_auto_batch_eval);
   o.auto_batch_tolerance = absl::GetFlag(FLAGS_auto_batch_tolerance) / 100;
+  RECKON_RETURN_IF_ERROR(CheckAutoBatchOptions(o));
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.eval_samples = absl::GetFlag(FLAGS_eval_samples);
   o.backend = absl::GetFlag(FLAGS_backend);

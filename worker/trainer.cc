@@ -36,6 +36,35 @@ std::string CodecName(model::UpdateMode mode, v1::Codec wire_codec) {
 
 }  // namespace
 
+absl::Status CheckAutoBatchOptions(const TrainerOptions& options) {
+  const std::vector<int>& sizes = options.auto_batch;
+  if (sizes.empty()) return absl::OkStatus();
+  if (sizes.front() < 1 || !std::is_sorted(sizes.begin(), sizes.end()) ||
+      std::adjacent_find(sizes.begin(), sizes.end()) != sizes.end()) {
+    return absl::InvalidArgumentError(
+        "--auto-batch: the candidate sizes must be >= 1 and strictly ascending");
+  }
+  if (options.auto_batch_every < 1) {
+    return absl::InvalidArgumentError("--auto-batch-every must be >= 1");
+  }
+  if (options.auto_batch_eval < 1) {
+    return absl::InvalidArgumentError("--auto-batch-eval must be >= 1");
+  }
+  if (!(options.auto_batch_tolerance >= 0)) {
+    return absl::InvalidArgumentError("--auto-batch-tolerance must be >= 0");
+  }
+  if (!(options.auto_batch_lr_power >= 0 && options.auto_batch_lr_power <= 1)) {
+    return absl::InvalidArgumentError("--auto-batch-lr-power must be in [0, 1]");
+  }
+  if (options.auto_batch_samples < sizes.back()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--auto-batch-samples ", options.auto_batch_samples,
+        " must be at least the largest candidate (", sizes.back(),
+        ") so that every candidate takes a step"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ostream& log) {
   RECKON_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(options, log));
   return trainer->Run();
@@ -54,23 +83,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   if (options.batch < 1 || options.epochs < 0) {
     return absl::InvalidArgumentError("--batch must be >= 1 and --epochs >= 0");
   }
-  if (!options.auto_batch.empty()) {
-    if (!std::is_sorted(options.auto_batch.begin(), options.auto_batch.end()) ||
-        std::adjacent_find(options.auto_batch.begin(), options.auto_batch.end()) !=
-            options.auto_batch.end() ||
-        options.auto_batch.front() < 1) {
-      return absl::InvalidArgumentError(
-          "--auto-batch: the candidate sizes must be >= 1 and strictly ascending");
-    }
-    if (options.auto_batch_every < 1 || options.auto_batch_eval < 1 ||
-        options.auto_batch_samples < options.auto_batch.back() ||
-        !(options.auto_batch_tolerance >= 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--auto-batch-every and --auto-batch-eval must be >= 1, --auto-batch-tolerance >= 0, "
-          "and --auto-batch-samples at least the largest candidate (",
-          options.auto_batch.back(), ") so that every candidate takes a step"));
-    }
-  }
+  RECKON_RETURN_IF_ERROR(CheckAutoBatchOptions(options));
   std::unique_ptr<Trainer> trainer(new Trainer(options, log));
   RECKON_RETURN_IF_ERROR(trainer->LoadData());
   RECKON_RETURN_IF_ERROR(trainer->MakeReplica());

@@ -211,6 +211,10 @@ class Trainer {
   TrainSummary summary_;
 };
 
+// The auto-batch options (TrainerOptions::auto_batch...) each checked, with
+// an error naming the flag; Trainer::Create checks them too.
+absl::Status CheckAutoBatchOptions(const TrainerOptions& options);
+
 // Trainer::Create, then Run.
 absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ostream& log);
 
