@@ -33,6 +33,8 @@ ABSL_FLAG(std::string, chart, "",
 ABSL_DECLARE_FLAG(int64_t, workers);
 ABSL_DECLARE_FLAG(std::string, work_dir);
 ABSL_DECLARE_FLAG(int64_t, timeout_s);
+ABSL_DECLARE_FLAG(std::string, link);
+ABSL_DECLARE_FLAG(int64_t, link_mtu);
 
 namespace reckon::ctl {
 namespace {
@@ -219,7 +221,8 @@ int Report(const std::vector<Row>& rows, const std::string& dir, std::ostream& o
 int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const base::FlagScope scope{
       "reckonctl compare",
-      {{"codecs"}, {"workers"}, {"repeats"}, {"csv"}, {"chart"}, {"work_dir"}, {"timeout_s"}}};
+      {{"codecs"}, {"workers"}, {"repeats"}, {"csv"}, {"chart"}, {"work_dir"}, {"timeout_s"},
+       {"link"}, {"link_mtu"}}};
   std::vector<std::string> training;
   if (int code = base::ParseFlagsOrExit(scope, args, out, err, &training); code >= 0) return code;
   const int64_t workers = absl::GetFlag(FLAGS_workers);
@@ -258,6 +261,13 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   }
   std::filesystem::create_directories(dir);
   const int64_t timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  // The clusters run behind --link (checked by local); the worker alone needs no network.
+  std::vector<std::string> cluster_flags = training;
+  if (const std::string link = absl::GetFlag(FLAGS_link); !link.empty()) {
+    cluster_flags.insert(cluster_flags.end(), {"--link", link, "--link-mtu",
+                                               std::to_string(absl::GetFlag(FLAGS_link_mtu))});
+    out << "compare: every cluster's workers behind links " << link << "\n";
+  }
   std::vector<Row> rows;
   for (const std::string& codec : codecs) {
     std::vector<Row> runs;
@@ -265,7 +275,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
       out << "compare: " << codec << ", " << workers << " workers";
       if (repeats > 1) out << ", run " << run << " of " << repeats;
       out << "...\n" << std::flush;
-      absl::StatusOr<Row> r = RunCluster(codec, run, int(workers), dir, timeout_s, training);
+      absl::StatusOr<Row> r = RunCluster(codec, run, int(workers), dir, timeout_s, cluster_flags);
       if (!r.ok()) {
         err << "reckonctl compare: " << r.status().message() << "\n";
         return kExitBadInput;

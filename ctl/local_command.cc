@@ -5,6 +5,10 @@
 // replica's accuracy and weight hash (identical, or exit 1), the cluster's
 // samples/s, bytes on the wire against dense fp32, and with --baseline the
 // same figures of one dense worker.
+//
+// With --link SHAPE (root only) each worker runs in a network namespace of
+// its own, behind a link of that rate, delay and loss (ctl/net_lab.h): a
+// cloud's network on one machine. The lab is torn down when local exits.
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,6 +28,7 @@
 #include "base/process.h"
 #include "base/status_macros.h"
 #include "ctl/commands.h"
+#include "ctl/net_lab.h"
 #include "ctl/worker_summary.h"
 #include "server/grpc_transport.h"
 #include "server/version_vector.h"
@@ -39,6 +44,10 @@ ABSL_FLAG(bool, prometheus, false,
           "also run Debian's prometheus against the workers, with dashboards/ (alert rules, "
           "console page); it serves until Ctrl-C after the workers end");
 ABSL_FLAG(std::string, prometheus_listen, "127.0.0.1:9090", "where that Prometheus listens");
+ABSL_FLAG(std::string, link, "",
+          "run each worker in its own network namespace behind a link like "
+          "rate=100mbit,delay=1ms[,jitter=,loss=,duplicate=,queue=] (root only; empty: loopback)");
+ABSL_FLAG(int64_t, link_mtu, 1500, "with --link: the MTU of every worker's interface");
 ABSL_FLAG(std::string, dashboards, "",
           "the dashboards/ directory (default: the source tree's, found from reckonctl's path)");
 
@@ -68,6 +77,8 @@ struct LocalOptions {
   int64_t timeout_s = 3600;
   bool prometheus = false;
   std::string prometheus_listen, dashboards;
+  std::optional<LinkShape> link;  // set: workers in a network lab
+  int link_mtu = 1500;
   std::vector<std::string> training_flags;  // forwarded to every worker
 };
 
@@ -75,7 +86,8 @@ const base::FlagScope& LocalFlags() {
   static const base::FlagScope scope{
       "reckonctl local",
       {{"workers"}, {"baseline"}, {"summary_json"}, {"work_dir"}, {"worker_binary"},
-       {"timeout_s"}, {"prometheus"}, {"prometheus_listen"}, {"dashboards"}}};
+       {"timeout_s"}, {"prometheus"}, {"prometheus_listen"}, {"dashboards"}, {"link"},
+       {"link_mtu"}}};
   return scope;
 }
 
@@ -108,6 +120,24 @@ int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostre
   o->prometheus = absl::GetFlag(FLAGS_prometheus);
   o->prometheus_listen = absl::GetFlag(FLAGS_prometheus_listen);
   o->dashboards = absl::GetFlag(FLAGS_dashboards);
+  if (const std::string link = absl::GetFlag(FLAGS_link); !link.empty()) {
+    absl::StatusOr<LinkShape> shape = ParseLinkShape(link);
+    if (!shape.ok()) {
+      err << "reckonctl local: --link: " << shape.status().message() << "\n";
+      return kExitUsage;
+    }
+    if (absl::Status s = NetLab::Available(); !s.ok()) {
+      err << "reckonctl local: --link " << s.message() << "\n";
+      return kExitUsage;
+    }
+    o->link = *shape;
+  }
+  const int64_t mtu = absl::GetFlag(FLAGS_link_mtu);
+  if (mtu < 576 || mtu > 65535) {
+    err << "reckonctl local: --link-mtu takes 576 to 65535\n";
+    return kExitUsage;
+  }
+  o->link_mtu = static_cast<int>(mtu);
   for (const std::string& flag : o->training_flags) {
     std::string name = flag.substr(0, flag.find('='));
     std::replace(name.begin(), name.end(), '_', '-');
@@ -315,15 +345,35 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
         << "\n";
     return kExitBadInput;
   }
-  absl::StatusOr<std::vector<int>> ports = base::FreeLoopbackPorts(2 * o.workers);  // gossip, then HTTP
-  if (!ports.ok()) {
-    err << "reckonctl local: " << ports.status().message() << "\n";
-    return kExitBadInput;
+  // Gossip and HTTP addresses: loopback ports, or each worker's own
+  // address in the lab (the lab outlives the workers: declared first).
+  std::unique_ptr<NetLab> lab;
+  std::vector<std::string> addresses, http_addresses;
+  if (o.link) {
+    absl::StatusOr<std::unique_ptr<NetLab>> made = NetLab::Create(o.workers, o.link_mtu);
+    if (!made.ok()) {
+      err << "reckonctl local: --link: " << made.status().message() << "\n";
+      return kExitBadInput;
+    }
+    lab = *std::move(made);
+    lab->Shape(*o.link);
+    for (int i = 0; i < o.workers; ++i) {
+      addresses.push_back(absl::StrCat(lab->ip(i), ":7070"));
+      http_addresses.push_back(absl::StrCat(lab->ip(i), ":9100"));
+    }
+  } else {
+    absl::StatusOr<std::vector<int>> ports = base::FreeLoopbackPorts(2 * o.workers);
+    if (!ports.ok()) {
+      err << "reckonctl local: " << ports.status().message() << "\n";
+      return kExitBadInput;
+    }
+    for (int i = 0; i < o.workers; ++i) {
+      addresses.push_back(absl::StrCat("127.0.0.1:", (*ports)[i]));
+      http_addresses.push_back(absl::StrCat("127.0.0.1:", (*ports)[o.workers + i]));
+    }
   }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = std::max(1, static_cast<int>(cores) / o.workers);
-  std::vector<std::string> addresses;
-  for (int i = 0; i < o.workers; ++i) addresses.push_back(absl::StrCat("127.0.0.1:", (*ports)[i]));
   const std::string peer_list = absl::StrJoin(addresses, ",");
 
   struct sigaction action = {};
@@ -331,15 +381,17 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
-  out << "reckonctl local: " << o.workers << " workers on loopback, " << threads
-      << " thread(s) each; logs in " << o.work_dir << "\n"
+  out << "reckonctl local: " << o.workers << " workers "
+      << (lab ? "in network namespaces, each behind a link " + LinkShapeText(*o.link)
+              : std::string("on loopback"))
+      << ", " << threads << " thread(s) each; logs in " << o.work_dir << "\n"
       << std::flush;
   std::vector<Worker> workers(o.workers);
   for (int i = 0; i < o.workers; ++i) {
     Worker& w = workers[i];
     w.name = absl::StrCat("w", i);
     w.address = addresses[i];
-    w.http = absl::StrCat("127.0.0.1:", (*ports)[o.workers + i]);
+    w.http = http_addresses[i];
     w.log = absl::StrCat(o.work_dir, "/", w.name, ".log");
     w.err = absl::StrCat(o.work_dir, "/", w.name, ".err");
     w.summary = absl::StrCat(o.work_dir, "/", w.name, ".json");
@@ -353,8 +405,14 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
                                       "--summary-json", w.summary,
                                       "--http-listen",  w.http};
     wargs.insert(wargs.end(), o.training_flags.begin(), o.training_flags.end());
-    absl::StatusOr<base::ChildProcess> p =
-        base::ChildProcess::Spawn(o.worker_binary, wargs, w.log, w.err);
+    std::string binary = o.worker_binary;
+    if (lab) {  // `ip netns exec <ns> reckon-worker ...` (ip execs it: same pid)
+      std::vector<std::string> exec = lab->Exec(i);
+      binary = exec.front();
+      wargs.insert(wargs.begin(), o.worker_binary);
+      wargs.insert(wargs.begin(), exec.begin() + 1, exec.end());
+    }
+    absl::StatusOr<base::ChildProcess> p = base::ChildProcess::Spawn(binary, wargs, w.log, w.err);
     if (!p.ok()) {
       err << "reckonctl local: starting " << w.name << ": " << p.status().message() << "\n";
       return kExitBadInput;

@@ -1024,9 +1024,19 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
                                             codec::ChecksumHex(measured), " but its messages give ",
                                             codec::ChecksumHex(checksum), ": not installed"));
   }
+  // What can refuse the snapshot is checked before the mirror changes, so
+  // that a refused one leaves mirror, ledger and versions as they were.
+  if (const uint64_t own = OwnMessagesBeyond(applied); own < last_published_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the snapshot from ", source, " lacks our own messages after seq ", own,
+                     " and our log no longer holds them"));
+  }
+  // Kept until the replay succeeded (a logged message that no longer
+  // decodes would be a bug, but must not leave a half-installed mirror).
+  const std::vector<int64_t> previous(mirror_.quanta().begin(), mirror_.quanta().end());
   absl::Status s = mirror_.Load(weights);
   if (!s.ok()) return s;
-  ChecksumLedger ledger = ledger_;  // kept until the replay succeeded
+  ChecksumLedger ledger = ledger_;
   ledger_.Reset(checksum, applied);
   VersionMap now_applied = applied;
   // Replay what our log holds beyond the snapshot (our own messages above
@@ -1038,18 +1048,13 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
       if (!codec::DecodeUpdate(it->second.frame->update(), &decoded).ok() ||
           !codec::ApplyDecoded(decoded, &mirror_).ok()) {
         ledger_ = std::move(ledger);
+        (void)mirror_.Load(previous);
         return absl::DataLossError(absl::StrCat("logged message ", origin.ToString(), " seq ",
                                                 it->first, " cannot be replayed"));
       }
       now_applied[origin] = it->first;
       ledger_.Add(origin, it->first, it->second.frame->update().checksum_delta());
     }
-  }
-  if (SeqOf(now_applied, self_) < last_published_) {
-    ledger_ = std::move(ledger);
-    return absl::FailedPreconditionError(
-        absl::StrCat("the snapshot from ", source, " lacks our own messages after seq ",
-                     SeqOf(now_applied, self_), " and our log no longer holds them"));
   }
   applied_ = std::move(now_applied);
   received_.updates.clear();
@@ -1065,6 +1070,16 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   Log(absl::StrCat("installed a snapshot from ", source, ": ", VersionJson(applied_)));
   changed_.SignalAll();
   return absl::OkStatus();
+}
+
+uint64_t GossipNode::OwnMessagesBeyond(const VersionMap& applied) const {
+  uint64_t seq = SeqOf(applied, self_);
+  const auto own = log_.origins().find(self_);
+  if (own == log_.origins().end()) return seq;
+  for (auto it = own->second.find(seq + 1); it != own->second.end() && it->first == seq + 1; ++it) {
+    ++seq;
+  }
+  return seq;
 }
 
 // --- service ----------------------------------------------------------------

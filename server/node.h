@@ -190,7 +190,7 @@ class GossipNode final : public LinkEvents {
   // The training thread gets the weights via TakeReceived().replace_weights.
   // kFailedPrecondition when one of our own messages it needs is gone.
   // kDataLoss when the weights' checksum is not `checksum` (the source's
-  // replica is not what its messages say): nothing is installed.
+  // replica is not what its messages say). On any error nothing changes.
   absl::Status InstallSnapshot(std::span<const int64_t> weights, const VersionMap& applied,
                                uint64_t checksum, const std::string& source);
 
@@ -331,6 +331,8 @@ class GossipNode final : public LinkEvents {
   // its vector (docs/gossip.md "Divergence detection").
   void ComparePeerCheck(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<std::string> RepairSourceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Our last seq that a snapshot at `applied` plus our log can give.
+  uint64_t OwnMessagesBeyond(const VersionMap& applied) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool QuiescentLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MaxPeerLagLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -84,7 +84,7 @@ class Cluster {
   }
 
   // Worker i listens at `address` and runs under `exec_prefix` (e.g. `ip
-  // netns exec <ns>`: tests/net_lab.h). Call before Start.
+  // netns exec <ns>`: ctl/net_lab.h). Call before Start.
   void Place(int i, const std::string& address, std::vector<std::string> exec_prefix) {
     addresses_[i] = address;
     exec_prefix_[i] = std::move(exec_prefix);

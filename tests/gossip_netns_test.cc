@@ -1,5 +1,5 @@
 // Partitions and bad links, for real: worker processes in
-// network namespaces, joined by the impairing switch of tests/net_lab.h, over
+// network namespaces, joined by the shaping switch of ctl/net_lab.h, over
 // real TCP and gRPC. Each scenario ends with every worker exiting 0 with
 // identical weights and version vectors, and prints its FIGURES.
 // Needs root and TUN; skipped, saying why, elsewhere.
@@ -10,10 +10,13 @@
 #include <thread>
 
 #include "tests/gossip_harness.h"
-#include "tests/net_lab.h"
+#include "ctl/net_lab.h"
 
 namespace reckon::testing {
 namespace {
+
+using ctl::LinkShape;
+using ctl::NetLab;
 
 class GossipNetns : public ::testing::Test {
  protected:
