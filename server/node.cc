@@ -887,6 +887,49 @@ bool GossipNode::WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline) 
   return true;
 }
 
+size_t GossipNode::OwnBacklogBytesLocked() {
+  bool any_alive = false;
+  uint64_t least = last_published_;
+  for (const auto& [id, m] : members_) {
+    if (m.state != MemberState::kAlive) continue;
+    any_alive = true;
+    least = std::min(least, SeqOf(m.applied, self_));
+  }
+  const MessageLog::Entries* own = log_.Find(self_);
+  if (!any_alive || own == nullptr) return 0;
+  size_t bytes = 0;
+  for (auto it = own->upper_bound(least); it != own->end(); ++it) bytes += it->second.bytes;
+  return bytes;
+}
+
+size_t GossipNode::MaxBacklogBytesLocked() {
+  if (options_.max_backlog_bytes > 0) return options_.max_backlog_bytes;
+  size_t members = 1;
+  for (const auto& [id, m] : members_) members += m.state == MemberState::kAlive;
+  return options_.log_byte_cap / (2 * members);
+}
+
+size_t GossipNode::OwnBacklogBytes() {
+  absl::MutexLock l(&mu_);
+  return OwnBacklogBytesLocked();
+}
+
+bool GossipNode::WaitWhileBacklogged(Clock::time_point deadline) {
+  absl::MutexLock l(&mu_);
+  const auto start = Clock::now();
+  bool go_on = true;
+  while (OwnBacklogBytesLocked() > MaxBacklogBytesLocked()) {
+    if (Clock::now() >= deadline || stopping_) {
+      go_on = false;
+      break;
+    }
+    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
+  }
+  counters_.backpressure_ms += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  return go_on;
+}
+
 void GossipNode::SetTrainingDone(uint64_t local_steps) {
   absl::MutexLock l(&mu_);
   training_done_ = true;

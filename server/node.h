@@ -77,6 +77,13 @@ struct NodeOptions {
   // served again from its version vector (lost frames, dropped links).
   std::chrono::milliseconds repair_timeout{500};
   size_t log_byte_cap = size_t{256} << 20;
+  // Training pauses (WaitWhileBacklogged) while our own messages that a live
+  // peer has not applied take more than this many bytes. 0: a share of the
+  // log, log_byte_cap / (2 x members), so the log always still holds what
+  // a slow peer needs from us: were it evicted, that peer would re-join from
+  // a snapshot that lacks it, and so would we after it (found with dense
+  // messages on 100 Mbit/s links: every worker ended in that failure).
+  size_t max_backlog_bytes = 0;
   // A message stays in the log at least this long even once every live
   // member applied it: a worker joining from a snapshot cut a moment ago
   // still finds what came after its cut (else it would re-join at once).
@@ -160,6 +167,11 @@ class GossipNode final : public LinkEvents {
   // Blocks while some alive peer has applied fewer than our seq - max_lag
   // of our messages, up to `deadline`. Returns true when it may go on.
   bool WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline);
+  // Blocks while our backlog (own messages some live peer has not applied)
+  // is over NodeOptions::max_backlog_bytes, up to `deadline`; the time
+  // spent waiting is counted (backpressure_ms). Returns true when it may go on.
+  bool WaitWhileBacklogged(Clock::time_point deadline);
+  size_t OwnBacklogBytes();
   void SetTrainingDone(uint64_t local_steps);
   // Members still training, this node included while it is: the alive
   // peers that have not said training_done, plus one. A peer not reached
@@ -250,7 +262,8 @@ class GossipNode final : public LinkEvents {
              divergences = 0,  // peers' checks against our messages that failed
         signature_errors = 0,  // Updates unsigned, of an unknown signer, or forged
         peers_refused = 0,     // handshakes refused: another cluster, token, identity
-        members_failed = 0;    // members this node marked dead (silent too long)
+        members_failed = 0,    // members this node marked dead (silent too long)
+        backpressure_ms = 0;   // training paused on our backlog (WaitWhileBacklogged)
     // Updates of other origins accepted, and their serialized bytes, by
     // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;
@@ -333,6 +346,8 @@ class GossipNode final : public LinkEvents {
   std::optional<std::string> RepairSourceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Our last seq that a snapshot at `applied` plus our log can give.
   uint64_t OwnMessagesBeyond(const VersionMap& applied) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t OwnBacklogBytesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t MaxBacklogBytesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool QuiescentLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MaxPeerLagLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -82,6 +82,10 @@ void AddCounters(const GossipNode::Counters& c, Families& f) {
   f.Counter("reckon_members_failed_total",
             "Members this node marked dead: silent past the failure timeout",
             double(c.members_failed));
+  f.Counter("reckon_backpressure_seconds_total",
+            "Time training paused because our own messages not yet applied by a live peer "
+            "filled our share of the log: the links are slower than training",
+            c.backpressure_ms / 1000.0);
   f.Counter("reckon_repairs_sent_total", "Updates sent again by anti-entropy",
             double(c.repairs_sent));
   f.Counter("reckon_queue_drops_total", "Updates dropped from full send queues (repaired later)",

@@ -112,6 +112,50 @@ TEST(GossipNode, SlowIntactLinkGetsNoRepairs) {
   EXPECT_EQ(c.net().counters().update_frames, 200u);
 }
 
+// Backpressure: while our own messages not yet applied by a live peer are
+// over the cap, the training thread waits; it goes on once the peer's
+// heartbeat shows them applied (a round trip at least), and the wait is
+// counted. Alone, or under the cap, it never waits.
+TEST(GossipNode, TrainingWaitsWhileItsBacklogIsOverTheCap) {
+  Nodes c(2, milliseconds(300), [](int, NodeOptions& o) {
+    o.failure_timeout = seconds(3);
+    o.max_backlog_bytes = 1;
+  });
+  EXPECT_TRUE(c.node(0)->WaitWhileBacklogged(Clock::now()));  // no peer yet: nothing owed
+  c.Start();
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    c.node(0)->FillStatus(&s);
+    return s.members_size() == 1 && s.members(0).state() == "alive";
+  }));
+  c.Publish(0, 1, 3);
+  EXPECT_GT(c.node(0)->OwnBacklogBytes(), 0u);
+  const auto start = Clock::now();
+  ASSERT_TRUE(c.node(0)->WaitWhileBacklogged(start + seconds(20)));
+  const auto waited = Clock::now() - start;
+  EXPECT_EQ(SeqOf(c.node(1)->Applied(), {"n0", 1000}), 3u);
+  EXPECT_EQ(c.node(0)->OwnBacklogBytes(), 0u);
+  EXPECT_GE(waited, milliseconds(600));  // out and back over a 300 ms link
+  EXPECT_GE(c.node(0)->counters().backpressure_ms, 600u);
+}
+
+// The default cap is a share of the log (log_byte_cap / (2 x members)):
+// with 1,000-byte-ish messages and a 1 MiB log nothing waits.
+TEST(GossipNode, DefaultBacklogCapIsAShareOfTheLog) {
+  Nodes c(2, milliseconds(300), [](int, NodeOptions& o) { o.log_byte_cap = 1 << 20; });
+  c.Start();
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    c.node(0)->FillStatus(&s);
+    return s.members_size() == 1 && s.members(0).state() == "alive";
+  }));
+  c.Publish(0, 1, 3);
+  EXPECT_GT(c.node(0)->OwnBacklogBytes(), 0u);
+  EXPECT_LT(c.node(0)->OwnBacklogBytes(), size_t{1 << 20} / 4);
+  EXPECT_TRUE(c.node(0)->WaitWhileBacklogged(Clock::now()));
+  EXPECT_EQ(c.node(0)->counters().backpressure_ms, 0u);
+}
+
 // What the receiver drops on an intact stream (here: early arrivals past a
 // one-slot buffer, made by a sender that reorders) is seen as lost once the
 // receiver's heartbeat shows it processed the frame, and is sent again.

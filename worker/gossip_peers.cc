@@ -264,6 +264,17 @@ absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_don
     RECKON_RETURN_IF_ERROR(Resync(*source));
   }
   node_->SetLocalSteps(steps_done);
+  {
+    // Backpressure: never outrun the links so far that the log would have
+    // to drop our own messages before a live peer has them (NodeOptions::
+    // max_backlog_bytes). Applies meanwhile; a dead peer stops counting.
+    const auto deadline = server::Clock::now() + 2 * options_.node.failure_timeout;
+    while (!node_->WaitWhileBacklogged(server::Clock::now() + std::chrono::milliseconds(50))) {
+      server::Received r = node_->TakeReceived();
+      RECKON_RETURN_IF_ERROR(Apply(backend, r));
+      if (server::Clock::now() > deadline) break;
+    }
+  }
   if (options_.max_lag > 0) {
     // Bounded staleness: wait for the slowest live peer, applying meanwhile.
     // A dead peer stops counting after the failure timeout.
@@ -392,7 +403,8 @@ base::Json GossipPeers::Counters() {
           {"replica_repairs", c.replica_repairs},
           {"peer_checks_agreed", c.peer_checks_agreed},
           {"divergences", c.divergences},
-          {"signature_errors", c.signature_errors}};
+          {"signature_errors", c.signature_errors},
+          {"backpressure_seconds", c.backpressure_ms / 1000.0}};
 }
 
 }  // namespace reckon::worker

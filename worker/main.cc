@@ -126,6 +126,9 @@ ABSL_FLAG(uint64_t, max_lag, 0,
 ABSL_FLAG(int32_t, heartbeat_ms, 100, "heartbeat interval on every peer stream");
 ABSL_FLAG(int32_t, failure_timeout_ms, 3000, "a peer silent this long is marked dead");
 ABSL_FLAG(int64_t, log_cap_mb, 256, "message log byte cap (MiB) for anti-entropy");
+ABSL_FLAG(int64_t, max_backlog_mb, 0,
+          "pause training while our own messages not yet applied by a live peer exceed this "
+          "(MiB; 0: --log-cap-mb / (2 x members), so the log always holds them)");
 ABSL_FLAG(int32_t, max_message_mb, 64, "largest gossip frame accepted or sent (MiB)");
 ABSL_FLAG(int32_t, quiesce_timeout_s, 600,
           "after training, wait at most this long for the cluster to be quiescent");
@@ -375,6 +378,12 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
         "--log-cap-mb must be >= 1 and --max-message-mb in [1, 1024]");
   }
   n.log_byte_cap = static_cast<size_t>(log_cap) << 20;
+  const int64_t max_backlog = absl::GetFlag(FLAGS_max_backlog_mb);
+  if (max_backlog < 0 || max_backlog > log_cap) {
+    return absl::InvalidArgumentError(
+        "--max-backlog-mb must be from 0 (automatic) to --log-cap-mb");
+  }
+  n.max_backlog_bytes = static_cast<size_t>(max_backlog) << 20;
   p.transport.max_message_bytes = max_message << 20;
   p.max_lag = absl::GetFlag(FLAGS_max_lag);
   p.bootstrap = absl::GetFlag(FLAGS_bootstrap);
