@@ -34,14 +34,21 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   std::function<void()> finalize;
   std::function<void()> cancel;
 
-  bool Enqueue(std::shared_ptr<const Frame> frame, size_t byte_cap) {
+  // `urgent`: ahead of the frames waiting, behind earlier urgent ones.
+  bool Enqueue(std::shared_ptr<const Frame> frame, size_t byte_cap, bool urgent = false) {
     const Frame* first = nullptr;
     {
       absl::MutexLock l(&mu_);
       if (closing_ || queued_bytes_ >= byte_cap) return false;
       if (writing_) {
         queued_bytes_ += frame->ByteSizeLong();
-        queue_.push_back(std::move(frame));
+        if (urgent) {
+          queue_.insert(queue_.begin() + static_cast<std::ptrdiff_t>(urgent_waiting_),
+                        std::move(frame));
+          ++urgent_waiting_;
+        } else {
+          queue_.push_back(std::move(frame));
+        }
         return true;
       }
       writing_ = true;
@@ -62,10 +69,12 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
         closing_ = true;
         queue_.clear();
         queued_bytes_ = 0;
+        urgent_waiting_ = 0;
       }
       if (!queue_.empty()) {
         current_ = std::move(queue_.front());
         queue_.pop_front();
+        if (urgent_waiting_ > 0) --urgent_waiting_;
         queued_bytes_ -= current_->ByteSizeLong();
         next = current_.get();
       } else {
@@ -91,6 +100,7 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
       if (drop_queue) {
         queue_.clear();
         queued_bytes_ = 0;
+        urgent_waiting_ = 0;
       }
       do_finalize = !writing_ && !finalized_;
       if (do_finalize) finalized_ = true;
@@ -125,6 +135,7 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
   absl::Mutex mu_;
   std::deque<std::shared_ptr<const Frame>> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t urgent_waiting_ ABSL_GUARDED_BY(mu_) = 0;  // at the front of queue_
   std::shared_ptr<const Frame> current_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
@@ -137,6 +148,9 @@ class GrpcLink : public Link {
       : core_(std::move(core)), dialed_(dialed), description_(std::move(description)) {}
   bool Send(std::shared_ptr<const Frame> frame, size_t byte_cap) override {
     return core_->Enqueue(std::move(frame), byte_cap);
+  }
+  bool SendUrgent(std::shared_ptr<const Frame> frame, size_t byte_cap) override {
+    return core_->Enqueue(std::move(frame), byte_cap, /*urgent=*/true);
   }
   size_t QueuedBytes() const override { return core_->QueuedBytes(); }
   void Close() override { core_->Close(false); }

@@ -41,7 +41,8 @@ struct Member {
   // frame that carried pushed[o] (pushed_frame[o]) and still lacks o's
   // messages up to it, one was lost there (dropped from a full early
   // buffer, corrupt) and is served again. Nothing else counts as lost: a
-  // slow link is not a lossy one.
+  // slow link is not a lossy one. Both count Update frames only: a
+  // heartbeat may overtake the updates queued before it.
   uint64_t frames_sent = 0, frames_received = 0;
   std::map<OriginKey, uint64_t> pushed_frame;
   bool training_done = false;

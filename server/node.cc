@@ -279,7 +279,9 @@ void GossipNode::HandleEvent(Event& e) {
     return;
   }
   m->last_heard = now;
-  ++m->frames_received;
+  // Only updates are counted (the loss evidence of anti-entropy): a
+  // heartbeat may overtake the updates queued before it (Link::SendUrgent).
+  if (f.has_update()) ++m->frames_received;
   if (m->state != MemberState::kAlive) {
     Log(absl::StrCat("peer ", m->node_id, " is alive again"));
     m->state = MemberState::kAlive;
@@ -554,8 +556,10 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
 }
 
 bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) {
-  if (!m.link || !m.link->Send(std::move(frame), byte_cap)) return false;
-  ++m.frames_sent;
+  if (!m.link) return false;
+  if (frame->has_heartbeat()) return m.link->SendUrgent(std::move(frame), byte_cap);
+  if (!m.link->Send(frame, byte_cap)) return false;
+  if (frame->has_update()) ++m.frames_sent;  // as the peer counts: updates only
   return true;
 }
 
