@@ -90,15 +90,20 @@ TEST(GossipNode, UnansweredDialIsRetriedAfterHealing) {
 // A slow but intact link (latency well above the repair timeout) loses
 // nothing, so nothing may be sent twice: repairs go only where a message was
 // lost. (Before: every lag past the repair timeout re-sent all of it.)
+// Node 0 of a two-node cluster sees node 1 alive.
+bool PeerAlive(Nodes& c) {
+  return Eventually([&] {
+    v1::NodeStatus s;
+    c.node(0)->FillStatus(&s);
+    return s.members_size() == 1 && s.members(0).state() == "alive";
+  });
+}
+
 TEST(GossipNode, SlowIntactLinkGetsNoRepairs) {
   // 400 ms one way; repair timeout 100 ms; a failure timeout the link allows.
   Nodes c(2, milliseconds(400), [](int, NodeOptions& o) { o.failure_timeout = seconds(2); });
   c.Start();
-  ASSERT_TRUE(Eventually([&] {
-    v1::NodeStatus s;
-    c.node(0)->FillStatus(&s);
-    return s.members_size() == 1 && s.members(0).state() == "alive";
-  }));
+  ASSERT_TRUE(PeerAlive(c));
   // Both dialed at once: the pair settles on one of the two streams a round
   // trip later, and what went out on the other meanwhile is really lost.
   std::this_thread::sleep_for(milliseconds(1200));
@@ -123,11 +128,7 @@ TEST(GossipNode, TrainingWaitsWhileItsBacklogIsOverTheCap) {
   });
   EXPECT_TRUE(c.node(0)->WaitWhileBacklogged(Clock::now()));  // no peer yet: nothing owed
   c.Start();
-  ASSERT_TRUE(Eventually([&] {
-    v1::NodeStatus s;
-    c.node(0)->FillStatus(&s);
-    return s.members_size() == 1 && s.members(0).state() == "alive";
-  }));
+  ASSERT_TRUE(PeerAlive(c));
   c.Publish(0, 1, 3);
   EXPECT_GT(c.node(0)->OwnBacklogBytes(), 0u);
   const auto start = Clock::now();
@@ -144,11 +145,7 @@ TEST(GossipNode, TrainingWaitsWhileItsBacklogIsOverTheCap) {
 TEST(GossipNode, DefaultBacklogCapIsAShareOfTheLog) {
   Nodes c(2, milliseconds(300), [](int, NodeOptions& o) { o.log_byte_cap = 1 << 20; });
   c.Start();
-  ASSERT_TRUE(Eventually([&] {
-    v1::NodeStatus s;
-    c.node(0)->FillStatus(&s);
-    return s.members_size() == 1 && s.members(0).state() == "alive";
-  }));
+  ASSERT_TRUE(PeerAlive(c));
   c.Publish(0, 1, 3);
   EXPECT_GT(c.node(0)->OwnBacklogBytes(), 0u);
   EXPECT_LT(c.node(0)->OwnBacklogBytes(), size_t{1 << 20} / 4);
