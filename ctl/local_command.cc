@@ -137,6 +137,10 @@ int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostre
     err << "reckonctl local: --link-mtu takes 576 to 65535\n";
     return kExitUsage;
   }
+  if (mtu != 1500 && !o->link) {
+    err << "reckonctl local: --link-mtu needs --link (loopback has its own MTU)\n";
+    return kExitUsage;
+  }
   o->link_mtu = static_cast<int>(mtu);
   for (const std::string& flag : o->training_flags) {
     std::string name = flag.substr(0, flag.find('='));

@@ -51,37 +51,35 @@ TEST_F(ReckonWorker, ShortRunWritesAFullSummary) {
 }
 
 TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
-  Result r = Run({"--standalone", "--layers=784,x,10"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("'x' is not a layer width"), std::string::npos) << r.err;
-  r = Run({"--standalone", "--codec=gzip"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--codec 'gzip'"), std::string::npos) << r.err;
-  r = Run({"--standalone", "--shard=3/3"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--shard '3/3'"), std::string::npos) << r.err;
-  r = Run({"--standalone", "--backend=tpu"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--backend 'tpu'"), std::string::npos) << r.err;
-  r = Run({"--standalone", "--adagrad-placement=aggregate"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--adagrad-placement aggregate needs --optimizer adagrad"),
-            std::string::npos) << r.err;
-  r = Run({"--standalone", "--optimizer=adagrad", "--adagrad-placement=global"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--adagrad-placement 'global' is not local or aggregate"),
-            std::string::npos) << r.err;
-  r = Run({"--standalone", "--auto-batch=100,50"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--auto-batch '100,50': the sizes must be strictly ascending"),
-            std::string::npos) << r.err;
-  r = Run({"--standalone", "--auto-batch=100,200", "--auto-batch-samples=10"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--auto-batch-samples 10 must be at least the largest candidate (200)"),
-            std::string::npos) << r.err;
-  r = Run({"--standalone", "--auto-batch=100,x"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("'x' is not a batch size >= 1"), std::string::npos) << r.err;
+  // Usage errors: exit 2 and a line naming the flag and what is wrong.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> usage_errors = {
+      {{"--layers=784,x,10"}, "'x' is not a layer width"},
+      {{"--codec=gzip"}, "--codec 'gzip'"},
+      {{"--shard=3/3"}, "--shard '3/3'"},
+      {{"--backend=tpu"}, "--backend 'tpu'"},
+      {{"--adagrad-placement=aggregate"}, "--adagrad-placement aggregate needs --optimizer adagrad"},
+      {{"--optimizer=adagrad", "--adagrad-placement=global"},
+       "--adagrad-placement 'global' is not local or aggregate"},
+      {{"--auto-batch=100,50"}, "--auto-batch '100,50': the sizes must be strictly ascending"},
+      {{"--auto-batch=100,200", "--auto-batch-samples=10"},
+       "--auto-batch-samples 10 must be at least the largest candidate (200)"},
+      {{"--auto-batch=100,x"}, "'x' is not a batch size >= 1"},
+      // Gossip flags are checked for a worker that gossips (a standalone one has no peers).
+      {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--max-backlog-mb=-1"},
+       "--max-backlog-mb must be from 0 (automatic) to --log-cap-mb"},
+      {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--max-backlog-mb=300",
+        "--log-cap-mb=256"},
+       "--max-backlog-mb must be from 0 (automatic) to --log-cap-mb"},
+  };
+  Result r;
+  for (const auto& [flags, message] : usage_errors) {
+    std::vector<std::string> args;
+    if (flags.front() != "--node-id=a") args.push_back("--standalone");
+    args.insert(args.end(), flags.begin(), flags.end());
+    r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << flags.back();
+    EXPECT_NE(r.err.find(message), std::string::npos) << flags.back() << ": " << r.err;
+  }
   r = Run({"--no_such_flag"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no_such_flag"), std::string::npos) << r.err;

@@ -270,6 +270,13 @@ TEST(ReckonctlLocal, ABadLinkIsAUsageErrorNamingIt) {
   r = RunProcess(RECKONCTL_PATH, {"local", "--link", "speed=1gbit"}, dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown link property 'speed'"), std::string::npos) << r.err;
+  r = RunProcess(RECKONCTL_PATH, {"local", "--link-mtu", "9000"}, dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--link-mtu needs --link"), std::string::npos) << r.err;
+  r = RunProcess(RECKONCTL_PATH, {"local", "--link", "rate=1gbit", "--link-mtu", "100"},
+                 dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--link-mtu takes 576 to 65535"), std::string::npos) << r.err;
 }
 
 TEST(ReckonctlLocal, FlagsItSetsItselfAreRefused) {

@@ -258,33 +258,35 @@ absl::Status GossipPeers::Apply(model::Backend& backend, server::Received& recei
   return absl::OkStatus();
 }
 
+absl::Status GossipPeers::WaitApplying(
+    model::Backend& backend, const std::function<bool(server::Clock::time_point)>& wait) {
+  // A dead peer stops counting after the failure timeout; past twice that,
+  // take the step anyway (the next one waits again).
+  const auto deadline = server::Clock::now() + 2 * options_.node.failure_timeout;
+  while (!wait(server::Clock::now() + std::chrono::milliseconds(50))) {
+    server::Received r = node_->TakeReceived();
+    RECKON_RETURN_IF_ERROR(Apply(backend, r));
+    if (server::Clock::now() > deadline) break;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_done) {
   RECKON_RETURN_IF_ERROR(node_->Health());
   if (std::optional<std::string> source = node_->ResyncSource()) {
     RECKON_RETURN_IF_ERROR(Resync(*source));
   }
   node_->SetLocalSteps(steps_done);
-  {
-    // Backpressure: never outrun the links so far that the log would have
-    // to drop our own messages before a live peer has them (NodeOptions::
-    // max_backlog_bytes). Applies meanwhile; a dead peer stops counting.
-    const auto deadline = server::Clock::now() + 2 * options_.node.failure_timeout;
-    while (!node_->WaitWhileBacklogged(server::Clock::now() + std::chrono::milliseconds(50))) {
-      server::Received r = node_->TakeReceived();
-      RECKON_RETURN_IF_ERROR(Apply(backend, r));
-      if (server::Clock::now() > deadline) break;
-    }
-  }
-  if (options_.max_lag > 0) {
-    // Bounded staleness: wait for the slowest live peer, applying meanwhile.
-    // A dead peer stops counting after the failure timeout.
-    const auto deadline = server::Clock::now() + 2 * options_.node.failure_timeout;
-    while (!node_->WaitWhileLagging(options_.max_lag,
-                                    server::Clock::now() + std::chrono::milliseconds(50))) {
-      server::Received r = node_->TakeReceived();
-      RECKON_RETURN_IF_ERROR(Apply(backend, r));
-      if (server::Clock::now() > deadline) break;
-    }
+  // Backpressure: never outrun the links so far that the log would have to
+  // drop our own messages before a live peer has them (NodeOptions::
+  // max_backlog_bytes).
+  RECKON_RETURN_IF_ERROR(WaitApplying(backend, [&](server::Clock::time_point until) {
+    return node_->WaitWhileBacklogged(until);
+  }));
+  if (options_.max_lag > 0) {  // bounded staleness: wait for the slowest live peer
+    RECKON_RETURN_IF_ERROR(WaitApplying(backend, [&](server::Clock::time_point until) {
+      return node_->WaitWhileLagging(options_.max_lag, until);
+    }));
   }
   if (options_.check_interval.count() > 0 && server::Clock::now() >= next_check_) {
     return CheckReplica(backend, steps_done);

@@ -16,6 +16,7 @@
 #define RECKON_WORKER_GOSSIP_PEERS_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <span>
@@ -82,6 +83,10 @@ class GossipPeers final : public TrainingPeers {
  private:
   GossipPeers() = default;
   absl::Status Apply(model::Backend& backend, server::Received& received);
+  // Calls `wait` (a node wait with a deadline; true: go on) until it says go
+  // on, applying what arrives between calls.
+  absl::Status WaitApplying(model::Backend& backend,
+                            const std::function<bool(server::Clock::time_point)>& wait);
   // Re-joins when the node asks, then applies what arrives until the cluster
   // is quiescent (OK) or `until` (kDeadlineExceeded).
   absl::Status ApplyUntilQuiescent(model::Backend& backend, server::Clock::time_point until);
