@@ -19,10 +19,12 @@ RepairPlan PlanRepair(uint64_t ours, uint64_t theirs, uint64_t pushed, uint64_t 
   return {RepairPlan::kSend, from + 1, ours};
 }
 
-Clock::duration RelayDelay(bool own, bool origin_alive, std::chrono::milliseconds repair_timeout,
-                           std::chrono::milliseconds failure_timeout) {
-  if (own) return Clock::duration::zero();
-  return origin_alive ? std::max(repair_timeout, failure_timeout) : repair_timeout;
+bool MayRelay(bool own, bool origin_alive, bool member_hears_origin, Clock::duration age,
+              Clock::duration heard_for, std::chrono::milliseconds repair_timeout,
+              std::chrono::milliseconds failure_timeout) {
+  if (own) return true;
+  if (!origin_alive) return age >= repair_timeout;
+  return !member_hears_origin && age >= failure_timeout && heard_for >= failure_timeout;
 }
 
 }  // namespace reckon::server

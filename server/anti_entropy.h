@@ -30,13 +30,18 @@ struct RepairPlan {
 RepairPlan PlanRepair(uint64_t ours, uint64_t theirs, uint64_t pushed, uint64_t first_retained,
                       bool resync_told);
 
-// How long a message must have been in our log before we relay it. Our own
-// go at once. Another origin's is most likely still on its way to the
-// member straight from its origin: a live origin delivers (and repairs) its
-// own, so its messages wait a failure timeout (covering a member the
-// origin cannot reach); a dead or departed origin's wait a repair timeout.
-Clock::duration RelayDelay(bool own, bool origin_alive, std::chrono::milliseconds repair_timeout,
-                           std::chrono::milliseconds failure_timeout);
+// Whether a message `age` old in our log may be relayed now to a member we
+// have heard for `heard_for` (since it last connected or came back). Our own
+// go at once; a dead or departed origin's once a repair timeout old. A live
+// origin delivers (and repairs) its own to every member that hears it, so
+// its messages are relayed only to a member that does not
+// (`member_hears_origin`, from its heartbeat), once a failure timeout old and
+// a failure timeout after the member came (time to reach the origin too).
+// Age alone is not evidence: on a slow link the origin's copy may wait in its
+// send queue longer than that, and a relayed copy doubles the load.
+bool MayRelay(bool own, bool origin_alive, bool member_hears_origin, Clock::duration age,
+              Clock::duration heard_for, std::chrono::milliseconds repair_timeout,
+              std::chrono::milliseconds failure_timeout);
 
 }  // namespace reckon::server
 

@@ -67,12 +67,10 @@ class InProcLink final : public Link {
   const int side_;
 };
 
-InProcNetwork::InProcNetwork(std::chrono::milliseconds latency) : latency_(latency) {
-  if (latency_.count() > 0) {
-    in_flight_ = std::make_unique<TimedQueue<Pending>>(
-        "reckon-inproc", [this](Pending& p) { Deliver(std::move(p)); });
-  }
-}
+InProcNetwork::InProcNetwork(std::chrono::milliseconds latency)
+    : latency_(latency),
+      in_flight_(std::make_unique<TimedQueue<Pending>>(
+          "reckon-inproc", [this](Pending& p) { Deliver(std::move(p)); })) {}
 
 InProcNetwork::~InProcNetwork() { in_flight_.reset(); }
 
@@ -95,10 +93,23 @@ void InProcNetwork::Partition(const std::vector<std::set<GossipNode*>>& groups) 
   partitioned_ = true;
 }
 
+void InProcNetwork::Cut(GossipNode* a, GossipNode* b) {
+  absl::MutexLock l(&mu_);
+  cuts_.insert({a, b});
+  cuts_.insert({b, a});
+}
+
 void InProcNetwork::Heal() {
   absl::MutexLock l(&mu_);
   group_of_.clear();
+  cuts_.clear();
   partitioned_ = false;
+}
+
+void InProcNetwork::DelayUpdates(GossipNode* from, GossipNode* to,
+                                 std::chrono::milliseconds delay) {
+  absl::MutexLock l(&mu_);
+  update_delay_[{from, to}] = delay;
 }
 
 InProcNetwork::Counters InProcNetwork::counters() {
@@ -107,6 +118,7 @@ InProcNetwork::Counters InProcNetwork::counters() {
 }
 
 bool InProcNetwork::Connected(GossipNode* a, GossipNode* b) {
+  if (cuts_.count({a, b})) return false;
   if (!partitioned_) return true;
   auto ga = group_of_.find(a), gb = group_of_.find(b);
   return ga != group_of_.end() && gb != group_of_.end() && ga->second == gb->second;
@@ -156,13 +168,20 @@ std::shared_ptr<Link> InProcNetwork::Dial(GossipNode* from, LinkEvents* events,
 
 bool InProcNetwork::Transfer(const std::shared_ptr<Pipe>& pipe, int to,
                              std::shared_ptr<const v1::GossipFrame> frame) {
-  if (latency_.count() == 0) {
+  std::chrono::milliseconds delay = latency_;
+  if (frame != nullptr && frame->has_update()) {
+    absl::MutexLock l(&mu_);
+    auto it = update_delay_.find({pipe->node[1 - to], pipe->node[to]});
+    if (it != update_delay_.end()) delay += it->second;
+  }
+  if (delay.count() == 0) {
     Deliver(Pending{pipe, to, std::move(frame)});
     return true;
   }
-  // A fixed latency: due times grow with the order of sends, and equal ones
-  // keep their order, so per-pipe order holds.
-  in_flight_->Push(std::chrono::steady_clock::now() + latency_, Pending{pipe, to, std::move(frame)});
+  // A fixed delay per kind of frame: due times grow with the order of sends,
+  // and equal ones keep their order, so per-pipe order holds among updates
+  // and among the rest.
+  in_flight_->Push(std::chrono::steady_clock::now() + delay, Pending{pipe, to, std::move(frame)});
   return true;
 }
 

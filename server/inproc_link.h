@@ -7,9 +7,12 @@
 //   - Listen(address, node) makes a node dialable at `address`;
 //   - MakeDialer(node) is the Dialer the node is started with;
 //   - a one-way latency (0: frames are handed over inside Send);
+//   - DelayUpdates(from, to, delay): Update frames one way arrive that much
+//     later still, as behind a long send queue that heartbeats overtake
+//     (Link::SendUrgent does that on the real transport);
 //   - Partition(groups): frames between groups vanish silently, as on a cut
 //     link (no close, no error: the failure detector must notice), and dials
-//     across get no answer; Heal() ends it.
+//     across get no answer; Cut(a, b) does that for one pair; Heal() ends it.
 //
 // Threads: Send, Close and Abort may be called from any thread, under the
 // calling node's lock: they only call the receiving nodes' On* reactions,
@@ -27,6 +30,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -53,7 +57,13 @@ class InProcNetwork {
   // Nodes in different groups can no longer exchange anything (frames in
   // flight across are lost too). A node in no group is cut from everyone.
   void Partition(const std::vector<std::set<GossipNode*>>& groups);
+  // Only `a` and `b` can no longer reach each other (both still reach the
+  // rest): an asymmetric partition. Heal() ends it too.
+  void Cut(GossipNode* a, GossipNode* b);
   void Heal();
+  // From now on, Update frames `from` sends `to` arrive `delay` later than
+  // the others (call it before they talk: a change mid-stream reorders).
+  void DelayUpdates(GossipNode* from, GossipNode* to, std::chrono::milliseconds delay);
 
   struct Counters {
     uint64_t frames_delivered = 0, frames_lost = 0, update_frames = 0, update_bytes = 0;
@@ -87,8 +97,12 @@ class InProcNetwork {
   std::map<std::string, Listener> listeners_ ABSL_GUARDED_BY(mu_);
   std::map<GossipNode*, int> group_of_ ABSL_GUARDED_BY(mu_);  // empty: no partition
   bool partitioned_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::pair<GossipNode*, GossipNode*>> cuts_ ABSL_GUARDED_BY(mu_);  // both orders
+  std::map<std::pair<GossipNode*, GossipNode*>, std::chrono::milliseconds> update_delay_
+      ABSL_GUARDED_BY(mu_);
   Counters counters_ ABSL_GUARDED_BY(mu_);
-  // With a latency: frames on their way (last: stopped first when destroyed).
+  // Frames on their way, with a latency or delay (last: stopped first when
+  // destroyed).
   std::unique_ptr<TimedQueue<Pending>> in_flight_;
 };
 

@@ -45,6 +45,12 @@ struct Member {
   // heartbeat may overtake the updates queued before it.
   uint64_t frames_sent = 0, frames_received = 0;
   std::map<OriginKey, uint64_t> pushed_frame;
+  // The members its last heartbeat said it hears (Member.heard), and since
+  // when we hear it (its stream with us began, or it came back from dead): a live origin's messages are relayed to it only when it
+  // does not hear that origin and has been with us a failure timeout
+  // (anti_entropy.h MayRelay).
+  std::set<OriginKey> hears;
+  Clock::time_point alive_since;
   bool training_done = false;
   // Its last heartbeat's quiescence phase one, and its weight hash then.
   bool settled = false;

@@ -285,6 +285,7 @@ void GossipNode::HandleEvent(Event& e) {
   if (m->state != MemberState::kAlive) {
     Log(absl::StrCat("peer ", m->node_id, " is alive again"));
     m->state = MemberState::kAlive;
+    m->alive_since = now;
   }
   if (f.has_update()) {
     HandleUpdate(*m, std::make_shared<v1::GossipFrame>(std::move(f)));
@@ -437,6 +438,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
                      ") connected: ", link->Describe()));
   }
+  m.alive_since = now;
   m.state = MemberState::kAlive;
   reached_any_ = true;
   SendTo(m, HeartbeatFor(m, *MakeHeartbeat()), SIZE_MAX);
@@ -626,11 +628,15 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
       m.pushed_frame.erase(frame);
     }
   }
+  m.hears.clear();
   for (const v1::Member& other : hb.members()) {
     const std::string& id = other.node_id();
     if (id == self_.node_id || !ValidNodeId(id) || other.address().empty() ||
         other.address().size() > 255) {
       continue;
+    }
+    if (other.heard() && m.hears.size() < options_.max_members) {
+      m.hears.insert(OriginKey{id, other.incarnation()});
     }
     if (!members_.count(id) && members_.size() >= options_.max_members) {
       ++counters_.members_refused;
@@ -667,11 +673,13 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     const bool origin_alive = member != members_.end() &&
                               member->second.incarnation == origin.incarnation &&
                               member->second.state == MemberState::kAlive;
-    const Clock::duration relay_after = RelayDelay(
-        origin == self_, origin_alive, options_.repair_timeout, options_.failure_timeout);
+    const bool member_hears_origin = m.hears.count(origin) > 0;
     for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
       if (m.link->QueuedBytes() > options_.send_queue_byte_cap / 2) return;
-      if (now - it->second.added < relay_after) break;
+      if (!MayRelay(origin == self_, origin_alive, member_hears_origin, now - it->second.added,
+                    now - m.alive_since, options_.repair_timeout, options_.failure_timeout)) {
+        break;
+      }
       if (!SendUpdate(m, origin, it->first, it->second.frame)) break;
       ++counters_.repairs_sent;
     }
@@ -703,6 +711,7 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
     other->set_node_id(id);
     other->set_incarnation(m.incarnation);
     other->set_address(m.address);
+    other->set_heard(m.state == MemberState::kAlive);
   }
   return frame;
 }

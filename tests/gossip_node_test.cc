@@ -117,6 +117,54 @@ TEST(GossipNode, SlowIntactLinkGetsNoRepairs) {
   EXPECT_EQ(c.net().counters().update_frames, 200u);
 }
 
+// A live origin's stream to a member is slow, not cut: its updates reach n2
+// a second late (longer than the failure timeout), behind a queue that the
+// heartbeats overtake. n2 advances on n0 all along, so n1 must not relay
+// n0's messages to it: each copy would double that slow link's load. (Once
+// relayed when a message was a failure timeout old: about every message.)
+TEST(GossipNode, OriginsQueuedStreamIsNotDoubledByRelays) {
+  Nodes c(3);
+  c.net().DelayUpdates(c.node(0), c.node(2), milliseconds(1000));
+  c.Start();
+  ASSERT_TRUE(Eventually([&] {
+    for (int i = 0; i < 3; ++i) {
+      v1::NodeStatus s;
+      c.node(i)->FillStatus(&s, false);
+      if (s.members_size() != 2) return false;
+      for (const auto& m : s.members()) {
+        if (m.state() != "alive") return false;
+      }
+    }
+    return true;
+  }));
+  const OriginKey n0{"n0", 1000};
+  std::thread publisher([&] { c.Publish(0, 1, 300, milliseconds(10)); });
+  // The first second n2 hears nothing of n0: relays then are right.
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), n0) >= 20; }));
+  std::this_thread::sleep_for(milliseconds(500));
+  const uint64_t relays_before = c.node(1)->counters().repairs_sent;
+  publisher.join();
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), n0) == 300; }));
+  std::this_thread::sleep_for(milliseconds(300));  // heartbeats more
+  EXPECT_EQ(c.node(1)->counters().repairs_sent, relays_before);
+  EXPECT_EQ(c.node(0)->counters().repairs_sent, 0u);
+}
+
+// The relay covers a member a live origin cannot reach: n0 and n2 are cut
+// from each other only, so n2 never hears n0 and says so; n1 relays n0's
+// messages to it, and all end with the same replica.
+TEST(GossipNode, LiveOriginsMessagesReachAMemberItCannotReachThroughAnother) {
+  Nodes c(3);
+  c.net().Cut(c.node(0), c.node(2));
+  c.Start();
+  c.Publish(0, 1, 20, milliseconds(10));
+  const OriginKey n0{"n0", 1000};
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), n0) == 20; }))
+      << VersionJson(c.node(2)->Applied());
+  EXPECT_GE(c.node(1)->counters().repairs_sent, 20u);
+  EXPECT_EQ(c.node(2)->MirrorHash(), c.node(0)->MirrorHash());
+}
+
 // Backpressure: while our own messages not yet applied by a live peer are
 // over the cap, the training thread waits; it goes on once the peer's
 // heartbeat shows them applied (a round trip at least), and the wait is

@@ -355,11 +355,22 @@ TEST(AntiEntropy, TellsAMemberBehindTheLogToRejoinOnce) {
   EXPECT_EQ(PlanRepair(100, 49, 60, 50, false).kind, RepairPlan::kSend);
 }
 
-TEST(AntiEntropy, RelaysALiveOriginsMessagesOnlyAfterAFailureTimeout) {
+TEST(AntiEntropy, RelaysALiveOriginsMessagesOnlyToAMemberThatDoesNotHearIt) {
   const milliseconds repair(200), failure(3000);
-  EXPECT_EQ(RelayDelay(true, true, repair, failure), Clock::duration::zero());
-  EXPECT_EQ(RelayDelay(false, true, repair, failure), Clock::duration(failure));
-  EXPECT_EQ(RelayDelay(false, false, repair, failure), Clock::duration(repair));
+  const milliseconds young(100), aged(3000), fresh(100), settled(3000);
+  // Our own: at once.
+  EXPECT_TRUE(MayRelay(true, true, true, Clock::duration::zero(), fresh, repair, failure));
+  // A dead origin's: once a repair timeout old, whoever the member hears.
+  EXPECT_FALSE(MayRelay(false, false, false, young, settled, repair, failure));
+  EXPECT_TRUE(MayRelay(false, false, true, repair, fresh, repair, failure));
+  // A live origin's: never to a member that hears it (its own copy is on
+  // its way, however slow the link)...
+  EXPECT_FALSE(MayRelay(false, true, true, aged * 10, settled, repair, failure));
+  // ...else once a failure timeout old and a failure timeout after the
+  // member came (time to reach the origin itself).
+  EXPECT_FALSE(MayRelay(false, true, false, young, settled, repair, failure));
+  EXPECT_FALSE(MayRelay(false, true, false, aged, fresh, repair, failure));
+  EXPECT_TRUE(MayRelay(false, true, false, aged, settled, repair, failure));
 }
 
 // A link that only exists: the schedule never sends on it.
