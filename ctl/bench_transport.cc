@@ -280,10 +280,10 @@ absl::StatusOr<Latency> MeasureLatency(int nodes, int messages, double rate) {
     o.fingerprint.set_model(shape->ToString());
     o.fingerprint.set_param_count(params);
     o.fingerprint.set_protocol_version(1);
-    o.on_accept = [&](const server::OriginKey& origin, uint64_t seq) {
+    o.on_accept = [&](const server::OriginKey& origin, const v1::Update& update) {
       const auto now = Clock::now();
       absl::MutexLock l(&mu);
-      auto it = published.find({origin.node_id, seq});
+      auto it = published.find({origin.node_id, update.seq()});
       if (it != published.end()) {
         latencies_ms.push_back(1e3 * Seconds(it->second, now));
       }

@@ -28,6 +28,7 @@
 #include "base/process.h"
 #include "base/status_macros.h"
 #include "ctl/commands.h"
+#include "ctl/gossip_figures.h"
 #include "ctl/net_lab.h"
 #include "ctl/worker_summary.h"
 #include "server/grpc_transport.h"
@@ -232,6 +233,18 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
       c->compression_ratio, wall);
   out << (c->hashes_equal ? "replicas: identical (" + c->workers[0].weight_hash.substr(0, 16) + ")\n"
                           : std::string("replicas: DIFFER\n"));
+  base::Json gossip = nullptr;
+  if (c->workers[0].json.value("codec", "") == "synthetic" && o.workers > 1) {
+    std::vector<base::Json> summaries;
+    for (const WorkerSummary& w : c->workers) summaries.push_back(w.json);
+    absl::StatusOr<GossipFigures> figures = ComputeGossipFigures(summaries);
+    if (!figures.ok()) {
+      err << "reckonctl local: " << figures.status().message() << "\n";
+      return kExitBadInput;
+    }
+    out << GossipFiguresLine(*figures) << "\n";
+    gossip = GossipFiguresJson(*figures);
+  }
   base::Json baseline = nullptr;
   if (o.baseline) {
     out << "baseline: one dense worker with the same training flags...\n" << std::flush;
@@ -254,6 +267,7 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
     summary["workers"] = base::Json::array();
     for (const WorkerSummary& w : c->workers) summary["workers"].push_back(w.json);
     summary["baseline"] = baseline;
+    summary["gossip"] = gossip;
     summary["compression_ratio"] = c->compression_ratio;
     summary["samples_per_s"] = c->samples_per_s;
     summary["hashes_equal"] = c->hashes_equal;

@@ -260,6 +260,7 @@ void GossipNode::HandleEvent(Event& e) {
       break;
   }
   v1::GossipFrame& f = e.frame;
+  counters_.frame_bytes_received += f.ByteSizeLong();
   if (f.has_hello()) {
     HandleHello(e.link, f.hello());
     return;
@@ -522,7 +523,7 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   applied_[origin] = frame->update().seq();
   ledger_.Add(origin, frame->update().seq(), frame->update().checksum_delta());  // verified
   ++counters_.updates_applied;
-  if (options_.on_accept) options_.on_accept(origin, frame->update().seq());
+  if (options_.on_accept) options_.on_accept(origin, frame->update());
   const std::string codec = CodecLabel(frame->update().codec());
   ++counters_.updates_received[codec];
   counters_.bytes_received[codec] += frame->update().ByteSizeLong();
@@ -559,8 +560,14 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
 
 bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) {
   if (!m.link) return false;
-  if (frame->has_heartbeat()) return m.link->SendUrgent(std::move(frame), byte_cap);
+  const size_t bytes = frame->ByteSizeLong();
+  if (frame->has_heartbeat()) {
+    if (!m.link->SendUrgent(std::move(frame), byte_cap)) return false;
+    counters_.frame_bytes_sent += bytes;
+    return true;
+  }
   if (!m.link->Send(frame, byte_cap)) return false;
+  counters_.frame_bytes_sent += bytes;
   if (frame->has_update()) ++m.frames_sent;  // as the peer counts: updates only
   return true;
 }

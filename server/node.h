@@ -97,8 +97,9 @@ struct NodeOptions {
   size_t max_members = 1024;
   // Observability hook: called on the node thread, under the node's lock,
   // for every peer message accepted into the replica. Must be quick and must
-  // not call the node. (The transport benchmark times emit-to-apply with it.)
-  std::function<void(const OriginKey& origin, uint64_t seq)> on_accept;
+  // not call the node. (The transport benchmark times emit-to-apply with it;
+  // the synthetic worker records each message's arrival.)
+  std::function<void(const OriginKey& origin, const v1::Update& update)> on_accept;
 };
 
 // What the training thread must apply before its next step.
@@ -263,7 +264,10 @@ class GossipNode final : public LinkEvents {
         signature_errors = 0,  // Updates unsigned, of an unknown signer, or forged
         peers_refused = 0,     // handshakes refused: another cluster, token, identity
         members_failed = 0,    // members this node marked dead (silent too long)
-        backpressure_ms = 0;   // training paused on our backlog (WaitWhileBacklogged)
+        backpressure_ms = 0,   // training paused on our backlog (WaitWhileBacklogged)
+        // Every gossip frame sent and received on the streams (serialized
+        // protobuf bytes; not gRPC's framing, not snapshots).
+        frame_bytes_sent = 0, frame_bytes_received = 0;
     // Updates of other origins accepted, and their serialized bytes, by
     // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;

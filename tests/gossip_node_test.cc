@@ -266,7 +266,7 @@ TEST(GossipNode, FinishedNodesWaitForAWorkerThatIsJoining) {
 TEST(GossipNode, NodeBehindOnABacklogIsSlowNotDead) {
   Nodes c(2, milliseconds(0), [](int i, NodeOptions& o) {
     if (i == 0) {
-      o.on_accept = [](const OriginKey&, uint64_t) {
+      o.on_accept = [](const OriginKey&, const v1::Update&) {
         std::this_thread::sleep_for(milliseconds(10));
       };
     }

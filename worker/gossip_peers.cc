@@ -406,7 +406,9 @@ base::Json GossipPeers::Counters() {
           {"peer_checks_agreed", c.peer_checks_agreed},
           {"divergences", c.divergences},
           {"signature_errors", c.signature_errors},
-          {"backpressure_seconds", c.backpressure_ms / 1000.0}};
+          {"backpressure_seconds", c.backpressure_ms / 1000.0},
+          {"bytes_sent", c.frame_bytes_sent},
+          {"bytes_received", c.frame_bytes_received}};
 }
 
 }  // namespace reckon::worker

@@ -28,9 +28,17 @@
 #include "worker/backend_factory.h"
 #include "worker/gossip_peers.h"
 #include "worker/observability.h"
+#include "worker/synthetic.h"
 #include "worker/trainer.h"
 
 ABSL_FLAG(bool, standalone, false, "train alone, with no peers");
+ABSL_FLAG(bool, synthetic, false,
+          "join the cluster without training: emit random +-tau messages of "
+          "--synthetic-updates updates at --synthetic-rate per second (until --max-steps) and "
+          "apply the peers' (measuring the gossip layer at sizes the machine cannot train; "
+          "docs/scaling.md)");
+ABSL_FLAG(int64_t, synthetic_updates, 1000, "--synthetic: +-tau updates per message");
+ABSL_FLAG(double, synthetic_rate, 10, "--synthetic: messages per second (0: as fast as it can)");
 ABSL_FLAG(std::string, data_dir, reckon::worker::kDefaultDataDir,
           "directory with the IDX files (train-*, t10k-*), gzip'd or not");
 ABSL_FLAG(std::string, layers, "784,512,512,10", "layer widths, input first");
@@ -415,12 +423,19 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> JoinCluster(PeerOptions peer_option
 // The run's last lines, and the summary file when asked for.
 absl::Status Report(const TrainSummary& summary) {
   if (g_stop.load()) std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n";
-  std::cout << absl::StrFormat(
+  if (summary.codec == "synthetic") {
+    std::cout << absl::StrFormat(
+        "done: %d synthetic messages, %d bytes sent, %d received, %.2f s CPU, weights %s\n",
+        summary.steps, summary.bytes_sent, summary.bytes_received, summary.cpu_seconds,
+        summary.weight_hash.substr(0, 16));
+  } else {
+    std::cout << absl::StrFormat(
       "done: %d steps, test accuracy %.2f%%, %.0f samples/s, %s, wire %d bytes vs dense %d "
       "(%.0fx), weights %s\n",
       summary.steps, 100 * summary.test_accuracy, summary.samples_per_s, summary.codec,
-      summary.wire_bytes, summary.dense_bytes, summary.compression_ratio,
-      summary.weight_hash.substr(0, 16));
+        summary.wire_bytes, summary.dense_bytes, summary.compression_ratio,
+        summary.weight_hash.substr(0, 16));
+  }
   const std::string path = absl::GetFlag(FLAGS_summary_json);
   if (path.empty()) return absl::OkStatus();
   return reckon::base::WriteFileAtomically(path, SummaryToJson(summary).dump(2) + "\n");
@@ -439,11 +454,15 @@ absl::StatusOr<std::unique_ptr<Observability>> StartObservability(const std::str
   return o;
 }
 
-// Joins (with peers), trains, reports; with `serve`, then stays a member
-// (applying peers' updates, serving /metrics, /status and snapshots) until
-// SIGTERM or SIGINT; then leaves. Errors are a failure while running.
+// Joins (with peers), trains (or, with `synthetic`, emits synthetic
+// messages), reports; with `serve`, then stays a member (applying peers'
+// updates, serving /metrics, /status and snapshots) until SIGTERM or SIGINT;
+// then leaves. Errors are a failure while running.
 absl::Status Run(TrainerOptions& options, std::optional<PeerOptions> peer_options,
-                 Observability* observability, bool serve) {
+                 const std::optional<SyntheticOptions>& synthetic, Observability* observability,
+                 bool serve) {
+  // Filled on the node thread: declared before the peers, destroyed after.
+  ArrivalLog arrivals;
   std::unique_ptr<GossipPeers> peers;
   // On every way out, the endpoint lets go of the node before it is destroyed.
   absl::Cleanup detach = [observability] {
@@ -453,11 +472,19 @@ absl::Status Run(TrainerOptions& options, std::optional<PeerOptions> peer_option
     options.node_id = peer_options->node.node_id;
     options.incarnation = peer_options->node.incarnation;
     if (observability != nullptr) peer_options->metrics = &observability->metrics();
+    if (synthetic) peer_options->node.on_accept = arrivals.Hook();
     RECKON_ASSIGN_OR_RETURN(peers, JoinCluster(*std::move(peer_options), options));
     if (observability != nullptr) observability->AttachNode(peers->node());
     options.peers = peers.get();
   }
   if (observability != nullptr) options.metrics = &observability->metrics();
+  if (synthetic) {
+    RECKON_ASSIGN_OR_RETURN(TrainSummary summary, RunSynthetic(options, *synthetic, std::cout));
+    summary.arrivals = arrivals.ToJson();
+    summary.arrivals_dropped = arrivals.dropped();
+    AddResourceUse(&summary);
+    return Report(summary);
+  }
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(options, std::cout);
   if (!trainer.ok()) return trainer.status();
   if (observability != nullptr && peers == nullptr) observability->SetTrainingStarted();
@@ -471,6 +498,30 @@ absl::Status Run(TrainerOptions& options, std::optional<PeerOptions> peer_option
   RECKON_RETURN_IF_ERROR((*trainer)->Serve());
   std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n" << std::flush;
   return absl::OkStatus();
+}
+
+// --synthetic and its flags: nullopt without it; kInvalidArgument naming
+// the flag that does not fit.
+absl::StatusOr<std::optional<SyntheticOptions>> SyntheticFromFlags(const TrainerOptions& options,
+                                                                    bool serve) {
+  if (!absl::GetFlag(FLAGS_synthetic)) return std::optional<SyntheticOptions>();
+  if (absl::GetFlag(FLAGS_standalone)) {
+    return absl::InvalidArgumentError("--synthetic is a member of a cluster: not with --standalone");
+  }
+  if (serve) {
+    return absl::InvalidArgumentError(
+        "--synthetic ends after --max-steps; --after-training serve is for training workers");
+  }
+  if (options.backend_config.mode != UpdateMode::kThreshold ||
+      options.wire_codec != reckon::v1::CODEC_THRESHOLD_RICE) {
+    return absl::InvalidArgumentError(
+        "--synthetic emits threshold messages: use it with --codec threshold --wire-format rice");
+  }
+  SyntheticOptions s;
+  s.updates_per_message = absl::GetFlag(FLAGS_synthetic_updates);
+  s.rate = absl::GetFlag(FLAGS_synthetic_rate);
+  RECKON_RETURN_IF_ERROR(CheckSyntheticOptions(s, options.backend_config.shape.param_count()));
+  return std::optional<SyntheticOptions>(s);
 }
 
 }  // namespace
@@ -496,6 +547,9 @@ int main(int argc, char** argv) {
         absl::StrCat("--after-training '", after_training, "' is not exit or serve")));
   }
   const bool serve_after_training = after_training == "serve";
+  absl::StatusOr<std::optional<SyntheticOptions>> synthetic =
+      SyntheticFromFlags(*options, serve_after_training);
+  if (!synthetic.ok()) return UsageError(synthetic.status());
   std::optional<PeerOptions> peer_options;
   if (!absl::GetFlag(FLAGS_standalone)) {
     absl::StatusOr<PeerOptions> parsed = PeerOptionsFromFlags(*options);
@@ -520,7 +574,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const absl::Status status =
-      Run(*options, std::move(peer_options), observability->get(), serve_after_training);
+      Run(*options, std::move(peer_options), *synthetic, observability->get(),
+          serve_after_training);
   if (!status.ok()) {
     std::cerr << "reckon-worker: " << status.message() << "\n";
     return 1;

@@ -1,5 +1,7 @@
 #include "worker/summary.h"
 
+#include <sys/resource.h>
+
 namespace reckon::worker {
 
 base::Json SummaryToJson(const TrainSummary& s) {
@@ -36,7 +38,30 @@ base::Json SummaryToJson(const TrainSummary& s) {
   j["momentum_matched"] = s.momentum_matched;
   j["max_training_members"] = s.max_training_members;
   j["stopped_early"] = s.stopped_early;
+  j["bytes_sent"] = s.bytes_sent;
+  j["bytes_received"] = s.bytes_received;
+  j["cpu_seconds"] = s.cpu_seconds;
+  j["max_rss_bytes"] = s.max_rss_bytes;
+  if (!s.arrivals.empty()) {
+    j["emit_cpu_seconds"] = s.emit_cpu_seconds;
+    j["arrivals"] = s.arrivals;
+    j["arrivals_dropped"] = s.arrivals_dropped;
+  }
   return j;
+}
+
+void AddResourceUse(TrainSummary* summary) {
+  const base::Json& node = summary->node_counters;
+  if (node.contains("bytes_sent")) summary->bytes_sent = node["bytes_sent"].get<uint64_t>();
+  if (node.contains("bytes_received")) {
+    summary->bytes_received = node["bytes_received"].get<uint64_t>();
+  }
+  rusage usage = {};
+  if (getrusage(RUSAGE_SELF, &usage) == 0) {
+    auto seconds = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+    summary->cpu_seconds = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+    summary->max_rss_bytes = uint64_t(usage.ru_maxrss) * 1024;  // Linux: KiB
+  }
 }
 
 }  // namespace reckon::worker

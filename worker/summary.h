@@ -49,7 +49,26 @@ struct TrainSummary {
   // the most workers it was matched to.
   bool momentum_matched = false;
   int max_training_members = 1;
+  // With peers: every gossip frame this node sent and received (the
+  // node's frame_bytes_sent / frame_bytes_received: serialized protobuf,
+  // relays and heartbeats included; not gRPC's framing or snapshots).
+  uint64_t bytes_sent = 0, bytes_received = 0;
+  // The process's CPU time (user + system) and peak resident memory, at the
+  // end (getrusage).
+  double cpu_seconds = 0;
+  uint64_t max_rss_bytes = 0;
+  // --synthetic: the process's CPU time while it emitted (first message to
+  // last: the cost of gossip without start-up and joining); each peer
+  // message's arrival here (worker/synthetic.h
+  // ArrivalLog::ToJson), and how many went unrecorded past its cap.
+  double emit_cpu_seconds = 0;
+  base::Json arrivals = base::Json::object();
+  uint64_t arrivals_dropped = 0;
 };
+
+// Fills bytes_sent / bytes_received from node_counters (when there) and the
+// process's CPU time and peak memory.
+void AddResourceUse(TrainSummary* summary);
 
 // The summary as one JSON object: TrainSummary's fields under their names,
 // except node_counters, which is "node".

@@ -570,6 +570,7 @@ void Trainer::Evaluate() {
 
 TrainSummary Trainer::Summarize() {
   TrainSummary s = summary_;
+  AddResourceUse(&s);
   const double params = double(config_.shape.param_count());
   s.steps = steps_done_;
   s.batch = batch_;
