@@ -130,7 +130,7 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     for (auto& [id, m] : members_) {
       if (!m.link) continue;
       if (leave) {
-        m.link->Send(leave_frame, SIZE_MAX);
+        SendCounted(*m.link, leave_frame);
         told.push_back(m.link);
       }
       links.push_back(m.link);
@@ -358,7 +358,7 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
     auto frame = std::make_shared<v1::GossipFrame>();
     frame->mutable_refusal()->set_reason(reason);
     frame->mutable_refusal()->set_permanent(permanent);
-    link->Send(frame, SIZE_MAX);
+    SendCounted(*link, frame);
   } else if (permanent && fatal_.ok()) {
     fatal_ = absl::FailedPreconditionError(
         absl::StrCat("peer ", link->Describe(), " is not of this cluster: ", reason));
@@ -411,7 +411,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   unnamed_links_.erase(link);
   dial_.Handshaken(link);
   dial_.Learn(m.address, now);
-  if (!link->dialed()) link->Send(MakeHello(), SIZE_MAX);
+  if (!link->dialed()) SendCounted(*link, MakeHello());
   if (m.link && m.link != link) {
     // Two streams for one pair (both dialed at once): both ends keep the one
     // dialed by the smaller node id, so they agree without talking.
@@ -556,6 +556,11 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
     changed_.SignalAll();
   }
   return absl::OkStatus();
+}
+
+void GossipNode::SendCounted(Link& link, std::shared_ptr<const v1::GossipFrame> frame) {
+  const size_t bytes = frame->ByteSizeLong();
+  if (link.Send(std::move(frame), SIZE_MAX)) counters_.frame_bytes_sent += bytes;
 }
 
 bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) {
@@ -807,7 +812,7 @@ void GossipNode::DialDue(Clock::time_point now) {
     if (!link) continue;
     dial_.Dialed(address, link, now);
     unnamed_links_.insert(link);
-    link->Send(MakeHello(), SIZE_MAX);
+    SendCounted(*link, MakeHello());
   }
 }
 

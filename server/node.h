@@ -328,6 +328,10 @@ class GossipNode final : public LinkEvents {
   void DropLink(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Per-stream state back to a fresh stream's (a new link, or none).
   void ResetStream(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A frame on a link not bound to a member yet, or for the last time
+  // (Hello, Refusal, Leave): sent and its bytes counted, nothing else.
+  void SendCounted(Link& link, std::shared_ptr<const v1::GossipFrame> frame)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every frame to a bound member goes through here (the frame count).
   bool SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -70,6 +70,18 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
       {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--max-backlog-mb=300",
         "--log-cap-mb=256"},
        "--max-backlog-mb must be from 0 (automatic) to --log-cap-mb"},
+      // --synthetic (a member that emits random messages) and its flags.
+      {{"--synthetic"}, "--synthetic is a member of a cluster: not with --standalone"},
+      {{"--node-id=a", "--synthetic", "--synthetic-updates=0"},
+       "--synthetic-updates 0 must be from 1 to the model's 669706 parameters"},
+      {{"--node-id=a", "--synthetic", "--layers=4,2", "--synthetic-updates=11"},
+       "--synthetic-updates 11 must be from 1 to the model's 10 parameters"},
+      {{"--node-id=a", "--synthetic", "--synthetic-rate=-1"},
+       "--synthetic-rate must be from 0"},
+      {{"--node-id=a", "--synthetic", "--codec=dense"},
+       "--synthetic emits threshold messages"},
+      {{"--node-id=a", "--synthetic", "--after-training=serve"},
+       "--after-training serve is for training workers"},
   };
   Result r;
   for (const auto& [flags, message] : usage_errors) {

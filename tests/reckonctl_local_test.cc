@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "base/json.h"
 #include "base/process.h"
+#include "ctl/gossip_figures.h"
 #include "ctl/net_lab.h"
 #include "tests/http_client.h"
 #include "tests/test_process.h"
@@ -247,6 +248,94 @@ TEST(ReckonctlLocal, PrometheusWatchesTheClusterAndServesTheConsole) {
 // three peers through its one uplink: 12.2 MB, so the run cannot take less
 // than 4.9 s (a bound no machine can beat: the rate is the lab's). Every
 // message is still applied exactly once and the replicas end identical.
+// Synthetic workers (reckon-worker --synthetic): six members that only emit
+// random messages and apply each other's. The replicas end identical, every
+// origin's 40 messages in every vector; the full mesh sends each message to
+// the five others (bytes_sent at least 5 x what an origin made, less what a
+// late joiner took in its snapshot), what is sent is received; every
+// arrival is timed, and the figures reckonctl prints agree with them.
+TEST(ReckonctlLocal, SyntheticWorkersMeasureTheGossipLayer) {
+  ScratchDir dir;
+  const std::string summary = (dir / "local.json").string();
+  std::vector<std::string> args = SmallClusterArgs(6, dir, summary);
+  args.insert(args.end(), {"--synthetic", "--synthetic-updates", "500", "--synthetic-rate", "50"});
+  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH, args, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("gossip: 6 nodes, 40 messages each"), std::string::npos) << r.out;
+  absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->at("hashes_equal"), true);
+  double sent = 0, received = 0;
+  for (const base::Json& w : json->at("workers")) {
+    ASSERT_EQ(w.at("version_vector").size(), 6u) << w.dump(2);
+    for (const auto& [origin, seq] : w.at("version_vector").items()) EXPECT_EQ(seq, 40) << origin;
+    EXPECT_EQ(w.at("steps"), 40);
+    EXPECT_EQ(w.at("updates_sent"), 40 * 500);
+    EXPECT_GE(w.at("bytes_sent").get<double>(), 4 * w.at("wire_bytes").get<double>()) << w.dump();
+    EXPECT_GT(w.at("cpu_seconds").get<double>(), 0);
+    EXPECT_GT(w.at("max_rss_bytes").get<double>(), 1 << 20);
+    sent += w.at("bytes_sent").get<double>();
+    received += w.at("bytes_received").get<double>();
+    size_t arrivals = 0;
+    for (const auto& [origin, list] : w.at("arrivals").items()) {
+      EXPECT_NE(origin, w.at("node_id").get<std::string>());  // its own are not arrivals
+      for (const base::Json& a : list) {
+        EXPECT_GE(a[0].get<int>(), 1);
+        EXPECT_LE(a[0].get<int>(), 40);
+        EXPECT_GE(a[1].get<double>(), 0);
+        EXPECT_LT(a[1].get<double>(), 60e6);
+      }
+      arrivals += list.size();
+    }
+    EXPECT_EQ(arrivals, w.at("node").at("updates_applied").get<size_t>());
+  }
+  EXPECT_LE(received, sent);
+  EXPECT_GE(received, 0.9 * sent);
+  const base::Json& g = json->at("gossip");
+  EXPECT_EQ(g.at("nodes"), 6);
+  EXPECT_EQ(g.at("messages_per_node"), 40);
+  EXPECT_LE(g.at("to_one_p50_ms").get<double>(), g.at("to_all_p50_ms").get<double>());
+  EXPECT_LE(g.at("to_all_p50_ms").get<double>(), g.at("to_all_p99_ms").get<double>());
+  EXPECT_LT(g.at("messages_untimed").get<double>(), 6 * 40 / 2);
+  std::printf("FIGURES %s\n", r.out.substr(r.out.find("gossip: ")).c_str());
+}
+
+// The figures from summaries made by hand: three nodes, two messages each.
+TEST(GossipFigures, PercentilesAndRatesComeFromTheArrivals) {
+  std::vector<base::Json> summaries;
+  for (int i = 0; i < 3; ++i) {
+    base::Json s = {{"steps", 2},          {"wire_bytes", 200},     {"train_seconds", 2.0},
+                    {"bytes_sent", 4000},  {"bytes_received", 2000}, {"emit_cpu_seconds", 0.006},
+                    {"max_rss_bytes", (i + 1) << 20}};
+    s["arrivals"] = base::Json::object();
+    for (int o = 0; o < 3; ++o) {
+      if (o == i) continue;
+      // Message 1 of every origin takes 1 ms to each; message 2, (i + 1) x 10 ms.
+      s["arrivals"][absl::StrCat("w", o)] = base::Json::array({{1, 1000}, {2, (i + 1) * 10000}});
+    }
+    summaries.push_back(s);
+  }
+  absl::StatusOr<ctl::GossipFigures> f = ctl::ComputeGossipFigures(summaries);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->nodes, 3);
+  EXPECT_EQ(f->messages_per_node, 2);
+  EXPECT_EQ(f->message_bytes, 100);
+  EXPECT_EQ(f->bytes_out_per_s, 2000);
+  EXPECT_EQ(f->bytes_in_per_s, 1000);
+  EXPECT_DOUBLE_EQ(f->cpu_us_per_message, 1000);  // 6 ms over 2 own + 4 arrived
+  EXPECT_EQ(f->max_rss_mb, 3);
+  // 12 arrivals: six of 1 ms, then 10, 10, 20, 20, 30, 30 ms.
+  EXPECT_EQ(f->to_one_p50_ms, 1);
+  EXPECT_EQ(f->to_one_p99_ms, 30);
+  // To every node: the three message 1s in 1 ms; message 2 of w0 last
+  // reaches w2 (30 ms), of w1 w2 (30), of w2 w1 (20).
+  EXPECT_EQ(f->to_all_p50_ms, 1);
+  EXPECT_EQ(f->to_all_p99_ms, 30);
+  EXPECT_EQ(f->messages_untimed, 0);
+  summaries[1].erase("arrivals");
+  EXPECT_FALSE(ctl::ComputeGossipFigures(summaries).ok());
+}
+
 TEST(ReckonctlLocal, LinkRunsEachWorkerBehindAShapedLink) {
   if (absl::Status s = ctl::NetLab::Available(); !s.ok()) {
     GTEST_SKIP() << "reckonctl local --link skipped: " << s.message();
