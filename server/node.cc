@@ -843,16 +843,17 @@ void GossipNode::RecordReplicaCheck(const VersionMap& at, uint64_t measured, uin
                    " (memory corruption, a faulty device, or a bug in apply)"));
 }
 
-std::optional<std::string> GossipNode::RepairSourceLocked() {
+std::optional<std::string> GossipNode::RepairSourceLocked(const std::string& avoid) {
   const Member* best = nullptr;
   auto rank = [&](const Member& m) {
     uint64_t total = 0;
     for (const auto& [origin, seq] : m.applied) total += seq;
     return std::make_pair(m.checks_diverged == 0 && m.checks_agreed > 0, total);
   };
+  auto rank_avoiding = [&](const Member& m) { return std::make_pair(m.address != avoid, rank(m)); };
   for (const auto& [id, m] : members_) {
     if (m.state != MemberState::kAlive || m.address.empty()) continue;
-    if (best == nullptr || rank(m) > rank(*best)) best = &m;
+    if (best == nullptr || rank_avoiding(m) > rank_avoiding(*best)) best = &m;
   }
   if (best == nullptr) return std::nullopt;
   return best->address;
@@ -1078,6 +1079,12 @@ absl::Status GossipNode::WaitQuiescent(Clock::time_point deadline,
 std::optional<std::string> GossipNode::ResyncSource() {
   absl::MutexLock l(&mu_);
   return resync_source_;
+}
+
+void GossipNode::ResyncFailed(const std::string& source) {
+  absl::MutexLock l(&mu_);
+  if (resync_source_ != source) return;
+  if (std::optional<std::string> other = RepairSourceLocked(source)) resync_source_ = other;
 }
 
 absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,

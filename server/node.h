@@ -191,6 +191,10 @@ class GossipNode final : public LinkEvents {
                              const std::function<absl::Status(Received&)>& drain);
   // A peer told us we fell out of its log: the address to re-join from.
   std::optional<std::string> ResyncSource();
+  // Fetching the snapshot from `source` (ResyncSource) failed without an
+  // answer (gone, or too busy to answer): the next attempt goes to another
+  // live member, chosen as RepairSource does.
+  void ResyncFailed(const std::string& source);
   // Not OK once a peer refused us for good (another cluster, a taken node
   // id): the worker stops with this error.
   absl::Status Health();
@@ -351,7 +355,9 @@ class GossipNode final : public LinkEvents {
   // Compares m's pending replica check with our ledger once we have passed
   // its vector (docs/gossip.md "Divergence detection").
   void ComparePeerCheck(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::optional<std::string> RepairSourceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The best live member's address, `avoid` only when no other is alive.
+  std::optional<std::string> RepairSourceLocked(const std::string& avoid = "")
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Our last seq that a snapshot at `applied` plus our log can give.
   uint64_t OwnMessagesBeyond(const VersionMap& applied) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t OwnBacklogBytesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -228,6 +228,21 @@ absl::Status GossipPeers::Resync(const std::string& source) {
   return node_->InstallSnapshot(snap.weights, snap.applied, snap.header.checksum(), source);
 }
 
+absl::Status GossipPeers::ResyncIfAsked() {
+  const std::optional<std::string> source = node_->ResyncSource();
+  if (!source) return absl::OkStatus();
+  const absl::Status s = Resync(*source);
+  if (s.code() != absl::StatusCode::kUnavailable &&
+      s.code() != absl::StatusCode::kDeadlineExceeded) {
+    return s;  // OK, or an answer that refuses (another cluster, a lying snapshot)
+  }
+  node_->ResyncFailed(*source);
+  *log_ << "reckon-worker: re-join from " << *source << " failed (" << s.message()
+        << "); trying again from " << node_->ResyncSource().value_or(*source) << "\n"
+        << std::flush;
+  return absl::OkStatus();
+}
+
 GossipPeers::~GossipPeers() {
   // Up to a failure timeout for every member to take our Leave (one round
   // trip when links are healthy; a lossy link may need retransmissions).
@@ -273,9 +288,7 @@ absl::Status GossipPeers::WaitApplying(
 
 absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_done) {
   RECKON_RETURN_IF_ERROR(node_->Health());
-  if (std::optional<std::string> source = node_->ResyncSource()) {
-    RECKON_RETURN_IF_ERROR(Resync(*source));
-  }
+  RECKON_RETURN_IF_ERROR(ResyncIfAsked());
   node_->SetLocalSteps(steps_done);
   // Backpressure: never outrun the links so far that the log would have to
   // drop our own messages before a live peer has them (NodeOptions::
@@ -362,9 +375,7 @@ absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
 
 absl::Status GossipPeers::ApplyUntilQuiescent(model::Backend& backend,
                                               server::Clock::time_point until) {
-  if (std::optional<std::string> source = node_->ResyncSource()) {
-    RECKON_RETURN_IF_ERROR(Resync(*source));
-  }
+  RECKON_RETURN_IF_ERROR(ResyncIfAsked());
   return node_->WaitQuiescent(until, [&](server::Received& r) { return Apply(backend, r); });
 }
 

@@ -94,6 +94,10 @@ class GossipPeers final : public TrainingPeers {
   // applied say; on a mismatch re-joins from a live peer's snapshot.
   absl::Status CheckReplica(model::Backend& backend, uint64_t steps_done);
   absl::Status Resync(const std::string& source);
+  // Re-joins when the node asks (ResyncRequired, or a failed check). A
+  // source that does not answer is not fatal: the node picks another live
+  // member and the next call tries again.
+  absl::Status ResyncIfAsked();
   // What this worker asks a peer's Snapshot call: its fingerprint, identity
   // and token; with `header_only`, the header alone (a join probe).
   v1::SnapshotRequest SnapshotRequest(bool header_only) const;
