@@ -44,6 +44,9 @@ struct Member {
   // slow link is not a lossy one. Both count Update frames only: a
   // heartbeat may overtake the updates queued before it.
   uint64_t frames_sent = 0, frames_received = 0;
+  // Heartbeats sent on `link`: every NodeOptions::member_list_every-th one,
+  // the first included, carries our member list.
+  uint64_t heartbeats_sent = 0;
   std::map<OriginKey, uint64_t> pushed_frame;
   // The members its last heartbeat said it hears (Member.heard), and since
   // when we hear it (its stream with us began, or it came back from dead): a live origin's messages are relayed to it only when it

@@ -582,6 +582,7 @@ void GossipNode::ResetStream(Member& m) {
   m.pushed_frame.clear();
   m.frames_sent = 0;
   m.frames_received = 0;
+  m.heartbeats_sent = 0;
 }
 
 bool GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
@@ -640,7 +641,8 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
       m.pushed_frame.erase(frame);
     }
   }
-  m.hears.clear();
+  // No list: this heartbeat is one of those between two that carry it.
+  if (hb.members_size() > 0) m.hears.clear();
   for (const v1::Member& other : hb.members()) {
     const std::string& id = other.node_id();
     if (id == self_.node_id || !ValidNodeId(id) || other.address().empty() ||
@@ -728,10 +730,13 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
   return frame;
 }
 
-std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(const Member& m,
+std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(Member& m,
                                                                 const v1::GossipFrame& base) {
   auto frame = std::make_shared<v1::GossipFrame>(base);
   frame->mutable_heartbeat()->set_frames_received(m.frames_received);
+  if (m.heartbeats_sent++ % std::max(1, options_.member_list_every) != 0) {
+    frame->mutable_heartbeat()->clear_members();
+  }
   return frame;
 }
 

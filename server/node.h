@@ -95,6 +95,12 @@ struct NodeOptions {
   // invented members (or a misconfigured seed list) cannot grow the table,
   // the heartbeats and the dials without bound.
   size_t max_members = 1024;
+  // A heartbeat carries the member list (O(members) bytes) only every this
+  // many on a stream, the first included: sent on every one, to every
+  // member, it made the mesh's heartbeat bytes grow with members squared
+  // (62% of all bytes at 32 members; docs/scaling.md). Members are learned,
+  // and `heard` refreshed, within this many heartbeats.
+  int member_list_every = 10;
   // Observability hook: called on the node thread, under the node's lock,
   // for every peer message accepted into the replica. Must be quick and must
   // not call the node. (The transport benchmark times emit-to-apply with it;
@@ -341,9 +347,10 @@ class GossipNode final : public LinkEvents {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const v1::GossipFrame> MakeHello() const;
   std::shared_ptr<const v1::GossipFrame> MakeHeartbeat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `base` with the stream's own count of frames received from `m`.
-  static std::shared_ptr<const v1::GossipFrame> HeartbeatFor(const Member& m,
-                                                             const v1::GossipFrame& base);
+  // `base` with the stream's own count of frames received from `m`, and
+  // without the member list but on every member_list_every-th heartbeat.
+  std::shared_ptr<const v1::GossipFrame> HeartbeatFor(Member& m, const v1::GossipFrame& base)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Member* FindByLink(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // This node's side of quiescence (quiescence.h), as of now.
   LocalQuiescence LocalQuiescenceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

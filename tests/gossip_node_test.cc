@@ -16,6 +16,7 @@
 #include "server/node.h"
 #include "server/tls.h"
 #include "tests/inproc_cluster.h"
+#include "tests/scripted_peer.h"
 
 namespace reckon::server {
 namespace {
@@ -163,6 +164,31 @@ TEST(GossipNode, LiveOriginsMessagesReachAMemberItCannotReachThroughAnother) {
       << VersionJson(c.node(2)->Applied());
   EXPECT_GE(c.node(1)->counters().repairs_sent, 20u);
   EXPECT_EQ(c.node(2)->MirrorHash(), c.node(0)->MirrorHash());
+}
+
+// The member list (O(members) bytes) rides on the first heartbeat of a
+// stream and then on every member_list_every-th: on every heartbeat to every
+// member it made the mesh's heartbeat bytes grow with members squared. A
+// heartbeat without it keeps what the last list said (who hears whom).
+TEST(GossipNode, HeartbeatsCarryTheMemberListEveryTenthOnly) {
+  Nodes c(1);
+  c.Start();
+  ScriptedPeer peer(c.node(0), "s", 5, "inproc:s");
+  std::this_thread::sleep_for(milliseconds(700));  // 35 heartbeats of 20 ms
+  int heartbeats = 0, with_list = 0;
+  bool first_has_list = false;
+  for (const auto& frame : peer.link().sent()) {
+    if (!frame->has_heartbeat()) continue;
+    if (heartbeats == 0) first_has_list = frame->heartbeat().members_size() > 0;
+    ++heartbeats;
+    if (frame->heartbeat().members_size() > 0) {
+      ++with_list;
+      EXPECT_EQ(frame->heartbeat().members(0).node_id(), "n0");  // the sender first
+    }
+  }
+  EXPECT_GE(heartbeats, 20);
+  EXPECT_TRUE(first_has_list);
+  EXPECT_EQ(with_list, (heartbeats + 9) / 10);
 }
 
 // Backpressure: while our own messages not yet applied by a live peer are
