@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -853,7 +854,8 @@ std::optional<std::string> GossipNode::RepairSourceLocked(const std::string& avo
   auto rank = [&](const Member& m) {
     uint64_t total = 0;
     for (const auto& [origin, seq] : m.applied) total += seq;
-    return std::make_pair(m.checks_diverged == 0 && m.checks_agreed > 0, total);
+    return std::make_tuple(SeqOf(m.applied, self_) >= last_published_,
+                           m.checks_diverged == 0 && m.checks_agreed > 0, total);
   };
   auto rank_avoiding = [&](const Member& m) { return std::make_pair(m.address != avoid, rank(m)); };
   for (const auto& [id, m] : members_) {
@@ -1086,10 +1088,19 @@ std::optional<std::string> GossipNode::ResyncSource() {
   return resync_source_;
 }
 
-void GossipNode::ResyncFailed(const std::string& source) {
+bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages) {
   absl::MutexLock l(&mu_);
-  if (resync_source_ != source) return;
-  if (std::optional<std::string> other = RepairSourceLocked(source)) resync_source_ = other;
+  if (resync_source_ != source) return false;
+  std::optional<std::string> other = RepairSourceLocked(source);
+  if (!other || *other == source) return false;
+  if (need_our_messages) {
+    const auto holder = std::find_if(members_.begin(), members_.end(), [&](const auto& entry) {
+      return entry.second.address == *other && SeqOf(entry.second.applied, self_) >= last_published_;
+    });
+    if (holder == members_.end()) return false;
+  }
+  resync_source_ = other;
+  return true;
 }
 
 absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,

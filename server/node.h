@@ -197,10 +197,13 @@ class GossipNode final : public LinkEvents {
                              const std::function<absl::Status(Received&)>& drain);
   // A peer told us we fell out of its log: the address to re-join from.
   std::optional<std::string> ResyncSource();
-  // Fetching the snapshot from `source` (ResyncSource) failed without an
-  // answer (gone, or too busy to answer): the next attempt goes to another
-  // live member, chosen as RepairSource does.
-  void ResyncFailed(const std::string& source);
+  // Fetching or installing the snapshot from `source` (ResyncSource) failed:
+  // without an answer (gone, or too busy), or it lacked our own messages
+  // that our log no longer holds (`need_our_messages`). The next attempt
+  // goes to another live member, chosen as RepairSource does. Returns
+  // whether it switched to one (with `need_our_messages`: to one whose
+  // vector holds every message we published).
+  bool ResyncFailed(const std::string& source, bool need_our_messages);
   // Not OK once a peer refused us for good (another cluster, a taken node
   // id): the worker stops with this error.
   absl::Status Health();
@@ -362,7 +365,10 @@ class GossipNode final : public LinkEvents {
   // Compares m's pending replica check with our ledger once we have passed
   // its vector (docs/gossip.md "Divergence detection").
   void ComparePeerCheck(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The best live member's address, `avoid` only when no other is alive.
+  // The best live member's address, `avoid` only when no other is alive:
+  // one whose vector holds every message we published first (a snapshot
+  // without them cannot be installed once our log let them go), then one
+  // whose checks agreed with ours, then the most advanced.
   std::optional<std::string> RepairSourceLocked(const std::string& avoid = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Our last seq that a snapshot at `applied` plus our log can give.

@@ -191,6 +191,51 @@ TEST(GossipNode, HeartbeatsCarryTheMemberListEveryTenthOnly) {
   EXPECT_EQ(with_list, (heartbeats + 9) / 10);
 }
 
+// A re-join that failed goes to another live member next; after a snapshot
+// that lacked our own messages (our log let them go once every member alive
+// then had them), only to one whose vector holds them all.
+TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
+  Nodes c(1);
+  c.Start();
+  c.Publish(0, 1, 3);
+  GossipNode* node = c.node(0);
+  ScriptedPeer behind(node, "a", 7, "inproc:a");
+  ScriptedPeer holder(node, "b", 8, "inproc:b");
+  auto heartbeat = [](uint64_t our_seq) {
+    v1::GossipFrame f;
+    ToProto({{OriginKey{"n0", 1000}, our_seq}}, f.mutable_heartbeat()->mutable_applied());
+    return f;
+  };
+  behind.Send(heartbeat(1));
+  holder.Send(heartbeat(2));  // not all three of ours yet
+  v1::GossipFrame resync;
+  resync.mutable_resync()->mutable_origin()->set_node_id("a");
+  resync.mutable_resync()->mutable_origin()->set_incarnation(7);
+  resync.mutable_resync()->set_first_retained_seq(5);
+  behind.Send(resync);
+  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:a"; }));
+  // Nobody holds all our messages: nowhere better to go.
+  EXPECT_FALSE(node->ResyncFailed("inproc:a", /*need_our_messages=*/true));
+  EXPECT_EQ(node->ResyncSource(), "inproc:a");
+  // A source that did not answer: any other live member will do.
+  EXPECT_TRUE(node->ResyncFailed("inproc:a", /*need_our_messages=*/false));
+  EXPECT_EQ(node->ResyncSource(), "inproc:b");
+  // Once b holds all three, a snapshot lacking them sends us there.
+  ASSERT_TRUE(node->ResyncFailed("inproc:b", false));
+  ASSERT_EQ(node->ResyncSource(), "inproc:a");
+  holder.Send(heartbeat(3));
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    node->FillStatus(&s, false);
+    for (const auto& m : s.members()) {
+      if (m.node_id() == "b") return m.lag() == 0;  // it applied all of ours
+    }
+    return false;
+  }));
+  EXPECT_TRUE(node->ResyncFailed("inproc:a", /*need_our_messages=*/true));
+  EXPECT_EQ(node->ResyncSource(), "inproc:b");
+}
+
 // Backpressure: while our own messages not yet applied by a live peer are
 // over the cap, the training thread waits; it goes on once the peer's
 // heartbeat shows them applied (a round trip at least), and the wait is

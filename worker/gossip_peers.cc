@@ -232,11 +232,15 @@ absl::Status GossipPeers::ResyncIfAsked() {
   const std::optional<std::string> source = node_->ResyncSource();
   if (!source) return absl::OkStatus();
   const absl::Status s = Resync(*source);
-  if (s.code() != absl::StatusCode::kUnavailable &&
-      s.code() != absl::StatusCode::kDeadlineExceeded) {
-    return s;  // OK, or an answer that refuses (another cluster, a lying snapshot)
-  }
-  node_->ResyncFailed(*source);
+  if (s.ok()) return s;
+  const bool no_answer = s.code() == absl::StatusCode::kUnavailable ||
+                         s.code() == absl::StatusCode::kDeadlineExceeded;
+  // kFailedPrecondition: its snapshot lacks our own messages that our log
+  // let go (every member alive then had them); a member that has them can
+  // still be re-joined from.
+  const bool lacks_ours = s.code() == absl::StatusCode::kFailedPrecondition;
+  if (!no_answer && !lacks_ours) return s;  // a lying snapshot, a refusal
+  if (!node_->ResyncFailed(*source, lacks_ours) && lacks_ours) return s;
   *log_ << "reckon-worker: re-join from " << *source << " failed (" << s.message()
         << "); trying again from " << node_->ResyncSource().value_or(*source) << "\n"
         << std::flush;

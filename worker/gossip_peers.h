@@ -95,8 +95,9 @@ class GossipPeers final : public TrainingPeers {
   absl::Status CheckReplica(model::Backend& backend, uint64_t steps_done);
   absl::Status Resync(const std::string& source);
   // Re-joins when the node asks (ResyncRequired, or a failed check). A
-  // source that does not answer is not fatal: the node picks another live
-  // member and the next call tries again.
+  // source that does not answer, or whose snapshot lacks our own messages
+  // while another live member has them, is not fatal: the node picks
+  // another and the next call tries again.
   absl::Status ResyncIfAsked();
   // What this worker asks a peer's Snapshot call: its fingerprint, identity
   // and token; with `header_only`, the header alone (a join probe).
