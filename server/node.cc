@@ -671,13 +671,21 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
 
 void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   if (!m.link || m.state != MemberState::kAlive) return;
-  for (const auto& [origin, entries] : log_.origins()) {
+  // Every origin we applied, not only those our log still holds: a member
+  // behind on one whose messages all left the log (it was dead when they
+  // did) must be told to re-join, or it would never catch up.
+  static const MessageLog::Entries kNothingRetained;
+  for (const auto& [origin, ours] : applied_) {
+    const MessageLog::Entries* retained = log_.Find(origin);
+    const MessageLog::Entries& entries = retained != nullptr ? *retained : kNothingRetained;
     const RepairPlan plan =
-        PlanRepair(SeqOf(applied_, origin), SeqOf(m.applied, origin), SeqOf(m.pushed, origin),
-                   entries.empty() ? 0 : entries.begin()->first, m.resync_told.count(origin) > 0);
+        PlanRepair(ours, SeqOf(m.applied, origin), SeqOf(m.pushed, origin),
+                   entries.empty() ? ours + 1 : entries.begin()->first,
+                   m.resync_told.count(origin) > 0);
     if (plan.kind == RepairPlan::kResync) {
       auto frame = std::make_shared<v1::GossipFrame>();
-      *frame->mutable_resync()->mutable_origin() = entries.begin()->second.frame->update().origin();
+      frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
+      frame->mutable_resync()->mutable_origin()->set_incarnation(origin.incarnation);
       frame->mutable_resync()->set_first_retained_seq(plan.first);
       SendTo(m, frame, SIZE_MAX);
       m.resync_told.insert(origin);
@@ -785,11 +793,18 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
   for (const auto& [id, m] : members_) {
     if (m.state == MemberState::kConnecting) return;
   }
-  VersionMap floor;  // per origin, the least any live member (and we) applied
+  // Per origin, the least any live member (and we) applied. Our own
+  // messages stay while a dead member lacks them too: it may come back (a
+  // member marked dead under load, a healed partition), we are the one node
+  // sure to hold them, and a re-join of ours from a snapshot without them
+  // needs them (InstallSnapshot). The byte cap still bounds the log.
+  VersionMap floor;
   for (const auto& [origin, entries] : log_.origins()) {
     uint64_t least = SeqOf(applied_, origin);
     for (const auto& [id, m] : members_) {
-      if (m.state == MemberState::kAlive) least = std::min(least, SeqOf(m.applied, origin));
+      const bool counts = m.state == MemberState::kAlive ||
+                          (origin == self_ && m.state == MemberState::kDead);
+      if (counts) least = std::min(least, SeqOf(m.applied, origin));
     }
     floor[origin] = least;
   }

@@ -236,6 +236,68 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
   EXPECT_EQ(node->ResyncSource(), "inproc:b");
 }
 
+// Our own messages stay in our log while a member that has not applied
+// them is dead: it may come back (a member marked dead under load, a healed
+// partition), and we are the one node sure to hold them. Once every live
+// member had them, they used to go after the retention time; the member then
+// had to re-join, and a snapshot lacking them could not be installed by us.
+TEST(GossipNode, OwnMessagesStayLoggedForADeadMemberThatLacksThem) {
+  Nodes c(3);
+  c.Start();
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    c.node(0)->FillStatus(&s, false);
+    return s.members_size() == 2 && s.members(0).state() == "alive" &&
+           s.members(1).state() == "alive";
+  }));
+  c.net().Partition({{c.node(0), c.node(1)}, {c.node(2)}});
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    c.node(0)->FillStatus(&s, false);
+    for (const auto& m : s.members()) {
+      if (m.node_id() == "n2") return m.state() == "dead";
+    }
+    return false;
+  }));
+  c.Publish(0, 1, 5);
+  const OriginKey n0{"n0", 1000};
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), n0) == 5; }));
+  std::this_thread::sleep_for(milliseconds(1500));  // past the retention (1 s here)
+  v1::NodeStatus s;
+  c.node(0)->FillStatus(&s, false);
+  EXPECT_GE(s.log_messages(), 5u) << s.DebugString();
+  c.net().Heal();
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), n0) == 5; }))
+      << VersionJson(c.node(2)->Applied());
+  EXPECT_EQ(c.node(2)->counters().snapshots_loaded, 0u);
+}
+
+// A member behind on an origin whose messages have all left our log (it was
+// dead when they did, and their origin is gone) is told to re-join: with
+// nothing retained there was once nothing to plan, and it never caught up.
+TEST(GossipNode, MemberBehindOnAnOriginNoLogHoldsIsToldToRejoin) {
+  Nodes c(3);
+  c.Start();
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    c.node(2)->FillStatus(&s, false);
+    return s.members_size() == 2 && s.members(0).state() == "alive" &&
+           s.members(1).state() == "alive";
+  }));
+  c.net().Partition({{c.node(0), c.node(1)}, {c.node(2)}});
+  c.Publish(1, 1, 5);
+  const OriginKey n1{"n1", 1001};
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(0)->Applied(), n1) == 5; }));
+  c.node(1)->Stop(/*leave=*/true, milliseconds(100));  // n1 is gone for good
+  std::this_thread::sleep_for(milliseconds(1500));       // past the retention (1 s)
+  v1::NodeStatus s;
+  c.node(0)->FillStatus(&s, false);
+  ASSERT_EQ(s.log_messages(), 0u) << "n0 still holds n1's messages: nothing to test";
+  c.net().Heal();
+  EXPECT_TRUE(Eventually([&] { return c.node(2)->ResyncSource() == "inproc:n0"; }))
+      << VersionJson(c.node(2)->Applied());
+}
+
 // Backpressure: while our own messages not yet applied by a live peer are
 // over the cap, the training thread waits; it goes on once the peer's
 // heartbeat shows them applied (a round trip at least), and the wait is
