@@ -100,6 +100,21 @@ bool PeerAlive(Nodes& c) {
   });
 }
 
+// Every node sees every other alive.
+bool AllAlive(Nodes& c) {
+  return Eventually([&] {
+    for (int i = 0; i < c.size(); ++i) {
+      v1::NodeStatus s;
+      c.node(i)->FillStatus(&s, false);
+      if (s.members_size() != c.size() - 1) return false;
+      for (const auto& m : s.members()) {
+        if (m.state() != "alive") return false;
+      }
+    }
+    return true;
+  });
+}
+
 TEST(GossipNode, SlowIntactLinkGetsNoRepairs) {
   // 400 ms one way; repair timeout 100 ms; a failure timeout the link allows.
   Nodes c(2, milliseconds(400), [](int, NodeOptions& o) { o.failure_timeout = seconds(2); });
@@ -127,17 +142,7 @@ TEST(GossipNode, OriginsQueuedStreamIsNotDoubledByRelays) {
   Nodes c(3);
   c.net().DelayUpdates(c.node(0), c.node(2), milliseconds(1000));
   c.Start();
-  ASSERT_TRUE(Eventually([&] {
-    for (int i = 0; i < 3; ++i) {
-      v1::NodeStatus s;
-      c.node(i)->FillStatus(&s, false);
-      if (s.members_size() != 2) return false;
-      for (const auto& m : s.members()) {
-        if (m.state() != "alive") return false;
-      }
-    }
-    return true;
-  }));
+  ASSERT_TRUE(AllAlive(c));
   const OriginKey n0{"n0", 1000};
   std::thread publisher([&] { c.Publish(0, 1, 300, milliseconds(10)); });
   // The first second n2 hears nothing of n0: relays then are right.
@@ -244,12 +249,7 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
 TEST(GossipNode, OwnMessagesStayLoggedForADeadMemberThatLacksThem) {
   Nodes c(3);
   c.Start();
-  ASSERT_TRUE(Eventually([&] {
-    v1::NodeStatus s;
-    c.node(0)->FillStatus(&s, false);
-    return s.members_size() == 2 && s.members(0).state() == "alive" &&
-           s.members(1).state() == "alive";
-  }));
+  ASSERT_TRUE(AllAlive(c));
   c.net().Partition({{c.node(0), c.node(1)}, {c.node(2)}});
   ASSERT_TRUE(Eventually([&] {
     v1::NodeStatus s;
@@ -278,12 +278,7 @@ TEST(GossipNode, OwnMessagesStayLoggedForADeadMemberThatLacksThem) {
 TEST(GossipNode, MemberBehindOnAnOriginNoLogHoldsIsToldToRejoin) {
   Nodes c(3);
   c.Start();
-  ASSERT_TRUE(Eventually([&] {
-    v1::NodeStatus s;
-    c.node(2)->FillStatus(&s, false);
-    return s.members_size() == 2 && s.members(0).state() == "alive" &&
-           s.members(1).state() == "alive";
-  }));
+  ASSERT_TRUE(AllAlive(c));
   c.net().Partition({{c.node(0), c.node(1)}, {c.node(2)}});
   c.Publish(1, 1, 5);
   const OriginKey n1{"n1", 1001};
