@@ -866,10 +866,11 @@ void GossipNode::RecordReplicaCheck(const VersionMap& at, uint64_t measured, uin
 
 std::optional<std::string> GossipNode::RepairSourceLocked(const std::string& avoid) {
   const Member* best = nullptr;
+  const uint64_t published = last_published_;  // lambdas are not seen to hold mu_
   auto rank = [&](const Member& m) {
     uint64_t total = 0;
     for (const auto& [origin, seq] : m.applied) total += seq;
-    return std::make_tuple(SeqOf(m.applied, self_) >= last_published_,
+    return std::make_tuple(SeqOf(m.applied, self_) >= published,
                            m.checks_diverged == 0 && m.checks_agreed > 0, total);
   };
   auto rank_avoiding = [&](const Member& m) { return std::make_pair(m.address != avoid, rank(m)); };
@@ -1109,8 +1110,9 @@ bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages)
   std::optional<std::string> other = RepairSourceLocked(source);
   if (!other || *other == source) return false;
   if (need_our_messages) {
+    const uint64_t published = last_published_;  // lambdas are not seen to hold mu_
     const auto holder = std::find_if(members_.begin(), members_.end(), [&](const auto& entry) {
-      return entry.second.address == *other && SeqOf(entry.second.applied, self_) >= last_published_;
+      return entry.second.address == *other && SeqOf(entry.second.applied, self_) >= published;
     });
     if (holder == members_.end()) return false;
   }
