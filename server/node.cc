@@ -724,6 +724,10 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
     hb->set_checked_checksum(check_to_announce_->checksum);
     check_to_announce_.reset();
   }
+  return frame;
+}
+
+void GossipNode::AddMemberList(v1::Heartbeat* hb) const {
   v1::Member* me = hb->add_members();
   me->set_node_id(self_.node_id);
   me->set_incarnation(self_.incarnation);
@@ -736,15 +740,14 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
     other->set_address(m.address);
     other->set_heard(m.state == MemberState::kAlive);
   }
-  return frame;
 }
 
 std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(Member& m,
                                                                 const v1::GossipFrame& base) {
   auto frame = std::make_shared<v1::GossipFrame>(base);
   frame->mutable_heartbeat()->set_frames_received(m.frames_received);
-  if (m.heartbeats_sent++ % std::max(1, options_.member_list_every) != 0) {
-    frame->mutable_heartbeat()->clear_members();
+  if (m.heartbeats_sent++ % std::max(1, options_.member_list_every) == 0) {
+    AddMemberList(frame->mutable_heartbeat());
   }
   return frame;
 }

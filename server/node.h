@@ -350,8 +350,11 @@ class GossipNode final : public LinkEvents {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const v1::GossipFrame> MakeHello() const;
   std::shared_ptr<const v1::GossipFrame> MakeHeartbeat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `base` with the stream's own count of frames received from `m`, and
-  // without the member list but on every member_list_every-th heartbeat.
+  // Appends the member list (us first) to a heartbeat.
+  void AddMemberList(v1::Heartbeat* hb) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `base` (MakeHeartbeat: no member list) with the stream's own count of
+  // frames received from `m`, and the member list on every
+  // member_list_every-th heartbeat: the O(members) list is built only then.
   std::shared_ptr<const v1::GossipFrame> HeartbeatFor(Member& m, const v1::GossipFrame& base)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Member* FindByLink(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

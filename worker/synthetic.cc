@@ -33,11 +33,12 @@ int64_t UnixNanos() {
 }
 
 // `count` distinct indices below `params`, ascending, each with a random sign
-// bit: the words of one threshold message.
+// bit: the words of one threshold message. `used` (params entries, all 0)
+// marks what is drawn and is left all 0 again: clearing it costs the message's
+// size, not the model's.
 void DrawWords(std::mt19937_64& rng, uint64_t params, int64_t count, std::vector<uint32_t>* words,
                std::vector<uint8_t>* used) {
   words->clear();
-  used->assign(params, 0);
   std::uniform_int_distribution<uint64_t> index(0, params - 1);
   while (static_cast<int64_t>(words->size()) < count) {
     const uint64_t i = index(rng);
@@ -46,7 +47,10 @@ void DrawWords(std::mt19937_64& rng, uint64_t params, int64_t count, std::vector
     words->push_back(static_cast<uint32_t>(i));
   }
   std::sort(words->begin(), words->end());
-  for (uint32_t& w : *words) w |= static_cast<uint32_t>(rng() & 1) << 31;
+  for (uint32_t& w : *words) {
+    (*used)[w] = 0;
+    w |= static_cast<uint32_t>(rng() & 1) << 31;
+  }
 }
 
 // The emitting loop: one message per step, paced to `rate`, applying what
@@ -58,7 +62,7 @@ absl::Status Emit(const TrainerOptions& o, const SyntheticOptions& synthetic,
   // Messages differ between origins and between restarts of one.
   std::mt19937_64 rng(o.seed ^ std::hash<std::string>()(o.node_id) ^ o.incarnation);
   std::vector<uint32_t> words;
-  std::vector<uint8_t> used;
+  std::vector<uint8_t> used(params, 0);
   v1::Update message;
   message.mutable_origin()->set_node_id(o.node_id);
   message.mutable_origin()->set_incarnation(o.incarnation);
