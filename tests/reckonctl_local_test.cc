@@ -27,12 +27,12 @@ using ::reckon::testing::ScratchDir;
 
 // `reckonctl local` with a small model and bounded steps: seconds per run.
 std::vector<std::string> SmallClusterArgs(int workers, const ScratchDir& dir,
-                                          const std::string& summary) {
+                                          const std::string& summary, int steps = 40) {
   // clang-format off
   return {"local", "--workers", std::to_string(workers), "--work-dir", (dir / "work").string(),
           "--summary-json", summary, "--timeout-s", "300", "--layers", "784,32,10",
-          "--epochs", "1", "--threads", "1", "--eval-samples", "1000", "--max-steps", "40",
-          "--heartbeat-ms", "50"};
+          "--epochs", "1", "--threads", "1", "--eval-samples", "1000", "--max-steps",
+          std::to_string(steps), "--heartbeat-ms", "50"};
   // clang-format on
 }
 
@@ -56,11 +56,15 @@ base::Json RunFourWorkers(const std::vector<std::string>& extra) {
   return *json;
 }
 
+// 100 steps, not 40: how late each worker applies the other's steps depends
+// on the machine's load, and after 40 steps an unlucky schedule under the
+// sanitizers ended at 0.376 (0.62-0.72 usually). After 100 it is 0.72-0.79,
+// for the same second of wall time.
 TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
   ScratchDir dir;
   const std::string summary = (dir / "local.json").string();
   ::reckon::testing::ProcessResult r =
-      RunProcess(RECKONCTL_PATH, SmallClusterArgs(2, dir, summary), dir.path());
+      RunProcess(RECKONCTL_PATH, SmallClusterArgs(2, dir, summary, 100), dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("replicas: identical"), std::string::npos) << r.out;
   absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
@@ -71,13 +75,13 @@ TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
   const base::Json& w0 = json->at("workers")[0];
   const base::Json& w1 = json->at("workers")[1];
   EXPECT_EQ(w0.at("weight_hash"), w1.at("weight_hash"));
-  EXPECT_EQ(w0.at("steps"), 40);
+  EXPECT_EQ(w0.at("steps"), 100);
   EXPECT_EQ(w0.at("node_id"), "w0");
   EXPECT_EQ(w1.at("node_id"), "w1");
-  // Each applied the other's 40 messages.
-  EXPECT_EQ(w0.at("node").at("updates_applied"), 40) << w0.dump(2);
+  // Each applied the other's 100 messages.
+  EXPECT_EQ(w0.at("node").at("updates_applied"), 100) << w0.dump(2);
   EXPECT_GT(json->at("compression_ratio").get<double>(), 10);
-  EXPECT_GT(json->at("test_accuracy").get<double>(), 0.5);
+  EXPECT_GT(json->at("test_accuracy").get<double>(), 0.5) << r.out;
 }
 
 // The quanta codecs (docs/codecs.md) over real gRPC between four worker
