@@ -84,6 +84,13 @@ absl::StatusOr<GossipFigures> ComputeGossipFigures(const std::vector<base::Json>
     if (steps + applied > 0) f.cpu_us_per_message += 1e6 * cpu / (steps + applied) / f.nodes;
     f.max_rss_mb = std::max(f.max_rss_mb, rss / (1 << 20));
     if (s.contains("arrivals_dropped")) f.arrivals_dropped += s["arrivals_dropped"].get<double>();
+    if (s.contains("node") && s["node"].is_object()) {
+      const base::Json& node = s["node"];
+      if (node.contains("overlay") && node["overlay"].is_string()) f.overlay = node["overlay"];
+      if (node.contains("duplicates_dropped") && node["duplicates_dropped"].is_number()) {
+        f.duplicates += node["duplicates_dropped"].get<double>();
+      }
+    }
   }
   f.messages_per_node = emitted / f.nodes;
   f.message_bytes = emitted > 0 ? wire / emitted : 0;
@@ -101,16 +108,17 @@ absl::StatusOr<GossipFigures> ComputeGossipFigures(const std::vector<base::Json>
 
 std::string GossipFiguresLine(const GossipFigures& f) {
   return absl::StrFormat(
-      "gossip: %d nodes, %.0f messages each of %.0f bytes in %.1f s; per node out %.1f KB/s, in "
+      "gossip: %d nodes (%s), %.0f messages each of %.0f bytes in %.1f s; per node out %.1f KB/s, in "
       "%.1f KB/s, CPU %.0f us per message (%.2f cores), peak memory %.0f MB; emit to arrival p50 %.1f ms, "
-      "p99 %.1f ms; to every node p50 %.1f ms, p99 %.1f ms; messages some node did not time (it joined after them) %.0f",
-      f.nodes, f.messages_per_node, f.message_bytes, f.seconds, f.bytes_out_per_s / 1e3,
+      "p99 %.1f ms; to every node p50 %.1f ms, p99 %.1f ms; messages some node did not time (it joined after them) %.0f, duplicates dropped %.0f",
+      f.nodes, f.overlay, f.messages_per_node, f.message_bytes, f.seconds, f.bytes_out_per_s / 1e3,
       f.bytes_in_per_s / 1e3, f.cpu_us_per_message, f.cpu_cores, f.max_rss_mb, f.to_one_p50_ms,
-      f.to_one_p99_ms, f.to_all_p50_ms, f.to_all_p99_ms, f.messages_untimed);
+      f.to_one_p99_ms, f.to_all_p50_ms, f.to_all_p99_ms, f.messages_untimed, f.duplicates);
 }
 
 base::Json GossipFiguresJson(const GossipFigures& f) {
   return {{"nodes", f.nodes},
+          {"overlay", f.overlay},
           {"messages_per_node", f.messages_per_node},
           {"message_bytes", f.message_bytes},
           {"seconds", f.seconds},
@@ -124,7 +132,8 @@ base::Json GossipFiguresJson(const GossipFigures& f) {
           {"to_all_p50_ms", f.to_all_p50_ms},
           {"to_all_p99_ms", f.to_all_p99_ms},
           {"messages_untimed", f.messages_untimed},
-          {"arrivals_dropped", f.arrivals_dropped}};
+          {"arrivals_dropped", f.arrivals_dropped},
+          {"duplicates", f.duplicates}};
 }
 
 }  // namespace reckon::ctl

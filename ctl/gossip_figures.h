@@ -15,6 +15,7 @@ namespace reckon::ctl {
 
 struct GossipFigures {
   int nodes = 0;
+  std::string overlay = "mesh";     // how fresh messages travelled (worker --gossip-overlay)
   double messages_per_node = 0;     // own messages each origin emitted (mean)
   double message_bytes = 0;         // mean serialized Update
   double seconds = 0;               // mean emitting time (train_seconds)
@@ -34,6 +35,9 @@ struct GossipFigures {
   // in its snapshot (one or two per origin while a cluster starts), or its
   // log's cap was reached (arrivals_dropped).
   double messages_untimed = 0, arrivals_dropped = 0;
+  // Copies that arrived at a node holding them already (all nodes): the
+  // bytes either overlay spends beyond one copy per member.
+  double duplicates = 0;
 };
 
 // The figures from the summaries' JSON (bytes_sent, bytes_received,

@@ -27,4 +27,14 @@ bool MayRelay(bool own, bool origin_alive, bool member_hears_origin, Clock::dura
   return !member_hears_origin && age >= failure_timeout && heard_for >= failure_timeout;
 }
 
+bool MayRelayInTree(bool tree_child, bool own, bool origin_alive, bool member_hears_origin,
+                    Clock::duration age, Clock::duration heard_for,
+                    std::chrono::milliseconds repair_timeout,
+                    std::chrono::milliseconds failure_timeout) {
+  if (tree_child) return true;
+  if (own) return age >= failure_timeout && heard_for >= failure_timeout;
+  return MayRelay(false, origin_alive, member_hears_origin, age, heard_for, repair_timeout,
+                  failure_timeout);
+}
+
 }  // namespace reckon::server

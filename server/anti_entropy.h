@@ -43,6 +43,19 @@ bool MayRelay(bool own, bool origin_alive, bool member_hears_origin, Clock::dura
               Clock::duration heard_for, std::chrono::milliseconds repair_timeout,
               std::chrono::milliseconds failure_timeout);
 
+// MayRelay for the tree overlay (overlay.h). To a member we are the parent
+// of in the origin's tree (`tree_child`, as our ring has it): at once, as the
+// mesh sends our own. Our own to any other member: only as the backstop,
+// once a failure timeout old and the member with us that long; its parent
+// in the tree serves it, and when that parent fails the rings are rebuilt
+// within a failure timeout. Age alone is not evidence of a failed tree: on
+// a slow link a copy may wait that long in a parent's queue. Others'
+// messages as MayRelay: their origin is their backstop.
+bool MayRelayInTree(bool tree_child, bool own, bool origin_alive, bool member_hears_origin,
+                    Clock::duration age, Clock::duration heard_for,
+                    std::chrono::milliseconds repair_timeout,
+                    std::chrono::milliseconds failure_timeout);
+
 }  // namespace reckon::server
 
 #endif  // RECKON_SERVER_ANTI_ENTROPY_H_

@@ -288,6 +288,7 @@ void GossipNode::HandleEvent(Event& e) {
     Log(absl::StrCat("peer ", m->node_id, " is alive again"));
     m->state = MemberState::kAlive;
     m->alive_since = now;
+    RebuildRing();
   }
   if (f.has_update()) {
     HandleUpdate(*m, std::make_shared<v1::GossipFrame>(std::move(f)));
@@ -301,6 +302,7 @@ void GossipNode::HandleEvent(Event& e) {
     Log(absl::StrCat("peer ", m->node_id, " left: ", f.leave().reason()));
     m->state = MemberState::kLeft;
     DropLink(*m);
+    RebuildRing();
   } else if (f.has_resync()) {
     const OriginKey origin = KeyOf(f.resync().origin());
     if (SeqOf(applied_, origin) + 1 < f.resync().first_retained_seq() && !resync_source_) {
@@ -335,6 +337,10 @@ absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const s
     return differs("codec", v1::Codec_Name(theirs.codec()), v1::Codec_Name(ours.codec()));
   }
   if (theirs.seed() != ours.seed()) return differs("seed", theirs.seed(), ours.seed());
+  if (theirs.overlay() != ours.overlay()) {
+    return differs("overlay", v1::GossipOverlay_Name(theirs.overlay()),
+                   v1::GossipOverlay_Name(ours.overlay()));
+  }
   if (!options_.cluster_token.empty() && token != options_.cluster_token) {
     return absl::PermissionDeniedError("cluster token does not match");
   }
@@ -442,6 +448,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   }
   m.alive_since = now;
   m.state = MemberState::kAlive;
+  RebuildRing();
   reached_any_ = true;
   SendTo(m, HeartbeatFor(m, *MakeHeartbeat()), SIZE_MAX);
 }
@@ -530,6 +537,7 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   counters_.bytes_received[codec] += frame->update().ByteSizeLong();
   received_.updates.push_back(std::move(decoded));
   received_.accepted_at.push_back(Clock::now());
+  if (TreeOverlay()) ForwardInTree(origin, frame->update().seq(), frame);
   log_.Add(origin, std::move(frame), Clock::now());
 }
 
@@ -553,7 +561,11 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
     applied_[self_] = update.seq();
     ledger_.Add(self_, update.seq(), contribution);
     log_.Add(self_, frame, Clock::now());
-    for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame);
+    if (TreeOverlay()) {
+      ForwardInTree(self_, update.seq(), frame);
+    } else {
+      for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame);
+    }
     changed_.SignalAll();
   }
   return absl::OkStatus();
@@ -574,7 +586,10 @@ bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
   }
   if (!m.link->Send(frame, byte_cap)) return false;
   counters_.frame_bytes_sent += bytes;
-  if (frame->has_update()) ++m.frames_sent;  // as the peer counts: updates only
+  if (frame->has_update()) {
+    ++m.frames_sent;  // as the peer counts: updates only
+    ++counters_.update_frames_sent;
+  }
   return true;
 }
 
@@ -600,6 +615,38 @@ void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
   // In order per origin: behind peers are served by anti-entropy.
   if (std::max(SeqOf(m.pushed, origin), SeqOf(m.applied, origin)) != seq - 1) return;
   if (!SendUpdate(m, origin, seq, frame)) ++counters_.queue_drops;
+}
+
+void GossipNode::RebuildRing() {
+  if (!TreeOverlay()) return;
+  std::vector<std::string> ids = {self_.node_id};
+  for (const auto& [id, m] : members_) {
+    if (m.state == MemberState::kAlive) ids.push_back(id);
+  }
+  ring_ = Ring(std::move(ids));
+}
+
+bool GossipNode::OnRing(const OriginKey& origin) const {
+  if (origin == self_) return true;
+  auto m = members_.find(origin.node_id);
+  return m != members_.end() && m->second.incarnation == origin.incarnation &&
+         m->second.state == MemberState::kAlive;
+}
+
+void GossipNode::ForwardInTree(const OriginKey& origin, uint64_t seq,
+                               const std::shared_ptr<const v1::GossipFrame>& frame) {
+  if (!OnRing(origin)) return;
+  for (const std::string& child : ring_.Children(origin.node_id, self_.node_id)) {
+    auto m = members_.find(child);
+    if (m != members_.end()) PushTo(m->second, origin, seq, frame);
+  }
+}
+
+bool GossipNode::HeartbeatDue(const Member& m) const {
+  if (!TreeOverlay() || ring_.Neighbours(self_.node_id, m.node_id)) return true;
+  const int64_t every = std::clamp<int64_t>(
+      options_.failure_timeout / (4 * options_.heartbeat_interval), 1, 10);
+  return ticks_ % static_cast<uint64_t>(every) == 0;
 }
 
 void GossipNode::LearnCertificates(const Member* from, const std::vector<std::string>& pems) {
@@ -697,12 +744,18 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
                               member->second.incarnation == origin.incarnation &&
                               member->second.state == MemberState::kAlive;
     const bool member_hears_origin = m.hears.count(origin) > 0;
+    const bool tree_child =
+        TreeOverlay() && OnRing(origin) && ring_.IsChild(origin.node_id, self_.node_id, m.node_id);
     for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
       if (m.link->QueuedBytes() > options_.send_queue_byte_cap / 2) return;
-      if (!MayRelay(origin == self_, origin_alive, member_hears_origin, now - it->second.added,
-                    now - m.alive_since, options_.repair_timeout, options_.failure_timeout)) {
-        break;
-      }
+      const Clock::duration age = now - it->second.added, heard_for = now - m.alive_since;
+      const bool may =
+          TreeOverlay()
+              ? MayRelayInTree(tree_child, origin == self_, origin_alive, member_hears_origin, age,
+                               heard_for, options_.repair_timeout, options_.failure_timeout)
+              : MayRelay(origin == self_, origin_alive, member_hears_origin, age, heard_for,
+                         options_.repair_timeout, options_.failure_timeout);
+      if (!may) break;
       if (!SendUpdate(m, origin, it->first, it->second.frame)) break;
       ++counters_.repairs_sent;
     }
@@ -762,6 +815,7 @@ void GossipNode::DropLink(Member& m) {
 }
 
 void GossipNode::Tick(Clock::time_point now) {
+  ++ticks_;
   UpdateSettled();
   auto heartbeat = MakeHeartbeat();
   {
@@ -779,11 +833,12 @@ void GossipNode::Tick(Clock::time_point now) {
       ++counters_.members_failed;
       m.state = MemberState::kDead;
       DropLink(m);
+      RebuildRing();
     }
-    if (m.link) {
+    if (m.link && HeartbeatDue(m)) {
       SendTo(m, HeartbeatFor(m, *heartbeat), 2 * options_.send_queue_byte_cap);
-      AntiEntropy(m, now);
     }
+    if (m.link) AntiEntropy(m, now);
     ComparePeerCheck(m);
   }
   CollectGarbage(now);

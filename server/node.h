@@ -47,6 +47,7 @@
 #include "server/link.h"
 #include "server/member.h"
 #include "server/message_log.h"
+#include "server/overlay.h"
 #include "server/quiescence.h"
 #include "server/tls.h"
 #include "server/update_signature.h"
@@ -280,7 +281,9 @@ class GossipNode final : public LinkEvents {
         backpressure_ms = 0,   // training paused on our backlog (WaitWhileBacklogged)
         // Every gossip frame sent and received on the streams (serialized
         // protobuf bytes; not gRPC's framing, not snapshots).
-        frame_bytes_sent = 0, frame_bytes_received = 0;
+        frame_bytes_sent = 0, frame_bytes_received = 0,
+             // Update frames sent: fresh pushes, relays and repairs.
+             update_frames_sent = 0;
     // Updates of other origins accepted, and their serialized bytes, by
     // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;
@@ -336,6 +339,21 @@ class GossipNode final : public LinkEvents {
   bool SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
                   const std::shared_ptr<const v1::GossipFrame>& frame)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tree overlay (overlay.h): the ring is us and every member alive to us,
+  // rebuilt whenever one's state changes.
+  bool TreeOverlay() const { return options_.fingerprint.overlay() == v1::GOSSIP_OVERLAY_TREE; }
+  void RebuildRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `origin` (this incarnation) is on our ring: its messages travel
+  // down its tree. A dead one's are relayed by anti-entropy, as in the mesh.
+  bool OnRing(const OriginKey& origin) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes a fresh message of `origin` to our children in its tree.
+  void ForwardInTree(const OriginKey& origin, uint64_t seq,
+                     const std::shared_ptr<const v1::GossipFrame>& frame)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Heartbeats go to m on every tick in the mesh and to our tree neighbours;
+  // to the other members only every few ticks (still four or more within a
+  // failure timeout): O(N log N) heartbeats a tick, not O(N^2).
+  bool HeartbeatDue(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DialDue(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLink(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -422,6 +440,8 @@ class GossipNode final : public LinkEvents {
   EarlyArrivals early_ ABSL_GUARDED_BY(mu_);
   MessageLog log_ ABSL_GUARDED_BY(mu_);
   MemberTable members_ ABSL_GUARDED_BY(mu_);
+  Ring ring_ ABSL_GUARDED_BY(mu_);  // tree overlay only
+  uint64_t ticks_ ABSL_GUARDED_BY(mu_) = 0;
   DialSchedule dial_ ABSL_GUARDED_BY(mu_);
   // Workers that asked for a snapshot and have not connected since
   // (NoteJoiner): incarnation and the time of the last request.

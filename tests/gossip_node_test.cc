@@ -171,6 +171,88 @@ TEST(GossipNode, LiveOriginsMessagesReachAMemberItCannotReachThroughAnother) {
   EXPECT_EQ(c.node(2)->MirrorHash(), c.node(0)->MirrorHash());
 }
 
+void TreeOverlay(int, NodeOptions& o) { o.fingerprint.set_overlay(v1::GOSSIP_OVERLAY_TREE); }
+
+// The tree overlay (server/overlay.h) against the mesh, 8 members: each
+// member gets each of n0's messages exactly once either way (7 copies a
+// message in all, no duplicate), but in the tree n0 sends only to the
+// members 1, 2 and 4 after it on the ring, and they forward.
+TEST(GossipNode, TheTreeSpreadsTheOriginsCopiesAndDeliversEachOnce) {
+  for (const bool tree : {false, true}) {
+    SCOPED_TRACE(tree ? "tree" : "mesh");
+    // A failure timeout a loaded machine cannot reach: no member is ever
+    // marked dead, and n0's backstop (MayRelayInTree) never sends.
+    Nodes c(8, milliseconds(0), [tree](int i, NodeOptions& o) {
+      if (tree) TreeOverlay(i, o);
+      o.failure_timeout = seconds(3);
+    });
+    c.Start();
+    ASSERT_TRUE(AllAlive(c));
+    const uint64_t frames_before = c.net().counters().update_frames;
+    c.Publish(0, 1, 50, milliseconds(2));
+    const OriginKey n0{"n0", 1000};
+    ASSERT_TRUE(Eventually([&] {
+      for (int i = 1; i < 8; ++i) {
+        if (SeqOf(c.node(i)->Applied(), n0) != 50) return false;
+      }
+      return true;
+    }));
+    EXPECT_EQ(c.node(0)->counters().update_frames_sent, tree ? 3u * 50 : 7u * 50);
+    EXPECT_EQ(c.net().counters().update_frames - frames_before, 7u * 50);
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(c.node(i)->counters().duplicates_dropped, 0u) << i;
+      EXPECT_EQ(c.node(i)->MirrorHash(), c.node(0)->MirrorHash()) << i;
+    }
+    if (tree) {
+      // n3 is a leaf of n0's tree; n2 forwards to it, n4 to n5 and n6.
+      EXPECT_EQ(c.node(3)->counters().update_frames_sent, 0u);
+      EXPECT_EQ(c.node(2)->counters().update_frames_sent, 50u);
+      EXPECT_EQ(c.node(4)->counters().update_frames_sent, 2u * 50);
+    }
+    EXPECT_TRUE(AllAlive(c)) << "the fewer heartbeats to non-neighbours still keep all alive";
+  }
+}
+
+// A mesh member does not forward: in a tree cluster the members below it
+// would get their messages seconds late. The overlay is in the fingerprint,
+// so the mix is refused, naming it.
+TEST(GossipNode, AMeshMemberIsRefusedByATreeCluster) {
+  Nodes c(2, milliseconds(0), [](int i, NodeOptions& o) {
+    if (i == 1) TreeOverlay(i, o);
+  });
+  c.Start();
+  ASSERT_TRUE(Eventually([&] { return !c.node(0)->Health().ok() && !c.node(1)->Health().ok(); }));
+  EXPECT_NE(c.node(1)->Health().message().find(
+                "cluster fingerprint mismatch: overlay is GOSSIP_OVERLAY_TREE on 'n1' but "
+                "GOSSIP_OVERLAY_MESH on 'n0'"),
+            std::string::npos)
+      << c.node(1)->Health();
+}
+
+// A member inside the tree fails (n4 forwards n0's messages to n5 and n6):
+// once the others mark it dead their rings close over the gap, n5 and n6
+// get everything, and all the living end identical.
+TEST(GossipNode, TheTreeClosesOverAFailedMember) {
+  Nodes c(8, milliseconds(0), TreeOverlay);
+  c.Start();
+  ASSERT_TRUE(AllAlive(c));
+  c.Publish(0, 1, 10, milliseconds(2));
+  const OriginKey n0{"n0", 1000};
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(4)->Applied(), n0) == 10; }));
+  c.node(4)->Stop(/*leave=*/false, milliseconds(0));
+  c.Publish(0, 11, 40, milliseconds(10));
+  ASSERT_TRUE(Eventually([&] {
+    for (int i : {1, 2, 3, 5, 6, 7}) {
+      if (SeqOf(c.node(i)->Applied(), n0) != 50) return false;
+    }
+    return true;
+  })) << VersionJson(c.node(5)->Applied());
+  for (int i : {1, 2, 3, 5, 6, 7}) {
+    EXPECT_EQ(c.node(i)->MirrorHash(), c.node(0)->MirrorHash()) << i;
+  }
+  EXPECT_EQ(SeqOf(c.node(4)->Applied(), n0), 10u) << "it failed after the first ten";
+}
+
 // The member list (O(members) bytes) rides on the first heartbeat of a
 // stream and then on every member_list_every-th: on every heartbeat to every
 // member it made the mesh's heartbeat bytes grow with members squared. A

@@ -38,11 +38,14 @@ std::vector<std::string> SmallClusterArgs(int workers, const ScratchDir& dir,
 
 // A four-worker SmallClusterArgs cluster with `extra` flags: its summary,
 // after checking what every such run must show (exit 0, identical replicas,
-// each worker applied the three others' 40 messages each).
-base::Json RunFourWorkers(const std::vector<std::string>& extra) {
+// each worker applied the three others' `steps` messages each). 100 steps by
+// default: how stale the steps each worker applies are depends on the
+// machine's load, and after 40 an unlucky schedule under the sanitizers
+// ended at 0.589 test accuracy (0.80-0.82 usually).
+base::Json RunFourWorkers(const std::vector<std::string>& extra, int steps = 100) {
   ScratchDir dir;
   const std::string summary = (dir / "local.json").string();
-  std::vector<std::string> args = SmallClusterArgs(4, dir, summary);
+  std::vector<std::string> args = SmallClusterArgs(4, dir, summary, steps);
   args.insert(args.end(), extra.begin(), extra.end());
   ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH, args, dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -51,7 +54,7 @@ base::Json RunFourWorkers(const std::vector<std::string>& extra) {
   if (!json.ok()) return base::Json::object();
   EXPECT_EQ(json->at("hashes_equal"), true);
   for (const base::Json& w : json->at("workers")) {
-    EXPECT_EQ(w.at("node").at("updates_applied"), 3 * 40) << w.dump(2);
+    EXPECT_EQ(w.at("node").at("updates_applied"), 3 * steps) << w.dump(2);
   }
   return *json;
 }
@@ -253,29 +256,38 @@ TEST(ReckonctlLocal, PrometheusWatchesTheClusterAndServesTheConsole) {
 // than 4.9 s (a bound no machine can beat: the rate is the lab's). Every
 // message is still applied exactly once and the replicas end identical.
 // Synthetic workers (reckon-worker --synthetic): six members that only emit
-// random messages and apply each other's. The replicas end identical, every
-// origin's 40 messages in every vector; the full mesh sends each message to
-// the five others (bytes_sent at least 5 x what an origin made, less what a
-// late joiner took in its snapshot), what is sent is received; every
-// arrival is timed, and the figures reckonctl prints agree with them.
-TEST(ReckonctlLocal, SyntheticWorkersMeasureTheGossipLayer) {
+// random messages and apply each other's, in the mesh and in the tree
+// overlay. The replicas end identical, every origin's 40 messages in every
+// vector; either way each message goes to the five others (bytes_sent in
+// all at least 4 x what the origins made: less what a late joiner took in
+// its snapshot), what is sent is received; every arrival is timed, and the
+// figures reckonctl prints agree with them. (How the copies are spread over
+// the nodes is GossipNode.TheTreeSpreadsTheOriginsCopiesAndDeliversEachOnce.)
+class SyntheticWorkers : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SyntheticWorkers, MeasureTheGossipLayer) {
+  const std::string overlay = GetParam();
   ScratchDir dir;
   const std::string summary = (dir / "local.json").string();
   std::vector<std::string> args = SmallClusterArgs(6, dir, summary);
-  args.insert(args.end(), {"--synthetic", "--synthetic-updates", "500", "--synthetic-rate", "50"});
+  args.insert(args.end(), {"--synthetic", "--synthetic-updates", "500", "--synthetic-rate", "50",
+                           "--gossip-overlay", overlay});
   ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH, args, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("gossip: 6 nodes, 40 messages each"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gossip: 6 nodes (" + overlay + "), 40 messages each"), std::string::npos)
+      << r.out;
   absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(json->at("hashes_equal"), true);
-  double sent = 0, received = 0;
+  double sent = 0, received = 0, wire = 0, frames_sent = 0;
   for (const base::Json& w : json->at("workers")) {
+    EXPECT_EQ(w.at("node").at("overlay"), overlay);
+    frames_sent += w.at("node").at("update_frames_sent").get<double>();
+    wire += w.at("wire_bytes").get<double>();
     ASSERT_EQ(w.at("version_vector").size(), 6u) << w.dump(2);
     for (const auto& [origin, seq] : w.at("version_vector").items()) EXPECT_EQ(seq, 40) << origin;
     EXPECT_EQ(w.at("steps"), 40);
     EXPECT_EQ(w.at("updates_sent"), 40 * 500);
-    EXPECT_GE(w.at("bytes_sent").get<double>(), 4 * w.at("wire_bytes").get<double>()) << w.dump();
     EXPECT_GT(w.at("cpu_seconds").get<double>(), 0);
     EXPECT_GT(w.at("max_rss_bytes").get<double>(), 1 << 20);
     sent += w.at("bytes_sent").get<double>();
@@ -293,9 +305,15 @@ TEST(ReckonctlLocal, SyntheticWorkersMeasureTheGossipLayer) {
     }
     EXPECT_EQ(arrivals, w.at("node").at("updates_applied").get<size_t>());
   }
+  EXPECT_GE(sent, 4 * wire);
   EXPECT_LE(received, sent);
   EXPECT_GE(received, 0.9 * sent);
+  // 6 x 40 messages to 5 members each, less the late joiners' snapshots,
+  // plus the odd repair of a message lost while a stream was replaced.
+  EXPECT_GE(frames_sent, 0.8 * 6 * 40 * 5);
+  EXPECT_LE(frames_sent, 1.1 * 6 * 40 * 5);
   const base::Json& g = json->at("gossip");
+  EXPECT_EQ(g.at("overlay"), overlay);
   EXPECT_EQ(g.at("nodes"), 6);
   EXPECT_EQ(g.at("messages_per_node"), 40);
   EXPECT_LE(g.at("to_one_p50_ms").get<double>(), g.at("to_all_p50_ms").get<double>());
@@ -303,6 +321,9 @@ TEST(ReckonctlLocal, SyntheticWorkersMeasureTheGossipLayer) {
   EXPECT_LT(g.at("messages_untimed").get<double>(), 6 * 40 / 2);
   std::printf("FIGURES %s\n", r.out.substr(r.out.find("gossip: ")).c_str());
 }
+
+INSTANTIATE_TEST_SUITE_P(Overlays, SyntheticWorkers, ::testing::Values("mesh", "tree"),
+                         [](const auto& info) { return info.param; });
 
 // The figures from summaries made by hand: three nodes, two messages each.
 TEST(GossipFigures, PercentilesAndRatesComeFromTheArrivals) {
@@ -345,7 +366,7 @@ TEST(ReckonctlLocal, LinkRunsEachWorkerBehindAShapedLink) {
     GTEST_SKIP() << "reckonctl local --link skipped: " << s.message();
   }
   const auto start = std::chrono::steady_clock::now();
-  base::Json j = RunFourWorkers({"--codec", "dense", "--link", "rate=20mbit,delay=1ms"});
+  base::Json j = RunFourWorkers({"--codec", "dense", "--link", "rate=20mbit,delay=1ms"}, 40);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double bytes_per_worker = j.at("wire_bytes").get<double>() / 4 * 3;
   EXPECT_GT(bytes_per_worker, 12e6);

@@ -406,7 +406,9 @@ base::Json GossipPeers::VersionVector() {
 
 base::Json GossipPeers::Counters() {
   const server::GossipNode::Counters c = node_->counters();
-  return {{"updates_applied", c.updates_applied},
+  return {{"overlay", node_->options().fingerprint.overlay() == v1::GOSSIP_OVERLAY_TREE ? "tree"
+                                                                                      : "mesh"},
+          {"updates_applied", c.updates_applied},
           {"duplicates_dropped", c.duplicates_dropped},
           {"decode_errors", c.decode_errors},
           {"repairs_sent", c.repairs_sent},
@@ -423,7 +425,8 @@ base::Json GossipPeers::Counters() {
           {"signature_errors", c.signature_errors},
           {"backpressure_seconds", c.backpressure_ms / 1000.0},
           {"bytes_sent", c.frame_bytes_sent},
-          {"bytes_received", c.frame_bytes_received}};
+          {"bytes_received", c.frame_bytes_received},
+          {"update_frames_sent", c.update_frames_sent}};
 }
 
 }  // namespace reckon::worker

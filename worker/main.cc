@@ -132,6 +132,10 @@ ABSL_FLAG(std::string, tls_ca, "", "mutual TLS: the cluster CA's certificate (PE
 ABSL_FLAG(uint64_t, max_lag, 0,
           "pause training while a live peer has not applied our last N messages (0: never)");
 ABSL_FLAG(int32_t, heartbeat_ms, 100, "heartbeat interval on every peer stream");
+ABSL_FLAG(std::string, gossip_overlay, "mesh",
+          "how fresh messages travel: mesh (the origin sends to every member) or tree (down a "
+          "binomial tree over the members, at most log2 N copies from any node; every member "
+          "of a cluster must use the same)");
 ABSL_FLAG(int32_t, failure_timeout_ms, 3000, "a peer silent this long is marked dead");
 ABSL_FLAG(int64_t, log_cap_mb, 256, "message log byte cap (MiB) for anti-entropy");
 ABSL_FLAG(int64_t, max_backlog_mb, 0,
@@ -370,6 +374,12 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   n.fingerprint.set_seed(o.seed);
   n.fingerprint.set_protocol_version(1);
   n.fingerprint.set_param_count(b.shape.param_count());
+  if (const std::string overlay = absl::GetFlag(FLAGS_gossip_overlay); overlay == "tree") {
+    n.fingerprint.set_overlay(reckon::v1::GOSSIP_OVERLAY_TREE);
+  } else if (overlay != "mesh") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gossip-overlay '", overlay.substr(0, 64), "' is not mesh or tree"));
+  }
   const int heartbeat = absl::GetFlag(FLAGS_heartbeat_ms);
   const int failure = absl::GetFlag(FLAGS_failure_timeout_ms);
   if (heartbeat < 1 || failure < 2 * heartbeat) {
