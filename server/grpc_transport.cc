@@ -377,6 +377,7 @@ grpc::ChannelArguments GossipChannelArguments(const TransportOptions& o) {
   // Each dial is its own connection: streams to one peer never share a
   // broken one.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, o.stream_window_bytes);
   return args;
 }
 
@@ -390,6 +391,7 @@ void ConfigureGossipServer(const TransportOptions& options, grpc::ServerBuilder*
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options.stream_window_bytes);
 }
 
 namespace {

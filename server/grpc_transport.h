@@ -38,6 +38,14 @@ struct TransportOptions {
   // included (TCP resends the first after 1 s): at 100 ms no worker ever
   // connected over an 80 ms one-way link (gossip_netns_test).
   std::chrono::milliseconds connect_timeout{5000};
+  // Each stream's initial HTTP/2 flow-control window, both ways (gRPC's
+  // lookahead). gRPC starts at 64 KiB and grows it by BDP probing, too slowly
+  // for a long fat link: dense messages between two workers over 1 Gbit/s
+  // with 50 ms RTT went at 185 Mbit/s so, and at 447 from any start of 1 to
+  // 64 MiB (past it the kernel's TCP buffers bound one connection;
+  // docs/scaling.md "Long fat links"). What arrives is read at once into
+  // the node's inbox, so the window adds no buffering of its own.
+  int stream_window_bytes = 8 << 20;
   // Mutual TLS (server/tls.h); off when empty.
   TlsConfig tls;
 };
