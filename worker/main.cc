@@ -343,6 +343,25 @@ absl::Status FaultsFromFlags(reckon::server::FaultOptions* faults) {
   return absl::OkStatus();
 }
 
+// What every member of the cluster must share (the handshake compares it).
+absl::StatusOr<reckon::v1::ClusterFingerprint> FingerprintFromFlags(const TrainerOptions& o) {
+  reckon::v1::ClusterFingerprint f;
+  const BackendConfig& b = o.backend_config;
+  f.set_model(b.shape.ToString());
+  f.set_fraction_bits(b.fraction_bits);
+  f.set_codec(o.wire_codec);
+  f.set_seed(o.seed);
+  f.set_protocol_version(1);
+  f.set_param_count(b.shape.param_count());
+  if (const std::string overlay = absl::GetFlag(FLAGS_gossip_overlay); overlay == "tree") {
+    f.set_overlay(reckon::v1::GOSSIP_OVERLAY_TREE);
+  } else if (overlay != "mesh") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gossip-overlay '", overlay.substr(0, 64), "' is not mesh or tree"));
+  }
+  return f;
+}
+
 absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   PeerOptions p;
   reckon::server::NodeOptions& n = p.node;
@@ -370,19 +389,7 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   RECKON_ASSIGN_OR_RETURN(n.seeds, ResolvePeers(absl::GetFlag(FLAGS_peers)));
   n.cluster_token = absl::GetFlag(FLAGS_cluster_token);
   RECKON_RETURN_IF_ERROR(TlsFromFlags(&p));
-  const BackendConfig& b = o.backend_config;
-  n.fingerprint.set_model(b.shape.ToString());
-  n.fingerprint.set_fraction_bits(b.fraction_bits);
-  n.fingerprint.set_codec(o.wire_codec);
-  n.fingerprint.set_seed(o.seed);
-  n.fingerprint.set_protocol_version(1);
-  n.fingerprint.set_param_count(b.shape.param_count());
-  if (const std::string overlay = absl::GetFlag(FLAGS_gossip_overlay); overlay == "tree") {
-    n.fingerprint.set_overlay(reckon::v1::GOSSIP_OVERLAY_TREE);
-  } else if (overlay != "mesh") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--gossip-overlay '", overlay.substr(0, 64), "' is not mesh or tree"));
-  }
+  RECKON_ASSIGN_OR_RETURN(n.fingerprint, FingerprintFromFlags(o));
   const int heartbeat = absl::GetFlag(FLAGS_heartbeat_ms);
   const int failure = absl::GetFlag(FLAGS_failure_timeout_ms);
   if (heartbeat < 1 || failure < 2 * heartbeat) {
