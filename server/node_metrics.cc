@@ -88,6 +88,15 @@ void AddCounters(const GossipNode::Counters& c, Families& f) {
             c.backpressure_ms / 1000.0);
   f.Counter("reckon_repairs_sent_total", "Updates sent again by anti-entropy",
             double(c.repairs_sent));
+  f.Counter("reckon_update_frames_sent_total",
+            "Update frames sent: own messages, forwards down the tree overlay, relays, repairs",
+            double(c.update_frames_sent));
+  f.Counter("reckon_gossip_sent_bytes_total",
+            "Gossip frames sent on the streams (serialized; heartbeats and relays included)",
+            double(c.frame_bytes_sent));
+  f.Counter("reckon_gossip_received_bytes_total",
+            "Gossip frames received on the streams (serialized; heartbeats included)",
+            double(c.frame_bytes_received));
   f.Counter("reckon_queue_drops_total", "Updates dropped from full send queues (repaired later)",
             double(c.queue_drops));
   f.Counter("reckon_early_dropped_total",

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "server/fault_link.h"
 #include "server/inproc_link.h"
 #include "server/node.h"
+#include "server/node_metrics.h"
 #include "server/tls.h"
 #include "tests/inproc_cluster.h"
 #include "tests/scripted_peer.h"
@@ -227,6 +229,31 @@ TEST(GossipNode, AMeshMemberIsRefusedByATreeCluster) {
                 "GOSSIP_OVERLAY_MESH on 'n0'"),
             std::string::npos)
       << c.node(1)->Health();
+}
+
+// The frames and bytes a node sends are on /metrics (server/node_metrics.h),
+// as the node counts them: in a tree of four, n0 sends each of its messages
+// to n1 and n2 only.
+TEST(GossipNode, MetricsCountTheUpdateFramesAndBytesSent) {
+  Nodes c(4, milliseconds(0), [](int i, NodeOptions& o) {
+    TreeOverlay(i, o);
+    o.failure_timeout = seconds(3);
+  });
+  c.Start();
+  ASSERT_TRUE(AllAlive(c));
+  c.Publish(0, 1, 20, milliseconds(2));
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(3)->Applied(), {"n0", 1000}) == 20; }));
+  std::map<std::string, double> values;
+  for (const prometheus::MetricFamily& family : NodeMetrics(c.node(0)).Collect()) {
+    if (family.metric.size() == 1) values[family.name] = family.metric[0].counter.value;
+  }
+  EXPECT_EQ(values["reckon_update_frames_sent_total"], 2 * 20);
+  const GossipNode::Counters counters = c.node(0)->counters();
+  // Heartbeats go on: the counters read after the scrape are at least its.
+  EXPECT_GT(values["reckon_gossip_sent_bytes_total"], 20 * 100);
+  EXPECT_LE(values["reckon_gossip_sent_bytes_total"], double(counters.frame_bytes_sent));
+  EXPECT_GT(values["reckon_gossip_received_bytes_total"], 0);
+  EXPECT_LE(values["reckon_gossip_received_bytes_total"], double(counters.frame_bytes_received));
 }
 
 // A member inside the tree fails (n4 forwards n0's messages to n5 and n6):
