@@ -1,16 +1,18 @@
-// The tree overlay (docs/protocol.md "Overlay"): how a fresh message travels
-// when NodeOptions::overlay is GOSSIP_OVERLAY_TREE. Pure functions of the
-// ring, tested on their own (gossip_parts_test).
+// The tree overlay (docs/protocol.md "The tree overlay"): how a fresh
+// message travels when the cluster fingerprint's overlay is
+// GOSSIP_OVERLAY_TREE. Pure functions of the ring, tested on their own
+// (gossip_parts_test).
 //
-// The ring is every member a node hears, itself included, sorted by node
-// id; positions are counted from the origin's. The origin sends to the
-// members 1, 2, 4, 8, ... after it; a member at position r > 0 forwards to
-// r + 2^i for every 2^i below r's lowest set bit: a binomial tree. Every
-// member gets each message once (N - 1 copies, as the mesh sends), over at
-// most ceil(log2 N) hops, and no node sends one message more than
-// ceil(log2 N) times: the origin's burst of N - 1 copies is spread over the
-// tree. Every edge joins members 2^i apart on the ring, so a node's tree
-// neighbours are at most 2 ceil(log2 N) of them, whatever the origin.
+// The ring is every member alive in a node's failure detector, itself
+// included, sorted by node id; positions are counted from the origin's.
+// The origin sends to the members 1, 2, 4, 8, ... after it; a member at
+// position r > 0 forwards to r + 2^i for every 2^i below r's lowest set
+// bit: a binomial tree. Every member gets each message once (N - 1 copies,
+// as the mesh sends), over at most ceil(log2 N) hops, and no node sends one
+// message more than ceil(log2 N) times: the origin's burst of N - 1 copies
+// is spread over the tree. Every edge joins members 2^i apart on the ring,
+// so a node's tree neighbours are at most 2 ceil(log2 N) of them, whatever
+// the origin.
 //
 // Members whose views of the ring differ (one has not heard of a joiner
 // yet) may miss a message or get it twice: anti-entropy fills the gap and
