@@ -626,7 +626,7 @@ void GossipNode::RebuildRing() {
   ring_ = Ring(std::move(ids));
 }
 
-bool GossipNode::OnRing(const OriginKey& origin) const {
+bool GossipNode::OriginAlive(const OriginKey& origin) const {
   if (origin == self_) return true;
   auto m = members_.find(origin.node_id);
   return m != members_.end() && m->second.incarnation == origin.incarnation &&
@@ -635,7 +635,7 @@ bool GossipNode::OnRing(const OriginKey& origin) const {
 
 void GossipNode::ForwardInTree(const OriginKey& origin, uint64_t seq,
                                const std::shared_ptr<const v1::GossipFrame>& frame) {
-  if (!OnRing(origin)) return;
+  if (!OriginAlive(origin)) return;
   for (const std::string& child : ring_.Children(origin.node_id, self_.node_id)) {
     auto m = members_.find(child);
     if (m != members_.end()) PushTo(m->second, origin, seq, frame);
@@ -739,13 +739,11 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
       continue;
     }
     if (plan.kind != RepairPlan::kSend) continue;
-    auto member = members_.find(origin.node_id);
-    const bool origin_alive = member != members_.end() &&
-                              member->second.incarnation == origin.incarnation &&
-                              member->second.state == MemberState::kAlive;
+    // (Our own count as alive; the relay rules do not ask for them.)
+    const bool origin_alive = OriginAlive(origin);
     const bool member_hears_origin = m.hears.count(origin) > 0;
-    const bool tree_child =
-        TreeOverlay() && OnRing(origin) && ring_.IsChild(origin.node_id, self_.node_id, m.node_id);
+    const bool tree_child = TreeOverlay() && origin_alive &&
+                            ring_.IsChild(origin.node_id, self_.node_id, m.node_id);
     for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
       if (m.link->QueuedBytes() > options_.send_queue_byte_cap / 2) return;
       const Clock::duration age = now - it->second.added, heard_for = now - m.alive_since;

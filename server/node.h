@@ -343,9 +343,10 @@ class GossipNode final : public LinkEvents {
   // rebuilt whenever one's state changes.
   bool TreeOverlay() const { return options_.fingerprint.overlay() == v1::GOSSIP_OVERLAY_TREE; }
   void RebuildRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `origin` (this incarnation) is on our ring: its messages travel
-  // down its tree. A dead one's are relayed by anti-entropy, as in the mesh.
-  bool OnRing(const OriginKey& origin) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `origin` (this incarnation) is us or a member alive to us: on
+  // our ring, its messages travel down its tree. A dead one's are relayed
+  // by anti-entropy, in the tree as in the mesh.
+  bool OriginAlive(const OriginKey& origin) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes a fresh message of `origin` to our children in its tree.
   void ForwardInTree(const OriginKey& origin, uint64_t seq,
                      const std::shared_ptr<const v1::GossipFrame>& frame)

@@ -36,7 +36,6 @@ class Ring {
 
   size_t size() const { return ids_.size(); }
   std::optional<size_t> Position(const std::string& node_id) const;
-  const std::string& At(size_t position) const { return ids_[position]; }
 
   // The node ids `self` forwards `origin`'s messages to; empty when either is
   // not on the ring.

@@ -444,7 +444,8 @@ TEST(Overlay, TheRingRotatesTheTreeToEveryOriginOverTheSameNeighbours) {
   for (int i = 0; i < 13; ++i) ids.push_back("w" + std::to_string(100 + (i * 7) % 13));
   const Ring ring(ids);
   ASSERT_EQ(ring.size(), 13u);
-  EXPECT_EQ(ring.At(0), "w100");
+  EXPECT_EQ(ring.Position("w100"), 0u);  // sorted by node id
+  EXPECT_EQ(ring.Position("w112"), 12u);
   EXPECT_FALSE(ring.Position("w99").has_value());
   std::map<std::string, std::set<std::string>> neighbours;
   for (const std::string& origin : ids) {
