@@ -11,6 +11,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <random>
+#include <utility>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -98,26 +101,54 @@ void ChildProcess::Signal(int signal) {
   if (pid_ > 0 && !exit_code_) ::kill(pid_, signal);
 }
 
+namespace {
+
+// The kernel's ephemeral port range (where outgoing connections get their
+// local ports); Linux's default when it cannot be read.
+std::pair<int, int> EphemeralPortRange() {
+  int low = 32768, high = 60999;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int l = 0, h = 0;
+  if (range >> l >> h && l > 0 && h >= l) low = l, high = h;
+  return {low, high};
+}
+
+// Whether a listening socket could bind 127.0.0.1:`port` now.
+bool LoopbackPortFree(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int on = 1;  // as gRPC's listeners: a port with TIME_WAIT leftovers is free
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return free;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count) {
-  std::vector<int> fds, ports;
-  absl::Status error;
-  for (int i = 0; i < count && error.ok(); ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      error = absl::UnavailableError(
-          absl::StrCat("cannot find a free port on 127.0.0.1: ", std::strerror(errno)));
-    } else {
-      ports.push_back(ntohs(addr.sin_port));
-    }
-    if (fd >= 0) fds.push_back(fd);
+  // Candidates: every unprivileged port outside the ephemeral range, walked
+  // from a random start so that clusters started side by side (tests run in
+  // parallel) rarely try the same ones.
+  const auto [low, high] = EphemeralPortRange();
+  std::vector<int> candidates;
+  for (int p = 1025; p < low; ++p) candidates.push_back(p);
+  for (int p = high + 1; p <= 65535; ++p) candidates.push_back(p);
+  std::vector<int> ports;
+  const size_t start = candidates.empty() ? 0 : std::random_device{}() % candidates.size();
+  for (size_t i = 0; i < candidates.size() && static_cast<int>(ports.size()) < count; ++i) {
+    const int port = candidates[(start + i) % candidates.size()];
+    if (LoopbackPortFree(port)) ports.push_back(port);
   }
-  for (int fd : fds) ::close(fd);
-  if (!error.ok()) return error;
+  if (static_cast<int>(ports.size()) < count) {
+    return absl::UnavailableError(absl::StrCat("cannot find ", count,
+                                               " free ports on 127.0.0.1 outside the ephemeral range ",
+                                               low, "-", high));
+  }
   return ports;
 }
 

@@ -40,9 +40,11 @@ class ChildProcess {
   std::optional<int> exit_code_;
 };
 
-// `count` distinct free TCP ports on 127.0.0.1 (bound together, then
-// released: another process could take one in between, which the worker
-// then reports as "cannot listen").
+// `count` distinct TCP ports free on 127.0.0.1 now, all outside the
+// kernel's ephemeral range so that no outgoing connection (a worker dialling
+// its peers) takes one before its worker listens. Only checked, never held:
+// another process binding one in between is still possible, and the worker
+// then reports "cannot listen".
 absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count);
 
 // The directory holding the running executable.
