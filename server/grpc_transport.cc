@@ -1,17 +1,21 @@
 #include "server/grpc_transport.h"
 
+#include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "codec/fixed_point.h"
 #include "proto/reckon.grpc.pb.h"
+#include "server/snapshot_cuts.h"
 
 namespace reckon::server {
 namespace {
@@ -296,14 +300,25 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
   bool identity_known_ = false;  // reactions of one stream never overlap
 };
 
-// Streams a snapshot: header, then the weights in 1 MiB chunks. Created on
-// a gRPC thread; Start runs on the service thread (the copy and SHA-256 of
-// the replica are MiBs of work that must not hold up gRPC's threads).
+// Streams a snapshot: header, then the weights in 1 MiB chunks; striped,
+// the weights of one stripe (server/snapshot_cuts.h). Created on a gRPC
+// thread; Start runs on the service thread (the copy and SHA-256 of the
+// replica are MiBs of work that must not hold up gRPC's threads).
 class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
  public:
-  SnapshotWriter(bool header_only, std::shared_ptr<std::atomic<int>> live)
-      : count_(std::move(live)), header_only_(header_only) {}
+  SnapshotWriter(const v1::SnapshotRequest& request, SnapshotCuts* cuts,
+                 std::shared_ptr<std::atomic<int>> live)
+      : count_(std::move(live)),
+        cuts_(cuts),
+        header_only_(request.header_only()),
+        stripes_(std::clamp<uint32_t>(request.stripes(), 1, kMaxSnapshotStripes)),
+        cut_id_(request.cut_id()),
+        stripe_(request.stripe()) {}
   void Start(GossipNode* node) {
+    if (cut_id_ != 0 && !header_only_) {
+      StartStripe();
+      return;
+    }
     v1::SnapshotChunk::Header* h = chunk_.mutable_header();
     *h->mutable_fingerprint() = node->options().fingerprint;
     h->set_source_node_id(node->options().node_id);
@@ -322,34 +337,74 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
                               "this node's replica failed its checksum; ask another peer"));
           return;
         }
-        weights_ = std::move(snap.weights);
-        h->set_param_count(weights_.size());
-        h->set_weights_sha256(codec::WeightHashOf(weights_));
+        SnapshotCut cut;
+        h->set_param_count(snap.weights.size());
+        h->set_weights_sha256(codec::WeightHashOf(snap.weights));
+        cut.weights = std::move(snap.weights);
+        cut.header = *h;
+        if (stripes_ > 1) {
+          cut.header.set_stripes(stripes_);
+          cut_ = cuts_->Keep(std::move(cut), Clock::now());
+        } else {
+          cut_ = std::make_shared<const SnapshotCut>(std::move(cut));
+        }
+        *h = cut_->header;
         node->CountSnapshotServed();
       }
     }
+    BeginWeights(0);
     StartWrite(&chunk_);
   }
   void OnWriteDone(bool ok) override {
-    const size_t total = weights_.size() * sizeof(int64_t);
-    if (!ok || header_only_ || offset_ >= total) {
+    if (!ok || header_only_ || cut_ == nullptr || offset_ >= end_) {
       Finish(ok ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
       return;
     }
-    const size_t n = std::min(kChunkBytes, total - offset_);
-    chunk_.set_weights(reinterpret_cast<const char*>(weights_.data()) + offset_, n);
+    const size_t n = std::min(kChunkBytes, end_ - offset_);
+    chunk_.set_weights(reinterpret_cast<const char*>(cut_->weights.data()) + offset_, n);
     offset_ += n;
     StartWrite(&chunk_);
   }
   void OnDone() override { delete this; }
 
  private:
+  // A stripe of a kept cut: its header, then its range of the weights.
+  void StartStripe() {
+    absl::StatusOr<std::shared_ptr<const SnapshotCut>> cut =
+        cuts_->Take(cut_id_, stripe_, Clock::now());
+    if (!cut.ok()) {
+      Finish(grpc::Status(cut.status().code() == absl::StatusCode::kNotFound
+                              ? grpc::StatusCode::NOT_FOUND
+                              : grpc::StatusCode::INVALID_ARGUMENT,
+                          std::string(cut.status().message())));
+      return;
+    }
+    cut_ = *std::move(cut);
+    *chunk_.mutable_header() = cut_->header;
+    chunk_.mutable_header()->set_stripe(stripe_);
+    BeginWeights(stripe_);
+    StartWrite(&chunk_);
+  }
+  // The bytes stripe `stripe` of the cut carries (all of them unstriped).
+  void BeginWeights(uint32_t stripe) {
+    if (cut_ == nullptr) return;
+    const ParamRange range = StripeRange(cut_->weights.size(),
+                                         std::max<uint32_t>(cut_->header.stripes(), 1), stripe);
+    offset_ = range.begin * sizeof(int64_t);
+    end_ = range.end * sizeof(int64_t);
+  }
+
   static constexpr size_t kChunkBytes = size_t{1} << 20;
   StreamCount count_;
-  std::vector<int64_t> weights_;
+  SnapshotCuts* const cuts_;
+  std::shared_ptr<const SnapshotCut> cut_;  // null: header only, or refused
   v1::SnapshotChunk chunk_;
   size_t offset_ = 0;
+  size_t end_ = 0;
   const bool header_only_;
+  const uint32_t stripes_;
+  const uint64_t cut_id_;
+  const uint32_t stripe_;
 };
 
 class RefusingWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
@@ -509,7 +564,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
     }
     // Admitted: a worker on its way in, whom a finished node waits for.
     node->NoteJoiner(request->requester().node_id(), request->requester().incarnation());
-    auto* writer = new SnapshotWriter(request->header_only(), live_);
+    auto* writer = new SnapshotWriter(*request, &cuts_, live_);
     worker_.Post([writer, node] { writer->Start(node); });
     return writer;
   }
@@ -531,7 +586,10 @@ class GrpcService final : public v1::Gossip::CallbackService {
   }
 
  private:
-  ServiceThread worker_;
+  // Snapshot cuts kept for their other stripes: a few, for a minute (the
+  // joiner's whole fetch has that long: worker/gossip_peers.cc).
+  SnapshotCuts cuts_{4, std::chrono::seconds(60)};
+  ServiceThread worker_;  // after cuts_: its tasks use them
   std::atomic<GossipNode*> node_{nullptr};
   std::atomic<LinkEvents*> events_{nullptr};
   std::shared_ptr<std::atomic<int>> live_;
@@ -609,54 +667,156 @@ absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
   return status;
 }
 
-absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
-                                              const v1::SnapshotRequest& request,
-                                              uint64_t param_count,
-                                              std::chrono::milliseconds timeout,
-                                              const TlsConfig& tls) {
-  auto stub = OneOffStub(address, tls);
+namespace {
+
+// What one snapshot stream carried.
+struct SnapshotStream {
+  v1::SnapshotChunk::Header header;
+  std::string bytes;
+};
+
+// Reads one snapshot stream from `address`: the header (checked against the
+// model's size), then at most the weight bytes `range` of it allows (all of
+// them when the stream turns out unstriped). `on_header` runs once the
+// header is in, before the weights are read (a striped fetch starts the
+// other stripes there); an error from it ends the stream. Striped streams
+// each get their own TCP connection (a local subchannel pool).
+absl::StatusOr<SnapshotStream> ReadSnapshotStream(
+    const std::string& address, const v1::SnapshotRequest& request, uint64_t param_count,
+    std::chrono::system_clock::time_point deadline, const TlsConfig& tls, bool own_connection,
+    const std::function<absl::StatusOr<ParamRange>(const v1::SnapshotChunk::Header&)>& on_header) {
+  grpc::ChannelArguments args = GossipChannelArguments(TransportOptions{});
+  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = v1::Gossip::NewStub(
+      grpc::CreateCustomChannel(address, MakeChannelCredentials(tls), args));
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  context.set_deadline(deadline);
   std::unique_ptr<grpc::ClientReader<v1::SnapshotChunk>> reader = stub->Snapshot(&context, request);
-  FetchedSnapshot out;
+  SnapshotStream out;
   v1::SnapshotChunk chunk;
   bool have_header = false;
-  std::string bytes;
+  uint64_t room = 0;  // weight bytes this stream may still carry
   while (reader->Read(&chunk)) {
+    absl::Status wrong;
     if (chunk.has_header()) {
-      if (have_header) return absl::DataLossError(absl::StrCat(address, ": two snapshot headers"));
-      have_header = true;
-      out.header = chunk.header();
-      if (out.header.param_count() != param_count) {
-        context.TryCancel();
-        return absl::DataLossError(absl::StrCat("snapshot from ", address, " has ",
-                                                out.header.param_count(), " parameters, expected ",
-                                                param_count));
+      if (have_header) {
+        wrong = absl::DataLossError(absl::StrCat(address, ": two snapshot headers"));
+      } else if (chunk.header().param_count() != param_count) {
+        wrong = absl::DataLossError(absl::StrCat("snapshot from ", address, " has ",
+                                                 chunk.header().param_count(),
+                                                 " parameters, expected ", param_count));
+      } else {
+        have_header = true;
+        out.header = chunk.header();
+        absl::StatusOr<ParamRange> range = on_header(out.header);
+        if (range.ok()) {
+          room = (range->end - range->begin) * sizeof(int64_t);
+          if (!request.header_only()) out.bytes.reserve(room);
+        } else {
+          wrong = range.status();
+        }
       }
-      if (!request.header_only()) bytes.reserve(param_count * sizeof(int64_t));
     } else if (!have_header) {
-      context.TryCancel();
-      return absl::DataLossError(absl::StrCat(address, ": snapshot weights before the header"));
+      wrong = absl::DataLossError(absl::StrCat(address, ": snapshot weights before the header"));
+    } else if (out.bytes.size() + chunk.weights().size() > room) {
+      wrong = absl::DataLossError(absl::StrCat("snapshot from ", address, " is too long"));
     } else {
-      if (bytes.size() + chunk.weights().size() > param_count * sizeof(int64_t)) {
-        context.TryCancel();
-        return absl::DataLossError(absl::StrCat("snapshot from ", address, " is too long"));
-      }
-      bytes += chunk.weights();
+      out.bytes += chunk.weights();
+    }
+    if (!wrong.ok()) {
+      context.TryCancel();
+      return wrong;
     }
   }
   grpc::Status s = reader->Finish();
   if (!s.ok()) return FromGrpc(s, absl::StrCat("snapshot from ", address));
   if (!have_header) return absl::DataLossError(absl::StrCat(address, ": empty snapshot"));
+  if (!request.header_only() && out.bytes.size() != room) {
+    return absl::DataLossError(absl::StrCat("snapshot from ", address, " has ", out.bytes.size(),
+                                            " weight bytes, expected ", room));
+  }
+  return out;
+}
+
+// Stripe `stripe` of the cut `first` began (its stripe 0), on its own
+// connection; its header must be the cut's.
+absl::StatusOr<SnapshotStream> ReadOtherStripe(const std::string& address,
+                                               v1::SnapshotRequest request,
+                                               const v1::SnapshotChunk::Header& first,
+                                               uint32_t stripe,
+                                               std::chrono::system_clock::time_point deadline,
+                                               const TlsConfig& tls) {
+  request.set_cut_id(first.cut_id());
+  request.set_stripe(stripe);
+  const std::string what = absl::StrCat("stripe ", stripe, " of ", first.stripes());
+  absl::StatusOr<SnapshotStream> got = ReadSnapshotStream(
+      address, request, first.param_count(), deadline, tls, /*own_connection=*/true,
+      [&](const v1::SnapshotChunk::Header& h) -> absl::StatusOr<ParamRange> {
+        v1::SnapshotChunk::Header as_first = h;
+        as_first.set_stripe(0);
+        if (h.stripe() != stripe ||
+            !google::protobuf::util::MessageDifferencer::Equals(as_first, first)) {
+          return absl::DataLossError(absl::StrCat(
+              "snapshot from ", address, ": the header of ", what, " is not its cut's"));
+        }
+        return StripeRange(first.param_count(), first.stripes(), stripe);
+      });
+  if (!got.ok()) {
+    return absl::Status(got.status().code(), absl::StrCat(what, ": ", got.status().message()));
+  }
+  return got;
+}
+
+}  // namespace
+
+absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
+                                              const v1::SnapshotRequest& request,
+                                              uint64_t param_count,
+                                              std::chrono::milliseconds timeout,
+                                              const TlsConfig& tls) {
+  if (request.cut_id() != 0) {
+    return absl::InvalidArgumentError("FetchSnapshot cuts a new snapshot: no cut_id");
+  }
+  const auto deadline = std::chrono::system_clock::now() + timeout;
+  const uint32_t asked = std::max<uint32_t>(request.stripes(), 1);
+  std::vector<std::future<absl::StatusOr<SnapshotStream>>> others;
+  // Stripe 0 (or the whole snapshot) comes on this thread; once its header
+  // names the cut, the other stripes start on their own connections.
+  absl::StatusOr<SnapshotStream> first = ReadSnapshotStream(
+      address, request, param_count, deadline, tls, /*own_connection=*/asked > 1,
+      [&](const v1::SnapshotChunk::Header& h) -> absl::StatusOr<ParamRange> {
+        const uint32_t stripes = std::max<uint32_t>(h.stripes(), 1);
+        if (stripes > asked || stripes > kMaxSnapshotStripes || h.stripe() != 0 ||
+            (stripes > 1) != (h.cut_id() != 0)) {
+          return absl::DataLossError(absl::StrCat("snapshot from ", address, " comes in ",
+                                                  h.stripes(), " stripes (cut ", h.cut_id(),
+                                                  ", stripe ", h.stripe(), "); asked for ",
+                                                  asked));
+        }
+        for (uint32_t i = 1; i < stripes && !request.header_only(); ++i) {
+          others.push_back(std::async(std::launch::async, ReadOtherStripe, address, request, h, i,
+                                      deadline, std::cref(tls)));
+        }
+        return StripeRange(param_count, stripes, 0);
+      });
+  std::vector<absl::StatusOr<SnapshotStream>> stripes;
+  stripes.push_back(std::move(first));
+  for (auto& f : others) stripes.push_back(f.get());
+  for (const auto& s : stripes) {
+    if (!s.ok()) return s.status();
+  }
+  FetchedSnapshot out;
+  out.header = stripes[0]->header;
+  out.header.clear_stripe();
   out.applied = FromProto(out.header.applied());
   if (request.header_only()) return out;
-  if (bytes.size() != param_count * sizeof(int64_t)) {
-    return absl::DataLossError(absl::StrCat("snapshot from ", address, " has ", bytes.size(),
-                                            " weight bytes, expected ",
-                                            param_count * sizeof(int64_t)));
-  }
   out.weights.resize(param_count);
-  if (param_count > 0) std::memcpy(out.weights.data(), bytes.data(), bytes.size());
+  size_t offset = 0;
+  for (const auto& s : stripes) {
+    std::memcpy(reinterpret_cast<char*>(out.weights.data()) + offset, s->bytes.data(),
+                s->bytes.size());
+    offset += s->bytes.size();
+  }
   if (codec::WeightHashOf(out.weights) != out.header.weights_sha256()) {
     return absl::DataLossError(
         absl::StrCat("snapshot from ", address, " does not match its SHA-256"));

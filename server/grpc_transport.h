@@ -46,6 +46,10 @@ struct TransportOptions {
   // docs/scaling.md "Long fat links"). What arrives is read at once into
   // the node's inbox, so the window adds no buffering of its own.
   int stream_window_bytes = 8 << 20;
+  // A joiner fetches a snapshot in up to this many stripes, each on its own
+  // TCP connection (server/snapshot_cuts.h; fewer for a small model): one
+  // connection's buffers bound it on a long fat link.
+  int snapshot_stripes = 4;
   // Mutual TLS (server/tls.h); off when empty.
   TlsConfig tls;
 };
@@ -96,9 +100,14 @@ struct FetchedSnapshot {
   VersionMap applied;
   std::vector<int64_t> weights;  // empty when header_only
 };
-// Errors: kUnavailable (unreachable, joining: try another), kFailedPrecondition
-// / kPermissionDenied (the peer refused our fingerprint or token: fatal),
-// kDataLoss (the weights do not match the header's SHA-256 or size).
+// `request.stripes()` > 1 asks for the snapshot in that many stripes, each
+// fetched on its own connection, side by side (a source may serve fewer;
+// one that does not stripe serves it whole). The header returned has the
+// cut's id and stripe count. Errors: kUnavailable (unreachable, joining, the
+// cut expired: try again or another), kFailedPrecondition /
+// kPermissionDenied (the peer refused our fingerprint or token: fatal),
+// kDataLoss (the weights do not match the header's SHA-256 or size, a
+// stripe is not of its cut). `request.cut_id()` must be 0.
 absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
                                               const v1::SnapshotRequest& request,
                                               uint64_t param_count,

@@ -7,14 +7,17 @@
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
 #include "proto/reckon.grpc.pb.h"
 #include "server/grpc_transport.h"
 #include "server/node.h"
+#include "server/snapshot_cuts.h"
 #include "server/tls.h"
 #include "server/update_signature.h"
 #include "tests/inproc_cluster.h"
@@ -359,6 +362,191 @@ TEST(HostilePeer, LyingSnapshotSourcesAreRefused) {
     *request.mutable_fingerprint() = Fingerprint();
     absl::StatusOr<FetchedSnapshot> got =
         FetchSnapshot(absl::StrCat("127.0.0.1:", port), request, kParams, seconds(10));
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
+    EXPECT_NE(got.status().message().find(says), std::string::npos) << got.status();
+    server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
+  }
+}
+
+// Every chunk of one Snapshot call, raw (no client checks), and its status.
+grpc::Status RawSnapshot(const std::string& address, const v1::SnapshotRequest& request,
+                         std::vector<v1::SnapshotChunk>* chunks, size_t stop_after = SIZE_MAX) {
+  grpc::ChannelArguments args = GossipChannelArguments(TransportOptions{});
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = v1::Gossip::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(10));
+  auto reader = stub->Snapshot(&context, request);
+  v1::SnapshotChunk chunk;
+  while (chunks->size() < stop_after && reader->Read(&chunk)) chunks->push_back(chunk);
+  if (chunks->size() >= stop_after) context.TryCancel();
+  return reader->Finish();
+}
+
+v1::SnapshotRequest StripedRequest(uint32_t stripes, uint64_t cut_id = 0, uint32_t stripe = 0) {
+  v1::SnapshotRequest r;
+  *r.mutable_fingerprint() = Fingerprint();
+  r.mutable_requester()->set_node_id("joiner");
+  r.mutable_requester()->set_incarnation(3);
+  r.set_stripes(stripes);
+  r.set_cut_id(cut_id);
+  r.set_stripe(stripe);
+  return r;
+}
+
+// A real node serves its snapshot in stripes of one cut: fetched striped,
+// it is exactly the snapshot fetched whole.
+TEST(SnapshotStripes, AStripedFetchIsTheWholeSnapshot) {
+  Victim victim(TlsConfig{});
+  std::mt19937_64 rng(5);
+  NodeOptions self = Options(0, 1);
+  self.node_id = "victim";
+  for (uint64_t seq = 1; seq <= 30; ++seq) {
+    Message m = MakeMessage(self, seq, rng);
+    ASSERT_TRUE(victim.node()->Publish(m.update, m.decoded).ok());
+  }
+  absl::StatusOr<FetchedSnapshot> whole =
+      FetchSnapshot(victim.address(), StripedRequest(1), kParams, seconds(10));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->header.stripes(), 0u);
+  EXPECT_EQ(whole->header.cut_id(), 0u);
+  for (uint32_t stripes : {2u, 5u, 16u, 40u}) {
+    absl::StatusOr<FetchedSnapshot> striped =
+        FetchSnapshot(victim.address(), StripedRequest(stripes), kParams, seconds(10));
+    ASSERT_TRUE(striped.ok()) << striped.status();
+    EXPECT_EQ(striped->header.stripes(), std::min(stripes, kMaxSnapshotStripes));
+    EXPECT_NE(striped->header.cut_id(), 0u);
+    EXPECT_EQ(striped->weights, whole->weights) << stripes << " stripes";
+    EXPECT_EQ(striped->applied, whole->applied);
+    EXPECT_EQ(striped->applied.at(OriginKey{self.node_id, self.incarnation}), 30u);
+    EXPECT_EQ(striped->header.weights_sha256(), whole->header.weights_sha256());
+  }
+  EXPECT_EQ(Counters(victim.node()).snapshots_served, 5u);
+}
+
+// What a source does with stripe requests it should not serve: a cut it
+// does not keep (never made, or every stripe already fetched), a stripe
+// out of range, another cluster's request for a cut that is kept. Each is
+// refused, naming why, and none is a snapshot served.
+TEST(HostilePeer, StripesOfCutsNotKeptOrOutOfRangeOrForeignAreRefused) {
+  Victim victim(TlsConfig{});
+  std::vector<v1::SnapshotChunk> chunks;
+  grpc::Status s = RawSnapshot(victim.address(), StripedRequest(0, 12345, 1), &chunks);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_NE(s.error_message().find("is not kept here"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(chunks.empty());
+
+  // A cut in 3 stripes, stripe 0 read no further than its header.
+  ASSERT_TRUE(RawSnapshot(victim.address(), StripedRequest(3), &chunks, 1).error_code() ==
+              grpc::StatusCode::CANCELLED);
+  ASSERT_EQ(chunks.size(), 1u);
+  const uint64_t cut = chunks[0].header().cut_id();
+  ASSERT_NE(cut, 0u);
+  EXPECT_EQ(chunks[0].header().stripes(), 3u);
+  for (uint32_t stripe : {0u, 3u, 1000u}) {
+    chunks.clear();
+    s = RawSnapshot(victim.address(), StripedRequest(0, cut, stripe), &chunks);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << stripe;
+    EXPECT_TRUE(chunks.empty());
+  }
+  v1::SnapshotRequest foreign = StripedRequest(0, cut, 1);
+  foreign.mutable_fingerprint()->set_seed(999);
+  chunks.clear();
+  s = RawSnapshot(victim.address(), foreign, &chunks);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_TRUE(chunks.empty());
+  // Its own requester fetches stripes 1 and 2, with the cut's header and
+  // their ranges; then the cut is let go.
+  for (uint32_t stripe : {1u, 2u}) {
+    chunks.clear();
+    s = RawSnapshot(victim.address(), StripedRequest(0, cut, stripe), &chunks);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ASSERT_EQ(chunks.size(), 2u);
+    EXPECT_EQ(chunks[0].header().stripe(), stripe);
+    EXPECT_EQ(chunks[0].header().cut_id(), cut);
+    const ParamRange range = StripeRange(kParams, 3, stripe);
+    EXPECT_EQ(chunks[1].weights().size(), (range.end - range.begin) * sizeof(int64_t));
+  }
+  chunks.clear();
+  s = RawSnapshot(victim.address(), StripedRequest(0, cut, 1), &chunks);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_EQ(Counters(victim.node()).snapshots_served, 1u);
+}
+
+// A striping source the test controls: it serves stripes honestly, or
+// tells one lie, and records the connection each call came on.
+class StripingSource final : public v1::Gossip::Service {
+ public:
+  enum Lie { kNone, kOtherCut, kWrongBytes, kMoreStripesThanAsked };
+  explicit StripingSource(Lie lie) : lie_(lie), weights_(InitialWeights()) {
+    for (size_t i = 0; i < weights_.size(); ++i) weights_[i] += static_cast<int64_t>(i * 7);
+  }
+  grpc::Status Snapshot(grpc::ServerContext* ctx, const v1::SnapshotRequest* request,
+                        grpc::ServerWriter<v1::SnapshotChunk>* writer) override {
+    {
+      absl::MutexLock lock(&mu_);
+      peers_.insert(ctx->peer());
+    }
+    const uint32_t stripes = lie_ == kMoreStripesThanAsked ? request->stripes() + 1
+                                                            : request->stripes();
+    v1::SnapshotChunk header;
+    header.mutable_header()->set_param_count(kParams);
+    header.mutable_header()->set_weights_sha256(codec::WeightHashOf(weights_));
+    header.mutable_header()->set_stripes(stripes);
+    header.mutable_header()->set_cut_id(lie_ == kOtherCut && request->stripe() == 2 ? 8 : 7);
+    header.mutable_header()->set_stripe(request->stripe());
+    writer->Write(header);
+    const ParamRange r = StripeRange(kParams, stripes, request->stripe());
+    std::string bytes(reinterpret_cast<const char*>(weights_.data() + r.begin),
+                      (r.end - r.begin) * sizeof(int64_t));
+    if (lie_ == kWrongBytes && request->stripe() == 1) bytes[3] ^= 1;
+    v1::SnapshotChunk chunk;
+    chunk.set_weights(bytes);
+    writer->Write(chunk);
+    return grpc::Status::OK;
+  }
+  size_t connections() {
+    absl::MutexLock lock(&mu_);
+    return peers_.size();
+  }
+  const std::vector<int64_t>& weights() const { return weights_; }
+
+ private:
+  const Lie lie_;
+  std::vector<int64_t> weights_;
+  absl::Mutex mu_;
+  std::set<std::string> peers_;  // "ipv4:127.0.0.1:<port>": one per connection
+};
+
+TEST(SnapshotStripes, EachStripeComesOnItsOwnConnection) {
+  StripingSource source(StripingSource::kNone);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&source);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  absl::StatusOr<FetchedSnapshot> got =
+      FetchSnapshot(absl::StrCat("127.0.0.1:", port), StripedRequest(4), kParams, seconds(10));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->weights, source.weights());
+  EXPECT_EQ(source.connections(), 4u);
+  server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
+}
+
+TEST(HostilePeer, LyingStripingSourcesAreRefused) {
+  for (const auto& [lie, says] : std::vector<std::pair<StripingSource::Lie, std::string>>{
+           {StripingSource::kOtherCut, "the header of stripe 2 of 4 is not its cut's"},
+           {StripingSource::kWrongBytes, "does not match its SHA-256"},
+           {StripingSource::kMoreStripesThanAsked, "comes in 5 stripes"}}) {
+    StripingSource source(lie);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&source);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    absl::StatusOr<FetchedSnapshot> got =
+        FetchSnapshot(absl::StrCat("127.0.0.1:", port), StripedRequest(4), kParams, seconds(10));
     EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
     EXPECT_NE(got.status().message().find(says), std::string::npos) << got.status();
     server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));

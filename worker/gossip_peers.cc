@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "server/snapshot_cuts.h"
 #include "server/version_vector.h"
 
 namespace reckon::worker {
@@ -218,13 +219,20 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
 }
 
 absl::Status GossipPeers::Resync(const std::string& source) {
-  const v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/false);
-  RECKON_ASSIGN_OR_RETURN(
-      const server::FetchedSnapshot snap,
-      server::FetchSnapshot(source, request, options_.node.fingerprint.param_count(),
-                            std::chrono::seconds(60), options_.transport.tls));
+  v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/false);
+  const uint64_t param_count = options_.node.fingerprint.param_count();
+  request.set_stripes(server::StripesFor(param_count, options_.transport.snapshot_stripes));
+  const auto start = server::Clock::now();
+  RECKON_ASSIGN_OR_RETURN(const server::FetchedSnapshot snap,
+                          server::FetchSnapshot(source, request, param_count,
+                                                std::chrono::seconds(60), options_.transport.tls));
+  const double seconds = std::chrono::duration<double>(server::Clock::now() - start).count();
+  const double megabytes = param_count * sizeof(int64_t) / 1e6;
   *log_ << "reckon-worker: snapshot from " << snap.header.source_node_id() << " (" << source
-        << "), " << TotalSeqs(snap.applied) << " messages applied\n";
+        << "), " << TotalSeqs(snap.applied) << " messages applied; "
+        << absl::StrFormat("%.1f MB in %.2f s over %d connection%s (%.0f Mbit/s)\n", megabytes,
+                           seconds, std::max<uint32_t>(snap.header.stripes(), 1),
+                           snap.header.stripes() > 1 ? "s" : "", 8 * megabytes / seconds);
   return node_->InstallSnapshot(snap.weights, snap.applied, snap.header.checksum(), source);
 }
 

@@ -25,6 +25,7 @@
 #include "base/status_macros.h"
 #include "codec/codec.h"
 #include "server/grpc_transport.h"
+#include "server/snapshot_cuts.h"
 #include "worker/backend_factory.h"
 #include "worker/gossip_peers.h"
 #include "worker/observability.h"
@@ -145,6 +146,10 @@ ABSL_FLAG(int32_t, max_message_mb, 64, "largest gossip frame accepted or sent (M
 ABSL_FLAG(int32_t, stream_window_mb, 8,
           "each gossip stream's initial HTTP/2 flow-control window (MiB): a stream moves at "
           "most this per round trip (1 Gbit/s at 50 ms RTT needs 6)");
+ABSL_FLAG(int32_t, snapshot_stripes, 4,
+          "fetch a snapshot (joining, re-joining) in up to this many stripes, each on its own TCP "
+          "connection (1 to 16; at least 1 MiB each): one connection's buffers bound it on a "
+          "long fat link");
 ABSL_FLAG(int32_t, quiesce_timeout_s, 600,
           "after training, wait at most this long for the cluster to be quiescent");
 ABSL_FLAG(int32_t, check_interval_ms, 2000,
@@ -418,6 +423,11 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
     return absl::InvalidArgumentError("--stream-window-mb must be from 1 to 1024");
   }
   p.transport.stream_window_bytes = stream_window << 20;
+  const int stripes = absl::GetFlag(FLAGS_snapshot_stripes);
+  if (stripes < 1 || stripes > static_cast<int>(reckon::server::kMaxSnapshotStripes)) {
+    return absl::InvalidArgumentError("--snapshot-stripes must be from 1 to 16");
+  }
+  p.transport.snapshot_stripes = stripes;
   p.max_lag = absl::GetFlag(FLAGS_max_lag);
   p.bootstrap = absl::GetFlag(FLAGS_bootstrap);
   const int join_timeout = absl::GetFlag(FLAGS_join_timeout_s);
