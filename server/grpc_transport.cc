@@ -679,16 +679,13 @@ struct SnapshotStream {
 // model's size), then at most the weight bytes `range` of it allows (all of
 // them when the stream turns out unstriped). `on_header` runs once the
 // header is in, before the weights are read (a striped fetch starts the
-// other stripes there); an error from it ends the stream. Striped streams
-// each get their own TCP connection (a local subchannel pool).
+// other stripes there); an error from it ends the stream.
 absl::StatusOr<SnapshotStream> ReadSnapshotStream(
-    const std::string& address, const v1::SnapshotRequest& request, uint64_t param_count,
-    std::chrono::system_clock::time_point deadline, const TlsConfig& tls, bool own_connection,
+    const std::string& address, const std::shared_ptr<grpc::Channel>& channel,
+    const v1::SnapshotRequest& request, uint64_t param_count,
+    std::chrono::system_clock::time_point deadline,
     const std::function<absl::StatusOr<ParamRange>(const v1::SnapshotChunk::Header&)>& on_header) {
-  grpc::ChannelArguments args = GossipChannelArguments(TransportOptions{});
-  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = v1::Gossip::NewStub(
-      grpc::CreateCustomChannel(address, MakeChannelCredentials(tls), args));
+  auto stub = v1::Gossip::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(deadline);
   std::unique_ptr<grpc::ClientReader<v1::SnapshotChunk>> reader = stub->Snapshot(&context, request);
@@ -741,16 +738,16 @@ absl::StatusOr<SnapshotStream> ReadSnapshotStream(
 // Stripe `stripe` of the cut `first` began (its stripe 0), on its own
 // connection; its header must be the cut's.
 absl::StatusOr<SnapshotStream> ReadOtherStripe(const std::string& address,
+                                               std::shared_ptr<grpc::Channel> channel,
                                                v1::SnapshotRequest request,
                                                const v1::SnapshotChunk::Header& first,
                                                uint32_t stripe,
-                                               std::chrono::system_clock::time_point deadline,
-                                               const TlsConfig& tls) {
+                                               std::chrono::system_clock::time_point deadline) {
   request.set_cut_id(first.cut_id());
   request.set_stripe(stripe);
   const std::string what = absl::StrCat("stripe ", stripe, " of ", first.stripes());
   absl::StatusOr<SnapshotStream> got = ReadSnapshotStream(
-      address, request, first.param_count(), deadline, tls, /*own_connection=*/true,
+      address, channel, request, first.param_count(), deadline,
       [&](const v1::SnapshotChunk::Header& h) -> absl::StatusOr<ParamRange> {
         v1::SnapshotChunk::Header as_first = h;
         as_first.set_stripe(0);
@@ -778,12 +775,23 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
     return absl::InvalidArgumentError("FetchSnapshot cuts a new snapshot: no cut_id");
   }
   const auto deadline = std::chrono::system_clock::now() + timeout;
-  const uint32_t asked = std::max<uint32_t>(request.stripes(), 1);
+  const uint32_t asked =
+      request.header_only() ? 1 : std::clamp<uint32_t>(request.stripes(), 1, kMaxSnapshotStripes);
+  // One channel per stripe, each its own TCP connection (a local subchannel
+  // pool), all connecting now: the other stripes start as soon as stripe
+  // 0's header names the cut, without another handshake's round trips.
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  grpc::ChannelArguments args = GossipChannelArguments(TransportOptions{});
+  if (asked > 1) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  for (uint32_t i = 0; i < asked; ++i) {
+    channels.push_back(grpc::CreateCustomChannel(address, MakeChannelCredentials(tls), args));
+    if (asked > 1) channels.back()->GetState(/*try_to_connect=*/true);
+  }
   std::vector<std::future<absl::StatusOr<SnapshotStream>>> others;
   // Stripe 0 (or the whole snapshot) comes on this thread; once its header
   // names the cut, the other stripes start on their own connections.
   absl::StatusOr<SnapshotStream> first = ReadSnapshotStream(
-      address, request, param_count, deadline, tls, /*own_connection=*/asked > 1,
+      address, channels[0], request, param_count, deadline,
       [&](const v1::SnapshotChunk::Header& h) -> absl::StatusOr<ParamRange> {
         const uint32_t stripes = std::max<uint32_t>(h.stripes(), 1);
         if (stripes > asked || stripes > kMaxSnapshotStripes || h.stripe() != 0 ||
@@ -793,9 +801,9 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
                                                   ", stripe ", h.stripe(), "); asked for ",
                                                   asked));
         }
-        for (uint32_t i = 1; i < stripes && !request.header_only(); ++i) {
-          others.push_back(std::async(std::launch::async, ReadOtherStripe, address, request, h, i,
-                                      deadline, std::cref(tls)));
+        for (uint32_t i = 1; i < stripes; ++i) {
+          others.push_back(std::async(std::launch::async, ReadOtherStripe, address, channels[i],
+                                      request, h, i, deadline));
         }
         return StripeRange(param_count, stripes, 0);
       });

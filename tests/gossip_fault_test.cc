@@ -111,7 +111,8 @@ TEST(GossipFault, WorkerStoppedForAMinuteComesBackAndAllEndIdentical) {
 // default model (784-512-512-10, all cores each) on a machine loaded with a
 // busy loop per core; kill -9 of one mid-training, restarted 5 s later.
 // Every survivor answers status throughout, the restarted worker joins from
-// a snapshot (never from the seed's weights), and all four end identical.
+// a striped snapshot (never from the seed's weights), and all four end
+// identical.
 TEST(GossipFault, KillAndRestartWithTheDefaultModelOnALoadedMachine) {
   CpuLoad load(static_cast<int>(std::thread::hardware_concurrency()));
   ASSERT_GT(load.size(), 0u);
@@ -147,6 +148,9 @@ TEST(GossipFault, KillAndRestartWithTheDefaultModelOnALoadedMachine) {
     EXPECT_EQ(second_life.find("starting from the seed's weights"), std::string::npos)
         << second_life;
     EXPECT_EQ(Counter(c.Summary(3), "snapshots_loaded"), 1) << c.Summary(3);
+    // The default model's 5.4 MB snapshot comes in 4 stripes of one cut
+    // (--snapshot-stripes 4), each on its own connection.
+    EXPECT_NE(second_life.find("over 4 connections"), std::string::npos) << second_life;
     std::printf("FIGURES kill-restart round %d: slowest survivor status %.0f ms; hash %s\n", round,
                 slowest_status_ms, Field(c.Summary(0), "weight_hash").substr(0, 16).c_str());
   }
