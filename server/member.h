@@ -36,6 +36,10 @@ struct Member {
   Clock::time_point first_known, last_heard;
   VersionMap applied;  // from its last heartbeat
   VersionMap pushed;   // highest seq pushed per origin on `link`
+  // Highest seq ever queued to it per origin, on any stream, in this
+  // incarnation of it: anti-entropy's sends at or below it are resends
+  // (Counters::repairs_resent), those above it first copies sent late.
+  VersionMap ever_sent;
   // Frames sent on `link` and received from it, after the Hellos. The
   // peer's heartbeat echoes its count of ours: once it has processed the
   // frame that carried pushed[o] (pushed_frame[o]) and still lacks o's

@@ -409,6 +409,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     }
     m.incarnation = hello.self().incarnation();
     m.applied.clear();
+    m.ever_sent.clear();
     m.training_done = false;
     m.settled = false;
     m.weight_hash.clear();
@@ -606,6 +607,8 @@ bool GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
   if (!SendTo(m, frame, options_.send_queue_byte_cap)) return false;
   m.pushed[origin] = seq;
   m.pushed_frame[origin] = m.frames_sent;
+  uint64_t& ever = m.ever_sent[origin];
+  ever = std::max(ever, seq);
   return true;
 }
 
@@ -754,8 +757,10 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
               : MayRelay(origin == self_, origin_alive, member_hears_origin, age, heard_for,
                          options_.repair_timeout, options_.failure_timeout);
       if (!may) break;
+      const bool resend = it->first <= SeqOf(m.ever_sent, origin);
       if (!SendUpdate(m, origin, it->first, it->second.frame)) break;
       ++counters_.repairs_sent;
+      if (resend) ++counters_.repairs_resent;
     }
   }
 }

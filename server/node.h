@@ -283,7 +283,12 @@ class GossipNode final : public LinkEvents {
         // protobuf bytes; not gRPC's framing, not snapshots).
         frame_bytes_sent = 0, frame_bytes_received = 0,
              // Update frames sent: fresh pushes, relays and repairs.
-             update_frames_sent = 0;
+             update_frames_sent = 0,
+             // Of repairs_sent, those the member had been sent before (on
+             // this stream or an earlier one): the rest are first copies
+             // sent late (relays, our own dropped from a full queue, the
+             // tree's backstop).
+             repairs_resent = 0;
     // Updates of other origins accepted, and their serialized bytes, by
     // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;

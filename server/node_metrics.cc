@@ -86,8 +86,12 @@ void AddCounters(const GossipNode::Counters& c, Families& f) {
             "Time training paused because our own messages not yet applied by a live peer "
             "filled our share of the log: the links are slower than training",
             c.backpressure_ms / 1000.0);
-  f.Counter("reckon_repairs_sent_total", "Updates sent again by anti-entropy",
+  f.Counter("reckon_repairs_sent_total",
+            "Updates sent by anti-entropy (relays, late first copies and resends)",
             double(c.repairs_sent));
+  f.Counter("reckon_repairs_resent_total",
+            "Updates anti-entropy sent to a member that had been sent them before",
+            double(c.repairs_resent));
   f.Counter("reckon_update_frames_sent_total",
             "Update frames sent: own messages, forwards down the tree overlay, relays, repairs",
             double(c.update_frames_sent));

@@ -434,7 +434,8 @@ base::Json GossipPeers::Counters() {
           {"backpressure_seconds", c.backpressure_ms / 1000.0},
           {"bytes_sent", c.frame_bytes_sent},
           {"bytes_received", c.frame_bytes_received},
-          {"update_frames_sent", c.update_frames_sent}};
+          {"update_frames_sent", c.update_frames_sent},
+          {"repairs_resent", c.repairs_resent}};
 }
 
 }  // namespace reckon::worker
