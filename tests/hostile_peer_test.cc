@@ -316,6 +316,26 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
       static_cast<unsigned long long>(absorbed), static_cast<unsigned long long>(seq), publish_ms);
 }
 
+// A gRPC server on a free loopback port for a source the test scripts;
+// shut down when it goes.
+class ScriptedServer {
+ public:
+  explicit ScriptedServer(grpc::Service* service) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service);
+    server_ = builder.BuildAndStart();
+    address_ = absl::StrCat("127.0.0.1:", port);
+  }
+  ~ScriptedServer() { server_->Shutdown(std::chrono::system_clock::now() + milliseconds(500)); }
+  const std::string& address() const { return address_; }
+
+ private:
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+};
+
 // A snapshot source that lies: a header for another model size, more weight
 // bytes than the model has (they would grow the joiner's memory), or weights
 // that do not match their hash. The joiner refuses each, saying which, and
@@ -352,19 +372,13 @@ TEST(HostilePeer, LyingSnapshotSourcesAreRefused) {
            {LyingSnapshotSource::kTooLong, "is too long"},
            {LyingSnapshotSource::kWrongHash, "does not match its SHA-256"}}) {
     LyingSnapshotSource source(lie);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&source);
-    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-    ASSERT_NE(port, 0);
+    ScriptedServer server(&source);
     v1::SnapshotRequest request;
     *request.mutable_fingerprint() = Fingerprint();
-    absl::StatusOr<FetchedSnapshot> got =
-        FetchSnapshot(absl::StrCat("127.0.0.1:", port), request, kParams, seconds(10));
+    absl::StatusOr<FetchedSnapshot> got = FetchSnapshot(server.address(), request, kParams,
+                                                        seconds(10));
     EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
     EXPECT_NE(got.status().message().find(says), std::string::npos) << got.status();
-    server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
   }
 }
 
@@ -521,17 +535,12 @@ class StripingSource final : public v1::Gossip::Service {
 
 TEST(SnapshotStripes, EachStripeComesOnItsOwnConnection) {
   StripingSource source(StripingSource::kNone);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&source);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ScriptedServer server(&source);
   absl::StatusOr<FetchedSnapshot> got =
-      FetchSnapshot(absl::StrCat("127.0.0.1:", port), StripedRequest(4), kParams, seconds(10));
+      FetchSnapshot(server.address(), StripedRequest(4), kParams, seconds(10));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->weights, source.weights());
   EXPECT_EQ(source.connections(), 4u);
-  server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
 }
 
 TEST(HostilePeer, LyingStripingSourcesAreRefused) {
@@ -540,16 +549,11 @@ TEST(HostilePeer, LyingStripingSourcesAreRefused) {
            {StripingSource::kWrongBytes, "does not match its SHA-256"},
            {StripingSource::kMoreStripesThanAsked, "comes in 5 stripes"}}) {
     StripingSource source(lie);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&source);
-    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    ScriptedServer server(&source);
     absl::StatusOr<FetchedSnapshot> got =
-        FetchSnapshot(absl::StrCat("127.0.0.1:", port), StripedRequest(4), kParams, seconds(10));
+        FetchSnapshot(server.address(), StripedRequest(4), kParams, seconds(10));
     EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
     EXPECT_NE(got.status().message().find(says), std::string::npos) << got.status();
-    server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
   }
 }
 
