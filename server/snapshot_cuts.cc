@@ -28,11 +28,7 @@ std::shared_ptr<const SnapshotCut> SnapshotCuts::Keep(SnapshotCut cut, Clock::ti
   absl::MutexLock lock(&mu_);
   DropExpired(now);
   uint64_t id = 0;
-  const auto taken = [&](uint64_t candidate) {
-    return std::any_of(kept_.begin(), kept_.end(),
-                       [&](const Kept& k) { return k.cut->header.cut_id() == candidate; });
-  };
-  while (id == 0 || taken(id)) id = rng();
+  while (id == 0 || Find(id) != kept_.end()) id = rng();
   cut.header.set_cut_id(id);
   cut.header.set_stripe(0);
   const uint32_t stripes = std::max<uint32_t>(cut.header.stripes(), 1);
@@ -51,8 +47,7 @@ absl::StatusOr<std::shared_ptr<const SnapshotCut>> SnapshotCuts::Take(uint64_t c
                                                                       Clock::time_point now) {
   absl::MutexLock lock(&mu_);
   DropExpired(now);
-  auto it = std::find_if(kept_.begin(), kept_.end(),
-                         [&](const Kept& k) { return k.cut->header.cut_id() == cut_id; });
+  auto it = Find(cut_id);
   if (it == kept_.end()) {
     return absl::NotFoundError(absl::StrCat(
         "snapshot cut ", cut_id, " is not kept here (expired, or all its stripes were served); "
@@ -72,6 +67,11 @@ absl::StatusOr<std::shared_ptr<const SnapshotCut>> SnapshotCuts::Take(uint64_t c
 size_t SnapshotCuts::size() const {
   absl::MutexLock lock(&mu_);
   return kept_.size();
+}
+
+std::deque<SnapshotCuts::Kept>::iterator SnapshotCuts::Find(uint64_t cut_id) {
+  return std::find_if(kept_.begin(), kept_.end(),
+                      [&](const Kept& k) { return k.cut->header.cut_id() == cut_id; });
 }
 
 void SnapshotCuts::DropExpired(Clock::time_point now) {

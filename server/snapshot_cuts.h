@@ -83,6 +83,7 @@ class SnapshotCuts {
     std::vector<bool> asked;  // per stripe; stripe 0 counts as asked
   };
   void DropExpired(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::deque<Kept>::iterator Find(uint64_t cut_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t capacity_;
   const std::chrono::milliseconds ttl_;
