@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "codec/fixed_point.h"
+#include "base/status_macros.h"
 #include "proto/reckon.grpc.pb.h"
 #include "server/snapshot_cuts.h"
 
@@ -669,30 +670,30 @@ absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
 
 namespace {
 
-// What one snapshot stream carried.
-struct SnapshotStream {
-  v1::SnapshotChunk::Header header;
-  std::string bytes;
-};
+using Header = v1::SnapshotChunk::Header;
 
 // Reads one snapshot stream from `address`: the header (checked against the
-// model's size), then at most the weight bytes `range` of it allows (all of
-// them when the stream turns out unstriped). `on_header` runs once the
-// header is in, before the weights are read (a striped fetch starts the
-// other stripes there); an error from it ends the stream.
-absl::StatusOr<SnapshotStream> ReadSnapshotStream(
+// model's size), then exactly the weights of the range `on_header` returns
+// for it (all of them when the stream turns out unstriped), written in
+// place into `weights` (all `param_count` of them; null for a header
+// alone). `on_header` runs once the header is in, before the weights are
+// read (a striped fetch starts the other stripes there); an error from it
+// ends the stream. Stripes write disjoint ranges, so they may run at once.
+absl::StatusOr<Header> ReadSnapshotStream(
     const std::string& address, const std::shared_ptr<grpc::Channel>& channel,
     const v1::SnapshotRequest& request, uint64_t param_count,
     std::chrono::system_clock::time_point deadline,
-    const std::function<absl::StatusOr<ParamRange>(const v1::SnapshotChunk::Header&)>& on_header) {
+    const std::function<absl::StatusOr<ParamRange>(const Header&)>& on_header,
+    int64_t* weights) {
   auto stub = v1::Gossip::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(deadline);
   std::unique_ptr<grpc::ClientReader<v1::SnapshotChunk>> reader = stub->Snapshot(&context, request);
-  SnapshotStream out;
+  Header header;
   v1::SnapshotChunk chunk;
   bool have_header = false;
-  uint64_t room = 0;  // weight bytes this stream may still carry
+  char* into = nullptr;  // where this stream's weights go
+  uint64_t room = 0, written = 0;  // weight bytes this stream carries, and has
   while (reader->Read(&chunk)) {
     absl::Status wrong;
     if (chunk.has_header()) {
@@ -704,21 +705,22 @@ absl::StatusOr<SnapshotStream> ReadSnapshotStream(
                                                  " parameters, expected ", param_count));
       } else {
         have_header = true;
-        out.header = chunk.header();
-        absl::StatusOr<ParamRange> range = on_header(out.header);
+        header = chunk.header();
+        absl::StatusOr<ParamRange> range = on_header(header);
         if (range.ok()) {
           room = (range->end - range->begin) * sizeof(int64_t);
-          if (!request.header_only()) out.bytes.reserve(room);
+          if (weights != nullptr) into = reinterpret_cast<char*>(weights + range->begin);
         } else {
           wrong = range.status();
         }
       }
     } else if (!have_header) {
       wrong = absl::DataLossError(absl::StrCat(address, ": snapshot weights before the header"));
-    } else if (out.bytes.size() + chunk.weights().size() > room) {
+    } else if (weights == nullptr || written + chunk.weights().size() > room) {
       wrong = absl::DataLossError(absl::StrCat("snapshot from ", address, " is too long"));
     } else {
-      out.bytes += chunk.weights();
+      std::memcpy(into + written, chunk.weights().data(), chunk.weights().size());
+      written += chunk.weights().size();
     }
     if (!wrong.ok()) {
       context.TryCancel();
@@ -728,28 +730,28 @@ absl::StatusOr<SnapshotStream> ReadSnapshotStream(
   grpc::Status s = reader->Finish();
   if (!s.ok()) return FromGrpc(s, absl::StrCat("snapshot from ", address));
   if (!have_header) return absl::DataLossError(absl::StrCat(address, ": empty snapshot"));
-  if (!request.header_only() && out.bytes.size() != room) {
-    return absl::DataLossError(absl::StrCat("snapshot from ", address, " has ", out.bytes.size(),
+  if (weights != nullptr && written != room) {
+    return absl::DataLossError(absl::StrCat("snapshot from ", address, " has ", written,
                                             " weight bytes, expected ", room));
   }
-  return out;
+  return header;
 }
 
 // Stripe `stripe` of the cut `first` began (its stripe 0), on its own
 // connection; its header must be the cut's.
-absl::StatusOr<SnapshotStream> ReadOtherStripe(const std::string& address,
-                                               std::shared_ptr<grpc::Channel> channel,
-                                               v1::SnapshotRequest request,
-                                               const v1::SnapshotChunk::Header& first,
-                                               uint32_t stripe,
-                                               std::chrono::system_clock::time_point deadline) {
+absl::StatusOr<Header> ReadOtherStripe(const std::string& address,
+                                       std::shared_ptr<grpc::Channel> channel,
+                                       v1::SnapshotRequest request, const Header& first,
+                                       uint32_t stripe,
+                                       std::chrono::system_clock::time_point deadline,
+                                       int64_t* weights) {
   request.set_cut_id(first.cut_id());
   request.set_stripe(stripe);
   const std::string what = absl::StrCat("stripe ", stripe, " of ", first.stripes());
-  absl::StatusOr<SnapshotStream> got = ReadSnapshotStream(
+  absl::StatusOr<Header> got = ReadSnapshotStream(
       address, channel, request, first.param_count(), deadline,
-      [&](const v1::SnapshotChunk::Header& h) -> absl::StatusOr<ParamRange> {
-        v1::SnapshotChunk::Header as_first = h;
+      [&](const Header& h) -> absl::StatusOr<ParamRange> {
+        Header as_first = h;
         as_first.set_stripe(0);
         if (h.stripe() != stripe ||
             !google::protobuf::util::MessageDifferencer::Equals(as_first, first)) {
@@ -757,7 +759,8 @@ absl::StatusOr<SnapshotStream> ReadOtherStripe(const std::string& address,
               "snapshot from ", address, ": the header of ", what, " is not its cut's"));
         }
         return StripeRange(first.param_count(), first.stripes(), stripe);
-      });
+      },
+      weights);
   if (!got.ok()) {
     return absl::Status(got.status().code(), absl::StrCat(what, ": ", got.status().message()));
   }
@@ -787,12 +790,15 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
     channels.push_back(grpc::CreateCustomChannel(address, MakeChannelCredentials(tls), args));
     if (asked > 1) channels.back()->GetState(/*try_to_connect=*/true);
   }
-  std::vector<std::future<absl::StatusOr<SnapshotStream>>> others;
+  FetchedSnapshot out;
+  if (!request.header_only()) out.weights.resize(param_count);
+  int64_t* const weights = request.header_only() ? nullptr : out.weights.data();
+  std::vector<std::future<absl::StatusOr<Header>>> others;
   // Stripe 0 (or the whole snapshot) comes on this thread; once its header
   // names the cut, the other stripes start on their own connections.
-  absl::StatusOr<SnapshotStream> first = ReadSnapshotStream(
+  absl::StatusOr<Header> first = ReadSnapshotStream(
       address, channels[0], request, param_count, deadline,
-      [&](const v1::SnapshotChunk::Header& h) -> absl::StatusOr<ParamRange> {
+      [&](const Header& h) -> absl::StatusOr<ParamRange> {
         const uint32_t stripes = std::max<uint32_t>(h.stripes(), 1);
         if (stripes > asked || stripes > kMaxSnapshotStripes || h.stripe() != 0 ||
             (stripes > 1) != (h.cut_id() != 0)) {
@@ -803,28 +809,22 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
         }
         for (uint32_t i = 1; i < stripes; ++i) {
           others.push_back(std::async(std::launch::async, ReadOtherStripe, address, channels[i],
-                                      request, h, i, deadline));
+                                      request, h, i, deadline, weights));
         }
         return StripeRange(param_count, stripes, 0);
-      });
-  std::vector<absl::StatusOr<SnapshotStream>> stripes;
-  stripes.push_back(std::move(first));
-  for (auto& f : others) stripes.push_back(f.get());
-  for (const auto& s : stripes) {
-    if (!s.ok()) return s.status();
+      },
+      weights);
+  // Every stripe ends before `out` may go (they write into it).
+  absl::Status failed = first.status();
+  for (auto& f : others) {
+    absl::StatusOr<Header> stripe = f.get();
+    if (failed.ok()) failed = stripe.status();
   }
-  FetchedSnapshot out;
-  out.header = stripes[0]->header;
+  RECKON_RETURN_IF_ERROR(failed);
+  out.header = *first;
   out.header.clear_stripe();
   out.applied = FromProto(out.header.applied());
   if (request.header_only()) return out;
-  out.weights.resize(param_count);
-  size_t offset = 0;
-  for (const auto& s : stripes) {
-    std::memcpy(reinterpret_cast<char*>(out.weights.data()) + offset, s->bytes.data(),
-                s->bytes.size());
-    offset += s->bytes.size();
-  }
   if (codec::WeightHashOf(out.weights) != out.header.weights_sha256()) {
     return absl::DataLossError(
         absl::StrCat("snapshot from ", address, " does not match its SHA-256"));
