@@ -27,6 +27,15 @@ using Clock = std::chrono::steady_clock;
 enum class MemberState { kConnecting, kAlive, kDead, kLeft };
 const char* MemberStateName(MemberState state);  // "connecting", "alive", ...
 
+// An extra stream of a pair for Updates (server/lanes.h). Lanes this node
+// dialed carry our Updates to the member; lanes it dialed carry its to us.
+struct Lane {
+  std::shared_ptr<Link> link;
+  bool up = false;  // dialed: the member answered our Hello; accepted: always
+  Clock::time_point dialed_at;
+  uint64_t frames = 0;  // Update frames sent on it (dialed) or received (accepted)
+};
+
 struct Member {
   std::string node_id;
   uint64_t incarnation = 0;
@@ -42,8 +51,8 @@ struct Member {
   VersionMap ever_sent;
   // Frames sent on `link` and received from it, after the Hellos. The
   // peer's heartbeat echoes its count of ours: once it has processed the
-  // frame that carried pushed[o] (pushed_frame[o]) and still lacks o's
-  // messages up to it, one was lost there (dropped from a full early
+  // frames that carried pushed[o] and all before it (pushed_frame[o]) and
+  // still lacks o's messages up to it, one was lost there (dropped from a full early
   // buffer, corrupt) and is served again. Nothing else counts as lost: a
   // slow link is not a lossy one. Both count Update frames only: a
   // heartbeat may overtake the updates queued before it.
@@ -51,7 +60,19 @@ struct Member {
   // Heartbeats sent on `link`: every NodeOptions::member_list_every-th one,
   // the first included, carries our member list.
   uint64_t heartbeats_sent = 0;
-  std::map<OriginKey, uint64_t> pushed_frame;
+  // Per origin, the frames sent on `link` (entry 0) and on each of our
+  // lanes to it (entry i: lane i) when pushed[o] went out: once the peer
+  // processed that many on each (server/lanes.h ProcessedThrough), what it
+  // lacks up to pushed[o] was lost, not merely overtaken on another lane.
+  std::map<OriginKey, std::vector<uint64_t>> pushed_frame;
+  // Lanes, by index 1..kMaxLanes: ours to it, and its to us. They live only
+  // while `link` does. `lanes_accepted`: how many its Hello said it takes;
+  // `wants_lanes`: we sent it an Update big enough for one; no lane is
+  // dialed before `lanes_after` (a lane lost or refused waits a while).
+  std::map<uint32_t, Lane> out_lanes, in_lanes;
+  uint32_t lanes_accepted = 0;
+  bool wants_lanes = false;
+  Clock::time_point lanes_after;
   // The members its last heartbeat said it hears (Member.heard), and since
   // when we hear it (its stream with us began, or it came back from dead): a live origin's messages are relayed to it only when it
   // does not hear that origin and has been with us a failure timeout

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "codec/codec.h"
 #include "server/anti_entropy.h"
+#include "server/lanes.h"
 #include "server/membership.h"
 
 namespace reckon::server {
@@ -135,6 +136,8 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
         told.push_back(m.link);
       }
       links.push_back(m.link);
+      for (const auto& [index, lane] : m.out_lanes) links.push_back(lane.link);
+      for (const auto& [index, lane] : m.in_lanes) links.push_back(lane.link);
     }
     for (const auto& link : unnamed_links_) links.push_back(link);
     for (auto& link : dial_.Pending()) links.push_back(std::move(link));
@@ -254,6 +257,19 @@ void GossipNode::HandleEvent(Event& e) {
         Log(absl::StrCat("stream to ", m->node_id, " closed: ", e.why));
         m->link.reset();
         ResetStream(*m);
+        DropLanes(*m);
+      } else if (LaneRef lane = FindLane(e.link); lane.member != nullptr) {
+        Member& m = *lane.member;
+        (lane.dialed ? m.out_lanes : m.in_lanes).erase(lane.index);
+        if (lane.dialed) {
+          // What went on it and was not processed is lost: served again
+          // from the member's vector (what is merely late arrives as a
+          // duplicate, dropped). A lane lost waits before it is dialed again.
+          Log(absl::StrCat("lane ", lane.index, " to ", m.node_id, " closed: ", e.why));
+          m.pushed.clear();
+          m.pushed_frame.clear();
+          m.lanes_after = now + options_.failure_timeout;
+        }
       }
       return;
     }
@@ -277,7 +293,8 @@ void GossipNode::HandleEvent(Event& e) {
   }
   Member* m = FindByLink(e.link);
   if (m == nullptr) {
-    // Frames before a handshake are a protocol error: ignore them.
+    // A lane's, or a frame before a handshake (a protocol error: ignored).
+    HandleLaneFrame(e.link, f, now);
     return;
   }
   m->last_heard = now;
@@ -347,9 +364,14 @@ absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const s
   return absl::OkStatus();
 }
 
-std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello() const {
+std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) const {
   auto frame = std::make_shared<v1::GossipFrame>();
   v1::Hello* h = frame->mutable_hello();
+  if (lane == 0) {
+    h->set_lanes_accepted(kMaxLanes);
+  } else {
+    h->set_lane(lane);
+  }
   *h->mutable_fingerprint() = options_.fingerprint;
   h->mutable_self()->set_node_id(self_.node_id);
   h->mutable_self()->set_incarnation(self_.incarnation);
@@ -376,6 +398,10 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
 
 void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
   const auto now = Clock::now();
+  if (hello.lane() != 0) {
+    HandleLaneHello(link, hello);
+    return;
+  }
   if (!unnamed_links_.count(link)) return;  // a second Hello: ignore
   const std::string& id = hello.self().node_id();
   HelloContext context;
@@ -416,6 +442,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     if (m.link) DropLink(m);
   }
   if (!hello.listen_address().empty()) m.address = hello.listen_address();
+  m.lanes_accepted = std::min(hello.lanes_accepted(), kMaxLanes);
   unnamed_links_.erase(link);
   dial_.Handshaken(link);
   dial_.Learn(m.address, now);
@@ -452,6 +479,121 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   RebuildRing();
   reached_any_ = true;
   SendTo(m, HeartbeatFor(m, *MakeHeartbeat()), SIZE_MAX);
+}
+
+void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
+  if (LaneRef ours = FindLane(link); ours.member != nullptr) {
+    if (!ours.dialed) return;  // a second Hello on a lane: ignore
+    // The member's answer to our lane: it must be the member we dialed.
+    Member& m = *ours.member;
+    Lane& lane = m.out_lanes[ours.index];
+    if (lane.up) return;
+    if (hello.self().node_id() != m.node_id || hello.self().incarnation() != m.incarnation ||
+        hello.lane() != ours.index) {
+      Log(absl::StrCat("lane ", ours.index, " to ", m.node_id, " was answered by '",
+                       hello.self().node_id().substr(0, 64), "' incarnation ",
+                       hello.self().incarnation(), " lane ", hello.lane(), ": closed"));
+      link->Abort();
+      return;
+    }
+    lane.up = true;
+    return;
+  }
+  if (!unnamed_links_.count(link)) return;
+  const std::string& id = hello.self().node_id();
+  HelloContext context;
+  context.self = self_;
+  context.fingerprint_and_token = CheckPeer(hello.fingerprint(), hello.cluster_token(), id);
+  context.require_identity = options_.require_peer_identity;
+  context.peer_identity = link->PeerIdentity();
+  context.members = &members_;
+  context.max_members = options_.max_members;
+  HelloVerdict verdict = JudgeHello(hello, context);
+  if (verdict.kind == HelloVerdict::kSelfDial) {
+    verdict = {HelloVerdict::kRefuse, "a lane to this node itself", false};
+  }
+  if (verdict.kind == HelloVerdict::kAdmit) {
+    if (std::optional<std::string> why = LaneRefusal(hello, members_)) {
+      verdict = {HelloVerdict::kRefuse, *why, false};
+    }
+  }
+  if (verdict.kind == HelloVerdict::kRefuse) {
+    ++counters_.peers_refused;
+    Refuse(link, id, verdict.reason, verdict.permanent);
+    return;
+  }
+  Member& m = members_[id];
+  unnamed_links_.erase(link);
+  Lane& lane = m.in_lanes[hello.lane()];
+  if (lane.link) lane.link->Abort();  // the member dialed that lane again
+  lane = Lane{link, true, Clock::now(), 0};
+  SendCounted(*link, MakeHello(hello.lane()));
+}
+
+void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFrame& frame,
+                                 Clock::time_point now) {
+  const LaneRef ref = FindLane(link);
+  if (ref.member == nullptr) return;
+  Member& m = *ref.member;
+  if (ref.dialed || !frame.has_update()) {
+    // Lanes carry the dialer's Updates only: a member that sends anything
+    // else on one (membership, a heartbeat it could forge a count with)
+    // loses the lane, and nothing of the frame is kept.
+    const char* kind = frame.body_case() == v1::GossipFrame::kHeartbeat ? "a Heartbeat"
+                       : frame.has_update()                            ? "an Update"
+                                                                       : "a non-Update frame";
+    Log(absl::StrCat("lane ", ref.index, ref.dialed ? " to " : " from ", m.node_id, " carried ",
+                     kind, ", which lanes do not: closed"));
+    link->Abort();
+    return;
+  }
+  m.last_heard = now;
+  ++m.in_lanes[ref.index].frames;
+  HandleUpdate(m, std::make_shared<v1::GossipFrame>(std::move(frame)));
+}
+
+GossipNode::LaneRef GossipNode::FindLane(const std::shared_ptr<Link>& link) {
+  for (auto& [id, m] : members_) {
+    for (const auto& [index, lane] : m.out_lanes) {
+      if (lane.link == link) return {&m, index, true};
+    }
+    for (const auto& [index, lane] : m.in_lanes) {
+      if (lane.link == link) return {&m, index, false};
+    }
+  }
+  return {};
+}
+
+void GossipNode::DropLanes(Member& m) {
+  for (auto& [index, lane] : m.out_lanes) lane.link->Abort();
+  for (auto& [index, lane] : m.in_lanes) lane.link->Abort();
+  m.out_lanes.clear();
+  m.in_lanes.clear();
+}
+
+void GossipNode::DialLanes(Member& m, Clock::time_point now) {
+  if (!dialer_ || m.state != MemberState::kAlive) return;
+  for (auto& [index, lane] : m.out_lanes) {
+    // As any dial, two failure timeouts for the answer (a round trip).
+    if (!lane.up && now - lane.dialed_at > 2 * options_.failure_timeout) lane.link->Abort();
+  }
+  const uint32_t wanted = std::min({options_.lanes, m.lanes_accepted, kMaxLanes});
+  if (!m.wants_lanes || now < m.lanes_after || m.address.empty()) return;
+  for (uint32_t index = 1; index <= wanted; ++index) {
+    if (m.out_lanes.count(index)) continue;
+    std::shared_ptr<Link> link = dialer_(m.address);
+    if (!link) return;
+    m.out_lanes[index] = Lane{link, false, now, 0};
+    SendCounted(*link, MakeHello(index));
+  }
+}
+
+size_t GossipNode::LeastQueued(const Member& m) const {
+  size_t least = m.link ? m.link->QueuedBytes() : 0;
+  for (const auto& [index, lane] : m.out_lanes) {
+    if (lane.up) least = std::min(least, lane.link->QueuedBytes());
+  }
+  return least;
 }
 
 void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame) {
@@ -585,11 +727,31 @@ bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
     counters_.frame_bytes_sent += bytes;
     return true;
   }
-  if (!m.link->Send(frame, byte_cap)) return false;
+  if (!frame->has_update()) {
+    if (!m.link->Send(std::move(frame), byte_cap)) return false;
+    counters_.frame_bytes_sent += bytes;
+    return true;
+  }
+  if (bytes >= options_.lane_min_bytes && options_.lanes > 0) m.wants_lanes = true;
+  uint32_t lane = 0;
+  if (!m.out_lanes.empty()) {
+    std::vector<std::optional<size_t>> queued(m.out_lanes.rbegin()->first + 1);
+    queued[0] = m.link->QueuedBytes();
+    for (const auto& [index, l] : m.out_lanes) {
+      if (l.up) queued[index] = l.link->QueuedBytes();
+    }
+    lane = PickLane(bytes, options_.lane_min_bytes, queued, counters_.update_frames_sent);
+  }
+  Link& link = lane == 0 ? *m.link : *m.out_lanes[lane].link;
+  if (!link.Send(frame, byte_cap)) return false;
   counters_.frame_bytes_sent += bytes;
-  if (frame->has_update()) {
-    ++m.frames_sent;  // as the peer counts: updates only
-    ++counters_.update_frames_sent;
+  ++counters_.update_frames_sent;
+  // As the peer counts: updates only, per link.
+  if (lane == 0) {
+    ++m.frames_sent;
+  } else {
+    ++m.out_lanes[lane].frames;
+    ++counters_.lane_update_frames_sent;
   }
   return true;
 }
@@ -606,7 +768,10 @@ bool GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
                             const std::shared_ptr<const v1::GossipFrame>& frame) {
   if (!SendTo(m, frame, options_.send_queue_byte_cap)) return false;
   m.pushed[origin] = seq;
-  m.pushed_frame[origin] = m.frames_sent;
+  std::vector<uint64_t>& frontier = m.pushed_frame[origin];
+  frontier.assign(m.out_lanes.empty() ? 1 : m.out_lanes.rbegin()->first + 1, 0);
+  frontier[0] = m.frames_sent;
+  for (const auto& [index, lane] : m.out_lanes) frontier[index] = lane.frames;
   uint64_t& ever = m.ever_sent[origin];
   ever = std::max(ever, seq);
   return true;
@@ -687,7 +852,8 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   for (auto& [origin, seq] : m.pushed) {
     const uint64_t theirs = SeqOf(m.applied, origin);
     auto frame = m.pushed_frame.find(origin);
-    if (theirs < seq && frame != m.pushed_frame.end() && hb.frames_received() >= frame->second) {
+    if (theirs < seq && frame != m.pushed_frame.end() &&
+        ProcessedThrough(frame->second, hb.frames_received(), hb.lane_frames_received())) {
       seq = theirs;
       m.pushed_frame.erase(frame);
     }
@@ -748,7 +914,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     const bool tree_child = TreeOverlay() && origin_alive &&
                             ring_.IsChild(origin.node_id, self_.node_id, m.node_id);
     for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
-      if (m.link->QueuedBytes() > options_.send_queue_byte_cap / 2) return;
+      if (LeastQueued(m) > options_.send_queue_byte_cap / 2) return;
       const Clock::duration age = now - it->second.added, heard_for = now - m.alive_since;
       const bool may =
           TreeOverlay()
@@ -802,6 +968,13 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(Member& m,
                                                                 const v1::GossipFrame& base) {
   auto frame = std::make_shared<v1::GossipFrame>(base);
   frame->mutable_heartbeat()->set_frames_received(m.frames_received);
+  if (!m.in_lanes.empty()) {
+    for (uint32_t i = 1; i <= m.in_lanes.rbegin()->first; ++i) {
+      auto lane = m.in_lanes.find(i);
+      frame->mutable_heartbeat()->add_lane_frames_received(
+          lane == m.in_lanes.end() ? 0 : lane->second.frames);
+    }
+  }
   if (m.heartbeats_sent++ % std::max(1, options_.member_list_every) == 0) {
     AddMemberList(frame->mutable_heartbeat());
   }
@@ -814,6 +987,7 @@ void GossipNode::DropLink(Member& m) {
   if (m.link) m.link->Abort();
   m.link.reset();
   ResetStream(m);
+  DropLanes(m);
   m.resync_told.clear();
 }
 
@@ -842,6 +1016,7 @@ void GossipNode::Tick(Clock::time_point now) {
       SendTo(m, HeartbeatFor(m, *heartbeat), 2 * options_.send_queue_byte_cap);
     }
     if (m.link) AntiEntropy(m, now);
+    if (m.link) DialLanes(m, now);
     ComparePeerCheck(m);
   }
   CollectGarbage(now);
@@ -1376,6 +1551,9 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
                                                              : SecondsSince(m.last_heard, now));
     ms->set_checks_agreed(m.checks_agreed);
     ms->set_checks_diverged(m.checks_diverged);
+    ms->set_lanes_out(static_cast<uint32_t>(std::count_if(
+        m.out_lanes.begin(), m.out_lanes.end(), [](const auto& l) { return l.second.up; })));
+    ms->set_lanes_in(static_cast<uint32_t>(m.in_lanes.size()));
   }
 }
 

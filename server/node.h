@@ -90,6 +90,13 @@ struct NodeOptions {
   // still finds what came after its cut (else it would re-join at once).
   std::chrono::milliseconds log_min_retention{30000};
   size_t send_queue_byte_cap = size_t{16} << 20;     // per link
+  // Lanes (server/lanes.h): up to this many extra streams (0-16) to each
+  // member we send Updates of at least `lane_min_bytes` to, each its own
+  // TCP connection; such Updates go on whichever of the stream and its
+  // lanes has the least queued. Dialed only once such an Update goes to
+  // the member, so threshold-coded clusters (KBs per message) open none.
+  uint32_t lanes = 3;
+  size_t lane_min_bytes = size_t{1} << 20;
   size_t early_arrival_cap = 4096;                   // messages per origin
   size_t early_arrival_byte_cap = size_t{64} << 20;  // bytes, all origins
   // Members this node keeps track of, itself excluded: a peer announcing
@@ -288,7 +295,9 @@ class GossipNode final : public LinkEvents {
              // this stream or an earlier one): the rest are first copies
              // sent late (relays, our own dropped from a full queue, the
              // tree's backstop).
-             repairs_resent = 0;
+             repairs_resent = 0,
+             // Of update_frames_sent, those that went on a lane.
+             lane_update_frames_sent = 0;
     // Updates of other origins accepted, and their serialized bytes, by
     // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;
@@ -372,7 +381,29 @@ class GossipNode final : public LinkEvents {
   // Every frame to a bound member goes through here (the frame count).
   bool SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<const v1::GossipFrame> MakeHello() const;
+  // `lane` 0: the pair's stream's Hello (it says how many lanes we accept).
+  std::shared_ptr<const v1::GossipFrame> MakeHello(uint32_t lane = 0) const;
+  // A Hello with lane > 0: on a link we accepted, a member asks to open a
+  // lane (registered, answered, or refused: server/lanes.h LaneRefusal); on
+  // one we dialed, the member's answer.
+  void HandleLaneHello(const std::shared_ptr<Link>& link, const v1::Hello& hello)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A frame on a link that is not a member's stream: a lane's Update is
+  // handled as the stream's would be; anything else ends the lane.
+  void HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFrame& frame,
+                       Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct LaneRef {
+    Member* member = nullptr;
+    uint32_t index = 0;
+    bool dialed = false;  // one of ours (out_lanes) or of the member's
+  };
+  LaneRef FindLane(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aborts every lane of m, both ways (its stream is gone or replaced).
+  void DropLanes(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dials the lanes m should have and lacks; aborts ours it never answered.
+  void DialLanes(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The fewest bytes queued on m's stream or any lane of ours up to it.
+  size_t LeastQueued(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const v1::GossipFrame> MakeHeartbeat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends the member list (us first) to a heartbeat.
   void AddMemberList(v1::Heartbeat* hb) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -95,6 +95,10 @@ void AddCounters(const GossipNode::Counters& c, Families& f) {
   f.Counter("reckon_update_frames_sent_total",
             "Update frames sent: own messages, forwards down the tree overlay, relays, repairs",
             double(c.update_frames_sent));
+  f.Counter("reckon_lane_update_frames_sent_total",
+            "Of the update frames sent, those that went on a lane (an extra connection to a "
+            "peer, for Updates of 1 MiB or more)",
+            double(c.lane_update_frames_sent));
   f.Counter("reckon_gossip_sent_bytes_total",
             "Gossip frames sent on the streams (serialized; heartbeats and relays included)",
             double(c.frame_bytes_sent));

@@ -581,5 +581,55 @@ TEST(GossipNode, RelayedUpdatesOfAnOriginNeverMetAreVerified) {
   EXPECT_EQ(c.node(2)->MirrorHash(), c.node(1)->MirrorHash());
 }
 
+// Lanes (server/lanes.h) with the size floor at 0, so that the test's small
+// Updates count as big: once the first goes to a member, three lanes open
+// to it, and the Updates go round the stream and the lanes. Every message
+// is applied once, in order per origin, and nothing is taken for lost:
+// the loss evidence counts each link's frames.
+TEST(GossipNode, BigUpdatesGoOnLanesAndArriveExactlyOnce) {
+  Nodes c(3, milliseconds(2), [](int, NodeOptions& o) { o.lane_min_bytes = 0; });
+  c.Start();
+  ASSERT_TRUE(AllAlive(c));
+  std::vector<std::thread> publishers;
+  for (int i = 0; i < 3; ++i) {
+    publishers.emplace_back([&c, i] { c.Publish(i, 1, 200, milliseconds(3)); });
+  }
+  for (auto& p : publishers) p.join();
+  for (const absl::Status& s : c.Quiesce()) EXPECT_TRUE(s.ok()) << s;
+  for (int i = 0; i < 3; ++i) {
+    const GossipNode::Counters n = c.node(i)->counters();
+    EXPECT_EQ(n.updates_applied, 400u) << i;
+    EXPECT_EQ(n.duplicates_dropped, 0u) << i;
+    EXPECT_EQ(n.repairs_sent, 0u) << i;
+    // Sent 2 x 200, round the stream and three lanes once these were up:
+    // about three in four on lanes.
+    EXPECT_GE(n.lane_update_frames_sent, 250u) << i;
+    EXPECT_LT(n.lane_update_frames_sent, 400u) << i;
+    EXPECT_EQ(c.node(i)->MirrorHash(), c.node(0)->MirrorHash()) << i;
+    v1::NodeStatus s;
+    c.node(i)->FillStatus(&s, false);
+    for (const v1::MemberStatus& m : s.members()) {
+      EXPECT_EQ(m.lanes_out(), 3u) << i << " to " << m.node_id();
+      EXPECT_EQ(m.lanes_in(), 3u) << i << " from " << m.node_id();
+    }
+  }
+}
+
+// Updates under the floor (the default 1 MiB: threshold-coded messages)
+// open no lane.
+TEST(GossipNode, SmallUpdatesOpenNoLanes) {
+  Nodes c(2);
+  c.Start();
+  ASSERT_TRUE(PeerAlive(c));
+  c.Publish(0, 1, 50, milliseconds(2));
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 50; }));
+  std::this_thread::sleep_for(milliseconds(200));  // ten heartbeats: lanes would be dialed
+  EXPECT_EQ(c.node(0)->counters().lane_update_frames_sent, 0u);
+  v1::NodeStatus s;
+  c.node(1)->FillStatus(&s, false);
+  ASSERT_EQ(s.members_size(), 1);
+  EXPECT_EQ(s.members(0).lanes_in(), 0u);
+}
+
 }  // namespace
 }  // namespace reckon::server

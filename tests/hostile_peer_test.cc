@@ -95,12 +95,14 @@ class Attacker {
     stream_ = stub_->Exchange(&context_);
   }
   bool Send(const v1::GossipFrame& frame) { return stream_->Write(frame); }
-  bool Hello(const std::string& id, uint64_t incarnation = 7) {
+  // `lane` > 0: asks for a lane (server/lanes.h) instead of a stream.
+  bool Hello(const std::string& id, uint64_t incarnation = 7, uint32_t lane = 0) {
     v1::GossipFrame f;
     *f.mutable_hello()->mutable_fingerprint() = Fingerprint();
     f.mutable_hello()->mutable_self()->set_node_id(id);
     f.mutable_hello()->mutable_self()->set_incarnation(incarnation);
     f.mutable_hello()->set_listen_address("127.0.0.1:1");
+    f.mutable_hello()->set_lane(lane);
     return Send(f);
   }
   // The next frame, or none when the stream ended.
@@ -224,6 +226,166 @@ TEST(HostilePeer, OversizedFrameEndsTheStreamAndNothingElse) {
   std::optional<v1::GossipFrame> answer = next.Read();
   ASSERT_TRUE(answer.has_value());
   EXPECT_TRUE(answer->has_hello());
+}
+
+// The answer to a lane's Hello: a Refusal's reason, or "" for a Hello of
+// that lane.
+std::string LaneAnswer(Attacker& a) {
+  std::optional<v1::GossipFrame> answer = a.Read();
+  if (!answer) return "(the stream ended)";
+  if (answer->has_refusal()) {
+    EXPECT_FALSE(answer->refusal().permanent()) << answer->refusal().reason();
+    return answer->refusal().reason();
+  }
+  if (answer->has_hello() && answer->hello().lane() > 0) return "";
+  return answer->DebugString();
+}
+
+// A lane (server/lanes.h) is refused to a node without a stream, to another
+// incarnation, past lane 16; one taken carries Updates only: a Heartbeat on
+// it (a forged frame count, a member list) ends the lane and nothing of it
+// is kept, while the member's stream goes on.
+TEST(HostilePeer, LanesOfStrangersOrOtherIncarnationsAreRefusedAndCarryOnlyUpdates) {
+  // The attacker sends no heartbeats: it stays "alive" all the same.
+  Victim victim(TlsConfig{}, size_t{1} << 20,
+                [](NodeOptions& o) { o.failure_timeout = std::chrono::seconds(60); });
+  {
+    Attacker stranger(victim.address(), TlsConfig{});
+    ASSERT_TRUE(stranger.Hello("w1", 7, /*lane=*/1));
+    EXPECT_EQ(LaneAnswer(stranger), "a lane of node 'w1', whose stream with this node is not up");
+  }
+  Attacker stream(victim.address(), TlsConfig{});
+  ASSERT_TRUE(stream.Hello("w1", 7));
+  std::optional<v1::GossipFrame> hello = stream.Read();
+  ASSERT_TRUE(hello && hello->has_hello());
+  EXPECT_EQ(hello->hello().lanes_accepted(), 16u);
+  {
+    Attacker other(victim.address(), TlsConfig{});
+    ASSERT_TRUE(other.Hello("w1", 8, 1));
+    EXPECT_EQ(LaneAnswer(other),
+              "a lane of incarnation 8 of node 'w1', whose stream with this node is of "
+              "incarnation 7");
+    Attacker past(victim.address(), TlsConfig{});
+    ASSERT_TRUE(past.Hello("w1", 7, 17));
+    EXPECT_EQ(LaneAnswer(past), "lane 17 is past the most a pair may have, 16");
+  }
+  Attacker lane(victim.address(), TlsConfig{});
+  ASSERT_TRUE(lane.Hello("w1", 7, 2));
+  EXPECT_EQ(LaneAnswer(lane), "");
+  std::mt19937_64 rng(3);
+  NodeOptions w1 = Options(1, 2);
+  w1.node_id = "w1";
+  w1.incarnation = 7;
+  v1::GossipFrame update;
+  *update.mutable_update() = MakeMessage(w1, 1, rng).update;
+  ASSERT_TRUE(lane.Send(update));
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied == 1; }));
+  v1::NodeStatus status;
+  victim.node()->FillStatus(&status);
+  ASSERT_EQ(status.members_size(), 1);
+  EXPECT_EQ(status.members(0).lanes_in(), 1u);
+  v1::GossipFrame heartbeat;
+  heartbeat.mutable_heartbeat()->set_training_done(true);
+  heartbeat.mutable_heartbeat()->add_lane_frames_received(1000);
+  lane.Send(heartbeat);
+  *update.mutable_update() = MakeMessage(w1, 2, rng).update;
+  lane.Send(update);  // after the Heartbeat: the lane is gone, not applied
+  EXPECT_FALSE(lane.Read().has_value());
+  lane.Finish();
+  ASSERT_TRUE(Eventually([&] {
+    status.Clear();
+    victim.node()->FillStatus(&status);
+    return status.members(0).lanes_in() == 0;
+  }));
+  EXPECT_EQ(status.members(0).state(), "alive");
+  EXPECT_FALSE(status.members(0).training_done()) << "the lane's Heartbeat was not taken";
+  EXPECT_EQ(Counters(victim.node()).updates_applied, 1u);
+  // The member's stream still works.
+  ASSERT_TRUE(stream.Send(update));
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied == 2; }));
+}
+
+// Two real nodes over gRPC on loopback, with every Update counted as big:
+// they open lanes (each a TCP connection of its own) to each other, and
+// Updates published as fast as they can go overtake one another across
+// them. Each is applied once, nothing is taken for lost, and the replicas
+// end identical.
+TEST(Lanes, TwoNodesOverGrpcSendOnLanesAndEndIdentical) {
+  auto with_lanes = [](NodeOptions& o) {
+    o.lane_min_bytes = 0;
+    o.failure_timeout = std::chrono::seconds(5);
+  };
+  Victim a(TlsConfig{}, size_t{1} << 20, with_lanes);
+  NodeOptions b_options;
+  Victim b(TlsConfig{}, size_t{1} << 20, [&](NodeOptions& o) {
+    with_lanes(o);
+    o.node_id = "b";
+    o.incarnation = 2;
+    o.seeds = {a.address()};
+    b_options = o;
+  });
+  NodeOptions a_options = Options(0, 1);
+  a_options.node_id = "victim";
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    a.node()->FillStatus(&s, false);
+    return s.members_size() == 1 && s.members(0).state() == "alive";
+  }));
+  constexpr int kMessages = 300;
+  auto publish = [](GossipNode* node, const NodeOptions& origin, int first, int last) {
+    std::mt19937_64 rng(origin.incarnation * 1000 + first);
+    for (int seq = first; seq <= last; ++seq) {
+      Message m = MakeMessage(origin, seq, rng, /*count=*/400);
+      ASSERT_TRUE(node->Publish(m.update, m.decoded).ok());
+    }
+  };
+  // The first Update to a member opens its lanes; the rest go at once.
+  publish(a.node(), a_options, 1, 1);
+  publish(b.node(), b_options, 1, 1);
+  ASSERT_TRUE(Eventually([&] {
+    for (GossipNode* node : {a.node(), b.node()}) {
+      v1::NodeStatus s;
+      node->FillStatus(&s, false);
+      if (s.members_size() != 1 || s.members(0).lanes_out() != 3) return false;
+    }
+    return true;
+  }));
+  std::thread pa([&] { publish(a.node(), a_options, 2, kMessages); });
+  std::thread pb([&] { publish(b.node(), b_options, 2, kMessages); });
+  pa.join();
+  pb.join();
+  ASSERT_TRUE(Eventually([&] {
+    return SeqOf(a.node()->Applied(), {"b", 2}) == kMessages &&
+           SeqOf(b.node()->Applied(), {"victim", a_options.incarnation}) == kMessages;
+  }));
+  for (GossipNode* node : {a.node(), b.node()}) {
+    const GossipNode::Counters c = node->counters();
+    EXPECT_EQ(c.updates_applied, uint64_t{kMessages});
+    EXPECT_EQ(c.duplicates_dropped, 0u);
+    EXPECT_EQ(c.repairs_sent, 0u);
+    EXPECT_GT(c.lane_update_frames_sent, uint64_t{kMessages} / 2);
+    std::printf("FIGURES lanes over loopback: %llu of %d Updates sent on lanes\n",
+                static_cast<unsigned long long>(c.lane_update_frames_sent), kMessages);
+  }
+  EXPECT_EQ(a.node()->MirrorHash(), b.node()->MirrorHash());
+}
+
+// With mutual TLS a lane, like a stream, is refused to a certificate that
+// names another node (for good: it is not of this member).
+TEST(HostilePeer, ALaneInAnotherMembersNameIsRefused) {
+  const Pki& pki = TestPki();
+  Victim victim(pki.For(pki.victim, pki.ca), size_t{1} << 20,
+                [](NodeOptions& o) { o.failure_timeout = std::chrono::seconds(60); });
+  Attacker stream(victim.address(), pki.For(pki.w1, pki.ca));
+  ASSERT_TRUE(stream.Hello("w1"));
+  ASSERT_TRUE(stream.Read().has_value());
+  Attacker lane(victim.address(), pki.For(pki.w2, pki.ca));
+  ASSERT_TRUE(lane.Hello("w1", 7, 1));
+  std::optional<v1::GossipFrame> answer = lane.Read();
+  ASSERT_TRUE(answer && answer->has_refusal());
+  EXPECT_EQ(answer->refusal().reason(),
+            "node id 'w1' is not the identity of its certificate ('w2')");
+  EXPECT_TRUE(answer->refusal().permanent());
 }
 
 // Updates that can never be applied (seq 1 never comes), for one origin and

@@ -74,6 +74,8 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
        "--stream-window-mb must be from 1 to 1024"},
       {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--snapshot-stripes=17"},
        "--snapshot-stripes must be from 1 to 16"},
+      {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--stream-lanes=17"},
+       "--stream-lanes must be from 0 to 16"},
       {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--gossip-overlay=star"},
        "--gossip-overlay 'star' is not mesh or tree"},
       // --synthetic (a member that emits random messages) and its flags.

@@ -435,7 +435,8 @@ base::Json GossipPeers::Counters() {
           {"bytes_sent", c.frame_bytes_sent},
           {"bytes_received", c.frame_bytes_received},
           {"update_frames_sent", c.update_frames_sent},
-          {"repairs_resent", c.repairs_resent}};
+          {"repairs_resent", c.repairs_resent},
+          {"lane_update_frames_sent", c.lane_update_frames_sent}};
 }
 
 }  // namespace reckon::worker

@@ -25,6 +25,7 @@
 #include "base/status_macros.h"
 #include "codec/codec.h"
 #include "server/grpc_transport.h"
+#include "server/lanes.h"
 #include "server/snapshot_cuts.h"
 #include "worker/backend_factory.h"
 #include "worker/gossip_peers.h"
@@ -150,6 +151,10 @@ ABSL_FLAG(int32_t, snapshot_stripes, 4,
           "fetch a snapshot (joining, re-joining) in up to this many stripes, each on its own TCP "
           "connection (1 to 16; at least 1 MiB each): one connection's buffers bound it on a "
           "long fat link");
+ABSL_FLAG(int32_t, stream_lanes, 3,
+          "extra TCP connections (lanes, 0 to 16) to each peer that Updates of 1 MiB or more "
+          "(dense, 8-bit, 1-bit codecs on big models) also go on: one connection's buffers "
+          "bound it on a long fat link. Threshold-coded messages open none");
 ABSL_FLAG(int32_t, quiesce_timeout_s, 600,
           "after training, wait at most this long for the cluster to be quiescent");
 ABSL_FLAG(int32_t, check_interval_ms, 2000,
@@ -428,6 +433,11 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
     return absl::InvalidArgumentError("--snapshot-stripes must be from 1 to 16");
   }
   p.transport.snapshot_stripes = stripes;
+  const int lanes = absl::GetFlag(FLAGS_stream_lanes);
+  if (lanes < 0 || lanes > static_cast<int>(reckon::server::kMaxLanes)) {
+    return absl::InvalidArgumentError("--stream-lanes must be from 0 to 16");
+  }
+  n.lanes = static_cast<uint32_t>(lanes);
   p.max_lag = absl::GetFlag(FLAGS_max_lag);
   p.bootstrap = absl::GetFlag(FLAGS_bootstrap);
   const int join_timeout = absl::GetFlag(FLAGS_join_timeout_s);
