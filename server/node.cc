@@ -246,33 +246,9 @@ void GossipNode::HandleEvent(Event& e) {
     case Event::kUp:
       unnamed_links_.insert(e.link);
       return;
-    case Event::kClosed: {
-      {
-        absl::MutexLock l(&inbox_mu_);
-        last_arrival_.erase(e.link.get());
-      }
-      unnamed_links_.erase(e.link);
-      dial_.Closed(e.link);
-      if (Member* m = FindByLink(e.link)) {
-        Log(absl::StrCat("stream to ", m->node_id, " closed: ", e.why));
-        m->link.reset();
-        ResetStream(*m);
-        DropLanes(*m);
-      } else if (LaneRef lane = FindLane(e.link); lane.member != nullptr) {
-        Member& m = *lane.member;
-        (lane.dialed ? m.out_lanes : m.in_lanes).erase(lane.index);
-        if (lane.dialed) {
-          // What went on it and was not processed is lost: served again
-          // from the member's vector (what is merely late arrives as a
-          // duplicate, dropped). A lane lost waits before it is dialed again.
-          Log(absl::StrCat("lane ", lane.index, " to ", m.node_id, " closed: ", e.why));
-          m.pushed.clear();
-          m.pushed_frame.clear();
-          m.lanes_after = now + options_.failure_timeout;
-        }
-      }
+    case Event::kClosed:
+      HandleLinkClosed(e.link, e.why, now);
       return;
-    }
     case Event::kFrame:
       break;
   }
@@ -284,7 +260,10 @@ void GossipNode::HandleEvent(Event& e) {
   }
   if (f.has_refusal()) {
     Log(absl::StrCat("refused by ", e.link->Describe(), ": ", f.refusal().reason()));
-    if (f.refusal().permanent() && fatal_.ok()) {
+    // A lane refused is only a lane lost (dialed again later): the
+    // member's stream took us, so it is of this cluster.
+    const bool lane = FindLane(e.link).member != nullptr;
+    if (!lane && f.refusal().permanent() && fatal_.ok()) {
       fatal_ = absl::FailedPreconditionError(
           absl::StrCat("refused by peer ", e.link->Describe(), ": ", f.refusal().reason()));
     }
@@ -327,6 +306,34 @@ void GossipNode::HandleEvent(Event& e) {
                        SeqOf(applied_, origin), ", it keeps from ", f.resync().first_retained_seq(),
                        "): re-joining from a snapshot"));
       resync_source_ = m->address;
+    }
+  }
+}
+
+void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::string& why,
+                                  Clock::time_point now) {
+  {
+    absl::MutexLock l(&inbox_mu_);
+    last_arrival_.erase(link.get());
+  }
+  unnamed_links_.erase(link);
+  dial_.Closed(link);
+  if (Member* m = FindByLink(link)) {
+    Log(absl::StrCat("stream to ", m->node_id, " closed: ", why));
+    m->link.reset();
+    ResetStream(*m);
+    DropLanes(*m);
+  } else if (LaneRef lane = FindLane(link); lane.member != nullptr) {
+    Member& m = *lane.member;
+    (lane.dialed ? m.out_lanes : m.in_lanes).erase(lane.index);
+    if (lane.dialed) {
+      // What went on it and was not processed is lost: served again
+      // from the member's vector (what is merely late arrives as a
+      // duplicate, dropped). A lane lost waits before it is dialed again.
+      Log(absl::StrCat("lane ", lane.index, " to ", m.node_id, " closed: ", why));
+      m.pushed.clear();
+      m.pushed_frame.clear();
+      m.lanes_after = now + options_.failure_timeout;
     }
   }
 }
@@ -396,6 +403,18 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
   link->Close();
 }
 
+HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
+  HelloContext context;
+  context.self = self_;
+  context.fingerprint_and_token =
+      CheckPeer(hello.fingerprint(), hello.cluster_token(), hello.self().node_id());
+  context.require_identity = options_.require_peer_identity;
+  context.peer_identity = link.PeerIdentity();
+  context.members = &members_;
+  context.max_members = options_.max_members;
+  return JudgeHello(hello, context);
+}
+
 void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
   const auto now = Clock::now();
   if (hello.lane() != 0) {
@@ -404,14 +423,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   }
   if (!unnamed_links_.count(link)) return;  // a second Hello: ignore
   const std::string& id = hello.self().node_id();
-  HelloContext context;
-  context.self = self_;
-  context.fingerprint_and_token = CheckPeer(hello.fingerprint(), hello.cluster_token(), id);
-  context.require_identity = options_.require_peer_identity;
-  context.peer_identity = link->PeerIdentity();
-  context.members = &members_;
-  context.max_members = options_.max_members;
-  const HelloVerdict verdict = JudgeHello(hello, context);
+  const HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
     // We dialed ourselves (our address is in the seed list): remember it.
     dial_.DialedSelf(link);
@@ -501,14 +513,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
   }
   if (!unnamed_links_.count(link)) return;
   const std::string& id = hello.self().node_id();
-  HelloContext context;
-  context.self = self_;
-  context.fingerprint_and_token = CheckPeer(hello.fingerprint(), hello.cluster_token(), id);
-  context.require_identity = options_.require_peer_identity;
-  context.peer_identity = link->PeerIdentity();
-  context.members = &members_;
-  context.max_members = options_.max_members;
-  HelloVerdict verdict = JudgeHello(hello, context);
+  HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
     verdict = {HelloVerdict::kRefuse, "a lane to this node itself", false};
   }

@@ -46,6 +46,7 @@
 #include "server/early_arrivals.h"
 #include "server/link.h"
 #include "server/member.h"
+#include "server/membership.h"
 #include "server/message_log.h"
 #include "server/overlay.h"
 #include "server/quiescence.h"
@@ -316,8 +317,15 @@ class GossipNode final : public LinkEvents {
 
   void Run();
   void HandleEvent(Event& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A link is gone: a member's stream (its lanes go with it), a lane, or
+  // one not handshaken yet.
+  void HandleLinkClosed(const std::shared_ptr<Link>& link, const std::string& why,
+                        Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Section 3's rules (membership.h JudgeHello) for a Hello on `link`.
+  HelloVerdict Judge(const Link& link, const v1::Hello& hello) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Answers a Refusal (accepted streams) or records a fatal error (dialed
   // ones, when permanent), and closes the stream.
   void Refuse(const std::shared_ptr<Link>& link, const std::string& peer, const std::string& reason,
