@@ -324,17 +324,10 @@ void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::
     ResetStream(*m);
     DropLanes(*m);
   } else if (LaneRef lane = FindLane(link); lane.member != nullptr) {
-    Member& m = *lane.member;
-    (lane.dialed ? m.out_lanes : m.in_lanes).erase(lane.index);
     if (lane.dialed) {
-      // What went on it and was not processed is lost: served again
-      // from the member's vector (what is merely late arrives as a
-      // duplicate, dropped). A lane lost waits before it is dialed again.
-      Log(absl::StrCat("lane ", lane.index, " to ", m.node_id, " closed: ", why));
-      m.pushed.clear();
-      m.pushed_frame.clear();
-      m.lanes_after = now + options_.failure_timeout;
+      Log(absl::StrCat("lane ", lane.index, " to ", lane.member->node_id, " closed: ", why));
     }
+    ForgetLane(lane, now);
   }
 }
 
@@ -505,7 +498,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
       Log(absl::StrCat("lane ", ours.index, " to ", m.node_id, " was answered by '",
                        hello.self().node_id().substr(0, 64), "' incarnation ",
                        hello.self().incarnation(), " lane ", hello.lane(), ": closed"));
-      link->Abort();
+      ForgetLane(ours, Clock::now());
       return;
     }
     lane.up = true;
@@ -549,7 +542,8 @@ void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFr
                                                                        : "a non-Update frame";
     Log(absl::StrCat("lane ", ref.index, ref.dialed ? " to " : " from ", m.node_id, " carried ",
                      kind, ", which lanes do not: closed"));
-    link->Abort();
+    // At once: frames of it already in the inbox find no lane.
+    ForgetLane(ref, now);
     return;
   }
   m.last_heard = now;
@@ -567,6 +561,22 @@ GossipNode::LaneRef GossipNode::FindLane(const std::shared_ptr<Link>& link) {
     }
   }
   return {};
+}
+
+void GossipNode::ForgetLane(const LaneRef& lane, Clock::time_point now) {
+  Member& m = *lane.member;
+  auto& lanes = lane.dialed ? m.out_lanes : m.in_lanes;
+  auto it = lanes.find(lane.index);
+  if (it == lanes.end()) return;
+  it->second.link->Abort();
+  lanes.erase(it);
+  if (!lane.dialed) return;
+  // What went on it and was not processed is lost: served again from the
+  // member's vector (what is merely late arrives as a duplicate, dropped).
+  // A lane lost waits before it is dialed again.
+  m.pushed.clear();
+  m.pushed_frame.clear();
+  m.lanes_after = now + options_.failure_timeout;
 }
 
 void GossipNode::DropLanes(Member& m) {

@@ -406,6 +406,9 @@ class GossipNode final : public LinkEvents {
     bool dialed = false;  // one of ours (out_lanes) or of the member's
   };
   LaneRef FindLane(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aborts a lane and forgets it at once (its frames still in the inbox
+  // find no lane); a lane of ours also loses what it carried (served again).
+  void ForgetLane(const LaneRef& lane, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Aborts every lane of m, both ways (its stream is gone or replaced).
   void DropLanes(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dials the lanes m should have and lacks; aborts ours it never answered.
