@@ -58,10 +58,15 @@ struct BatchStats {
   int correct = 0;      // argmax == label
 };
 
+// The limit of layer `layer`'s uniform initial weights: sqrt(6 / fan_in)
+// for ReLU (He); for sigmoid, Glorot's sqrt(6 / (fan_in + fan_out)), times
+// four in hidden layers (Glorot and Bengio's factor for the logistic
+// sigmoid), times one in the output layer.
+double InitLimit(const ModelShape& shape, size_t layer);
+
 // Sets every parameter from `seed` alone, on the replica's grid, with integer
 // arithmetic only (codec::FixedPointReplica::InitializeUniform): weights
-// uniform in +-sqrt(6 / fan_in) for ReLU (He) or +-sqrt(6 / (fan_in +
-// fan_out)) for sigmoid (Glorot), biases zero. Every machine builds the same
+// uniform in +-InitLimit, biases zero. Every machine builds the same
 // replica. REQUIRES: replica->param_count() == shape.param_count().
 absl::Status InitializeModel(const ModelShape& shape, uint64_t seed,
                              codec::FixedPointReplica* replica);
