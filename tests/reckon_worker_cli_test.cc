@@ -74,6 +74,8 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
        "--stream-window-mb must be from 1 to 1024"},
       {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--snapshot-stripes=17"},
        "--snapshot-stripes must be from 1 to 16"},
+      {{"--standalone", "--warmup-batch=10", "--warmup-fraction=1.5"},
+       "--warmup-batch must be >= 0 and --warmup-fraction in (0, 1]"},
       {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--stream-lanes=17"},
        "--stream-lanes must be from 0 to 16"},
       {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--gossip-overlay=star"},

@@ -324,6 +324,28 @@ TEST_F(Training, FiveSigmoidLayersLearn) {
   }
 }
 
+// Strom's first-epoch ramp: the first half of the first epoch (6,000
+// samples a shard) in minibatches of 10, then 50: 300 + 60 steps, then 120
+// in the second epoch, which a resume from the first epoch's checkpoint
+// repeats exactly (the ramp is the first epoch's only).
+TEST_F(Training, WarmupBatchRampsTheFirstEpochOnly) {
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);
+  const TrainSummary plain = Run(o);
+  o.warmup_batch = 10;
+  o.warmup_fraction = 0.5;
+  const TrainSummary ramp = Run(o);
+  EXPECT_EQ(ramp.steps, 300 + 60 + 120);
+  EXPECT_EQ(ramp.samples, 2u * 6000);
+  EXPECT_EQ(ramp.dense_bytes, 480u * ramp.params * 4);
+  EXPECT_NE(ramp.weight_hash, plain.weight_hash);
+  EXPECT_GT(ramp.test_accuracy, 0.60);  // learns (chance: 0.10)
+  EXPECT_EQ(RunInTwoParts(o, 1).weight_hash, ramp.weight_hash);
+  o.warmup_fraction = 0;
+  std::ostringstream log;
+  const absl::StatusOr<TrainSummary> bad = RunTraining(o, log);
+  EXPECT_EQ(bad.status().message(), "--warmup-batch must be >= 0 and --warmup-fraction in (0, 1]");
+}
+
 TEST_F(Training, DensityControllerHoldsTheTarget) {
   TrainerOptions o = Small(model::UpdateMode::kThreshold);
   o.target_density = 4e-3;

@@ -62,6 +62,11 @@ ABSL_FLAG(std::string, lr_schedule, "halve",
 ABSL_FLAG(int32_t, halve_after, 6,
           "with --lr_schedule halve: keep the full rate for this many epochs, then halve");
 ABSL_FLAG(int64_t, warmup_steps, 0, "linear learning-rate warm-up over this many steps");
+ABSL_FLAG(int32_t, warmup_batch, 0,
+          "first-epoch ramp (Strom 2015 Table 1): the first --warmup-fraction of the first "
+          "epoch in minibatches of this size (0: none)");
+ABSL_FLAG(double, warmup_fraction, 1.0 / 6,
+          "the share of the first epoch that --warmup-batch covers (Strom: 1/6)");
 ABSL_FLAG(int32_t, epochs, 10, "epochs over this worker's shard");
 ABSL_FLAG(int32_t, batch, 100, "minibatch size (and the size --lr is given for)");
 ABSL_FLAG(std::string, auto_batch, "",
@@ -282,6 +287,9 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.batch = absl::GetFlag(FLAGS_batch);
+  o.warmup_batch = absl::GetFlag(FLAGS_warmup_batch);
+  o.warmup_fraction = absl::GetFlag(FLAGS_warmup_fraction);
+  RECKON_RETURN_IF_ERROR(CheckWarmupBatchOptions(o));
   RECKON_ASSIGN_OR_RETURN(o.auto_batch, ParseBatchCandidates(absl::GetFlag(FLAGS_auto_batch)));
   o.auto_batch_every = absl::GetFlag(FLAGS_auto_batch_every);
   o.auto_batch_lr_power = absl::GetFlag(FLAGS_auto_batch_lr_power);

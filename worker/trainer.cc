@@ -65,6 +65,15 @@ absl::Status CheckAutoBatchOptions(const TrainerOptions& options) {
   return absl::OkStatus();
 }
 
+absl::Status CheckWarmupBatchOptions(const TrainerOptions& options) {
+  if (options.warmup_batch < 0 ||
+      !(options.warmup_fraction > 0 && options.warmup_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        "--warmup-batch must be >= 0 and --warmup-fraction in (0, 1]");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ostream& log) {
   RECKON_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(options, log));
   return trainer->Run();
@@ -73,7 +82,7 @@ absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ost
 Trainer::Trainer(const TrainerOptions& options, std::ostream& log)
     : options_(options), log_(log), config_(options.backend_config), step_now_(config_.step) {
   batch_ = options.batch;
-  config_.max_batch = options.batch;
+  config_.max_batch = std::max(options.batch, options.warmup_batch);
   for (const int b : options.auto_batch) config_.max_batch = std::max(config_.max_batch, b);
   momentum_now_ = config_.optimizer.momentum;
 }
@@ -83,6 +92,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   if (options.batch < 1 || options.epochs < 0) {
     return absl::InvalidArgumentError("--batch must be >= 1 and --epochs >= 0");
   }
+  RECKON_RETURN_IF_ERROR(CheckWarmupBatchOptions(options));
   RECKON_RETURN_IF_ERROR(CheckAutoBatchOptions(options));
   std::unique_ptr<Trainer> trainer(new Trainer(options, log));
   RECKON_RETURN_IF_ERROR(trainer->LoadData());
@@ -269,9 +279,19 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
       !StopBeforeStep()) {
     RECKON_RETURN_IF_ERROR(SelectBatch(epoch));
   }
-  steps_per_epoch_ = shard_.size() / static_cast<size_t>(batch_);
+  // The first-epoch ramp: its steps first, then the rest at batch_.
+  size_t ramp_steps = 0;
+  const size_t warmup_batch = static_cast<size_t>(options_.warmup_batch);
+  if (epoch == 0 && warmup_batch > 0) {
+    ramp_steps = static_cast<size_t>(options_.warmup_fraction * double(shard_.size())) /
+                 warmup_batch;
+  }
+  const size_t ramp_samples = ramp_steps * warmup_batch;
+  steps_per_epoch_ = ramp_steps + (shard_.size() - ramp_samples) / static_cast<size_t>(batch_);
   for (size_t s = 0; s < steps_per_epoch_ && !StopBeforeStep(); ++s) {
-    RECKON_RETURN_IF_ERROR(Step(epoch, s, tally));
+    const bool ramp = s < ramp_steps;
+    const size_t first = ramp ? s * warmup_batch : ramp_samples + (s - ramp_steps) * batch_;
+    RECKON_RETURN_IF_ERROR(Step(epoch, first, ramp ? options_.warmup_batch : batch_, tally));
     DrawProgressBar(epoch, s, tally);
   }
   return tally;
@@ -290,29 +310,30 @@ bool Trainer::StopBeforeStep() {
 // docs/design.md "One worker, one step": peers' messages first, then the
 // batch, forward/backward and the optimizer into the residual (TrainStep),
 // then the emission, applied here and sent.
-absl::Status Trainer::Step(int epoch, size_t index_in_epoch, EpochTally& tally) {
+absl::Status Trainer::Step(int epoch, size_t first, int batch, EpochTally& tally) {
   if (options_.peers != nullptr) {
     RECKON_RETURN_IF_ERROR(
         options_.peers->BeforeStep(*backend_, static_cast<uint64_t>(steps_done_)));
   }
   if (match_momentum_) RematchMomentum();
   const Clock::time_point start = Clock::now();
-  FillBatch(index_in_epoch * batch_, batch_);
+  FillBatch(first, batch);
   absl::StatusOr<model::BatchStats> stats =
-      backend_->TrainStep(batch_images_.data(), batch_labels_.data(), batch_,
-                          StepLearningRate(epoch, batch_), &emission_);
+      backend_->TrainStep(batch_images_.data(), batch_labels_.data(), batch,
+                          StepLearningRate(epoch, batch), &emission_);
   if (!stats.ok()) {
     return absl::Status(stats.status().code(),
                         absl::StrCat("epoch ", epoch + 1, " step ", steps_done_ + 1, ": ",
                                      stats.status().message()));
   }
   tally.loss_sum += stats->loss_sum;
-  tally.samples += batch_;
+  tally.samples += batch;
+  ++tally.steps;
   ++steps_done_;
   RECKON_RETURN_IF_ERROR(ApplyAndPublish(tally));
   if (options_.metrics != nullptr) {
     options_.metrics->OnStep(std::chrono::duration<double>(Clock::now() - start).count(),
-                             batch_, stats->loss_sum);
+                             batch, stats->loss_sum);
   }
   return absl::OkStatus();
 }
@@ -509,7 +530,7 @@ void Trainer::EndEpoch(int epoch, const EpochTally& tally) {
     options_.metrics->OnEpoch(summary_.epochs, summary_.train_loss, summary_.test_loss,
                               summary_.test_accuracy);
   }
-  const double steps = double(tally.samples / batch_);  // one size per epoch
+  const double steps = double(tally.steps);
   const double dense_bytes = steps * double(config_.shape.param_count() * sizeof(float));
   log_ << absl::StrFormat(
               "epoch %d/%d  loss %.4f  test %.2f%%  %.0f samples/s  density %.2e  tau %.3g  "

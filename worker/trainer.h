@@ -63,6 +63,13 @@ struct TrainerOptions {
   // The minibatch size, and the one the learning rate is given for: a step
   // of b samples uses lr x (b / batch)^auto_batch_lr_power.
   int batch = 100;
+  // The first-epoch ramp (Strom 2015 section 3.3 and Table 1): the first
+  // `warmup_fraction` of the first epoch's samples go in minibatches of
+  // `warmup_batch` (0: no ramp), at the learning rate of a step of that
+  // size (see `batch`), the rest of the epoch at `batch`. Strom: "without
+  // this, the training diverges in the first epoch".
+  int warmup_batch = 0;
+  double warmup_fraction = 1.0 / 6;
   // Automatic minibatch-size selection (Seide 2014 section 4; docs/training.md):
   // when not empty, the candidate sizes, ascending. At the start of every
   // `auto_batch_every`-th epoch the worker trains a copy of its model on the
@@ -134,7 +141,7 @@ class Trainer {
   // What one epoch did, for its log line and the summary.
   struct EpochTally {
     double loss_sum = 0;
-    uint64_t samples = 0, updates = 0, wire_bytes = 0;
+    uint64_t samples = 0, steps = 0, updates = 0, wire_bytes = 0;
     Clock::time_point start = Clock::now(), last_bar = start;
   };
 
@@ -147,7 +154,8 @@ class Trainer {
   absl::StatusOr<EpochTally> RunEpoch(int epoch);
   // Whether to stop before the next step (max_steps, or the stop flag).
   bool StopBeforeStep();
-  absl::Status Step(int epoch, size_t index_in_epoch, EpochTally& tally);
+  // One step on order_[first, first + batch).
+  absl::Status Step(int epoch, size_t first, int batch, EpochTally& tally);
   void RematchMomentum();
   // The learning rate for a step of `batch` samples (see TrainerOptions::batch).
   float StepLearningRate(int epoch, int batch) const;
@@ -214,6 +222,8 @@ class Trainer {
 // The auto-batch options (TrainerOptions::auto_batch...) each checked, with
 // an error naming the flag; Trainer::Create checks them too.
 absl::Status CheckAutoBatchOptions(const TrainerOptions& options);
+// The first-epoch ramp's options (TrainerOptions::warmup_batch, ...).
+absl::Status CheckWarmupBatchOptions(const TrainerOptions& options);
 
 // Trainer::Create, then Run.
 absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ostream& log);
