@@ -1569,6 +1569,9 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
     ms->set_lanes_out(static_cast<uint32_t>(std::count_if(
         m.out_lanes.begin(), m.out_lanes.end(), [](const auto& l) { return l.second.up; })));
     ms->set_lanes_in(static_cast<uint32_t>(m.in_lanes.size()));
+    uint64_t queued = m.link ? m.link->QueuedBytes() : 0;
+    for (const auto& [index, lane] : m.out_lanes) queued += lane.link->QueuedBytes();
+    ms->set_queued_bytes(queued);
   }
 }
 
