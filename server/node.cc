@@ -747,9 +747,10 @@ bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
     counters_.frame_bytes_sent += bytes;
     return true;
   }
-  if (bytes >= options_.lane_min_bytes && options_.lanes > 0) m.wants_lanes = true;
+  const bool big = bytes >= options_.lane_min_bytes;
+  if (big && options_.lanes > 0) m.wants_lanes = true;
   uint32_t lane = 0;
-  if (!m.out_lanes.empty()) {
+  if (big && !m.out_lanes.empty()) {  // small ones stay on the stream: no queue is read
     std::vector<std::optional<size_t>> queued(m.out_lanes.rbegin()->first + 1);
     queued[0] = m.link->QueuedBytes();
     for (const auto& [index, l] : m.out_lanes) {
