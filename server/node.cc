@@ -358,6 +358,9 @@ absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const s
     return differs("overlay", v1::GossipOverlay_Name(theirs.overlay()),
                    v1::GossipOverlay_Name(ours.overlay()));
   }
+  if (theirs.pretrain_samples() != ours.pretrain_samples()) {
+    return differs("pretrain samples", theirs.pretrain_samples(), ours.pretrain_samples());
+  }
   if (!options_.cluster_token.empty() && token != options_.cluster_token) {
     return absl::PermissionDeniedError("cluster token does not match");
   }

@@ -188,6 +188,39 @@ TEST(GossipCluster, WorkerThatReachesNobodyNeverExitsZero) {
   EXPECT_TRUE(c.Summary(0).empty());
 }
 
+// Supervised layer-wise pre-training in a cluster (--pretrain-samples): the
+// worker of shard 0 pre-trains alone and publishes the result as one dense
+// Update; the others, though every seed answers "not trained", never step
+// from the seed's weights: they wait and join from a snapshot holding it.
+TEST(GossipCluster, ShardZeroPublishesThePretrainedStartAndTheOthersJoinFromIt) {
+  Cluster c(3);
+  const std::vector<std::string> flags = {
+      "--layers", "784,64,64,10", "--activation", "sigmoid", "--lr",         "0.1",
+      "--pretrain-samples", "4000", "--warmup-batch", "25", "--max-steps", "100"};
+  for (int i = 0; i < 3; ++i) c.Start(i, 3, flags);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
+  c.ExpectIdentical({0, 1, 2});
+  const std::string s0 = c.Summary(0);
+  EXPECT_EQ(Field(s0, "pretrained"), "true") << s0;
+  const double params = 784 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10;
+  EXPECT_GT(Number(s0, "pretrain_start_bytes"), 4 * params) << s0;  // dense fp32
+  EXPECT_LT(Number(s0, "pretrain_start_bytes"), 4 * params + 1000) << s0;
+  EXPECT_NE(c.Out(0).find("pre-training stage 2 of 2 (784,64,64,10/sigmoid): 4000 samples"),
+            std::string::npos)
+      << c.Out(0);
+  for (int i = 1; i < 3; ++i) {
+    const std::string s = c.Summary(i);
+    EXPECT_EQ(Field(s, "pretrained"), "false") << s;
+    EXPECT_EQ(Counter(s, "snapshots_loaded"), 1) << s;
+    EXPECT_EQ(c.Out(i).find("starting from the seed's weights"), std::string::npos) << c.Out(i);
+  }
+  // The start is w0's message 1: its steps are 2 to 101.
+  for (const auto& [origin, seq] : Versions(s0)) {
+    EXPECT_EQ(seq, origin.rfind("w0#", 0) == 0 ? 101u : 100u) << origin;
+  }
+  EXPECT_GT(Number(s0, "test_accuracy"), 0.70) << s0;
+}
+
 // 3. A worker that joins late catches up (snapshot) and ends identical.
 TEST(GossipCluster, LateJoinerCatchesUp) {
   Cluster c(3);

@@ -233,6 +233,21 @@ TEST(GossipNode, AMeshMemberIsRefusedByATreeCluster) {
       << c.node(1)->Health();
 }
 
+// A worker without --pretrain-samples would start from the seed's weights
+// beside the pre-trained start of the others (or wait for a start no one
+// publishes): the count is in the fingerprint, and the mix is refused.
+TEST(GossipNode, AMemberThatDoesNotPretrainIsRefusedByOneThatDoes) {
+  Nodes c(2, milliseconds(0), [](int i, NodeOptions& o) {
+    if (i == 1) o.fingerprint.set_pretrain_samples(6000);
+  });
+  c.Start();
+  ASSERT_TRUE(Eventually([&] { return !c.node(0)->Health().ok() && !c.node(1)->Health().ok(); }));
+  EXPECT_NE(c.node(1)->Health().message().find(
+                "cluster fingerprint mismatch: pretrain samples is 6000 on 'n1' but 0 on 'n0'"),
+            std::string::npos)
+      << c.node(1)->Health();
+}
+
 // The frames and bytes a node sends are on /metrics (server/node_metrics.h),
 // as the node counts them: in a tree of four, n0 sends each of its messages
 // to n1 and n2 only.

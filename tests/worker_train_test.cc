@@ -16,6 +16,7 @@
 #include "worker/checkpoint.h"
 #include "model/model.h"
 #include "model/optimizer.h"
+#include "worker/pretrain.h"
 #include "worker/trainer.h"
 #include "tests/test_process.h"
 
@@ -351,6 +352,98 @@ TEST_F(Training, StromSizeSigmoidNetworkRisesUnderTheThreshold) {
   EXPECT_GT(later.test_accuracy, start.test_accuracy + 0.2);
   EXPECT_GT(later.test_accuracy, 0.45);
   EXPECT_GT(later.compression_ratio, 300.0);
+}
+
+// Supervised layer-wise pre-training, the stages themselves: one hidden
+// layer under a fresh output layer, then each further one inserted under a
+// fresh output layer, every stage one pass; the last stage is the whole
+// model. The same call gives the same replica; no hidden layer, or fewer
+// samples than a batch, is an error naming the flag.
+TEST(Pretrain, GrowsTheNetworkOneHiddenLayerAtATime) {
+  absl::StatusOr<Dataset> train = LoadIdxDataset(kDefaultDataDir, "train");
+  ASSERT_TRUE(train.ok()) << train.status();
+  absl::StatusOr<Dataset> test = LoadIdxDataset(kDefaultDataDir, "t10k");
+  ASSERT_TRUE(test.ok()) << test.status();
+  const PixelStats pixels = ComputePixelStats(*train);
+  Standardize(pixels, &*train);
+  Standardize(pixels, &*test);
+  std::vector<uint32_t> samples(3000);
+  for (uint32_t i = 0; i < samples.size(); ++i) samples[i] = i;
+  PretrainOptions p;
+  p.backend = "cpu";
+  p.config.shape = *model::ModelShape::Parse("784,32,32,32,10", "sigmoid");
+  p.config.optimizer.kind = model::OptimizerKind::kMomentum;
+  p.batch = 25;
+  p.learning_rate = 0.1f;
+  std::ostringstream log;
+  absl::StatusOr<std::vector<int64_t>> weights = PretrainLayerwise(p, *train, samples, log);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  for (const char* stage : {"stage 1 of 3 (784,32,10/sigmoid): 3000 samples",
+                            "stage 2 of 3 (784,32,32,10/sigmoid): 3000 samples",
+                            "stage 3 of 3 (784,32,32,32,10/sigmoid): 3000 samples"}) {
+    EXPECT_NE(log.str().find(stage), std::string::npos) << log.str();
+  }
+  const std::vector<int64_t> seed =
+      *model::InitialWeights(p.config.shape, p.config.fraction_bits, p.seed);
+  ASSERT_EQ(weights->size(), seed.size());
+  for (const model::LayerLayout& layer : p.config.shape.layers()) {  // every layer trained
+    EXPECT_FALSE(std::equal(seed.begin() + layer.weights, seed.begin() + layer.bias,
+                            weights->begin() + layer.weights))
+        << layer.weights;
+  }
+  // A start far above the seed's chance (10%).
+  absl::StatusOr<std::unique_ptr<model::Backend>> backend = cpu::MakeCpuBackend(p.config);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*backend)->LoadWeights(*weights).ok());
+  const model::BatchStats eval = (*backend)->Evaluate(test->images.data(), test->labels.data(), 2000);
+  std::printf("FIGURES three pre-trained sigmoid layers of 32: %.2f%% on 2,000 test images\n",
+              eval.correct / 20.0);
+  EXPECT_GT(eval.correct, 2000 * 0.65);
+  std::ostringstream again;
+  EXPECT_EQ(*PretrainLayerwise(p, *train, samples, again), *weights);
+
+  PretrainOptions flat = p;
+  flat.config.shape = *model::ModelShape::Parse("784,10", "sigmoid");
+  EXPECT_EQ(PretrainLayerwise(flat, *train, samples, again).status().message(),
+            "--pretrain-samples: the model 784,10/sigmoid has no hidden layer to pre-train");
+  EXPECT_EQ(PretrainLayerwise(p, *train, std::span(samples).first(24), again).status().message(),
+            "--pretrain-samples: 24 samples are less than a batch of 25");
+}
+
+// The trainer pre-trains before its first step and starts from the result:
+// higher after two epochs than from the seed's weights, and a resume does
+// not pre-train again (the checkpoint holds the pre-trained start).
+TEST_F(Training, PretrainedStartIsTrainedOnAndNotRepeatedOnResume) {
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);
+  o.backend_config.shape = *model::ModelShape::Parse("784,64,64,64,10", "sigmoid");
+  o.backend_config.optimizer.kind = model::OptimizerKind::kMomentum;
+  o.backend_config.optimizer.learning_rate = 0.1;
+  o.threshold = 0.01;
+  o.backend_config.step = *codec::MakeThresholdStep(o.threshold, 32);
+  const TrainSummary plain = Run(o);
+  o.pretrain_samples = 3000;
+  o.warmup_batch = 25;
+  TrainerOptions start_only = o;
+  start_only.epochs = 0;
+  const TrainSummary start = Run(start_only);
+  const TrainSummary pretrained = Run(o);
+  std::printf("FIGURES three sigmoid layers of 64, 2 epochs: %.2f%% from the seed, %.2f%% from "
+              "the pre-trained start (%.2f%% before the first step, %.2f s)\n",
+              100 * plain.test_accuracy, 100 * pretrained.test_accuracy,
+              100 * start.test_accuracy, start.pretrain_seconds);
+  EXPECT_TRUE(start.pretrained);
+  EXPECT_EQ(start.steps, 0);
+  EXPECT_GT(start.test_accuracy, 0.65);
+  EXPECT_FALSE(plain.pretrained);
+  EXPECT_GT(pretrained.test_accuracy, plain.test_accuracy);
+  EXPECT_EQ(pretrained.pretrain_start_bytes, 0u) << "alone, nothing is sent";
+  const TrainSummary resumed = RunInTwoParts(o, 1);
+  EXPECT_FALSE(resumed.pretrained);
+  EXPECT_EQ(resumed.weight_hash, pretrained.weight_hash);
+  o.pretrain_samples = 6001;
+  std::ostringstream log;
+  EXPECT_EQ(RunTraining(o, log).status().message(),
+            "--pretrain-samples 6001: shard 0/10 has 6000 samples (give 0 to 6000)");
 }
 
 // Strom's first-epoch ramp: the first half of the first epoch (6,000

@@ -149,28 +149,31 @@ v1::SnapshotRequest GossipPeers::SnapshotRequest(bool header_only) const {
   return request;
 }
 
-absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
-                                         std::string* source) {
+std::vector<absl::StatusOr<server::FetchedSnapshot>> GossipPeers::ProbeSeeds(
+    const std::vector<std::string>& seeds) const {
   const v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/true);
   const uint64_t param_count = options_.node.fingerprint.param_count();
+  // Every seed at once: a join's wait is one probe timeout, not one per seed.
+  std::vector<absl::StatusOr<server::FetchedSnapshot>> probes(
+      seeds.size(), absl::UnavailableError("not probed"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    threads.emplace_back([&, i] {
+      probes[i] = server::FetchSnapshot(seeds[i], request, param_count,
+                                        options_.join_probe_timeout, options_.transport.tls);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return probes;
+}
+
+absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
+                                         std::string* source) {
   const auto start = server::Clock::now();
   auto backoff = std::chrono::milliseconds(200);
   auto last_said = start - std::chrono::hours(1);
   for (int round = 1;; ++round) {
-    // Every seed at once: a join's wait is one probe timeout, not one per seed.
-    std::vector<absl::StatusOr<server::FetchedSnapshot>> probes(
-        seeds.size(), absl::UnavailableError("not probed"));
-    {
-      std::vector<std::thread> threads;
-      for (size_t i = 0; i < seeds.size(); ++i) {
-        threads.emplace_back([&, i] {
-          probes[i] =
-              server::FetchSnapshot(seeds[i], request, param_count, options_.join_probe_timeout,
-                                    options_.transport.tls);
-        });
-      }
-      for (std::thread& t : threads) t.join();
-    }
+    const std::vector<absl::StatusOr<server::FetchedSnapshot>> probes = ProbeSeeds(seeds);
     uint64_t best_total = 0;
     std::vector<std::string> silent;
     for (size_t i = 0; i < seeds.size(); ++i) {
@@ -194,27 +197,42 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
     // Conclusive: someone trained; or nobody did and everyone said so (or
     // we were told to bootstrap).
     if (best_total > 0) return absl::OkStatus();
-    if (silent.empty() || options_.bootstrap) {
+    if (!options_.join_trained_only && (silent.empty() || options_.bootstrap)) {
       source->clear();
       return absl::OkStatus();
     }
     const auto now = server::Clock::now();
+    const std::string unanswered =
+        silent.empty() ? "" : absl::StrCat(", no answer from ", absl::StrJoin(silent, ", "));
     if (options_.join_timeout.count() > 0 && now - start >= options_.join_timeout) {
-      return absl::UnavailableError(absl::StrCat(
-          "no conclusive answer from the seeds in ", options_.join_timeout.count(),
-          " s (no answer from ", absl::StrJoin(silent, ", "),
-          "); a worker starts from the seed's weights only when every seed says nobody has "
-          "trained, or with --bootstrap"));
+      return absl::UnavailableError(
+          options_.join_trained_only
+              ? absl::StrCat("no seed had trained after ", options_.join_timeout.count(),
+                             " s", unanswered,
+                             "; with --pretrain-samples this worker starts from the "
+                             "pre-trained start that the worker of shard 0 publishes")
+              : absl::StrCat("no conclusive answer from the seeds in ",
+                             options_.join_timeout.count(), " s", unanswered,
+                             "; a worker starts from the seed's weights only when every seed "
+                             "says nobody has trained, or with --bootstrap"));
     }
     if (now - last_said >= std::chrono::seconds(5)) {
       last_said = now;
-      *log_ << "reckon-worker: waiting for the seeds to answer (round " << round
-            << ", no answer from " << absl::StrJoin(silent, ", ")
-            << "); silence is not evidence that nobody has trained\n"
-            << std::flush;
+      if (options_.join_trained_only) {
+        *log_ << "reckon-worker: waiting for the worker of shard 0 to pre-train and publish the "
+                 "cluster's start (round "
+              << round << unanswered << ")\n"
+              << std::flush;
+      } else {
+        *log_ << "reckon-worker: waiting for the seeds to answer (round " << round << unanswered
+              << "); silence is not evidence that nobody has trained\n"
+              << std::flush;
+      }
     }
     std::this_thread::sleep_for(backoff);
-    backoff = std::min(2 * backoff, std::chrono::milliseconds(2000));
+    // A pre-training cluster's workers join as soon as the start is out.
+    backoff = std::min(2 * backoff, std::chrono::milliseconds(
+                                        options_.join_trained_only ? 500 : 2000));
   }
 }
 
@@ -405,6 +423,8 @@ absl::Status GossipPeers::Serve(model::Backend& backend, const std::atomic<bool>
 }
 
 int GossipPeers::TrainingMembers() { return node_->TrainingMembers(); }
+
+bool GossipPeers::HoldsMessages() { return TotalSeqs(node_->Applied()) > 0; }
 
 base::Json GossipPeers::VersionVector() {
   base::Json vector = base::Json::object();

@@ -7,7 +7,8 @@
 //   - some seed has applied messages: load a full snapshot from the most
 //     advanced one that answered;
 //   - every seed answered and none has trained (each is joining too, or
-//     holds nothing), or --bootstrap: start from the seed's weights.
+//     holds nothing), or --bootstrap: start from the seed's weights; but
+//     with join_trained_only, keep probing until some seed has trained.
 // Silence is not evidence: while some seed does not answer and none that
 // did has trained, the worker keeps probing with backoff and says so, up to
 // `join_timeout` (0: for ever). A peer of another cluster stops the join
@@ -46,6 +47,12 @@ struct PeerOptions {
   // even if some did not answer (the first worker of a cluster whose other
   // members are not up yet, with no way to know they will not have trained).
   bool bootstrap = false;
+  // Start only from a trained seed's snapshot, never from the seed's
+  // weights, however the seeds answer: the workers other than shard 0's when
+  // the cluster pre-trains (--pretrain-samples). The worker of shard 0
+  // pre-trains and publishes the start, so every snapshot of a trained
+  // member holds it, and no worker steps from the seed's weights.
+  bool join_trained_only = false;
   std::chrono::seconds join_timeout{0};  // 0: probe for ever
   // The running replica check (docs/gossip.md "Divergence detection"):
   // this often at least, stretched so that it takes at most 1% of the time.
@@ -75,6 +82,7 @@ class GossipPeers final : public TrainingPeers {
                       const std::atomic<bool>* stop) override;
   absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop) override;
   int TrainingMembers() override;
+  bool HoldsMessages() override;
   // The node, for status and metrics; valid while this object lives.
   server::GossipNode* node() { return node_.get(); }
   base::Json VersionVector() override;
@@ -102,6 +110,9 @@ class GossipPeers final : public TrainingPeers {
   // What this worker asks a peer's Snapshot call: its fingerprint, identity
   // and token; with `header_only`, the header alone (a join probe).
   v1::SnapshotRequest SnapshotRequest(bool header_only) const;
+  // One header-only snapshot request to every seed, all at once.
+  std::vector<absl::StatusOr<server::FetchedSnapshot>> ProbeSeeds(
+      const std::vector<std::string>& seeds) const;
   // Probes until conclusive (see above). Empty `*source`: start from the
   // seed's weights.
   absl::Status FindJoinSource(const std::vector<std::string>& seeds, std::string* source);

@@ -67,6 +67,11 @@ ABSL_FLAG(int32_t, warmup_batch, 0,
           "epoch in minibatches of this size (0: none)");
 ABSL_FLAG(double, warmup_fraction, 1.0 / 6,
           "the share of the first epoch that --warmup-batch covers (Strom: 1/6)");
+ABSL_FLAG(int64_t, pretrain_samples, 0,
+          "supervised layer-wise pre-training (Strom 2015 section 3.3): grow the network one "
+          "hidden layer at a time, each stage one pass over this many samples of the shard, "
+          "before the first step (0: none). With peers the worker of shard 0 pre-trains and "
+          "publishes the start; the others join from it (docs/training.md)");
 ABSL_FLAG(int32_t, epochs, 10, "epochs over this worker's shard");
 ABSL_FLAG(int32_t, batch, 100, "minibatch size (and the size --lr is given for)");
 ABSL_FLAG(std::string, auto_batch, "",
@@ -289,6 +294,8 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   o.batch = absl::GetFlag(FLAGS_batch);
   o.warmup_batch = absl::GetFlag(FLAGS_warmup_batch);
   o.warmup_fraction = absl::GetFlag(FLAGS_warmup_fraction);
+  o.pretrain_samples = absl::GetFlag(FLAGS_pretrain_samples);
+  if (o.pretrain_samples < 0) return absl::InvalidArgumentError("--pretrain-samples must be >= 0");
   RECKON_RETURN_IF_ERROR(CheckWarmupBatchOptions(o));
   RECKON_ASSIGN_OR_RETURN(o.auto_batch, ParseBatchCandidates(absl::GetFlag(FLAGS_auto_batch)));
   o.auto_batch_every = absl::GetFlag(FLAGS_auto_batch_every);
@@ -316,6 +323,11 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   }
 
   RECKON_RETURN_IF_ERROR(ModelFromFlags(&o));
+  if (o.pretrain_samples > 0 && o.backend_config.shape.layers().size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--pretrain-samples: the model ", o.backend_config.shape.ToString(),
+        " has no hidden layer to pre-train"));
+  }
   o.backend_config.threads = absl::GetFlag(FLAGS_threads);
   RECKON_RETURN_IF_ERROR(CodecFromFlags(&o));
   return o;
@@ -371,6 +383,7 @@ absl::StatusOr<reckon::v1::ClusterFingerprint> FingerprintFromFlags(const Traine
   f.set_seed(o.seed);
   f.set_protocol_version(1);
   f.set_param_count(b.shape.param_count());
+  f.set_pretrain_samples(static_cast<uint64_t>(o.pretrain_samples));
   if (const std::string overlay = absl::GetFlag(FLAGS_gossip_overlay); overlay == "tree") {
     f.set_overlay(reckon::v1::GOSSIP_OVERLAY_TREE);
   } else if (overlay != "mesh") {
@@ -378,6 +391,27 @@ absl::StatusOr<reckon::v1::ClusterFingerprint> FingerprintFromFlags(const Traine
         absl::StrCat("--gossip-overlay '", overlay.substr(0, 64), "' is not mesh or tree"));
   }
   return f;
+}
+
+// --stream-window-mb, --snapshot-stripes, --stream-lanes: how many TCP
+// connections carry what, and how much each keeps in flight.
+absl::Status ConnectionsFromFlags(PeerOptions* p) {
+  const int stream_window = absl::GetFlag(FLAGS_stream_window_mb);
+  if (stream_window < 1 || stream_window > 1024) {
+    return absl::InvalidArgumentError("--stream-window-mb must be from 1 to 1024");
+  }
+  p->transport.stream_window_bytes = stream_window << 20;
+  const int stripes = absl::GetFlag(FLAGS_snapshot_stripes);
+  if (stripes < 1 || stripes > static_cast<int>(reckon::server::kMaxSnapshotStripes)) {
+    return absl::InvalidArgumentError("--snapshot-stripes must be from 1 to 16");
+  }
+  p->transport.snapshot_stripes = stripes;
+  const int lanes = absl::GetFlag(FLAGS_stream_lanes);
+  if (lanes < 0 || lanes > static_cast<int>(reckon::server::kMaxLanes)) {
+    return absl::InvalidArgumentError("--stream-lanes must be from 0 to 16");
+  }
+  p->node.lanes = static_cast<uint32_t>(lanes);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
@@ -431,23 +465,10 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   }
   n.max_backlog_bytes = static_cast<size_t>(max_backlog) << 20;
   p.transport.max_message_bytes = max_message << 20;
-  const int stream_window = absl::GetFlag(FLAGS_stream_window_mb);
-  if (stream_window < 1 || stream_window > 1024) {
-    return absl::InvalidArgumentError("--stream-window-mb must be from 1 to 1024");
-  }
-  p.transport.stream_window_bytes = stream_window << 20;
-  const int stripes = absl::GetFlag(FLAGS_snapshot_stripes);
-  if (stripes < 1 || stripes > static_cast<int>(reckon::server::kMaxSnapshotStripes)) {
-    return absl::InvalidArgumentError("--snapshot-stripes must be from 1 to 16");
-  }
-  p.transport.snapshot_stripes = stripes;
-  const int lanes = absl::GetFlag(FLAGS_stream_lanes);
-  if (lanes < 0 || lanes > static_cast<int>(reckon::server::kMaxLanes)) {
-    return absl::InvalidArgumentError("--stream-lanes must be from 0 to 16");
-  }
-  n.lanes = static_cast<uint32_t>(lanes);
+  RECKON_RETURN_IF_ERROR(ConnectionsFromFlags(&p));
   p.max_lag = absl::GetFlag(FLAGS_max_lag);
   p.bootstrap = absl::GetFlag(FLAGS_bootstrap);
+  p.join_trained_only = o.pretrain_samples > 0 && o.shard != 0;
   const int join_timeout = absl::GetFlag(FLAGS_join_timeout_s);
   if (join_timeout < 0) return absl::InvalidArgumentError("--join-timeout-s must be >= 0");
   p.join_timeout = std::chrono::seconds(join_timeout);

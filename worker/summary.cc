@@ -38,6 +38,9 @@ base::Json SummaryToJson(const TrainSummary& s) {
   j["momentum_matched"] = s.momentum_matched;
   j["max_training_members"] = s.max_training_members;
   j["stopped_early"] = s.stopped_early;
+  j["pretrained"] = s.pretrained;
+  j["pretrain_seconds"] = s.pretrain_seconds;
+  j["pretrain_start_bytes"] = s.pretrain_start_bytes;
   j["bytes_sent"] = s.bytes_sent;
   j["bytes_received"] = s.bytes_received;
   j["cpu_seconds"] = s.cpu_seconds;

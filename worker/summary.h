@@ -45,6 +45,13 @@ struct TrainSummary {
   base::Json version_vector = base::Json::object();
   base::Json node_counters = base::Json::object();
   bool stopped_early = false;  // by a signal
+  // --pretrain-samples: whether this worker pre-trained and started from the
+  // result, how long that took, and (with peers) the size of the dense
+  // Update that carried it to the cluster (not in wire_bytes, which counts
+  // the steps' messages).
+  bool pretrained = false;
+  double pretrain_seconds = 0;
+  uint64_t pretrain_start_bytes = 0;
   // With peers: whether the momentum rule followed the cluster's size, and
   // the most workers it was matched to.
   bool momentum_matched = false;

@@ -12,6 +12,7 @@
 #include "codec/update_message.h"
 #include "worker/backend_factory.h"
 #include "worker/fault_backend.h"
+#include "worker/pretrain.h"
 
 namespace reckon::worker {
 namespace {
@@ -120,6 +121,11 @@ absl::Status Trainer::LoadData() {
                                                    options_.shards, " has ", shard_.size(),
                                                    " samples, fewer than one batch of ",
                                                    config_.max_batch));
+  }
+  if (options_.pretrain_samples < 0 || size_t(options_.pretrain_samples) > shard_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--pretrain-samples ", options_.pretrain_samples, ": shard ", options_.shard, "/",
+        options_.shards, " has ", shard_.size(), " samples (give 0 to ", shard_.size(), ")"));
   }
   order_ = shard_;
   steps_per_epoch_ = shard_.size() / static_cast<size_t>(batch_);
@@ -249,6 +255,7 @@ absl::Status Trainer::Resume() {
 absl::StatusOr<TrainSummary> Trainer::Run() {
   // Alone, seqs continue the step count (see published_).
   published_ = options_.peers != nullptr ? 0 : static_cast<uint64_t>(steps_done_);
+  RECKON_RETURN_IF_ERROR(MaybePretrain());
   for (int epoch = first_epoch_; epoch < options_.epochs && !stopped_; ++epoch) {
     // --max-steps reached on the previous epoch's last step: no empty epoch
     // (its log line, its summary and its checkpoint would all be wrong).
@@ -265,6 +272,67 @@ absl::Status Trainer::Serve() {
   if (options_.stop == nullptr) return absl::FailedPreconditionError("Serve needs a stop flag");
   if (options_.peers != nullptr) return options_.peers->Serve(*backend_, *options_.stop);
   while (!options_.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::MaybePretrain() {
+  if (options_.pretrain_samples == 0 || steps_done_ > 0) return absl::OkStatus();
+  if (options_.peers != nullptr && (options_.shard != 0 || options_.peers->HoldsMessages())) {
+    return absl::OkStatus();  // joined from a snapshot that holds the start
+  }
+  const Clock::time_point start = Clock::now();
+  // The first pretrain_samples of a seeded shuffle of the shard, its own
+  // (not the first epoch's order).
+  std::vector<uint32_t> samples = shard_;
+  SeededShuffle(samples, options_.seed * 0xA0761D6478BD642Full + 0x9E7Aull);
+  samples.resize(static_cast<size_t>(options_.pretrain_samples));
+  PretrainOptions p;
+  p.config = config_;
+  p.backend = options_.backend;
+  p.seed = options_.seed;
+  p.batch = options_.warmup_batch > 0 ? options_.warmup_batch : options_.batch;
+  p.learning_rate = static_cast<float>(config_.optimizer.learning_rate * BatchSizeFactor(p.batch));
+  RECKON_ASSIGN_OR_RETURN(const std::vector<int64_t> pretrained,
+                          PretrainLayerwise(p, train_, samples, log_));
+  summary_.pretrain_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (options_.peers != nullptr && options_.peers->HoldsMessages()) {
+    // Another worker started the cluster meanwhile (two of shard 0): its
+    // start stands; a second one would add to it.
+    log_ << "reckon-worker: another worker started the cluster while this one pre-trained; "
+            "its start stands and this pre-training is dropped (give shard 0 to one worker)\n";
+    return absl::OkStatus();
+  }
+  RECKON_RETURN_IF_ERROR(StartFrom(pretrained));
+  summary_.pretrained = true;
+  Evaluate();
+  log_ << absl::StrFormat(
+      "reckon-worker: pre-trained on %d samples a stage in %.1f s: test %.2f%% before the first "
+      "step%s\n",
+      options_.pretrain_samples, summary_.pretrain_seconds, 100 * summary_.test_accuracy,
+      options_.peers != nullptr
+          ? absl::StrFormat(", published to the cluster (%s)",
+                            HumanBytes(double(summary_.pretrain_start_bytes)))
+          : "");
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::StartFrom(std::span<const int64_t> pretrained) {
+  const std::vector<int64_t> now = backend_->ReadWeights();
+  std::vector<float> delta(now.size());
+  for (size_t i = 0; i < now.size(); ++i) {
+    delta[i] = static_cast<float>(std::ldexp(double(pretrained[i] - now[i]), -config_.fraction_bits));
+  }
+  codec::CodecOptions dense = model::FilledCodecOptions(config_);
+  dense.codec = v1::CODEC_DENSE_FP32;
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<codec::Codec> encoder, codec::MakeCodec(dense));
+  RECKON_RETURN_IF_ERROR(codec::EncodeWithFeedback(*encoder, dense, delta, &emission_.encoded,
+                                                   &emission_.dense));
+  // Alone, nothing is numbered or sent (seqs follow the steps, see
+  // published_); the replica ends where a cluster's would.
+  if (options_.peers == nullptr) return backend_->ApplyDense(emission_.dense);
+  EpochTally sent;
+  RECKON_RETURN_IF_ERROR(ApplyAndPublishQuanta(sent));
+  summary_.pretrain_start_bytes = sent.wire_bytes;
   return absl::OkStatus();
 }
 
@@ -353,14 +421,16 @@ void Trainer::RematchMomentum() {
       members, rule.momentum, rule.learning_rate, config_.optimizer.momentum);
 }
 
+double Trainer::BatchSizeFactor(int batch) const {
+  return batch == options_.batch
+             ? 1.0
+             : std::pow(double(batch) / options_.batch, options_.auto_batch_lr_power);
+}
+
 float Trainer::StepLearningRate(int epoch, int batch) const {
-  const double size_factor =
-      batch == options_.batch
-          ? 1.0
-          : std::pow(double(batch) / options_.batch, options_.auto_batch_lr_power);
   return static_cast<float>(lr_scale_ *
                             model::LearningRate(config_.optimizer, epoch, steps_done_) *
-                            size_factor);
+                            BatchSizeFactor(batch));
 }
 
 void Trainer::FillBatch(size_t first, int batch) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ class TrainingPeers {
   // Workers training now, this one included (>= 1): what the momentum
   // rule is matched to (MatchMomentumToCluster).
   virtual int TrainingMembers() = 0;
+  // Whether this replica holds any message (applied, or in the snapshot it
+  // joined from): false only in a cluster that has not started training.
+  virtual bool HoldsMessages() = 0;
   // For the summary: the version vector {"origin": seq, ...} and the node's
   // counters {"name": count, ...}.
   virtual base::Json VersionVector() = 0;
@@ -70,6 +74,14 @@ struct TrainerOptions {
   // this, the training diverges in the first epoch".
   int warmup_batch = 0;
   double warmup_fraction = 1.0 / 6;
+  // Supervised layer-wise pre-training (worker/pretrain.h) on this many
+  // samples of the shard before the first step (0: none), in minibatches of
+  // warmup_batch (batch without a ramp). Alone: on a fresh start (not a
+  // resume). With peers: only on the worker of shard 0, and only when the
+  // cluster has applied nothing yet; it publishes the result as one dense
+  // Update, and the other workers join from a snapshot that holds it
+  // (PeerOptions::join_trained_only).
+  int64_t pretrain_samples = 0;
   // Automatic minibatch-size selection (Seide 2014 section 4; docs/training.md):
   // when not empty, the candidate sizes, ascending. At the start of every
   // `auto_batch_every`-th epoch the worker trains a copy of its model on the
@@ -151,6 +163,12 @@ class Trainer {
   absl::Status Resume();
   CheckpointIdentity Identity() const;
 
+  // --pretrain-samples: pre-trains when this worker is the one to (see
+  // TrainerOptions::pretrain_samples), then starts from the result.
+  absl::Status MaybePretrain();
+  // The pre-trained replica as one dense fp32 Update from this replica (the
+  // seed's): applied here and, with peers, published.
+  absl::Status StartFrom(std::span<const int64_t> pretrained);
   absl::StatusOr<EpochTally> RunEpoch(int epoch);
   // Whether to stop before the next step (max_steps, or the stop flag).
   bool StopBeforeStep();
@@ -159,6 +177,8 @@ class Trainer {
   void RematchMomentum();
   // The learning rate for a step of `batch` samples (see TrainerOptions::batch).
   float StepLearningRate(int epoch, int batch) const;
+  // What a step of `batch` samples multiplies the rate by.
+  double BatchSizeFactor(int batch) const;
   // Fills batch_images_/labels_ with order_[first, first + batch).
   void FillBatch(size_t first, int batch);
   // Automatic minibatch-size selection (TrainerOptions::auto_batch): sets
