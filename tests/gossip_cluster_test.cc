@@ -221,6 +221,33 @@ TEST(GossipCluster, ShardZeroPublishesThePretrainedStartAndTheOthersJoinFromIt) 
   EXPECT_GT(Number(s0, "test_accuracy"), 0.70) << s0;
 }
 
+// Strom's fewer workers at the start (--start-workers 1): w0 trains the
+// warm-up (half its first epoch in minibatches of 25: 400 steps) alone; w1
+// and w2 wait, join from a snapshot holding at least those 400 messages, and
+// train their first epoch without the ramp. All end identical.
+TEST(GossipCluster, WorkersBeyondStartWorkersJoinAfterTheWarmUp) {
+  Cluster c(3);
+  for (int i = 0; i < 3; ++i) {
+    c.Start(i, 3, {"--start-workers", "1", "--warmup-batch", "25", "--warmup-fraction", "0.5",
+                   "--max-steps", "600", "--epochs", "3", "--lr", "0.01"});
+  }
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
+  c.ExpectIdentical({0, 1, 2});
+  const std::string s0 = c.Summary(0);
+  EXPECT_EQ(Number(s0, "samples"), 400 * 25 + 200 * 100) << s0;
+  for (int i = 1; i < 3; ++i) {
+    const std::string s = c.Summary(i);
+    EXPECT_EQ(Number(s, "samples"), 600 * 100) << "w" << i << " had no ramp: " << s;
+    EXPECT_EQ(Counter(s, "snapshots_loaded"), 1) << s;
+    const std::string out = c.Out(i);
+    const size_t at = out.find("messages applied;");
+    ASSERT_NE(at, std::string::npos) << out;
+    const size_t from = out.rfind(", ", at) + 2;
+    EXPECT_GE(std::stoi(out.substr(from, at - from)), 400) << out;
+  }
+  EXPECT_GT(Number(s0, "test_accuracy"), 0.72) << s0;
+}
+
 // 3. A worker that joins late catches up (snapshot) and ends identical.
 TEST(GossipCluster, LateJoinerCatchesUp) {
   Cluster c(3);

@@ -50,6 +50,29 @@ TEST_F(ReckonWorker, ShortRunWritesAFullSummary) {
   EXPECT_EQ(json->at("weight_hash").get<std::string>().size(), 64u) << json->dump();
 }
 
+// --recipe stands where it is written for its flags: the recipe's apply
+// (sigmoid, pre-training), flags after it win (a smaller network, fewer
+// samples), and the log says what the recipe set.
+TEST_F(ReckonWorker, RecipeSetsItsFlagsAndLaterFlagsWin) {
+  const std::string summary = (dir_ / "summary.json").string();
+  Result r = Run({"--standalone", "--recipe", "strom2015", "--layers=784,32,32,10",
+                  "--pretrain-samples=500", "--shard=0/20", "--max-steps=20",
+                  "--eval-samples=500", "--backend=cpu", "--summary-json=" + summary});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("reckon-worker: --recipe strom2015: --layers=784,1800,1800,1800,1800,1800,"
+                       "10 --activation=sigmoid"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("pre-training stage 2 of 2 (784,32,32,10/sigmoid): 500 samples"),
+            std::string::npos)
+      << r.out;
+  absl::StatusOr<::reckon::base::Json> json = ::reckon::base::ReadJsonFile(summary);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ((*json)["model"], "784,32,32,10/sigmoid");
+  EXPECT_EQ((*json)["pretrained"], true);
+  EXPECT_EQ((*json)["steps"], 20);
+}
+
 TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
   // Usage errors: exit 2 and a line naming the flag and what is wrong.
   const std::vector<std::pair<std::vector<std::string>, std::string>> usage_errors = {
@@ -77,6 +100,9 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
       {{"--standalone", "--warmup-batch=10", "--warmup-fraction=1.5"},
        "--warmup-batch must be >= 0 and --warmup-fraction in (0, 1]"},
       {{"--standalone", "--pretrain-samples=-5"}, "--pretrain-samples must be >= 0"},
+      {{"--recipe=strom"}, "--recipe 'strom' is not one of default, strom2015"},
+      {{"--shard=0/3", "--start-workers=4"},
+       "--start-workers 4 must be from 0 (all) to the shards' 3"},
       {{"--layers=784,10", "--pretrain-samples=600"},
        "--pretrain-samples: the model 784,10/relu has no hidden layer to pre-train"},
       {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--stream-lanes=17"},

@@ -354,6 +354,31 @@ TEST_F(Training, StromSizeSigmoidNetworkRisesUnderTheThreshold) {
   EXPECT_GT(later.compression_ratio, 300.0);
 }
 
+// --start-workers: the messages after which the others join are the
+// starting workers' warm-up steps (each on its own shard's size), plus the
+// pre-trained start; never 0 (that would mean "the usual join rules").
+TEST(StartWorkers, TheOthersJoinAfterTheStartingWorkersWarmUpSteps) {
+  TrainerOptions o;
+  o.shards = 4;
+  o.batch = 100;
+  o.warmup_batch = 25;
+  o.warmup_fraction = 1.0 / 6;
+  o.start_workers = 2;
+  EXPECT_EQ(WarmupMessages(o, 60000), 2u * (15000 / 6 / 25));  // 200
+  o.pretrain_samples = 6000;
+  EXPECT_EQ(WarmupMessages(o, 60000), 201u);
+  o.pretrain_samples = 0;
+  o.warmup_batch = 0;  // the warm-up fraction at --batch
+  EXPECT_EQ(WarmupMessages(o, 60000), 2u * (2500 / 100));
+  o.shards = 3;  // shards of 10 samples: 4, 3, 3
+  o.start_workers = 3;
+  o.batch = 1;
+  o.warmup_fraction = 1;
+  EXPECT_EQ(WarmupMessages(o, 10), 10u);
+  o.warmup_fraction = 0.01;
+  EXPECT_EQ(WarmupMessages(o, 10), 1u);
+}
+
 // Supervised layer-wise pre-training, the stages themselves: one hidden
 // layer under a fresh output layer, then each further one inserted under a
 // fresh output layer, every stage one pass; the last stage is the whole

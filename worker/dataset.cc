@@ -131,6 +131,15 @@ absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string
   return ds;
 }
 
+absl::StatusOr<size_t> CountIdxSamples(const std::string& dir, const std::string& prefix) {
+  if (!std::filesystem::is_directory(dir)) {
+    return absl::NotFoundError(absl::StrCat("data directory ", dir, " does not exist"));
+  }
+  RECKON_ASSIGN_OR_RETURN(const IdxArray labels,
+                          ReadIdx(FindIdx(dir, prefix + "-labels-idx1-ubyte"), 1));
+  return static_cast<size_t>(labels.dims[0]);
+}
+
 PixelStats ComputePixelStats(const Dataset& ds) {
   // Summed in a fixed order in double: the same result everywhere.
   double sum = 0, sum_sq = 0;

@@ -42,6 +42,11 @@ struct Dataset {
 // kDataLoss when image and label counts differ or a label is not in [0, 10).
 absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string& prefix);
 
+// The number of samples of `<dir>/<prefix>-labels-idx1-ubyte[.gz]`, read
+// from the labels alone (a worker that must know its cluster's shard sizes
+// before it loads the images). Errors as LoadIdxDataset's.
+absl::StatusOr<size_t> CountIdxSamples(const std::string& dir, const std::string& prefix);
+
 // Pixel mean and standard deviation over all of `ds`'s images.
 struct PixelStats {
   double mean = 0, stddev = 1;

@@ -194,34 +194,36 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
         *source = seeds[i];
       }
     }
-    // Conclusive: someone trained; or nobody did and everyone said so (or
-    // we were told to bootstrap).
-    if (best_total > 0) return absl::OkStatus();
-    if (!options_.join_trained_only && (silent.empty() || options_.bootstrap)) {
+    // Conclusive: someone trained (with join_after_messages, that much); or
+    // nobody did and everyone said so (or we were told to bootstrap).
+    const uint64_t enough = std::max<uint64_t>(1, options_.join_after_messages);
+    if (best_total >= enough) return absl::OkStatus();
+    if (options_.join_after_messages == 0 && (silent.empty() || options_.bootstrap)) {
       source->clear();
       return absl::OkStatus();
     }
     const auto now = server::Clock::now();
     const std::string unanswered =
         silent.empty() ? "" : absl::StrCat(", no answer from ", absl::StrJoin(silent, ", "));
+    const std::string waiting =
+        options_.join_after_messages == 0
+            ? absl::StrCat("no conclusive answer from the seeds in ")
+            : absl::StrCat("no seed had applied ", enough, " messages (the most: ", best_total,
+                           ") after ");
     if (options_.join_timeout.count() > 0 && now - start >= options_.join_timeout) {
-      return absl::UnavailableError(
-          options_.join_trained_only
-              ? absl::StrCat("no seed had trained after ", options_.join_timeout.count(),
-                             " s", unanswered,
-                             "; with --pretrain-samples this worker starts from the "
-                             "pre-trained start that the worker of shard 0 publishes")
-              : absl::StrCat("no conclusive answer from the seeds in ",
-                             options_.join_timeout.count(), " s", unanswered,
-                             "; a worker starts from the seed's weights only when every seed "
-                             "says nobody has trained, or with --bootstrap"));
+      return absl::UnavailableError(absl::StrCat(
+          waiting, options_.join_timeout.count(), " s", unanswered, "; ",
+          options_.join_after_messages == 0
+              ? "a worker starts from the seed's weights only when every seed says nobody has "
+                "trained, or with --bootstrap"
+              : options_.join_after_why));
     }
     if (now - last_said >= std::chrono::seconds(5)) {
       last_said = now;
-      if (options_.join_trained_only) {
-        *log_ << "reckon-worker: waiting for the worker of shard 0 to pre-train and publish the "
-                 "cluster's start (round "
-              << round << unanswered << ")\n"
+      if (options_.join_after_messages > 0) {
+        *log_ << "reckon-worker: waiting to join until a seed has applied " << enough
+              << " messages (the most: " << best_total << "; round " << round << unanswered
+              << "): " << options_.join_after_why << "\n"
               << std::flush;
       } else {
         *log_ << "reckon-worker: waiting for the seeds to answer (round " << round << unanswered
@@ -230,9 +232,9 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
       }
     }
     std::this_thread::sleep_for(backoff);
-    // A pre-training cluster's workers join as soon as the start is out.
+    // A worker waiting for the cluster joins soon after it is ready.
     backoff = std::min(2 * backoff, std::chrono::milliseconds(
-                                        options_.join_trained_only ? 500 : 2000));
+                                        options_.join_after_messages > 0 ? 500 : 2000));
   }
 }
 

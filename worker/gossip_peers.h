@@ -8,7 +8,8 @@
 //     advanced one that answered;
 //   - every seed answered and none has trained (each is joining too, or
 //     holds nothing), or --bootstrap: start from the seed's weights; but
-//     with join_trained_only, keep probing until some seed has trained.
+//     with join_after_messages, keep probing until a seed has applied that
+//     many messages.
 // Silence is not evidence: while some seed does not answer and none that
 // did has trained, the worker keeps probing with backoff and says so, up to
 // `join_timeout` (0: for ever). A peer of another cluster stops the join
@@ -47,12 +48,14 @@ struct PeerOptions {
   // even if some did not answer (the first worker of a cluster whose other
   // members are not up yet, with no way to know they will not have trained).
   bool bootstrap = false;
-  // Start only from a trained seed's snapshot, never from the seed's
-  // weights, however the seeds answer: the workers other than shard 0's when
-  // the cluster pre-trains (--pretrain-samples). The worker of shard 0
-  // pre-trains and publishes the start, so every snapshot of a trained
-  // member holds it, and no worker steps from the seed's weights.
-  bool join_trained_only = false;
+  // Join only from a seed that has applied at least this many messages,
+  // never from the seed's weights, however the seeds answer (0: the rules
+  // above). The workers other than shard 0's when the cluster pre-trains
+  // (--pretrain-samples: 1, the start that shard 0 publishes, so no worker
+  // steps from the seed's weights), and the workers that join after the
+  // first-epoch warm-up (--start-workers: the warm-up's messages).
+  uint64_t join_after_messages = 0;
+  std::string join_after_why;  // for the log and the timeout's error
   std::chrono::seconds join_timeout{0};  // 0: probe for ever
   // The running replica check (docs/gossip.md "Divergence detection"):
   // this often at least, stretched so that it takes at most 1% of the time.

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/allocator.h"
 #include "base/files.h"
@@ -30,6 +31,7 @@
 #include "worker/backend_factory.h"
 #include "worker/gossip_peers.h"
 #include "worker/observability.h"
+#include "worker/recipes.h"
 #include "worker/synthetic.h"
 #include "worker/trainer.h"
 
@@ -67,11 +69,20 @@ ABSL_FLAG(int32_t, warmup_batch, 0,
           "epoch in minibatches of this size (0: none)");
 ABSL_FLAG(double, warmup_fraction, 1.0 / 6,
           "the share of the first epoch that --warmup-batch covers (Strom: 1/6)");
+ABSL_FLAG(std::string, recipe, "",
+          "a named recipe, replaced where it stands by its flags (flags after it win): default, "
+          "or strom2015 (Strom 2015: five sigmoid layers of 1,800, layer-wise pre-training, the "
+          "first-epoch ramp, the rate halved every epoch after the second; docs/training.md "
+          "\"Recipes\")");
 ABSL_FLAG(int64_t, pretrain_samples, 0,
           "supervised layer-wise pre-training (Strom 2015 section 3.3): grow the network one "
           "hidden layer at a time, each stage one pass over this many samples of the shard, "
           "before the first step (0: none). With peers the worker of shard 0 pre-trains and "
           "publishes the start; the others join from it (docs/training.md)");
+ABSL_FLAG(int32_t, start_workers, 0,
+          "with peers: only the workers of shards 0 to N-1 train the first-epoch warm-up "
+          "(--warmup-fraction, in minibatches of --warmup-batch); the others join once the "
+          "cluster has, and train without the ramp (Strom 2015 Table 1). 0: all start");
 ABSL_FLAG(int32_t, epochs, 10, "epochs over this worker's shard");
 ABSL_FLAG(int32_t, batch, 100, "minibatch size (and the size --lr is given for)");
 ABSL_FLAG(std::string, auto_batch, "",
@@ -295,6 +306,11 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   o.warmup_batch = absl::GetFlag(FLAGS_warmup_batch);
   o.warmup_fraction = absl::GetFlag(FLAGS_warmup_fraction);
   o.pretrain_samples = absl::GetFlag(FLAGS_pretrain_samples);
+  o.start_workers = absl::GetFlag(FLAGS_start_workers);
+  if (o.start_workers < 0 || o.start_workers > o.shards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--start-workers ", o.start_workers, " must be from 0 (all) to the shards' ", o.shards));
+  }
   if (o.pretrain_samples < 0) return absl::InvalidArgumentError("--pretrain-samples must be >= 0");
   RECKON_RETURN_IF_ERROR(CheckWarmupBatchOptions(o));
   RECKON_ASSIGN_OR_RETURN(o.auto_batch, ParseBatchCandidates(absl::GetFlag(FLAGS_auto_batch)));
@@ -414,6 +430,25 @@ absl::Status ConnectionsFromFlags(PeerOptions* p) {
   return absl::OkStatus();
 }
 
+// Whether this worker waits for the cluster before it joins: a worker that
+// joins after the warm-up (--start-workers), or one that is not shard 0's
+// in a pre-training cluster (--pretrain-samples).
+absl::Status JoinRuleFromFlags(const TrainerOptions& o, PeerOptions* p) {
+  if (o.start_workers > 0 && o.shard >= o.start_workers) {
+    RECKON_ASSIGN_OR_RETURN(const size_t samples, CountIdxSamples(o.data_dir, "train"));
+    p->join_after_messages = WarmupMessages(o, samples);
+    p->join_after_why = absl::StrFormat(
+        "--start-workers %d: the workers of shards 0 to %d train the first %.3g of the first "
+        "epoch, then the others join",
+        o.start_workers, o.start_workers - 1, o.warmup_fraction);
+  } else if (o.pretrain_samples > 0 && o.shard != 0) {
+    p->join_after_messages = 1;
+    p->join_after_why =
+        "--pretrain-samples: the worker of shard 0 pre-trains and publishes the cluster's start";
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   PeerOptions p;
   reckon::server::NodeOptions& n = p.node;
@@ -468,7 +503,7 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   RECKON_RETURN_IF_ERROR(ConnectionsFromFlags(&p));
   p.max_lag = absl::GetFlag(FLAGS_max_lag);
   p.bootstrap = absl::GetFlag(FLAGS_bootstrap);
-  p.join_trained_only = o.pretrain_samples > 0 && o.shard != 0;
+  RECKON_RETURN_IF_ERROR(JoinRuleFromFlags(o, &p));
   const int join_timeout = absl::GetFlag(FLAGS_join_timeout_s);
   if (join_timeout < 0) return absl::InvalidArgumentError("--join-timeout-s must be >= 0");
   p.join_timeout = std::chrono::seconds(join_timeout);
@@ -605,8 +640,22 @@ int main(int argc, char** argv) {
   // Every flag defined in this file; dashes or underscores (base/flags.h).
   const reckon::base::FlagScope scope = reckon::base::FlagScope::FromFile(
       "reckon-worker", "worker/main.cc");
-  const int code = reckon::base::ParseFlagsOrExit(scope, {argv + 1, argv + argc}, std::cout,
-                                                  std::cerr);
+  // --flags-file, then --recipe, each replaced in place by its flags.
+  absl::StatusOr<std::vector<std::string>> args =
+      reckon::base::ExpandFlagsFiles({argv + 1, argv + argc});
+  std::vector<const reckon::worker::Recipe*> recipes;
+  if (args.ok()) args = reckon::worker::ExpandRecipes(*args, &recipes);
+  if (!args.ok()) {
+    std::cerr << "reckon-worker: " << args.status().message() << " (--help lists the flags)\n";
+    return 2;
+  }
+  const int code = reckon::base::ParseFlagsOrExit(scope, *args, std::cout, std::cerr);
+  if (code < 0) {
+    for (const reckon::worker::Recipe* recipe : recipes) {
+      std::cout << "reckon-worker: --recipe " << recipe->name << ": "
+                << absl::StrJoin(recipe->flags, " ") << "\n";
+    }
+  }
   if (code == 0) {
     std::cout << "  reckon-worker --standalone [--layers 784,512,512,10] [--codec threshold "
                  "--threshold T] [--epochs N] ...\n  reckon-worker --node-id w0 --listen "

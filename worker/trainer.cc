@@ -75,6 +75,19 @@ absl::Status CheckWarmupBatchOptions(const TrainerOptions& options) {
   return absl::OkStatus();
 }
 
+uint64_t WarmupMessages(const TrainerOptions& options, size_t train_count) {
+  const size_t shards = static_cast<size_t>(options.shards);
+  const size_t batch = static_cast<size_t>(
+      options.warmup_batch > 0 ? options.warmup_batch : options.batch);
+  uint64_t messages = options.pretrain_samples > 0 ? 1 : 0;
+  for (size_t shard = 0; shard < static_cast<size_t>(options.start_workers); ++shard) {
+    // ShardIndices: shard i holds samples i, i + n, i + 2n, ...
+    const size_t size = shard < train_count ? (train_count - shard + shards - 1) / shards : 0;
+    messages += static_cast<size_t>(options.warmup_fraction * double(size)) / batch;
+  }
+  return std::max<uint64_t>(1, messages);
+}
+
 absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ostream& log) {
   RECKON_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(options, log));
   return trainer->Run();
@@ -350,7 +363,9 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
   // The first-epoch ramp: its steps first, then the rest at batch_.
   size_t ramp_steps = 0;
   const size_t warmup_batch = static_cast<size_t>(options_.warmup_batch);
-  if (epoch == 0 && warmup_batch > 0) {
+  // A worker that joins after the warm-up (--start-workers) has no ramp.
+  const bool starts = options_.start_workers == 0 || options_.shard < options_.start_workers;
+  if (epoch == 0 && warmup_batch > 0 && starts) {
     ramp_steps = static_cast<size_t>(options_.warmup_fraction * double(shard_.size())) /
                  warmup_batch;
   }

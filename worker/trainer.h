@@ -74,13 +74,19 @@ struct TrainerOptions {
   // this, the training diverges in the first epoch".
   int warmup_batch = 0;
   double warmup_fraction = 1.0 / 6;
+  // With peers, Strom's fewer workers at the start (Table 1: 10 nodes for
+  // the first sixth of the first epoch, then more): only the workers of
+  // shards 0 .. start_workers - 1 train the warm-up (warmup_fraction of the
+  // first epoch); the others join once the cluster has (WarmupMessages)
+  // and train their first epoch without the ramp. 0: all start together.
+  int start_workers = 0;
   // Supervised layer-wise pre-training (worker/pretrain.h) on this many
   // samples of the shard before the first step (0: none), in minibatches of
   // warmup_batch (batch without a ramp). Alone: on a fresh start (not a
   // resume). With peers: only on the worker of shard 0, and only when the
   // cluster has applied nothing yet; it publishes the result as one dense
   // Update, and the other workers join from a snapshot that holds it
-  // (PeerOptions::join_trained_only).
+  // (PeerOptions::join_after_messages).
   int64_t pretrain_samples = 0;
   // Automatic minibatch-size selection (Seide 2014 section 4; docs/training.md):
   // when not empty, the candidate sizes, ascending. At the start of every
@@ -242,6 +248,13 @@ class Trainer {
 // The auto-batch options (TrainerOptions::auto_batch...) each checked, with
 // an error naming the flag; Trainer::Create checks them too.
 absl::Status CheckAutoBatchOptions(const TrainerOptions& options);
+// With --start-workers: the messages the cluster has published once its
+// starting workers (shards 0 .. start_workers - 1 of `train_count` samples)
+// have each trained the warm-up, floor(warmup_fraction x its shard) / B
+// steps, B the ramp's minibatch (warmup_batch, else batch), plus the
+// pre-trained start; at least 1. The others join after that many
+// (PeerOptions::join_after_messages).
+uint64_t WarmupMessages(const TrainerOptions& options, size_t train_count);
 // The first-epoch ramp's options (TrainerOptions::warmup_batch, ...).
 absl::Status CheckWarmupBatchOptions(const TrainerOptions& options);
 
