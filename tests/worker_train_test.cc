@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -426,6 +427,14 @@ TEST(Pretrain, GrowsTheNetworkOneHiddenLayerAtATime) {
   EXPECT_GT(eval.correct, 2000 * 0.65);
   std::ostringstream again;
   EXPECT_EQ(*PretrainLayerwise(p, *train, samples, again), *weights);
+
+  // SIGTERM while pre-training: it stops within a step, not after the
+  // stages (minutes at Strom's size), and says so.
+  std::atomic<bool> stop{true};
+  PretrainOptions stopped = p;
+  stopped.stop = &stop;
+  EXPECT_EQ(PretrainLayerwise(stopped, *train, samples, again).status().message(),
+            "pre-training stage 1 (784,32,10/sigmoid): stopped by a signal after 0 of 120 steps");
 
   PretrainOptions flat = p;
   flat.config.shape = *model::ModelShape::Parse("784,10", "sigmoid");

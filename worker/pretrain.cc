@@ -41,6 +41,10 @@ absl::StatusOr<std::pair<double, double>> TrainOnePass(const PretrainOptions& op
   int64_t correct = 0, seen = 0;
   const int64_t steps = static_cast<int64_t>(samples.size()) / batch;
   for (int64_t step = 0; step < steps; ++step) {
+    if (options.stop != nullptr && options.stop->load()) {
+      return absl::CancelledError(
+          absl::StrCat("stopped by a signal after ", step, " of ", steps, " steps"));
+    }
     for (int b = 0; b < batch; ++b) {
       const uint32_t idx = samples[size_t(step) * batch + b];
       std::memcpy(&images[size_t(b) * features], &train.images[size_t(idx) * features],

@@ -20,6 +20,7 @@
 #ifndef RECKON_WORKER_PRETRAIN_H_
 #define RECKON_WORKER_PRETRAIN_H_
 
+#include <atomic>
 #include <cstdint>
 #include <ostream>
 #include <span>
@@ -42,6 +43,8 @@ struct PretrainOptions {
   uint64_t seed = 1;             // initializes each stage's fresh layers
   int batch = 100;               // minibatch of every stage
   float learning_rate = 0.1f;    // at `batch`, before --warmup-steps' ramp in each stage
+  // Set (SIGTERM): stop before the next step with kCancelled (null: never).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Pre-trains on `samples` (indices into `train`, in the order they are
@@ -49,7 +52,8 @@ struct PretrainOptions {
 // model's replica as quanta. Logs one line per stage (its mean loss and
 // training accuracy). kInvalidArgument when the model has no hidden layer
 // or `samples` holds less than one batch; a stage whose residual diverges
-// (NaN) is an error naming the stage.
+// (NaN) is an error naming the stage; the stop flag set is kCancelled
+// naming the stage.
 absl::StatusOr<std::vector<int64_t>> PretrainLayerwise(const PretrainOptions& options,
                                                        const Dataset& train,
                                                        std::span<const uint32_t> samples,

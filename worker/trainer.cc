@@ -305,9 +305,15 @@ absl::Status Trainer::MaybePretrain() {
   p.seed = options_.seed;
   p.batch = options_.warmup_batch > 0 ? options_.warmup_batch : options_.batch;
   p.learning_rate = static_cast<float>(config_.optimizer.learning_rate * BatchSizeFactor(p.batch));
-  RECKON_ASSIGN_OR_RETURN(const std::vector<int64_t> pretrained,
-                          PretrainLayerwise(p, train_, samples, log_));
+  p.stop = options_.stop;
+  absl::StatusOr<std::vector<int64_t>> pretrained = PretrainLayerwise(p, train_, samples, log_);
   summary_.pretrain_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (pretrained.status().code() == absl::StatusCode::kCancelled) {
+    // SIGTERM: nothing published; the epoch loop stops before its first step.
+    log_ << "reckon-worker: " << pretrained.status().message() << "\n";
+    return absl::OkStatus();
+  }
+  if (!pretrained.ok()) return pretrained.status();
   if (options_.peers != nullptr && options_.peers->HoldsMessages()) {
     // Another worker started the cluster meanwhile (two of shard 0): its
     // start stands; a second one would add to it.
@@ -315,7 +321,7 @@ absl::Status Trainer::MaybePretrain() {
             "its start stands and this pre-training is dropped (give shard 0 to one worker)\n";
     return absl::OkStatus();
   }
-  RECKON_RETURN_IF_ERROR(StartFrom(pretrained));
+  RECKON_RETURN_IF_ERROR(StartFrom(*pretrained));
   summary_.pretrained = true;
   Evaluate();
   log_ << absl::StrFormat(
