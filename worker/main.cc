@@ -72,7 +72,7 @@ ABSL_FLAG(double, warmup_fraction, 1.0 / 6,
 ABSL_FLAG(std::string, recipe, "",
           "a named recipe, replaced where it stands by its flags (flags after it win): default, "
           "or strom2015 (Strom 2015: five sigmoid layers of 1,800, layer-wise pre-training, the "
-          "first-epoch ramp, the rate halved every epoch after the second; docs/training.md "
+          "first-epoch ramp, the rate halved every epoch after the sixth; docs/training.md "
           "\"Recipes\")");
 ABSL_FLAG(int64_t, pretrain_samples, 0,
           "supervised layer-wise pre-training (Strom 2015 section 3.3): grow the network one "

@@ -18,10 +18,10 @@ const std::vector<Recipe>& Recipes() {
       {"default", "reckon's defaults: ReLU 784,512,512,10, momentum lr 0.02, halve after 6", {}},
       {"strom2015",
        "Strom 2015 section 3.3 and Table 1: five sigmoid hidden layers of 1,800 (14.4M "
-       "parameters), layer-wise pre-training, the first-epoch ramp, the rate halved every epoch "
-       "after the second",
+       "parameters), layer-wise pre-training, the first-epoch ramp, AdaGrad, the rate halved "
+       "every epoch after the sixth",
        {"--layers=784,1800,1800,1800,1800,1800,10", "--activation=sigmoid",
-        "--optimizer=adagrad", "--lr=0.01", "--lr-schedule=halve", "--halve-after=1",
+        "--optimizer=adagrad", "--lr=0.01", "--lr-schedule=halve", "--halve-after=6",
         "--pretrain-samples=6000", "--warmup-batch=25", "--warmup-fraction=0.1667",
         "--epochs=10", "--batch=100", "--threshold=0.01"}},
   };
