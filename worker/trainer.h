@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
