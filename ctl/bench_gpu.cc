@@ -98,8 +98,22 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
     absl::StatusOr<std::unique_ptr<cuda::ThresholdPass>> pass =
         cuda::ThresholdPass::Create(n, methods[m], nullptr);
     if (!pass.ok()) return pass.status();
-    absl::StatusOr<double> s = cuda::BestEventSeconds(
-        reps, reset, [&] { return (*pass)->Launch(delta.ptr, work.ptr, n, tau); });
+    // One Finish per Launch (threshold_pass.h): each timed launch is
+    // finished, untimed, before the next run's reset.
+    bool launched = false;
+    auto finish_and_reset = [&]() -> absl::Status {
+      if (launched) {
+        launched = false;
+        RECKON_RETURN_IF_ERROR((*pass)->FinishOnDevice().status());
+      }
+      return reset();
+    };
+    absl::StatusOr<double> s =
+        cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
+          RECKON_RETURN_IF_ERROR((*pass)->Launch(delta.ptr, work.ptr, n, tau));
+          launched = true;
+          return absl::OkStatus();
+        });
     if (!s.ok()) return s.status();
     absl::StatusOr<uint64_t> count = (*pass)->FinishOnDevice();
     if (!count.ok()) return count.status();

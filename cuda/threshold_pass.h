@@ -18,7 +18,10 @@
 // All or nothing, as on the CPU: a NaN or Inf in R_i + delta_i anywhere
 // makes Finish return kInvalidArgument naming the first such index, with no
 // words emitted and the residual holding R + delta (the emitted elements'
-// pre-subtraction values are kept aside during the pass and restored).
+// pre-subtraction values are kept aside during the pass and restored). A NaN
+// element stays a NaN, with the device's payload: IEEE 754 leaves the
+// payload of an operation's NaN to the machine (the GPU's NaN + 0 is its
+// canonical 0x7FFFFFFF), so callers must not rely on a NaN's bits.
 //
 // Memory: everything is allocated by Create for up to `capacity` elements
 // (temp storage, the no-word buffer, pinned host buffers); a step allocates

@@ -22,6 +22,7 @@
 #include "cpu/cpu_backend.h"
 #include "cuda/device.h"
 #include "cuda/threshold_pass.h"
+#include "tests/reference_step.h"
 #include "tests/test_process.h"
 #include "tests/test_util.h"
 #include "model/backend.h"
@@ -59,6 +60,21 @@ struct DeviceArray {
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Bits equal, except that where `expected` is a NaN `actual` need only be a
+// NaN: IEEE 754 leaves the payload of an operation's NaN to the machine (the
+// GPU's R + 0 returns its canonical 0x7FFFFFFF for 0x7FC00000), and the
+// pass's contract is "the residual holds R + delta" in float32 arithmetic.
+bool SameBitsOrBothNan(const std::vector<float>& actual, const std::vector<float>& expected) {
+  if (actual.size() != expected.size()) return false;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (std::isnan(expected[i]) ? !std::isnan(actual[i])
+                                : std::memcmp(&actual[i], &expected[i], sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 enum class Fill { kRandom, kZero, kAllAbove, kExactlyTau };
@@ -152,7 +168,7 @@ TEST_P(ThresholdPassTest, NanOrInfEmitsNothingAndKeepsTheResidual) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("residual element 77777"), std::string_view::npos) << s;
     EXPECT_TRUE(words.empty());
-    EXPECT_TRUE(SameBits(d_residual.Read(), residual)) << "the residual changed";
+    EXPECT_TRUE(SameBitsOrBothNan(d_residual.Read(), residual)) << "the residual changed";
   }
 }
 
@@ -240,6 +256,11 @@ TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
     std::vector<int32_t> labels(100);
     for (float& x : images) x = pixel(rng);
     for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
+    // The yardstick is the exact step (tests/reference_step.h), norm-wise:
+    // on the H100 an element-wise bound relative to the largest element
+    // failed (parameter 1500 of step 1, SGD: the two float32 GEMM orders
+    // differed by 24,736 quanta against a bound of 21,475).
+    ::reckon::testing::ReferenceStep reference(config, init->quanta());
     for (int step = 0; step < 3; ++step) {
       model::Emission a, b;
       absl::StatusOr<model::BatchStats> sa =
@@ -249,16 +270,19 @@ TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
       ASSERT_TRUE(sa.ok() && sb.ok()) << sb.status();
       EXPECT_NEAR(sb->loss_sum, sa->loss_sum, 1e-4 * std::abs(sa->loss_sum));
       ASSERT_EQ(a.dense.size(), b.dense.size());
-      int64_t largest = 1;
-      for (const int64_t q : a.dense) largest = std::max(largest, std::abs(q));
-      for (size_t i = 0; i < a.dense.size(); ++i) {
-        ASSERT_NEAR(double(b.dense[i]), double(a.dense[i]), 1e-4 * double(largest))
-            << "parameter " << i << " step " << step;
-      }
-      // Both apply the CPU's emission, so the replicas stay equal and the
-      // next step compares the ops again from the same weights.
+      const std::vector<double> exact = reference.Step(images.data(), labels.data(), 100, 0.05f);
+      const double cpu_error = ::reckon::testing::RelativeError(a.dense, exact);
+      const double gpu_error = ::reckon::testing::RelativeError(b.dense, exact);
+      std::printf("FIGURES %s step %d: ||emitted - float64|| / ||float64||: cpu %.2e, gpu %.2e\n",
+                  model::OptimizerName(kind).c_str(), step, cpu_error, gpu_error);
+      EXPECT_LT(cpu_error, 1e-3) << "step " << step;
+      EXPECT_LT(gpu_error, 1e-3) << "step " << step;
+      // All apply the CPU's emission, so the replicas stay equal and the
+      // next step compares the ops again from the same weights (each
+      // backend keeps its own sub-quantum rounding remainder).
       ASSERT_TRUE((*cpu)->ApplyDense(a.dense).ok());
       ASSERT_TRUE((*gpu)->ApplyDense(a.dense).ok());
+      reference.Apply(a.dense);
       EXPECT_EQ((*gpu)->WeightHash(), (*cpu)->WeightHash());
     }
     const model::BatchStats ea = (*cpu)->Evaluate(images.data(), labels.data(), 100);
