@@ -250,12 +250,9 @@ TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
     ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status();
     ASSERT_TRUE((*cpu)->LoadWeights(init->quanta()).ok());
     ASSERT_TRUE((*gpu)->LoadWeights(init->quanta()).ok());
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-    std::vector<float> images(100 * 784);
-    std::vector<int32_t> labels(100);
-    for (float& x : images) x = pixel(rng);
-    for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
+    std::vector<float> images;
+    std::vector<int32_t> labels;
+    ::reckon::testing::SyntheticBatch(100, 784, &images, &labels);
     // The yardstick is the exact step (tests/reference_step.h), norm-wise:
     // on the H100 an element-wise bound relative to the largest element
     // failed (parameter 1500 of step 1, SGD: the two float32 GEMM orders

@@ -77,12 +77,9 @@ TEST(CpuBackend, DenseStepIsWithinFloat32OfTheFloat64Reference) {
     absl::StatusOr<std::unique_ptr<model::Backend>> cpu = MakeCpuBackend(config);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     ASSERT_TRUE((*cpu)->LoadWeights(init.quanta()).ok());
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-    std::vector<float> images(100 * 784);
-    std::vector<int32_t> labels(100);
-    for (float& x : images) x = pixel(rng);
-    for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
+    std::vector<float> images;
+    std::vector<int32_t> labels;
+    ::reckon::testing::SyntheticBatch(100, 784, &images, &labels);
     ::reckon::testing::ReferenceStep reference(config, init.quanta());
     for (int step = 0; step < 3; ++step) {
       model::Emission out;

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -72,6 +73,18 @@ class ReferenceStep {
   double scale_;
   std::vector<double> weights_, state_, grad_;
 };
+
+// The batch both dense-step tests use: `batch` images of `features`
+// uniform pixels in [0, 1) from a fixed seed, labels 0, 1, ..., 9, 0, ...
+inline void SyntheticBatch(int batch, int features, std::vector<float>* images,
+                           std::vector<int32_t>* labels) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  images->resize(size_t(batch) * features);
+  labels->resize(batch);
+  for (float& x : *images) x = pixel(rng);
+  for (size_t i = 0; i < labels->size(); ++i) (*labels)[i] = int32_t(i % 10);
+}
 
 // ||a - reference|| / ||reference|| (Euclidean norms).
 inline double RelativeError(std::span<const int64_t> a, const std::vector<double>& reference) {
