@@ -378,6 +378,10 @@ TEST(StartWorkers, TheOthersJoinAfterTheStartingWorkersWarmUpSteps) {
   EXPECT_EQ(WarmupMessages(o, 10), 10u);
   o.warmup_fraction = 0.01;
   EXPECT_EQ(WarmupMessages(o, 10), 1u);
+  // ShardSize is ShardIndices' size.
+  for (int shard = 0; shard < 3; ++shard) {
+    EXPECT_EQ(ShardSize(10, shard, 3), ShardIndices(10, shard, 3, 1)->size()) << shard;
+  }
 }
 
 // Supervised layer-wise pre-training, the stages themselves: one hidden

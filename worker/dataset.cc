@@ -99,14 +99,23 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int expected_rank) {
   return out;
 }
 
-absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string& prefix) {
-  if (!std::filesystem::is_directory(dir)) {
-    std::string hint;
-    if (dir == kDefaultDataDir) {
-      hint = " (install Debian's dataset-fashion-mnist package: apt-get install dataset-fashion-mnist)";
-    }
-    return absl::NotFoundError(absl::StrCat("data directory ", dir, " does not exist", hint));
+namespace {
+
+// kNotFound when `dir` is not a directory; for the default one, naming the
+// Debian package that provides it.
+absl::Status CheckDataDir(const std::string& dir) {
+  if (std::filesystem::is_directory(dir)) return absl::OkStatus();
+  std::string hint;
+  if (dir == kDefaultDataDir) {
+    hint = " (install Debian's dataset-fashion-mnist package: apt-get install dataset-fashion-mnist)";
   }
+  return absl::NotFoundError(absl::StrCat("data directory ", dir, " does not exist", hint));
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string& prefix) {
+  RECKON_RETURN_IF_ERROR(CheckDataDir(dir));
   const std::string images_path = FindIdx(dir, prefix + "-images-idx3-ubyte");
   const std::string labels_path = FindIdx(dir, prefix + "-labels-idx1-ubyte");
   RECKON_ASSIGN_OR_RETURN(IdxArray images, ReadIdx(images_path, 3));
@@ -132,9 +141,7 @@ absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string
 }
 
 absl::StatusOr<size_t> CountIdxSamples(const std::string& dir, const std::string& prefix) {
-  if (!std::filesystem::is_directory(dir)) {
-    return absl::NotFoundError(absl::StrCat("data directory ", dir, " does not exist"));
-  }
+  RECKON_RETURN_IF_ERROR(CheckDataDir(dir));
   RECKON_ASSIGN_OR_RETURN(const IdxArray labels,
                           ReadIdx(FindIdx(dir, prefix + "-labels-idx1-ubyte"), 1));
   return static_cast<size_t>(labels.dims[0]);
@@ -168,6 +175,11 @@ void SeededShuffle(std::span<uint32_t> items, uint64_t seed) {
   }
 }
 
+size_t ShardSize(size_t count, int shard, int shards) {
+  const size_t i = static_cast<size_t>(shard), n = static_cast<size_t>(shards);
+  return i < count ? (count - i + n - 1) / n : 0;
+}
+
 absl::StatusOr<std::vector<uint32_t>> ShardIndices(size_t count, int shard, int shards,
                                                    uint64_t seed) {
   if (shards < 1 || shard < 0 || shard >= shards) {
@@ -178,6 +190,7 @@ absl::StatusOr<std::vector<uint32_t>> ShardIndices(size_t count, int shard, int 
   for (size_t i = 0; i < count; ++i) all[i] = static_cast<uint32_t>(i);
   SeededShuffle(all, seed ^ 0x5368617264ull);  // "Shard": independent of epoch shuffles
   std::vector<uint32_t> mine;
+  mine.reserve(ShardSize(count, shard, shards));
   for (size_t i = static_cast<size_t>(shard); i < count; i += static_cast<size_t>(shards)) {
     mine.push_back(all[i]);
   }

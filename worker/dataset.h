@@ -61,6 +61,9 @@ void Standardize(const PixelStats& stats, Dataset* ds);
 // --shard i/n: the i-th of n disjoint subsets, chosen by a seeded shuffle of
 // all indices (so shards are balanced and every worker computes the same
 // split). kInvalidArgument unless 0 <= i < n.
+// How many of `count` samples shard i/n holds (ShardIndices' size, without
+// the shuffle). REQUIRES: 0 <= i < n.
+size_t ShardSize(size_t count, int shard, int shards);
 absl::StatusOr<std::vector<uint32_t>> ShardIndices(size_t count, int shard, int shards,
                                                    uint64_t seed);
 

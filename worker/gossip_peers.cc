@@ -203,18 +203,18 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
       return absl::OkStatus();
     }
     const auto now = server::Clock::now();
-    // ", no answer from a (why), b (why)" in a list; " (no answer ...)" after one.
-    const std::string unanswered =
-        silent.empty() ? "" : absl::StrCat(", no answer from ", absl::StrJoin(silent, ", "));
+    const std::string no_answer =
+        silent.empty() ? "" : absl::StrCat("no answer from ", absl::StrJoin(silent, ", "));
+    const std::string unanswered = silent.empty() ? "" : absl::StrCat(", ", no_answer);
     const std::string waiting =
         options_.join_after_messages == 0
-            ? absl::StrCat("no conclusive answer from the seeds in ")
+            ? std::string("no conclusive answer from the seeds in ")
             : absl::StrCat("no seed had applied ", enough, " messages (the most: ", best_total,
                            ") after ");
     if (options_.join_timeout.count() > 0 && now - start >= options_.join_timeout) {
       return absl::UnavailableError(absl::StrCat(
           waiting, options_.join_timeout.count(), " s",
-          silent.empty() ? "" : absl::StrCat(" (", unanswered.substr(2), ")"), "; ",
+          silent.empty() ? "" : absl::StrCat(" (", no_answer, ")"), "; ",
           options_.join_after_messages == 0
               ? "a worker starts from the seed's weights only when every seed says nobody has "
                 "trained, or with --bootstrap"

@@ -76,13 +76,11 @@ absl::Status CheckWarmupBatchOptions(const TrainerOptions& options) {
 }
 
 uint64_t WarmupMessages(const TrainerOptions& options, size_t train_count) {
-  const size_t shards = static_cast<size_t>(options.shards);
   const size_t batch = static_cast<size_t>(
       options.warmup_batch > 0 ? options.warmup_batch : options.batch);
   uint64_t messages = options.pretrain_samples > 0 ? 1 : 0;
-  for (size_t shard = 0; shard < static_cast<size_t>(options.start_workers); ++shard) {
-    // ShardIndices: shard i holds samples i, i + n, i + 2n, ...
-    const size_t size = shard < train_count ? (train_count - shard + shards - 1) / shards : 0;
+  for (int shard = 0; shard < options.start_workers; ++shard) {
+    const size_t size = ShardSize(train_count, shard, options.shards);
     messages += static_cast<size_t>(options.warmup_fraction * double(size)) / batch;
   }
   return std::max<uint64_t>(1, messages);
