@@ -14,13 +14,15 @@ ABSL_FLAG(int64_t, timeout_ms, 2000, "give up after this long");
 ABSL_FLAG(std::string, tls_cert, "", "with a TLS cluster: a certificate of its CA (PEM)");
 ABSL_FLAG(std::string, tls_key, "", "its key (PEM)");
 ABSL_FLAG(std::string, tls_ca, "", "the cluster CA's certificate (PEM)");
+ABSL_FLAG(std::string, cluster_token, "",
+          "the cluster's --cluster-token, when it has one (a worker refuses a status without it)");
 
 namespace reckon::ctl {
 
 int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const base::FlagScope scope{"reckonctl status",
                               {{"peer", "", true}, {"timeout_ms"}, {"tls_cert"}, {"tls_key"},
-                               {"tls_ca"}}};
+                               {"tls_ca"}, {"cluster_token"}}};
   if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
   const std::string peer = absl::GetFlag(FLAGS_peer);
   const int64_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
@@ -36,7 +38,8 @@ int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, st
     tls = *std::move(loaded);
   }
   absl::StatusOr<v1::NodeStatus> status =
-      server::FetchStatus(peer, std::chrono::milliseconds(timeout_ms), tls);
+      server::FetchStatus(peer, std::chrono::milliseconds(timeout_ms), tls,
+                          absl::GetFlag(FLAGS_cluster_token));
   if (!status.ok()) {
     err << "reckonctl status: " << status.status().message() << "\n";
     return kExitBadInput;

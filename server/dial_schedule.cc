@@ -7,9 +7,19 @@ namespace reckon::server {
 DialSchedule::DialSchedule(Options options, uint64_t jitter_seed)
     : options_(options), jitter_(jitter_seed) {}
 
-void DialSchedule::Learn(const std::string& address, Clock::time_point now) {
-  if (address.empty() || self_.count(address) || targets_.count(address)) return;
+bool DialSchedule::Learn(const std::string& address, Clock::time_point now) {
+  if (address.empty() || self_.count(address) || targets_.count(address)) return true;
+  if (targets_.size() >= options_.max_targets) return false;
   targets_[address].next_attempt = now;
+  return true;
+}
+
+std::shared_ptr<Link> DialSchedule::Forget(const std::string& address) {
+  auto it = targets_.find(address);
+  if (it == targets_.end() || pinned_.count(address)) return nullptr;
+  std::shared_ptr<Link> pending = std::move(it->second.pending);
+  targets_.erase(it);
+  return pending;
 }
 
 void DialSchedule::MarkSelf(const std::string& address) {

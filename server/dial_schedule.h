@@ -32,12 +32,25 @@ class DialSchedule {
     // A dial without a completed handshake this long after it went out is
     // abandoned (and dialed again after its backoff).
     Clock::duration deadline = std::chrono::seconds(6);
+    // Addresses known at most (seeds included): every one is dialed again
+    // and again while not connected, so what peers announce cannot grow it
+    // without bound (docs/gossip.md "Threat model").
+    size_t max_targets = 4096;
   };
   DialSchedule(Options options, uint64_t jitter_seed);
 
   // From now on `address` is dialed whenever it is due and not connected;
   // due at `now`. No-op for one known already or one of ours.
-  void Learn(const std::string& address, Clock::time_point now);
+  // Returns false when it was not learned because max_targets are known
+  // (the caller counts it).
+  bool Learn(const std::string& address, Clock::time_point now);
+  // `address` (a seed, given by the operator) is never forgotten.
+  void Pin(const std::string& address) { pinned_.insert(address); }
+  // Stops dialing `address` (a member moved away from it: an old pod IP),
+  // unless it is pinned. Returns its dial in flight, if any, for the
+  // caller to abort.
+  std::shared_ptr<Link> Forget(const std::string& address);
+  size_t targets() const { return targets_.size(); }
   // One of this node's own addresses: never dialed.
   void MarkSelf(const std::string& address);
   bool IsSelf(const std::string& address) const { return self_.count(address) > 0; }
@@ -80,6 +93,7 @@ class DialSchedule {
   std::mt19937_64 jitter_;
   std::map<std::string, Target> targets_;  // by address
   std::set<std::string> self_;
+  std::set<std::string> pinned_;
 };
 
 }  // namespace reckon::server

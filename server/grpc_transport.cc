@@ -307,14 +307,20 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
 // replica are MiBs of work that must not hold up gRPC's threads).
 class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
  public:
+  // `cutting`: the service's count of calls cutting the replica now, held
+  // up while this one lives (null for a header or a stripe of a kept cut).
   SnapshotWriter(const v1::SnapshotRequest& request, SnapshotCuts* cuts,
-                 std::shared_ptr<std::atomic<int>> live)
+                 std::shared_ptr<std::atomic<int>> live, std::shared_ptr<std::atomic<int>> cutting)
       : count_(std::move(live)),
+        cutting_(cutting ? std::optional<StreamCount>(std::in_place, std::move(cutting))
+                         : std::nullopt),
         cuts_(cuts),
         header_only_(request.header_only()),
         stripes_(std::clamp<uint32_t>(request.stripes(), 1, kMaxSnapshotStripes)),
         cut_id_(request.cut_id()),
         stripe_(request.stripe()) {}
+  // Ends the call before it started (the service is too busy).
+  void Refuse(const grpc::Status& status) { Finish(status); }
   void Start(GossipNode* node) {
     if (cut_id_ != 0 && !header_only_) {
       StartStripe();
@@ -397,6 +403,7 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
 
   static constexpr size_t kChunkBytes = size_t{1} << 20;
   StreamCount count_;
+  std::optional<StreamCount> cutting_;
   SnapshotCuts* const cuts_;
   std::shared_ptr<const SnapshotCut> cut_;  // null: header only, or refused
   v1::SnapshotChunk chunk_;
@@ -484,10 +491,16 @@ class ServiceThread {
     });
   }
   ~ServiceThread() { Shutdown(); }
-  void Post(std::function<void()> task) {
+  // Queues `task`; false (not queued) when kMaxQueued tasks wait already:
+  // status and snapshot calls are cheap to send and costly to answer, so
+  // a flood of them is refused (RESOURCE_EXHAUSTED), not queued.
+  bool Post(std::function<void()> task) {
     absl::MutexLock l(&mu_);
+    if (tasks_.size() >= kMaxQueued) return false;
     tasks_.push_back(std::move(task));
+    return true;
   }
+  static constexpr size_t kMaxQueued = 16;
   void Shutdown() {
     {
       absl::MutexLock l(&mu_);
@@ -563,15 +576,30 @@ class GrpcService final : public v1::Gossip::CallbackService {
                                                  : grpc::StatusCode::FAILED_PRECONDITION,
                                              std::string(s.message())));
     }
+    // A cut copies the whole replica and holds it while it is sent: at
+    // most kMaxCutsInFlight at once (stripes of a kept cut copy nothing).
+    const bool cuts = request->cut_id() == 0 && !request->header_only();
+    if (cuts && cuts_in_flight_->load() >= kMaxCutsInFlight) {
+      node->CountRequestRefused();
+      return new RefusingWriter(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("busy: ", kMaxCutsInFlight, " snapshots being served; ask another peer")));
+    }
+    auto* writer = new SnapshotWriter(*request, &cuts_, live_,
+                                      cuts ? cuts_in_flight_ : nullptr);
+    if (!worker_.Post([writer, node] { writer->Start(node); })) {
+      node->CountRequestRefused();
+      writer->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                  "busy: too many status and snapshot calls queued"));
+      return writer;
+    }
     // Admitted: a worker on its way in, whom a finished node waits for.
     node->NoteJoiner(request->requester().node_id(), request->requester().incarnation());
-    auto* writer = new SnapshotWriter(*request, &cuts_, live_);
-    worker_.Post([writer, node] { writer->Start(node); });
     return writer;
   }
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx,
-                                   const v1::StatusRequest* /*request*/,
+                                   const v1::StatusRequest* request,
                                    v1::NodeStatus* response) override {
     GossipNode* node = node_.load();
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -579,10 +607,23 @@ class GrpcService final : public v1::Gossip::CallbackService {
       reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting"));
       return reactor;
     }
-    worker_.Post([node, response, reactor] {
-      node->FillStatus(response);
-      reactor->Finish(grpc::Status::OK);
-    });
+    // The status names members, their addresses and the weight hash: the
+    // cluster's token is asked as a Hello asks it (with TLS the handshake
+    // already checked the certificate against the CA).
+    if (absl::Status token = node->CheckToken(request->cluster_token()); !token.ok()) {
+      node->CountRequestRefused();
+      reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                   absl::StrCat("status: ", token.message())));
+      return reactor;
+    }
+    if (!worker_.Post([node, response, reactor] {
+          node->FillStatus(response);
+          reactor->Finish(grpc::Status::OK);
+        })) {
+      node->CountRequestRefused();
+      reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                   "busy: too many status and snapshot calls queued"));
+    }
     return reactor;
   }
 
@@ -590,6 +631,9 @@ class GrpcService final : public v1::Gossip::CallbackService {
   // Snapshot cuts kept for their other stripes: a few, for a minute (the
   // joiner's whole fetch has that long: worker/gossip_peers.cc).
   SnapshotCuts cuts_{4, std::chrono::seconds(60)};
+  static constexpr int kMaxCutsInFlight = 4;
+  // Snapshot calls cutting the replica now (each holds a copy of it).
+  std::shared_ptr<std::atomic<int>> cuts_in_flight_ = std::make_shared<std::atomic<int>>(0);
   ServiceThread worker_;  // after cuts_: its tasks use them
   std::atomic<GossipNode*> node_{nullptr};
   std::atomic<LinkEvents*> events_{nullptr};
@@ -658,12 +702,15 @@ std::unique_ptr<v1::Gossip::Stub> OneOffStub(const std::string& address, const T
 
 absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
                                            std::chrono::milliseconds timeout,
-                                           const TlsConfig& tls) {
+                                           const TlsConfig& tls,
+                                           const std::string& cluster_token) {
   auto stub = OneOffStub(address, tls);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
   v1::NodeStatus status;
-  grpc::Status s = stub->Status(&context, v1::StatusRequest{}, &status);
+  v1::StatusRequest request;
+  request.set_cluster_token(cluster_token);
+  grpc::Status s = stub->Status(&context, request, &status);
   if (!s.ok()) return FromGrpc(s, absl::StrCat("status of ", address));
   return status;
 }

@@ -91,9 +91,12 @@ class GossipServer {
 };
 
 // Blocking clients (join, reckonctl), each with a deadline.
+// `cluster_token`: the cluster's (--cluster-token); a node that has one
+// refuses a Status without it (kPermissionDenied).
 absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
                                            std::chrono::milliseconds timeout,
-                                           const TlsConfig& tls = {});
+                                           const TlsConfig& tls = {},
+                                           const std::string& cluster_token = "");
 
 struct FetchedSnapshot {
   v1::SnapshotChunk::Header header;

@@ -1,6 +1,7 @@
 #include "server/http_endpoint.h"
 
 #include <atomic>
+#include <list>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
@@ -18,10 +19,20 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+class Session;
+
+// Everything below runs on the endpoint's one thread (the io_context has one,
+// and every handler runs in it), so nothing here needs a lock; the counters
+// are atomics because scrapes read them from the same thread and tests from
+// theirs.
 struct Shared {
   std::map<std::string, HttpHandler> routes;
   HttpOptions options;
-  std::atomic<size_t> connections{0};
+  std::shared_ptr<HttpCounters> counters;
+  size_t held = 0;  // connections open and not evicted
+  // Connections still reading their request, oldest first: the ones a new
+  // connection may evict when `held` reaches max_connections.
+  std::list<std::weak_ptr<Session>> reading;
 };
 
 // One connection: read one request (bounded in size and time), answer, close.
@@ -29,25 +40,68 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, std::shared_ptr<Shared> shared)
       : stream_(std::move(socket)), shared_(std::move(shared)) {
-    ++shared_->connections;
+    ++shared_->held;
   }
-  ~Session() { --shared_->connections; }
+  ~Session() { Release(); }
 
-  void Start(bool over_capacity) {
-    if (over_capacity) {
+  // At capacity, a new connection closes the oldest one that has not sent
+  // its whole request: a client that holds connections open without
+  // finishing a request cannot starve a probe (a request answered is quick
+  // and is never cut). Only when every held connection is being answered
+  // does the new one get 503.
+  void Start() {
+    if (shared_->held > shared_->options.max_connections && !EvictOldestReader()) {
+      ++shared_->counters->refused;
       Respond({503, "text/plain; charset=utf-8", "too many connections\n"}, false);
       return;
     }
     parser_.header_limit(static_cast<std::uint32_t>(shared_->options.max_header_bytes));
     parser_.body_limit(0);
     stream_.expires_after(shared_->options.request_timeout);
+    reading_ = shared_->reading.insert(shared_->reading.end(), weak_from_this());
+    is_reading_ = true;
     http::async_read(stream_, buffer_, parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
  private:
+  bool EvictOldestReader() {
+    while (!shared_->reading.empty()) {
+      std::shared_ptr<Session> oldest = shared_->reading.front().lock();
+      if (oldest == nullptr) {
+        shared_->reading.pop_front();
+        continue;
+      }
+      oldest->StopReading();
+      oldest->Release();
+      beast::error_code ignored;
+      oldest->stream_.socket().close(ignored);  // its read ends: operation_aborted
+      ++shared_->counters->evicted;
+      return true;
+    }
+    return false;
+  }
+  void StopReading() {
+    if (!is_reading_) return;
+    shared_->reading.erase(reading_);
+    is_reading_ = false;
+  }
+  // This connection no longer counts against max_connections.
+  void Release() {
+    StopReading();
+    if (released_) return;
+    released_ = true;
+    --shared_->held;
+  }
+
   void OnRead(beast::error_code ec) {
-    if (ec == beast::error::timeout || ec == http::error::end_of_stream) return;  // dropped
+    StopReading();
+    if (ec == asio::error::operation_aborted) return;  // evicted
+    if (ec == beast::error::timeout) {
+      ++shared_->counters->timed_out;
+      return;  // dropped
+    }
+    if (ec == http::error::end_of_stream) return;  // dropped
     if (ec == http::error::header_limit) {
       Respond({431, "text/plain; charset=utf-8", "request header too large\n"}, false);
       return;
@@ -100,6 +154,9 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   http::request_parser<http::empty_body> parser_;
   std::shared_ptr<Shared> shared_;
+  std::list<std::weak_ptr<Session>>::iterator reading_;  // valid while is_reading_
+  bool is_reading_ = false;
+  bool released_ = false;
 };
 
 class BeastEndpoint final : public HttpEndpoint {
@@ -138,10 +195,7 @@ class BeastEndpoint final : public HttpEndpoint {
   void Accept() {
     acceptor_.async_accept(asio::make_strand(io_), [this](beast::error_code ec, tcp::socket s) {
       if (ec == asio::error::operation_aborted) return;
-      if (!ec) {
-        const bool over = shared_->connections.load() >= shared_->options.max_connections;
-        std::make_shared<Session>(std::move(s), shared_)->Start(over);
-      }
+      if (!ec) std::make_shared<Session>(std::move(s), shared_)->Start();
       Accept();
     });
   }
@@ -171,6 +225,8 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   auto shared = std::make_shared<Shared>();
   shared->routes = std::move(routes);
   shared->options = options;
+  shared->counters =
+      options.counters != nullptr ? options.counters : std::make_shared<HttpCounters>();
   auto endpoint = std::make_unique<BeastEndpoint>(std::move(shared));
   if (absl::Status s = endpoint->Listen(host, port); !s.ok()) return s;
   return std::unique_ptr<HttpEndpoint>(std::move(endpoint));

@@ -1,10 +1,20 @@
 #include "server/membership.h"
 
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/node.h"
 
 namespace reckon::server {
+
+bool TokenMatches(const std::string& given, const std::string& token) {
+  unsigned char a[SHA256_DIGEST_LENGTH], b[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(given.data()), given.size(), a);
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), b);
+  return CRYPTO_memcmp(a, b, sizeof(a)) == 0;
+}
 
 HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
   const std::string& id = hello.self().node_id();

@@ -43,6 +43,11 @@ struct HelloContext {
 // fails decides.
 HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& context);
 
+// Whether `given` is the cluster's `token`, in time that does not depend on
+// where they differ or on their lengths (both are hashed first): a prober
+// cannot learn the token a byte at a time from how long refusals take.
+bool TokenMatches(const std::string& given, const std::string& token);
+
 // Two streams for one pair (both dialed at once): both ends keep the one
 // dialed by the smaller node id, so they agree without a message. True when
 // the node `self_id` keeps the stream it `dialed` (true) or accepted.

@@ -90,8 +90,12 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
       log_(options_.log_byte_cap, options_.log_min_retention),
       dial_(DialSchedule::Options{options_.initial_backoff, options_.max_backoff,
-                                  2 * options_.failure_timeout},
+                                  2 * options_.failure_timeout,
+                                  // every member's address once, and the seeds
+                                  options_.max_members + options_.seeds.size() + 1},
             options_.incarnation),
+      pending_(PendingHandshakes::Options{options_.max_pending_handshakes,
+                                          options_.hello_timeout}),
       started_(Clock::now()) {
   ledger_.Reset(checksum_.Of(mirror_.quanta()), {});
 }
@@ -112,7 +116,10 @@ void GossipNode::Start(Dialer dialer) {
   dialer_ = std::move(dialer);
   started_ = Clock::now();
   dial_.MarkSelf(options_.listen_address);
-  for (const std::string& seed : options_.seeds) dial_.Learn(seed, started_);
+  for (const std::string& seed : options_.seeds) {
+    dial_.Pin(seed);
+    dial_.Learn(seed, started_);
+  }
   started_flag_.store(true);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "reckon-gossip");
@@ -139,7 +146,7 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
       for (const auto& [index, lane] : m.out_lanes) links.push_back(lane.link);
       for (const auto& [index, lane] : m.in_lanes) links.push_back(lane.link);
     }
-    for (const auto& link : unnamed_links_) links.push_back(link);
+    for (auto& link : pending_.All()) links.push_back(std::move(link));
     for (auto& link : dial_.Pending()) links.push_back(std::move(link));
     changed_.SignalAll();
   }
@@ -244,7 +251,7 @@ void GossipNode::HandleEvent(Event& e) {
   const auto now = Clock::now();
   switch (e.kind) {
     case Event::kUp:
-      unnamed_links_.insert(e.link);
+      AwaitHello(e.link, now);
       return;
     case Event::kClosed:
       HandleLinkClosed(e.link, e.why, now);
@@ -259,11 +266,16 @@ void GossipNode::HandleEvent(Event& e) {
     return;
   }
   if (f.has_refusal()) {
-    Log(absl::StrCat("refused by ", e.link->Describe(), ": ", f.refusal().reason()));
-    // A lane refused is only a lane lost (dialed again later): the
-    // member's stream took us, so it is of this cluster.
-    const bool lane = FindLane(e.link).member != nullptr;
-    if (!lane && f.refusal().permanent() && fatal_.ok()) {
+    Log(absl::StrCat("refused by ", e.link->Describe(), ": ", f.refusal().reason().substr(0, 200)));
+    // A Refusal is believed only as the answer to our own Hello: on a
+    // stream we dialed whose handshake has not completed. Anyone can open a
+    // stream to us and send one (an outsider without the token, any
+    // holder of a certificate of the CA): on a stream we accepted, or after
+    // a handshake, it only ends that stream. A lane refused is only a lane
+    // lost (dialed again later): the member's stream took us, so it is of
+    // this cluster.
+    const bool answer_to_our_hello = e.link->dialed() && pending_.Contains(e.link);
+    if (answer_to_our_hello && f.refusal().permanent() && fatal_.ok()) {
       fatal_ = absl::FailedPreconditionError(
           absl::StrCat("refused by peer ", e.link->Describe(), ": ", f.refusal().reason()));
     }
@@ -310,13 +322,50 @@ void GossipNode::HandleEvent(Event& e) {
   }
 }
 
+void GossipNode::MoveMember(Member& m, const std::string& address, Clock::time_point now) {
+  if (m.address == address) return;
+  if (!m.address.empty()) {
+    // Its old address is dialed no more (unless it is a seed): an old pod
+    // IP would otherwise be redialed forever, and another process may
+    // listen there by now.
+    if (std::shared_ptr<Link> pending = dial_.Forget(m.address)) {
+      pending_.Remove(pending);
+      pending->Abort();
+    }
+  }
+  m.address = address;
+  if (!dial_.Learn(address, now)) {
+    ++counters_.dial_targets_refused;
+    Log(absl::StrCat("not dialing ", address.substr(0, 64), " for ", m.node_id, ": ",
+                     dial_.targets(), " addresses known already"));
+  }
+}
+
+void GossipNode::AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point now) {
+  for (const std::shared_ptr<Link>& evicted : pending_.Add(link, now)) {
+    ++counters_.handshakes_evicted;
+    Log(absl::StrCat("closing ", evicted->Describe(), ": no Hello yet, and ",
+                     options_.max_pending_handshakes, " streams wait for theirs"));
+    evicted->Abort();
+  }
+}
+
+void GossipNode::CloseSilentStreams(Clock::time_point now) {
+  for (const std::shared_ptr<Link>& silent : pending_.TakeExpired(now)) {
+    ++counters_.hello_timeouts;
+    Log(absl::StrCat("closing ", silent->Describe(), ": no Hello within ",
+                     options_.hello_timeout.count(), " ms"));
+    silent->Abort();
+  }
+}
+
 void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::string& why,
                                   Clock::time_point now) {
   {
     absl::MutexLock l(&inbox_mu_);
     last_arrival_.erase(link.get());
   }
-  unnamed_links_.erase(link);
+  pending_.Remove(link);
   dial_.Closed(link);
   if (Member* m = FindByLink(link)) {
     Log(absl::StrCat("stream to ", m->node_id, " closed: ", why));
@@ -361,10 +410,19 @@ absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const s
   if (theirs.pretrain_samples() != ours.pretrain_samples()) {
     return differs("pretrain samples", theirs.pretrain_samples(), ours.pretrain_samples());
   }
-  if (!options_.cluster_token.empty() && token != options_.cluster_token) {
+  return CheckToken(token);
+}
+
+absl::Status GossipNode::CheckToken(const std::string& token) const {
+  if (!options_.cluster_token.empty() && !TokenMatches(token, options_.cluster_token)) {
     return absl::PermissionDeniedError("cluster token does not match");
   }
   return absl::OkStatus();
+}
+
+void GossipNode::CountRequestRefused() {
+  absl::MutexLock l(&mu_);
+  ++counters_.requests_refused;
 }
 
 std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) const {
@@ -395,7 +453,7 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
     fatal_ = absl::FailedPreconditionError(
         absl::StrCat("peer ", link->Describe(), " is not of this cluster: ", reason));
   }
-  unnamed_links_.erase(link);
+  pending_.Remove(link);
   link->Close();
 }
 
@@ -417,13 +475,13 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     HandleLaneHello(link, hello);
     return;
   }
-  if (!unnamed_links_.count(link)) return;  // a second Hello: ignore
+  if (!pending_.Contains(link)) return;  // a second Hello: ignore
   const std::string& id = hello.self().node_id();
   const HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
     // We dialed ourselves (our address is in the seed list): remember it.
     dial_.DialedSelf(link);
-    unnamed_links_.erase(link);
+    pending_.Remove(link);
     link->Close();
     return;
   }
@@ -449,11 +507,10 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     m.weight_hash.clear();
     if (m.link) DropLink(m);
   }
-  if (!hello.listen_address().empty()) m.address = hello.listen_address();
   m.lanes_accepted = std::min(hello.lanes_accepted(), kMaxLanes);
-  unnamed_links_.erase(link);
-  dial_.Handshaken(link);
-  dial_.Learn(m.address, now);
+  pending_.Remove(link);
+  dial_.Handshaken(link);  // before MoveMember, which may forget the address it was dialed at
+  if (!hello.listen_address().empty()) MoveMember(m, hello.listen_address(), now);
   if (!link->dialed()) SendCounted(*link, MakeHello());
   if (m.link && m.link != link) {
     // Two streams for one pair (both dialed at once): both ends keep the one
@@ -507,7 +564,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
     lane.up = true;
     return;
   }
-  if (!unnamed_links_.count(link)) return;
+  if (!pending_.Contains(link)) return;
   const std::string& id = hello.self().node_id();
   HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
@@ -524,7 +581,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
     return;
   }
   Member& m = members_[id];
-  unnamed_links_.erase(link);
+  pending_.Remove(link);
   Lane& lane = m.in_lanes[hello.lane()];
   if (lane.link) lane.link->Abort();  // the member dialed that lane again
   lane = Lane{link, true, Clock::now(), 0};
@@ -896,10 +953,17 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
     if (known.node_id.empty()) {
       known.node_id = id;
       known.first_known = now;
-      known.address = other.address();
-      Log(absl::StrCat("learned of peer ", id, " at ", other.address(), " from ", m.node_id));
+      Log(absl::StrCat("learned of peer ", id, " at ", other.address().substr(0, 64), " from ",
+                       m.node_id));
+      MoveMember(known, other.address(), now);
+    } else if (known.incarnation == 0 && !known.link) {
+      // Never reached: where the others say it is now (a restarted pod has
+      // a new IP). One address per member: a list naming many addresses
+      // for one id leaves the last, not a dial target for each.
+      MoveMember(known, other.address(), now);
     }
-    dial_.Learn(other.address(), now);
+    // A member we reached said where it listens in its own Hello: what
+    // others say of it does not change that.
   }
   AntiEntropy(m, now);
 }
@@ -1039,6 +1103,7 @@ void GossipNode::Tick(Clock::time_point now) {
     ComparePeerCheck(m);
   }
   CollectGarbage(now);
+  CloseSilentStreams(now);
   DialDue(now);
 }
 
@@ -1074,7 +1139,7 @@ void GossipNode::DialDue(Clock::time_point now) {
     Log(absl::StrCat("dial to ", e.address, " got no handshake in ",
                      absl::StrFormat("%.1f", std::chrono::duration<double>(e.waited).count()),
                      " s: abandoned, will dial again"));
-    unnamed_links_.erase(e.link);
+    pending_.Remove(e.link);
     e.link->Abort();
   }
   auto connected = [this](const std::string& address) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -1087,7 +1152,7 @@ void GossipNode::DialDue(Clock::time_point now) {
     std::shared_ptr<Link> link = dialer_(address);
     if (!link) continue;
     dial_.Dialed(address, link, now);
-    unnamed_links_.insert(link);
+    AwaitHello(link, now);
     SendCounted(*link, MakeHello());
   }
 }
@@ -1545,6 +1610,12 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   out->set_early_held(early_.size());
   out->set_early_bytes(early_.bytes());
   out->set_signature_errors(counters_.signature_errors);
+  out->set_peers_refused(counters_.peers_refused);
+  out->set_hello_timeouts(counters_.hello_timeouts);
+  out->set_handshakes_evicted(counters_.handshakes_evicted);
+  out->set_requests_refused(counters_.requests_refused);
+  out->set_dial_targets(dial_.targets());
+  out->set_dial_targets_refused(counters_.dial_targets_refused);
   out->set_log_bytes(log_.bytes());
   out->set_log_messages(log_.messages());
   std::string why;

@@ -49,6 +49,7 @@
 #include "server/membership.h"
 #include "server/message_log.h"
 #include "server/overlay.h"
+#include "server/pending_handshakes.h"
 #include "server/quiescence.h"
 #include "server/tls.h"
 #include "server/update_signature.h"
@@ -104,6 +105,12 @@ struct NodeOptions {
   // invented members (or a misconfigured seed list) cannot grow the table,
   // the heartbeats and the dials without bound.
   size_t max_members = 1024;
+  // Nothing before the handshake (server/pending_handshakes.h): a stream we
+  // accepted must say Hello within this long, and at most this many
+  // streams wait for their Hello at once (the oldest accepted one is
+  // closed for a new one). Counted: hello_timeouts, handshakes_evicted.
+  std::chrono::milliseconds hello_timeout{10000};
+  size_t max_pending_handshakes = 64;
   // A heartbeat carries the member list (O(members) bytes) only every this
   // many on a stream, the first included: sent on every one, to every
   // member, it made the mesh's heartbeat bytes grow with members squared
@@ -270,6 +277,13 @@ class GossipNode final : public LinkEvents {
   absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
                          const std::string& peer) const;
   void CountSnapshotServed();
+  // kPermissionDenied unless `token` is the cluster's (always OK in a
+  // cluster without one). Status calls check it; Hellos and Snapshot
+  // requests go through CheckPeer, which checks it too.
+  absl::Status CheckToken(const std::string& token) const;
+  // The service refused a Status or Snapshot call: a wrong token or
+  // identity, or too busy (counted: requests_refused).
+  void CountRequestRefused();
 
   // One line on stderr, "reckon-gossip[<node id>]: ...".
   void Log(const std::string& line);
@@ -298,7 +312,14 @@ class GossipNode final : public LinkEvents {
              // tree's backstop).
              repairs_resent = 0,
              // Of update_frames_sent, those that went on a lane.
-             lane_update_frames_sent = 0;
+             lane_update_frames_sent = 0,
+             // Streams closed before their Hello: silent past hello_timeout,
+             // or the oldest waiting when max_pending_handshakes more came.
+             hello_timeouts = 0, handshakes_evicted = 0,
+             // Status and Snapshot calls refused: token, identity, too busy.
+             requests_refused = 0,
+             // Addresses not dialed: max_members + seeds addresses known.
+             dial_targets_refused = 0;
     // Updates of other origins accepted, and their serialized bytes, by
     // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;
@@ -380,6 +401,16 @@ class GossipNode final : public LinkEvents {
   void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DialDue(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLink(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `m` listens at `address` (its Hello, or a heartbeat for a member never
+  // reached): the old address is no longer dialed, the new one is.
+  void MoveMember(Member& m, const std::string& address, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `link` (accepted or dialed) waits for its Hello; streams past the cap
+  // are closed (pending_handshakes.h).
+  void AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes the accepted streams that said no Hello within hello_timeout.
+  void CloseSilentStreams(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Per-stream state back to a fresh stream's (a new link, or none).
   void ResetStream(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A frame on a link not bound to a member yet, or for the last time
@@ -499,7 +530,7 @@ class GossipNode final : public LinkEvents {
   };
   std::map<std::string, Joiner> joiners_ ABSL_GUARDED_BY(mu_);
   // Links accepted or dialed whose Hello has not arrived yet.
-  std::set<std::shared_ptr<Link>> unnamed_links_ ABSL_GUARDED_BY(mu_);
+  PendingHandshakes pending_ ABSL_GUARDED_BY(mu_);
   Received received_ ABSL_GUARDED_BY(mu_);
   std::optional<std::string> resync_source_ ABSL_GUARDED_BY(mu_);
   bool training_done_ ABSL_GUARDED_BY(mu_) = false;

@@ -79,6 +79,18 @@ void AddCounters(const GossipNode::Counters& c, Families& f) {
             double(c.peers_refused));
   f.Counter("reckon_members_refused_total", "New members refused past the member cap",
             double(c.members_refused));
+  f.Counter("reckon_hello_timeouts_total",
+            "Accepted gossip streams closed because no Hello came within the hello timeout",
+            double(c.hello_timeouts));
+  f.Counter("reckon_handshakes_evicted_total",
+            "Accepted gossip streams closed before their Hello: too many waited for theirs",
+            double(c.handshakes_evicted));
+  f.Counter("reckon_dial_targets_refused_total",
+            "Addresses announced that were not dialed: as many as the member cap allows known",
+            double(c.dial_targets_refused));
+  f.Counter("reckon_requests_refused_total",
+            "Status and Snapshot calls refused: a wrong token or identity, or too busy",
+            double(c.requests_refused));
   f.Counter("reckon_members_failed_total",
             "Members this node marked dead: silent past the failure timeout",
             double(c.members_failed));
@@ -174,6 +186,22 @@ std::vector<MetricFamily> NodeMetrics::Collect() const {
   Families f(s.node_id());
   AddCounters(node_->counters(), f);
   AddState(s, node_->MessagesBehind(), f);
+  return f.Take();
+}
+
+std::vector<prometheus::MetricFamily> HttpMetricFamilies(const HttpCounters& counters,
+                                                         const std::string& node_id) {
+  Families f(node_id);
+  f.Counter("reckon_http_connections_evicted_total",
+            "HTTP connections closed before their request was complete, for a newer one: the "
+            "endpoint held its maximum",
+            double(counters.evicted.load()));
+  f.Counter("reckon_http_connections_refused_total",
+            "HTTP connections answered 503: every connection held was being answered",
+            double(counters.refused.load()));
+  f.Counter("reckon_http_requests_timed_out_total",
+            "HTTP connections dropped: no whole request within the request timeout",
+            double(counters.timed_out.load()));
   return f.Take();
 }
 

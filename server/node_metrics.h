@@ -11,6 +11,7 @@
 
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "server/http_endpoint.h"
 #include "server/node.h"
 
 namespace reckon::server {
@@ -24,6 +25,12 @@ class NodeMetrics final : public prometheus::Collectable {
  private:
   GossipNode* node_;
 };
+
+// The HTTP endpoint's limits (server/http_endpoint.h), labelled with
+// `node_id`: reckon_http_connections_evicted_total, _refused_total,
+// reckon_http_requests_timed_out_total.
+std::vector<prometheus::MetricFamily> HttpMetricFamilies(const HttpCounters& counters,
+                                                         const std::string& node_id);
 
 }  // namespace reckon::server
 

@@ -322,6 +322,64 @@ TEST(GossipNode, HeartbeatsCarryTheMemberListEveryTenthOnly) {
   EXPECT_EQ(with_list, (heartbeats + 9) / 10);
 }
 
+// What a member's heartbeats say can add at most one address per member to
+// what this node dials: a list naming a thousand addresses for one id, a
+// member never reached that moved, a member that restarted elsewhere (an old
+// pod IP), and invented members past the member cap. Every address used to
+// become a dial target, redialed forever.
+TEST(GossipNode, AnnouncedAddressesAreOnePerMemberAndForgottenWhenItMoves) {
+  Nodes c(1, milliseconds(0), [](int, NodeOptions& o) { o.max_members = 8; });
+  c.Start();
+  GossipNode* node = c.node(0);
+  auto status = [&] {
+    v1::NodeStatus s;
+    node->FillStatus(&s, false);
+    return s;
+  };
+  const uint64_t at_start = status().dial_targets();
+  ScriptedPeer a(node, "a", 7, "inproc:a");
+  auto list = [](const std::vector<std::pair<std::string, std::string>>& members) {
+    v1::GossipFrame f;
+    for (const auto& [id, address] : members) {
+      v1::Member* m = f.mutable_heartbeat()->add_members();
+      m->set_node_id(id);
+      m->set_address(address);
+    }
+    return f;
+  };
+  std::vector<std::pair<std::string, std::string>> many;
+  for (int i = 0; i < 1000; ++i) many.push_back({"b", absl::StrCat("10.0.0.", i, ":7070")});
+  a.Send(list(many));
+  auto member_address = [&](const std::string& id) -> std::string {
+    const v1::NodeStatus now = status();
+    for (const auto& m : now.members()) {
+      if (m.node_id() == id) return m.address();
+    }
+    return "(not a member)";
+  };
+  ASSERT_TRUE(Eventually([&] { return member_address("b") != "(not a member)"; }));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(status().dial_targets(), at_start + 2) << "a's address and one of b's";
+  // b, never reached, moved: dialed at its new address only.
+  a.Send(list({{"b", "10.0.1.1:7070"}}));
+  ASSERT_TRUE(Eventually([&] { return member_address("b") == "10.0.1.1:7070"; }));
+  EXPECT_EQ(status().dial_targets(), at_start + 2);
+  // a restarted elsewhere: its old address is dialed no more.
+  ScriptedPeer a_again(node, "a", 8, "inproc:a-new");
+  ASSERT_TRUE(Eventually([&] { return member_address("a") == "inproc:a-new"; }));
+  EXPECT_EQ(status().dial_targets(), at_start + 2);
+  // What others say of a member we reached does not move it.
+  a_again.Send(list({{"a", "10.9.9.9:1"}}));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(member_address("a"), "inproc:a-new");
+  // Invented members past the cap (8) are neither members nor dial targets.
+  std::vector<std::pair<std::string, std::string>> invented;
+  for (int i = 0; i < 50; ++i) invented.push_back({absl::StrCat("x", i), absl::StrCat("x:", i)});
+  a_again.Send(list(invented));
+  ASSERT_TRUE(Eventually([&] { return status().members_refused() >= 44; }));
+  EXPECT_LE(status().dial_targets(), at_start + 8);
+}
+
 // A re-join that failed goes to another live member next; after a snapshot
 // that lacked our own messages (our log let them go once every member alive
 // then had them), only to one whose vector holds them all.

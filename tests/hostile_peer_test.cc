@@ -16,6 +16,7 @@
 #include "codec/update_message.h"
 #include "proto/reckon.grpc.pb.h"
 #include "server/grpc_transport.h"
+#include "server/membership.h"
 #include "server/node.h"
 #include "server/snapshot_cuts.h"
 #include "server/tls.h"
@@ -96,8 +97,10 @@ class Attacker {
   }
   bool Send(const v1::GossipFrame& frame) { return stream_->Write(frame); }
   // `lane` > 0: asks for a lane (server/lanes.h) instead of a stream.
-  bool Hello(const std::string& id, uint64_t incarnation = 7, uint32_t lane = 0) {
+  bool Hello(const std::string& id, uint64_t incarnation = 7, uint32_t lane = 0,
+             const std::string& token = "") {
     v1::GossipFrame f;
+    f.mutable_hello()->set_cluster_token(token);
     *f.mutable_hello()->mutable_fingerprint() = Fingerprint();
     f.mutable_hello()->mutable_self()->set_node_id(id);
     f.mutable_hello()->mutable_self()->set_incarnation(incarnation);
@@ -203,6 +206,109 @@ TEST(HostilePeer, PeerWithoutACertificateOfTheClusterCaIsRefusedAtTheHandshake) 
   EXPECT_NE(s.error_message().find("is not the identity of its certificate ('w1')"),
             std::string::npos)
       << s.error_message();
+}
+
+// An outsider who knows neither the token nor holds a certificate of the
+// cluster, or a holder of any certificate of the CA (the operator's
+// reckonctl one too), opens a stream and sends one permanent Refusal, no
+// Hello: a refusal is believed only as the answer to our own Hello, so the
+// node closes that stream and goes on (it used to stop: "refused by peer
+// accepted from ...: go away"). The same Refusal after a Hello on a stream
+// the victim accepted changes nothing either.
+TEST(HostilePeer, RefusalOnAStreamWeAcceptedStopsNothing) {
+  const Pki& pki = TestPki();
+  struct Case {
+    const char* what;
+    TlsConfig victim_tls, attacker_tls;
+    bool hello_first;
+  };
+  const std::vector<Case> cases = {
+      {"token cluster, no Hello", TlsConfig{}, TlsConfig{}, false},
+      {"token cluster, a member after its Hello", TlsConfig{}, TlsConfig{}, true},
+      {"TLS cluster, a certificate of the CA", pki.For(pki.victim, pki.ca), pki.For(pki.w1, pki.ca),
+       false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Victim victim(c.victim_tls, size_t{1} << 20,
+                  [](NodeOptions& o) { o.cluster_token = "the cluster's secret"; });
+    Attacker outsider(victim.address(), c.attacker_tls);
+    if (c.hello_first) {
+      ASSERT_TRUE(outsider.Hello("w1", 7, 0, "the cluster's secret"));
+      std::optional<v1::GossipFrame> hello = outsider.Read();
+      ASSERT_TRUE(hello && hello->has_hello());
+    }
+    v1::GossipFrame refusal;
+    refusal.mutable_refusal()->set_reason("go away");
+    refusal.mutable_refusal()->set_permanent(true);
+    outsider.Send(refusal);
+    // The victim closes the stream once it has handled the frame.
+    while (outsider.Read().has_value()) {
+    }
+    outsider.Finish();
+    EXPECT_TRUE(victim.node()->Health().ok()) << victim.node()->Health();
+  }
+}
+
+// Streams that never say Hello cost nothing for long: each is closed after
+// the hello timeout, and past the cap of streams waiting for their Hello
+// the oldest is closed, so a member's Hello on a new stream still gets in.
+TEST(HostilePeer, StreamsThatNeverSayHelloAreClosedAndCapped) {
+  Victim victim(TlsConfig{}, size_t{1} << 20, [](NodeOptions& o) {
+    o.hello_timeout = milliseconds(300);
+    o.max_pending_handshakes = 4;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  {
+    Attacker silent(victim.address(), TlsConfig{});
+    EXPECT_FALSE(silent.Read().has_value());  // closed by the victim, not by our deadline
+    EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(5));
+  }
+  EXPECT_GE(Counters(victim.node()).hello_timeouts, 1u);
+  std::vector<std::unique_ptr<Attacker>> crowd;
+  for (int i = 0; i < 8; ++i) {
+    crowd.push_back(std::make_unique<Attacker>(victim.address(), TlsConfig{}));
+  }
+  Attacker member(victim.address(), TlsConfig{});
+  ASSERT_TRUE(member.Hello("w1"));
+  std::optional<v1::GossipFrame> answer = member.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(answer->has_hello()) << answer->DebugString();
+  for (auto& a : crowd) EXPECT_FALSE(a->Read().has_value());  // all closed, at the latest at 300 ms
+  const GossipNode::Counters c = Counters(victim.node());
+  EXPECT_GE(c.handshakes_evicted, 4u);
+  EXPECT_GE(c.handshakes_evicted + c.hello_timeouts, 9u);
+  v1::NodeStatus status;
+  victim.node()->FillStatus(&status, false);
+  EXPECT_EQ(status.handshakes_evicted(), c.handshakes_evicted);
+}
+
+// Status names the members, their addresses and the weight hash: in a token
+// cluster it asks for the token, as a Hello and a Snapshot do.
+TEST(HostilePeer, StatusAsksForTheClusterToken) {
+  Victim victim(TlsConfig{}, size_t{1} << 20,
+                [](NodeOptions& o) { o.cluster_token = "the cluster's secret"; });
+  for (const std::string token : {"", "the cluster's secreT", "the cluster's secret and more"}) {
+    absl::StatusOr<v1::NodeStatus> s = FetchStatus(victim.address(), seconds(5), {}, token);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kPermissionDenied) << s.status();
+    EXPECT_NE(s.status().message().find("cluster token does not match"), std::string::npos)
+        << s.status();
+  }
+  absl::StatusOr<v1::NodeStatus> s =
+      FetchStatus(victim.address(), seconds(5), {}, "the cluster's secret");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->node_id(), "victim");
+  EXPECT_EQ(s->requests_refused(), 3u);
+}
+
+// The token is compared in constant time, after hashing: equal tokens
+// only, whatever their lengths.
+TEST(TokenMatches, OnlyTheSameToken) {
+  EXPECT_TRUE(TokenMatches("secret", "secret"));
+  EXPECT_TRUE(TokenMatches("", ""));
+  EXPECT_FALSE(TokenMatches("secreT", "secret"));
+  EXPECT_FALSE(TokenMatches(std::string("secret\0", 7), "secret"));
+  EXPECT_FALSE(TokenMatches("", "secret"));
 }
 
 // A frame over the size limit ends the stream before it is parsed; the node

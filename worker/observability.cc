@@ -23,12 +23,17 @@ absl::StatusOr<std::unique_ptr<Observability>> Observability::Start(const std::s
   o->registry_ = std::make_shared<prometheus::Registry>();
   o->metrics_ = std::make_unique<WorkerMetrics>(*o->registry_, node_id);
   o->ready_max_behind_ = ready_max_behind;
+  o->node_id_ = node_id;
   Observability* self = o.get();
+  server::HttpOptions http;
+  http.counters = o->http_counters_;
   absl::StatusOr<std::unique_ptr<server::HttpEndpoint>> endpoint = server::HttpEndpoint::Start(
-      listen, {{"/metrics", [self] { return self->Metrics(); }},
-               {"/healthz", [self] { return self->Health(); }},
-               {"/readyz", [self] { return self->Ready(); }},
-               {"/status", [self] { return self->Status(); }}});
+      listen,
+      {{"/metrics", [self] { return self->Metrics(); }},
+       {"/healthz", [self] { return self->Health(); }},
+       {"/readyz", [self] { return self->Ready(); }},
+       {"/status", [self] { return self->Status(); }}},
+      http);
   if (!endpoint.ok()) return endpoint.status();
   o->endpoint_ = *std::move(endpoint);
   return o;
@@ -49,6 +54,9 @@ void Observability::DetachNode() {
 
 server::HttpResponse Observability::Metrics() {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (prometheus::MetricFamily& f : server::HttpMetricFamilies(*http_counters_, node_id_)) {
+    families.push_back(std::move(f));
+  }
   {
     absl::MutexLock l(&mu_);
     if (node_metrics_) {
@@ -93,9 +101,17 @@ server::HttpResponse Observability::Status() {
     return Text(404, node_gone_ ? "shutting down\n"
                                 : "no gossip node (standalone, or still joining)\n");
   }
-  v1::NodeStatus status;
-  node_->FillStatus(&status);
-  return {200, "application/json", server::NodeStatusJson(status)};
+  // The status hashes the whole replica (a third of a second at Strom's
+  // size) on the endpoint's one thread: computed at most once a second,
+  // so a client asking again and again cannot keep probes waiting.
+  const auto now = std::chrono::steady_clock::now();
+  if (status_cache_.empty() || now - status_cached_at_ >= kStatusCacheFor) {
+    v1::NodeStatus status;
+    node_->FillStatus(&status);
+    status_cache_ = server::NodeStatusJson(status);
+    status_cached_at_ = now;
+  }
+  return {200, "application/json", status_cache_};
 }
 
 }  // namespace reckon::worker

@@ -61,6 +61,12 @@ class Observability {
   std::unique_ptr<server::NodeMetrics> node_metrics_ ABSL_GUARDED_BY(mu_);
   bool node_gone_ ABSL_GUARDED_BY(mu_) = false;  // detached: shutting down
   // Last: destroyed first, so no handler runs on a half-destroyed object.
+  std::string node_id_;
+  std::shared_ptr<server::HttpCounters> http_counters_ = std::make_shared<server::HttpCounters>();
+  // /status's last answer and when it was computed (at most once a second).
+  static constexpr std::chrono::seconds kStatusCacheFor{1};
+  std::string status_cache_ ABSL_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point status_cached_at_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<server::HttpEndpoint> endpoint_;
 };
 
