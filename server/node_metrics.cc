@@ -54,6 +54,22 @@ class Families {
   std::map<std::string, size_t> index_;
 };
 
+// What the limits of docs/gossip.md "Threat model" turned away.
+void AddLimitCounters(const GossipNode::Counters& c, Families& f) {
+  f.Counter("reckon_hello_timeouts_total",
+            "Accepted gossip streams closed because no Hello came within the hello timeout",
+            double(c.hello_timeouts));
+  f.Counter("reckon_handshakes_evicted_total",
+            "Accepted gossip streams closed before their Hello: too many waited for theirs",
+            double(c.handshakes_evicted));
+  f.Counter("reckon_dial_targets_refused_total",
+            "Addresses announced that were not dialed: as many as the member cap allows known",
+            double(c.dial_targets_refused));
+  f.Counter("reckon_requests_refused_total",
+            "Status and Snapshot calls refused: a wrong token or identity, or too busy",
+            double(c.requests_refused));
+}
+
 // The node's counters (monotonic since the process started).
 void AddCounters(const GossipNode::Counters& c, Families& f) {
   for (const char* codec : {"rice", "packed32", "onebit", "dyntree8", "dense"}) {
@@ -79,18 +95,6 @@ void AddCounters(const GossipNode::Counters& c, Families& f) {
             double(c.peers_refused));
   f.Counter("reckon_members_refused_total", "New members refused past the member cap",
             double(c.members_refused));
-  f.Counter("reckon_hello_timeouts_total",
-            "Accepted gossip streams closed because no Hello came within the hello timeout",
-            double(c.hello_timeouts));
-  f.Counter("reckon_handshakes_evicted_total",
-            "Accepted gossip streams closed before their Hello: too many waited for theirs",
-            double(c.handshakes_evicted));
-  f.Counter("reckon_dial_targets_refused_total",
-            "Addresses announced that were not dialed: as many as the member cap allows known",
-            double(c.dial_targets_refused));
-  f.Counter("reckon_requests_refused_total",
-            "Status and Snapshot calls refused: a wrong token or identity, or too busy",
-            double(c.requests_refused));
   f.Counter("reckon_members_failed_total",
             "Members this node marked dead: silent past the failure timeout",
             double(c.members_failed));
@@ -143,6 +147,8 @@ void AddCounters(const GossipNode::Counters& c, Families& f) {
 void AddState(const v1::NodeStatus& s, uint64_t behind, Families& f) {
   f.Gauge("reckon_log_bytes", "Bytes held by the message log (for repairs)", double(s.log_bytes()));
   f.Gauge("reckon_log_messages", "Messages held by the message log", double(s.log_messages()));
+  f.Gauge("reckon_dial_targets", "Addresses this node dials while not connected to them",
+          double(s.dial_targets()));
   f.Gauge("reckon_early_held_messages", "Early arrivals waiting for a gap to fill",
           double(s.early_held()));
   f.Gauge("reckon_replica_check_duration_seconds", "How long the last replica check took",
@@ -184,7 +190,9 @@ std::vector<MetricFamily> NodeMetrics::Collect() const {
   v1::NodeStatus s;
   node_->FillStatus(&s, /*with_weight_hash=*/false);
   Families f(s.node_id());
-  AddCounters(node_->counters(), f);
+  const GossipNode::Counters counters = node_->counters();
+  AddCounters(counters, f);
+  AddLimitCounters(counters, f);
   AddState(s, node_->MessagesBehind(), f);
   return f.Take();
 }
