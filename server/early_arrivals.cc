@@ -17,8 +17,18 @@ void EarlyArrivals::Erase(std::map<OriginKey, std::map<uint64_t, Held>>::iterato
   if (origin->second.empty()) held_.erase(origin);
 }
 
+size_t EarlyArrivals::MemoryOf(const Arrival& arrival) {
+  size_t bytes = arrival.frame->ByteSizeLong();
+  if (arrival.decoded != nullptr) {
+    bytes += sizeof(codec::DecodedUpdate) + arrival.decoded->node_id.size() +
+             arrival.decoded->words.capacity() * sizeof(uint32_t) +
+             arrival.decoded->quanta.capacity() * sizeof(int64_t);
+  }
+  return bytes;
+}
+
 bool EarlyArrivals::Keep(const OriginKey& origin, uint64_t seq, Arrival arrival) {
-  const size_t bytes = arrival.frame->ByteSizeLong();
+  const size_t bytes = MemoryOf(arrival);
   if (per_origin_cap_ == 0 || bytes > byte_cap_) return false;
   auto o = held_.find(origin);
   if (o != held_.end() && o->second.size() >= per_origin_cap_) {

@@ -3,7 +3,9 @@
 // gap fills, so that delivery stays exactly once and in seq order per origin.
 // Bounded twice, because a hostile peer chooses what it sends: per origin
 // (the farthest seq goes first, it is the last one needed) and in bytes over
-// all origins (a peer can invent origins).
+// all origins (a peer can invent origins). The bytes are the memory held
+// (MemoryOf: the frame and its decoded form), not the wire's: a onebit
+// message decodes to 64 times its size.
 //
 // Not thread-safe: GossipNode owns one and calls it under its lock.
 #ifndef RECKON_SERVER_EARLY_ARRIVALS_H_
@@ -31,6 +33,10 @@ class EarlyArrivals {
   EarlyArrivals(size_t per_origin_cap, size_t byte_cap)
       : per_origin_cap_(per_origin_cap), byte_cap_(byte_cap) {}
 
+  // What holding `arrival` costs: its frame's bytes and its decoded words
+  // and quanta.
+  static size_t MemoryOf(const Arrival& arrival);
+
   bool Holds(const OriginKey& origin, uint64_t seq) const;
   // Keeps `arrival` (its seq: `seq`) unless a cap says no: false when it was
   // not kept (the caller counts the drop). A full origin gives up its
@@ -41,7 +47,7 @@ class EarlyArrivals {
   std::optional<Arrival> TakeNext(const OriginKey& origin, uint64_t applied);
   // Origins with something held (for a snapshot's catch-up).
   std::vector<OriginKey> Origins() const;
-  size_t bytes() const { return bytes_; }
+  size_t bytes() const { return bytes_; }  // memory held (MemoryOf), at most byte_cap
   size_t size() const;
 
  private:

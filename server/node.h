@@ -99,8 +99,12 @@ struct NodeOptions {
   // the member, so threshold-coded clusters (KBs per message) open none.
   uint32_t lanes = 3;
   size_t lane_min_bytes = size_t{1} << 20;
-  size_t early_arrival_cap = 4096;                   // messages per origin
-  size_t early_arrival_byte_cap = size_t{64} << 20;  // bytes, all origins
+  size_t early_arrival_cap = 4096;  // messages per origin
+  // Memory held by early arrivals, all origins: the frames and their decoded
+  // form (early_arrivals.h MemoryOf; a decoded dense message is 8 bytes a
+  // parameter, 117 MB at Strom's size, so this is the log's cap and not the
+  // 64 MiB it was when it counted wire bytes).
+  size_t early_arrival_byte_cap = size_t{256} << 20;
   // Members this node keeps track of, itself excluded: a peer announcing
   // invented members (or a misconfigured seed list) cannot grow the table,
   // the heartbeats and the dials without bound.

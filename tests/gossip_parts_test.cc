@@ -120,7 +120,7 @@ TEST(EarlyArrivals, FullOriginGivesUpItsFarthest) {
 // A peer inventing origins cannot grow the buffer past its byte cap, nor
 // evict another origin's arrivals to make room.
 TEST(EarlyArrivals, ByteCapHoldsAgainstInventedOrigins) {
-  const size_t one = Frame(kA, 2, 1000)->ByteSizeLong();
+  const size_t one = EarlyArrivals::MemoryOf(Arrive(kA, 2, 1000));
   EarlyArrivals early(4096, 10 * one + one / 2);
   EXPECT_TRUE(early.Keep(kA, 2, Arrive(kA, 2, 1000)));
   int kept = 0;
@@ -132,6 +132,26 @@ TEST(EarlyArrivals, ByteCapHoldsAgainstInventedOrigins) {
   EXPECT_LE(early.bytes(), 10 * one + one / 2);
   EXPECT_TRUE(early.Holds(kA, 2));
   EXPECT_FALSE(early.Keep(kA, 3, Arrive(kA, 3, 20 * one)));  // larger than the cap
+}
+
+// The cap is on memory held, not wire bytes: a onebit message of a few KiB
+// decodes to 8 bytes per parameter (64x its wire size), and the decoded
+// form is what waits. A flood of them used to fill 64x the cap.
+TEST(EarlyArrivals, TheByteCapCountsTheDecodedFormHeld) {
+  auto onebit = [](const OriginKey& origin, uint64_t seq) {
+    auto decoded = std::make_shared<codec::DecodedUpdate>();
+    decoded->codec = v1::CODEC_ONEBIT;
+    decoded->param_count = 64 * 1024;
+    decoded->quanta.assign(decoded->param_count, 1);  // 512 KiB held
+    return EarlyArrivals::Arrival{Frame(origin, seq, 8 * 1024), std::move(decoded)};
+  };
+  EarlyArrivals early(4096, size_t{1} << 20);  // 1 MiB
+  int kept = 0;
+  for (uint64_t seq = 2; seq < 34; ++seq) kept += early.Keep(kA, seq, onebit(kA, seq));
+  EXPECT_EQ(kept, 1) << "one 520 KiB arrival fits in 1 MiB, not two";
+  EXPECT_GE(early.bytes(), size_t{512} << 10);
+  EXPECT_LE(early.bytes(), size_t{1} << 20);
+  EXPECT_EQ(EarlyArrivals::MemoryOf(onebit(kA, 2)), early.bytes());
 }
 
 // --- quiescence -----------------------------------------------------------
