@@ -684,6 +684,18 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     ++counters_.duplicates_dropped;
     return;
   }
+  if (have == 0 && !applied_.count(origin) && applied_.size() >= options_.max_origins &&
+      !CurrentMemberOrigin(origin)) {
+    // A new origin past the cap: dropped before anything is spent on it.
+    // A member's current incarnation always gets in (members are capped on
+    // their own), so invented origins cannot lock out a real one.
+    if (counters_.origins_refused++ % 1000 == 0) {  // a flood must not flood the log
+      Log(absl::StrCat("dropped an Update of a new origin ", origin.ToString().substr(0, 96),
+                       " from ", from.node_id, ": ", applied_.size(), " origins known (",
+                       counters_.origins_refused, " dropped so far)"));
+    }
+    return;
+  }
   if (certificates_) {
     // Before anything else is spent on it: only its origin can have made it.
     if (absl::Status v = certificates_->Verify(update); !v.ok()) {
@@ -727,6 +739,11 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   }
   Accept(origin, frame, decoded);
   AcceptWaiting(origin);
+}
+
+bool GossipNode::CurrentMemberOrigin(const OriginKey& origin) const {
+  auto m = members_.find(origin.node_id);
+  return m != members_.end() && m->second.incarnation == origin.incarnation;
 }
 
 void GossipNode::AcceptWaiting(const OriginKey& origin) {
@@ -1616,6 +1633,7 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   out->set_requests_refused(counters_.requests_refused);
   out->set_dial_targets(dial_.targets());
   out->set_dial_targets_refused(counters_.dial_targets_refused);
+  out->set_origins_refused(counters_.origins_refused);
   out->set_log_bytes(log_.bytes());
   out->set_log_messages(log_.messages());
   std::string why;

@@ -109,6 +109,13 @@ struct NodeOptions {
   // invented members (or a misconfigured seed list) cannot grow the table,
   // the heartbeats and the dials without bound.
   size_t max_members = 1024;
+  // Origins (node id and incarnation) in the version vector at most: each
+  // is state on every node and an entry in every heartbeat. A member of a
+  // token cluster can invent origins (an empty Update is valid); past the
+  // cap a new origin's Update is dropped (counted: origins_refused) unless
+  // it is a member's current incarnation (members have their own cap). A
+  // cluster of max_members, each restarted three times, fits.
+  size_t max_origins = 4096;
   // Nothing before the handshake (server/pending_handshakes.h): a stream we
   // accepted must say Hello within this long, and at most this many
   // streams wait for their Hello at once (the oldest accepted one is
@@ -323,7 +330,9 @@ class GossipNode final : public LinkEvents {
              // Status and Snapshot calls refused: token, identity, too busy.
              requests_refused = 0,
              // Addresses not dialed: max_members + seeds addresses known.
-             dial_targets_refused = 0;
+             dial_targets_refused = 0,
+             // Updates of new origins dropped: max_origins in the vector.
+             origins_refused = 0;
     // Updates of other origins accepted, and their serialized bytes, by
     // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;
@@ -371,6 +380,8 @@ class GossipNode final : public LinkEvents {
   void Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
               std::shared_ptr<const codec::DecodedUpdate> decoded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `origin` is the incarnation of a member we handshook with.
+  bool CurrentMemberOrigin(const OriginKey& origin) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Accepts the early arrivals of `origin` that are now next in line.
   void AcceptWaiting(const OriginKey& origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Tick(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -65,6 +65,9 @@ void AddLimitCounters(const GossipNode::Counters& c, Families& f) {
   f.Counter("reckon_dial_targets_refused_total",
             "Addresses announced that were not dialed: as many as the member cap allows known",
             double(c.dial_targets_refused));
+  f.Counter("reckon_origins_refused_total",
+            "Updates of a new origin dropped: the version vector holds the most origins allowed",
+            double(c.origins_refused));
   f.Counter("reckon_requests_refused_total",
             "Status and Snapshot calls refused: a wrong token or identity, or too busy",
             double(c.requests_refused));

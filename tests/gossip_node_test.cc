@@ -380,6 +380,37 @@ TEST(GossipNode, AnnouncedAddressesAreOnePerMemberAndForgottenWhenItMoves) {
   EXPECT_LE(status().dial_targets(), at_start + 8);
 }
 
+// An empty Update is valid: a member (of a token cluster: with TLS only an
+// origin can sign its Updates) can send one for any origin it invents, and
+// each used to add an origin to the version vector of every node, relayed
+// and announced in every heartbeat, without a bound. Past max_origins a new
+// origin's Update is dropped and counted; known origins go on, and so does
+// a member's own incarnation, new or not.
+TEST(GossipNode, InventedOriginsStopAtTheCap) {
+  Nodes c(1, milliseconds(0), [](int, NodeOptions& o) { o.max_origins = 16; });
+  c.Start();
+  GossipNode* node = c.node(0);
+  ScriptedPeer liar(node, "liar", 7, "inproc:liar");
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 200; ++i) {
+    NodeOptions invented;
+    invented.node_id = absl::StrCat("invented", i);
+    invented.incarnation = 1;
+    liar.SendUpdate(MakeMessage(invented, 1, rng, /*count=*/0).update);
+  }
+  NodeOptions honest;
+  honest.node_id = "liar";
+  honest.incarnation = 7;
+  liar.SendUpdate(MakeMessage(honest, 1, rng).update);
+  ASSERT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"liar", 7}) == 1; }));
+  // 16 origins, and the member's own beyond the cap.
+  EXPECT_EQ(node->Applied().size(), 17u);
+  v1::NodeStatus status;
+  node->FillStatus(&status, false);
+  EXPECT_EQ(status.origins_refused(), 200u - 16u);
+  EXPECT_EQ(node->counters().origins_refused, status.origins_refused());
+}
+
 // A re-join that failed goes to another live member next; after a snapshot
 // that lacked our own messages (our log let them go once every member alive
 // then had them), only to one whose vector holds them all.
