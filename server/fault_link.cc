@@ -19,6 +19,7 @@ class FaultLink final : public Link {
   void Abort() override { inner_->Abort(); }
   bool dialed() const override { return inner_->dialed(); }
   std::string Describe() const override { return inner_->Describe(); }
+  void ResumeReading() override { inner_->ResumeReading(); }
 
  private:
   FaultInjector* injector_;
@@ -63,8 +64,8 @@ std::shared_ptr<FaultLink> FaultInjector::OuterOf(const std::shared_ptr<Link>& i
 
 void FaultInjector::OnLinkUp(const std::shared_ptr<Link>& link) { node_->OnLinkUp(OuterOf(link)); }
 
-void FaultInjector::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
-  node_->OnFrame(OuterOf(link), std::move(frame));
+bool FaultInjector::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
+  return node_->OnFrame(OuterOf(link), std::move(frame));
 }
 
 void FaultInjector::OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) {

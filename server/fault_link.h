@@ -57,7 +57,7 @@ class FaultInjector final : public LinkEvents {
   Dialer Wrap(Dialer inner);
 
   void OnLinkUp(const std::shared_ptr<Link>& link) override;
-  void OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) override;
+  bool OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) override;
   void OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) override;
 
  private:

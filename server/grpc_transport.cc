@@ -28,6 +28,8 @@ using Frame = v1::GossipFrame;
 // while `writing` (set under mu), and finalize (Finish / cancel + RemoveHold)
 // exactly once, when closing with no write in flight; after finalize no
 // Start* is ever called, which is what keeps the reactor alive until then.
+// start_read restarts reading paused by flow control (ResumeReading),
+// under both locks (life_mu_, then mu_: the only place they nest).
 //
 // Abort cancels the call (`cancel`) even with a write in flight; the write
 // then completes with ok = false and finalize follows as above. `cancel` is
@@ -36,6 +38,7 @@ using Frame = v1::GossipFrame;
 class StreamCore : public std::enable_shared_from_this<StreamCore> {
  public:
   std::function<void(const Frame*)> start_write;
+  std::function<void()> start_read;
   std::function<void()> finalize;
   std::function<void()> cancel;
 
@@ -129,6 +132,35 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
     reactor_done_ = true;
   }
 
+  // Flow control (LinkEvents::OnFrame said to pause). From OnReadDone:
+  // true when reading pauses now; false when a resume came first (the
+  // caller reads on).
+  bool PauseReading() {
+    absl::MutexLock l(&life_mu_);
+    if (resume_early_) {
+      resume_early_ = false;
+      return false;
+    }
+    paused_ = true;
+    return true;
+  }
+  // Link::ResumeReading, from any thread: starts the next read if reading
+  // paused, else cancels the pause about to come. Under life_mu_, so the
+  // reactor cannot be done meanwhile (OnDone takes it first), and under mu_,
+  // so finalize cannot have been decided: no read starts after Finish.
+  void ResumeReading() {
+    absl::MutexLock life(&life_mu_);
+    if (reactor_done_) return;
+    if (!paused_) {
+      resume_early_ = true;
+      return;
+    }
+    absl::MutexLock l(&mu_);
+    if (finalized_) return;  // ending: no more reads
+    paused_ = false;
+    start_read();
+  }
+
   size_t QueuedBytes() {
     absl::MutexLock l(&mu_);
     return queued_bytes_ + (current_ ? current_->ByteSizeLong() : 0);
@@ -137,6 +169,8 @@ class StreamCore : public std::enable_shared_from_this<StreamCore> {
  private:
   absl::Mutex life_mu_;
   bool reactor_done_ ABSL_GUARDED_BY(life_mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(life_mu_) = false;        // no read outstanding
+  bool resume_early_ ABSL_GUARDED_BY(life_mu_) = false;  // a resume before the pause
   absl::Mutex mu_;
   std::deque<std::shared_ptr<const Frame>> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -160,6 +194,7 @@ class GrpcLink : public Link {
   size_t QueuedBytes() const override { return core_->QueuedBytes(); }
   void Close() override { core_->Close(false); }
   void Abort() override { core_->Abort(); }
+  void ResumeReading() override { core_->ResumeReading(); }
   bool dialed() const override { return dialed_; }
   std::string Describe() const override { return description_; }
   std::string PeerIdentity() const override {
@@ -205,9 +240,11 @@ void ReadDone(Reactor* reactor, bool ok, StreamCore& core, LinkEvents* node,
     core.Close(true);
     return;
   }
-  node->OnFrame(link, std::move(*in));
+  const bool read_on = node->OnFrame(link, std::move(*in));
   in->Clear();
-  reactor->StartRead(in);
+  // Paused: the peer's next frames wait in the stream's HTTP/2 window and
+  // the sockets until the node has taken what it holds of this link's.
+  if (read_on || !core.PauseReading()) reactor->StartRead(in);
 }
 
 class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
@@ -216,6 +253,7 @@ class ServerStream : public grpc::ServerBidiReactor<Frame, Frame> {
                std::shared_ptr<std::atomic<int>> live)
       : node_(node), count_(std::move(live)), core_(std::make_shared<StreamCore>()) {
     core_->start_write = [this](const Frame* f) { StartWrite(f); };
+    core_->start_read = [this] { StartRead(&in_); };
     core_->finalize = [this] { Finish(grpc::Status::OK); };
     core_->cancel = [context] { context->TryCancel(); };
     link_ = std::make_shared<GrpcLink>(core_, false, absl::StrCat("accepted from ", peer));
@@ -257,6 +295,7 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
         stub_(v1::Gossip::NewStub(std::move(channel))),
         core_(std::make_shared<StreamCore>()) {
     core_->start_write = [this](const Frame* f) { StartWrite(f); };
+    core_->start_read = [this] { StartRead(&in_); };
     core_->finalize = [this] {
       context_.TryCancel();
       RemoveHold();

@@ -54,6 +54,11 @@ class Link {
   virtual std::string PeerIdentity() const { return ""; }
   // That certificate, PEM (to verify the peer's signed Updates).
   virtual std::string PeerCertificate() const { return ""; }
+  // Reads on after LinkEvents::OnFrame said to pause (flow control: the
+  // peer's frames wait in its HTTP/2 window and the sockets meanwhile). A
+  // resume that overtakes the pause cancels it. No-op for a link that does
+  // not pause, or once it is gone.
+  virtual void ResumeReading() {}
 };
 
 // Dials a peer: returns a link whose events reach the LinkEvents the dialer
@@ -68,7 +73,10 @@ class LinkEvents {
   virtual ~LinkEvents() = default;
   // An accepted stream is open (dialed ones are the dialer's return value).
   virtual void OnLinkUp(const std::shared_ptr<Link>& link) = 0;
-  virtual void OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) = 0;
+  // Returns whether the transport may read the link's next frame now;
+  // false: pause until Link::ResumeReading (transports that cannot pause
+  // read on, and the receiver bears it).
+  virtual bool OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) = 0;
   // Once per link, when it is gone.
   virtual void OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) = 0;
 };

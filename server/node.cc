@@ -186,11 +186,25 @@ void GossipNode::OnLinkUp(const std::shared_ptr<Link>& link) {
   inbox_cv_.Signal();
 }
 
-void GossipNode::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
+bool GossipNode::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
+  const size_t bytes = frame.ByteSizeLong();
   absl::MutexLock l(&inbox_mu_);
   last_arrival_[link.get()] = Clock::now();
   inbox_.push_back(Event{Event::kFrame, link, std::move(frame), {}});
   inbox_cv_.Signal();
+  inbox_bytes_ += bytes;
+  size_t& mine = inbox_link_bytes_[link.get()];
+  mine += bytes;
+  const size_t share = options_.inbox_byte_cap / inbox_link_bytes_.size();
+  if (mine <= share) return true;
+  paused_links_.push_back(link);
+  ++inbox_pauses_;
+  return false;
+}
+
+size_t GossipNode::InboxBytes() {
+  absl::MutexLock l(&inbox_mu_);
+  return inbox_bytes_;
 }
 
 void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) {
@@ -207,6 +221,8 @@ void GossipNode::Run() {
   for (;;) {
     const Clock::time_point wake = next_tick;
     std::deque<Event> batch;
+    // Links paused for the frames in `batch`: read on once it is handled.
+    std::vector<std::shared_ptr<Link>> to_resume;
     {
       // Only inbox_mu_ here: a gRPC thread enqueueing a frame never waits
       // behind mu_ (whoever holds it), and the lock order holds.
@@ -218,26 +234,36 @@ void GossipNode::Run() {
       }
       if (stop_requested_.load()) return;
       batch.swap(inbox_);
+      inbox_bytes_ = 0;
+      inbox_link_bytes_.clear();
+      to_resume.swap(paused_links_);
     }
     last_loop_ns_.store(Clock::now().time_since_epoch().count());
-    absl::MutexLock l(&mu_);
-    if (stopping_) return;
-    // Ticks come due inside a long batch too (a backlog of large messages
-    // on a loaded machine takes seconds): the heartbeats that tell peers
-    // this node is alive must not wait for the backlog to drain.
-    auto tick_if_due = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu_ is held
-      const auto now = Clock::now();
-      if (now < next_tick) return;
-      Tick(now);
-      next_tick = now + options_.heartbeat_interval;
-    };
-    for (Event& e : batch) {
-      HandleEvent(e);
-      tick_if_due();
-    }
-    tick_if_due();
-    changed_.SignalAll();
+    if (!HandleBatch(batch, next_tick)) return;
+    batch.clear();  // its frames' memory goes before their links read on
+    for (const std::shared_ptr<Link>& link : to_resume) link->ResumeReading();
   }
+}
+
+bool GossipNode::HandleBatch(std::deque<Event>& batch, Clock::time_point& next_tick) {
+  absl::MutexLock l(&mu_);
+  if (stopping_) return false;
+  // Ticks come due inside a long batch too (a backlog of large messages
+  // on a loaded machine takes seconds): the heartbeats that tell peers
+  // this node is alive must not wait for the backlog to drain.
+  auto tick_if_due = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu_ is held
+    const auto now = Clock::now();
+    if (now < next_tick) return;
+    Tick(now);
+    next_tick = now + options_.heartbeat_interval;
+  };
+  for (Event& e : batch) {
+    HandleEvent(e);
+    tick_if_due();
+  }
+  tick_if_due();
+  changed_.SignalAll();
+  return true;
 }
 
 Member* GossipNode::FindByLink(const std::shared_ptr<Link>& link) {
@@ -1565,7 +1591,10 @@ std::string GossipNode::MirrorHash() {
 
 GossipNode::Counters GossipNode::counters() {
   absl::MutexLock l(&mu_);
-  return counters_;
+  Counters c = counters_;
+  absl::MutexLock inbox(&inbox_mu_);  // mu_ before inbox_mu_
+  c.inbox_pauses = inbox_pauses_;
+  return c;
 }
 
 std::chrono::milliseconds GossipNode::LoopAge() const {
@@ -1634,6 +1663,11 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   out->set_dial_targets(dial_.targets());
   out->set_dial_targets_refused(counters_.dial_targets_refused);
   out->set_origins_refused(counters_.origins_refused);
+  {
+    absl::MutexLock inbox(&inbox_mu_);  // mu_ before inbox_mu_
+    out->set_inbox_bytes(inbox_bytes_);
+    out->set_inbox_pauses(inbox_pauses_);
+  }
   out->set_log_bytes(log_.bytes());
   out->set_log_messages(log_.messages());
   std::string why;

@@ -122,6 +122,13 @@ struct NodeOptions {
   // closed for a new one). Counted: hello_timeouts, handshakes_evicted.
   std::chrono::milliseconds hello_timeout{10000};
   size_t max_pending_handshakes = 64;
+  // Frames waiting for the node thread, in bytes: a link whose frames in
+  // the inbox exceed its share (this cap over the links with frames
+  // waiting) is paused until the node thread has handled them (flow
+  // control: its peer's next frames wait in the HTTP/2 window and the
+  // sockets, and its writes block). The inbox holds at most this much plus
+  // one frame per link. Counted: inbox_pauses.
+  size_t inbox_byte_cap = size_t{256} << 20;
   // A heartbeat carries the member list (O(members) bytes) only every this
   // many on a stream, the first included: sent on every one, to every
   // member, it made the mesh's heartbeat bytes grow with members squared
@@ -257,7 +264,12 @@ class GossipNode final : public LinkEvents {
 
   // --- transport (link reactions; they only enqueue) ---
   void OnLinkUp(const std::shared_ptr<Link>& link) override;
-  void OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) override;
+  // False (the transport pauses the link) once the link's frames waiting
+  // in the inbox exceed its share of inbox_byte_cap: the node thread
+  // resumes it after handling what it took of the inbox.
+  bool OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) override;
+  // Bytes of frames waiting in the inbox now (lock-free of mu_).
+  size_t InboxBytes();
   void OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) override;
 
   // --- service ---
@@ -332,7 +344,10 @@ class GossipNode final : public LinkEvents {
              // Addresses not dialed: max_members + seeds addresses known.
              dial_targets_refused = 0,
              // Updates of new origins dropped: max_origins in the vector.
-             origins_refused = 0;
+             origins_refused = 0,
+             // Streams paused because their frames filled their share of
+             // the inbox (read from inbox_mu_'s side by counters()).
+             inbox_pauses = 0;
     // Updates of other origins accepted, and their serialized bytes, by
     // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;
@@ -350,6 +365,9 @@ class GossipNode final : public LinkEvents {
   GossipNode(NodeOptions options, codec::FixedPointReplica mirror);
 
   void Run();
+  // Handles what Run took of the inbox, under mu_, ticking when due. False
+  // once the node is stopping.
+  bool HandleBatch(std::deque<Event>& batch, Clock::time_point& next_tick) ABSL_LOCKS_EXCLUDED(mu_);
   void HandleEvent(Event& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A link is gone: a member's stream (its lanes go with it), a lane, or
   // one not handshaken yet.
@@ -512,6 +530,13 @@ class GossipNode final : public LinkEvents {
   // thread got to it): a peer whose frames wait in a backlog here is slow
   // to be processed, not silent. Identity only; erased when the link closes.
   std::map<const Link*, Clock::time_point> last_arrival_ ABSL_GUARDED_BY(inbox_mu_);
+  // Flow control of the inbox (NodeOptions::inbox_byte_cap): bytes waiting,
+  // in all and per link (identity only), and the links paused, resumed
+  // once the node thread handled the batch it took.
+  size_t inbox_bytes_ ABSL_GUARDED_BY(inbox_mu_) = 0;
+  std::map<const Link*, size_t> inbox_link_bytes_ ABSL_GUARDED_BY(inbox_mu_);
+  std::vector<std::shared_ptr<Link>> paused_links_ ABSL_GUARDED_BY(inbox_mu_);
+  uint64_t inbox_pauses_ ABSL_GUARDED_BY(inbox_mu_) = 0;
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // received, version vectors, member states

@@ -68,6 +68,9 @@ void AddLimitCounters(const GossipNode::Counters& c, Families& f) {
   f.Counter("reckon_origins_refused_total",
             "Updates of a new origin dropped: the version vector holds the most origins allowed",
             double(c.origins_refused));
+  f.Counter("reckon_inbox_pauses_total",
+            "Gossip streams paused because their frames filled their share of the node's inbox",
+            double(c.inbox_pauses));
   f.Counter("reckon_requests_refused_total",
             "Status and Snapshot calls refused: a wrong token or identity, or too busy",
             double(c.requests_refused));
@@ -150,6 +153,8 @@ void AddCounters(const GossipNode::Counters& c, Families& f) {
 void AddState(const v1::NodeStatus& s, uint64_t behind, Families& f) {
   f.Gauge("reckon_log_bytes", "Bytes held by the message log (for repairs)", double(s.log_bytes()));
   f.Gauge("reckon_log_messages", "Messages held by the message log", double(s.log_messages()));
+  f.Gauge("reckon_inbox_bytes", "Bytes of frames waiting for the node thread",
+          double(s.inbox_bytes()));
   f.Gauge("reckon_dial_targets", "Addresses this node dials while not connected to them",
           double(s.dial_targets()));
   f.Gauge("reckon_early_held_messages", "Early arrivals waiting for a gap to fill",

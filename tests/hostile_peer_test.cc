@@ -311,6 +311,72 @@ TEST(TokenMatches, OnlyTheSameToken) {
   EXPECT_FALSE(TokenMatches("", "secret"));
 }
 
+// A member whose frames arrive faster than the node thread handles them
+// (here the node thread is held up on purpose) cannot grow the inbox: past
+// its share of inbox_byte_cap its stream is paused, its next frames wait
+// in the HTTP/2 window and the sockets, and its writes block. Once the node
+// thread moves on, the stream reads on and every frame is handled.
+TEST(HostilePeer, FramesFasterThanTheNodeHandlesThemArePausedNotQueued) {
+  constexpr size_t kCap = size_t{1} << 20;
+  absl::Mutex hold_mu;
+  bool held = false, release = false;
+  Victim victim(TlsConfig{}, size_t{1} << 20, [&](NodeOptions& o) {
+    o.inbox_byte_cap = kCap;
+    o.failure_timeout = seconds(60);  // the held node thread sends no heartbeats
+    o.on_accept = [&](const OriginKey&, const v1::Update&) {
+      absl::MutexLock l(&hold_mu);
+      held = true;
+      hold_mu.Await(absl::Condition(&release));
+    };
+  });
+  Attacker member(victim.address(), TlsConfig{});
+  ASSERT_TRUE(member.Hello("w1"));
+  ASSERT_TRUE(member.Read().has_value());
+  NodeOptions origin;
+  origin.node_id = "w1";
+  origin.incarnation = 7;
+  std::mt19937_64 rng(3);
+  v1::GossipFrame first;
+  *first.mutable_update() = MakeMessage(origin, 1, rng).update;
+  ASSERT_TRUE(member.Send(first));
+  {
+    absl::MutexLock l(&hold_mu);
+    hold_mu.Await(absl::Condition(&held));  // the node thread is held in its accept
+  }
+  constexpr int kFrames = 300;  // 30 MB: more than the stream's window and the sockets hold
+  std::atomic<int> written{0};
+  std::thread flood([&] {
+    v1::GossipFrame junk;
+    junk.mutable_update()->mutable_origin()->set_node_id("w1");
+    junk.mutable_update()->mutable_origin()->set_incarnation(7);
+    junk.mutable_update()->set_payload(std::string(100 << 10, 'x'));  // fails its CRC
+    for (int i = 0; i < kFrames; ++i) {
+      junk.mutable_update()->set_seq(2 + i);
+      if (!member.Send(junk)) return;
+      ++written;
+    }
+  });
+  size_t most = 0;
+  for (int i = 0; i < 100; ++i) {  // a second
+    most = std::max(most, victim.node()->InboxBytes());
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  const int written_while_held = written.load();
+  {
+    absl::MutexLock l(&hold_mu);
+    release = true;
+  }
+  flood.join();
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).decode_errors == kFrames; }));
+  std::printf("FIGURES a flood of %d frames of 100 KiB at a held node thread: at most %zu bytes "
+              "in the inbox (cap %zu), %d written before the writer blocked, %llu pauses\n",
+              kFrames, most, kCap, written_while_held,
+              static_cast<unsigned long long>(Counters(victim.node()).inbox_pauses));
+  EXPECT_LE(most, kCap + (110 << 10));  // the cap and one frame
+  EXPECT_LT(written_while_held, kFrames) << "the writer never blocked";
+  EXPECT_GE(Counters(victim.node()).inbox_pauses, 1u);
+}
+
 // A frame over the size limit ends the stream before it is parsed; the node
 // applies nothing and serves the next peer as before.
 TEST(HostilePeer, OversizedFrameEndsTheStreamAndNothingElse) {
