@@ -8,12 +8,15 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "codec/fixed_point.h"
+#include "codec/weight_checksum.h"
 #include "base/status_macros.h"
 #include "proto/reckon.grpc.pb.h"
 #include "server/snapshot_cuts.h"
@@ -357,7 +360,10 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
         header_only_(request.header_only()),
         stripes_(std::clamp<uint32_t>(request.stripes(), 1, kMaxSnapshotStripes)),
         cut_id_(request.cut_id()),
-        stripe_(request.stripe()) {}
+        stripe_(request.stripe()),
+        checksum_at_(request.has_checksum_at()
+                         ? std::optional<VersionMap>(FromProto(request.checksum_at()))
+                         : std::nullopt) {}
   // Ends the call before it started (the service is too busy).
   void Refuse(const grpc::Status& status) { Finish(status); }
   void Start(GossipNode* node) {
@@ -372,6 +378,13 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
     if (!node->started()) {
       // Joining: it holds nothing yet. Only a probe gets this far.
       h->set_joining(true);
+    } else if (header_only_ && checksum_at_) {
+      // A witness's answer: what our messages say the checksum is there.
+      if (std::optional<uint64_t> at = node->ChecksumAt(*checksum_at_)) {
+        h->set_witnessed(true);
+        h->set_witnessed_checksum(*at);
+      }
+      ToProto(node->Applied(), h->mutable_applied());
     } else {
       GossipNode::Snapshot snap = node->TakeSnapshot(!header_only_);
       ToProto(snap.applied, h->mutable_applied());
@@ -452,6 +465,7 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
   const uint32_t stripes_;
   const uint64_t cut_id_;
   const uint32_t stripe_;
+  const std::optional<VersionMap> checksum_at_;  // a witness is asked
 };
 
 class RefusingWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
@@ -916,6 +930,45 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
         absl::StrCat("snapshot from ", address, " does not match its SHA-256"));
   }
   return out;
+}
+
+absl::Status ConfirmCut(const VersionMap& applied, uint64_t checksum, const std::string& source,
+                        const std::vector<std::string>& witnesses, v1::SnapshotRequest probe,
+                        uint64_t param_count, std::chrono::milliseconds timeout,
+                        const TlsConfig& tls) {
+  probe.set_header_only(true);
+  ToProto(applied, probe.mutable_checksum_at());
+  const auto deadline = Clock::now() + timeout;
+  std::map<std::string, std::string> why_not;  // per witness, its last answer
+  for (;;) {
+    for (const std::string& witness : witnesses) {
+      absl::StatusOr<FetchedSnapshot> answer =
+          FetchSnapshot(witness, probe, param_count, std::chrono::seconds(2), tls);
+      if (!answer.ok()) {
+        why_not[witness] = std::string(answer.status().message().substr(0, 200));
+        continue;
+      }
+      const v1::SnapshotChunk::Header& h = answer->header;
+      if (!h.witnessed()) {
+        why_not[witness] = h.joining() ? "joining" : "has not applied that far";
+        continue;
+      }
+      if (h.witnessed_checksum() != checksum) {
+        return absl::DataLossError(absl::StrCat(
+            "the snapshot from ", source, " claims checksum ", codec::ChecksumHex(checksum),
+            " at its cut, but the messages of ", witness, " (", h.source_node_id().substr(0, 64),
+            ") give ", codec::ChecksumHex(h.witnessed_checksum()), " there"));
+      }
+      return absl::OkStatus();
+    }
+    if (Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::vector<std::string> lines;
+  for (const auto& [witness, why] : why_not) lines.push_back(absl::StrCat(witness, ": ", why));
+  return absl::UnavailableError(absl::StrCat("no member confirmed the cut of the snapshot from ",
+                                             source, " within ", timeout.count(), " ms (",
+                                             absl::StrJoin(lines, "; "), ")"));
 }
 
 }  // namespace reckon::server

@@ -117,6 +117,20 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
                                               std::chrono::milliseconds timeout,
                                               const TlsConfig& tls = {});
 
+// A snapshot's source vouches for its own cut; before it is installed a
+// witness confirms it (docs/protocol.md section 7, "Confirmed"): each of
+// `witnesses` (other members) is asked, with `probe` (a header-only
+// request) carrying `checksum_at = applied`, what its own messages say the
+// replica checksum is there. OK once one says `checksum`. kDataLoss, naming
+// the witness and both checksums, once one says another: the source lied
+// (or its replica is not what its messages say). kUnavailable when none
+// could tell within `timeout` (none has applied that far, or none
+// answered): asked again every 100 ms until then.
+absl::Status ConfirmCut(const VersionMap& applied, uint64_t checksum, const std::string& source,
+                        const std::vector<std::string>& witnesses, v1::SnapshotRequest probe,
+                        uint64_t param_count, std::chrono::milliseconds timeout,
+                        const TlsConfig& tls = {});
+
 }  // namespace reckon::server
 
 #endif  // RECKON_SERVER_GRPC_TRANSPORT_H_

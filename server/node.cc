@@ -446,6 +446,22 @@ absl::Status GossipNode::CheckToken(const std::string& token) const {
   return absl::OkStatus();
 }
 
+std::optional<uint64_t> GossipNode::ChecksumAt(const VersionMap& at) {
+  absl::MutexLock l(&mu_);
+  return ledger_.At(at);
+}
+
+std::vector<std::string> GossipNode::LiveMemberAddresses(const std::string& except) {
+  absl::MutexLock l(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, m] : members_) {
+    if (m.state == MemberState::kAlive && !m.address.empty() && m.address != except) {
+      out.push_back(m.address);
+    }
+  }
+  return out;
+}
+
 void GossipNode::CountRequestRefused() {
   absl::MutexLock l(&mu_);
   ++counters_.requests_refused;
@@ -1617,26 +1633,7 @@ uint64_t GossipNode::MessagesBehind() {
   return most;
 }
 
-void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
-  if (with_weight_hash) {
-    // Computed on a copy, outside the lock: SHA-256 of the whole replica
-    // must not stall the node thread (status is polled).
-    std::vector<int64_t> weights;
-    {
-      absl::MutexLock l(&mu_);
-      weights.assign(mirror_.quanta().begin(), mirror_.quanta().end());
-    }
-    out->set_weight_hash(codec::WeightHashOf(weights));
-  }
-  absl::MutexLock l(&mu_);
-  const auto now = Clock::now();
-  out->set_node_id(self_.node_id);
-  out->set_incarnation(self_.incarnation);
-  *out->mutable_fingerprint() = options_.fingerprint;
-  out->set_local_steps(local_steps_);
-  ToProto(applied_, out->mutable_applied());
-  out->set_training_done(training_done_);
-  out->set_joined(started_flag_.load());
+void GossipNode::FillCounters(v1::NodeStatus* out) {
   out->set_updates_applied(counters_.updates_applied);
   out->set_duplicates_dropped(counters_.duplicates_dropped);
   out->set_decode_errors(counters_.decode_errors);
@@ -1668,6 +1665,29 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
     out->set_inbox_bytes(inbox_bytes_);
     out->set_inbox_pauses(inbox_pauses_);
   }
+}
+
+void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
+  if (with_weight_hash) {
+    // Computed on a copy, outside the lock: SHA-256 of the whole replica
+    // must not stall the node thread (status is polled).
+    std::vector<int64_t> weights;
+    {
+      absl::MutexLock l(&mu_);
+      weights.assign(mirror_.quanta().begin(), mirror_.quanta().end());
+    }
+    out->set_weight_hash(codec::WeightHashOf(weights));
+  }
+  absl::MutexLock l(&mu_);
+  const auto now = Clock::now();
+  out->set_node_id(self_.node_id);
+  out->set_incarnation(self_.incarnation);
+  *out->mutable_fingerprint() = options_.fingerprint;
+  out->set_local_steps(local_steps_);
+  ToProto(applied_, out->mutable_applied());
+  out->set_training_done(training_done_);
+  out->set_joined(started_flag_.load());
+  FillCounters(out);
   out->set_log_bytes(log_.bytes());
   out->set_log_messages(log_.messages());
   std::string why;

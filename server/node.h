@@ -300,6 +300,13 @@ class GossipNode final : public LinkEvents {
   absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
                          const std::string& peer) const;
   void CountSnapshotServed();
+  // The replica checksum at `at`, as the messages this node applied give it:
+  // nullopt when it has not applied that far, or its ledger no longer
+  // reaches back there (a snapshot's witness, docs/protocol.md section 7).
+  std::optional<uint64_t> ChecksumAt(const VersionMap& at);
+  // The addresses of the members alive now, but `except`: who may witness
+  // a snapshot of `except`.
+  std::vector<std::string> LiveMemberAddresses(const std::string& except);
   // kPermissionDenied unless `token` is the cluster's (always OK in a
   // cluster without one). Status calls check it; Hellos and Snapshot
   // requests go through CheckPeer, which checks it too.
@@ -509,6 +516,8 @@ class GossipNode final : public LinkEvents {
   size_t OwnBacklogBytesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t MaxBacklogBytesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool QuiescentLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The counters and limits part of FillStatus.
+  void FillCounters(v1::NodeStatus* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MaxPeerLagLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const NodeOptions options_;

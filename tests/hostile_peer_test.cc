@@ -377,6 +377,51 @@ TEST(HostilePeer, FramesFasterThanTheNodeHandlesThemArePausedNotQueued) {
   EXPECT_GE(Counters(victim.node()).inbox_pauses, 1u);
 }
 
+// A member can tell another to re-join (ResyncRequired) and then serve it
+// weights it made up, with their checksum: the weights match what the
+// source says of them, so that check alone installed them. A witness, a
+// member whose own messages give the checksum at the cut, must confirm it
+// first: a real node's answer confirms the true cut and contradicts a lie.
+TEST(HostilePeer, AMadeUpSnapshotIsContradictedByAWitness) {
+  Victim witness(TlsConfig{});
+  NodeOptions self = witness.node()->options();
+  std::mt19937_64 rng(11);
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    Message m = MakeMessage(self, seq, rng);
+    ASSERT_TRUE(witness.node()->Publish(m.update, m.decoded).ok());
+  }
+  const GossipNode::Snapshot cut = witness.node()->TakeSnapshot(false);
+  ASSERT_EQ(SeqOf(cut.applied, OriginKey{self.node_id, self.incarnation}), 3u);
+  v1::SnapshotRequest probe;
+  *probe.mutable_fingerprint() = Fingerprint();
+  probe.mutable_requester()->set_node_id("victim-of-a-liar");
+  // The true cut is confirmed.
+  EXPECT_TRUE(ConfirmCut(cut.applied, cut.checksum, "liar:1", {witness.address()}, probe, kParams,
+                         seconds(2))
+                  .ok());
+  // Weights made up for the same vector: their checksum is not the messages'.
+  std::vector<int64_t> made_up = InitialWeights();
+  made_up[7] += int64_t{1} << 40;
+  const uint64_t claimed = codec::WeightChecksum(Fingerprint().seed()).Of(made_up);
+  absl::Status lie = ConfirmCut(cut.applied, claimed, "liar:1", {witness.address()}, probe,
+                                kParams, seconds(2));
+  EXPECT_EQ(lie.code(), absl::StatusCode::kDataLoss) << lie;
+  EXPECT_NE(lie.message().find("the snapshot from liar:1 claims checksum"), std::string::npos)
+      << lie;
+  // A vector nobody has applied (made up too), or no witness answering:
+  // nothing confirmed, the re-join goes elsewhere (kUnavailable).
+  VersionMap ahead = cut.applied;
+  ahead.begin()->second += 5;
+  absl::Status unknown =
+      ConfirmCut(ahead, claimed, "liar:1", {witness.address()}, probe, kParams, milliseconds(300));
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kUnavailable) << unknown;
+  EXPECT_NE(unknown.message().find("has not applied that far"), std::string::npos) << unknown;
+  absl::Status silent =
+      ConfirmCut(cut.applied, cut.checksum, "liar:1", {"127.0.0.1:1"}, probe, kParams,
+                 milliseconds(300));
+  EXPECT_EQ(silent.code(), absl::StatusCode::kUnavailable) << silent;
+}
+
 // A frame over the size limit ends the stream before it is parsed; the node
 // applies nothing and serves the next peer as before.
 TEST(HostilePeer, OversizedFrameEndsTheStreamAndNothingElse) {

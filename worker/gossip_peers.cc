@@ -240,7 +240,7 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
   }
 }
 
-absl::Status GossipPeers::Resync(const std::string& source) {
+absl::Status GossipPeers::Resync(const std::string& source, std::vector<std::string> witnesses) {
   v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/false);
   const uint64_t param_count = options_.node.fingerprint.param_count();
   request.set_stripes(server::StripesFor(param_count, options_.transport.snapshot_stripes));
@@ -255,6 +255,18 @@ absl::Status GossipPeers::Resync(const std::string& source) {
         << absl::StrFormat("%.1f MB in %.2f s over %d connection%s (%.0f Mbit/s)\n", megabytes,
                            seconds, std::max<uint32_t>(snap.header.stripes(), 1),
                            snap.header.stripes() > 1 ? "s" : "", 8 * megabytes / seconds);
+  // The source vouches for its own cut: another member's messages must say
+  // the same before we train on it (docs/gossip.md "Threat model").
+  if (witnesses.empty()) witnesses = node_->LiveMemberAddresses(source);
+  if (witnesses.empty()) {
+    *log_ << "reckon-worker: snapshot from " << source
+          << " installed unwitnessed: no other member to confirm its cut\n";
+  } else {
+    RECKON_RETURN_IF_ERROR(server::ConfirmCut(snap.applied, snap.header.checksum(), source,
+                                              witnesses, SnapshotRequest(/*header_only=*/true),
+                                              param_count, std::chrono::seconds(10),
+                                              options_.transport.tls));    *log_ << "reckon-worker: the snapshot's cut is confirmed by another member's messages\n";
+  }
   return node_->InstallSnapshot(snap.weights, snap.applied, snap.header.checksum(), source);
 }
 
@@ -269,7 +281,16 @@ absl::Status GossipPeers::ResyncIfAsked() {
   // let go (every member alive then had them); a member that has them can
   // still be re-joined from.
   const bool lacks_ours = s.code() == absl::StatusCode::kFailedPrecondition;
-  if (!no_answer && !lacks_ours) return s;  // a lying snapshot, a refusal
+  if (s.code() == absl::StatusCode::kDataLoss) {
+    // A snapshot whose cut a witness contradicts, or whose weights are not
+    // what its own header says: never installed; ask another member.
+    *log_ << "reckon-worker: snapshot from " << *source << " NOT INSTALLED: " << s.message()
+          << "\n"
+          << std::flush;
+    node_->ResyncFailed(*source, /*need_our_messages=*/false);
+    return absl::OkStatus();
+  }
+  if (!no_answer && !lacks_ours) return s;  // a refusal
   if (!node_->ResyncFailed(*source, lacks_ours) && lacks_ours) return s;
   *log_ << "reckon-worker: re-join from " << *source << " failed (" << s.message()
         << "); trying again from " << node_->ResyncSource().value_or(*source) << "\n"
