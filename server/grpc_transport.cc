@@ -343,6 +343,42 @@ class ClientStream : public grpc::ClientBidiReactor<Frame, Frame> {
   bool identity_known_ = false;  // reactions of one stream never overlap
 };
 
+// Snapshot calls in flight and when each must be done by
+// (TransportOptions::snapshot_deadline). Any thread: gRPC's on creation,
+// the reactor's OnDone on removal, the service thread's sweep.
+class SnapshotDeadlines {
+ public:
+  void Add(const void* call, grpc::CallbackServerContext* context, Clock::time_point deadline) {
+    absl::MutexLock l(&mu_);
+    calls_[call] = {context, deadline};
+  }
+  // REQUIRES: before the call's reactor is deleted (its context with it).
+  void Remove(const void* call) {
+    absl::MutexLock l(&mu_);
+    calls_.erase(call);
+  }
+  // Cancels the calls past their deadline (each once); how many.
+  int CancelExpired(Clock::time_point now) {
+    absl::MutexLock l(&mu_);
+    int cancelled = 0;
+    for (auto& [call, entry] : calls_) {
+      if (entry.deadline > now) continue;
+      entry.context->TryCancel();  // the context lives until Remove: under mu_
+      entry.deadline = Clock::time_point::max();
+      ++cancelled;
+    }
+    return cancelled;
+  }
+
+ private:
+  struct Entry {
+    grpc::CallbackServerContext* context;
+    Clock::time_point deadline;
+  };
+  absl::Mutex mu_;
+  std::map<const void*, Entry> calls_ ABSL_GUARDED_BY(mu_);
+};
+
 // Streams a snapshot: header, then the weights in 1 MiB chunks; striped,
 // the weights of one stripe (server/snapshot_cuts.h). Created on a gRPC
 // thread; Start runs on the service thread (the copy and SHA-256 of the
@@ -351,9 +387,14 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
  public:
   // `cutting`: the service's count of calls cutting the replica now, held
   // up while this one lives (null for a header or a stripe of a kept cut).
+  // `deadlines`: where the call is registered until OnDone (it must end
+  // by `deadline`).
   SnapshotWriter(const v1::SnapshotRequest& request, SnapshotCuts* cuts,
-                 std::shared_ptr<std::atomic<int>> live, std::shared_ptr<std::atomic<int>> cutting)
-      : count_(std::move(live)),
+                 std::shared_ptr<std::atomic<int>> live, std::shared_ptr<std::atomic<int>> cutting,
+                 SnapshotDeadlines* deadlines, grpc::CallbackServerContext* context,
+                 Clock::time_point deadline)
+      : deadlines_(deadlines),
+        count_(std::move(live)),
         cutting_(cutting ? std::optional<StreamCount>(std::in_place, std::move(cutting))
                          : std::nullopt),
         cuts_(cuts),
@@ -363,7 +404,9 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
         stripe_(request.stripe()),
         checksum_at_(request.has_checksum_at()
                          ? std::optional<VersionMap>(FromProto(request.checksum_at()))
-                         : std::nullopt) {}
+                         : std::nullopt) {
+    deadlines_->Add(this, context, deadline);
+  }
   // Ends the call before it started (the service is too busy).
   void Refuse(const grpc::Status& status) { Finish(status); }
   void Start(GossipNode* node) {
@@ -424,7 +467,10 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
     offset_ += n;
     StartWrite(&chunk_);
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    deadlines_->Remove(this);
+    delete this;
+  }
 
  private:
   // A stripe of a kept cut: its header, then its range of the weights.
@@ -454,6 +500,7 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
   }
 
   static constexpr size_t kChunkBytes = size_t{1} << 20;
+  SnapshotDeadlines* const deadlines_;
   StreamCount count_;
   std::optional<StreamCount> cutting_;
   SnapshotCuts* const cuts_;
@@ -554,6 +601,12 @@ class ServiceThread {
     return true;
   }
   static constexpr size_t kMaxQueued = 16;
+  // Runs `sweep` on this thread about every 100 ms, between tasks.
+  // REQUIRES: before the first Post.
+  void SetSweep(std::function<void()> sweep) {
+    absl::MutexLock l(&mu_);
+    sweep_ = std::move(sweep);
+  }
   void Shutdown() {
     {
       absl::MutexLock l(&mu_);
@@ -564,22 +617,32 @@ class ServiceThread {
 
  private:
   void Loop() {
+    auto next_sweep = Clock::now();
     for (;;) {
-      std::function<void()> task;
+      std::function<void()> task, sweep;
       {
         absl::MutexLock l(&mu_);
-        mu_.Await(absl::Condition(
-            +[](ServiceThread* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
-              return t->stopping_ || !t->tasks_.empty();
-            },
-            this));
-        if (tasks_.empty()) return;  // stopping, nothing left
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
+        mu_.AwaitWithTimeout(absl::Condition(
+                                 +[](ServiceThread* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
+                                   return t->stopping_ || !t->tasks_.empty();
+                                 },
+                                 this),
+                             absl::Milliseconds(100));
+        if (stopping_ && tasks_.empty()) return;  // stopping, nothing left
+        if (!tasks_.empty()) {
+          task = std::move(tasks_.front());
+          tasks_.pop_front();
+        }
+        sweep = sweep_;
       }
-      task();
+      if (task) task();
+      if (sweep && Clock::now() >= next_sweep) {
+        sweep();
+        next_sweep = Clock::now() + std::chrono::milliseconds(100);
+      }
     }
   }
+  std::function<void()> sweep_ ABSL_GUARDED_BY(mu_);
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -588,8 +651,15 @@ class ServiceThread {
 
 class GrpcService final : public v1::Gossip::CallbackService {
  public:
-  GrpcService(std::shared_ptr<std::atomic<int>> live, bool tls)
-      : live_(std::move(live)), tls_(tls) {}
+  GrpcService(std::shared_ptr<std::atomic<int>> live, bool tls,
+              std::chrono::milliseconds snapshot_deadline)
+      : live_(std::move(live)), tls_(tls), snapshot_deadline_(snapshot_deadline) {
+    worker_.SetSweep([this] {
+      const int expired = deadlines_.CancelExpired(Clock::now());
+      GossipNode* node = node_.load();
+      for (int i = 0; i < expired && node != nullptr; ++i) node->CountSnapshotExpired();
+    });
+  }
   void SetNode(GossipNode* node, LinkEvents* events) {
     events_.store(events != nullptr ? events : node);
     node_.store(node);
@@ -638,8 +708,8 @@ class GrpcService final : public v1::Gossip::CallbackService {
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("busy: ", kMaxCutsInFlight, " snapshots being served; ask another peer")));
     }
-    auto* writer = new SnapshotWriter(*request, &cuts_, live_,
-                                      cuts ? cuts_in_flight_ : nullptr);
+    auto* writer = new SnapshotWriter(*request, &cuts_, live_, cuts ? cuts_in_flight_ : nullptr,
+                                      &deadlines_, ctx, Clock::now() + snapshot_deadline_);
     if (!worker_.Post([writer, node] { writer->Start(node); })) {
       node->CountRequestRefused();
       writer->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -684,6 +754,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
   // Snapshot cuts kept for their other stripes: a few, for a minute (the
   // joiner's whole fetch has that long: worker/gossip_peers.cc).
   SnapshotCuts cuts_{4, std::chrono::seconds(60)};
+  SnapshotDeadlines deadlines_;  // before worker_: its sweep uses them
   static constexpr int kMaxCutsInFlight = 4;
   // Snapshot calls cutting the replica now (each holds a copy of it).
   std::shared_ptr<std::atomic<int>> cuts_in_flight_ = std::make_shared<std::atomic<int>>(0);
@@ -692,6 +763,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
   std::atomic<LinkEvents*> events_{nullptr};
   std::shared_ptr<std::atomic<int>> live_;
   const bool tls_;
+  const std::chrono::milliseconds snapshot_deadline_;
 };
 
 absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::string& listen,
@@ -699,7 +771,8 @@ absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::str
                                                                   int* bound_port) {
   std::unique_ptr<GossipServer> server(new GossipServer());
   server->options_ = options;
-  server->service_ = std::make_unique<GrpcService>(server->live_streams_, options.tls.enabled());
+  server->service_ = std::make_unique<GrpcService>(server->live_streams_, options.tls.enabled(),
+                                                   options.snapshot_deadline);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, MakeServerCredentials(options.tls), bound_port);
   builder.RegisterService(server->service_.get());

@@ -50,6 +50,12 @@ struct TransportOptions {
   // TCP connection (server/snapshot_cuts.h; fewer for a small model): one
   // connection's buffers bound it on a long fat link.
   int snapshot_stripes = 4;
+  // A Snapshot call this node serves must end within this long, or it is
+  // cancelled: a requester that stops reading would hold its cut (a copy
+  // of the replica) and one of the few cuts in flight for as long as its
+  // connection lives. Above the joiner's own 60 s (worker/gossip_peers.cc).
+  // Counted: snapshots_expired.
+  std::chrono::milliseconds snapshot_deadline{90000};
   // Mutual TLS (server/tls.h); off when empty.
   TlsConfig tls;
 };

@@ -462,6 +462,11 @@ std::vector<std::string> GossipNode::LiveMemberAddresses(const std::string& exce
   return out;
 }
 
+void GossipNode::CountSnapshotExpired() {
+  absl::MutexLock l(&mu_);
+  ++counters_.snapshots_expired;
+}
+
 void GossipNode::CountRequestRefused() {
   absl::MutexLock l(&mu_);
   ++counters_.requests_refused;
@@ -1660,6 +1665,7 @@ void GossipNode::FillCounters(v1::NodeStatus* out) {
   out->set_dial_targets(dial_.targets());
   out->set_dial_targets_refused(counters_.dial_targets_refused);
   out->set_origins_refused(counters_.origins_refused);
+  out->set_snapshots_expired(counters_.snapshots_expired);
   {
     absl::MutexLock inbox(&inbox_mu_);  // mu_ before inbox_mu_
     out->set_inbox_bytes(inbox_bytes_);

@@ -314,6 +314,9 @@ class GossipNode final : public LinkEvents {
   // The service refused a Status or Snapshot call: a wrong token or
   // identity, or too busy (counted: requests_refused).
   void CountRequestRefused();
+  // The service cancelled a Snapshot call past its deadline (counted:
+  // snapshots_expired).
+  void CountSnapshotExpired();
 
   // One line on stderr, "reckon-gossip[<node id>]: ...".
   void Log(const std::string& line);
@@ -354,7 +357,9 @@ class GossipNode final : public LinkEvents {
              origins_refused = 0,
              // Streams paused because their frames filled their share of
              // the inbox (read from inbox_mu_'s side by counters()).
-             inbox_pauses = 0;
+             inbox_pauses = 0,
+             // Snapshot calls cancelled past TransportOptions::snapshot_deadline.
+             snapshots_expired = 0;
     // Updates of other origins accepted, and their serialized bytes, by
     // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
     std::map<std::string, uint64_t> updates_received, bytes_received;

@@ -71,6 +71,9 @@ void AddLimitCounters(const GossipNode::Counters& c, Families& f) {
   f.Counter("reckon_inbox_pauses_total",
             "Gossip streams paused because their frames filled their share of the node's inbox",
             double(c.inbox_pauses));
+  f.Counter("reckon_snapshots_expired_total",
+            "Snapshot calls this node served that were cancelled past their deadline",
+            double(c.snapshots_expired));
   f.Counter("reckon_requests_refused_total",
             "Status and Snapshot calls refused: a wrong token or identity, or too busy",
             double(c.requests_refused));

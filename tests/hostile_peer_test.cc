@@ -55,11 +55,15 @@ const Pki& TestPki() {
 // The node under attack, serving on 127.0.0.1 with its real gRPC transport.
 class Victim {
  public:
+  // A model of another size than kParams (adjust's fingerprint) starts
+  // from ones.
   explicit Victim(const TlsConfig& tls, size_t max_message = size_t{1} << 20,
-                  const std::function<void(NodeOptions&)>& adjust = nullptr) {
+                  const std::function<void(NodeOptions&)>& adjust = nullptr,
+                  const std::function<void(TransportOptions&)>& adjust_transport = nullptr) {
     TransportOptions transport;
     transport.tls = tls;
     transport.max_message_bytes = static_cast<int>(max_message);
+    if (adjust_transport) adjust_transport(transport);
     int port = 0;
     server_ = *GossipServer::Start("127.0.0.1:0", transport, &port);
     address_ = absl::StrCat("127.0.0.1:", port);
@@ -69,7 +73,11 @@ class Victim {
     o.seeds.clear();
     o.require_peer_identity = tls.enabled();
     if (adjust) adjust(o);
-    node_ = *GossipNode::Create(o, InitialWeights(), kFractionBits);
+    node_ = *GossipNode::Create(o,
+                                o.fingerprint.param_count() == kParams
+                                    ? InitialWeights()
+                                    : std::vector<int64_t>(o.fingerprint.param_count(), 1),
+                                kFractionBits);
     server_->SetNode(node_.get(), node_.get());
     node_->Start(server_->MakeDialer(node_.get()));
   }
@@ -420,6 +428,37 @@ TEST(HostilePeer, AMadeUpSnapshotIsContradictedByAWitness) {
       ConfirmCut(cut.applied, cut.checksum, "liar:1", {"127.0.0.1:1"}, probe, kParams,
                  milliseconds(300));
   EXPECT_EQ(silent.code(), absl::StatusCode::kUnavailable) << silent;
+}
+
+// A Snapshot call whose requester reads the header and then stops reading
+// used to hold its cut (a copy of the replica) and one of the few cuts in
+// flight until its connection died: it is cancelled at the deadline now.
+TEST(HostilePeer, ASnapshotCallThatStopsReadingIsCancelledAtItsDeadline) {
+  constexpr uint64_t kBig = uint64_t{4} << 20;  // 32 MB: more than the windows and sockets hold
+  Victim victim(
+      TlsConfig{}, size_t{4} << 20,  // room for a 1 MiB chunk and its framing
+      [&](NodeOptions& o) { o.fingerprint.set_param_count(kBig); },
+      [](TransportOptions& t) { t.snapshot_deadline = milliseconds(500); });
+  auto stub = v1::Gossip::NewStub(
+      grpc::CreateChannel(victim.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  v1::SnapshotRequest request;
+  *request.mutable_fingerprint() = victim.node()->options().fingerprint;
+  request.mutable_requester()->set_node_id("slow");
+  const auto start = std::chrono::steady_clock::now();
+  auto reader = stub->Snapshot(&context, request);
+  v1::SnapshotChunk chunk;
+  ASSERT_TRUE(reader->Read(&chunk));
+  ASSERT_TRUE(chunk.has_header());
+  std::this_thread::sleep_for(milliseconds(1500));  // reads nothing
+  size_t bytes = 0;
+  while (reader->Read(&chunk)) bytes += chunk.weights().size();
+  const grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED) << s.error_message();
+  EXPECT_LT(bytes, kBig * sizeof(int64_t)) << "the whole snapshot came";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10));
+  EXPECT_TRUE(Eventually([&] { return Counters(victim.node()).snapshots_expired == 1; }));
 }
 
 // A frame over the size limit ends the stream before it is parsed; the node

@@ -477,6 +477,7 @@ base::Json GossipPeers::Counters() {
           {"dial_targets_refused", c.dial_targets_refused},
           {"origins_refused", c.origins_refused},
           {"inbox_pauses", c.inbox_pauses},
+          {"snapshots_expired", c.snapshots_expired},
           {"replica_checks", c.replica_checks},
           {"replica_check_failures", c.replica_check_failures},
           {"replica_repairs", c.replica_repairs},
