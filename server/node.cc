@@ -1020,10 +1020,12 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
       Log(absl::StrCat("learned of peer ", id, " at ", other.address().substr(0, 64), " from ",
                        m.node_id));
       MoveMember(known, other.address(), now);
-    } else if (known.incarnation == 0 && !known.link) {
-      // Never reached: where the others say it is now (a restarted pod has
-      // a new IP). One address per member: a list naming many addresses
-      // for one id leaves the last, not a dial target for each.
+    } else if (known.incarnation == 0 && !known.link && other.heard()) {
+      // Never reached: where a member that hears it now says it is (a
+      // restarted pod has a new IP; a member that does not hear it may
+      // know an old one, and two such lists must not flip the address
+      // back and forth). One address per member: a list naming many
+      // addresses for one id leaves the last, not a dial target for each.
       MoveMember(known, other.address(), now);
     }
     // A member we reached said where it listens in its own Hello: what

@@ -338,12 +338,14 @@ TEST(GossipNode, AnnouncedAddressesAreOnePerMemberAndForgottenWhenItMoves) {
   };
   const uint64_t at_start = status().dial_targets();
   ScriptedPeer a(node, "a", 7, "inproc:a");
-  auto list = [](const std::vector<std::pair<std::string, std::string>>& members) {
+  auto list = [](const std::vector<std::pair<std::string, std::string>>& members,
+                 bool heard = true) {
     v1::GossipFrame f;
     for (const auto& [id, address] : members) {
       v1::Member* m = f.mutable_heartbeat()->add_members();
       m->set_node_id(id);
       m->set_address(address);
+      m->set_heard(heard);
     }
     return f;
   };
@@ -360,9 +362,15 @@ TEST(GossipNode, AnnouncedAddressesAreOnePerMemberAndForgottenWhenItMoves) {
   ASSERT_TRUE(Eventually([&] { return member_address("b") != "(not a member)"; }));
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_EQ(status().dial_targets(), at_start + 2) << "a's address and one of b's";
-  // b, never reached, moved: dialed at its new address only.
+  // b, never reached, moved: dialed at its new address only, and only
+  // when the member saying so hears b (one that does not may know an old
+  // address).
+  a.Send(list({{"b", "10.0.2.2:7070"}}, /*heard=*/false));
   a.Send(list({{"b", "10.0.1.1:7070"}}));
   ASSERT_TRUE(Eventually([&] { return member_address("b") == "10.0.1.1:7070"; }));
+  a.Send(list({{"b", "10.0.2.2:7070"}}, /*heard=*/false));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(member_address("b"), "10.0.1.1:7070");
   EXPECT_EQ(status().dial_targets(), at_start + 2);
   // a restarted elsewhere: its old address is dialed no more.
   ScriptedPeer a_again(node, "a", 8, "inproc:a-new");
