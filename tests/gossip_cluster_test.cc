@@ -211,7 +211,8 @@ TEST(GossipCluster, ShardZeroPublishesThePretrainedStartAndTheOthersJoinFromIt) 
   for (int i = 1; i < 3; ++i) {
     const std::string s = c.Summary(i);
     EXPECT_EQ(Field(s, "pretrained"), "false") << s;
-    EXPECT_EQ(Counter(s, "snapshots_loaded"), 1) << s;
+    EXPECT_EQ(Counter(s, "snapshots_loaded"), 1) << s << "\nw" << i << "'s log:\n" << c.Out(i)
+                                                 << c.Err(i);
     EXPECT_EQ(c.Out(i).find("starting from the seed's weights"), std::string::npos) << c.Out(i);
   }
   // The start is w0's message 1: its steps are 2 to 101.
@@ -238,7 +239,8 @@ TEST(GossipCluster, WorkersBeyondStartWorkersJoinAfterTheWarmUp) {
   for (int i = 1; i < 3; ++i) {
     const std::string s = c.Summary(i);
     EXPECT_EQ(Number(s, "samples"), 600 * 100) << "w" << i << " had no ramp: " << s;
-    EXPECT_EQ(Counter(s, "snapshots_loaded"), 1) << s;
+    EXPECT_EQ(Counter(s, "snapshots_loaded"), 1) << s << "\nw" << i << "'s log:\n" << c.Out(i)
+                                                 << c.Err(i);
     const std::string out = c.Out(i);
     const size_t at = out.find("messages applied;");
     ASSERT_NE(at, std::string::npos) << out;
