@@ -1048,6 +1048,10 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
                    entries.empty() ? ours + 1 : entries.begin()->first,
                    m.resync_told.count(origin) > 0);
     if (plan.kind == RepairPlan::kResync) {
+      // A live origin that m hears serves m itself (its own log decides
+      // whether m must re-join): from us, a joiner whose cut is later than
+      // m's, it would be a spurious snapshot.
+      if (origin != self_ && OriginAlive(origin) && m.hears.count(origin) > 0) continue;
       auto frame = std::make_shared<v1::GossipFrame>();
       frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
       frame->mutable_resync()->mutable_origin()->set_incarnation(origin.incarnation);

@@ -419,6 +419,49 @@ TEST(GossipNode, InventedOriginsStopAtTheCap) {
   EXPECT_EQ(node->counters().origins_refused, status.origins_refused());
 }
 
+// A node that joined from a snapshot holds nothing of an origin before its
+// cut. A member behind that cut used to be told by it to re-join from a
+// snapshot (ResyncRequired), though the origin itself is alive, heard by
+// that member, and serves what it lacks from its own log: a spurious
+// second snapshot (seen as GossipCluster.WorkersBeyondStartWorkers...
+// loading two). Telling a member to re-join for a live origin it hears is
+// the origin's call; for our own messages, or an origin it does not hear,
+// it is still ours.
+TEST(GossipNode, NoResyncForALiveOriginTheMemberHears) {
+  Nodes c(1);
+  c.Start();
+  GossipNode* node = c.node(0);
+  // Joined from a snapshot: origin a at 10, nothing of it in our log.
+  const OriginKey a{"a", 7};
+  ASSERT_TRUE(node->InstallSnapshot(InitialWeights(), {{a, 10}},
+                                    codec::WeightChecksum(Fingerprint().seed()).Of(InitialWeights()),
+                                    "test")
+                  .ok());
+  ScriptedPeer origin(node, "a", 7, "inproc:a");  // a is alive to us
+  ScriptedPeer behind(node, "b", 8, "inproc:b");
+  auto heartbeat = [&](bool hears_a) {
+    v1::GossipFrame f;
+    ToProto({{a, 5}}, f.mutable_heartbeat()->mutable_applied());
+    v1::Member* listed = f.mutable_heartbeat()->add_members();
+    listed->set_node_id("a");
+    listed->set_incarnation(7);
+    listed->set_address("inproc:a");
+    listed->set_heard(hears_a);
+    return f;
+  };
+  auto resyncs = [&] {
+    int n = 0;
+    for (const auto& frame : behind.link().sent()) n += frame->has_resync();
+    return n;
+  };
+  behind.Send(heartbeat(/*hears_a=*/true));
+  std::this_thread::sleep_for(milliseconds(300));  // a dozen anti-entropy rounds
+  EXPECT_EQ(resyncs(), 0) << "told to re-join though a serves it";
+  // b stops hearing a: now we are its only way, and the log cannot serve it.
+  behind.Send(heartbeat(/*hears_a=*/false));
+  ASSERT_TRUE(Eventually([&] { return resyncs() == 1; }));
+}
+
 // A re-join that failed goes to another live member next; after a snapshot
 // that lacked our own messages (our log let them go once every member alive
 // then had them), only to one whose vector holds them all.
