@@ -190,7 +190,7 @@ bool GossipNode::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame fram
   const size_t bytes = frame.ByteSizeLong();
   absl::MutexLock l(&inbox_mu_);
   last_arrival_[link.get()] = Clock::now();
-  inbox_.push_back(Event{Event::kFrame, link, std::move(frame), {}});
+  inbox_.push_back(Event{Event::kFrame, link, std::move(frame), {}, bytes});
   inbox_cv_.Signal();
   inbox_bytes_ += bytes;
   size_t& mine = inbox_link_bytes_[link.get()];
@@ -286,7 +286,7 @@ void GossipNode::HandleEvent(Event& e) {
       break;
   }
   v1::GossipFrame& f = e.frame;
-  counters_.frame_bytes_received += f.ByteSizeLong();
+  counters_.frame_bytes_received += e.frame_bytes;
   if (f.has_hello()) {
     HandleHello(e.link, f.hello());
     return;
@@ -462,15 +462,6 @@ std::vector<std::string> GossipNode::LiveMemberAddresses(const std::string& exce
   return out;
 }
 
-void GossipNode::CountSnapshotExpired() {
-  absl::MutexLock l(&mu_);
-  ++counters_.snapshots_expired;
-}
-
-void GossipNode::CountRequestRefused() {
-  absl::MutexLock l(&mu_);
-  ++counters_.requests_refused;
-}
 
 std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) const {
   auto frame = std::make_shared<v1::GossipFrame>();
@@ -1601,9 +1592,9 @@ bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured
   return false;
 }
 
-void GossipNode::CountSnapshotServed() {
+void GossipNode::Count(uint64_t Counters::*counter, uint64_t n) {
   absl::MutexLock l(&mu_);
-  ++counters_.snapshots_served;
+  counters_.*counter += n;
 }
 
 VersionMap GossipNode::Applied() {

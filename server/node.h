@@ -299,7 +299,6 @@ class GossipNode final : public LinkEvents {
   // the field that differs and both nodes.
   absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
                          const std::string& peer) const;
-  void CountSnapshotServed();
   // The replica checksum at `at`, as the messages this node applied give it:
   // nullopt when it has not applied that far, or its ledger no longer
   // reaches back there (a snapshot's witness, docs/protocol.md section 7).
@@ -311,12 +310,6 @@ class GossipNode final : public LinkEvents {
   // cluster without one). Status calls check it; Hellos and Snapshot
   // requests go through CheckPeer, which checks it too.
   absl::Status CheckToken(const std::string& token) const;
-  // The service refused a Status or Snapshot call: a wrong token or
-  // identity, or too busy (counted: requests_refused).
-  void CountRequestRefused();
-  // The service cancelled a Snapshot call past its deadline (counted:
-  // snapshots_expired).
-  void CountSnapshotExpired();
 
   // One line on stderr, "reckon-gossip[<node id>]: ...".
   void Log(const std::string& line);
@@ -365,6 +358,9 @@ class GossipNode final : public LinkEvents {
     std::map<std::string, uint64_t> updates_received, bytes_received;
   };
   Counters counters();
+  // Adds `n` to one counter, for what the service sees (snapshots served or
+  // expired, calls refused): e.g. Count(&Counters::requests_refused).
+  void Count(uint64_t Counters::*counter, uint64_t n = 1);
 
  private:
   struct Event {
@@ -372,6 +368,7 @@ class GossipNode final : public LinkEvents {
     std::shared_ptr<Link> link;
     v1::GossipFrame frame;
     std::string why;
+    size_t frame_bytes = 0;  // frame.ByteSizeLong(), taken once in OnFrame
   };
 
   GossipNode(NodeOptions options, codec::FixedPointReplica mirror);

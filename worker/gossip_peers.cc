@@ -240,7 +240,7 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
   }
 }
 
-absl::Status GossipPeers::Resync(const std::string& source, std::vector<std::string> witnesses) {
+absl::Status GossipPeers::Resync(const std::string& source) {
   v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/false);
   const uint64_t param_count = options_.node.fingerprint.param_count();
   request.set_stripes(server::StripesFor(param_count, options_.transport.snapshot_stripes));
@@ -257,7 +257,7 @@ absl::Status GossipPeers::Resync(const std::string& source, std::vector<std::str
                            snap.header.stripes() > 1 ? "s" : "", 8 * megabytes / seconds);
   // The source vouches for its own cut: another member's messages must say
   // the same before we train on it (docs/gossip.md "Threat model").
-  if (witnesses.empty()) witnesses = node_->LiveMemberAddresses(source);
+  const std::vector<std::string> witnesses = node_->LiveMemberAddresses(source);
   if (witnesses.empty()) {
     *log_ << "reckon-worker: snapshot from " << source
           << " installed unwitnessed: no other member to confirm its cut\n";
@@ -265,7 +265,8 @@ absl::Status GossipPeers::Resync(const std::string& source, std::vector<std::str
     RECKON_RETURN_IF_ERROR(server::ConfirmCut(snap.applied, snap.header.checksum(), source,
                                               witnesses, SnapshotRequest(/*header_only=*/true),
                                               param_count, std::chrono::seconds(10),
-                                              options_.transport.tls));    *log_ << "reckon-worker: the snapshot's cut is confirmed by another member's messages\n";
+                                              options_.transport.tls));
+    *log_ << "reckon-worker: the snapshot's cut is confirmed by another member's messages\n";
   }
   return node_->InstallSnapshot(snap.weights, snap.applied, snap.header.checksum(), source);
 }

@@ -104,12 +104,12 @@ class GossipPeers final : public TrainingPeers {
   // Measures the training replica's checksum against what the messages it
   // applied say; on a mismatch re-joins from a live peer's snapshot.
   absl::Status CheckReplica(model::Backend& backend, uint64_t steps_done);
-  // Loads `source`'s snapshot, once a witness confirmed its cut (one of
-  // `witnesses`, or with none given the members alive now but the source;
-  // server::ConfirmCut): kDataLoss when a witness's messages say otherwise.
-  // With nobody to ask (a cluster of two, a single seed) it is installed
+  // Loads `source`'s snapshot, once a witness (a member alive now, not the
+  // source; server::ConfirmCut) confirmed its cut: kDataLoss when a
+  // witness's messages say otherwise. With nobody to ask (a first join,
+  // before the node has members; a cluster of two) it is installed
   // unwitnessed, and said so.
-  absl::Status Resync(const std::string& source, std::vector<std::string> witnesses = {});
+  absl::Status Resync(const std::string& source);
   // Re-joins when the node asks (ResyncRequired, or a failed check). A
   // source that does not answer, or whose snapshot lacks our own messages
   // while another live member has them, is not fatal: the node picks
