@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
 GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
     : options_(std::move(options)),
       self_{options_.node_id, options_.incarnation},
+      inbox_(options_.inbox_byte_cap),
       mirror_(std::move(mirror)),
       checksum_(options_.fingerprint.seed()),
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
@@ -133,7 +134,7 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     absl::MutexLock l(&mu_);
     if (stopping_) return;
     stopping_ = true;
-    stop_requested_.store(true);
+    inbox_.Stop();
     auto leave_frame = std::make_shared<v1::GossipFrame>();
     leave_frame->mutable_leave()->set_reason("shutting down");
     for (auto& [id, m] : members_) {
@@ -150,23 +151,12 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     for (auto& link : dial_.Pending()) links.push_back(std::move(link));
     changed_.SignalAll();
   }
-  {
-    absl::MutexLock l(&inbox_mu_);
-    inbox_cv_.SignalAll();
-  }
   const auto deadline = Clock::now() + flush;
   // A member drops its stream when our Leave arrives: until each has, the
   // Leave (and the settled heartbeats before it) may still be on its way,
   // and closing now (a process exit resets the connection) could lose the
   // last word a member waits for to end. Seen on lossy links.
-  auto all_closed = [&] {
-    absl::MutexLock l(&inbox_mu_);
-    for (const auto& link : told) {
-      if (!closed_links_.count(link.get())) return false;
-    }
-    return true;
-  };
-  while (!all_closed() && Clock::now() < deadline) {
+  while (!inbox_.ClosedSinceStop(told) && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   for (const auto& link : links) {
@@ -180,38 +170,16 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
 
 // --- events from links: enqueue only -------------------------------------
 
-void GossipNode::OnLinkUp(const std::shared_ptr<Link>& link) {
-  absl::MutexLock l(&inbox_mu_);
-  inbox_.push_back(Event{Event::kUp, link, {}, {}});
-  inbox_cv_.Signal();
-}
+void GossipNode::OnLinkUp(const std::shared_ptr<Link>& link) { inbox_.PushUp(link); }
 
 bool GossipNode::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
-  const size_t bytes = frame.ByteSizeLong();
-  absl::MutexLock l(&inbox_mu_);
-  last_arrival_[link.get()] = Clock::now();
-  inbox_.push_back(Event{Event::kFrame, link, std::move(frame), {}, bytes});
-  inbox_cv_.Signal();
-  inbox_bytes_ += bytes;
-  size_t& mine = inbox_link_bytes_[link.get()];
-  mine += bytes;
-  const size_t share = options_.inbox_byte_cap / inbox_link_bytes_.size();
-  if (mine <= share) return true;
-  paused_links_.push_back(link);
-  ++inbox_pauses_;
-  return false;
+  return inbox_.PushFrame(link, std::move(frame));
 }
 
-size_t GossipNode::InboxBytes() {
-  absl::MutexLock l(&inbox_mu_);
-  return inbox_bytes_;
-}
+size_t GossipNode::InboxBytes() { return inbox_.bytes(); }
 
 void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) {
-  absl::MutexLock l(&inbox_mu_);
-  if (stop_requested_.load()) closed_links_.insert(link.get());
-  inbox_.push_back(Event{Event::kClosed, link, {}, why});
-  inbox_cv_.Signal();
+  inbox_.PushClosed(link, why);
 }
 
 // --- the node thread --------------------------------------------------------
@@ -219,33 +187,18 @@ void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::stri
 void GossipNode::Run() {
   Clock::time_point next_tick = Clock::now();
   for (;;) {
-    const Clock::time_point wake = next_tick;
-    std::deque<Event> batch;
-    // Links paused for the frames in `batch`: read on once it is handled.
-    std::vector<std::shared_ptr<Link>> to_resume;
-    {
-      // Only inbox_mu_ here: a gRPC thread enqueueing a frame never waits
-      // behind mu_ (whoever holds it), and the lock order holds.
-      absl::MutexLock l(&inbox_mu_);
-      while (inbox_.empty() && !stop_requested_.load()) {
-        const auto now = Clock::now();
-        if (now >= wake) break;
-        inbox_cv_.WaitWithTimeout(&inbox_mu_, absl::FromChrono(wake - now));
-      }
-      if (stop_requested_.load()) return;
-      batch.swap(inbox_);
-      inbox_bytes_ = 0;
-      inbox_link_bytes_.clear();
-      to_resume.swap(paused_links_);
-    }
+    // Only the inbox's lock while waiting: a transport thread enqueueing a
+    // frame never waits behind mu_ (whoever holds it).
+    Inbox::Batch batch;
+    if (!inbox_.Take(next_tick, &batch)) return;
     last_loop_ns_.store(Clock::now().time_since_epoch().count());
-    if (!HandleBatch(batch, next_tick)) return;
-    batch.clear();  // its frames' memory goes before their links read on
-    for (const std::shared_ptr<Link>& link : to_resume) link->ResumeReading();
+    if (!HandleBatch(batch.events, next_tick)) return;
+    batch.events.clear();  // its frames' memory goes before their links read on
+    for (const std::shared_ptr<Link>& link : batch.to_resume) link->ResumeReading();
   }
 }
 
-bool GossipNode::HandleBatch(std::deque<Event>& batch, Clock::time_point& next_tick) {
+bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick) {
   absl::MutexLock l(&mu_);
   if (stopping_) return false;
   // Ticks come due inside a long batch too (a backlog of large messages
@@ -257,7 +210,7 @@ bool GossipNode::HandleBatch(std::deque<Event>& batch, Clock::time_point& next_t
     Tick(now);
     next_tick = now + options_.heartbeat_interval;
   };
-  for (Event& e : batch) {
+  for (Inbox::Event& e : batch) {
     HandleEvent(e);
     tick_if_due();
   }
@@ -273,16 +226,16 @@ Member* GossipNode::FindByLink(const std::shared_ptr<Link>& link) {
   return nullptr;
 }
 
-void GossipNode::HandleEvent(Event& e) {
+void GossipNode::HandleEvent(Inbox::Event& e) {
   const auto now = Clock::now();
   switch (e.kind) {
-    case Event::kUp:
+    case Inbox::Event::kUp:
       AwaitHello(e.link, now);
       return;
-    case Event::kClosed:
+    case Inbox::Event::kClosed:
       HandleLinkClosed(e.link, e.why, now);
       return;
-    case Event::kFrame:
+    case Inbox::Event::kFrame:
       break;
   }
   v1::GossipFrame& f = e.frame;
@@ -387,10 +340,7 @@ void GossipNode::CloseSilentStreams(Clock::time_point now) {
 
 void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::string& why,
                                   Clock::time_point now) {
-  {
-    absl::MutexLock l(&inbox_mu_);
-    last_arrival_.erase(link.get());
-  }
+  inbox_.Forget(link.get());
   pending_.Remove(link);
   dial_.Closed(link);
   if (Member* m = FindByLink(link)) {
@@ -1139,14 +1089,12 @@ void GossipNode::Tick(Clock::time_point now) {
   ++ticks_;
   UpdateSettled();
   auto heartbeat = MakeHeartbeat();
-  {
-    // Frames that arrived but wait in the inbox count as heard.
-    absl::MutexLock l(&inbox_mu_);
-    for (auto& [id, m] : members_) {
-      if (!m.link) continue;
-      auto arrived = last_arrival_.find(m.link.get());
-      if (arrived != last_arrival_.end()) m.last_heard = std::max(m.last_heard, arrived->second);
-    }
+  // Frames that arrived but wait in the inbox count as heard.
+  const std::map<const Link*, Clock::time_point> arrivals = inbox_.LastArrivals();
+  for (auto& [id, m] : members_) {
+    if (!m.link) continue;
+    auto arrived = arrivals.find(m.link.get());
+    if (arrived != arrivals.end()) m.last_heard = std::max(m.last_heard, arrived->second);
   }
   for (auto& [id, m] : members_) {
     if (std::optional<std::string> dead = SilentTooLong(m, now, options_.failure_timeout)) {
@@ -1610,8 +1558,7 @@ std::string GossipNode::MirrorHash() {
 GossipNode::Counters GossipNode::counters() {
   absl::MutexLock l(&mu_);
   Counters c = counters_;
-  absl::MutexLock inbox(&inbox_mu_);  // mu_ before inbox_mu_
-  c.inbox_pauses = inbox_pauses_;
+  c.inbox_pauses = inbox_.pauses();  // mu_ before the inbox's lock
   return c;
 }
 
@@ -1663,11 +1610,8 @@ void GossipNode::FillCounters(v1::NodeStatus* out) {
   out->set_dial_targets_refused(counters_.dial_targets_refused);
   out->set_origins_refused(counters_.origins_refused);
   out->set_snapshots_expired(counters_.snapshots_expired);
-  {
-    absl::MutexLock inbox(&inbox_mu_);  // mu_ before inbox_mu_
-    out->set_inbox_bytes(inbox_bytes_);
-    out->set_inbox_pauses(inbox_pauses_);
-  }
+  out->set_inbox_bytes(inbox_.bytes());  // mu_ before the inbox's lock
+  out->set_inbox_pauses(inbox_.pauses());
 }
 
 void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {

@@ -28,7 +28,6 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +43,7 @@
 #include "server/checksum_ledger.h"
 #include "server/dial_schedule.h"
 #include "server/early_arrivals.h"
+#include "server/inbox.h"
 #include "server/link.h"
 #include "server/member.h"
 #include "server/membership.h"
@@ -349,7 +349,7 @@ class GossipNode final : public LinkEvents {
              // Updates of new origins dropped: max_origins in the vector.
              origins_refused = 0,
              // Streams paused because their frames filled their share of
-             // the inbox (read from inbox_mu_'s side by counters()).
+             // the inbox (kept by the inbox: inbox.h).
              inbox_pauses = 0,
              // Snapshot calls cancelled past TransportOptions::snapshot_deadline.
              snapshots_expired = 0;
@@ -363,21 +363,14 @@ class GossipNode final : public LinkEvents {
   void Count(uint64_t Counters::*counter, uint64_t n = 1);
 
  private:
-  struct Event {
-    enum Kind { kUp, kFrame, kClosed } kind;
-    std::shared_ptr<Link> link;
-    v1::GossipFrame frame;
-    std::string why;
-    size_t frame_bytes = 0;  // frame.ByteSizeLong(), taken once in OnFrame
-  };
-
   GossipNode(NodeOptions options, codec::FixedPointReplica mirror);
 
   void Run();
   // Handles what Run took of the inbox, under mu_, ticking when due. False
   // once the node is stopping.
-  bool HandleBatch(std::deque<Event>& batch, Clock::time_point& next_tick) ABSL_LOCKS_EXCLUDED(mu_);
-  void HandleEvent(Event& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleEvent(Inbox::Event& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A link is gone: a member's stream (its lanes go with it), a lane, or
   // one not handshaken yet.
   void HandleLinkClosed(const std::shared_ptr<Link>& link, const std::string& why,
@@ -527,33 +520,15 @@ class GossipNode final : public LinkEvents {
   Dialer dialer_;
   std::thread thread_;
 
-  // Lock order: mu_ before inbox_mu_, never the other way (the node thread
-  // does not take mu_ while it holds inbox_mu_). Link reactions take only
-  // inbox_mu_, so a reaction run inline inside a Link call made under mu_
-  // cannot deadlock, and a gRPC thread never waits on mu_ behind the inbox.
-  absl::Mutex inbox_mu_;
-  absl::CondVar inbox_cv_;
-  std::deque<Event> inbox_ ABSL_GUARDED_BY(inbox_mu_);
-  // While stopping: links whose stream has ended (Stop waits for members to
-  // drop theirs on our Leave). Identity only, never dereferenced.
-  std::set<const Link*> closed_links_ ABSL_GUARDED_BY(inbox_mu_);
-  // When each link last delivered a frame, as it arrived (not as the node
-  // thread got to it): a peer whose frames wait in a backlog here is slow
-  // to be processed, not silent. Identity only; erased when the link closes.
-  std::map<const Link*, Clock::time_point> last_arrival_ ABSL_GUARDED_BY(inbox_mu_);
-  // Flow control of the inbox (NodeOptions::inbox_byte_cap): bytes waiting,
-  // in all and per link (identity only), and the links paused, resumed
-  // once the node thread handled the batch it took.
-  size_t inbox_bytes_ ABSL_GUARDED_BY(inbox_mu_) = 0;
-  std::map<const Link*, size_t> inbox_link_bytes_ ABSL_GUARDED_BY(inbox_mu_);
-  std::vector<std::shared_ptr<Link>> paused_links_ ABSL_GUARDED_BY(inbox_mu_);
-  uint64_t inbox_pauses_ ABSL_GUARDED_BY(inbox_mu_) = 0;
+  // Lock order: mu_ before the inbox's own lock, never the other way (the
+  // node thread does not take mu_ while it waits in Inbox::Take). Link
+  // reactions take only the inbox's, so a reaction run inline inside a Link
+  // call made under mu_ cannot deadlock.
+  Inbox inbox_;
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // received, version vectors, member states
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // stopping_, readable by the node thread while it holds only inbox_mu_.
-  std::atomic<bool> stop_requested_{false};
   // Lock-free: read by gRPC threads and by other nodes dialing in-process.
   std::atomic<bool> started_flag_{false};
   std::atomic<int64_t> last_loop_ns_{0};  // steady_clock, for LoopAge

@@ -14,6 +14,7 @@
 #include "server/checksum_ledger.h"
 #include "server/dial_schedule.h"
 #include "server/early_arrivals.h"
+#include "server/inbox.h"
 #include "server/lanes.h"
 #include "server/membership.h"
 #include "server/message_log.h"
@@ -830,6 +831,64 @@ TEST(PendingHandshakes, SilentAcceptedStreamsTimeOutAndTheOldestMakeRoom) {
   PendingHandshakes full({1, std::chrono::seconds(10)});
   EXPECT_TRUE(full.Add(ours, t0).empty());
   EXPECT_EQ(full.Add(accepted[0], t0), std::vector<std::shared_ptr<Link>>{accepted[0]});
+}
+
+// Frames of `bytes` serialized bytes (a Heartbeat padded with a hash).
+v1::GossipFrame FrameOf(size_t bytes) {
+  v1::GossipFrame f;
+  f.mutable_heartbeat()->set_weight_hash(std::string(bytes, 'x'));
+  f.mutable_heartbeat()->set_weight_hash(std::string(bytes - (f.ByteSizeLong() - bytes), 'x'));
+  EXPECT_EQ(f.ByteSizeLong(), bytes);
+  return f;
+}
+
+// The inbox keeps arrival order across links, pauses a link once its frames
+// waiting pass its share of the cap (the cap over the links with frames
+// waiting), hands the paused ones back with the batch that holds their
+// frames, and after Stop takes nothing and remembers which links closed.
+TEST(Inbox, KeepsOrderPausesALinkOverItsShareAndStops) {
+  Inbox inbox(/*byte_cap=*/1000);
+  auto a = std::make_shared<NowhereLink>(), b = std::make_shared<NowhereLink>();
+  inbox.PushUp(a);
+  EXPECT_TRUE(inbox.PushFrame(a, FrameOf(600)));   // a alone: its share is 1000
+  EXPECT_TRUE(inbox.PushFrame(b, FrameOf(400)));   // two links: 500 each
+  EXPECT_FALSE(inbox.PushFrame(a, FrameOf(100)));  // a holds 700 > 500: paused
+  EXPECT_TRUE(inbox.PushFrame(b, FrameOf(100)));   // b holds 500: not over
+  EXPECT_EQ(inbox.bytes(), 1200u);
+  EXPECT_EQ(inbox.pauses(), 1u);
+  EXPECT_EQ(inbox.LastArrivals().size(), 2u);
+  Inbox::Batch batch;
+  ASSERT_TRUE(inbox.Take(Clock::now(), &batch));
+  ASSERT_EQ(batch.events.size(), 5u);
+  EXPECT_EQ(batch.events[0].kind, Inbox::Event::kUp);
+  const std::vector<std::pair<Link*, size_t>> frames = {
+      {a.get(), 600}, {b.get(), 400}, {a.get(), 100}, {b.get(), 100}};
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(batch.events[i + 1].link.get(), frames[i].first) << i;
+    EXPECT_EQ(batch.events[i + 1].frame_bytes, frames[i].second) << i;
+  }
+  EXPECT_EQ(batch.to_resume, std::vector<std::shared_ptr<Link>>{a});
+  EXPECT_EQ(inbox.bytes(), 0u);
+  // Emptied: shares start again from the links with frames waiting.
+  EXPECT_TRUE(inbox.PushFrame(a, FrameOf(900)));
+  // Nothing queued: Take waits until `wake` and hands out nothing.
+  Inbox::Batch rest, none;
+  ASSERT_TRUE(inbox.Take(Clock::now(), &rest));
+  const auto before = Clock::now();
+  ASSERT_TRUE(inbox.Take(before + milliseconds(20), &none));
+  EXPECT_GE(Clock::now() - before, milliseconds(20));
+  EXPECT_TRUE(none.events.empty());
+  inbox.Forget(a.get());
+  EXPECT_EQ(inbox.LastArrivals().size(), 1u);
+  // Closes before Stop are not remembered; after it they are.
+  inbox.PushClosed(a, "gone");
+  inbox.Stop();
+  inbox.PushClosed(b, "gone");
+  EXPECT_FALSE(inbox.ClosedSinceStop({a, b}));
+  EXPECT_TRUE(inbox.ClosedSinceStop({b}));
+  Inbox::Batch after;
+  EXPECT_FALSE(inbox.Take(Clock::now() + std::chrono::hours(1), &after));
+  EXPECT_TRUE(after.events.empty());
 }
 
 }  // namespace

@@ -1,0 +1,87 @@
+#include "server/inbox.h"
+
+#include <utility>
+
+#include "absl/time/time.h"
+
+namespace reckon::server {
+
+void Inbox::PushUp(const std::shared_ptr<Link>& link) {
+  absl::MutexLock l(&mu_);
+  events_.push_back(Event{Event::kUp, link, {}, {}});
+  cv_.Signal();
+}
+
+bool Inbox::PushFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
+  const size_t frame_bytes = frame.ByteSizeLong();
+  absl::MutexLock l(&mu_);
+  last_arrival_[link.get()] = Clock::now();
+  events_.push_back(Event{Event::kFrame, link, std::move(frame), {}, frame_bytes});
+  cv_.Signal();
+  bytes_ += frame_bytes;
+  size_t& mine = link_bytes_[link.get()];
+  mine += frame_bytes;
+  const size_t share = byte_cap_ / link_bytes_.size();
+  if (mine <= share) return true;
+  paused_.push_back(link);
+  ++pauses_;
+  return false;
+}
+
+void Inbox::PushClosed(const std::shared_ptr<Link>& link, const std::string& why) {
+  absl::MutexLock l(&mu_);
+  if (stopped_) closed_since_stop_.insert(link.get());
+  events_.push_back(Event{Event::kClosed, link, {}, why});
+  cv_.Signal();
+}
+
+bool Inbox::Take(Clock::time_point wake, Batch* out) {
+  absl::MutexLock l(&mu_);
+  while (events_.empty() && !stopped_) {
+    const auto now = Clock::now();
+    if (now >= wake) break;
+    cv_.WaitWithTimeout(&mu_, absl::FromChrono(wake - now));
+  }
+  if (stopped_) return false;
+  out->events.swap(events_);
+  out->to_resume.swap(paused_);
+  bytes_ = 0;
+  link_bytes_.clear();
+  return true;
+}
+
+void Inbox::Stop() {
+  absl::MutexLock l(&mu_);
+  stopped_ = true;
+  cv_.SignalAll();
+}
+
+bool Inbox::ClosedSinceStop(const std::vector<std::shared_ptr<Link>>& links) {
+  absl::MutexLock l(&mu_);
+  for (const auto& link : links) {
+    if (!closed_since_stop_.count(link.get())) return false;
+  }
+  return true;
+}
+
+std::map<const Link*, Clock::time_point> Inbox::LastArrivals() {
+  absl::MutexLock l(&mu_);
+  return last_arrival_;
+}
+
+void Inbox::Forget(const Link* link) {
+  absl::MutexLock l(&mu_);
+  last_arrival_.erase(link);
+}
+
+size_t Inbox::bytes() {
+  absl::MutexLock l(&mu_);
+  return bytes_;
+}
+
+uint64_t Inbox::pauses() {
+  absl::MutexLock l(&mu_);
+  return pauses_;
+}
+
+}  // namespace reckon::server

@@ -1,0 +1,97 @@
+// The node's inbox (docs/gossip.md "Threads and locks"): what the links
+// report (a stream up, a frame, a stream closed), queued by transport
+// threads and taken in batches by the node thread, in arrival order.
+//
+// Flow control, not drops: a link whose frames waiting here exceed its
+// share of `byte_cap` (the cap over the links with frames waiting) is
+// paused (PushFrame returns false, and the transport stops reading it);
+// Take hands the paused links back with the batch, and the node thread
+// resumes them once it handled that batch. The inbox so holds at most
+// byte_cap plus one frame per link (counted: pauses).
+//
+// Threads: Push* from any thread (link reactions, possibly run inline inside
+// a Link call the node thread makes under the node's lock); Take and the
+// rest from the node thread or its owner. One mutex of its own, never held
+// while calling out: the node's lock order is its lock before this one, and
+// a transport thread enqueueing a frame never waits behind the node's lock.
+#ifndef RECKON_SERVER_INBOX_H_
+#define RECKON_SERVER_INBOX_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/reckon.pb.h"
+#include "server/link.h"
+#include "server/member.h"
+
+namespace reckon::server {
+
+class Inbox {
+ public:
+  struct Event {
+    enum Kind { kUp, kFrame, kClosed } kind;
+    std::shared_ptr<Link> link;
+    v1::GossipFrame frame;
+    std::string why;
+    size_t frame_bytes = 0;  // frame.ByteSizeLong(), taken once on arrival
+  };
+  struct Batch {
+    std::deque<Event> events;
+    // Links paused for frames in `events`: to resume once they are handled
+    // (their memory released first).
+    std::vector<std::shared_ptr<Link>> to_resume;
+  };
+
+  explicit Inbox(size_t byte_cap) : byte_cap_(byte_cap) {}
+
+  void PushUp(const std::shared_ptr<Link>& link);
+  // False: the link is over its share now and must pause reading.
+  bool PushFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame);
+  void PushClosed(const std::shared_ptr<Link>& link, const std::string& why);
+
+  // Waits until something is queued, `wake`, or Stop, then moves out every
+  // event queued (possibly none, at `wake`). False once stopped: `out` is
+  // then left empty.
+  bool Take(Clock::time_point wake, Batch* out);
+  // Take returns false from now on (a waiting one at once); links closed
+  // from now on are remembered (ClosedSinceStop).
+  void Stop();
+  // Whether every link of `links` reported its close since Stop.
+  bool ClosedSinceStop(const std::vector<std::shared_ptr<Link>>& links);
+
+  // When each link last delivered a frame, as it arrived (not as the node
+  // thread got to it): a peer whose frames wait in a backlog is slow to be
+  // processed, not silent. Identity only; Forget erases a closed link's.
+  std::map<const Link*, Clock::time_point> LastArrivals();
+  void Forget(const Link* link);
+
+  size_t bytes();     // of frames waiting now
+  uint64_t pauses();  // links paused so far
+
+ private:
+  const size_t byte_cap_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
+  // Links whose stream ended since Stop (identity only, never dereferenced).
+  std::set<const Link*> closed_since_stop_ ABSL_GUARDED_BY(mu_);
+  std::map<const Link*, Clock::time_point> last_arrival_ ABSL_GUARDED_BY(mu_);
+  // Bytes waiting, in all and per link (identity only), and links paused.
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<const Link*, size_t> link_bytes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Link>> paused_ ABSL_GUARDED_BY(mu_);
+  uint64_t pauses_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_INBOX_H_
