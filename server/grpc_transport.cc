@@ -451,7 +451,7 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
           cut_ = std::make_shared<const SnapshotCut>(std::move(cut));
         }
         *h = cut_->header;
-        node->Count(&GossipNode::Counters::snapshots_served);
+        node->Count(GossipNode::Counters::kSnapshotsServedFieldNumber);
       }
     }
     BeginWeights(0);
@@ -658,7 +658,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
       const int expired = deadlines_.CancelExpired(Clock::now());
       GossipNode* node = node_.load();
       if (expired > 0 && node != nullptr) {
-        node->Count(&GossipNode::Counters::snapshots_expired, expired);
+        node->Count(GossipNode::Counters::kSnapshotsExpiredFieldNumber, expired);
       }
     });
   }
@@ -705,7 +705,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
     // most kMaxCutsInFlight at once (stripes of a kept cut copy nothing).
     const bool cuts = request->cut_id() == 0 && !request->header_only();
     if (cuts && cuts_in_flight_->load() >= kMaxCutsInFlight) {
-      node->Count(&GossipNode::Counters::requests_refused);
+      node->Count(GossipNode::Counters::kRequestsRefusedFieldNumber);
       return new RefusingWriter(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("busy: ", kMaxCutsInFlight, " snapshots being served; ask another peer")));
@@ -713,7 +713,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
     auto* writer = new SnapshotWriter(*request, &cuts_, live_, cuts ? cuts_in_flight_ : nullptr,
                                       &deadlines_, ctx, Clock::now() + snapshot_deadline_);
     if (!worker_.Post([writer, node] { writer->Start(node); })) {
-      node->Count(&GossipNode::Counters::requests_refused);
+      node->Count(GossipNode::Counters::kRequestsRefusedFieldNumber);
       writer->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                   "busy: too many status and snapshot calls queued"));
       return writer;
@@ -736,7 +736,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
     // cluster's token is asked as a Hello asks it (with TLS the handshake
     // already checked the certificate against the CA).
     if (absl::Status token = node->CheckToken(request->cluster_token()); !token.ok()) {
-      node->Count(&GossipNode::Counters::requests_refused);
+      node->Count(GossipNode::Counters::kRequestsRefusedFieldNumber);
       reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                    absl::StrCat("status: ", token.message())));
       return reactor;
@@ -745,7 +745,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
           node->FillStatus(response);
           reactor->Finish(grpc::Status::OK);
         })) {
-      node->Count(&GossipNode::Counters::requests_refused);
+      node->Count(GossipNode::Counters::kRequestsRefusedFieldNumber);
       reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                    "busy: too many status and snapshot calls queued"));
     }

@@ -239,7 +239,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
       break;
   }
   v1::GossipFrame& f = e.frame;
-  counters_.frame_bytes_received += e.frame_bytes;
+  counters_.set_bytes_received(counters_.bytes_received() + e.frame_bytes);
   if (f.has_hello()) {
     HandleHello(e.link, f.hello());
     return;
@@ -314,7 +314,7 @@ void GossipNode::MoveMember(Member& m, const std::string& address, Clock::time_p
   }
   m.address = address;
   if (!dial_.Learn(address, now)) {
-    ++counters_.dial_targets_refused;
+    counters_.set_dial_targets_refused(counters_.dial_targets_refused() + 1);
     Log(absl::StrCat("not dialing ", address.substr(0, 64), " for ", m.node_id, ": ",
                      dial_.targets(), " addresses known already"));
   }
@@ -322,7 +322,7 @@ void GossipNode::MoveMember(Member& m, const std::string& address, Clock::time_p
 
 void GossipNode::AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point now) {
   for (const std::shared_ptr<Link>& evicted : pending_.Add(link, now)) {
-    ++counters_.handshakes_evicted;
+    counters_.set_handshakes_evicted(counters_.handshakes_evicted() + 1);
     Log(absl::StrCat("closing ", evicted->Describe(), ": no Hello yet, and ",
                      options_.max_pending_handshakes, " streams wait for theirs"));
     evicted->Abort();
@@ -331,7 +331,7 @@ void GossipNode::AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point
 
 void GossipNode::CloseSilentStreams(Clock::time_point now) {
   for (const std::shared_ptr<Link>& silent : pending_.TakeExpired(now)) {
-    ++counters_.hello_timeouts;
+    counters_.set_hello_timeouts(counters_.hello_timeouts() + 1);
     Log(absl::StrCat("closing ", silent->Describe(), ": no Hello within ",
                      options_.hello_timeout.count(), " ms"));
     silent->Abort();
@@ -474,7 +474,11 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     return;
   }
   if (verdict.kind == HelloVerdict::kRefuse) {
-    ++(verdict.over_member_cap ? counters_.members_refused : counters_.peers_refused);
+    if (verdict.over_member_cap) {
+      counters_.set_members_refused(counters_.members_refused() + 1);
+    } else {
+      counters_.set_peers_refused(counters_.peers_refused() + 1);
+    }
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
@@ -564,7 +568,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
     }
   }
   if (verdict.kind == HelloVerdict::kRefuse) {
-    ++counters_.peers_refused;
+    counters_.set_peers_refused(counters_.peers_refused() + 1);
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
@@ -663,13 +667,13 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   const v1::Update& update = frame->update();
   const OriginKey origin = KeyOf(update.origin());
   if (!ValidNodeId(origin.node_id) || update.seq() == 0) {
-    ++counters_.decode_errors;
+    counters_.set_decode_errors(counters_.decode_errors() + 1);
     Log(absl::StrCat("dropped an Update from ", from.node_id, ": origin or seq is not valid"));
     return;
   }
   const uint64_t have = SeqOf(applied_, origin);
   if (origin == self_ || update.seq() <= have || early_.Holds(origin, update.seq())) {
-    ++counters_.duplicates_dropped;
+    counters_.set_duplicates_dropped(counters_.duplicates_dropped() + 1);
     return;
   }
   if (have == 0 && !applied_.count(origin) && applied_.size() >= options_.max_origins &&
@@ -677,20 +681,22 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     // A new origin past the cap: dropped before anything is spent on it.
     // A member's current incarnation always gets in (members are capped on
     // their own), so invented origins cannot lock out a real one.
-    if (counters_.origins_refused++ % 1000 == 0) {  // a flood must not flood the log
+    counters_.set_origins_refused(counters_.origins_refused() + 1);
+    if (counters_.origins_refused() % 1000 == 1) {  // a flood must not flood the log
       Log(absl::StrCat("dropped an Update of a new origin ", origin.ToString().substr(0, 96),
                        " from ", from.node_id, ": ", applied_.size(), " origins known (",
-                       counters_.origins_refused, " dropped so far)"));
+                       counters_.origins_refused(), " dropped so far)"));
     }
     return;
   }
   if (certificates_) {
     // Before anything else is spent on it: only its origin can have made it.
     if (absl::Status v = certificates_->Verify(update); !v.ok()) {
-      if (counters_.signature_errors++ % 1000 == 0) {  // a flood must not flood the log
+      counters_.set_signature_errors(counters_.signature_errors() + 1);
+      if (counters_.signature_errors() % 1000 == 1) {  // a flood must not flood the log
         Log(absl::StrCat("refused Update ", origin.ToString().substr(0, 96), " seq ", update.seq(),
                          " from ", from.node_id, ": ", v.message(), " (",
-                         counters_.signature_errors, " refused so far)"));
+                         counters_.signature_errors(), " refused so far)"));
       }
       return;
     }
@@ -714,7 +720,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     }
   }
   if (!s.ok()) {
-    ++counters_.decode_errors;
+    counters_.set_decode_errors(counters_.decode_errors() + 1);
     Log(absl::StrCat("dropped Update ", origin.ToString(), " seq ", update.seq(), " from ",
                      from.node_id, ": ", s.message()));
     return;
@@ -722,7 +728,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   if (update.seq() > have + 1) {
     // Early: wait for the gap to fill (anti-entropy fills it). A drop here
     // is a loss the sender learns of from our heartbeat, and repairs.
-    if (!early_.Keep(origin, update.seq(), {frame, decoded})) ++counters_.early_dropped;
+    if (!early_.Keep(origin, update.seq(), {frame, decoded})) counters_.set_early_dropped(counters_.early_dropped() + 1);
     return;
   }
   Accept(origin, frame, decoded);
@@ -746,18 +752,18 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   absl::Status s = codec::ApplyDecoded(*decoded, &mirror_);
   if (!s.ok()) {
     // Validated already; only an int64 overflow can get here.
-    ++counters_.decode_errors;
+    counters_.set_decode_errors(counters_.decode_errors() + 1);
     Log(absl::StrCat("could not apply ", origin.ToString(), " seq ", frame->update().seq(), ": ",
                      s.message()));
     return;
   }
   applied_[origin] = frame->update().seq();
   ledger_.Add(origin, frame->update().seq(), frame->update().checksum_delta());  // verified
-  ++counters_.updates_applied;
+  counters_.set_updates_applied(counters_.updates_applied() + 1);
   if (options_.on_accept) options_.on_accept(origin, frame->update());
   const std::string codec = CodecLabel(frame->update().codec());
-  ++counters_.updates_received[codec];
-  counters_.bytes_received[codec] += frame->update().ByteSizeLong();
+  ++(*counters_.mutable_updates_received())[codec];
+  (*counters_.mutable_update_bytes_received())[codec] += frame->update().ByteSizeLong();
   received_.updates.push_back(std::move(decoded));
   received_.accepted_at.push_back(Clock::now());
   if (TreeOverlay()) ForwardInTree(origin, frame->update().seq(), frame);
@@ -796,7 +802,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
 
 void GossipNode::SendCounted(Link& link, std::shared_ptr<const v1::GossipFrame> frame) {
   const size_t bytes = frame->ByteSizeLong();
-  if (link.Send(std::move(frame), SIZE_MAX)) counters_.frame_bytes_sent += bytes;
+  if (link.Send(std::move(frame), SIZE_MAX)) counters_.set_bytes_sent(counters_.bytes_sent() + bytes);
 }
 
 bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) {
@@ -804,12 +810,12 @@ bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
   const size_t bytes = frame->ByteSizeLong();
   if (frame->has_heartbeat()) {
     if (!m.link->SendUrgent(std::move(frame), byte_cap)) return false;
-    counters_.frame_bytes_sent += bytes;
+    counters_.set_bytes_sent(counters_.bytes_sent() + bytes);
     return true;
   }
   if (!frame->has_update()) {
     if (!m.link->Send(std::move(frame), byte_cap)) return false;
-    counters_.frame_bytes_sent += bytes;
+    counters_.set_bytes_sent(counters_.bytes_sent() + bytes);
     return true;
   }
   const bool big = bytes >= options_.lane_min_bytes;
@@ -821,18 +827,18 @@ bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
     for (const auto& [index, l] : m.out_lanes) {
       if (l.up) queued[index] = l.link->QueuedBytes();
     }
-    lane = PickLane(bytes, options_.lane_min_bytes, queued, counters_.update_frames_sent);
+    lane = PickLane(bytes, options_.lane_min_bytes, queued, counters_.update_frames_sent());
   }
   Link& link = lane == 0 ? *m.link : *m.out_lanes[lane].link;
   if (!link.Send(frame, byte_cap)) return false;
-  counters_.frame_bytes_sent += bytes;
-  ++counters_.update_frames_sent;
+  counters_.set_bytes_sent(counters_.bytes_sent() + bytes);
+  counters_.set_update_frames_sent(counters_.update_frames_sent() + 1);
   // As the peer counts: updates only, per link.
   if (lane == 0) {
     ++m.frames_sent;
   } else {
     ++m.out_lanes[lane].frames;
-    ++counters_.lane_update_frames_sent;
+    counters_.set_lane_update_frames_sent(counters_.lane_update_frames_sent() + 1);
   }
   return true;
 }
@@ -863,7 +869,7 @@ void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
   if (!m.link || m.state != MemberState::kAlive) return;
   // In order per origin: behind peers are served by anti-entropy.
   if (std::max(SeqOf(m.pushed, origin), SeqOf(m.applied, origin)) != seq - 1) return;
-  if (!SendUpdate(m, origin, seq, frame)) ++counters_.queue_drops;
+  if (!SendUpdate(m, origin, seq, frame)) counters_.set_queue_drops(counters_.queue_drops() + 1);
 }
 
 void GossipNode::RebuildRing() {
@@ -905,7 +911,7 @@ void GossipNode::LearnCertificates(const Member* from, const std::vector<std::st
     const bool known = certificates_->Has(pem);
     absl::StatusOr<std::string> id = certificates_->Add(pem);
     if (!id.ok()) {
-      ++counters_.signature_errors;
+      counters_.set_signature_errors(counters_.signature_errors() + 1);
       Log(absl::StrCat("ignored a certificate from ", from ? from->node_id : "?", ": ",
                        id.status().message()));
       continue;
@@ -951,7 +957,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
       m.hears.insert(OriginKey{id, other.incarnation()});
     }
     if (!members_.count(id) && members_.size() >= options_.max_members) {
-      ++counters_.members_refused;
+      counters_.set_members_refused(counters_.members_refused() + 1);
       continue;
     }
     Member& known = members_[id];
@@ -1019,8 +1025,8 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
       if (!may) break;
       const bool resend = it->first <= SeqOf(m.ever_sent, origin);
       if (!SendUpdate(m, origin, it->first, it->second.frame)) break;
-      ++counters_.repairs_sent;
-      if (resend) ++counters_.repairs_resent;
+      counters_.set_repairs_sent(counters_.repairs_sent() + 1);
+      if (resend) counters_.set_repairs_resent(counters_.repairs_resent() + 1);
     }
   }
 }
@@ -1099,7 +1105,7 @@ void GossipNode::Tick(Clock::time_point now) {
   for (auto& [id, m] : members_) {
     if (std::optional<std::string> dead = SilentTooLong(m, now, options_.failure_timeout)) {
       Log(*dead);
-      ++counters_.members_failed;
+      counters_.set_members_failed(counters_.members_failed() + 1);
       m.state = MemberState::kDead;
       DropLink(m);
       RebuildRing();
@@ -1180,13 +1186,13 @@ Received GossipNode::TakeReceived(bool with_cut) {
 void GossipNode::RecordReplicaCheck(const VersionMap& at, uint64_t measured, uint64_t expected,
                                     double ms) {
   absl::MutexLock l(&mu_);
-  ++counters_.replica_checks;
+  counters_.set_replica_checks(counters_.replica_checks() + 1);
   last_check_ms_ = ms;
   if (measured == expected) {
     check_to_announce_ = Member::Check{at, measured};
     return;
   }
-  ++counters_.replica_check_failures;
+  counters_.set_replica_check_failures(counters_.replica_check_failures() + 1);
   Log(absl::StrCat("REPLICA CHECK FAILED: the training replica's checksum is ",
                    codec::ChecksumHex(measured), " but the messages it applied give ",
                    codec::ChecksumHex(expected), " at ", VersionJson(at),
@@ -1218,7 +1224,7 @@ std::optional<std::string> GossipNode::RepairSource() {
 
 void GossipNode::CountReplicaRepair() {
   absl::MutexLock l(&mu_);
-  ++counters_.replica_repairs;
+  counters_.set_replica_repairs(counters_.replica_repairs() + 1);
 }
 
 void GossipNode::ComparePeerCheck(Member& m) {
@@ -1229,11 +1235,11 @@ void GossipNode::ComparePeerCheck(Member& m) {
   if (!ours) return;  // behind the history we keep (or our snapshot's cut): not comparable
   if (*ours == check.checksum) {
     ++m.checks_agreed;
-    ++counters_.peer_checks_agreed;
+    counters_.set_peer_checks_agreed(counters_.peer_checks_agreed() + 1);
     return;
   }
   ++m.checks_diverged;
-  ++counters_.divergences;
+  counters_.set_divergences(counters_.divergences() + 1);
   Log(absl::StrCat("DIVERGENCE: ", m.node_id, "'s replica checked ",
                    codec::ChecksumHex(check.checksum), " at ", VersionJson(check.at),
                    " but the messages this node applied give ", codec::ChecksumHex(*ours),
@@ -1303,8 +1309,10 @@ bool GossipNode::WaitWhileBacklogged(Clock::time_point deadline) {
     }
     changed_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
   }
-  counters_.backpressure_ms += static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  counters_.set_backpressure_ms(
+      counters_.backpressure_ms() +
+      static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()));
   return go_on;
 }
 
@@ -1456,7 +1464,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   const uint64_t measured = checksum_.Of(weights);
   absl::MutexLock l(&mu_);
   if (measured != checksum) {
-    ++counters_.divergences;
+    counters_.set_divergences(counters_.divergences() + 1);
     return absl::DataLossError(absl::StrCat("the snapshot from ", source, " has checksum ",
                                             codec::ChecksumHex(measured), " but its messages give ",
                                             codec::ChecksumHex(checksum), ": not installed"));
@@ -1503,7 +1511,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
     m.pushed_frame.clear();
   }
   resync_source_.reset();
-  ++counters_.snapshots_loaded;
+  counters_.set_snapshots_loaded(counters_.snapshots_loaded() + 1);
   Log(absl::StrCat("installed a snapshot from ", source, ": ", VersionJson(applied_)));
   changed_.SignalAll();
   return absl::OkStatus();
@@ -1531,7 +1539,7 @@ GossipNode::Snapshot GossipNode::TakeSnapshot(bool with_weights) {
 bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) {
   if (measured == snapshot.checksum) return true;
   absl::MutexLock l(&mu_);
-  ++counters_.replica_check_failures;
+  counters_.set_replica_check_failures(counters_.replica_check_failures() + 1);
   Log(absl::StrCat("REPLICA CHECK FAILED: this node's mirror has checksum ",
                    codec::ChecksumHex(measured), " but its messages give ",
                    codec::ChecksumHex(snapshot.checksum), " at ", VersionJson(snapshot.applied),
@@ -1540,9 +1548,17 @@ bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured
   return false;
 }
 
-void GossipNode::Count(uint64_t Counters::*counter, uint64_t n) {
+void GossipNode::Count(int field_number, uint64_t n) {
+  const google::protobuf::FieldDescriptor* field =
+      Counters::descriptor()->FindFieldByNumber(field_number);
+  // A caller's mistake, not the network's: the field numbers are constants.
+  if (field == nullptr || field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_UINT64 ||
+      field->is_repeated()) {
+    std::abort();
+  }
   absl::MutexLock l(&mu_);
-  counters_.*counter += n;
+  const google::protobuf::Reflection* reflection = counters_.GetReflection();
+  reflection->SetUInt64(&counters_, field, reflection->GetUInt64(counters_, field) + n);
 }
 
 VersionMap GossipNode::Applied() {
@@ -1558,7 +1574,7 @@ std::string GossipNode::MirrorHash() {
 GossipNode::Counters GossipNode::counters() {
   absl::MutexLock l(&mu_);
   Counters c = counters_;
-  c.inbox_pauses = inbox_.pauses();  // mu_ before the inbox's lock
+  c.set_inbox_pauses(inbox_.pauses());  // mu_ before the inbox's lock
   return c;
 }
 
@@ -1583,35 +1599,14 @@ uint64_t GossipNode::MessagesBehind() {
 }
 
 void GossipNode::FillCounters(v1::NodeStatus* out) {
-  out->set_updates_applied(counters_.updates_applied);
-  out->set_duplicates_dropped(counters_.duplicates_dropped);
-  out->set_decode_errors(counters_.decode_errors);
-  out->set_repairs_sent(counters_.repairs_sent);
-  out->set_snapshots_served(counters_.snapshots_served);
-  out->set_snapshots_loaded(counters_.snapshots_loaded);
-  out->set_queue_drops(counters_.queue_drops);
-  out->set_early_dropped(counters_.early_dropped);
-  out->set_members_refused(counters_.members_refused);
+  *out->mutable_counters() = counters_;
+  out->mutable_counters()->set_inbox_pauses(inbox_.pauses());  // mu_ before the inbox's lock
   out->set_checksum(ledger_.total());
-  out->set_replica_checks(counters_.replica_checks);
-  out->set_replica_check_failures(counters_.replica_check_failures);
-  out->set_replica_repairs(counters_.replica_repairs);
-  out->set_peer_checks_agreed(counters_.peer_checks_agreed);
-  out->set_divergences(counters_.divergences);
   out->set_last_check_ms(last_check_ms_);
   out->set_early_held(early_.size());
   out->set_early_bytes(early_.bytes());
-  out->set_signature_errors(counters_.signature_errors);
-  out->set_peers_refused(counters_.peers_refused);
-  out->set_hello_timeouts(counters_.hello_timeouts);
-  out->set_handshakes_evicted(counters_.handshakes_evicted);
-  out->set_requests_refused(counters_.requests_refused);
   out->set_dial_targets(dial_.targets());
-  out->set_dial_targets_refused(counters_.dial_targets_refused);
-  out->set_origins_refused(counters_.origins_refused);
-  out->set_snapshots_expired(counters_.snapshots_expired);
-  out->set_inbox_bytes(inbox_.bytes());  // mu_ before the inbox's lock
-  out->set_inbox_pauses(inbox_.pauses());
+  out->set_inbox_bytes(inbox_.bytes());
 }
 
 void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {

@@ -316,51 +316,15 @@ class GossipNode final : public LinkEvents {
 
   VersionMap Applied();
   std::string MirrorHash();
-  struct Counters {
-    uint64_t updates_applied = 0, duplicates_dropped = 0, decode_errors = 0, repairs_sent = 0,
-             snapshots_served = 0, snapshots_loaded = 0, queue_drops = 0,
-             early_dropped = 0,  // early arrivals past a cap (repaired later)
-        members_refused = 0,     // new members past max_members
-        replica_checks = 0, replica_check_failures = 0, replica_repairs = 0, peer_checks_agreed = 0,
-             divergences = 0,  // peers' checks against our messages that failed
-        signature_errors = 0,  // Updates unsigned, of an unknown signer, or forged
-        peers_refused = 0,     // handshakes refused: another cluster, token, identity
-        members_failed = 0,    // members this node marked dead (silent too long)
-        backpressure_ms = 0,   // training paused on our backlog (WaitWhileBacklogged)
-        // Every gossip frame sent and received on the streams (serialized
-        // protobuf bytes; not gRPC's framing, not snapshots).
-        frame_bytes_sent = 0, frame_bytes_received = 0,
-             // Update frames sent: fresh pushes, relays and repairs.
-             update_frames_sent = 0,
-             // Of repairs_sent, those the member had been sent before (on
-             // this stream or an earlier one): the rest are first copies
-             // sent late (relays, our own dropped from a full queue, the
-             // tree's backstop).
-             repairs_resent = 0,
-             // Of update_frames_sent, those that went on a lane.
-             lane_update_frames_sent = 0,
-             // Streams closed before their Hello: silent past hello_timeout,
-             // or the oldest waiting when max_pending_handshakes more came.
-             hello_timeouts = 0, handshakes_evicted = 0,
-             // Status and Snapshot calls refused: token, identity, too busy.
-             requests_refused = 0,
-             // Addresses not dialed: max_members + seeds addresses known.
-             dial_targets_refused = 0,
-             // Updates of new origins dropped: max_origins in the vector.
-             origins_refused = 0,
-             // Streams paused because their frames filled their share of
-             // the inbox (kept by the inbox: inbox.h).
-             inbox_pauses = 0,
-             // Snapshot calls cancelled past TransportOptions::snapshot_deadline.
-             snapshots_expired = 0;
-    // Updates of other origins accepted, and their serialized bytes, by
-    // codec label ("rice", "packed32", "onebit", "dyntree8", "dense").
-    std::map<std::string, uint64_t> updates_received, bytes_received;
-  };
+  // The counters (proto/reckon.proto NodeCounters: one list, with each
+  // one's help, for status, the worker's summary and /metrics).
+  using Counters = v1::NodeCounters;
   Counters counters();
   // Adds `n` to one counter, for what the service sees (snapshots served or
-  // expired, calls refused): e.g. Count(&Counters::requests_refused).
-  void Count(uint64_t Counters::*counter, uint64_t n = 1);
+  // expired, calls refused): e.g.
+  // Count(Counters::kRequestsRefusedFieldNumber). Aborts on a field number
+  // that is not a uint64 counter (a programming error).
+  void Count(int field_number, uint64_t n = 1);
 
  private:
   GossipNode(NodeOptions options, codec::FixedPointReplica mirror);

@@ -1,5 +1,7 @@
 #include "server/node_metrics.h"
 
+#include <google/protobuf/reflection.h>
+
 #include <map>
 
 namespace reckon::server {
@@ -54,102 +56,35 @@ class Families {
   std::map<std::string, size_t> index_;
 };
 
-// What the limits of docs/gossip.md "Threat model" turned away.
-void AddLimitCounters(const GossipNode::Counters& c, Families& f) {
-  f.Counter("reckon_hello_timeouts_total",
-            "Accepted gossip streams closed because no Hello came within the hello timeout",
-            double(c.hello_timeouts));
-  f.Counter("reckon_handshakes_evicted_total",
-            "Accepted gossip streams closed before their Hello: too many waited for theirs",
-            double(c.handshakes_evicted));
-  f.Counter("reckon_dial_targets_refused_total",
-            "Addresses announced that were not dialed: as many as the member cap allows known",
-            double(c.dial_targets_refused));
-  f.Counter("reckon_origins_refused_total",
-            "Updates of a new origin dropped: the version vector holds the most origins allowed",
-            double(c.origins_refused));
-  f.Counter("reckon_inbox_pauses_total",
-            "Gossip streams paused because their frames filled their share of the node's inbox",
-            double(c.inbox_pauses));
-  f.Counter("reckon_snapshots_expired_total",
-            "Snapshot calls this node served that were cancelled past their deadline",
-            double(c.snapshots_expired));
-  f.Counter("reckon_requests_refused_total",
-            "Status and Snapshot calls refused: a wrong token or identity, or too busy",
-            double(c.requests_refused));
-}
-
-// The node's counters (monotonic since the process started).
-void AddCounters(const GossipNode::Counters& c, Families& f) {
-  for (const char* codec : {"rice", "packed32", "onebit", "dyntree8", "dense"}) {
-    const auto updates = c.updates_received.find(codec);
-    const auto bytes = c.bytes_received.find(codec);
-    f.Counter("reckon_updates_received_total",
-              "Updates of other origins accepted (validated, in order), by wire codec",
-              updates == c.updates_received.end() ? 0 : double(updates->second),
-              {{"codec", codec}});
-    f.Counter("reckon_received_bytes_total",
-              "Serialized bytes of the updates of other origins accepted, by wire codec",
-              bytes == c.bytes_received.end() ? 0 : double(bytes->second), {{"codec", codec}});
+// Every field of the node's counters, as its MetricOptions say
+// (proto/reckon.proto): the proto is the one list of them.
+void AddCounters(const v1::NodeCounters& c, Families& f) {
+  const google::protobuf::Descriptor* d = c.GetDescriptor();
+  const google::protobuf::Reflection* r = c.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = d->field(i);
+    const v1::MetricOptions& metric = field->options().GetExtension(v1::metric);
+    const std::string name =
+        metric.name().empty() ? "reckon_" + field->name() + "_total" : metric.name();
+    if (field->is_map()) {
+      // map<string, uint64>: each listed key exposed, 0 until counted.
+      std::map<std::string, double> by_key;
+      for (const std::string& key : metric.label_values()) by_key[key] = 0;
+      for (const auto& entry : r->GetRepeatedFieldRef<google::protobuf::Message>(c, field)) {
+        const google::protobuf::Descriptor* e = entry.GetDescriptor();
+        const google::protobuf::Reflection* er = entry.GetReflection();
+        by_key[er->GetString(entry, e->map_key())] = double(er->GetUInt64(entry, e->map_value()));
+      }
+      for (const std::string& key : metric.label_values()) {
+        f.Counter(name, metric.help(), by_key[key], {{metric.label(), key}});
+      }
+      continue;
+    }
+    double value = double(r->GetUInt64(c, field));
+    // Counted in milliseconds, exposed in seconds (Prometheus' base unit).
+    if (field->name().ends_with("_ms") && name.ends_with("_seconds_total")) value /= 1000.0;
+    f.Counter(name, metric.help(), value);
   }
-  f.Counter("reckon_duplicates_dropped_total", "Updates received again and dropped",
-            double(c.duplicates_dropped));
-  f.Counter("reckon_decode_errors_total",
-            "Updates refused as malformed (CRC, codec, bounds, checksum contribution)",
-            double(c.decode_errors));
-  f.Counter("reckon_signature_errors_total", "Updates refused: unsigned, unknown signer, forged",
-            double(c.signature_errors));
-  f.Counter("reckon_peers_refused_total",
-            "Handshakes refused: another cluster's fingerprint, a wrong token or identity",
-            double(c.peers_refused));
-  f.Counter("reckon_members_refused_total", "New members refused past the member cap",
-            double(c.members_refused));
-  f.Counter("reckon_members_failed_total",
-            "Members this node marked dead: silent past the failure timeout",
-            double(c.members_failed));
-  f.Counter("reckon_backpressure_seconds_total",
-            "Time training paused because our own messages not yet applied by a live peer "
-            "filled our share of the log: the links are slower than training",
-            c.backpressure_ms / 1000.0);
-  f.Counter("reckon_repairs_sent_total",
-            "Updates sent by anti-entropy (relays, late first copies and resends)",
-            double(c.repairs_sent));
-  f.Counter("reckon_repairs_resent_total",
-            "Updates anti-entropy sent to a member that had been sent them before",
-            double(c.repairs_resent));
-  f.Counter("reckon_update_frames_sent_total",
-            "Update frames sent: own messages, forwards down the tree overlay, relays, repairs",
-            double(c.update_frames_sent));
-  f.Counter("reckon_lane_update_frames_sent_total",
-            "Of the update frames sent, those that went on a lane (an extra connection to a "
-            "peer, for Updates of 1 MiB or more)",
-            double(c.lane_update_frames_sent));
-  f.Counter("reckon_gossip_sent_bytes_total",
-            "Gossip frames sent on the streams (serialized; heartbeats and relays included)",
-            double(c.frame_bytes_sent));
-  f.Counter("reckon_gossip_received_bytes_total",
-            "Gossip frames received on the streams (serialized; heartbeats included)",
-            double(c.frame_bytes_received));
-  f.Counter("reckon_queue_drops_total", "Updates dropped from full send queues (repaired later)",
-            double(c.queue_drops));
-  f.Counter("reckon_early_dropped_total",
-            "Early arrivals dropped past the buffer cap (repaired later)", double(c.early_dropped));
-  f.Counter("reckon_snapshots_served_total", "Snapshots sent to joining peers",
-            double(c.snapshots_served));
-  f.Counter("reckon_snapshots_loaded_total", "Snapshots this node joined or re-joined from",
-            double(c.snapshots_loaded));
-  f.Counter("reckon_replica_checks_total",
-            "Checks of the training replica's checksum against the messages it applied",
-            double(c.replica_checks));
-  f.Counter("reckon_replica_check_failures_total", "Replica checks that failed (then repaired)",
-            double(c.replica_check_failures));
-  f.Counter("reckon_replica_repairs_total", "Re-joins from a peer's snapshot after a failed check",
-            double(c.replica_repairs));
-  f.Counter("reckon_peer_checks_agreed_total", "Peers' replica checks that matched our messages",
-            double(c.peer_checks_agreed));
-  f.Counter("reckon_divergences_total",
-            "Peers' replica checks that did not match our messages: a divergence",
-            double(c.divergences));
 }
 
 // The node's state now, and each member's.
@@ -201,9 +136,7 @@ std::vector<MetricFamily> NodeMetrics::Collect() const {
   v1::NodeStatus s;
   node_->FillStatus(&s, /*with_weight_hash=*/false);
   Families f(s.node_id());
-  const GossipNode::Counters counters = node_->counters();
-  AddCounters(counters, f);
-  AddLimitCounters(counters, f);
+  AddCounters(node_->counters(), f);
   AddState(s, node_->MessagesBehind(), f);
   return f.Take();
 }

@@ -70,10 +70,10 @@ TEST(GossipCluster, CorruptedReplicaIsDetectedAndRepaired) {
   std::optional<v1::NodeStatus> seen;
   while (std::chrono::steady_clock::now() - corrupted < seconds(60)) {
     seen = c.Status(1);
-    if (seen && seen->replica_check_failures() > 0) break;
+    if (seen && seen->counters().replica_check_failures() > 0) break;
     std::this_thread::sleep_for(milliseconds(20));
   }
-  ASSERT_TRUE(seen && seen->replica_check_failures() > 0) << c.Err(1);
+  ASSERT_TRUE(seen && seen->counters().replica_check_failures() > 0) << c.Err(1);
   const double detect_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - corrupted).count();
   for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);

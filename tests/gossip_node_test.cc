@@ -35,7 +35,7 @@ TEST(GossipNode, ThreeNodesAgreeAtQuiescence) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(c.node(i)->MirrorHash(), c.node(0)->MirrorHash()) << i;
     EXPECT_TRUE(SameVersions(c.node(i)->Applied(), c.node(0)->Applied())) << i;
-    EXPECT_EQ(c.node(i)->counters().updates_applied, 100u) << i;
+    EXPECT_EQ(c.node(i)->counters().updates_applied(), 100u) << i;
     EXPECT_EQ(SeqOf(c.node(i)->Applied(), {"n2", 1002}), 50u);
   }
 }
@@ -72,7 +72,7 @@ TEST(GossipNode, HelloWithoutListenAddressIsRefused) {
   ASSERT_TRUE(Eventually([&] { return !c.node(1)->Health().ok(); }));
   EXPECT_NE(c.node(1)->Health().message().find("sent no listen_address"), std::string::npos)
       << c.node(1)->Health();
-  EXPECT_EQ(c.node(0)->counters().updates_applied, 0u);
+  EXPECT_EQ(c.node(0)->counters().updates_applied(), 0u);
 }
 
 // A dial that is never answered (the peer accepted nothing: a partition, a
@@ -125,13 +125,13 @@ TEST(GossipNode, SlowIntactLinkGetsNoRepairs) {
   });
   c.Start();
   ASSERT_TRUE(PeerAlive(c));
-  const uint64_t repairs_before = c.node(0)->counters().repairs_sent;
+  const uint64_t repairs_before = c.node(0)->counters().repairs_sent();
   c.Publish(0, 1, 200, milliseconds(5));
   ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 200; }));
   std::this_thread::sleep_for(milliseconds(1000));  // several heartbeats more
   EXPECT_EQ(repairs_before, 0u);
-  EXPECT_EQ(c.node(0)->counters().repairs_sent, 0u);
-  EXPECT_EQ(c.node(1)->counters().duplicates_dropped, 0u);
+  EXPECT_EQ(c.node(0)->counters().repairs_sent(), 0u);
+  EXPECT_EQ(c.node(1)->counters().duplicates_dropped(), 0u);
   EXPECT_EQ(c.net().counters().update_frames, 200u);
 }
 
@@ -150,12 +150,12 @@ TEST(GossipNode, OriginsQueuedStreamIsNotDoubledByRelays) {
   // The first second n2 hears nothing of n0: relays then are right.
   ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), n0) >= 20; }));
   std::this_thread::sleep_for(milliseconds(500));
-  const uint64_t relays_before = c.node(1)->counters().repairs_sent;
+  const uint64_t relays_before = c.node(1)->counters().repairs_sent();
   publisher.join();
   ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), n0) == 300; }));
   std::this_thread::sleep_for(milliseconds(300));  // heartbeats more
-  EXPECT_EQ(c.node(1)->counters().repairs_sent, relays_before);
-  EXPECT_EQ(c.node(0)->counters().repairs_sent, 0u);
+  EXPECT_EQ(c.node(1)->counters().repairs_sent(), relays_before);
+  EXPECT_EQ(c.node(0)->counters().repairs_sent(), 0u);
 }
 
 // The relay covers a member a live origin cannot reach: n0 and n2 are cut
@@ -170,8 +170,8 @@ TEST(GossipNode, LiveOriginsMessagesReachAMemberItCannotReachThroughAnother) {
   const OriginKey n0{"n0", 1000};
   ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), n0) == 20; }))
       << VersionJson(c.node(2)->Applied());
-  EXPECT_GE(c.node(1)->counters().repairs_sent, 20u);
-  EXPECT_EQ(c.node(1)->counters().repairs_resent, 0u);
+  EXPECT_GE(c.node(1)->counters().repairs_sent(), 20u);
+  EXPECT_EQ(c.node(1)->counters().repairs_resent(), 0u);
   EXPECT_EQ(c.node(2)->MirrorHash(), c.node(0)->MirrorHash());
 }
 
@@ -201,17 +201,17 @@ TEST(GossipNode, TheTreeSpreadsTheOriginsCopiesAndDeliversEachOnce) {
       }
       return true;
     }));
-    EXPECT_EQ(c.node(0)->counters().update_frames_sent, tree ? 3u * 50 : 7u * 50);
+    EXPECT_EQ(c.node(0)->counters().update_frames_sent(), tree ? 3u * 50 : 7u * 50);
     EXPECT_EQ(c.net().counters().update_frames - frames_before, 7u * 50);
     for (int i = 0; i < 8; ++i) {
-      EXPECT_EQ(c.node(i)->counters().duplicates_dropped, 0u) << i;
+      EXPECT_EQ(c.node(i)->counters().duplicates_dropped(), 0u) << i;
       EXPECT_EQ(c.node(i)->MirrorHash(), c.node(0)->MirrorHash()) << i;
     }
     if (tree) {
       // n3 is a leaf of n0's tree; n2 forwards to it, n4 to n5 and n6.
-      EXPECT_EQ(c.node(3)->counters().update_frames_sent, 0u);
-      EXPECT_EQ(c.node(2)->counters().update_frames_sent, 50u);
-      EXPECT_EQ(c.node(4)->counters().update_frames_sent, 2u * 50);
+      EXPECT_EQ(c.node(3)->counters().update_frames_sent(), 0u);
+      EXPECT_EQ(c.node(2)->counters().update_frames_sent(), 50u);
+      EXPECT_EQ(c.node(4)->counters().update_frames_sent(), 2u * 50);
     }
     EXPECT_TRUE(AllAlive(c)) << "the fewer heartbeats to non-neighbours still keep all alive";
   }
@@ -268,9 +268,55 @@ TEST(GossipNode, MetricsCountTheUpdateFramesAndBytesSent) {
   const GossipNode::Counters counters = c.node(0)->counters();
   // Heartbeats go on: the counters read after the scrape are at least its.
   EXPECT_GT(values["reckon_gossip_sent_bytes_total"], 20 * 100);
-  EXPECT_LE(values["reckon_gossip_sent_bytes_total"], double(counters.frame_bytes_sent));
+  EXPECT_LE(values["reckon_gossip_sent_bytes_total"], double(counters.bytes_sent()));
   EXPECT_GT(values["reckon_gossip_received_bytes_total"], 0);
-  EXPECT_LE(values["reckon_gossip_received_bytes_total"], double(counters.frame_bytes_received));
+  EXPECT_LE(values["reckon_gossip_received_bytes_total"], double(counters.bytes_received()));
+}
+
+// The counters are one proto message (NodeCounters): /metrics exposes every
+// field of it, with its help and the value the node counted, a map field
+// once per codec label; status carries the same message. A counter added
+// to the proto needs nothing else to be watched.
+TEST(GossipNode, EveryCounterOfTheProtoIsOnMetricsWithItsHelp) {
+  Nodes c(2);
+  c.Start();
+  ASSERT_TRUE(PeerAlive(c));
+  c.Publish(0, 1, 5, milliseconds(1));
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 5; }));
+  c.StopAll();  // nothing counts between the scrape and the reads below
+  std::map<std::string, const prometheus::MetricFamily*> families;
+  const std::vector<prometheus::MetricFamily> collected = NodeMetrics(c.node(1)).Collect();
+  for (const prometheus::MetricFamily& f : collected) families[f.name] = &f;
+  const GossipNode::Counters counters = c.node(1)->counters();
+  v1::NodeStatus status;
+  c.node(1)->FillStatus(&status, false);
+  EXPECT_EQ(status.counters().SerializeAsString(), counters.SerializeAsString());
+  const google::protobuf::Descriptor* d = counters.GetDescriptor();
+  ASSERT_GE(d->field_count(), 30);
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = d->field(i);
+    const v1::MetricOptions& metric = field->options().GetExtension(v1::metric);
+    const std::string name =
+        metric.name().empty() ? "reckon_" + field->name() + "_total" : metric.name();
+    ASSERT_TRUE(families.count(name)) << field->name() << " is not on /metrics as " << name;
+    const prometheus::MetricFamily& family = *families[name];
+    EXPECT_EQ(family.type, prometheus::MetricType::Counter) << name;
+    EXPECT_GE(family.help.size(), 20u) << name << ": the proto gives it no help";
+    if (field->is_map()) {
+      EXPECT_EQ(family.metric.size(), 5u) << name << ": one per codec";
+      continue;
+    }
+    ASSERT_EQ(family.metric.size(), 1u) << name;
+    const double value = double(counters.GetReflection()->GetUInt64(counters, field));
+    EXPECT_EQ(family.metric[0].counter.value,
+              field->name().ends_with("_ms") ? value / 1000 : value)
+        << name;
+  }
+  EXPECT_EQ(counters.updates_applied(), 5u);
+  EXPECT_EQ(counters.updates_received().at("rice"), 5u);
+  for (const prometheus::ClientMetric& m : families["reckon_updates_received_total"]->metric) {
+    EXPECT_EQ(m.counter.value, m.label[1].value == "rice" ? 5 : 0) << m.label[1].value;
+  }
 }
 
 // A member inside the tree fails (n4 forwards n0's messages to n5 and n6):
@@ -384,7 +430,7 @@ TEST(GossipNode, AnnouncedAddressesAreOnePerMemberAndForgottenWhenItMoves) {
   std::vector<std::pair<std::string, std::string>> invented;
   for (int i = 0; i < 50; ++i) invented.push_back({absl::StrCat("x", i), absl::StrCat("x:", i)});
   a_again.Send(list(invented));
-  ASSERT_TRUE(Eventually([&] { return status().members_refused() >= 44; }));
+  ASSERT_TRUE(Eventually([&] { return status().counters().members_refused() >= 44; }));
   EXPECT_LE(status().dial_targets(), at_start + 8);
 }
 
@@ -415,8 +461,8 @@ TEST(GossipNode, InventedOriginsStopAtTheCap) {
   EXPECT_EQ(node->Applied().size(), 17u);
   v1::NodeStatus status;
   node->FillStatus(&status, false);
-  EXPECT_EQ(status.origins_refused(), 200u - 16u);
-  EXPECT_EQ(node->counters().origins_refused, status.origins_refused());
+  EXPECT_EQ(status.counters().origins_refused(), 200u - 16u);
+  EXPECT_EQ(node->counters().origins_refused(), status.counters().origins_refused());
 }
 
 // A node that joined from a snapshot holds nothing of an origin before its
@@ -535,7 +581,7 @@ TEST(GossipNode, OwnMessagesStayLoggedForADeadMemberThatLacksThem) {
   c.net().Heal();
   ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), n0) == 5; }))
       << VersionJson(c.node(2)->Applied());
-  EXPECT_EQ(c.node(2)->counters().snapshots_loaded, 0u);
+  EXPECT_EQ(c.node(2)->counters().snapshots_loaded(), 0u);
 }
 
 // A member behind on an origin whose messages have all left our log (it was
@@ -579,7 +625,7 @@ TEST(GossipNode, TrainingWaitsWhileItsBacklogIsOverTheCap) {
   EXPECT_EQ(SeqOf(c.node(1)->Applied(), {"n0", 1000}), 3u);
   EXPECT_EQ(c.node(0)->OwnBacklogBytes(), 0u);
   EXPECT_GE(waited, milliseconds(600));  // out and back over a 300 ms link
-  EXPECT_GE(c.node(0)->counters().backpressure_ms, 600u);
+  EXPECT_GE(c.node(0)->counters().backpressure_ms(), 600u);
 }
 
 // The default cap is a share of the log (log_byte_cap / (2 x members)):
@@ -592,7 +638,7 @@ TEST(GossipNode, DefaultBacklogCapIsAShareOfTheLog) {
   EXPECT_GT(c.node(0)->OwnBacklogBytes(), 0u);
   EXPECT_LT(c.node(0)->OwnBacklogBytes(), size_t{1 << 20} / 4);
   EXPECT_TRUE(c.node(0)->WaitWhileBacklogged(Clock::now()));
-  EXPECT_EQ(c.node(0)->counters().backpressure_ms, 0u);
+  EXPECT_EQ(c.node(0)->counters().backpressure_ms(), 0u);
 }
 
 // What the receiver drops on an intact stream (here: early arrivals past a
@@ -612,12 +658,12 @@ TEST(GossipNode, MessageDroppedOnIntactStreamIsRepaired) {
   EXPECT_TRUE(Eventually([&] {
     return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 100;
   })) << VersionJson(c.node(1)->Applied());
-  EXPECT_GT(c.node(1)->counters().early_dropped, 0u);  // there were losses...
-  EXPECT_GT(c.node(0)->counters().repairs_sent, 0u);   // ...and repairs
+  EXPECT_GT(c.node(1)->counters().early_dropped(), 0u);  // there were losses...
+  EXPECT_GT(c.node(0)->counters().repairs_sent(), 0u);   // ...and repairs
   const GossipNode::Counters n0 = c.node(0)->counters();
-  EXPECT_GT(n0.repairs_resent, 0u);
-  EXPECT_LE(n0.repairs_sent - n0.repairs_resent, 100u) << n0.repairs_sent << " repairs";
-  EXPECT_EQ(c.node(1)->counters().updates_applied, 100u);
+  EXPECT_GT(n0.repairs_resent(), 0u);
+  EXPECT_LE(n0.repairs_sent() - n0.repairs_resent(), 100u) << n0.repairs_sent() << " repairs";
+  EXPECT_EQ(c.node(1)->counters().updates_applied(), 100u);
 }
 
 // A worker that asked for a snapshot (its join probe, then the weights) is
@@ -684,7 +730,7 @@ TEST(GossipNode, NodeBehindOnABacklogIsSlowNotDead) {
         return SeqOf(c.node(0)->Applied(), {"n1", 1001}) == 150;
       },
       seconds(30)));
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(c.node(i)->counters().members_failed, 0u) << "n" << i;
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(c.node(i)->counters().members_failed(), 0u) << "n" << i;
   for (const absl::Status& s : c.Quiesce()) EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
 }
@@ -698,7 +744,7 @@ TEST(GossipNode, MembersPastTheCapAreRefusedAndCounted) {
   for (int i = 0; i < 4; ++i) c.Publish(i, 1, 3);
   ASSERT_TRUE(Eventually([&] {
     uint64_t refused = 0;
-    for (int i = 0; i < 4; ++i) refused += c.node(i)->counters().members_refused;
+    for (int i = 0; i < 4; ++i) refused += c.node(i)->counters().members_refused();
     return refused > 0;
   }));
   for (int i = 0; i < 4; ++i) {
@@ -706,7 +752,7 @@ TEST(GossipNode, MembersPastTheCapAreRefusedAndCounted) {
     c.node(i)->FillStatus(&s);
     EXPECT_LE(s.members_size(), 2) << i;
     // A member past the cap is not a peer of another cluster.
-    EXPECT_EQ(c.node(i)->counters().peers_refused, 0u) << i;
+    EXPECT_EQ(c.node(i)->counters().peers_refused(), 0u) << i;
   }
 }
 
@@ -731,8 +777,8 @@ TEST(GossipNode, RelayedUpdatesOfAnOriginNeverMetAreVerified) {
   ASSERT_TRUE(Eventually([&] {
     return SeqOf(c.node(2)->Applied(), {"n0", 1000}) == 10;
   })) << VersionJson(c.node(2)->Applied());
-  EXPECT_EQ(c.node(2)->counters().signature_errors, 0u);
-  EXPECT_EQ(c.node(1)->counters().signature_errors, 0u);
+  EXPECT_EQ(c.node(2)->counters().signature_errors(), 0u);
+  EXPECT_EQ(c.node(1)->counters().signature_errors(), 0u);
   EXPECT_EQ(c.node(2)->MirrorHash(), c.node(1)->MirrorHash());
 }
 
@@ -758,13 +804,13 @@ TEST(GossipNode, BigUpdatesGoOnLanesAndArriveExactlyOnce) {
   for (const absl::Status& s : c.Quiesce()) EXPECT_TRUE(s.ok()) << s;
   for (int i = 0; i < 3; ++i) {
     const GossipNode::Counters n = c.node(i)->counters();
-    EXPECT_EQ(n.updates_applied, 400u) << i;
-    EXPECT_EQ(n.duplicates_dropped, 0u) << i;
-    EXPECT_EQ(n.repairs_sent, 0u) << i;
+    EXPECT_EQ(n.updates_applied(), 400u) << i;
+    EXPECT_EQ(n.duplicates_dropped(), 0u) << i;
+    EXPECT_EQ(n.repairs_sent(), 0u) << i;
     // Sent 2 x 200, round the stream and three lanes once these were up:
     // about three in four on lanes.
-    EXPECT_GE(n.lane_update_frames_sent, 250u) << i;
-    EXPECT_LT(n.lane_update_frames_sent, 400u) << i;
+    EXPECT_GE(n.lane_update_frames_sent(), 250u) << i;
+    EXPECT_LT(n.lane_update_frames_sent(), 400u) << i;
     EXPECT_EQ(c.node(i)->MirrorHash(), c.node(0)->MirrorHash()) << i;
     v1::NodeStatus s;
     c.node(i)->FillStatus(&s, false);
@@ -784,7 +830,7 @@ TEST(GossipNode, SmallUpdatesOpenNoLanes) {
   c.Publish(0, 1, 50, milliseconds(2));
   ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 50; }));
   std::this_thread::sleep_for(milliseconds(200));  // ten heartbeats: lanes would be dialed
-  EXPECT_EQ(c.node(0)->counters().lane_update_frames_sent, 0u);
+  EXPECT_EQ(c.node(0)->counters().lane_update_frames_sent(), 0u);
   v1::NodeStatus s;
   c.node(1)->FillStatus(&s, false);
   ASSERT_EQ(s.members_size(), 1);

@@ -272,7 +272,7 @@ TEST(HostilePeer, StreamsThatNeverSayHelloAreClosedAndCapped) {
     EXPECT_FALSE(silent.Read().has_value());  // closed by the victim, not by our deadline
     EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(5));
   }
-  EXPECT_GE(Counters(victim.node()).hello_timeouts, 1u);
+  EXPECT_GE(Counters(victim.node()).hello_timeouts(), 1u);
   std::vector<std::unique_ptr<Attacker>> crowd;
   for (int i = 0; i < 8; ++i) {
     crowd.push_back(std::make_unique<Attacker>(victim.address(), TlsConfig{}));
@@ -284,11 +284,11 @@ TEST(HostilePeer, StreamsThatNeverSayHelloAreClosedAndCapped) {
   EXPECT_TRUE(answer->has_hello()) << answer->DebugString();
   for (auto& a : crowd) EXPECT_FALSE(a->Read().has_value());  // all closed, at the latest at 300 ms
   const GossipNode::Counters c = Counters(victim.node());
-  EXPECT_GE(c.handshakes_evicted, 4u);
-  EXPECT_GE(c.handshakes_evicted + c.hello_timeouts, 9u);
+  EXPECT_GE(c.handshakes_evicted(), 4u);
+  EXPECT_GE(c.handshakes_evicted() + c.hello_timeouts(), 9u);
   v1::NodeStatus status;
   victim.node()->FillStatus(&status, false);
-  EXPECT_EQ(status.handshakes_evicted(), c.handshakes_evicted);
+  EXPECT_EQ(status.counters().handshakes_evicted(), c.handshakes_evicted());
 }
 
 // Status names the members, their addresses and the weight hash: in a token
@@ -306,7 +306,7 @@ TEST(HostilePeer, StatusAsksForTheClusterToken) {
       FetchStatus(victim.address(), seconds(5), {}, "the cluster's secret");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->node_id(), "victim");
-  EXPECT_EQ(s->requests_refused(), 3u);
+  EXPECT_EQ(s->counters().requests_refused(), 3u);
 }
 
 // The token is compared in constant time, after hashing: equal tokens
@@ -375,14 +375,14 @@ TEST(HostilePeer, FramesFasterThanTheNodeHandlesThemArePausedNotQueued) {
     release = true;
   }
   flood.join();
-  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).decode_errors == kFrames; }));
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).decode_errors() == kFrames; }));
   std::printf("FIGURES a flood of %d frames of 100 KiB at a held node thread: at most %zu bytes "
               "in the inbox (cap %zu), %d written before the writer blocked, %llu pauses\n",
               kFrames, most, kCap, written_while_held,
-              static_cast<unsigned long long>(Counters(victim.node()).inbox_pauses));
+              static_cast<unsigned long long>(Counters(victim.node()).inbox_pauses()));
   EXPECT_LE(most, kCap + (110 << 10));  // the cap and one frame
   EXPECT_LT(written_while_held, kFrames) << "the writer never blocked";
-  EXPECT_GE(Counters(victim.node()).inbox_pauses, 1u);
+  EXPECT_GE(Counters(victim.node()).inbox_pauses(), 1u);
 }
 
 // A member can tell another to re-join (ResyncRequired) and then serve it
@@ -458,7 +458,7 @@ TEST(HostilePeer, ASnapshotCallThatStopsReadingIsCancelledAtItsDeadline) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED) << s.error_message();
   EXPECT_LT(bytes, kBig * sizeof(int64_t)) << "the whole snapshot came";
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10));
-  EXPECT_TRUE(Eventually([&] { return Counters(victim.node()).snapshots_expired == 1; }));
+  EXPECT_TRUE(Eventually([&] { return Counters(victim.node()).snapshots_expired() == 1; }));
 }
 
 // A frame over the size limit ends the stream before it is parsed; the node
@@ -476,7 +476,7 @@ TEST(HostilePeer, OversizedFrameEndsTheStreamAndNothingElse) {
   a.Send(huge);
   const grpc::Status s = a.Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
-  EXPECT_EQ(Counters(victim.node()).updates_applied, 0u);
+  EXPECT_EQ(Counters(victim.node()).updates_applied(), 0u);
   Attacker next(victim.address(), TlsConfig{});
   ASSERT_TRUE(next.Hello("w2"));
   std::optional<v1::GossipFrame> answer = next.Read();
@@ -535,7 +535,7 @@ TEST(HostilePeer, LanesOfStrangersOrOtherIncarnationsAreRefusedAndCarryOnlyUpdat
   v1::GossipFrame update;
   *update.mutable_update() = MakeMessage(w1, 1, rng).update;
   ASSERT_TRUE(lane.Send(update));
-  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied == 1; }));
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied() == 1; }));
   v1::NodeStatus status;
   victim.node()->FillStatus(&status);
   ASSERT_EQ(status.members_size(), 1);
@@ -555,10 +555,10 @@ TEST(HostilePeer, LanesOfStrangersOrOtherIncarnationsAreRefusedAndCarryOnlyUpdat
   }));
   EXPECT_EQ(status.members(0).state(), "alive");
   EXPECT_FALSE(status.members(0).training_done()) << "the lane's Heartbeat was not taken";
-  EXPECT_EQ(Counters(victim.node()).updates_applied, 1u);
+  EXPECT_EQ(Counters(victim.node()).updates_applied(), 1u);
   // The member's stream still works.
   ASSERT_TRUE(stream.Send(update));
-  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied == 2; }));
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied() == 2; }));
 }
 
 // Two real nodes over gRPC on loopback, with every Update counted as big:
@@ -616,18 +616,18 @@ TEST(Lanes, TwoNodesOverGrpcSendOnLanesAndEndIdentical) {
   }));
   for (GossipNode* node : {a.node(), b.node()}) {
     const GossipNode::Counters c = node->counters();
-    EXPECT_EQ(c.updates_applied, uint64_t{kMessages});
-    EXPECT_EQ(c.duplicates_dropped, 0u);
+    EXPECT_EQ(c.updates_applied(), uint64_t{kMessages});
+    EXPECT_EQ(c.duplicates_dropped(), 0u);
     // Nothing sent twice (the frontier rule). A first copy sent late by
     // anti-entropy is not a fault: under ASan one CI run counted one repair
     // (repairs_sent 1) while every message still arrived exactly once.
-    EXPECT_EQ(c.repairs_resent, 0u);
-    EXPECT_GT(c.lane_update_frames_sent, uint64_t{kMessages} / 2);
+    EXPECT_EQ(c.repairs_resent(), 0u);
+    EXPECT_GT(c.lane_update_frames_sent(), uint64_t{kMessages} / 2);
     std::printf("FIGURES lanes over loopback: %llu of %d Updates sent on lanes; %llu repairs "
                 "(first copies sent late), %llu queue drops\n",
-                static_cast<unsigned long long>(c.lane_update_frames_sent), kMessages,
-                static_cast<unsigned long long>(c.repairs_sent),
-                static_cast<unsigned long long>(c.queue_drops));
+                static_cast<unsigned long long>(c.lane_update_frames_sent()), kMessages,
+                static_cast<unsigned long long>(c.repairs_sent()),
+                static_cast<unsigned long long>(c.queue_drops()));
   }
   EXPECT_EQ(a.node()->MirrorHash(), b.node()->MirrorHash());
 }
@@ -682,18 +682,18 @@ TEST(HostilePeer, FloodOfEarlyArrivalsStaysBounded) {
   ASSERT_TRUE(Eventually([&] {
     status.Clear();
     victim.node()->FillStatus(&status);
-    return status.early_dropped() + status.early_held() == sent;
-  })) << status.early_dropped()
+    return status.counters().early_dropped() + status.early_held() == sent;
+  })) << status.counters().early_dropped()
       << " dropped + " << status.early_held() << " held of " << sent;
   EXPECT_LE(status.early_bytes(), size_t{256} << 10);
-  EXPECT_GT(status.early_dropped(), 0u);
-  EXPECT_EQ(Counters(victim.node()).updates_applied, 0u);
+  EXPECT_GT(status.counters().early_dropped(), 0u);
+  EXPECT_EQ(Counters(victim.node()).updates_applied(), 0u);
   std::printf(
       "FIGURES early-arrival flood: %llu Updates that can never apply: %llu held in "
       "%llu bytes, %llu dropped and counted (caps: 256 per origin, 256 KiB in all)\n",
       static_cast<unsigned long long>(sent), static_cast<unsigned long long>(status.early_held()),
       static_cast<unsigned long long>(status.early_bytes()),
-      static_cast<unsigned long long>(status.early_dropped()));
+      static_cast<unsigned long long>(status.counters().early_dropped()));
 }
 
 // A peer that says Hello and then never reads: gRPC's flow control stops
@@ -720,11 +720,11 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
   // the node's own queue fills, and from then on drops.
   const auto start = Clock::now();
   uint64_t seq = 0;
-  while (Counters(victim.node()).queue_drops == 0 && seq < 100000) {
+  while (Counters(victim.node()).queue_drops() == 0 && seq < 100000) {
     Message m = MakeMessage(self, ++seq, rng, /*count=*/400);
     ASSERT_TRUE(victim.node()->Publish(m.update, m.decoded).ok());
   }
-  ASSERT_EQ(Counters(victim.node()).queue_drops, 1u) << seq << " published";
+  ASSERT_EQ(Counters(victim.node()).queue_drops(), 1u) << seq << " published";
   const uint64_t absorbed = seq;
   // From the first drop on, fresh messages are not queued for it while its
   // queue is full (in order per origin); anti-entropy tops the queue up on
@@ -746,14 +746,14 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
   const GossipNode::Counters after = Counters(victim.node());
   EXPECT_GT(most_queued, kCap / 2) << "the queue filled";
   EXPECT_LE(most_queued, 2 * kCap);
-  EXPECT_LT(after.update_frames_sent, seq) << "not everything was queued";
+  EXPECT_LT(after.update_frames_sent(), seq) << "not everything was queued";
   std::printf(
       "FIGURES a peer that never reads: the transport took %llu messages of 400 updates, "
       "then its 64 KiB queue filled; %llu published in %.0f ms without waiting, %llu sent to "
       "it in all, at most %zu bytes queued, %llu dropped\n",
       static_cast<unsigned long long>(absorbed), static_cast<unsigned long long>(seq), publish_ms,
-      static_cast<unsigned long long>(after.update_frames_sent), most_queued,
-      static_cast<unsigned long long>(after.queue_drops));
+      static_cast<unsigned long long>(after.update_frames_sent()), most_queued,
+      static_cast<unsigned long long>(after.queue_drops()));
 }
 
 // A gRPC server on a free loopback port for a source the test scripts;
@@ -876,7 +876,7 @@ TEST(SnapshotStripes, AStripedFetchIsTheWholeSnapshot) {
     EXPECT_EQ(striped->applied.at(OriginKey{self.node_id, self.incarnation}), 30u);
     EXPECT_EQ(striped->header.weights_sha256(), whole->header.weights_sha256());
   }
-  EXPECT_EQ(Counters(victim.node()).snapshots_served, 5u);
+  EXPECT_EQ(Counters(victim.node()).snapshots_served(), 5u);
 }
 
 // What a source does with stripe requests it should not serve: a cut it
@@ -925,7 +925,7 @@ TEST(HostilePeer, StripesOfCutsNotKeptOrOutOfRangeOrForeignAreRefused) {
   chunks.clear();
   s = RawSnapshot(victim.address(), StripedRequest(0, cut, 1), &chunks);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
-  EXPECT_EQ(Counters(victim.node()).snapshots_served, 1u);
+  EXPECT_EQ(Counters(victim.node()).snapshots_served(), 1u);
 }
 
 // A striping source the test controls: it serves stripes honestly, or
@@ -1092,16 +1092,16 @@ TEST(HostilePeer, ForgedUnsignedOrAlteredUpdatesAreRefused) {
   v1::Update unknown = update("w3", 1);  // a signer nobody has heard of
   w1_key->Sign(&unknown);
   send(unknown);
-  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).signature_errors == 4; }))
-      << Counters(victim.node()).signature_errors;
-  EXPECT_EQ(Counters(victim.node()).updates_applied, 0u);
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).signature_errors() == 4; }))
+      << Counters(victim.node()).signature_errors();
+  EXPECT_EQ(Counters(victim.node()).updates_applied(), 0u);
   EXPECT_EQ(SeqOf(victim.node()->Applied(), {"w2", 7}), 0u);
   v1::Update own = update("w1", 1);
   w1_key->Sign(&own);
   send(own);
-  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied == 1; }));
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied() == 1; }));
   EXPECT_EQ(SeqOf(victim.node()->Applied(), {"w1", 7}), 1u);
-  EXPECT_EQ(Counters(victim.node()).signature_errors, 4u);
+  EXPECT_EQ(Counters(victim.node()).signature_errors(), 4u);
 }
 
 }  // namespace

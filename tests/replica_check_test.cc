@@ -52,15 +52,15 @@ TEST(ReplicaCheck, HealthyReplicasAgreeWhileTraining) {
   // Each node's checks, up to 10 of them, reach the two others.
   ASSERT_TRUE(Eventually([&] {
     for (int i = 0; i < 3; ++i) {
-      if (Counters(c.node(i)).peer_checks_agreed < 6) return false;
+      if (Counters(c.node(i)).peer_checks_agreed() < 6) return false;
     }
     return true;
-  })) << Counters(c.node(0)).peer_checks_agreed << " " << Counters(c.node(1)).peer_checks_agreed
-      << " " << Counters(c.node(2)).peer_checks_agreed;
+  })) << Counters(c.node(0)).peer_checks_agreed() << " " << Counters(c.node(1)).peer_checks_agreed()
+      << " " << Counters(c.node(2)).peer_checks_agreed();
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(Counters(c.node(i)).divergences, 0u) << i;
-    EXPECT_EQ(Counters(c.node(i)).replica_checks, 10u) << i;
-    EXPECT_EQ(Counters(c.node(i)).replica_check_failures, 0u) << i;
+    EXPECT_EQ(Counters(c.node(i)).divergences(), 0u) << i;
+    EXPECT_EQ(Counters(c.node(i)).replica_checks(), 10u) << i;
+    EXPECT_EQ(Counters(c.node(i)).replica_check_failures(), 0u) << i;
     v1::NodeStatus status;
     c.node(i)->FillStatus(&status);
     for (const v1::MemberStatus& m : status.members()) {
@@ -99,17 +99,17 @@ TEST(ReplicaCheck, TwoFacedOriginIsCaughtByComparingChecks) {
   CheckMirror(c.node(0));
   CheckMirror(c.node(1));
   ASSERT_TRUE(Eventually([&] {
-    return Counters(c.node(0)).divergences >= 1 && Counters(c.node(1)).divergences >= 1;
+    return Counters(c.node(0)).divergences() >= 1 && Counters(c.node(1)).divergences() >= 1;
   }));
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   std::printf("FIGURES two-faced origin: divergence seen on both sides %.0f ms after the checks "
               "(heartbeat 20 ms)\n", ms);
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(Counters(c.node(i)).replica_check_failures, 0u) << "each replica is what its "
+    EXPECT_EQ(Counters(c.node(i)).replica_check_failures(), 0u) << "each replica is what its "
                                                                  "messages say";
     v1::NodeStatus status;
     c.node(i)->FillStatus(&status);
-    EXPECT_GE(status.divergences(), 1u);
+    EXPECT_GE(status.counters().divergences(), 1u);
     for (const v1::MemberStatus& m : status.members()) {
       if (m.node_id() == c.options(1 - i).node_id) {
         EXPECT_GE(m.checks_diverged(), 1u);
@@ -138,13 +138,13 @@ TEST(ReplicaCheck, UpdateWhoseContributionDoesNotMatchIsRefused) {
   v1::Update without = m.update;
   without.clear_checksum_delta();
   p.SendUpdate(without);  // no contribution at all
-  ASSERT_TRUE(Eventually([&] { return Counters(c.node(0)).decode_errors == 2; }));
-  EXPECT_EQ(Counters(c.node(0)).updates_applied, 0u);
+  ASSERT_TRUE(Eventually([&] { return Counters(c.node(0)).decode_errors() == 2; }));
+  EXPECT_EQ(Counters(c.node(0)).updates_applied(), 0u);
   EXPECT_EQ(c.node(0)->MirrorHash(), before);
 
   ASSERT_EQ(m.update.checksum_delta(), right);
   p.SendUpdate(m.update);
-  ASSERT_TRUE(Eventually([&] { return Counters(c.node(0)).updates_applied == 1; }));
+  ASSERT_TRUE(Eventually([&] { return Counters(c.node(0)).updates_applied() == 1; }));
   std::vector<int64_t> expected = InitialWeights();
   ASSERT_TRUE(codec::FixedPointReplica::Create(kParams, kFractionBits).ok());
   codec::FixedPointReplica replica = codec::FixedPointReplica::Create(kParams, kFractionBits).value();
@@ -165,10 +165,10 @@ TEST(ReplicaCheck, SnapshotThatFailsItsChecksumIsNotInstalled) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("inproc:source"), std::string::npos) << s;
   EXPECT_EQ(c.node(0)->MirrorHash(), before);
-  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded, 0u);
+  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded(), 0u);
   weights[500] -= 1;
   EXPECT_TRUE(c.node(0)->InstallSnapshot(weights, {}, checksum, "inproc:source").ok());
-  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded, 1u);
+  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded(), 1u);
 }
 
 // A snapshot that cannot be completed (it lacks our own latest messages and
@@ -191,8 +191,8 @@ TEST(ReplicaCheck, SnapshotThatCannotBeCompletedLeavesTheMirrorAsItWas) {
   EXPECT_TRUE(SameVersions(c.node(0)->Applied(), applied_before));
   const GossipNode::Snapshot cut = c.node(0)->TakeSnapshot(true);
   EXPECT_TRUE(c.node(0)->CheckSnapshotServed(cut, c.node(0)->weight_checksum().Of(cut.weights)));
-  EXPECT_EQ(Counters(c.node(0)).replica_check_failures, 0u);
-  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded, 0u);
+  EXPECT_EQ(Counters(c.node(0)).replica_check_failures(), 0u);
+  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded(), 0u);
 }
 
 // A node about to serve a snapshot measures it first: a mirror that fails is
@@ -207,7 +207,7 @@ TEST(ReplicaCheck, CorruptMirrorIsNotServedAndIsRepaired) {
   EXPECT_FALSE(c.node(0)->ResyncSource().has_value());
   cut.weights[7] -= 3;
   EXPECT_FALSE(c.node(0)->CheckSnapshotServed(cut, c.node(0)->weight_checksum().Of(cut.weights)));
-  EXPECT_EQ(Counters(c.node(0)).replica_check_failures, 1u);
+  EXPECT_EQ(Counters(c.node(0)).replica_check_failures(), 1u);
   EXPECT_EQ(c.node(0)->ResyncSource(), std::optional<std::string>(Address(1)));
 }
 

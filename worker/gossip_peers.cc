@@ -1,5 +1,6 @@
 #include "worker/gossip_peers.h"
 
+#include <google/protobuf/reflection.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -459,38 +460,29 @@ base::Json GossipPeers::VersionVector() {
 }
 
 base::Json GossipPeers::Counters() {
+  base::Json out = {{"overlay", node_->options().fingerprint.overlay() == v1::GOSSIP_OVERLAY_TREE
+                                    ? "tree"
+                                    : "mesh"}};
+  // Every counter of the node, as the proto names it (NodeCounters: the
+  // one list), as JSON numbers: protobuf's own JSON prints uint64 as text.
   const server::GossipNode::Counters c = node_->counters();
-  return {{"overlay", node_->options().fingerprint.overlay() == v1::GOSSIP_OVERLAY_TREE ? "tree"
-                                                                                      : "mesh"},
-          {"updates_applied", c.updates_applied},
-          {"duplicates_dropped", c.duplicates_dropped},
-          {"decode_errors", c.decode_errors},
-          {"repairs_sent", c.repairs_sent},
-          {"snapshots_served", c.snapshots_served},
-          {"snapshots_loaded", c.snapshots_loaded},
-          {"queue_drops", c.queue_drops},
-          {"early_dropped", c.early_dropped},
-          {"members_refused", c.members_refused},
-          {"peers_refused", c.peers_refused},
-          {"hello_timeouts", c.hello_timeouts},
-          {"handshakes_evicted", c.handshakes_evicted},
-          {"requests_refused", c.requests_refused},
-          {"dial_targets_refused", c.dial_targets_refused},
-          {"origins_refused", c.origins_refused},
-          {"inbox_pauses", c.inbox_pauses},
-          {"snapshots_expired", c.snapshots_expired},
-          {"replica_checks", c.replica_checks},
-          {"replica_check_failures", c.replica_check_failures},
-          {"replica_repairs", c.replica_repairs},
-          {"peer_checks_agreed", c.peer_checks_agreed},
-          {"divergences", c.divergences},
-          {"signature_errors", c.signature_errors},
-          {"backpressure_seconds", c.backpressure_ms / 1000.0},
-          {"bytes_sent", c.frame_bytes_sent},
-          {"bytes_received", c.frame_bytes_received},
-          {"update_frames_sent", c.update_frames_sent},
-          {"repairs_resent", c.repairs_resent},
-          {"lane_update_frames_sent", c.lane_update_frames_sent}};
+  const google::protobuf::Descriptor* d = c.GetDescriptor();
+  const google::protobuf::Reflection* r = c.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = d->field(i);
+    if (!field->is_map()) {
+      out[field->name()] = r->GetUInt64(c, field);
+      continue;
+    }
+    base::Json by_key = base::Json::object();
+    for (const auto& entry : r->GetRepeatedFieldRef<google::protobuf::Message>(c, field)) {
+      const google::protobuf::Descriptor* e = entry.GetDescriptor();
+      const google::protobuf::Reflection* er = entry.GetReflection();
+      by_key[er->GetString(entry, e->map_key())] = er->GetUInt64(entry, e->map_value());
+    }
+    out[field->name()] = std::move(by_key);
+  }
+  return out;
 }
 
 }  // namespace reckon::worker
