@@ -1,7 +1,10 @@
 // The gossip node (docs/design.md "The gossip node"): membership, version vectors,
 // exactly-once in-order delivery per origin, the message log, anti-entropy,
 // failure detection and quiescence. Transport-agnostic: it talks to peers
-// through Link (link.h); grpc_transport.h provides the real links.
+// through Link (link.h); grpc_transport.h provides the real links. Its
+// methods are in node*.cc, one file per concern, over parts that own their
+// state (inbox.h, pending_handshakes.h, dial_schedule.h, ...): docs/
+// architecture.md "The gossip node in parts".
 //
 // Threads: the node runs one thread of its own, "reckon-gossip", which
 // processes every received frame, link event and timer tick in order. Link

@@ -1,0 +1,185 @@
+// One part of GossipNode's methods (server/node.h; docs/architecture.md "The
+// gossip node in parts"). Heartbeats and anti-entropy: what each heartbeat says
+// (version vector, frames received, the member list), what a member's says
+// about what it lacks, and what we send it again. Each runs on the thread and
+// under the lock its declaration in node.h names.
+#include "server/node.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "codec/codec.h"
+#include "server/anti_entropy.h"
+#include "server/lanes.h"
+#include "server/membership.h"
+
+namespace reckon::server {
+
+bool GossipNode::HeartbeatDue(const Member& m) const {
+  if (!TreeOverlay() || ring_.Neighbours(self_.node_id, m.node_id)) return true;
+  const int64_t every = std::clamp<int64_t>(
+      options_.failure_timeout / (4 * options_.heartbeat_interval), 1, 10);
+  return ticks_ % static_cast<uint64_t>(every) == 0;
+}
+
+void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now) {
+  m.applied = FromProto(hb.applied());
+  m.training_done = hb.training_done();
+  m.settled = hb.settled();
+  m.weight_hash = hb.weight_hash().substr(0, 64);
+  CheckSettledHash(m);
+  if (hb.has_checked()) {
+    m.pending_check = Member::Check{FromProto(hb.checked()), hb.checked_checksum()};
+    ComparePeerCheck(m);
+  }
+  // Lost on this stream: it processed the frame that carried what we pushed
+  // and still lacks some of it. Serve again from what it has.
+  for (auto& [origin, seq] : m.pushed) {
+    const uint64_t theirs = SeqOf(m.applied, origin);
+    auto frame = m.pushed_frame.find(origin);
+    if (theirs < seq && frame != m.pushed_frame.end() &&
+        ProcessedThrough(frame->second, hb.frames_received(), hb.lane_frames_received())) {
+      seq = theirs;
+      m.pushed_frame.erase(frame);
+    }
+  }
+  // No list: this heartbeat is one of those between two that carry it.
+  if (hb.members_size() > 0) m.hears.clear();
+  for (const v1::Member& other : hb.members()) {
+    const std::string& id = other.node_id();
+    if (id == self_.node_id || !ValidNodeId(id) || other.address().empty() ||
+        other.address().size() > 255) {
+      continue;
+    }
+    if (other.heard() && m.hears.size() < options_.max_members) {
+      m.hears.insert(OriginKey{id, other.incarnation()});
+    }
+    if (!members_.count(id) && members_.size() >= options_.max_members) {
+      counters_.set_members_refused(counters_.members_refused() + 1);
+      continue;
+    }
+    Member& known = members_[id];
+    if (known.node_id.empty()) {
+      known.node_id = id;
+      known.first_known = now;
+      Log(absl::StrCat("learned of peer ", id, " at ", other.address().substr(0, 64), " from ",
+                       m.node_id));
+      MoveMember(known, other.address(), now);
+    } else if (known.incarnation == 0 && !known.link && other.heard()) {
+      // Never reached: where a member that hears it now says it is (a
+      // restarted pod has a new IP; a member that does not hear it may
+      // know an old one, and two such lists must not flip the address
+      // back and forth). One address per member: a list naming many
+      // addresses for one id leaves the last, not a dial target for each.
+      MoveMember(known, other.address(), now);
+    }
+    // A member we reached said where it listens in its own Hello: what
+    // others say of it does not change that.
+  }
+  AntiEntropy(m, now);
+}
+
+void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
+  if (!m.link || m.state != MemberState::kAlive) return;
+  // Every origin we applied, not only those our log still holds: a member
+  // behind on one whose messages all left the log (it was dead when they
+  // did) must be told to re-join, or it would never catch up.
+  static const MessageLog::Entries kNothingRetained;
+  for (const auto& [origin, ours] : applied_) {
+    const MessageLog::Entries* retained = log_.Find(origin);
+    const MessageLog::Entries& entries = retained != nullptr ? *retained : kNothingRetained;
+    const RepairPlan plan =
+        PlanRepair(ours, SeqOf(m.applied, origin), SeqOf(m.pushed, origin),
+                   entries.empty() ? ours + 1 : entries.begin()->first,
+                   m.resync_told.count(origin) > 0);
+    if (plan.kind == RepairPlan::kResync) {
+      // A live origin that m hears serves m itself (its own log decides
+      // whether m must re-join): from us, a joiner whose cut is later than
+      // m's, it would be a spurious snapshot.
+      if (origin != self_ && OriginAlive(origin) && m.hears.count(origin) > 0) continue;
+      auto frame = std::make_shared<v1::GossipFrame>();
+      frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
+      frame->mutable_resync()->mutable_origin()->set_incarnation(origin.incarnation);
+      frame->mutable_resync()->set_first_retained_seq(plan.first);
+      SendTo(m, frame, SIZE_MAX);
+      m.resync_told.insert(origin);
+      continue;
+    }
+    if (plan.kind != RepairPlan::kSend) continue;
+    // (Our own count as alive; the relay rules do not ask for them.)
+    const bool origin_alive = OriginAlive(origin);
+    const bool member_hears_origin = m.hears.count(origin) > 0;
+    const bool tree_child = TreeOverlay() && origin_alive &&
+                            ring_.IsChild(origin.node_id, self_.node_id, m.node_id);
+    for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
+      if (LeastQueued(m) > options_.send_queue_byte_cap / 2) return;
+      const Clock::duration age = now - it->second.added, heard_for = now - m.alive_since;
+      const bool may =
+          TreeOverlay()
+              ? MayRelayInTree(tree_child, origin == self_, origin_alive, member_hears_origin, age,
+                               heard_for, options_.repair_timeout, options_.failure_timeout)
+              : MayRelay(origin == self_, origin_alive, member_hears_origin, age, heard_for,
+                         options_.repair_timeout, options_.failure_timeout);
+      if (!may) break;
+      const bool resend = it->first <= SeqOf(m.ever_sent, origin);
+      if (!SendUpdate(m, origin, it->first, it->second.frame)) break;
+      counters_.set_repairs_sent(counters_.repairs_sent() + 1);
+      if (resend) counters_.set_repairs_resent(counters_.repairs_resent() + 1);
+    }
+  }
+}
+
+std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
+  auto frame = std::make_shared<v1::GossipFrame>();
+  v1::Heartbeat* hb = frame->mutable_heartbeat();
+  ToProto(applied_, hb->mutable_applied());
+  hb->set_local_steps(local_steps_);
+  hb->set_training_done(training_done_);
+  if (settled_ && SameVersions(settled_at_, applied_)) {
+    hb->set_settled(true);
+    hb->set_weight_hash(settled_hash_);
+  }
+  if (check_to_announce_) {
+    ToProto(check_to_announce_->at, hb->mutable_checked());
+    hb->set_checked_checksum(check_to_announce_->checksum);
+    check_to_announce_.reset();
+  }
+  return frame;
+}
+
+void GossipNode::AddMemberList(v1::Heartbeat* hb) const {
+  v1::Member* me = hb->add_members();
+  me->set_node_id(self_.node_id);
+  me->set_incarnation(self_.incarnation);
+  me->set_address(options_.listen_address);
+  for (const auto& [id, m] : members_) {
+    if (m.state == MemberState::kLeft || m.address.empty()) continue;
+    v1::Member* other = hb->add_members();
+    other->set_node_id(id);
+    other->set_incarnation(m.incarnation);
+    other->set_address(m.address);
+    other->set_heard(m.state == MemberState::kAlive);
+  }
+}
+
+std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(Member& m,
+                                                                const v1::GossipFrame& base) {
+  auto frame = std::make_shared<v1::GossipFrame>(base);
+  frame->mutable_heartbeat()->set_frames_received(m.frames_received);
+  if (!m.in_lanes.empty()) {
+    for (uint32_t i = 1; i <= m.in_lanes.rbegin()->first; ++i) {
+      auto lane = m.in_lanes.find(i);
+      frame->mutable_heartbeat()->add_lane_frames_received(
+          lane == m.in_lanes.end() ? 0 : lane->second.frames);
+    }
+  }
+  if (m.heartbeats_sent++ % std::max(1, options_.member_list_every) == 0) {
+    AddMemberList(frame->mutable_heartbeat());
+  }
+  return frame;
+}
+
+}  // namespace reckon::server

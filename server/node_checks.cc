@@ -1,0 +1,254 @@
+// One part of GossipNode's methods (server/node.h; docs/architecture.md "The
+// gossip node in parts"). The training thread's side: replica checks and
+// divergence, lag and backlog (backpressure), training done, quiescence in two
+// phases. Each runs on the thread and under the lock its declaration in node.h
+// names.
+#include "server/node.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "codec/codec.h"
+#include "server/anti_entropy.h"
+#include "server/lanes.h"
+#include "server/membership.h"
+
+namespace reckon::server {
+
+void GossipNode::RecordReplicaCheck(const VersionMap& at, uint64_t measured, uint64_t expected,
+                                    double ms) {
+  absl::MutexLock l(&mu_);
+  counters_.set_replica_checks(counters_.replica_checks() + 1);
+  last_check_ms_ = ms;
+  if (measured == expected) {
+    check_to_announce_ = Member::Check{at, measured};
+    return;
+  }
+  counters_.set_replica_check_failures(counters_.replica_check_failures() + 1);
+  Log(absl::StrCat("REPLICA CHECK FAILED: the training replica's checksum is ",
+                   codec::ChecksumHex(measured), " but the messages it applied give ",
+                   codec::ChecksumHex(expected), " at ", VersionJson(at),
+                   " (memory corruption, a faulty device, or a bug in apply)"));
+}
+
+std::optional<std::string> GossipNode::RepairSourceLocked(const std::string& avoid) {
+  const Member* best = nullptr;
+  const uint64_t published = last_published_;  // lambdas are not seen to hold mu_
+  auto rank = [&](const Member& m) {
+    uint64_t total = 0;
+    for (const auto& [origin, seq] : m.applied) total += seq;
+    return std::make_tuple(SeqOf(m.applied, self_) >= published,
+                           m.checks_diverged == 0 && m.checks_agreed > 0, total);
+  };
+  auto rank_avoiding = [&](const Member& m) { return std::make_pair(m.address != avoid, rank(m)); };
+  for (const auto& [id, m] : members_) {
+    if (m.state != MemberState::kAlive || m.address.empty()) continue;
+    if (best == nullptr || rank_avoiding(m) > rank_avoiding(*best)) best = &m;
+  }
+  if (best == nullptr) return std::nullopt;
+  return best->address;
+}
+
+std::optional<std::string> GossipNode::RepairSource() {
+  absl::MutexLock l(&mu_);
+  return RepairSourceLocked();
+}
+
+void GossipNode::CountReplicaRepair() {
+  absl::MutexLock l(&mu_);
+  counters_.set_replica_repairs(counters_.replica_repairs() + 1);
+}
+
+void GossipNode::ComparePeerCheck(Member& m) {
+  if (!m.pending_check || !ledger_.Passed(m.pending_check->at)) return;  // not there yet
+  const Member::Check check = *std::move(m.pending_check);
+  m.pending_check.reset();
+  const std::optional<uint64_t> ours = ledger_.At(check.at);
+  if (!ours) return;  // behind the history we keep (or our snapshot's cut): not comparable
+  if (*ours == check.checksum) {
+    ++m.checks_agreed;
+    counters_.set_peer_checks_agreed(counters_.peer_checks_agreed() + 1);
+    return;
+  }
+  ++m.checks_diverged;
+  counters_.set_divergences(counters_.divergences() + 1);
+  Log(absl::StrCat("DIVERGENCE: ", m.node_id, "'s replica checked ",
+                   codec::ChecksumHex(check.checksum), " at ", VersionJson(check.at),
+                   " but the messages this node applied give ", codec::ChecksumHex(*ours),
+                   " there: the two applied different messages under the same ids"));
+}
+
+uint64_t GossipNode::MaxPeerLagLocked() {
+  uint64_t lag = 0;
+  for (const auto& [id, m] : members_) {
+    if (m.state != MemberState::kAlive) continue;
+    const uint64_t theirs = SeqOf(m.applied, self_);
+    if (last_published_ > theirs) lag = std::max(lag, last_published_ - theirs);
+  }
+  return lag;
+}
+
+bool GossipNode::WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline) {
+  absl::MutexLock l(&mu_);
+  while (MaxPeerLagLocked() > max_lag) {
+    const auto now = Clock::now();
+    if (now >= deadline || stopping_) return false;
+    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
+  }
+  return true;
+}
+
+size_t GossipNode::OwnBacklogBytesLocked() {
+  bool any_alive = false;
+  uint64_t least = last_published_;
+  for (const auto& [id, m] : members_) {
+    if (m.state != MemberState::kAlive) continue;
+    any_alive = true;
+    least = std::min(least, SeqOf(m.applied, self_));
+  }
+  const MessageLog::Entries* own = log_.Find(self_);
+  if (!any_alive || own == nullptr) return 0;
+  size_t bytes = 0;
+  for (auto it = own->upper_bound(least); it != own->end(); ++it) bytes += it->second.bytes;
+  return bytes;
+}
+
+size_t GossipNode::MaxBacklogBytesLocked() {
+  if (options_.max_backlog_bytes > 0) return options_.max_backlog_bytes;
+  size_t members = 1;
+  for (const auto& [id, m] : members_) members += m.state == MemberState::kAlive;
+  return options_.log_byte_cap / (2 * members);
+}
+
+size_t GossipNode::OwnBacklogBytes() {
+  absl::MutexLock l(&mu_);
+  return OwnBacklogBytesLocked();
+}
+
+bool GossipNode::WaitWhileBacklogged(Clock::time_point deadline) {
+  absl::MutexLock l(&mu_);
+  const auto start = Clock::now();
+  bool go_on = true;
+  while (OwnBacklogBytesLocked() > MaxBacklogBytesLocked()) {
+    if (Clock::now() >= deadline || stopping_) {
+      go_on = false;
+      break;
+    }
+    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
+  }
+  counters_.set_backpressure_ms(
+      counters_.backpressure_ms() +
+      static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()));
+  return go_on;
+}
+
+void GossipNode::SetTrainingDone(uint64_t local_steps) {
+  absl::MutexLock l(&mu_);
+  training_done_ = true;
+  local_steps_ = local_steps;
+}
+
+int GossipNode::TrainingMembers() {
+  absl::MutexLock l(&mu_);
+  int members = training_done_ ? 0 : 1;
+  for (const auto& [id, m] : members_) {
+    if (m.state == MemberState::kAlive && !m.training_done) ++members;
+  }
+  return members;
+}
+
+void GossipNode::SetLocalSteps(uint64_t steps) {
+  absl::MutexLock l(&mu_);
+  local_steps_ = steps;
+}
+
+LocalQuiescence GossipNode::LocalQuiescenceLocked() {
+  LocalQuiescence q;
+  q.node_id = self_.node_id;
+  q.training_done = training_done_;
+  q.applying = !received_.updates.empty() || received_.replace_weights.has_value();
+  if (!reached_any_) {
+    for (const std::string& seed : options_.seeds) q.unreached |= !dial_.IsSelf(seed);
+  }
+  const auto now = Clock::now();
+  for (auto it = joiners_.begin(); it != joiners_.end();) {
+    auto m = members_.find(it->first);
+    const bool arrived = m != members_.end() && m->second.incarnation == it->second.incarnation &&
+                         m->second.state != MemberState::kConnecting;
+    if (arrived || now - it->second.last_request > options_.failure_timeout) {
+      it = joiners_.erase(it);
+    } else {
+      q.joining.push_back(it->first);
+      ++it;
+    }
+  }
+  q.applied = applied_;
+  q.settled = settled_;
+  q.settled_at = settled_at_;
+  q.settled_hash = settled_hash_;
+  return q;
+}
+
+bool GossipNode::SettledLocked(std::string* why) {
+  return Settled(LocalQuiescenceLocked(), members_, why);
+}
+
+void GossipNode::UpdateSettled() {
+  std::string why;
+  const bool settled = SettledLocked(&why);
+  if (settled && (!settled_ || !SameVersions(settled_at_, applied_))) {
+    // SHA-256 of the whole replica, on this thread: only when this node
+    // settles at a new vector, i.e. a few times at the end of a run.
+    settled_hash_ = mirror_.WeightHash();
+    settled_at_ = applied_;
+  }
+  settled_ = settled;
+  if (settled_) {
+    for (const auto& [id, m] : members_) CheckSettledHash(m);
+  }
+}
+
+void GossipNode::CheckSettledHash(const Member& m) {
+  // Per heartbeat received: nothing to compare (and no state to copy) until
+  // both sides have settled, i.e. during all of training.
+  if (!fatal_.ok() || !settled_ || !m.settled) return;
+  if (std::optional<std::string> line = Divergence(LocalQuiescenceLocked(), m)) {
+    fatal_ = absl::DataLossError(*line);
+    Log(*line);
+  }
+}
+
+bool GossipNode::QuiescentLocked(std::string* why) {
+  return Quiescent(LocalQuiescenceLocked(), members_, why);
+}
+
+absl::Status GossipNode::WaitQuiescent(Clock::time_point deadline,
+                                       const std::function<absl::Status(Received&)>& drain) {
+  std::string why;
+  for (;;) {
+    Received got;
+    {
+      absl::MutexLock l(&mu_);
+      if (!fatal_.ok()) return fatal_;
+      if (QuiescentLocked(&why)) return absl::OkStatus();
+      got = std::move(received_);
+      received_ = Received{};
+      if (!got.replace_weights && got.updates.empty()) {
+        if (Clock::now() >= deadline) {
+          return absl::DeadlineExceededError(
+              absl::StrCat("cluster not quiescent before the deadline: ", why));
+        }
+        changed_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+        continue;
+      }
+    }
+    absl::Status s = drain(got);
+    if (!s.ok()) return s;
+  }
+}
+
+}  // namespace reckon::server

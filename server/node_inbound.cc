@@ -1,0 +1,178 @@
+// One part of GossipNode's methods (server/node.h; docs/architecture.md "The
+// gossip node in parts"). What comes in: an Update validated before anything is
+// kept, accepted in order per origin or held as an early arrival; our own
+// published; what the training thread takes. Each runs on the thread and under
+// the lock its declaration in node.h names.
+#include "server/node.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "codec/codec.h"
+#include "server/anti_entropy.h"
+#include "server/lanes.h"
+#include "server/membership.h"
+
+namespace reckon::server {
+
+namespace {
+
+// The metrics label of a wire codec (Counters::updates_received).
+std::string CodecLabel(v1::Codec codec) {
+  if (codec == v1::CODEC_THRESHOLD_RICE) return "rice";
+  if (codec == v1::CODEC_THRESHOLD_PACKED32) return "packed32";
+  return codec::CodecFlagName(codec);
+}
+
+}  // namespace
+
+void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame) {
+  const v1::Update& update = frame->update();
+  const OriginKey origin = KeyOf(update.origin());
+  if (!ValidNodeId(origin.node_id) || update.seq() == 0) {
+    counters_.set_decode_errors(counters_.decode_errors() + 1);
+    Log(absl::StrCat("dropped an Update from ", from.node_id, ": origin or seq is not valid"));
+    return;
+  }
+  const uint64_t have = SeqOf(applied_, origin);
+  if (origin == self_ || update.seq() <= have || early_.Holds(origin, update.seq())) {
+    counters_.set_duplicates_dropped(counters_.duplicates_dropped() + 1);
+    return;
+  }
+  if (have == 0 && !applied_.count(origin) && applied_.size() >= options_.max_origins &&
+      !CurrentMemberOrigin(origin)) {
+    // A new origin past the cap: dropped before anything is spent on it.
+    // A member's current incarnation always gets in (members are capped on
+    // their own), so invented origins cannot lock out a real one.
+    counters_.set_origins_refused(counters_.origins_refused() + 1);
+    if (counters_.origins_refused() % 1000 == 1) {  // a flood must not flood the log
+      Log(absl::StrCat("dropped an Update of a new origin ", origin.ToString().substr(0, 96),
+                       " from ", from.node_id, ": ", applied_.size(), " origins known (",
+                       counters_.origins_refused(), " dropped so far)"));
+    }
+    return;
+  }
+  if (certificates_) {
+    // Before anything else is spent on it: only its origin can have made it.
+    if (absl::Status v = certificates_->Verify(update); !v.ok()) {
+      counters_.set_signature_errors(counters_.signature_errors() + 1);
+      if (counters_.signature_errors() % 1000 == 1) {  // a flood must not flood the log
+        Log(absl::StrCat("refused Update ", origin.ToString().substr(0, 96), " seq ", update.seq(),
+                         " from ", from.node_id, ": ", v.message(), " (",
+                         counters_.signature_errors(), " refused so far)"));
+      }
+      return;
+    }
+  }
+  // Validate everything before anything is kept (docs/wire.md §3.2).
+  auto decoded = std::make_shared<codec::DecodedUpdate>();
+  absl::Status s = codec::DecodeUpdate(update, decoded.get());
+  if (s.ok() && decoded->param_count != mirror_.param_count()) {
+    s = absl::DataLossError(absl::StrCat("param_count ", decoded->param_count,
+                                         " but this cluster's model has ", mirror_.param_count()));
+  }
+  if (s.ok()) {
+    // The origin's own account of what the message adds to the replica:
+    // header fields the CRC does not cover (step_quanta), or an encoder and
+    // decoder that disagree, would make replicas differ silently.
+    const uint64_t contribution = codec::ChecksumContribution(checksum_, *decoded);
+    if (contribution != update.checksum_delta()) {
+      s = absl::DataLossError(
+          absl::StrCat("its checksum_delta ", codec::ChecksumHex(update.checksum_delta()),
+                       " is not its words' ", codec::ChecksumHex(contribution)));
+    }
+  }
+  if (!s.ok()) {
+    counters_.set_decode_errors(counters_.decode_errors() + 1);
+    Log(absl::StrCat("dropped Update ", origin.ToString(), " seq ", update.seq(), " from ",
+                     from.node_id, ": ", s.message()));
+    return;
+  }
+  if (update.seq() > have + 1) {
+    // Early: wait for the gap to fill (anti-entropy fills it). A drop here
+    // is a loss the sender learns of from our heartbeat, and repairs.
+    if (!early_.Keep(origin, update.seq(), {frame, decoded})) counters_.set_early_dropped(counters_.early_dropped() + 1);
+    return;
+  }
+  Accept(origin, frame, decoded);
+  AcceptWaiting(origin);
+}
+
+bool GossipNode::CurrentMemberOrigin(const OriginKey& origin) const {
+  auto m = members_.find(origin.node_id);
+  return m != members_.end() && m->second.incarnation == origin.incarnation;
+}
+
+void GossipNode::AcceptWaiting(const OriginKey& origin) {
+  while (std::optional<EarlyArrivals::Arrival> next =
+             early_.TakeNext(origin, SeqOf(applied_, origin))) {
+    Accept(origin, next->frame, next->decoded);
+  }
+}
+
+void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
+                        std::shared_ptr<const codec::DecodedUpdate> decoded) {
+  absl::Status s = codec::ApplyDecoded(*decoded, &mirror_);
+  if (!s.ok()) {
+    // Validated already; only an int64 overflow can get here.
+    counters_.set_decode_errors(counters_.decode_errors() + 1);
+    Log(absl::StrCat("could not apply ", origin.ToString(), " seq ", frame->update().seq(), ": ",
+                     s.message()));
+    return;
+  }
+  applied_[origin] = frame->update().seq();
+  ledger_.Add(origin, frame->update().seq(), frame->update().checksum_delta());  // verified
+  counters_.set_updates_applied(counters_.updates_applied() + 1);
+  if (options_.on_accept) options_.on_accept(origin, frame->update());
+  const std::string codec = CodecLabel(frame->update().codec());
+  ++(*counters_.mutable_updates_received())[codec];
+  (*counters_.mutable_update_bytes_received())[codec] += frame->update().ByteSizeLong();
+  received_.updates.push_back(std::move(decoded));
+  received_.accepted_at.push_back(Clock::now());
+  if (TreeOverlay()) ForwardInTree(origin, frame->update().seq(), frame);
+  log_.Add(origin, std::move(frame), Clock::now());
+}
+
+absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedUpdate& decoded) {
+  // The copy that goes out, its checksum contribution and its signature are
+  // made before the lock: the node thread does not wait on them.
+  auto frame = std::make_shared<v1::GossipFrame>();
+  *frame->mutable_update() = update;
+  const uint64_t contribution = codec::ChecksumContribution(checksum_, decoded);
+  frame->mutable_update()->set_checksum_delta(contribution);
+  if (signer_) signer_->Sign(frame->mutable_update());
+  {
+    absl::MutexLock l(&mu_);
+    if (update.seq() != last_published_ + 1) {
+      return absl::InternalError(
+          absl::StrCat("published seq ", update.seq(), " after ", last_published_));
+    }
+    absl::Status s = codec::ApplyDecoded(decoded, &mirror_);
+    if (!s.ok()) return s;
+    last_published_ = update.seq();
+    applied_[self_] = update.seq();
+    ledger_.Add(self_, update.seq(), contribution);
+    log_.Add(self_, frame, Clock::now());
+    if (TreeOverlay()) {
+      ForwardInTree(self_, update.seq(), frame);
+    } else {
+      for (auto& [id, m] : members_) PushTo(m, self_, update.seq(), frame);
+    }
+    changed_.SignalAll();
+  }
+  return absl::OkStatus();
+}
+
+Received GossipNode::TakeReceived(bool with_cut) {
+  absl::MutexLock l(&mu_);
+  Received out = std::move(received_);
+  received_ = Received{};
+  out.checksum = ledger_.total();
+  if (with_cut) out.cut = applied_;
+  return out;
+}
+
+}  // namespace reckon::server

@@ -1,0 +1,321 @@
+// One part of GossipNode's methods (server/node.h; docs/architecture.md "The
+// gossip node in parts"). The member table and handshakes: Hellos judged and
+// answered, refusals, dials and their addresses, joiners, the tree's ring,
+// certificates learned. Each runs on the thread and under the lock its
+// declaration in node.h names.
+#include "server/node.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "codec/codec.h"
+#include "server/anti_entropy.h"
+#include "server/lanes.h"
+#include "server/membership.h"
+
+namespace reckon::server {
+
+void GossipNode::MoveMember(Member& m, const std::string& address, Clock::time_point now) {
+  if (m.address == address) return;
+  if (!m.address.empty()) {
+    // Its old address is dialed no more (unless it is a seed): an old pod
+    // IP would otherwise be redialed forever, and another process may
+    // listen there by now.
+    if (std::shared_ptr<Link> pending = dial_.Forget(m.address)) {
+      pending_.Remove(pending);
+      pending->Abort();
+    }
+  }
+  m.address = address;
+  if (!dial_.Learn(address, now)) {
+    counters_.set_dial_targets_refused(counters_.dial_targets_refused() + 1);
+    Log(absl::StrCat("not dialing ", address.substr(0, 64), " for ", m.node_id, ": ",
+                     dial_.targets(), " addresses known already"));
+  }
+}
+
+void GossipNode::AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point now) {
+  for (const std::shared_ptr<Link>& evicted : pending_.Add(link, now)) {
+    counters_.set_handshakes_evicted(counters_.handshakes_evicted() + 1);
+    Log(absl::StrCat("closing ", evicted->Describe(), ": no Hello yet, and ",
+                     options_.max_pending_handshakes, " streams wait for theirs"));
+    evicted->Abort();
+  }
+}
+
+void GossipNode::CloseSilentStreams(Clock::time_point now) {
+  for (const std::shared_ptr<Link>& silent : pending_.TakeExpired(now)) {
+    counters_.set_hello_timeouts(counters_.hello_timeouts() + 1);
+    Log(absl::StrCat("closing ", silent->Describe(), ": no Hello within ",
+                     options_.hello_timeout.count(), " ms"));
+    silent->Abort();
+  }
+}
+
+absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
+                                   const std::string& peer) const {
+  const v1::ClusterFingerprint& ours = options_.fingerprint;
+  // Names both nodes, so the line reads the same in either one's log.
+  auto differs = [&](const std::string& field, const auto& there, const auto& here) {
+    return absl::FailedPreconditionError(absl::StrCat("cluster fingerprint mismatch: ", field,
+                                                      " is ", there, " on '", peer.substr(0, 64),
+                                                      "' but ", here, " on '", self_.node_id, "'"));
+  };
+  if (theirs.protocol_version() != ours.protocol_version()) {
+    return differs("protocol version", theirs.protocol_version(), ours.protocol_version());
+  }
+  if (theirs.model() != ours.model()) return differs("model", theirs.model(), ours.model());
+  if (theirs.param_count() != ours.param_count()) {
+    return differs("param count", theirs.param_count(), ours.param_count());
+  }
+  if (theirs.fraction_bits() != ours.fraction_bits()) {
+    return differs("fraction bits", theirs.fraction_bits(), ours.fraction_bits());
+  }
+  if (theirs.codec() != ours.codec()) {
+    return differs("codec", v1::Codec_Name(theirs.codec()), v1::Codec_Name(ours.codec()));
+  }
+  if (theirs.seed() != ours.seed()) return differs("seed", theirs.seed(), ours.seed());
+  if (theirs.overlay() != ours.overlay()) {
+    return differs("overlay", v1::GossipOverlay_Name(theirs.overlay()),
+                   v1::GossipOverlay_Name(ours.overlay()));
+  }
+  if (theirs.pretrain_samples() != ours.pretrain_samples()) {
+    return differs("pretrain samples", theirs.pretrain_samples(), ours.pretrain_samples());
+  }
+  return CheckToken(token);
+}
+
+absl::Status GossipNode::CheckToken(const std::string& token) const {
+  if (!options_.cluster_token.empty() && !TokenMatches(token, options_.cluster_token)) {
+    return absl::PermissionDeniedError("cluster token does not match");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> GossipNode::LiveMemberAddresses(const std::string& except) {
+  absl::MutexLock l(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, m] : members_) {
+    if (m.state == MemberState::kAlive && !m.address.empty() && m.address != except) {
+      out.push_back(m.address);
+    }
+  }
+  return out;
+}
+
+std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) const {
+  auto frame = std::make_shared<v1::GossipFrame>();
+  v1::Hello* h = frame->mutable_hello();
+  if (lane == 0) {
+    h->set_lanes_accepted(kMaxLanes);
+  } else {
+    h->set_lane(lane);
+  }
+  *h->mutable_fingerprint() = options_.fingerprint;
+  h->mutable_self()->set_node_id(self_.node_id);
+  h->mutable_self()->set_incarnation(self_.incarnation);
+  h->set_listen_address(options_.listen_address);
+  h->set_cluster_token(options_.cluster_token);
+  return frame;
+}
+
+void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& peer,
+                        const std::string& reason, bool permanent) {
+  Log(absl::StrCat("refusing ", link->Describe(), " (node '", peer.substr(0, 64), "'): ", reason));
+  if (!link->dialed()) {
+    auto frame = std::make_shared<v1::GossipFrame>();
+    frame->mutable_refusal()->set_reason(reason);
+    frame->mutable_refusal()->set_permanent(permanent);
+    SendCounted(*link, frame);
+  } else if (permanent && fatal_.ok()) {
+    fatal_ = absl::FailedPreconditionError(
+        absl::StrCat("peer ", link->Describe(), " is not of this cluster: ", reason));
+  }
+  pending_.Remove(link);
+  link->Close();
+}
+
+HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
+  HelloContext context;
+  context.self = self_;
+  context.fingerprint_and_token =
+      CheckPeer(hello.fingerprint(), hello.cluster_token(), hello.self().node_id());
+  context.require_identity = options_.require_peer_identity;
+  context.peer_identity = link.PeerIdentity();
+  context.members = &members_;
+  context.max_members = options_.max_members;
+  return JudgeHello(hello, context);
+}
+
+void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
+  const auto now = Clock::now();
+  if (hello.lane() != 0) {
+    HandleLaneHello(link, hello);
+    return;
+  }
+  if (!pending_.Contains(link)) return;  // a second Hello: ignore
+  const std::string& id = hello.self().node_id();
+  const HelloVerdict verdict = Judge(*link, hello);
+  if (verdict.kind == HelloVerdict::kSelfDial) {
+    // We dialed ourselves (our address is in the seed list): remember it.
+    dial_.DialedSelf(link);
+    pending_.Remove(link);
+    link->Close();
+    return;
+  }
+  if (verdict.kind == HelloVerdict::kRefuse) {
+    if (verdict.over_member_cap) {
+      counters_.set_members_refused(counters_.members_refused() + 1);
+    } else {
+      counters_.set_peers_refused(counters_.peers_refused() + 1);
+    }
+    Refuse(link, id, verdict.reason, verdict.permanent);
+    return;
+  }
+  Member& m = members_[id];
+  if (m.node_id.empty()) {
+    m.node_id = id;
+    m.first_known = now;
+  }
+  if (hello.self().incarnation() > m.incarnation) {
+    if (m.incarnation != 0) {
+      Log(absl::StrCat("peer ", id, " restarted as incarnation ", hello.self().incarnation()));
+    }
+    m.incarnation = hello.self().incarnation();
+    m.applied.clear();
+    m.ever_sent.clear();
+    m.training_done = false;
+    m.settled = false;
+    m.weight_hash.clear();
+    if (m.link) DropLink(m);
+  }
+  m.lanes_accepted = std::min(hello.lanes_accepted(), kMaxLanes);
+  pending_.Remove(link);
+  dial_.Handshaken(link);  // before MoveMember, which may forget the address it was dialed at
+  if (!hello.listen_address().empty()) MoveMember(m, hello.listen_address(), now);
+  if (!link->dialed()) SendCounted(*link, MakeHello());
+  if (m.link && m.link != link) {
+    // Two streams for one pair (both dialed at once): both ends keep the one
+    // dialed by the smaller node id, so they agree without talking.
+    if (KeepsStream(self_.node_id, id, link->dialed())) {
+      DropLink(m);
+    } else {
+      link->Close();
+      return;
+    }
+  }
+  m.link = link;
+  ResetStream(m);
+  m.last_heard = now;
+  if (certificates_) {
+    // Its handshake certificate first, then everything we know goes to it
+    // before any Update can: relayed messages are always verifiable.
+    LearnCertificates(&m, {link->PeerCertificate()});
+    auto frame = std::make_shared<v1::GossipFrame>();
+    for (std::string& pem : certificates_->All()) {
+      frame->mutable_certificates()->add_pem(std::move(pem));
+    }
+    SendTo(m, frame, SIZE_MAX);
+  }
+  if (m.state != MemberState::kAlive) {
+    Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
+                     ") connected: ", link->Describe()));
+  }
+  m.alive_since = now;
+  m.state = MemberState::kAlive;
+  RebuildRing();
+  reached_any_ = true;
+  SendTo(m, HeartbeatFor(m, *MakeHeartbeat()), SIZE_MAX);
+}
+
+void GossipNode::DropLink(Member& m) {
+  // Abort, not Close: a dead or departed peer may never finish the write in
+  // flight, and Close would wait on it forever.
+  if (m.link) m.link->Abort();
+  m.link.reset();
+  ResetStream(m);
+  DropLanes(m);
+  m.resync_told.clear();
+}
+
+void GossipNode::DialDue(Clock::time_point now) {
+  if (!dialer_) return;
+  for (DialSchedule::Expired& e : dial_.TakeExpired(now)) {
+    // Every dial has a deadline (two failure timeouts: a handshake needs a
+    // whole round trip, a heartbeat only half of one).
+    Log(absl::StrCat("dial to ", e.address, " got no handshake in ",
+                     absl::StrFormat("%.1f", std::chrono::duration<double>(e.waited).count()),
+                     " s: abandoned, will dial again"));
+    pending_.Remove(e.link);
+    e.link->Abort();
+  }
+  auto connected = [this](const std::string& address) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (const auto& [id, m] : members_) {  // the caller holds mu_
+      if (m.address == address && (m.link || m.state == MemberState::kLeft)) return true;
+    }
+    return false;
+  };
+  for (const std::string& address : dial_.Due(now, connected)) {
+    std::shared_ptr<Link> link = dialer_(address);
+    if (!link) continue;
+    dial_.Dialed(address, link, now);
+    AwaitHello(link, now);
+    SendCounted(*link, MakeHello());
+  }
+}
+
+void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {
+  absl::MutexLock l(&mu_);
+  // Only ids a Hello could carry: they end up in logs, JSON and metric labels.
+  if (!ValidNodeId(node_id) || node_id == self_.node_id) return;
+  auto it = joiners_.find(node_id);
+  if (it == joiners_.end()) {
+    if (joiners_.size() >= options_.max_members) return;
+    Log(absl::StrCat(node_id, " is joining (it asked for a snapshot)"));
+    it = joiners_.emplace(node_id, Joiner{}).first;
+  }
+  it->second.incarnation = incarnation;
+  it->second.last_request = Clock::now();
+  changed_.SignalAll();
+}
+
+void GossipNode::RebuildRing() {
+  if (!TreeOverlay()) return;
+  std::vector<std::string> ids = {self_.node_id};
+  for (const auto& [id, m] : members_) {
+    if (m.state == MemberState::kAlive) ids.push_back(id);
+  }
+  ring_ = Ring(std::move(ids));
+}
+
+bool GossipNode::OriginAlive(const OriginKey& origin) const {
+  if (origin == self_) return true;
+  auto m = members_.find(origin.node_id);
+  return m != members_.end() && m->second.incarnation == origin.incarnation &&
+         m->second.state == MemberState::kAlive;
+}
+
+void GossipNode::LearnCertificates(const Member* from, const std::vector<std::string>& pems) {
+  auto news = std::make_shared<v1::GossipFrame>();
+  for (const std::string& pem : pems) {
+    if (pem.empty() || pem.size() > 16384) continue;
+    const bool known = certificates_->Has(pem);
+    absl::StatusOr<std::string> id = certificates_->Add(pem);
+    if (!id.ok()) {
+      counters_.set_signature_errors(counters_.signature_errors() + 1);
+      Log(absl::StrCat("ignored a certificate from ", from ? from->node_id : "?", ": ",
+                       id.status().message()));
+      continue;
+    }
+    if (!known) news->mutable_certificates()->add_pem(pem);
+  }
+  if (news->certificates().pem_size() == 0) return;
+  for (auto& [id, m] : members_) {
+    if (&m != from && m.link) SendTo(m, news, SIZE_MAX);
+  }
+}
+
+}  // namespace reckon::server

@@ -1,0 +1,136 @@
+// One part of GossipNode's methods (server/node.h; docs/architecture.md "The
+// gossip node in parts"). Snapshots and re-joins: cuts taken for the service, a
+// snapshot installed (our own newer messages replayed on top), where to re-join
+// from, the checksum a witness vouches for. Each runs on the thread and under
+// the lock its declaration in node.h names.
+#include "server/node.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "codec/codec.h"
+#include "server/anti_entropy.h"
+#include "server/lanes.h"
+#include "server/membership.h"
+
+namespace reckon::server {
+
+std::optional<uint64_t> GossipNode::ChecksumAt(const VersionMap& at) {
+  absl::MutexLock l(&mu_);
+  return ledger_.At(at);
+}
+
+std::optional<std::string> GossipNode::ResyncSource() {
+  absl::MutexLock l(&mu_);
+  return resync_source_;
+}
+
+bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages) {
+  absl::MutexLock l(&mu_);
+  if (resync_source_ != source) return false;
+  std::optional<std::string> other = RepairSourceLocked(source);
+  if (!other || *other == source) return false;
+  if (need_our_messages) {
+    const uint64_t published = last_published_;  // lambdas are not seen to hold mu_
+    const auto holder = std::find_if(members_.begin(), members_.end(), [&](const auto& entry) {
+      return entry.second.address == *other && SeqOf(entry.second.applied, self_) >= published;
+    });
+    if (holder == members_.end()) return false;
+  }
+  resync_source_ = other;
+  return true;
+}
+
+absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
+                                         const VersionMap& applied, uint64_t checksum,
+                                         const std::string& source) {
+  // Measured before the lock: O(param_count).
+  const uint64_t measured = checksum_.Of(weights);
+  absl::MutexLock l(&mu_);
+  if (measured != checksum) {
+    counters_.set_divergences(counters_.divergences() + 1);
+    return absl::DataLossError(absl::StrCat("the snapshot from ", source, " has checksum ",
+                                            codec::ChecksumHex(measured), " but its messages give ",
+                                            codec::ChecksumHex(checksum), ": not installed"));
+  }
+  // What can refuse the snapshot is checked before the mirror changes, so
+  // that a refused one leaves mirror, ledger and versions as they were.
+  if (const uint64_t own = OwnMessagesBeyond(applied); own < last_published_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the snapshot from ", source, " lacks our own messages after seq ", own,
+                     " and our log no longer holds them"));
+  }
+  // Kept until the replay succeeded (a logged message that no longer
+  // decodes would be a bug, but must not leave a half-installed mirror).
+  const std::vector<int64_t> previous(mirror_.quanta().begin(), mirror_.quanta().end());
+  absl::Status s = mirror_.Load(weights);
+  if (!s.ok()) return s;
+  ChecksumLedger ledger = ledger_;
+  ledger_.Reset(checksum, applied);
+  VersionMap now_applied = applied;
+  // Replay what our log holds beyond the snapshot (our own messages above
+  // all: the snapshot's source may not have them yet).
+  for (const auto& [origin, entries] : log_.origins()) {
+    uint64_t next = SeqOf(now_applied, origin) + 1;
+    for (auto it = entries.find(next); it != entries.end() && it->first == next; ++it, ++next) {
+      codec::DecodedUpdate decoded;
+      if (!codec::DecodeUpdate(it->second.frame->update(), &decoded).ok() ||
+          !codec::ApplyDecoded(decoded, &mirror_).ok()) {
+        ledger_ = std::move(ledger);
+        (void)mirror_.Load(previous);
+        return absl::DataLossError(absl::StrCat("logged message ", origin.ToString(), " seq ",
+                                                it->first, " cannot be replayed"));
+      }
+      now_applied[origin] = it->first;
+      ledger_.Add(origin, it->first, it->second.frame->update().checksum_delta());
+    }
+  }
+  applied_ = std::move(now_applied);
+  received_.updates.clear();
+  received_.accepted_at.clear();
+  received_.replace_weights.emplace(mirror_.quanta().begin(), mirror_.quanta().end());
+  for (const OriginKey& origin : early_.Origins()) AcceptWaiting(origin);
+  for (auto& [id, m] : members_) {
+    m.pushed.clear();
+    m.pushed_frame.clear();
+  }
+  resync_source_.reset();
+  counters_.set_snapshots_loaded(counters_.snapshots_loaded() + 1);
+  Log(absl::StrCat("installed a snapshot from ", source, ": ", VersionJson(applied_)));
+  changed_.SignalAll();
+  return absl::OkStatus();
+}
+
+uint64_t GossipNode::OwnMessagesBeyond(const VersionMap& applied) const {
+  uint64_t seq = SeqOf(applied, self_);
+  const auto own = log_.origins().find(self_);
+  if (own == log_.origins().end()) return seq;
+  for (auto it = own->second.find(seq + 1); it != own->second.end() && it->first == seq + 1; ++it) {
+    ++seq;
+  }
+  return seq;
+}
+
+GossipNode::Snapshot GossipNode::TakeSnapshot(bool with_weights) {
+  absl::MutexLock l(&mu_);
+  Snapshot out{applied_, ledger_.total(), {}};
+  if (with_weights) out.weights.assign(mirror_.quanta().begin(), mirror_.quanta().end());
+  return out;
+}
+
+bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) {
+  if (measured == snapshot.checksum) return true;
+  absl::MutexLock l(&mu_);
+  counters_.set_replica_check_failures(counters_.replica_check_failures() + 1);
+  Log(absl::StrCat("REPLICA CHECK FAILED: this node's mirror has checksum ",
+                   codec::ChecksumHex(measured), " but its messages give ",
+                   codec::ChecksumHex(snapshot.checksum), " at ", VersionJson(snapshot.applied),
+                   ": snapshot refused; re-joining from a peer"));
+  if (!resync_source_) resync_source_ = RepairSourceLocked();
+  return false;
+}
+
+}  // namespace reckon::server
