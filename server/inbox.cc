@@ -15,7 +15,7 @@ void Inbox::PushUp(const std::shared_ptr<Link>& link) {
 bool Inbox::PushFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
   const size_t frame_bytes = frame.ByteSizeLong();
   absl::MutexLock l(&mu_);
-  last_arrival_[link.get()] = Clock::now();
+  last_arrival_[link.get()] = clock_();
   events_.push_back(Event{Event::kFrame, link, std::move(frame), {}, frame_bytes});
   cv_.Signal();
   bytes_ += frame_bytes;
@@ -38,7 +38,7 @@ void Inbox::PushClosed(const std::shared_ptr<Link>& link, const std::string& why
 bool Inbox::Take(Clock::time_point wake, Batch* out) {
   absl::MutexLock l(&mu_);
   while (events_.empty() && !stopped_) {
-    const auto now = Clock::now();
+    const auto now = clock_();
     if (now >= wake) break;
     cv_.WaitWithTimeout(&mu_, absl::FromChrono(wake - now));
   }

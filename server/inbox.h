@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -50,7 +51,11 @@ class Inbox {
     std::vector<std::shared_ptr<Link>> to_resume;
   };
 
-  explicit Inbox(size_t byte_cap) : byte_cap_(byte_cap) {}
+  // `clock`: the node's protocol time (NodeOptions::clock), for arrival
+  // times and Take's `wake`; it waits for real as long as `clock` says is
+  // left, so a clock moved ahead is seen within one such wait.
+  Inbox(size_t byte_cap, std::function<Clock::time_point()> clock)
+      : byte_cap_(byte_cap), clock_(std::move(clock)) {}
 
   void PushUp(const std::shared_ptr<Link>& link);
   // False: the link is over its share now and must pause reading.
@@ -78,6 +83,7 @@ class Inbox {
 
  private:
   const size_t byte_cap_;
+  const std::function<Clock::time_point()> clock_;
   absl::Mutex mu_;
   absl::CondVar cv_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

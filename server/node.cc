@@ -75,10 +75,19 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
   return node;
 }
 
+namespace {
+
+NodeOptions WithClock(NodeOptions options) {
+  if (!options.clock) options.clock = [] { return Clock::now(); };
+  return options;
+}
+
+}  // namespace
+
 GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
-    : options_(std::move(options)),
+    : options_(WithClock(std::move(options))),
       self_{options_.node_id, options_.incarnation},
-      inbox_(options_.inbox_byte_cap),
+      inbox_(options_.inbox_byte_cap, options_.clock),
       mirror_(std::move(mirror)),
       checksum_(options_.fingerprint.seed()),
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
@@ -90,7 +99,7 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
             options_.incarnation),
       pending_(PendingHandshakes::Options{options_.max_pending_handshakes,
                                           options_.hello_timeout}),
-      started_(Clock::now()) {
+      started_(Now()) {
   ledger_.Reset(checksum_.Of(mirror_.quanta()), {});
 }
 
@@ -108,7 +117,7 @@ void GossipNode::Log(const std::string& line) {
 void GossipNode::Start(Dialer dialer) {
   absl::MutexLock l(&mu_);
   dialer_ = std::move(dialer);
-  started_ = Clock::now();
+  started_ = Now();
   dial_.MarkSelf(options_.listen_address);
   for (const std::string& seed : options_.seeds) {
     dial_.Pin(seed);
@@ -176,7 +185,7 @@ void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::stri
 
 
 void GossipNode::Run() {
-  Clock::time_point next_tick = Clock::now();
+  Clock::time_point next_tick = Now();
   for (;;) {
     // Only the inbox's lock while waiting: a transport thread enqueueing a
     // frame never waits behind mu_ (whoever holds it).
@@ -196,7 +205,7 @@ bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point&
   // on a loaded machine takes seconds): the heartbeats that tell peers
   // this node is alive must not wait for the backlog to drain.
   auto tick_if_due = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu_ is held
-    const auto now = Clock::now();
+    const auto now = Now();
     if (now < next_tick) return;
     Tick(now);
     next_tick = now + options_.heartbeat_interval;
@@ -218,7 +227,7 @@ Member* GossipNode::FindByLink(const std::shared_ptr<Link>& link) {
 }
 
 void GossipNode::HandleEvent(Inbox::Event& e) {
-  const auto now = Clock::now();
+  const auto now = Now();
   switch (e.kind) {
     case Inbox::Event::kUp:
       AwaitHello(e.link, now);
@@ -443,7 +452,7 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
     out->set_weight_hash(codec::WeightHashOf(weights));
   }
   absl::MutexLock l(&mu_);
-  const auto now = Clock::now();
+  const auto now = Now();
   out->set_node_id(self_.node_id);
   out->set_incarnation(self_.incarnation);
   *out->mutable_fingerprint() = options_.fingerprint;

@@ -143,6 +143,14 @@ struct NodeOptions {
   // not call the node. (The transport benchmark times emit-to-apply with it;
   // the synthetic worker records each message's arrival.)
   std::function<void(const OriginKey& origin, const v1::Update& update)> on_accept;
+  // The node's clock, for protocol time: ticks and heartbeats, every
+  // timeout (failure, hello, dial, repair), log retention, joiners, lanes,
+  // arrival times. Empty: the steady clock. A test passes one it moves
+  // ahead (tests/inproc_cluster.h SteppedClock) to drive time instead of
+  // sleeping; it must never go back. Deadlines callers pass
+  // (WaitQuiescent, Stop's flush) and what is measured for people
+  // (LoopAge, backpressure, apply latency) stay on the steady clock.
+  std::function<Clock::time_point()> clock;
 };
 
 // What the training thread must apply before its next step.
@@ -331,6 +339,8 @@ class GossipNode final : public LinkEvents {
 
  private:
   GossipNode(NodeOptions options, codec::FixedPointReplica mirror);
+  // Protocol time (NodeOptions::clock).
+  Clock::time_point Now() const { return options_.clock(); }
 
   void Run();
   // Handles what Run took of the inbox, under mu_, ticking when due. False

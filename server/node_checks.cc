@@ -174,7 +174,7 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
   if (!reached_any_) {
     for (const std::string& seed : options_.seeds) q.unreached |= !dial_.IsSelf(seed);
   }
-  const auto now = Clock::now();
+  const auto now = Now();
   for (auto it = joiners_.begin(); it != joiners_.end();) {
     auto m = members_.find(it->first);
     const bool arrived = m != members_.end() && m->second.incarnation == it->second.incarnation &&

@@ -133,7 +133,7 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   received_.updates.push_back(std::move(decoded));
   received_.accepted_at.push_back(Clock::now());
   if (TreeOverlay()) ForwardInTree(origin, frame->update().seq(), frame);
-  log_.Add(origin, std::move(frame), Clock::now());
+  log_.Add(origin, std::move(frame), Now());
 }
 
 absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedUpdate& decoded) {
@@ -155,7 +155,7 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
     last_published_ = update.seq();
     applied_[self_] = update.seq();
     ledger_.Add(self_, update.seq(), contribution);
-    log_.Add(self_, frame, Clock::now());
+    log_.Add(self_, frame, Now());
     if (TreeOverlay()) {
       ForwardInTree(self_, update.seq(), frame);
     } else {

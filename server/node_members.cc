@@ -151,7 +151,7 @@ HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
 }
 
 void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
-  const auto now = Clock::now();
+  const auto now = Now();
   if (hello.lane() != 0) {
     HandleLaneHello(link, hello);
     return;
@@ -278,7 +278,7 @@ void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {
     it = joiners_.emplace(node_id, Joiner{}).first;
   }
   it->second.incarnation = incarnation;
-  it->second.last_request = Clock::now();
+  it->second.last_request = Now();
   changed_.SignalAll();
 }
 

@@ -30,7 +30,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
       Log(absl::StrCat("lane ", ours.index, " to ", m.node_id, " was answered by '",
                        hello.self().node_id().substr(0, 64), "' incarnation ",
                        hello.self().incarnation(), " lane ", hello.lane(), ": closed"));
-      ForgetLane(ours, Clock::now());
+      ForgetLane(ours, Now());
       return;
     }
     lane.up = true;
@@ -56,7 +56,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
   pending_.Remove(link);
   Lane& lane = m.in_lanes[hello.lane()];
   if (lane.link) lane.link->Abort();  // the member dialed that lane again
-  lane = Lane{link, true, Clock::now(), 0};
+  lane = Lane{link, true, Now(), 0};
   SendCounted(*link, MakeHello(hello.lane()));
 }
 

@@ -273,6 +273,64 @@ TEST(GossipNode, MetricsCountTheUpdateFramesAndBytesSent) {
   EXPECT_LE(values["reckon_gossip_received_bytes_total"], double(counters.bytes_received()));
 }
 
+// Time is the node's clock (NodeOptions::clock), which a test drives: the
+// default timeouts hold to the tick (20 ms here), with no 10 s sleep. An
+// accepted stream that says nothing is open at 9.98 s and closed at 10.02 s
+// (hello_timeout); a member that falls silent is alive 2.98 s after its last
+// frame and dead at 3.02 s (failure_timeout). The member's heartbeats from
+// the node show each tick the test waits for.
+TEST(GossipNode, DefaultTimeoutsHoldToTheTickOnTheNodesClock) {
+  ManualClock clock;
+  Nodes c(1, milliseconds(0), [&](int, NodeOptions& o) {
+    o.clock = clock.Function();
+    o.failure_timeout = NodeOptions{}.failure_timeout;
+    o.hello_timeout = NodeOptions{}.hello_timeout;
+  });
+  c.Start();
+  GossipNode* node = c.node(0);
+  auto silent = std::make_shared<ScriptedLink>(node);
+  node->OnLinkUp(silent);
+  ScriptedPeer member(node, "w1", 7, "inproc:w1");
+  auto member_alive = [&] {
+    v1::NodeStatus s;
+    node->FillStatus(&s, false);
+    return s.members_size() == 1 && s.members(0).state() == "alive";
+  };
+  ASSERT_TRUE(Eventually(member_alive));
+  // Moves the clock and waits for the one tick that follows (it sends the
+  // member a heartbeat while it is alive).
+  auto step = [&](milliseconds by) {
+    const size_t before = member.link().sent().size();
+    clock.Advance(by);
+    return Eventually([&] { return member.link().sent().size() > before; });
+  };
+  auto member_speaks = [&] {
+    const uint64_t before = node->counters().bytes_received();
+    v1::GossipFrame heartbeat;
+    heartbeat.mutable_heartbeat()->set_local_steps(1);
+    member.Send(std::move(heartbeat));
+    // Handled (counted) before the clock moves on.
+    ASSERT_TRUE(Eventually([&] { return node->counters().bytes_received() > before; }));
+  };
+  for (int i = 0; i < 3; ++i) {
+    member_speaks();
+    ASSERT_TRUE(step(milliseconds(2500)));
+  }
+  member_speaks();  // at 7.5 s, its last word
+  ASSERT_TRUE(step(milliseconds(2480)));  // 9.98 s
+  EXPECT_FALSE(silent->closed());
+  EXPECT_EQ(node->counters().hello_timeouts(), 0u);
+  ASSERT_TRUE(step(milliseconds(40)));  // 10.02 s
+  ASSERT_TRUE(Eventually([&] { return silent->closed(); }));
+  EXPECT_EQ(node->counters().hello_timeouts(), 1u);
+  ASSERT_TRUE(step(milliseconds(460)));  // 10.48 s: 2.98 s since the member spoke
+  EXPECT_TRUE(member_alive());
+  EXPECT_EQ(node->counters().members_failed(), 0u);
+  clock.Advance(milliseconds(40));  // 3.02 s
+  ASSERT_TRUE(Eventually([&] { return node->counters().members_failed() == 1; }));
+  EXPECT_FALSE(member_alive());
+}
+
 // The counters are one proto message (NodeCounters): /metrics exposes every
 // field of it, with its help and the value the node counted, a map field
 // once per codec label; status carries the same message. A counter added

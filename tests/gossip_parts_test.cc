@@ -847,7 +847,7 @@ v1::GossipFrame FrameOf(size_t bytes) {
 // waiting), hands the paused ones back with the batch that holds their
 // frames, and after Stop takes nothing and remembers which links closed.
 TEST(Inbox, KeepsOrderPausesALinkOverItsShareAndStops) {
-  Inbox inbox(/*byte_cap=*/1000);
+  Inbox inbox(/*byte_cap=*/1000, [] { return Clock::now(); });
   auto a = std::make_shared<NowhereLink>(), b = std::make_shared<NowhereLink>();
   inbox.PushUp(a);
   EXPECT_TRUE(inbox.PushFrame(a, FrameOf(600)));   // a alone: its share is 1000

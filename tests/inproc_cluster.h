@@ -4,6 +4,7 @@
 #ifndef RECKON_TESTS_INPROC_CLUSTER_H_
 #define RECKON_TESTS_INPROC_CLUSTER_H_
 
+#include <atomic>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,6 +63,24 @@ inline NodeOptions Options(int i, int n) {
   o.log_min_retention = milliseconds(1000);
   return o;
 }
+
+// A clock for NodeOptions::clock that stands still until the test moves
+// it: a node on it ticks once per Advance (its next tick is then due) and
+// never on its own, so a test steps through a 10 s timeout to the
+// millisecond without sleeping. Events (frames, links) are handled as they
+// come, whatever the clock says.
+class ManualClock {
+ public:
+  Clock::time_point Now() const { return start_ + Clock::duration(offset_.load()); }
+  void Advance(Clock::duration by) { offset_ += by.count(); }
+  std::function<Clock::time_point()> Function() {
+    return [this] { return Now(); };
+  }
+
+ private:
+  const Clock::time_point start_ = Clock::now();
+  std::atomic<Clock::rep> offset_{0};
+};
 
 // Node i seeds only the nodes after it, so each pair has one stream from
 // the start. With every node seeding every other (Options), both ends dial
