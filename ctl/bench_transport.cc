@@ -40,6 +40,7 @@
 #include "ctl/worker_summary.h"
 #include "proto/bench.grpc.pb.h"
 #include "server/grpc_transport.h"
+#include "server/node.h"
 #include "model/model.h"
 
 ABSL_FLAG(int64_t, latency_messages, 300, "messages each of the 4 nodes publishes");

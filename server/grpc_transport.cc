@@ -19,6 +19,7 @@
 #include "codec/weight_checksum.h"
 #include "base/status_macros.h"
 #include "proto/reckon.grpc.pb.h"
+#include "server/member.h"
 #include "server/snapshot_cuts.h"
 
 namespace reckon::server {
@@ -409,15 +410,15 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
   }
   // Ends the call before it started (the service is too busy).
   void Refuse(const grpc::Status& status) { Finish(status); }
-  void Start(GossipNode* node) {
+  void Start(NodeService* node) {
     if (cut_id_ != 0 && !header_only_) {
       StartStripe();
       return;
     }
     v1::SnapshotChunk::Header* h = chunk_.mutable_header();
-    *h->mutable_fingerprint() = node->options().fingerprint;
-    h->set_source_node_id(node->options().node_id);
-    h->set_param_count(node->options().fingerprint.param_count());
+    *h->mutable_fingerprint() = node->fingerprint();
+    h->set_source_node_id(node->node_id());
+    h->set_param_count(node->fingerprint().param_count());
     if (!node->started()) {
       // Joining: it holds nothing yet. Only a probe gets this far.
       h->set_joining(true);
@@ -429,7 +430,7 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
       }
       ToProto(node->Applied(), h->mutable_applied());
     } else {
-      GossipNode::Snapshot snap = node->TakeSnapshot(!header_only_);
+      NodeService::Snapshot snap = node->TakeSnapshot(!header_only_);
       ToProto(snap.applied, h->mutable_applied());
       h->set_checksum(snap.checksum);
       if (!header_only_) {
@@ -451,7 +452,7 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
           cut_ = std::make_shared<const SnapshotCut>(std::move(cut));
         }
         *h = cut_->header;
-        node->Count(GossipNode::Counters::kSnapshotsServedFieldNumber);
+        node->Count(v1::NodeCounters::kSnapshotsServedFieldNumber);
       }
     }
     BeginWeights(0);
@@ -656,27 +657,27 @@ class GrpcService final : public v1::Gossip::CallbackService {
       : live_(std::move(live)), tls_(tls), snapshot_deadline_(snapshot_deadline) {
     worker_.SetSweep([this] {
       const int expired = deadlines_.CancelExpired(Clock::now());
-      GossipNode* node = node_.load();
+      NodeService* node = node_.load();
       if (expired > 0 && node != nullptr) {
-        node->Count(GossipNode::Counters::kSnapshotsExpiredFieldNumber, expired);
+        node->Count(v1::NodeCounters::kSnapshotsExpiredFieldNumber, expired);
       }
     });
   }
-  void SetNode(GossipNode* node, LinkEvents* events) {
+  void SetNode(NodeService* node, LinkEvents* events) {
     events_.store(events != nullptr ? events : node);
     node_.store(node);
   }
   void Shutdown() { worker_.Shutdown(); }
 
   grpc::ServerBidiReactor<Frame, Frame>* Exchange(grpc::CallbackServerContext* ctx) override {
-    GossipNode* node = node_.load();
+    NodeService* node = node_.load();
     if (node == nullptr || !node->started()) return new RefusingStream("joining");
     return new ServerStream(events_.load(), ctx, ctx->peer(), live_);
   }
 
   grpc::ServerWriteReactor<v1::SnapshotChunk>* Snapshot(
       grpc::CallbackServerContext* ctx, const v1::SnapshotRequest* request) override {
-    GossipNode* node = node_.load();
+    NodeService* node = node_.load();
     // A joining node answers probes (it has nothing: evidence for the
     // prober that this seed has not trained) but serves no weights.
     if (node == nullptr || (!node->started() && !request->header_only())) {
@@ -705,7 +706,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
     // most kMaxCutsInFlight at once (stripes of a kept cut copy nothing).
     const bool cuts = request->cut_id() == 0 && !request->header_only();
     if (cuts && cuts_in_flight_->load() >= kMaxCutsInFlight) {
-      node->Count(GossipNode::Counters::kRequestsRefusedFieldNumber);
+      node->Count(v1::NodeCounters::kRequestsRefusedFieldNumber);
       return new RefusingWriter(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("busy: ", kMaxCutsInFlight, " snapshots being served; ask another peer")));
@@ -713,7 +714,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
     auto* writer = new SnapshotWriter(*request, &cuts_, live_, cuts ? cuts_in_flight_ : nullptr,
                                       &deadlines_, ctx, Clock::now() + snapshot_deadline_);
     if (!worker_.Post([writer, node] { writer->Start(node); })) {
-      node->Count(GossipNode::Counters::kRequestsRefusedFieldNumber);
+      node->Count(v1::NodeCounters::kRequestsRefusedFieldNumber);
       writer->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                   "busy: too many status and snapshot calls queued"));
       return writer;
@@ -726,7 +727,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx,
                                    const v1::StatusRequest* request,
                                    v1::NodeStatus* response) override {
-    GossipNode* node = node_.load();
+    NodeService* node = node_.load();
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     if (node == nullptr) {
       reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting"));
@@ -736,16 +737,16 @@ class GrpcService final : public v1::Gossip::CallbackService {
     // cluster's token is asked as a Hello asks it (with TLS the handshake
     // already checked the certificate against the CA).
     if (absl::Status token = node->CheckToken(request->cluster_token()); !token.ok()) {
-      node->Count(GossipNode::Counters::kRequestsRefusedFieldNumber);
+      node->Count(v1::NodeCounters::kRequestsRefusedFieldNumber);
       reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                    absl::StrCat("status: ", token.message())));
       return reactor;
     }
     if (!worker_.Post([node, response, reactor] {
-          node->FillStatus(response);
+          node->FillStatus(response, /*with_weight_hash=*/true);
           reactor->Finish(grpc::Status::OK);
         })) {
-      node->Count(GossipNode::Counters::kRequestsRefusedFieldNumber);
+      node->Count(v1::NodeCounters::kRequestsRefusedFieldNumber);
       reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                    "busy: too many status and snapshot calls queued"));
     }
@@ -761,7 +762,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
   // Snapshot calls cutting the replica now (each holds a copy of it).
   std::shared_ptr<std::atomic<int>> cuts_in_flight_ = std::make_shared<std::atomic<int>>(0);
   ServiceThread worker_;  // after cuts_: its tasks use them
-  std::atomic<GossipNode*> node_{nullptr};
+  std::atomic<NodeService*> node_{nullptr};
   std::atomic<LinkEvents*> events_{nullptr};
   std::shared_ptr<std::atomic<int>> live_;
   const bool tls_;
@@ -789,7 +790,7 @@ absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::str
 
 GossipServer::~GossipServer() { Shutdown(std::chrono::milliseconds(2000)); }
 
-void GossipServer::SetNode(GossipNode* node, LinkEvents* events) {
+void GossipServer::SetNode(NodeService* node, LinkEvents* events) {
   service_->SetNode(node, events);
 }
 

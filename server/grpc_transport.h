@@ -3,7 +3,8 @@
 // client calls a joining worker and `reckonctl status` make.
 //
 // Streams use gRPC's callback API: no thread per stream; every reaction only
-// enqueues into the node (GossipNode::On*). Writes are queued per stream,
+// enqueues into the node (LinkEvents::On*). It serves a NodeService
+// (node_service.h), not the concrete node. Writes are queued per stream,
 // one in flight at a time, each frame kept alive until its OnWriteDone.
 #ifndef RECKON_SERVER_GRPC_TRANSPORT_H_
 #define RECKON_SERVER_GRPC_TRANSPORT_H_
@@ -16,7 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "proto/reckon.pb.h"
-#include "server/node.h"
+#include "server/link.h"
+#include "server/node_service.h"
+#include "server/version_vector.h"
 #include "server/tls.h"
 
 namespace grpc {
@@ -81,7 +84,7 @@ class GossipServer {
   // REQUIRES: `node` (and `events`) outlive this server's Shutdown.
   // Accepted streams' events go to `events` (default: the node itself; a
   // FaultInjector in the failure tests).
-  void SetNode(GossipNode* node, LinkEvents* events = nullptr);
+  void SetNode(NodeService* node, LinkEvents* events = nullptr);
   // Dials Exchange streams whose events go to `events`.
   Dialer MakeDialer(LinkEvents* events);
   // Stops serving, cancels every stream and waits (up to `deadline`) until

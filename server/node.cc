@@ -85,7 +85,8 @@ NodeOptions WithClock(NodeOptions options) {
 }  // namespace
 
 GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
-    : options_(WithClock(std::move(options))),
+    : NodeService(options.fingerprint, options.node_id),
+      options_(WithClock(std::move(options))),
       self_{options_.node_id, options_.incarnation},
       inbox_(options_.inbox_byte_cap, options_.clock),
       mirror_(std::move(mirror)),

@@ -51,6 +51,7 @@
 #include "server/member.h"
 #include "server/membership.h"
 #include "server/message_log.h"
+#include "server/node_service.h"
 #include "server/overlay.h"
 #include "server/pending_handshakes.h"
 #include "server/quiescence.h"
@@ -176,7 +177,7 @@ bool ValidNodeId(const std::string& id);
 // JSON mapping, field names as in the proto, every field present.
 std::string NodeStatusJson(const v1::NodeStatus& status);
 
-class GossipNode final : public LinkEvents {
+class GossipNode final : public NodeService {
  public:
   // `initial_weights`: the replica before any message (from the seed).
   static absl::StatusOr<std::unique_ptr<GossipNode>> Create(NodeOptions options,
@@ -215,7 +216,7 @@ class GossipNode final : public LinkEvents {
   // diverged, then the most advanced. nullopt when none is alive.
   std::optional<std::string> RepairSource();
   void CountReplicaRepair();
-  const codec::WeightChecksum& weight_checksum() const { return checksum_; }
+  const codec::WeightChecksum& weight_checksum() const override { return checksum_; }
   // Blocks while some alive peer has applied fewer than our seq - max_lag
   // of our messages, up to `deadline`. Returns true when it may go on.
   bool WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline);
@@ -253,7 +254,7 @@ class GossipNode final : public LinkEvents {
   // id): the worker stops with this error.
   absl::Status Health();
   // True once Start ran (the service refuses streams before). Lock-free.
-  bool started() const { return started_flag_.load(); }
+  bool started() const override { return started_flag_.load(); }
 
   // --- join ---
   // Replaces the mirror and version vector with a snapshot, keeping our
@@ -271,7 +272,7 @@ class GossipNode final : public LinkEvents {
   // settle (it would end the cluster without that worker's shard), and
   // FillStatus lists it as "joining". Past max_members such workers, the
   // newest are not recorded.
-  void NoteJoiner(const std::string& node_id, uint64_t incarnation);
+  void NoteJoiner(const std::string& node_id, uint64_t incarnation) override;
 
   // --- transport (link reactions; they only enqueue) ---
   void OnLinkUp(const std::shared_ptr<Link>& link) override;
@@ -287,45 +288,40 @@ class GossipNode final : public LinkEvents {
   // The status `reckonctl status` and /status show. Without
   // `with_weight_hash` (a metrics scrape) the replica is neither copied nor
   // hashed: the cost stays independent of the model's size.
-  void FillStatus(v1::NodeStatus* out, bool with_weight_hash = true);
+  void FillStatus(v1::NodeStatus* out, bool with_weight_hash = true) override;
   // Messages the most advanced live member it hears has applied that this
   // node has not (summed over origins): 0 when caught up.
   uint64_t MessagesBehind();
   // How long ago the node's event loop last ran (it runs at least every
   // heartbeat interval while the node is started).
   std::chrono::milliseconds LoopAge() const;
-  struct Snapshot {
-    VersionMap applied;
-    uint64_t checksum = 0;         // the messages' checksum at `applied`
-    std::vector<int64_t> weights;  // empty unless asked for
-  };
   // A consistent cut. `with_weights` copies the replica (MiBs: a join's
   // probe needs only the vector).
-  Snapshot TakeSnapshot(bool with_weights);
+  Snapshot TakeSnapshot(bool with_weights) override;
   // The service measured a cut's weights before serving them: a mismatch
   // means this node's mirror is wrong. Counted and logged; the node then
   // re-joins from a peer (ResyncSource). Returns measured == snapshot.checksum.
-  bool CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured);
+  bool CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) override;
   // Checks the fingerprint and token of `peer` (its node id): an error naming
   // the field that differs and both nodes.
   absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
-                         const std::string& peer) const;
+                         const std::string& peer) const override;
   // The replica checksum at `at`, as the messages this node applied give it:
   // nullopt when it has not applied that far, or its ledger no longer
   // reaches back there (a snapshot's witness, docs/protocol.md section 7).
-  std::optional<uint64_t> ChecksumAt(const VersionMap& at);
+  std::optional<uint64_t> ChecksumAt(const VersionMap& at) override;
   // The addresses of the members alive now, but `except`: who may witness
   // a snapshot of `except`.
   std::vector<std::string> LiveMemberAddresses(const std::string& except);
   // kPermissionDenied unless `token` is the cluster's (always OK in a
   // cluster without one). Status calls check it; Hellos and Snapshot
   // requests go through CheckPeer, which checks it too.
-  absl::Status CheckToken(const std::string& token) const;
+  absl::Status CheckToken(const std::string& token) const override;
 
   // One line on stderr, "reckon-gossip[<node id>]: ...".
-  void Log(const std::string& line);
+  void Log(const std::string& line) override;
 
-  VersionMap Applied();
+  VersionMap Applied() override;
   std::string MirrorHash();
   // The counters (proto/reckon.proto NodeCounters: one list, with each
   // one's help, for status, the worker's summary and /metrics).
@@ -335,7 +331,7 @@ class GossipNode final : public LinkEvents {
   // expired, calls refused): e.g.
   // Count(Counters::kRequestsRefusedFieldNumber). Aborts on a field number
   // that is not a uint64 counter (a programming error).
-  void Count(int field_number, uint64_t n = 1);
+  void Count(int field_number, uint64_t n = 1) override;
 
  private:
   GossipNode(NodeOptions options, codec::FixedPointReplica mirror);

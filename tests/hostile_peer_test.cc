@@ -53,6 +53,97 @@ const Pki& TestPki() {
 }
 
 // The node under attack, serving on 127.0.0.1 with its real gRPC transport.
+// The transport serves a NodeService (server/node_service.h), not the
+// concrete node: this stand-in of a few lines is served over real gRPC as a
+// node would be.
+class StandInNode final : public NodeService {
+ public:
+  StandInNode() : NodeService(Fingerprint(), "stand-in"), checksum_(Fingerprint().seed()) {}
+  bool started() const override { return true; }
+  absl::Status CheckPeer(const v1::ClusterFingerprint&, const std::string& token,
+                         const std::string&) const override {
+    return CheckToken(token);
+  }
+  absl::Status CheckToken(const std::string& token) const override {
+    if (token == "the token") return absl::OkStatus();
+    return absl::PermissionDeniedError("cluster token does not match");
+  }
+  Snapshot TakeSnapshot(bool with_weights) override {
+    Snapshot s{Applied(), checksum_.Of(weights_), {}};
+    if (with_weights) s.weights = weights_;
+    return s;
+  }
+  bool CheckSnapshotServed(const Snapshot& s, uint64_t measured) override {
+    return measured == s.checksum;
+  }
+  const codec::WeightChecksum& weight_checksum() const override { return checksum_; }
+  std::optional<uint64_t> ChecksumAt(const VersionMap& at) override {
+    if (at != Applied()) return std::nullopt;
+    return checksum_.Of(weights_);
+  }
+  VersionMap Applied() override { return {{OriginKey{"w9", 1}, 4}}; }
+  void NoteJoiner(const std::string& node_id, uint64_t) override {
+    absl::MutexLock l(&mu_);
+    joiners_.push_back(node_id);
+  }
+  void FillStatus(v1::NodeStatus* out, bool) override { out->set_node_id("stand-in"); }
+  void Count(int field_number, uint64_t n) override {
+    absl::MutexLock l(&mu_);
+    counted_[field_number] += n;
+  }
+  void Log(const std::string&) override {}
+  void OnLinkUp(const std::shared_ptr<Link>&) override {}
+  bool OnFrame(const std::shared_ptr<Link>&, v1::GossipFrame) override { return true; }
+  void OnLinkClosed(const std::shared_ptr<Link>&, const std::string&) override {}
+
+  uint64_t counted(int field_number) {
+    absl::MutexLock l(&mu_);
+    return counted_[field_number];
+  }
+  std::vector<std::string> joiners() {
+    absl::MutexLock l(&mu_);
+    return joiners_;
+  }
+
+ private:
+  const std::vector<int64_t> weights_ = InitialWeights();
+  const codec::WeightChecksum checksum_;
+  absl::Mutex mu_;
+  std::map<int, uint64_t> counted_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> joiners_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(GossipService, ServesAnyNodeServiceNotOnlyTheNode) {
+  int port = 0;
+  std::unique_ptr<GossipServer> server = *GossipServer::Start("127.0.0.1:0", {}, &port);
+  StandInNode node;
+  server->SetNode(&node);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  absl::StatusOr<v1::NodeStatus> status = FetchStatus(address, seconds(5), {}, "the token");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->node_id(), "stand-in");
+  EXPECT_EQ(FetchStatus(address, seconds(5), {}, "another").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(node.counted(v1::NodeCounters::kRequestsRefusedFieldNumber), 1u);
+  v1::SnapshotRequest request;
+  *request.mutable_fingerprint() = Fingerprint();
+  request.set_cluster_token("the token");
+  request.mutable_requester()->set_node_id("joiner");
+  absl::StatusOr<FetchedSnapshot> got = FetchSnapshot(address, request, kParams, seconds(10));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->weights, InitialWeights());
+  EXPECT_EQ(got->applied, node.Applied());
+  EXPECT_EQ(got->header.source_node_id(), "stand-in");
+  EXPECT_EQ(node.counted(v1::NodeCounters::kSnapshotsServedFieldNumber), 1u);
+  EXPECT_EQ(node.joiners(), std::vector<std::string>{"joiner"});
+  // As a witness: what its messages say the checksum is at the cut.
+  request.clear_requester();
+  EXPECT_TRUE(ConfirmCut(node.Applied(), got->header.checksum(), "elsewhere:1", {address},
+                         request, kParams, seconds(2))
+                  .ok());
+  server->Shutdown(milliseconds(1000));
+}
+
 class Victim {
  public:
   // A model of another size than kParams (adjust's fingerprint) starts

@@ -26,6 +26,7 @@
 #include "base/status_macros.h"
 #include "codec/codec.h"
 #include "server/grpc_transport.h"
+#include "server/node.h"
 #include "server/lanes.h"
 #include "server/snapshot_cuts.h"
 #include "worker/backend_factory.h"

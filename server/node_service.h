@@ -1,0 +1,80 @@
+// What the gossip service (grpc_transport.h: the Exchange, Snapshot and
+// Status calls) needs of the node it serves, and nothing more: the link
+// events of accepted streams, who may ask (fingerprint, token), and a source
+// of snapshots, witnesses and status. GossipNode (node.h) implements it; the
+// transport knows only this, so it can serve another implementation (a test's
+// stand-in) and the node's other methods stay out of its reach.
+//
+// Threads: every method is called from gRPC's threads or the service's own
+// ("reckon-service"), concurrently; each implementation is thread-safe and
+// none blocks for long. The LinkEvents reactions only enqueue (link.h).
+#ifndef RECKON_SERVER_NODE_SERVICE_H_
+#define RECKON_SERVER_NODE_SERVICE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "codec/weight_checksum.h"
+#include "proto/reckon.pb.h"
+#include "server/link.h"
+#include "server/version_vector.h"
+
+namespace reckon::server {
+
+class NodeService : public LinkEvents {
+ public:
+  // The service checks what it serves before it sends it: `weights` against
+  // `checksum` (what the messages say), with weight_checksum().
+  struct Snapshot {
+    VersionMap applied;
+    uint64_t checksum = 0;         // the messages' checksum at `applied`
+    std::vector<int64_t> weights;  // empty unless asked for
+  };
+
+  const v1::ClusterFingerprint& fingerprint() const { return fingerprint_; }
+  const std::string& node_id() const { return node_id_; }
+  // False until the node joined and started (streams are refused before,
+  // and a snapshot probe is told "joining"). Lock-free.
+  virtual bool started() const = 0;
+
+  // Who may ask: the fingerprint and token of `peer` (a Hello's or a
+  // Snapshot request's), or only the token (Status). Errors name the field
+  // and both nodes.
+  virtual absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
+                                 const std::string& peer) const = 0;
+  virtual absl::Status CheckToken(const std::string& token) const = 0;
+
+  // A consistent cut; `with_weights` copies the replica.
+  virtual Snapshot TakeSnapshot(bool with_weights) = 0;
+  // The service measured a cut's weights before serving them: false (and
+  // counted, logged, a re-join started) when they are not its checksum.
+  virtual bool CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) = 0;
+  virtual const codec::WeightChecksum& weight_checksum() const = 0;
+  // A witness's answer: the replica checksum at `at` as this node's
+  // messages give it (nullopt: not applied that far, or no longer known).
+  virtual std::optional<uint64_t> ChecksumAt(const VersionMap& at) = 0;
+  virtual VersionMap Applied() = 0;
+  // A worker admitted by CheckPeer asked for a snapshot: on its way in.
+  virtual void NoteJoiner(const std::string& node_id, uint64_t incarnation) = 0;
+
+  virtual void FillStatus(v1::NodeStatus* out, bool with_weight_hash) = 0;
+  // Adds `n` to one of the node's counters (a NodeCounters field number).
+  virtual void Count(int field_number, uint64_t n = 1) = 0;
+  // One line on the node's log.
+  virtual void Log(const std::string& line) = 0;
+
+ protected:
+  NodeService(v1::ClusterFingerprint fingerprint, std::string node_id)
+      : fingerprint_(std::move(fingerprint)), node_id_(std::move(node_id)) {}
+
+ private:
+  const v1::ClusterFingerprint fingerprint_;
+  const std::string node_id_;
+};
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_NODE_SERVICE_H_
