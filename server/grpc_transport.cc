@@ -380,7 +380,17 @@ class SnapshotDeadlines {
   std::map<const void*, Entry> calls_ ABSL_GUARDED_BY(mu_);
 };
 
-// Streams a snapshot: header, then the weights in 1 MiB chunks; striped,
+// Weight bytes per snapshot chunk: 1 MiB, or less under a smaller frame cap
+// (--max-message-mb 1): a chunk's framing (its field's tag and length, the
+// message's) must fit beside them, or the transport's own limit refuses
+// the chunk. Whole weights (a multiple of 8).
+size_t SnapshotChunkBytes(int max_message_bytes) {
+  constexpr size_t kFraming = 64;
+  const size_t room = static_cast<size_t>(std::max(max_message_bytes, 1024)) - kFraming;
+  return std::min(size_t{1} << 20, room) / sizeof(int64_t) * sizeof(int64_t);
+}
+
+// Streams a snapshot: header, then the weights in chunks of about 1 MiB; striped,
 // the weights of one stripe (server/snapshot_cuts.h). Created on a gRPC
 // thread; Start runs on the service thread (the copy and SHA-256 of the
 // replica are MiBs of work that must not hold up gRPC's threads).
@@ -389,12 +399,13 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
   // `cutting`: the service's count of calls cutting the replica now, held
   // up while this one lives (null for a header or a stripe of a kept cut).
   // `deadlines`: where the call is registered until OnDone (it must end
-  // by `deadline`).
+  // by `deadline`). `chunk_bytes`: weight bytes per chunk (SnapshotChunkBytes).
   SnapshotWriter(const v1::SnapshotRequest& request, SnapshotCuts* cuts,
                  std::shared_ptr<std::atomic<int>> live, std::shared_ptr<std::atomic<int>> cutting,
                  SnapshotDeadlines* deadlines, grpc::CallbackServerContext* context,
-                 Clock::time_point deadline)
-      : deadlines_(deadlines),
+                 Clock::time_point deadline, size_t chunk_bytes)
+      : chunk_bytes_(chunk_bytes),
+        deadlines_(deadlines),
         count_(std::move(live)),
         cutting_(cutting ? std::optional<StreamCount>(std::in_place, std::move(cutting))
                          : std::nullopt),
@@ -463,7 +474,7 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
       Finish(ok ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
       return;
     }
-    const size_t n = std::min(kChunkBytes, end_ - offset_);
+    const size_t n = std::min(chunk_bytes_, end_ - offset_);
     chunk_.set_weights(reinterpret_cast<const char*>(cut_->weights.data()) + offset_, n);
     offset_ += n;
     StartWrite(&chunk_);
@@ -500,7 +511,7 @@ class SnapshotWriter : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
     end_ = range.end * sizeof(int64_t);
   }
 
-  static constexpr size_t kChunkBytes = size_t{1} << 20;
+  const size_t chunk_bytes_;
   SnapshotDeadlines* const deadlines_;
   StreamCount count_;
   std::optional<StreamCount> cutting_;
@@ -653,8 +664,11 @@ class ServiceThread {
 class GrpcService final : public v1::Gossip::CallbackService {
  public:
   GrpcService(std::shared_ptr<std::atomic<int>> live, bool tls,
-              std::chrono::milliseconds snapshot_deadline)
-      : live_(std::move(live)), tls_(tls), snapshot_deadline_(snapshot_deadline) {
+              std::chrono::milliseconds snapshot_deadline, size_t snapshot_chunk_bytes)
+      : live_(std::move(live)),
+        tls_(tls),
+        snapshot_deadline_(snapshot_deadline),
+        snapshot_chunk_bytes_(snapshot_chunk_bytes) {
     worker_.SetSweep([this] {
       const int expired = deadlines_.CancelExpired(Clock::now());
       NodeService* node = node_.load();
@@ -712,7 +726,8 @@ class GrpcService final : public v1::Gossip::CallbackService {
           absl::StrCat("busy: ", kMaxCutsInFlight, " snapshots being served; ask another peer")));
     }
     auto* writer = new SnapshotWriter(*request, &cuts_, live_, cuts ? cuts_in_flight_ : nullptr,
-                                      &deadlines_, ctx, Clock::now() + snapshot_deadline_);
+                                      &deadlines_, ctx, Clock::now() + snapshot_deadline_,
+                                      snapshot_chunk_bytes_);
     if (!worker_.Post([writer, node] { writer->Start(node); })) {
       node->Count(v1::NodeCounters::kRequestsRefusedFieldNumber);
       writer->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -767,6 +782,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
   std::shared_ptr<std::atomic<int>> live_;
   const bool tls_;
   const std::chrono::milliseconds snapshot_deadline_;
+  const size_t snapshot_chunk_bytes_;
 };
 
 absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::string& listen,
@@ -774,8 +790,9 @@ absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::str
                                                                   int* bound_port) {
   std::unique_ptr<GossipServer> server(new GossipServer());
   server->options_ = options;
-  server->service_ = std::make_unique<GrpcService>(server->live_streams_, options.tls.enabled(),
-                                                   options.snapshot_deadline);
+  server->service_ = std::make_unique<GrpcService>(
+      server->live_streams_, options.tls.enabled(), options.snapshot_deadline,
+      SnapshotChunkBytes(options.max_message_bytes));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, MakeServerCredentials(options.tls), bound_port);
   builder.RegisterService(server->service_.get());

@@ -1064,6 +1064,24 @@ class StripingSource final : public v1::Gossip::Service {
   std::set<std::string> peers_;  // "ipv4:127.0.0.1:<port>": one per connection
 };
 
+// A node whose frames are capped at 1 MiB (--max-message-mb 1) still serves
+// a model of more than 1 MiB: each chunk of weights, framing included, fits
+// the cap. (Chunks of 1 MiB of weights plus their framing were refused by
+// the transport's own limit: no snapshot of such a model could be fetched.)
+TEST(HostilePeer, SnapshotChunksFitTheSmallestFrameCap) {
+  constexpr uint64_t kBig = 300000;  // 2.3 MiB of weights
+  Victim victim(TlsConfig{}, size_t{1} << 20,
+                [](NodeOptions& o) { o.fingerprint.set_param_count(kBig); });
+  for (uint32_t stripes : {1u, 2u}) {
+    v1::SnapshotRequest request = StripedRequest(stripes);
+    request.mutable_fingerprint()->set_param_count(kBig);
+    absl::StatusOr<FetchedSnapshot> got =
+        FetchSnapshot(victim.address(), request, kBig, seconds(10));
+    ASSERT_TRUE(got.ok()) << stripes << " stripes: " << got.status();
+    EXPECT_EQ(got->weights, std::vector<int64_t>(kBig, 1));
+  }
+}
+
 TEST(SnapshotStripes, EachStripeComesOnItsOwnConnection) {
   StripingSource source(StripingSource::kNone);
   ScriptedServer server(&source);
