@@ -99,13 +99,22 @@ absl::Status FixedPointReplica::InitializeUniform(uint64_t seed, uint64_t stream
   return absl::OkStatus();
 }
 
+namespace {
+
+// a + b modulo 2^64 (the replica's arithmetic: associative and commutative,
+// so any order of the same additions gives the same quanta), and whether
+// the signed sum left the int64 range.
+inline bool WrappingAdd(int64_t a, int64_t b, int64_t* sum) {
+  return __builtin_add_overflow(a, b, sum);  // stores the wrapped sum
+}
+
+}  // namespace
+
 absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint32_t> words) {
   if (step_quanta <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("step_quanta ", step_quanta, " must be > 0"));
   }
   const uint64_t n = param_count();
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
   // Pass 1: validate everything; nothing changes if any word is bad.
   uint64_t next = 0;
   for (size_t i = 0; i < words.size(); ++i) {
@@ -115,24 +124,20 @@ absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint3
           "update ", i, " has index ", index,
           index >= n ? absl::StrCat(" >= param_count ", n) : std::string(" out of order")));
     }
-    const int64_t q = quanta_[index];
-    const bool overflows =
-        UpdateIsNegative(words[i]) ? q < kMin + step_quanta : q > kMax - step_quanta;
-    if (overflows) [[unlikely]] {
-      return absl::InvalidArgumentError(
-          absl::StrCat("update ", i, " would overflow parameter ", index));
-    }
     next = uint64_t{index} + 1;
   }
-  // Pass 2: apply.
+  // Pass 2: apply, modulo 2^64. (-step_quanta cannot overflow: step > 0.)
   int64_t* quanta = quanta_.data();
   float* weights = weights_.data();
+  uint64_t wrapped = 0;
   for (const uint32_t w : words) {
     const uint32_t index = UpdateIndex(w);
-    const int64_t q = quanta[index] + (UpdateIsNegative(w) ? -step_quanta : step_quanta);
+    int64_t q;
+    wrapped += WrappingAdd(quanta[index], UpdateIsNegative(w) ? -step_quanta : step_quanta, &q);
     quanta[index] = q;
     weights[index] = QuantaToFloat(q, quantum_);
   }
+  wrapped_ += wrapped;
   return absl::OkStatus();
 }
 
@@ -145,26 +150,16 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
   int64_t* quanta = quanta_.data();
   float* weights = weights_.data();
   const double quantum = quantum_;
-  // One pass in the usual case: add with wrap-around (as unsigned), noting
-  // any signed overflow. Wrapping addition is exactly reversible, so on
-  // overflow a second pass takes every addition back: all or nothing.
-  std::atomic<bool> overflow{false};
+  std::atomic<uint64_t> wrapped{0};
   auto add = [&](size_t begin, size_t end) {
-    bool local = false;
+    uint64_t local = 0;
     for (size_t i = begin; i < end; ++i) {
       int64_t sum;
-      local |= __builtin_add_overflow(quanta[i], delta[i], &sum);
+      local += WrappingAdd(quanta[i], delta[i], &sum);
       quanta[i] = sum;
       weights[i] = QuantaToFloat(sum, quantum);
     }
-    if (local) overflow.store(true, std::memory_order_relaxed);
-  };
-  auto undo = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      quanta[i] =
-          static_cast<int64_t>(static_cast<uint64_t>(quanta[i]) - static_cast<uint64_t>(delta[i]));
-      weights[i] = QuantaToFloat(quanta[i], quantum);
-    }
+    if (local != 0) wrapped.fetch_add(local, std::memory_order_relaxed);
   };
   const size_t n = quanta_.size();
   if (parallel_for) {
@@ -172,14 +167,7 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
   } else {
     add(0, n);
   }
-  if (overflow.load()) [[unlikely]] {
-    if (parallel_for) {
-      parallel_for(n, undo);
-    } else {
-      undo(0, n);
-    }
-    return absl::InvalidArgumentError("dense update would overflow a parameter");
-  }
+  wrapped_ += wrapped.load();
   return absl::OkStatus();
 }
 

@@ -87,10 +87,14 @@ class FixedPointReplica {
                                  double limit);
 
   // Adds step_quanta (sign 0) or -step_quanta (sign 1) to each update's
-  // parameter. All or nothing: validates every word (index < param_count,
-  // strictly ascending, no int64 overflow) before changing anything, and
-  // refreshes the float32 copy of exactly the touched weights.
-  // kInvalidArgument when validation fails; the replica is then unchanged.
+  // parameter, modulo 2^64 (docs/wire.md: a sum past the int64 range wraps,
+  // on every replica and backend alike; wrapping addition is associative
+  // and commutative, so the same messages in any order still give the same
+  // quanta, and nothing a peer sends can stall its origin). All or nothing:
+  // validates every word (index < param_count, strictly ascending) before
+  // changing anything, and refreshes the float32 copy of exactly the touched
+  // weights. kInvalidArgument when validation fails; the replica is then
+  // unchanged. Additions that wrapped are counted (wrapped()).
   absl::Status Apply(int64_t step_quanta, std::span<const uint32_t> words);
 
   // Runs fn(begin, end) over chunks covering [0, n) (possibly in parallel)
@@ -98,12 +102,17 @@ class FixedPointReplica {
   // callers that have some pass them in this way.
   using ParallelFor = std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
 
-  // Adds delta[i] quanta to every parameter i (dense updates). All or
-  // nothing: kInvalidArgument, with the replica unchanged, when the size
-  // differs or any sum would overflow int64. `parallel_for` (optional)
-  // spreads the pass over the caller's threads.
+  // Adds delta[i] quanta to every parameter i (dense updates), modulo 2^64
+  // as Apply does. kInvalidArgument, with the replica unchanged, when the
+  // size differs. `parallel_for` (optional) spreads the pass over the
+  // caller's threads.
   absl::Status ApplyDense(std::span<const int64_t> delta,
                           const ParallelFor& parallel_for = nullptr);
+
+  // Additions that left the int64 range and wrapped, since creation: no
+  // training makes one (a weight of 2^63 quanta), so it is a hostile or
+  // broken peer's step.
+  uint64_t wrapped() const { return wrapped_; }
 
   // Replaces every parameter (snapshots, checkpoints). kInvalidArgument when
   // the size differs.
@@ -120,6 +129,7 @@ class FixedPointReplica {
   double quantum_;
   std::vector<int64_t> quanta_;
   std::vector<float> weights_;
+  uint64_t wrapped_ = 0;
 };
 
 }  // namespace reckon::codec

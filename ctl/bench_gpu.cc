@@ -135,12 +135,10 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
   if (!count.ok()) return count.status();
   DeviceMemory<int64_t> quanta, steps;
   DeviceMemory<uint64_t> ends;
-  DeviceMemory<unsigned long long> overflow;
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&quanta.ptr, n * sizeof(int64_t)));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemset(quanta.ptr, 0, n * sizeof(int64_t)));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&steps.ptr, 8 * sizeof(int64_t)));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&ends.ptr, 8 * sizeof(uint64_t)));
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&overflow.ptr, sizeof(unsigned long long)));
   std::vector<int64_t> h_steps(8, int64_t{1} << 25);
   std::vector<uint64_t> h_ends(8);
   for (int m = 0; m < 8; ++m) h_ends[m] = *count * (m + 1) / 8;
@@ -150,8 +148,7 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
       cudaMemcpy(ends.ptr, h_ends.data(), 8 * sizeof(uint64_t), cudaMemcpyHostToDevice));
   absl::StatusOr<double> apply_s = cuda::BestEventSeconds(reps, nothing, [&]() -> absl::Status {
     RECKON_RETURN_IF_ERROR(cuda::LaunchApplyWords((*pass)->device_words(), *count, ends.ptr,
-                                                  steps.ptr, 8, +1, quanta.ptr, overflow.ptr,
-                                                  nullptr));
+                                                  steps.ptr, 8, quanta.ptr, nullptr));
     return cuda::LaunchRefreshTouched((*pass)->device_words(), *count, quanta.ptr, copy.ptr,
                                       1.0 / 4294967296.0, nullptr);
   });

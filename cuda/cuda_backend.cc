@@ -120,8 +120,6 @@ class CudaBackend final : public model::Backend {
     if (state_.get() != nullptr) {
       RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state_.get(), 0, n * sizeof(float), stream_));
     }
-    RECKON_RETURN_IF_ERROR(counters_.Resize(2));
-    RECKON_RETURN_IF_ERROR(h_counters_.Resize(2));
     if (config_.mode == UpdateMode::kThreshold) {
       absl::StatusOr<std::unique_ptr<ThresholdPass>> pass =
           ThresholdPass::Create(n, CompactionMethod::kSinglePass, stream_);
@@ -283,24 +281,14 @@ class CudaBackend final : public model::Backend {
         apply_ends_.get(), ends, messages * sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         apply_steps_.get(), steps, messages * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
-    // Apply, refresh the touched floats and read the overflow flag with one
-    // wait; on overflow, the same two launches with the opposite sign take
-    // everything back exactly.
-    auto apply_and_refresh = [&](int sign) -> absl::Status {
-      RECKON_RETURN_IF_ERROR(LaunchApplyWords(apply_words_.get(), total, apply_ends_.get(),
-                                              apply_steps_.get(), static_cast<int>(messages), sign,
-                                              quanta_.get(), counters_.get(), stream_));
-      return LaunchRefreshTouched(apply_words_.get(), total, quanta_.get(), weights_.get(),
-                                  quantum_, stream_);
-    };
-    RECKON_RETURN_IF_ERROR(apply_and_refresh(+1));
-    absl::StatusOr<uint64_t> bad = ReadCounter();
-    if (!bad.ok()) return bad.status();
-    if (*bad == ~0ull) return absl::OkStatus();
-    RECKON_RETURN_IF_ERROR(apply_and_refresh(-1));
-    RECKON_RETURN_IF_ERROR(Sync());
-    return absl::InvalidArgumentError(
-        absl::StrCat("the updates would overflow parameter ", *bad, "; none was applied"));
+    // Apply modulo 2^64 (as every replica does: nothing to refuse or take
+    // back), refresh the touched floats, one wait.
+    RECKON_RETURN_IF_ERROR(LaunchApplyWords(apply_words_.get(), total, apply_ends_.get(),
+                                            apply_steps_.get(), static_cast<int>(messages),
+                                            quanta_.get(), stream_));
+    RECKON_RETURN_IF_ERROR(LaunchRefreshTouched(apply_words_.get(), total, quanta_.get(),
+                                                weights_.get(), quantum_, stream_));
+    return Sync();
   }
 
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
@@ -312,22 +300,9 @@ class CudaBackend final : public model::Backend {
     RECKON_RETURN_IF_ERROR(dense_in_.Resize(n));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_in_.get(), quanta.data(), quanta.size_bytes(),
                                                 cudaMemcpyHostToDevice, stream_));
-    if (absl::Status s =
-            LaunchAddDense(dense_in_.get(), quanta_.get(), n, +1, counters_.get(), stream_);
-        !s.ok()) {
+    // Modulo 2^64, as every replica adds.
+    if (absl::Status s = LaunchAddDense(dense_in_.get(), quanta_.get(), n, stream_); !s.ok()) {
       return s;
-    }
-    absl::StatusOr<uint64_t> bad = ReadCounter();
-    if (!bad.ok()) return bad.status();
-    if (*bad != ~0ull) {
-      if (absl::Status s =
-              LaunchAddDense(dense_in_.get(), quanta_.get(), n, -1, counters_.get(), stream_);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = Sync(); !s.ok()) return s;
-      return absl::InvalidArgumentError(
-          absl::StrCat("dense update would overflow parameter ", *bad, "; nothing was applied"));
     }
     if (absl::Status s = LaunchRefreshWeights(quanta_.get(), weights_.get(), n, quantum_, stream_);
         !s.ok()) {
@@ -530,15 +505,6 @@ class CudaBackend final : public model::Backend {
     return stats;
   }
 
-  // Copies counters_[0] to the host (waits for the stream).
-  absl::StatusOr<uint64_t> ReadCounter() {
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_counters_.get(), counters_.get(),
-                                                sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                                                stream_));
-    if (absl::Status s = Sync(); !s.ok()) return s;
-    return h_counters_.get()[0];
-  }
-
   absl::Status Sync() {
     RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
@@ -564,8 +530,6 @@ class CudaBackend final : public model::Backend {
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer<int64_t> quanta_;
   DeviceBuffer<float> weights_, residual_, grad_, state_;
-  DeviceBuffer<unsigned long long> counters_;
-  PinnedBuffer<unsigned long long> h_counters_;
   std::unique_ptr<ThresholdPass> pass_;
   DeviceBuffer<int64_t> dense_in_;
   std::unique_ptr<codec::Codec> codec_;  // kCodec only

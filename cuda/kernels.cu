@@ -126,25 +126,18 @@ __global__ void RefreshWeightsKernel(const int64_t* __restrict__ quanta,
   RECKON_FOR_EACH(i, n) weights[i] = QuantaToFloat(quanta[i], quantum);
 }
 
-__device__ __forceinline__ bool AddOverflows(int64_t a, int64_t b) {
-  return b > 0 ? a > LLONG_MAX - b : a < LLONG_MIN - b;
-}
-
 __global__ void AddDenseKernel(const int64_t* __restrict__ delta, int64_t* __restrict__ quanta,
-                               uint64_t n, int sign, unsigned long long* overflow) {
+                               uint64_t n) {
   RECKON_FOR_EACH(i, n) {
-    const int64_t d = sign > 0 ? delta[i] : -delta[i];  // -INT64_MIN wraps to itself: exact
-    const int64_t a = quanta[i];
-    if (sign > 0 && AddOverflows(a, d)) atomicMin(overflow, static_cast<unsigned long long>(i));
-    quanta[i] = static_cast<int64_t>(static_cast<unsigned long long>(a) +
-                                     static_cast<unsigned long long>(d));
+    quanta[i] = static_cast<int64_t>(static_cast<unsigned long long>(quanta[i]) +
+                                     static_cast<unsigned long long>(delta[i]));
   }
 }
 
 __global__ void ApplyWordsKernel(const uint32_t* __restrict__ words, uint64_t total,
                                  const uint64_t* __restrict__ ends,
-                                 const int64_t* __restrict__ steps, int messages, int sign,
-                                 int64_t* quanta, unsigned long long* overflow) {
+                                 const int64_t* __restrict__ steps, int messages,
+                                 int64_t* quanta) {
   RECKON_FOR_EACH(k, total) {
     // The message holding word k: the first m with ends[m] > k.
     int lo = 0, hi = messages - 1;
@@ -160,12 +153,8 @@ __global__ void ApplyWordsKernel(const uint32_t* __restrict__ words, uint64_t to
     const uint32_t i = w & 0x7FFFFFFFu;
     int64_t step = steps[lo];
     if (w & 0x80000000u) step = -step;
-    if (sign < 0) step = -step;
-    const unsigned long long old = atomicAdd(reinterpret_cast<unsigned long long*>(quanta + i),
-                                             static_cast<unsigned long long>(step));
-    if (sign > 0 && AddOverflows(static_cast<int64_t>(old), step)) {
-      atomicMin(overflow, static_cast<unsigned long long>(i));
-    }
+    atomicAdd(reinterpret_cast<unsigned long long*>(quanta + i),
+              static_cast<unsigned long long>(step));
   }
 }
 
@@ -242,26 +231,19 @@ absl::Status LaunchRefreshWeights(const int64_t* quanta, float* weights, size_t 
   return absl::OkStatus();
 }
 
-absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n, int sign,
-                            unsigned long long* overflow, cudaStream_t stream) {
-  if (sign > 0) {
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(overflow, 0xFF, sizeof(*overflow), stream));
-  }
+absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n, cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
-  AddDenseKernel<<<Blocks(n), kThreads, 0, stream>>>(delta, quanta, n, sign, overflow);
+  AddDenseKernel<<<Blocks(n), kThreads, 0, stream>>>(delta, quanta, n);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("AddDenseKernel");
   return absl::OkStatus();
 }
 
 absl::Status LaunchApplyWords(const uint32_t* words, uint64_t total_words, const uint64_t* ends,
-                              const int64_t* steps, int messages, int sign, int64_t* quanta,
-                              unsigned long long* overflow, cudaStream_t stream) {
-  if (sign > 0) {
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(overflow, 0xFF, sizeof(*overflow), stream));
-  }
+                              const int64_t* steps, int messages, int64_t* quanta,
+                              cudaStream_t stream) {
   if (total_words == 0 || messages == 0) return absl::OkStatus();
   ApplyWordsKernel<<<Blocks(total_words), kThreads, 0, stream>>>(words, total_words, ends, steps,
-                                                                 messages, sign, quanta, overflow);
+                                                                 messages, quanta);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("ApplyWordsKernel");
   return absl::OkStatus();
 }

@@ -65,22 +65,19 @@ absl::Status LaunchAccumulate(const float* delta, float* residual, size_t n, cud
 absl::Status LaunchRefreshWeights(const int64_t* quanta, float* weights, size_t n, double quantum,
                                   cudaStream_t stream);
 
-// quanta[i] += delta[i] with wrap-around; *overflow (set to ~0 beforehand)
-// gets the lowest index whose signed sum overflowed. `sign` -1 takes a
-// previous call back exactly (wrapping addition is reversible).
-absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n, int sign,
-                            unsigned long long* overflow, cudaStream_t stream);
+// quanta[i] += delta[i] modulo 2^64, as every replica adds
+// (codec/fixed_point.h Apply).
+absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n, cudaStream_t stream);
 
 // The batched apply: message m covers words [ends[m-1], ends[m]) (ends[-1]
 // = 0) and moves each word's parameter by +-steps[m] quanta (sign bit set:
-// minus), times `sign` (+1 apply, -1 take back exactly). Words of different
-// messages may touch the same parameter: the adds are atomic, so the sum
-// does not depend on the order. *overflow (set to ~0 beforehand when sign
-// is +1) gets the lowest index whose signed sum overflowed along the way.
-// The float copy is not touched: LaunchRefreshTouched follows.
+// minus), modulo 2^64 as every replica adds (codec/fixed_point.h Apply).
+// Words of different messages may touch the same parameter: the adds are
+// atomic and wrap, so the sum does not depend on the order. The float copy
+// is not touched: LaunchRefreshTouched follows.
 absl::Status LaunchApplyWords(const uint32_t* words, uint64_t total_words, const uint64_t* ends,
-                              const int64_t* steps, int messages, int sign, int64_t* quanta,
-                              unsigned long long* overflow, cudaStream_t stream);
+                              const int64_t* steps, int messages, int64_t* quanta,
+                              cudaStream_t stream);
 
 // weights[i] = (float)((double)quanta[i] * quantum) for every word's index.
 absl::Status LaunchRefreshTouched(const uint32_t* words, uint64_t total_words,

@@ -373,6 +373,10 @@ class GossipNode final : public NodeService {
   void Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
               std::shared_ptr<const codec::DecodedUpdate> decoded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts (and logs, sparingly) the weights `seq` of `origin` wrapped past
+  // the int64 range: the mirror's wrapped() now against `wrapped_before`.
+  void CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped_before)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `origin` is the incarnation of a member we handshook with.
   bool CurrentMemberOrigin(const OriginKey& origin) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Accepts the early arrivals of `origin` that are now next in line.

@@ -113,16 +113,29 @@ void GossipNode::AcceptWaiting(const OriginKey& origin) {
   }
 }
 
+void GossipNode::CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped_before) {
+  const uint64_t wrapped = mirror_.wrapped() - wrapped_before;
+  if (wrapped == 0) return;
+  const uint64_t total = counters_.weights_wrapped() + wrapped;
+  counters_.set_weights_wrapped(total);
+  if ((total - wrapped) / 1000 != total / 1000 || total == wrapped) {  // a flood must not flood the log
+    Log(absl::StrCat(origin.ToString().substr(0, 96), " seq ", seq, " took ", wrapped,
+                     " weights past the int64 range: they wrapped (", total, " so far)"));
+  }
+}
+
 void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
                         std::shared_ptr<const codec::DecodedUpdate> decoded) {
+  const uint64_t wrapped_before = mirror_.wrapped();
   absl::Status s = codec::ApplyDecoded(*decoded, &mirror_);
   if (!s.ok()) {
-    // Validated already; only an int64 overflow can get here.
+    // Validated already (DecodeUpdate against this model): not reached.
     counters_.set_decode_errors(counters_.decode_errors() + 1);
     Log(absl::StrCat("could not apply ", origin.ToString(), " seq ", frame->update().seq(), ": ",
                      s.message()));
     return;
   }
+  CountWrapped(origin, frame->update().seq(), wrapped_before);
   applied_[origin] = frame->update().seq();
   ledger_.Add(origin, frame->update().seq(), frame->update().checksum_delta());  // verified
   counters_.set_updates_applied(counters_.updates_applied() + 1);
@@ -150,8 +163,10 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
       return absl::InternalError(
           absl::StrCat("published seq ", update.seq(), " after ", last_published_));
     }
+    const uint64_t wrapped_before = mirror_.wrapped();
     absl::Status s = codec::ApplyDecoded(decoded, &mirror_);
     if (!s.ok()) return s;
+    CountWrapped(self_, update.seq(), wrapped_before);
     last_published_ = update.seq();
     applied_[self_] = update.seq();
     ledger_.Add(self_, update.seq(), contribution);

@@ -94,14 +94,38 @@ TEST(FixedPointReplica, ApplyIsAllOrNothing) {
   EXPECT_TRUE(unchanged());
   EXPECT_FALSE(r->Apply(0, std::vector<uint32_t>{PackUpdate(3, false)}).ok());
   EXPECT_TRUE(unchanged());
-  // Overflow of the int64 count is refused, not wrapped.
-  absl::StatusOr<FixedPointReplica> z = FixedPointReplica::Create(2, 0);
-  ASSERT_TRUE(z.ok());
-  const int64_t big = std::numeric_limits<int64_t>::max() / 2 + 1;
-  ASSERT_TRUE(z->Apply(big, std::vector<uint32_t>{PackUpdate(0, false)}).ok());
-  EXPECT_FALSE(
-      z->Apply(big, std::vector<uint32_t>{PackUpdate(1, false), PackUpdate(0, false)}).ok());
-  EXPECT_EQ(z->quanta()[1], 0) << "update 0 must not be applied when update 1 overflows";
+}
+
+// A sum past the int64 range wraps, modulo 2^64 (docs/wire.md §3), and is
+// counted: the same messages in either order give the same quanta, though
+// one order passes the range on the way and the other does not.
+TEST(FixedPointReplica, SumsPastTheInt64RangeWrapTheSameInAnyOrder) {
+  constexpr int64_t kBig = std::numeric_limits<int64_t>::max() / 2 + 1;  // 2^62
+  const std::vector<uint32_t> up = {PackUpdate(0, false)}, down = {PackUpdate(0, true)};
+  absl::StatusOr<FixedPointReplica> a = FixedPointReplica::Create(2, 0);
+  absl::StatusOr<FixedPointReplica> b = FixedPointReplica::Create(2, 0);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // a: up, up (2^63: past the range, wraps to -2^63), down (wraps back to
+  // 2^62), up (wraps again): three wraps.
+  for (const auto* words : {&up, &up, &down, &up}) ASSERT_TRUE(a->Apply(kBig, *words).ok());
+  // b: down first, never leaving the range on the way.
+  for (const auto* words : {&down, &up, &up, &up}) ASSERT_TRUE(b->Apply(kBig, *words).ok());
+  EXPECT_EQ(a->quanta()[0], b->quanta()[0]);
+  EXPECT_EQ(a->quanta()[0], std::numeric_limits<int64_t>::min());  // 2 * 2^62 mod 2^64
+  EXPECT_EQ(a->WeightHash(), b->WeightHash());
+  EXPECT_EQ(a->wrapped(), 3u);
+  EXPECT_EQ(b->wrapped(), 1u);  // its last up: 2^62 + 2^62
+  EXPECT_EQ(a->quanta()[1], 0);
+  // Dense: the same rule, every parameter.
+  const std::vector<int64_t> delta = {std::numeric_limits<int64_t>::max(), 5};
+  ASSERT_TRUE(a->ApplyDense(delta).ok());
+  EXPECT_EQ(a->quanta()[0], -1);  // INT64_MIN + INT64_MAX
+  EXPECT_EQ(a->quanta()[1], 5);
+  EXPECT_EQ(a->wrapped(), 3u);  // no wrap: the sum is in range
+  ASSERT_TRUE(a->ApplyDense(std::vector<int64_t>{2, 0}).ok());
+  ASSERT_TRUE(a->ApplyDense(std::vector<int64_t>{std::numeric_limits<int64_t>::max(), 0}).ok());
+  EXPECT_EQ(a->quanta()[0], std::numeric_limits<int64_t>::min());  // 1 + INT64_MAX wraps
+  EXPECT_EQ(a->wrapped(), 4u);
 }
 
 // The heart of dead reckoning: the same messages in any order give

@@ -523,6 +523,52 @@ TEST(GossipNode, InventedOriginsStopAtTheCap) {
   EXPECT_EQ(node->counters().origins_refused(), status.counters().origins_refused());
 }
 
+// A message whose step carries a weight past int64 is applied modulo 2^64,
+// as every replica and backend applies it: wrapping addition is
+// associative and commutative, so replicas stay identical in any order.
+// (Refused instead, its origin stalled at that node, re-sent for ever,
+// and every later message of it waited behind it; refusal also depended on
+// what arrived first.) Counted: weights_wrapped.
+TEST(GossipNode, AMessageThatOverflowsAWeightWrapsAndItsOriginGoesOn) {
+  Nodes c(1);
+  c.Start();
+  GossipNode* node = c.node(0);
+  ScriptedPeer member(node, "big", 7, "inproc:big");
+  NodeOptions origin;
+  origin.node_id = "big";
+  origin.incarnation = 7;
+  const codec::WeightChecksum checksum(Fingerprint().seed());
+  // seq 1: +INT64_MAX on weight 1 (positive at first: it wraps).
+  constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
+  const std::vector<uint32_t> words = {1};
+  v1::Update huge;
+  huge.mutable_origin()->set_node_id("big");
+  huge.mutable_origin()->set_incarnation(7);
+  huge.set_seq(1);
+  ASSERT_TRUE(
+      codec::EncodeThresholdUpdate(words, kHuge, kParams, v1::CODEC_THRESHOLD_RICE, &huge).ok());
+  huge.set_checksum_delta(checksum.OfUpdate(kHuge, words));
+  member.SendUpdate(huge);
+  std::mt19937_64 rng(9);
+  const Message next = MakeMessage(origin, 2, rng);
+  member.SendUpdate(next.update);
+  ASSERT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"big", 7}) == 2; }))
+      << "the origin stalled at its overflowing message";
+  std::vector<int64_t> expected = InitialWeights();
+  ASSERT_GT(expected[1], 0);
+  auto add = [](int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  };
+  expected[1] = add(expected[1], kHuge);
+  for (const uint32_t w : next.decoded.words) {
+    const uint32_t i = w & 0x7FFFFFFFu;
+    expected[i] = add(expected[i], (w >> 31) ? -kStep : kStep);
+  }
+  EXPECT_EQ(node->MirrorHash(), codec::WeightHashOf(expected));
+  EXPECT_EQ(node->counters().weights_wrapped(), 1u);
+  EXPECT_EQ(node->counters().decode_errors(), 0u);
+}
+
 // A node that joined from a snapshot holds nothing of an origin before its
 // cut. A member behind that cut used to be told by it to re-join from a
 // snapshot (ResyncRequired), though the origin itself is alive, heard by
