@@ -36,6 +36,35 @@ struct Lane {
   uint64_t frames = 0;  // Update frames sent on it (dialed) or received (accepted)
 };
 
+// A member's state that lives as long as one stream with it: reset whole
+// when the stream is replaced or gone (GossipNode::ResetStream).
+struct StreamState {
+  VersionMap pushed;  // highest seq pushed per origin on the stream
+  // Per origin, the frames sent on the stream (entry 0) and on each of our
+  // lanes to it (entry i: lane i) when pushed[o] went out: once the peer
+  // processed that many on each (server/lanes.h ProcessedThrough), what it
+  // lacks up to pushed[o] was lost, not merely overtaken on another lane.
+  std::map<OriginKey, std::vector<uint64_t>> pushed_frame;
+  // Frames sent on the stream and received from it, after the Hellos. The
+  // peer's heartbeat echoes its count of ours: once it has processed the
+  // frames that carried pushed[o] and all before it (pushed_frame[o]) and
+  // still lacks o's messages up to it, one was lost there (dropped from a
+  // full early buffer, corrupt) and is served again. Nothing else counts as
+  // lost: a slow link is not a lossy one. Both count Update frames only: a
+  // heartbeat may overtake the updates queued before it.
+  uint64_t frames_sent = 0, frames_received = 0;
+  // Heartbeats sent on the stream: every NodeOptions::member_list_every-th
+  // one, the first included, carries our member list.
+  uint64_t heartbeats_sent = 0;
+
+  // What was pushed is taken for lost (a lane gone, a snapshot installed):
+  // served again from the member's vector.
+  void ForgetPushed() {
+    pushed.clear();
+    pushed_frame.clear();
+  }
+};
+
 struct Member {
   std::string node_id;
   uint64_t incarnation = 0;
@@ -44,27 +73,13 @@ struct Member {
   std::shared_ptr<Link> link;  // handshaken stream, or null
   Clock::time_point first_known, last_heard;
   VersionMap applied;  // from its last heartbeat
-  VersionMap pushed;   // highest seq pushed per origin on `link`
   // Highest seq ever queued to it per origin, on any stream, in this
   // incarnation of it: anti-entropy's sends at or below it are resends
   // (Counters::repairs_resent), those above it first copies sent late.
   VersionMap ever_sent;
-  // Frames sent on `link` and received from it, after the Hellos. The
-  // peer's heartbeat echoes its count of ours: once it has processed the
-  // frames that carried pushed[o] and all before it (pushed_frame[o]) and
-  // still lacks o's messages up to it, one was lost there (dropped from a full early
-  // buffer, corrupt) and is served again. Nothing else counts as lost: a
-  // slow link is not a lossy one. Both count Update frames only: a
-  // heartbeat may overtake the updates queued before it.
-  uint64_t frames_sent = 0, frames_received = 0;
-  // Heartbeats sent on `link`: every NodeOptions::member_list_every-th one,
-  // the first included, carries our member list.
-  uint64_t heartbeats_sent = 0;
-  // Per origin, the frames sent on `link` (entry 0) and on each of our
-  // lanes to it (entry i: lane i) when pushed[o] went out: once the peer
-  // processed that many on each (server/lanes.h ProcessedThrough), what it
-  // lacks up to pushed[o] was lost, not merely overtaken on another lane.
-  std::map<OriginKey, std::vector<uint64_t>> pushed_frame;
+  // What belongs to the stream `link`: a new stream (or none) starts it
+  // afresh (`stream = {}`), nothing kept by hand.
+  StreamState stream;
   // Lanes, by index 1..kMaxLanes: ours to it, and its to us. They live only
   // while `link` does. `lanes_accepted`: how many its Hello said it takes;
   // `wants_lanes`: we sent it an Update big enough for one; no lane is

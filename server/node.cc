@@ -271,7 +271,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   m->last_heard = now;
   // Only updates are counted (the loss evidence of anti-entropy): a
   // heartbeat may overtake the updates queued before it (Link::SendUrgent).
-  if (f.has_update()) ++m->frames_received;
+  if (f.has_update()) ++m->stream.frames_received;
   if (m->state != MemberState::kAlive) {
     Log(absl::StrCat("peer ", m->node_id, " is alive again"));
     m->state = MemberState::kAlive;

@@ -37,13 +37,13 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   }
   // Lost on this stream: it processed the frame that carried what we pushed
   // and still lacks some of it. Serve again from what it has.
-  for (auto& [origin, seq] : m.pushed) {
+  for (auto& [origin, seq] : m.stream.pushed) {
     const uint64_t theirs = SeqOf(m.applied, origin);
-    auto frame = m.pushed_frame.find(origin);
-    if (theirs < seq && frame != m.pushed_frame.end() &&
+    auto frame = m.stream.pushed_frame.find(origin);
+    if (theirs < seq && frame != m.stream.pushed_frame.end() &&
         ProcessedThrough(frame->second, hb.frames_received(), hb.lane_frames_received())) {
       seq = theirs;
-      m.pushed_frame.erase(frame);
+      m.stream.pushed_frame.erase(frame);
     }
   }
   // No list: this heartbeat is one of those between two that carry it.
@@ -92,7 +92,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     const MessageLog::Entries* retained = log_.Find(origin);
     const MessageLog::Entries& entries = retained != nullptr ? *retained : kNothingRetained;
     const RepairPlan plan =
-        PlanRepair(ours, SeqOf(m.applied, origin), SeqOf(m.pushed, origin),
+        PlanRepair(ours, SeqOf(m.applied, origin), SeqOf(m.stream.pushed, origin),
                    entries.empty() ? ours + 1 : entries.begin()->first,
                    m.resync_told.count(origin) > 0);
     if (plan.kind == RepairPlan::kResync) {
@@ -168,7 +168,7 @@ void GossipNode::AddMemberList(v1::Heartbeat* hb) const {
 std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(Member& m,
                                                                 const v1::GossipFrame& base) {
   auto frame = std::make_shared<v1::GossipFrame>(base);
-  frame->mutable_heartbeat()->set_frames_received(m.frames_received);
+  frame->mutable_heartbeat()->set_frames_received(m.stream.frames_received);
   if (!m.in_lanes.empty()) {
     for (uint32_t i = 1; i <= m.in_lanes.rbegin()->first; ++i) {
       auto lane = m.in_lanes.find(i);
@@ -176,7 +176,7 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(Member& m,
           lane == m.in_lanes.end() ? 0 : lane->second.frames);
     }
   }
-  if (m.heartbeats_sent++ % std::max(1, options_.member_list_every) == 0) {
+  if (m.stream.heartbeats_sent++ % std::max(1, options_.member_list_every) == 0) {
     AddMemberList(frame->mutable_heartbeat());
   }
   return frame;

@@ -106,8 +106,7 @@ void GossipNode::ForgetLane(const LaneRef& lane, Clock::time_point now) {
   // What went on it and was not processed is lost: served again from the
   // member's vector (what is merely late arrives as a duplicate, dropped).
   // A lane lost waits before it is dialed again.
-  m.pushed.clear();
-  m.pushed_frame.clear();
+  m.stream.ForgetPushed();
   m.lanes_after = now + options_.failure_timeout;
 }
 
@@ -178,7 +177,7 @@ bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
   counters_.set_update_frames_sent(counters_.update_frames_sent() + 1);
   // As the peer counts: updates only, per link.
   if (lane == 0) {
-    ++m.frames_sent;
+    ++m.stream.frames_sent;
   } else {
     ++m.out_lanes[lane].frames;
     counters_.set_lane_update_frames_sent(counters_.lane_update_frames_sent() + 1);
@@ -187,20 +186,16 @@ bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
 }
 
 void GossipNode::ResetStream(Member& m) {
-  m.pushed.clear();
-  m.pushed_frame.clear();
-  m.frames_sent = 0;
-  m.frames_received = 0;
-  m.heartbeats_sent = 0;
+  m.stream = {};
 }
 
 bool GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
                             const std::shared_ptr<const v1::GossipFrame>& frame) {
   if (!SendTo(m, frame, options_.send_queue_byte_cap)) return false;
-  m.pushed[origin] = seq;
-  std::vector<uint64_t>& frontier = m.pushed_frame[origin];
+  m.stream.pushed[origin] = seq;
+  std::vector<uint64_t>& frontier = m.stream.pushed_frame[origin];
   frontier.assign(m.out_lanes.empty() ? 1 : m.out_lanes.rbegin()->first + 1, 0);
-  frontier[0] = m.frames_sent;
+  frontier[0] = m.stream.frames_sent;
   for (const auto& [index, lane] : m.out_lanes) frontier[index] = lane.frames;
   uint64_t& ever = m.ever_sent[origin];
   ever = std::max(ever, seq);
@@ -211,7 +206,7 @@ void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
                         const std::shared_ptr<const v1::GossipFrame>& frame) {
   if (!m.link || m.state != MemberState::kAlive) return;
   // In order per origin: behind peers are served by anti-entropy.
-  if (std::max(SeqOf(m.pushed, origin), SeqOf(m.applied, origin)) != seq - 1) return;
+  if (std::max(SeqOf(m.stream.pushed, origin), SeqOf(m.applied, origin)) != seq - 1) return;
   if (!SendUpdate(m, origin, seq, frame)) counters_.set_queue_drops(counters_.queue_drops() + 1);
 }
 

@@ -94,8 +94,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   received_.replace_weights.emplace(mirror_.quanta().begin(), mirror_.quanta().end());
   for (const OriginKey& origin : early_.Origins()) AcceptWaiting(origin);
   for (auto& [id, m] : members_) {
-    m.pushed.clear();
-    m.pushed_frame.clear();
+    m.stream.ForgetPushed();
   }
   resync_source_.reset();
   counters_.set_snapshots_loaded(counters_.snapshots_loaded() + 1);
