@@ -98,8 +98,12 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     if (plan.kind == RepairPlan::kResync) {
       // A live origin that m hears serves m itself (its own log decides
       // whether m must re-join): from us, a joiner whose cut is later than
-      // m's, it would be a spurious snapshot.
-      if (origin != self_ && OriginAlive(origin) && m.hears.count(origin) > 0) continue;
+      // m's, it would be a spurious snapshot. So does one m may still be
+      // reaching: within a failure timeout of its coming, its heartbeats
+      // may not say yet whom it hears (the relay rule waits as long).
+      const bool may_hear = m.hears.count(origin) > 0 ||
+                            now - m.alive_since < options_.failure_timeout;
+      if (origin != self_ && OriginAlive(origin) && may_hear) continue;
       auto frame = std::make_shared<v1::GossipFrame>();
       frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
       frame->mutable_resync()->mutable_origin()->set_incarnation(origin.incarnation);
