@@ -599,6 +599,15 @@ TEST(GossipNode, AMessageThatOverflowsAWeightWrapsAndItsOriginGoesOn) {
 // loading two). Telling a member to re-join for a live origin it hears is
 // the origin's call; for our own messages, or an origin it does not hear,
 // it is still ours.
+// The node joined from a snapshot (the initial weights) at `origin`'s `seq`:
+// nothing of that origin in its log.
+void JoinFromASnapshotAt(GossipNode* node, const OriginKey& origin, uint64_t seq) {
+  ASSERT_TRUE(node->InstallSnapshot(InitialWeights(), {{origin, seq}},
+                                    codec::WeightChecksum(Fingerprint().seed()).Of(InitialWeights()),
+                                    "test")
+                  .ok());
+}
+
 // A member that has just come (its heartbeats have not said yet whom it
 // hears) is not told to re-join for a live origin either: within a failure
 // timeout of its coming it may still be connecting to that origin, which
@@ -614,10 +623,7 @@ TEST(GossipNode, NoResyncToAMemberNotYetKnownToHearALiveOrigin) {
   c.Start();
   GossipNode* node = c.node(0);
   const OriginKey a{"a", 7};
-  ASSERT_TRUE(node->InstallSnapshot(InitialWeights(), {{a, 10}},
-                                    codec::WeightChecksum(Fingerprint().seed()).Of(InitialWeights()),
-                                    "test")
-                  .ok());
+  JoinFromASnapshotAt(node, a, 10);
   ScriptedPeer origin(node, "a", 7, "inproc:a");
   ScriptedPeer newcomer(node, "b", 8, "inproc:b");
   auto resyncs = [&] {
@@ -652,12 +658,8 @@ TEST(GossipNode, NoResyncForALiveOriginTheMemberHears) {
   Nodes c(1);
   c.Start();
   GossipNode* node = c.node(0);
-  // Joined from a snapshot: origin a at 10, nothing of it in our log.
   const OriginKey a{"a", 7};
-  ASSERT_TRUE(node->InstallSnapshot(InitialWeights(), {{a, 10}},
-                                    codec::WeightChecksum(Fingerprint().seed()).Of(InitialWeights()),
-                                    "test")
-                  .ok());
+  JoinFromASnapshotAt(node, a, 10);
   ScriptedPeer origin(node, "a", 7, "inproc:a");  // a is alive to us
   ScriptedPeer behind(node, "b", 8, "inproc:b");
   auto heartbeat = [&](bool hears_a) {
