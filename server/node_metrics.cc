@@ -56,6 +56,22 @@ class Families {
   std::map<std::string, size_t> index_;
 };
 
+}  // namespace
+
+std::map<std::string, uint64_t> CounterMap(const v1::NodeCounters& counters,
+                                           const google::protobuf::FieldDescriptor* field) {
+  std::map<std::string, uint64_t> out;
+  const google::protobuf::Reflection* r = counters.GetReflection();
+  for (const auto& entry : r->GetRepeatedFieldRef<google::protobuf::Message>(counters, field)) {
+    const google::protobuf::Descriptor* e = entry.GetDescriptor();
+    out[entry.GetReflection()->GetString(entry, e->map_key())] =
+        entry.GetReflection()->GetUInt64(entry, e->map_value());
+  }
+  return out;
+}
+
+namespace {
+
 // Every field of the node's counters, as its MetricOptions say
 // (proto/reckon.proto): the proto is the one list of them.
 void AddCounters(const v1::NodeCounters& c, Families& f) {
@@ -67,16 +83,10 @@ void AddCounters(const v1::NodeCounters& c, Families& f) {
     const std::string name =
         metric.name().empty() ? "reckon_" + field->name() + "_total" : metric.name();
     if (field->is_map()) {
-      // map<string, uint64>: each listed key exposed, 0 until counted.
-      std::map<std::string, double> by_key;
-      for (const std::string& key : metric.label_values()) by_key[key] = 0;
-      for (const auto& entry : r->GetRepeatedFieldRef<google::protobuf::Message>(c, field)) {
-        const google::protobuf::Descriptor* e = entry.GetDescriptor();
-        const google::protobuf::Reflection* er = entry.GetReflection();
-        by_key[er->GetString(entry, e->map_key())] = double(er->GetUInt64(entry, e->map_value()));
-      }
+      // Each listed key exposed, 0 until counted.
+      std::map<std::string, uint64_t> by_key = CounterMap(c, field);
       for (const std::string& key : metric.label_values()) {
-        f.Counter(name, metric.help(), by_key[key], {{metric.label(), key}});
+        f.Counter(name, metric.help(), double(by_key[key]), {{metric.label(), key}});
       }
       continue;
     }
@@ -136,7 +146,7 @@ std::vector<MetricFamily> NodeMetrics::Collect() const {
   v1::NodeStatus s;
   node_->FillStatus(&s, /*with_weight_hash=*/false);
   Families f(s.node_id());
-  AddCounters(node_->counters(), f);
+  AddCounters(s.counters(), f);  // FillStatus copied them already
   AddState(s, node_->MessagesBehind(), f);
   return f.Take();
 }

@@ -6,6 +6,8 @@
 #ifndef RECKON_SERVER_NODE_METRICS_H_
 #define RECKON_SERVER_NODE_METRICS_H_
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,11 @@ class NodeMetrics final : public prometheus::Collectable {
  private:
   GossipNode* node_;
 };
+
+// The entries of a map<string, uint64> field of the node's counters (by
+// codec): what /metrics and the worker's summary read by reflection.
+std::map<std::string, uint64_t> CounterMap(const v1::NodeCounters& counters,
+                                           const google::protobuf::FieldDescriptor* field);
 
 // The HTTP endpoint's limits (server/http_endpoint.h), labelled with
 // `node_id`: reckon_http_connections_evicted_total, _refused_total,

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "server/node_metrics.h"
 #include "server/snapshot_cuts.h"
 #include "server/version_vector.h"
 
@@ -475,11 +476,7 @@ base::Json GossipPeers::Counters() {
       continue;
     }
     base::Json by_key = base::Json::object();
-    for (const auto& entry : r->GetRepeatedFieldRef<google::protobuf::Message>(c, field)) {
-      const google::protobuf::Descriptor* e = entry.GetDescriptor();
-      const google::protobuf::Reflection* er = entry.GetReflection();
-      by_key[er->GetString(entry, e->map_key())] = er->GetUInt64(entry, e->map_value());
-    }
+    for (const auto& [key, count] : server::CounterMap(c, field)) by_key[key] = count;
     out[field->name()] = std::move(by_key);
   }
   return out;
