@@ -118,27 +118,50 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
   // Probes are answered while we join too (a joining node holds nothing),
   // so workers started together see each other's "not trained".
   peers->server_->SetNode(peers->node_.get(), events);
-  for (;;) {
-    std::string source;
-    RECKON_RETURN_IF_ERROR(peers->FindJoinSource(seeds, &source));
-    if (source.empty()) {
-      log << "reckon-worker: no peer has trained yet: starting from the seed's weights\n";
-      break;
-    }
-    const absl::Status s = peers->Resync(source);
-    if (s.ok()) break;
-    if (s.code() != absl::StatusCode::kUnavailable &&
-        s.code() != absl::StatusCode::kDeadlineExceeded) {
-      return s;
-    }
-    // It went away or stalled between the probe and the snapshot: ask again.
-    log << "reckon-worker: snapshot from " << source << " failed (" << s.message()
-        << "); probing again\n";
-  }
+  RECKON_RETURN_IF_ERROR(peers->JoinFromSeeds(seeds));
   server::Dialer dialer = peers->server_->MakeDialer(events);
   if (peers->faults_) dialer = peers->faults_->Wrap(std::move(dialer));
   peers->node_->Start(std::move(dialer));
   return peers;
+}
+
+absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
+  // Seeds whose snapshot a witness contradicted (or that did not match its
+  // own header): never a source or witness again in this join.
+  std::set<std::string> refused;
+  const server::Clock::time_point join_start = server::Clock::now();
+  for (;;) {
+    JoinSource source;
+    RECKON_RETURN_IF_ERROR(FindJoinSource(seeds, refused, join_start, &source));
+    if (source.address.empty()) {
+      *log_ << "reckon-worker: no peer has trained yet: starting from the seed's weights\n";
+      break;
+    }
+    const absl::Status s = Resync(source.address, source.witnesses);
+    if (s.ok()) break;
+    if (s.code() == absl::StatusCode::kDataLoss) {
+      *log_ << "reckon-worker: snapshot from " << source.address
+            << " NOT INSTALLED: " << s.message() << "; that seed is not asked again\n"
+            << std::flush;
+      refused.insert(source.address);
+      continue;
+    }
+    if (s.code() != absl::StatusCode::kUnavailable &&
+        s.code() != absl::StatusCode::kDeadlineExceeded) {
+      return s;
+    }
+    if (options_.join_timeout.count() > 0 &&
+        server::Clock::now() - join_start >= options_.join_timeout) {
+      return absl::UnavailableError(absl::StrCat("no snapshot installed after ",
+                                                 options_.join_timeout.count(),
+                                                 " s (--join-timeout-s); the last: ", s.message()));
+    }
+    // It went away or stalled between the probe and the snapshot, or no
+    // witness could confirm its cut yet: ask again.
+    *log_ << "reckon-worker: snapshot from " << source.address << " failed (" << s.message()
+          << "); probing again\n";
+  }
+  return absl::OkStatus();
 }
 
 v1::SnapshotRequest GossipPeers::SnapshotRequest(bool header_only) const {
@@ -156,63 +179,95 @@ std::vector<absl::StatusOr<server::FetchedSnapshot>> GossipPeers::ProbeSeeds(
   const v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/true);
   const uint64_t param_count = options_.node.fingerprint.param_count();
   // Every seed at once: a join's wait is one probe timeout, not one per seed.
-  std::vector<absl::StatusOr<server::FetchedSnapshot>> probes(
-      seeds.size(), absl::UnavailableError("not probed"));
+  std::vector<absl::StatusOr<server::FetchedSnapshot>> probes(seeds.size(),
+                                                              absl::UnavailableError("not probed"));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < seeds.size(); ++i) {
     threads.emplace_back([&, i] {
-      probes[i] = server::FetchSnapshot(seeds[i], request, param_count,
-                                        options_.join_probe_timeout, options_.transport.tls);
+      probes[i] = server::FetchSnapshot(seeds[i], request, param_count, options_.join_probe_timeout,
+                                        options_.transport.tls);
     });
   }
   for (std::thread& t : threads) t.join();
   return probes;
 }
 
-absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
-                                         std::string* source) {
-  const auto start = server::Clock::now();
+absl::Status GossipPeers::ChooseSource(
+    const std::vector<std::string>& seeds,
+    const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes, JoinSource* source,
+    uint64_t* best_total, std::vector<std::string>* silent) {
+  size_t best = seeds.size();
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    const absl::StatusOr<server::FetchedSnapshot>& probe = probes[i];
+    if (!probe.ok()) {
+      const absl::StatusCode code = probe.status().code();
+      if (code == absl::StatusCode::kFailedPrecondition ||
+          code == absl::StatusCode::kPermissionDenied || code == absl::StatusCode::kDataLoss) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("refused by peer ", seeds[i], ": ", probe.status().message()));
+      }
+      silent->push_back(absl::StrCat(seeds[i], " (", probe.status().message(), ")"));
+      continue;
+    }
+    const uint64_t total = TotalSeqs(probe->applied);
+    if (total > *best_total) {
+      *best_total = total;
+      best = i;
+    }
+  }
+  *source = JoinSource{};
+  if (best < seeds.size()) {
+    source->address = seeds[best];
+    // The witnesses: the other seeds that answered and are members (not
+    // joining themselves), another node than the source.
+    const std::string& source_id = probes[best]->header.source_node_id();
+    for (size_t i = 0; i < seeds.size(); ++i) {
+      if (i == best || !probes[i].ok() || probes[i]->header.joining() ||
+          probes[i]->header.source_node_id() == source_id) {
+        continue;
+      }
+      source->witnesses.push_back(seeds[i]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& all_seeds,
+                                         const std::set<std::string>& refused,
+                                         server::Clock::time_point start, JoinSource* source) {
+  std::vector<std::string> seeds;
+  for (const std::string& seed : all_seeds) {
+    if (!refused.contains(seed)) seeds.push_back(seed);
+  }
   auto backoff = std::chrono::milliseconds(200);
   auto last_said = start - std::chrono::hours(1);
   for (int round = 1;; ++round) {
     const std::vector<absl::StatusOr<server::FetchedSnapshot>> probes = ProbeSeeds(seeds);
     uint64_t best_total = 0;
     std::vector<std::string> silent;
-    for (size_t i = 0; i < seeds.size(); ++i) {
-      const absl::StatusOr<server::FetchedSnapshot>& probe = probes[i];
-      if (!probe.ok()) {
-        const absl::StatusCode code = probe.status().code();
-        if (code == absl::StatusCode::kFailedPrecondition ||
-            code == absl::StatusCode::kPermissionDenied || code == absl::StatusCode::kDataLoss) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("refused by peer ", seeds[i], ": ", probe.status().message()));
-        }
-        silent.push_back(absl::StrCat(seeds[i], " (", probe.status().message(), ")"));
-        continue;
-      }
-      const uint64_t total = TotalSeqs(probe->applied);
-      if (total > best_total) {
-        best_total = total;
-        *source = seeds[i];
-      }
+    RECKON_RETURN_IF_ERROR(ChooseSource(seeds, probes, source, &best_total, &silent));
+    for (const std::string& seed : refused) {
+      silent.push_back(absl::StrCat(seed, " (refused: a witness contradicted its snapshot)"));
     }
     // Conclusive: someone trained (with join_after_messages, that much); or
     // nobody did and everyone said so (or we were told to bootstrap).
     const uint64_t enough = std::max<uint64_t>(1, options_.join_after_messages);
     if (best_total >= enough) return absl::OkStatus();
-    if (options_.join_after_messages == 0 && (silent.empty() || options_.bootstrap)) {
-      source->clear();
+    // A refused seed had trained (a witness had applied its cut): nobody
+    // starts afresh after that.
+    if (options_.join_after_messages == 0 && refused.empty() &&
+        (silent.empty() || options_.bootstrap)) {
+      *source = JoinSource{};
       return absl::OkStatus();
     }
     const auto now = server::Clock::now();
     const std::string no_answer =
         silent.empty() ? "" : absl::StrCat("no answer from ", absl::StrJoin(silent, ", "));
     const std::string unanswered = silent.empty() ? "" : absl::StrCat(", ", no_answer);
-    const std::string waiting =
-        options_.join_after_messages == 0
-            ? std::string("no conclusive answer from the seeds in ")
-            : absl::StrCat("no seed had applied ", enough, " messages (the most: ", best_total,
-                           ") after ");
+    const std::string waiting = options_.join_after_messages == 0
+                                    ? std::string("no conclusive answer from the seeds in ")
+                                    : absl::StrCat("no seed had applied ", enough,
+                                                   " messages (the most: ", best_total, ") after ");
     if (options_.join_timeout.count() > 0 && now - start >= options_.join_timeout) {
       return absl::UnavailableError(absl::StrCat(
           waiting, options_.join_timeout.count(), " s",
@@ -237,12 +292,13 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& seeds,
     }
     std::this_thread::sleep_for(backoff);
     // A worker waiting for the cluster joins soon after it is ready.
-    backoff = std::min(2 * backoff, std::chrono::milliseconds(
-                                        options_.join_after_messages > 0 ? 500 : 2000));
+    backoff = std::min(2 * backoff,
+                       std::chrono::milliseconds(options_.join_after_messages > 0 ? 500 : 2000));
   }
 }
 
-absl::Status GossipPeers::Resync(const std::string& source) {
+absl::Status GossipPeers::Resync(const std::string& source,
+                                 const std::vector<std::string>& witnesses) {
   v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/false);
   const uint64_t param_count = options_.node.fingerprint.param_count();
   request.set_stripes(server::StripesFor(param_count, options_.transport.snapshot_stripes));
@@ -258,8 +314,8 @@ absl::Status GossipPeers::Resync(const std::string& source) {
                            seconds, std::max<uint32_t>(snap.header.stripes(), 1),
                            snap.header.stripes() > 1 ? "s" : "", 8 * megabytes / seconds);
   // The source vouches for its own cut: another member's messages must say
-  // the same before we train on it (docs/gossip.md "Threat model").
-  const std::vector<std::string> witnesses = node_->LiveMemberAddresses(source);
+  // the same before we train on it (docs/gossip.md "Threat model"): on a
+  // first join the other seeds, on a re-join the other live members.
   if (witnesses.empty()) {
     *log_ << "reckon-worker: snapshot from " << source
           << " installed unwitnessed: no other member to confirm its cut\n";
@@ -276,10 +332,10 @@ absl::Status GossipPeers::Resync(const std::string& source) {
 absl::Status GossipPeers::ResyncIfAsked() {
   const std::optional<std::string> source = node_->ResyncSource();
   if (!source) return absl::OkStatus();
-  const absl::Status s = Resync(*source);
+  const absl::Status s = Resync(*source, node_->LiveMemberAddresses(*source));
   if (s.ok()) return s;
-  const bool no_answer = s.code() == absl::StatusCode::kUnavailable ||
-                         s.code() == absl::StatusCode::kDeadlineExceeded;
+  const bool no_answer =
+      s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kDeadlineExceeded;
   // kFailedPrecondition: its snapshot lacks our own messages that our log
   // let go (every member alive then had them); a member that has them can
   // still be re-joined from.
@@ -287,8 +343,7 @@ absl::Status GossipPeers::ResyncIfAsked() {
   if (s.code() == absl::StatusCode::kDataLoss) {
     // A snapshot whose cut a witness contradicts, or whose weights are not
     // what its own header says: never installed; ask another member.
-    *log_ << "reckon-worker: snapshot from " << *source << " NOT INSTALLED: " << s.message()
-          << "\n"
+    *log_ << "reckon-worker: snapshot from " << *source << " NOT INSTALLED: " << s.message() << "\n"
           << std::flush;
     node_->ResyncFailed(*source, /*need_our_messages=*/false);
     return absl::OkStatus();
@@ -331,8 +386,8 @@ absl::Status GossipPeers::Apply(model::Backend& backend, server::Received& recei
   return absl::OkStatus();
 }
 
-absl::Status GossipPeers::WaitApplying(
-    model::Backend& backend, const std::function<bool(server::Clock::time_point)>& wait) {
+absl::Status GossipPeers::WaitApplying(model::Backend& backend,
+                                       const std::function<bool(server::Clock::time_point)>& wait) {
   // A dead peer stops counting after the failure timeout; past twice that,
   // take the step anyway (the next one waits again).
   const auto deadline = server::Clock::now() + 2 * options_.node.failure_timeout;
@@ -351,9 +406,8 @@ absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_don
   // Backpressure: never outrun the links so far that the log would have to
   // drop our own messages before a live peer has them (NodeOptions::
   // max_backlog_bytes).
-  RECKON_RETURN_IF_ERROR(WaitApplying(backend, [&](server::Clock::time_point until) {
-    return node_->WaitWhileBacklogged(until);
-  }));
+  RECKON_RETURN_IF_ERROR(WaitApplying(
+      backend, [&](server::Clock::time_point until) { return node_->WaitWhileBacklogged(until); }));
   if (options_.max_lag > 0) {  // bounded staleness: wait for the slowest live peer
     RECKON_RETURN_IF_ERROR(WaitApplying(backend, [&](server::Clock::time_point until) {
       return node_->WaitWhileLagging(options_.max_lag, until);
@@ -373,8 +427,8 @@ absl::Status GossipPeers::CheckReplica(model::Backend& backend, uint64_t steps_d
   const uint64_t measured = backend.Checksum(node_->weight_checksum());
   const auto took = server::Clock::now() - start;
   // At most 1% of the time: a model whose scan takes 50 ms is checked every 5 s.
-  next_check_ = server::Clock::now() +
-                std::max<server::Clock::duration>(options_.check_interval, 100 * took);
+  next_check_ =
+      server::Clock::now() + std::max<server::Clock::duration>(options_.check_interval, 100 * took);
   const double ms = std::chrono::duration<double, std::milli>(took).count();
   node_->RecordReplicaCheck(*received.cut, measured, received.checksum, ms);
   if (measured == received.checksum) return absl::OkStatus();
@@ -391,7 +445,7 @@ absl::Status GossipPeers::CheckReplica(model::Backend& backend, uint64_t steps_d
   *log_ << "reckon-worker: the replica failed its check at step " << steps_done
         << "; re-joining from " << *source << "\n"
         << std::flush;
-  if (absl::Status r = Resync(*source); !r.ok()) {
+  if (absl::Status r = Resync(*source, node_->LiveMemberAddresses(*source)); !r.ok()) {
     *log_ << "reckon-worker: repair from " << *source << " failed (" << r.message()
           << "); trying again at the next check\n"
           << std::flush;

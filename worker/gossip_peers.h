@@ -5,7 +5,10 @@
 // request, which also checks the cluster fingerprint on both sides) until the
 // answers are conclusive, and only then:
 //   - some seed has applied messages: load a full snapshot from the most
-//     advanced one that answered;
+//     advanced one that answered, once another seed that answered (and is
+//     not joining) confirms its cut from its own messages; a seed whose
+//     snapshot is contradicted is not asked again, and the worker probes
+//     the others;
 //   - every seed answered and none has trained (each is joining too, or
 //     holds nothing), or --bootstrap: start from the seed's weights; but
 //     with join_after_messages, keep probing until a seed has applied that
@@ -21,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <ostream>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,7 +39,7 @@
 namespace reckon::worker {
 
 struct PeerOptions {
-  server::NodeOptions node;  // node_id, incarnation, seeds, fingerprint, timeouts
+  server::NodeOptions node;     // node_id, incarnation, seeds, fingerprint, timeouts
   server::FaultOptions faults;  // test only: links that misbehave (fault_link.h)
   std::string listen = "0.0.0.0:7070";
   std::string advertise;  // how peers reach us; default: listen, with this host's name
@@ -55,7 +59,7 @@ struct PeerOptions {
   // steps from the seed's weights), and the workers that join after the
   // first-epoch warm-up (--start-workers: the warm-up's messages).
   uint64_t join_after_messages = 0;
-  std::string join_after_why;  // for the log and the timeout's error
+  std::string join_after_why;            // for the log and the timeout's error
   std::chrono::seconds join_timeout{0};  // 0: probe for ever
   // The running replica check (docs/gossip.md "Divergence detection"):
   // this often at least, stretched so that it takes at most 1% of the time.
@@ -104,12 +108,13 @@ class GossipPeers final : public TrainingPeers {
   // Measures the training replica's checksum against what the messages it
   // applied say; on a mismatch re-joins from a live peer's snapshot.
   absl::Status CheckReplica(model::Backend& backend, uint64_t steps_done);
-  // Loads `source`'s snapshot, once a witness (a member alive now, not the
-  // source; server::ConfirmCut) confirmed its cut: kDataLoss when a
-  // witness's messages say otherwise. With nobody to ask (a first join,
-  // before the node has members; a cluster of two) it is installed
-  // unwitnessed, and said so.
-  absl::Status Resync(const std::string& source);
+  // Loads `source`'s snapshot, once one of `witnesses` (another node than
+  // the source: on a first join the other seeds that answered the probe, on
+  // a re-join the live members; server::ConfirmCut) confirmed its cut:
+  // kDataLoss when a witness's messages say otherwise, kUnavailable when
+  // none could tell within 10 s. With nobody to ask (a lone seed, a cluster
+  // of two) it is installed unwitnessed, and said so.
+  absl::Status Resync(const std::string& source, const std::vector<std::string>& witnesses);
   // Re-joins when the node asks (ResyncRequired, or a failed check). A
   // source that does not answer, or whose snapshot lacks our own messages
   // while another live member has them, is not fatal: the node picks
@@ -121,9 +126,27 @@ class GossipPeers final : public TrainingPeers {
   // One header-only snapshot request to every seed, all at once.
   std::vector<absl::StatusOr<server::FetchedSnapshot>> ProbeSeeds(
       const std::vector<std::string>& seeds) const;
-  // Probes until conclusive (see above). Empty `*source`: start from the
-  // seed's weights.
-  absl::Status FindJoinSource(const std::vector<std::string>& seeds, std::string* source);
+  // The first join: probes, loads a witnessed snapshot or starts from the
+  // seed's weights (see above).
+  absl::Status JoinFromSeeds(const std::vector<std::string>& seeds);
+  // Where a first join loads its snapshot from, and who witnesses it.
+  struct JoinSource {
+    std::string address;  // empty: start from the seed's weights
+    std::vector<std::string> witnesses;
+  };
+  // Probes the seeds but `refused` until conclusive (see above); the join's
+  // timeout counts from `start`. A refused seed had trained, so with one the
+  // worker never starts from the seed's weights.
+  absl::Status FindJoinSource(const std::vector<std::string>& seeds,
+                              const std::set<std::string>& refused, server::Clock::time_point start,
+                              JoinSource* source);
+  // One round of probes read: the most advanced seed and its witnesses,
+  // the most messages any applied, and who did not answer. A peer of
+  // another cluster is an error.
+  static absl::Status ChooseSource(
+      const std::vector<std::string>& seeds,
+      const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes, JoinSource* source,
+      uint64_t* best_total, std::vector<std::string>* silent);
 
   PeerOptions options_;
   // Declared first, destroyed last: the node and the server's streams hold
