@@ -70,6 +70,12 @@ struct Member {
   uint64_t incarnation = 0;
   std::string address;
   MemberState state = MemberState::kConnecting;
+  // Somebody heard it: this node reached it, or a member this node reached
+  // said in a heartbeat that it hears it (Member.heard). Only such a member
+  // counts in the ending's majority (quiescence.h); a name nobody ever
+  // heard (made up, an old pod's) counts for nothing. Kept across its
+  // incarnations.
+  bool vouched = false;
   std::shared_ptr<Link> link;  // handshaken stream, or null
   Clock::time_point first_known, last_heard;
   VersionMap applied;  // from its last heartbeat
@@ -89,8 +95,8 @@ struct Member {
   bool wants_lanes = false;
   Clock::time_point lanes_after;
   // The members its last heartbeat said it hears (Member.heard), and since
-  // when we hear it (its stream with us began, or it came back from dead): a live origin's messages are relayed to it only when it
-  // does not hear that origin and has been with us a failure timeout
+  // when we hear it (its stream with us began, or it came back from dead): a live origin's messages
+  // are relayed to it only when it does not hear that origin and has been with us a failure timeout
   // (anti_entropy.h MayRelay).
   std::set<OriginKey> hears;
   Clock::time_point alive_since;

@@ -3,8 +3,6 @@
 // (version vector, frames received, the member list), what a member's says
 // about what it lacks, and what we send it again. Each runs on the thread and
 // under the lock its declaration in node.h names.
-#include "server/node.h"
-
 #include <algorithm>
 #include <tuple>
 
@@ -15,13 +13,14 @@
 #include "server/anti_entropy.h"
 #include "server/lanes.h"
 #include "server/membership.h"
+#include "server/node.h"
 
 namespace reckon::server {
 
 bool GossipNode::HeartbeatDue(const Member& m) const {
   if (!TreeOverlay() || ring_.Neighbours(self_.node_id, m.node_id)) return true;
-  const int64_t every = std::clamp<int64_t>(
-      options_.failure_timeout / (4 * options_.heartbeat_interval), 1, 10);
+  const int64_t every =
+      std::clamp<int64_t>(options_.failure_timeout / (4 * options_.heartbeat_interval), 1, 10);
   return ticks_ % static_cast<uint64_t>(every) == 0;
 }
 
@@ -78,6 +77,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
     }
     // A member we reached said where it listens in its own Hello: what
     // others say of it does not change that.
+    if (other.heard()) known.vouched = true;  // m, whom we reached, hears it
   }
   AntiEntropy(m, now);
 }
@@ -91,18 +91,17 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   for (const auto& [origin, ours] : applied_) {
     const MessageLog::Entries* retained = log_.Find(origin);
     const MessageLog::Entries& entries = retained != nullptr ? *retained : kNothingRetained;
-    const RepairPlan plan =
-        PlanRepair(ours, SeqOf(m.applied, origin), SeqOf(m.stream.pushed, origin),
-                   entries.empty() ? ours + 1 : entries.begin()->first,
-                   m.resync_told.count(origin) > 0);
+    const RepairPlan plan = PlanRepair(
+        ours, SeqOf(m.applied, origin), SeqOf(m.stream.pushed, origin),
+        entries.empty() ? ours + 1 : entries.begin()->first, m.resync_told.count(origin) > 0);
     if (plan.kind == RepairPlan::kResync) {
       // A live origin that m hears serves m itself (its own log decides
       // whether m must re-join): from us, a joiner whose cut is later than
       // m's, it would be a spurious snapshot. So does one m may still be
       // reaching: within a failure timeout of its coming, its heartbeats
       // may not say yet whom it hears (the relay rule waits as long).
-      const bool may_hear = m.hears.count(origin) > 0 ||
-                            now - m.alive_since < options_.failure_timeout;
+      const bool may_hear =
+          m.hears.count(origin) > 0 || now - m.alive_since < options_.failure_timeout;
       if (origin != self_ && OriginAlive(origin) && may_hear) continue;
       auto frame = std::make_shared<v1::GossipFrame>();
       frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
@@ -116,8 +115,8 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     // (Our own count as alive; the relay rules do not ask for them.)
     const bool origin_alive = OriginAlive(origin);
     const bool member_hears_origin = m.hears.count(origin) > 0;
-    const bool tree_child = TreeOverlay() && origin_alive &&
-                            ring_.IsChild(origin.node_id, self_.node_id, m.node_id);
+    const bool tree_child =
+        TreeOverlay() && origin_alive && ring_.IsChild(origin.node_id, self_.node_id, m.node_id);
     for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
       if (LeastQueued(m) > options_.send_queue_byte_cap / 2) return;
       const Clock::duration age = now - it->second.added, heard_for = now - m.alive_since;

@@ -226,6 +226,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   }
   m.alive_since = now;
   m.state = MemberState::kAlive;
+  m.vouched = true;
   RebuildRing();
   reached_any_ = true;
   SendTo(m, HeartbeatFor(m, *MakeHeartbeat()), SIZE_MAX);

@@ -72,6 +72,9 @@ bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::str
   int agreeing = 0;
   std::vector<std::string> dead;
   for (const auto& [id, m] : members) {
+    // Nobody ever heard it (a name in a member list): not a member that
+    // could be training on anywhere; it counts for nothing.
+    if (m.state == MemberState::kDead && !m.vouched) continue;
     if (m.state == MemberState::kDead) {
       // Gone silent after saying it settled at our vector with our hash: it
       // agreed, and with every member's training done it cannot have moved

@@ -11,7 +11,8 @@
 //   vector with the same hash, and those, with this node, are a majority of
 //   the members that have not left (dead ones count: a node cannot tell
 //   "crashed" from "cut off and training on"), so that at most one side of
-//   a partition ever ends. A dead member whose last word was "settled at
+//   a partition ever ends. A dead member nobody ever heard (Member::vouched
+//   false: only named in a member list) counts for nothing. A dead member whose last word was "settled at
 //   your vector with your hash" agreed (its Leave was lost).
 //
 // Thread-compatible: the node calls these under its lock.

@@ -117,6 +117,41 @@ bool AllAlive(Nodes& c) {
   });
 }
 
+// A member's heartbeat may name members nobody ever reached (made up, or an
+// old pod's name): they used to count against the ending's majority for
+// ever, dead, so two nodes and three invented names never ended. A member
+// counts once this node reached it or a member it reached said it hears
+// it; those nobody heard count for nothing.
+TEST(GossipNode, MembersNobodyHeardDoNotCountAgainstTheMajority) {
+  Nodes c(2);
+  c.Start();
+  ASSERT_TRUE(AllAlive(c));
+  {
+    ScriptedPeer liar(c.node(0), "liar", 9, "inproc:liar");
+    v1::GossipFrame heartbeat;
+    for (int i = 0; i < 3; ++i) {
+      v1::Member* ghost = heartbeat.mutable_heartbeat()->add_members();
+      ghost->set_node_id(absl::StrCat("ghost", i));
+      ghost->set_incarnation(1);
+      ghost->set_address(absl::StrCat("inproc:ghost", i));
+    }
+    liar.Send(heartbeat);
+    v1::GossipFrame leave;
+    leave.mutable_leave()->set_reason("done lying");
+    liar.Send(leave);
+  }
+  // Node 1 learns of the ghosts from node 0's member list.
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    c.node(1)->FillStatus(&s, false);
+    return s.members_size() == 4;  // n0 and the ghosts (the liar left)
+  }));
+  c.Publish(0, 1, 5);
+  c.Publish(1, 1, 5);
+  for (const absl::Status& s : c.Quiesce(seconds(5))) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
+}
+
 TEST(GossipNode, SlowIntactLinkGetsNoRepairs) {
   // 400 ms one way; repair timeout 100 ms; a failure timeout the link allows.
   Nodes c(2, milliseconds(400), [](int i, NodeOptions& o) {
@@ -316,7 +351,7 @@ TEST(GossipNode, DefaultTimeoutsHoldToTheTickOnTheNodesClock) {
     member_speaks();
     ASSERT_TRUE(step(milliseconds(2500)));
   }
-  member_speaks();  // at 7.5 s, its last word
+  member_speaks();                        // at 7.5 s, its last word
   ASSERT_TRUE(step(milliseconds(2480)));  // 9.98 s
   EXPECT_FALSE(silent->closed());
   EXPECT_EQ(node->counters().hello_timeouts(), 0u);
@@ -366,8 +401,7 @@ TEST(GossipNode, EveryCounterOfTheProtoIsOnMetricsWithItsHelp) {
     }
     ASSERT_EQ(family.metric.size(), 1u) << name;
     const double value = double(counters.GetReflection()->GetUInt64(counters, field));
-    EXPECT_EQ(family.metric[0].counter.value,
-              field->name().ends_with("_ms") ? value / 1000 : value)
+    EXPECT_EQ(family.metric[0].counter.value, field->name().ends_with("_ms") ? value / 1000 : value)
         << name;
   }
   EXPECT_EQ(counters.updates_applied(), 5u);
@@ -574,8 +608,9 @@ TEST(GossipNode, AMessageThatOverflowsAWeightWrapsAndItsOriginGoesOn) {
   std::mt19937_64 rng(9);
   const Message next = MakeMessage(origin, 2, rng);
   member.SendUpdate(next.update);
-  ASSERT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"big", 7}) == 2; }))
-      << "the origin stalled at its overflowing message";
+  ASSERT_TRUE(Eventually([&] {
+    return SeqOf(node->Applied(), OriginKey{"big", 7}) == 2;
+  })) << "the origin stalled at its overflowing message";
   std::vector<int64_t> expected = InitialWeights();
   ASSERT_GT(expected[1], 0);
   auto add = [](int64_t a, int64_t b) {
@@ -602,9 +637,9 @@ TEST(GossipNode, AMessageThatOverflowsAWeightWrapsAndItsOriginGoesOn) {
 // The node joined from a snapshot (the initial weights) at `origin`'s `seq`:
 // nothing of that origin in its log.
 void JoinFromASnapshotAt(GossipNode* node, const OriginKey& origin, uint64_t seq) {
-  ASSERT_TRUE(node->InstallSnapshot(InitialWeights(), {{origin, seq}},
-                                    codec::WeightChecksum(Fingerprint().seed()).Of(InitialWeights()),
-                                    "test")
+  ASSERT_TRUE(node->InstallSnapshot(
+                      InitialWeights(), {{origin, seq}},
+                      codec::WeightChecksum(Fingerprint().seed()).Of(InitialWeights()), "test")
                   .ok());
 }
 
@@ -773,7 +808,7 @@ TEST(GossipNode, MemberBehindOnAnOriginNoLogHoldsIsToldToRejoin) {
   const OriginKey n1{"n1", 1001};
   ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(0)->Applied(), n1) == 5; }));
   c.node(1)->Stop(/*leave=*/true, milliseconds(100));  // n1 is gone for good
-  std::this_thread::sleep_for(milliseconds(1500));       // past the retention (1 s)
+  std::this_thread::sleep_for(milliseconds(1500));     // past the retention (1 s)
   v1::NodeStatus s;
   c.node(0)->FillStatus(&s, false);
   ASSERT_EQ(s.log_messages(), 0u) << "n0 still holds n1's messages: nothing to test";

@@ -177,6 +177,7 @@ Member Peer(const std::string& id, const VersionMap& applied, bool settled, cons
   m.applied = applied;
   m.settled = settled;
   m.weight_hash = hash;
+  m.vouched = true;
   return m;
 }
 
@@ -283,6 +284,15 @@ TEST(Quiescence, NeedsAMajorityOfTheMembersThatHaveNotLeft) {
   members["c"].state = MemberState::kLeft;
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
   EXPECT_TRUE(Quiescent(Done(v, "h"), {}, &why)) << why;  // alone by design
+  // Dead and never heard by anybody (only named in a member list): not a
+  // member that could be training on; it counts for nothing.
+  members["e"] = Peer("e", {}, false, "", MemberState::kDead);
+  EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
+  EXPECT_EQ(why,
+            "only 1 of 2 members agree, not a majority (unreachable: e): a partition may be "
+            "training on");
+  members["e"].vouched = false;
+  EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
 }
 
 // A member that said "settled at your vector with your hash" and then went
@@ -407,10 +417,10 @@ TEST(AntiEntropy, TheTreeSendsToAChildAtOnceAndOurOwnElsewhereOnlyAsTheBackstop)
   const milliseconds repair(200), failure(3000);
   const milliseconds young(100), aged(3000), fresh(100), settled(3000);
   // A child in the origin's tree: at once, ours or relayed.
-  EXPECT_TRUE(MayRelayInTree(true, true, true, true, Clock::duration::zero(), fresh, repair,
-                             failure));
-  EXPECT_TRUE(MayRelayInTree(true, false, true, true, Clock::duration::zero(), fresh, repair,
-                             failure));
+  EXPECT_TRUE(
+      MayRelayInTree(true, true, true, true, Clock::duration::zero(), fresh, repair, failure));
+  EXPECT_TRUE(
+      MayRelayInTree(true, false, true, true, Clock::duration::zero(), fresh, repair, failure));
   // Our own to another member: its parent serves it; we step in only once
   // it is a failure timeout old (not a repair timeout: a slow parent is not
   // a failed one) and the member has been with us as long.
@@ -742,10 +752,10 @@ TEST(SnapshotStripes, TheStripesTileTheWeightsInOrderWithSizesAtMostOneApart) {
 }
 
 TEST(SnapshotStripes, AJoinerAsksForStripesOfAtLeastOneMebibyte) {
-  EXPECT_EQ(StripesFor(1000, 4), 1u);             // 8 KB: one stream
-  EXPECT_EQ(StripesFor(669'706, 4), 4u);          // the default model, 5.4 MB
-  EXPECT_EQ(StripesFor(300'000, 4), 2u);          // 2.4 MB
-  EXPECT_EQ(StripesFor(14'600'000, 4), 4u);       // Strom's model
+  EXPECT_EQ(StripesFor(1000, 4), 1u);        // 8 KB: one stream
+  EXPECT_EQ(StripesFor(669'706, 4), 4u);     // the default model, 5.4 MB
+  EXPECT_EQ(StripesFor(300'000, 4), 2u);     // 2.4 MB
+  EXPECT_EQ(StripesFor(14'600'000, 4), 4u);  // Strom's model
   EXPECT_EQ(StripesFor(14'600'000, 100), kMaxSnapshotStripes);
   EXPECT_EQ(StripesFor(14'600'000, 0), 1u);
 }
@@ -771,7 +781,7 @@ TEST(SnapshotCuts, ACutIsKeptUntilEachOfItsStripesWasAskedFor) {
   EXPECT_EQ(cuts.Take(id + 1, 1, now).status().code(), absl::StatusCode::kNotFound);
   absl::StatusOr<std::shared_ptr<const SnapshotCut>> two = cuts.Take(id, 2, now);
   ASSERT_TRUE(two.ok()) << two.status();
-  EXPECT_EQ(two->get(), cut.get());  // the same cut, not a copy
+  EXPECT_EQ(two->get(), cut.get());         // the same cut, not a copy
   ASSERT_TRUE(cuts.Take(id, 2, now).ok());  // a stripe asked again (a retry) while kept
   ASSERT_TRUE(cuts.Take(id, 1, now).ok());
   EXPECT_EQ(cuts.size(), 0u);  // every stripe asked: the copy is let go
@@ -823,7 +833,8 @@ TEST(PendingHandshakes, SilentAcceptedStreamsTimeOutAndTheOldestMakeRoom) {
   EXPECT_TRUE(pending.Add(accepted[3], t0 + milliseconds(5)).empty());
   // Only accepted streams time out, and only past the timeout.
   EXPECT_TRUE(pending.TakeExpired(t0 + std::chrono::seconds(10)).empty());
-  const std::vector<std::shared_ptr<Link>> expired = pending.TakeExpired(t0 + std::chrono::seconds(11));
+  const std::vector<std::shared_ptr<Link>> expired =
+      pending.TakeExpired(t0 + std::chrono::seconds(11));
   EXPECT_EQ(std::set<std::shared_ptr<Link>>(expired.begin(), expired.end()),
             (std::set<std::shared_ptr<Link>>{accepted[2], accepted[3]}));
   EXPECT_EQ(pending.All(), std::vector<std::shared_ptr<Link>>{ours});
