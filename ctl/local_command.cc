@@ -31,6 +31,7 @@
 #include "ctl/gossip_figures.h"
 #include "ctl/net_lab.h"
 #include "ctl/worker_summary.h"
+#include "server/grpc_clients.h"
 #include "server/grpc_transport.h"
 #include "server/version_vector.h"
 

@@ -19,14 +19,14 @@
 #include "proto/reckon.pb.h"
 #include "server/link.h"
 #include "server/node_service.h"
-#include "server/version_vector.h"
 #include "server/tls.h"
+#include "server/version_vector.h"
 
 namespace grpc {
 class ChannelArguments;
 class Server;
 class ServerBuilder;
-}
+}  // namespace grpc
 
 namespace reckon::server {
 
@@ -98,47 +98,6 @@ class GossipServer {
   std::unique_ptr<GrpcService> service_;
   std::unique_ptr<grpc::Server> server_;
 };
-
-// Blocking clients (join, reckonctl), each with a deadline.
-// `cluster_token`: the cluster's (--cluster-token); a node that has one
-// refuses a Status without it (kPermissionDenied).
-absl::StatusOr<v1::NodeStatus> FetchStatus(const std::string& address,
-                                           std::chrono::milliseconds timeout,
-                                           const TlsConfig& tls = {},
-                                           const std::string& cluster_token = "");
-
-struct FetchedSnapshot {
-  v1::SnapshotChunk::Header header;
-  VersionMap applied;
-  std::vector<int64_t> weights;  // empty when header_only
-};
-// `request.stripes()` > 1 asks for the snapshot in that many stripes, each
-// fetched on its own connection, side by side (a source may serve fewer;
-// one that does not stripe serves it whole). The header returned has the
-// cut's id and stripe count. Errors: kUnavailable (unreachable, joining, the
-// cut expired: try again or another), kFailedPrecondition /
-// kPermissionDenied (the peer refused our fingerprint or token: fatal),
-// kDataLoss (the weights do not match the header's SHA-256 or size, a
-// stripe is not of its cut). `request.cut_id()` must be 0.
-absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
-                                              const v1::SnapshotRequest& request,
-                                              uint64_t param_count,
-                                              std::chrono::milliseconds timeout,
-                                              const TlsConfig& tls = {});
-
-// A snapshot's source vouches for its own cut; before it is installed a
-// witness confirms it (docs/protocol.md section 7, "Confirmed"): each of
-// `witnesses` (other members) is asked, with `probe` (a header-only
-// request) carrying `checksum_at = applied`, what its own messages say the
-// replica checksum is there. OK once one says `checksum`. kDataLoss, naming
-// the witness and both checksums, once one says another: the source lied
-// (or its replica is not what its messages say). kUnavailable when none
-// could tell within `timeout` (none has applied that far, or none
-// answered): asked again every 100 ms until then.
-absl::Status ConfirmCut(const VersionMap& applied, uint64_t checksum, const std::string& source,
-                        const std::vector<std::string>& witnesses, v1::SnapshotRequest probe,
-                        uint64_t param_count, std::chrono::milliseconds timeout,
-                        const TlsConfig& tls = {});
 
 }  // namespace reckon::server
 

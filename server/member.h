@@ -113,6 +113,19 @@ struct Member {
   };
   std::optional<Check> pending_check;
   uint64_t checks_agreed = 0, checks_diverged = 0;
+
+  // It restarted as `new_incarnation`: what the old incarnation said of
+  // itself (its vector, training and quiescence) and what was sent to it
+  // are forgotten. Its identity, address, state and times stay (its stream,
+  // if any, is the caller's to drop).
+  void BeginIncarnation(uint64_t new_incarnation) {
+    incarnation = new_incarnation;
+    applied.clear();
+    ever_sent.clear();
+    training_done = false;
+    settled = false;
+    weight_hash.clear();
+  }
 };
 
 using MemberTable = std::map<std::string, Member>;  // by node id, never our own

@@ -184,12 +184,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     if (m.incarnation != 0) {
       Log(absl::StrCat("peer ", id, " restarted as incarnation ", hello.self().incarnation()));
     }
-    m.incarnation = hello.self().incarnation();
-    m.applied.clear();
-    m.ever_sent.clear();
-    m.training_done = false;
-    m.settled = false;
-    m.weight_hash.clear();
+    m.BeginIncarnation(hello.self().incarnation());
     if (m.link) DropLink(m);
   }
   m.lanes_accepted = std::min(hello.lanes_accepted(), kMaxLanes);

@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "base/process.h"
 #include "base/json.h"
+#include "server/grpc_clients.h"
 #include "server/grpc_transport.h"
 #include "tests/test_process.h"
 

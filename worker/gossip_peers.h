@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/fault_link.h"
+#include "server/grpc_clients.h"
 #include "server/grpc_transport.h"
 #include "server/node.h"
 #include "worker/metrics.h"
