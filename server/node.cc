@@ -89,8 +89,8 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
       options_(WithClock(std::move(options))),
       self_{options_.node_id, options_.incarnation},
       inbox_(options_.inbox_byte_cap, options_.clock),
-      mirror_(std::move(mirror)),
       checksum_(options_.fingerprint.seed()),
+      replica_(std::move(mirror), checksum_),
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
       log_(options_.log_byte_cap, options_.log_min_retention),
       dial_(DialSchedule::Options{options_.initial_backoff, options_.max_backoff,
@@ -98,11 +98,8 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
                                   // every member's address once, and the seeds
                                   options_.max_members + options_.seeds.size() + 1},
             options_.incarnation),
-      pending_(PendingHandshakes::Options{options_.max_pending_handshakes,
-                                          options_.hello_timeout}),
-      started_(Now()) {
-  ledger_.Reset(checksum_.Of(mirror_.quanta()), {});
-}
+      pending_(PendingHandshakes::Options{options_.max_pending_handshakes, options_.hello_timeout}),
+      started_(Now()) {}
 
 GossipNode::~GossipNode() { Stop(false, std::chrono::milliseconds(0)); }
 
@@ -177,13 +174,11 @@ bool GossipNode::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame fram
   return inbox_.PushFrame(link, std::move(frame));
 }
 
-
 size_t GossipNode::InboxBytes() { return inbox_.bytes(); }
 
 void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) {
   inbox_.PushClosed(link, why);
 }
-
 
 void GossipNode::Run() {
   Clock::time_point next_tick = Now();
@@ -293,10 +288,11 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     RebuildRing();
   } else if (f.has_resync()) {
     const OriginKey origin = KeyOf(f.resync().origin());
-    if (SeqOf(applied_, origin) + 1 < f.resync().first_retained_seq() && !resync_source_) {
+    if (SeqOf(replica_.applied(), origin) + 1 < f.resync().first_retained_seq() &&
+        !resync_source_) {
       Log(absl::StrCat("fell out of ", m->node_id, "'s log for ", origin.ToString(), " (we have ",
-                       SeqOf(applied_, origin), ", it keeps from ", f.resync().first_retained_seq(),
-                       "): re-joining from a snapshot"));
+                       SeqOf(replica_.applied(), origin), ", it keeps from ",
+                       f.resync().first_retained_seq(), "): re-joining from a snapshot"));
       resync_source_ = m->address;
     }
   }
@@ -364,10 +360,10 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
   // needs them (InstallSnapshot). The byte cap still bounds the log.
   VersionMap floor;
   for (const auto& [origin, entries] : log_.origins()) {
-    uint64_t least = SeqOf(applied_, origin);
+    uint64_t least = SeqOf(replica_.applied(), origin);
     for (const auto& [id, m] : members_) {
-      const bool counts = m.state == MemberState::kAlive ||
-                          (origin == self_ && m.state == MemberState::kDead);
+      const bool counts =
+          m.state == MemberState::kAlive || (origin == self_ && m.state == MemberState::kDead);
       if (counts) least = std::min(least, SeqOf(m.applied, origin));
     }
     floor[origin] = least;
@@ -395,12 +391,12 @@ void GossipNode::Count(int field_number, uint64_t n) {
 
 VersionMap GossipNode::Applied() {
   absl::MutexLock l(&mu_);
-  return applied_;
+  return replica_.applied();
 }
 
 std::string GossipNode::MirrorHash() {
   absl::MutexLock l(&mu_);
-  return mirror_.WeightHash();
+  return replica_.mirror().WeightHash();
 }
 
 GossipNode::Counters GossipNode::counters() {
@@ -422,7 +418,7 @@ uint64_t GossipNode::MessagesBehind() {
     if (m.state != MemberState::kAlive) continue;
     uint64_t behind = 0;
     for (const auto& [origin, seq] : m.applied) {
-      const uint64_t ours = SeqOf(applied_, origin);
+      const uint64_t ours = SeqOf(replica_.applied(), origin);
       if (seq > ours) behind += seq - ours;
     }
     most = std::max(most, behind);
@@ -433,7 +429,7 @@ uint64_t GossipNode::MessagesBehind() {
 void GossipNode::FillCounters(v1::NodeStatus* out) {
   *out->mutable_counters() = counters_;
   out->mutable_counters()->set_inbox_pauses(inbox_.pauses());  // mu_ before the inbox's lock
-  out->set_checksum(ledger_.total());
+  out->set_checksum(replica_.ledger().total());
   out->set_last_check_ms(last_check_ms_);
   out->set_early_held(early_.size());
   out->set_early_bytes(early_.bytes());
@@ -448,7 +444,7 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
     std::vector<int64_t> weights;
     {
       absl::MutexLock l(&mu_);
-      weights.assign(mirror_.quanta().begin(), mirror_.quanta().end());
+      weights.assign(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end());
     }
     out->set_weight_hash(codec::WeightHashOf(weights));
   }
@@ -458,7 +454,7 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   out->set_incarnation(self_.incarnation);
   *out->mutable_fingerprint() = options_.fingerprint;
   out->set_local_steps(local_steps_);
-  ToProto(applied_, out->mutable_applied());
+  ToProto(replica_.applied(), out->mutable_applied());
   out->set_training_done(training_done_);
   out->set_joined(started_flag_.load());
   FillCounters(out);

@@ -43,6 +43,7 @@
 #include "codec/update_message.h"
 #include "codec/weight_checksum.h"
 #include "proto/reckon.pb.h"
+#include "server/applied_replica.h"
 #include "server/checksum_ledger.h"
 #include "server/dial_schedule.h"
 #include "server/early_arrivals.h"
@@ -95,7 +96,7 @@ struct NodeOptions {
   // member applied it: a worker joining from a snapshot cut a moment ago
   // still finds what came after its cut (else it would re-join at once).
   std::chrono::milliseconds log_min_retention{30000};
-  size_t send_queue_byte_cap = size_t{16} << 20;     // per link
+  size_t send_queue_byte_cap = size_t{16} << 20;  // per link
   // Lanes (server/lanes.h): up to this many extra streams (0-16) to each
   // member we send Updates of at least `lane_min_bytes` to, each its own
   // TCP connection; such Updates go on whichever of the stream and its
@@ -373,9 +374,9 @@ class GossipNode final : public NodeService {
   void Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
               std::shared_ptr<const codec::DecodedUpdate> decoded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts (and logs, sparingly) the weights `seq` of `origin` wrapped past
-  // the int64 range: the mirror's wrapped() now against `wrapped_before`.
-  void CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped_before)
+  // Counts (and logs, sparingly) the `wrapped` weights `seq` of `origin`
+  // took past the int64 range.
+  void CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `origin` is the incarnation of a member we handshook with.
   bool CurrentMemberOrigin(const OriginKey& origin) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -510,15 +511,15 @@ class GossipNode final : public NodeService {
   std::atomic<bool> started_flag_{false};
   std::atomic<int64_t> last_loop_ns_{0};  // steady_clock, for LoopAge
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
-  codec::FixedPointReplica mirror_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<UpdateSigner> signer_;                              // with TLS; immutable
   std::optional<CertificateBook> certificates_ ABSL_GUARDED_BY(mu_);  // with TLS
   const codec::WeightChecksum checksum_;
-  ChecksumLedger ledger_ ABSL_GUARDED_BY(mu_);
+  // The mirror, the version vector and the checksum ledger, moving together
+  // (applied_replica.h).
+  AppliedReplica replica_ ABSL_GUARDED_BY(mu_);
   // The last passed replica check, to announce in the next heartbeat.
   std::optional<Member::Check> check_to_announce_ ABSL_GUARDED_BY(mu_);
   double last_check_ms_ ABSL_GUARDED_BY(mu_) = 0;
-  VersionMap applied_ ABSL_GUARDED_BY(mu_);
   EarlyArrivals early_ ABSL_GUARDED_BY(mu_);
   MessageLog log_ ABSL_GUARDED_BY(mu_);
   MemberTable members_ ABSL_GUARDED_BY(mu_);

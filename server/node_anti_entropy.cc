@@ -88,7 +88,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   // behind on one whose messages all left the log (it was dead when they
   // did) must be told to re-join, or it would never catch up.
   static const MessageLog::Entries kNothingRetained;
-  for (const auto& [origin, ours] : applied_) {
+  for (const auto& [origin, ours] : replica_.applied()) {
     const MessageLog::Entries* retained = log_.Find(origin);
     const MessageLog::Entries& entries = retained != nullptr ? *retained : kNothingRetained;
     const RepairPlan plan = PlanRepair(
@@ -138,10 +138,10 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
 std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
   auto frame = std::make_shared<v1::GossipFrame>();
   v1::Heartbeat* hb = frame->mutable_heartbeat();
-  ToProto(applied_, hb->mutable_applied());
+  ToProto(replica_.applied(), hb->mutable_applied());
   hb->set_local_steps(local_steps_);
   hb->set_training_done(training_done_);
-  if (settled_ && SameVersions(settled_at_, applied_)) {
+  if (settled_ && SameVersions(settled_at_, replica_.applied())) {
     hb->set_settled(true);
     hb->set_weight_hash(settled_hash_);
   }

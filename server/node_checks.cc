@@ -3,8 +3,6 @@
 // divergence, lag and backlog (backpressure), training done, quiescence in two
 // phases. Each runs on the thread and under the lock its declaration in node.h
 // names.
-#include "server/node.h"
-
 #include <algorithm>
 #include <tuple>
 
@@ -15,6 +13,7 @@
 #include "server/anti_entropy.h"
 #include "server/lanes.h"
 #include "server/membership.h"
+#include "server/node.h"
 
 namespace reckon::server {
 
@@ -63,10 +62,10 @@ void GossipNode::CountReplicaRepair() {
 }
 
 void GossipNode::ComparePeerCheck(Member& m) {
-  if (!m.pending_check || !ledger_.Passed(m.pending_check->at)) return;  // not there yet
+  if (!m.pending_check || !replica_.ledger().Passed(m.pending_check->at)) return;  // not there yet
   const Member::Check check = *std::move(m.pending_check);
   m.pending_check.reset();
-  const std::optional<uint64_t> ours = ledger_.At(check.at);
+  const std::optional<uint64_t> ours = replica_.ledger().At(check.at);
   if (!ours) return;  // behind the history we keep (or our snapshot's cut): not comparable
   if (*ours == check.checksum) {
     ++m.checks_agreed;
@@ -186,7 +185,7 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
       ++it;
     }
   }
-  q.applied = applied_;
+  q.applied = replica_.applied();
   q.settled = settled_;
   q.settled_at = settled_at_;
   q.settled_hash = settled_hash_;
@@ -200,11 +199,11 @@ bool GossipNode::SettledLocked(std::string* why) {
 void GossipNode::UpdateSettled() {
   std::string why;
   const bool settled = SettledLocked(&why);
-  if (settled && (!settled_ || !SameVersions(settled_at_, applied_))) {
+  if (settled && (!settled_ || !SameVersions(settled_at_, replica_.applied()))) {
     // SHA-256 of the whole replica, on this thread: only when this node
     // settles at a new vector, i.e. a few times at the end of a run.
-    settled_hash_ = mirror_.WeightHash();
-    settled_at_ = applied_;
+    settled_hash_ = replica_.mirror().WeightHash();
+    settled_at_ = replica_.applied();
   }
   settled_ = settled;
   if (settled_) {

@@ -3,8 +3,6 @@
 // kept, accepted in order per origin or held as an early arrival; our own
 // published; what the training thread takes. Each runs on the thread and under
 // the lock its declaration in node.h names.
-#include "server/node.h"
-
 #include <algorithm>
 #include <tuple>
 
@@ -15,6 +13,7 @@
 #include "server/anti_entropy.h"
 #include "server/lanes.h"
 #include "server/membership.h"
+#include "server/node.h"
 
 namespace reckon::server {
 
@@ -37,20 +36,20 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     Log(absl::StrCat("dropped an Update from ", from.node_id, ": origin or seq is not valid"));
     return;
   }
-  const uint64_t have = SeqOf(applied_, origin);
+  const uint64_t have = SeqOf(replica_.applied(), origin);
   if (origin == self_ || update.seq() <= have || early_.Holds(origin, update.seq())) {
     counters_.set_duplicates_dropped(counters_.duplicates_dropped() + 1);
     return;
   }
-  if (have == 0 && !applied_.count(origin) && applied_.size() >= options_.max_origins &&
-      !CurrentMemberOrigin(origin)) {
+  if (have == 0 && !replica_.applied().count(origin) &&
+      replica_.applied().size() >= options_.max_origins && !CurrentMemberOrigin(origin)) {
     // A new origin past the cap: dropped before anything is spent on it.
     // A member's current incarnation always gets in (members are capped on
     // their own), so invented origins cannot lock out a real one.
     counters_.set_origins_refused(counters_.origins_refused() + 1);
     if (counters_.origins_refused() % 1000 == 1) {  // a flood must not flood the log
       Log(absl::StrCat("dropped an Update of a new origin ", origin.ToString().substr(0, 96),
-                       " from ", from.node_id, ": ", applied_.size(), " origins known (",
+                       " from ", from.node_id, ": ", replica_.applied().size(), " origins known (",
                        counters_.origins_refused(), " dropped so far)"));
     }
     return;
@@ -70,9 +69,10 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   // Validate everything before anything is kept (docs/wire.md §3.2).
   auto decoded = std::make_shared<codec::DecodedUpdate>();
   absl::Status s = codec::DecodeUpdate(update, decoded.get());
-  if (s.ok() && decoded->param_count != mirror_.param_count()) {
+  if (s.ok() && decoded->param_count != replica_.mirror().param_count()) {
     s = absl::DataLossError(absl::StrCat("param_count ", decoded->param_count,
-                                         " but this cluster's model has ", mirror_.param_count()));
+                                         " but this cluster's model has ",
+                                         replica_.mirror().param_count()));
   }
   if (s.ok()) {
     // The origin's own account of what the message adds to the replica:
@@ -94,7 +94,8 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   if (update.seq() > have + 1) {
     // Early: wait for the gap to fill (anti-entropy fills it). A drop here
     // is a loss the sender learns of from our heartbeat, and repairs.
-    if (!early_.Keep(origin, update.seq(), {frame, decoded})) counters_.set_early_dropped(counters_.early_dropped() + 1);
+    if (!early_.Keep(origin, update.seq(), {frame, decoded}))
+      counters_.set_early_dropped(counters_.early_dropped() + 1);
     return;
   }
   Accept(origin, frame, decoded);
@@ -108,17 +109,17 @@ bool GossipNode::CurrentMemberOrigin(const OriginKey& origin) const {
 
 void GossipNode::AcceptWaiting(const OriginKey& origin) {
   while (std::optional<EarlyArrivals::Arrival> next =
-             early_.TakeNext(origin, SeqOf(applied_, origin))) {
+             early_.TakeNext(origin, SeqOf(replica_.applied(), origin))) {
     Accept(origin, next->frame, next->decoded);
   }
 }
 
-void GossipNode::CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped_before) {
-  const uint64_t wrapped = mirror_.wrapped() - wrapped_before;
+void GossipNode::CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped) {
   if (wrapped == 0) return;
   const uint64_t total = counters_.weights_wrapped() + wrapped;
   counters_.set_weights_wrapped(total);
-  if ((total - wrapped) / 1000 != total / 1000 || total == wrapped) {  // a flood must not flood the log
+  if ((total - wrapped) / 1000 != total / 1000 ||
+      total == wrapped) {  // a flood must not flood the log
     Log(absl::StrCat(origin.ToString().substr(0, 96), " seq ", seq, " took ", wrapped,
                      " weights past the int64 range: they wrapped (", total, " so far)"));
   }
@@ -126,26 +127,27 @@ void GossipNode::CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wr
 
 void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
                         std::shared_ptr<const codec::DecodedUpdate> decoded) {
-  const uint64_t wrapped_before = mirror_.wrapped();
-  absl::Status s = codec::ApplyDecoded(*decoded, &mirror_);
-  if (!s.ok()) {
-    // Validated already (DecodeUpdate against this model): not reached.
+  const v1::Update& update = frame->update();
+  // Its checksum_delta was verified against its words (HandleUpdate).
+  absl::StatusOr<uint64_t> wrapped =
+      replica_.Apply(origin, update.seq(), update.checksum_delta(), *decoded);
+  if (!wrapped.ok()) {
+    // Validated already (DecodeUpdate against this model) and next in
+    // line: not reached.
     counters_.set_decode_errors(counters_.decode_errors() + 1);
-    Log(absl::StrCat("could not apply ", origin.ToString(), " seq ", frame->update().seq(), ": ",
-                     s.message()));
+    Log(absl::StrCat("could not apply ", origin.ToString(), " seq ", update.seq(), ": ",
+                     wrapped.status().message()));
     return;
   }
-  CountWrapped(origin, frame->update().seq(), wrapped_before);
-  applied_[origin] = frame->update().seq();
-  ledger_.Add(origin, frame->update().seq(), frame->update().checksum_delta());  // verified
+  CountWrapped(origin, update.seq(), *wrapped);
   counters_.set_updates_applied(counters_.updates_applied() + 1);
-  if (options_.on_accept) options_.on_accept(origin, frame->update());
-  const std::string codec = CodecLabel(frame->update().codec());
+  if (options_.on_accept) options_.on_accept(origin, update);
+  const std::string codec = CodecLabel(update.codec());
   ++(*counters_.mutable_updates_received())[codec];
-  (*counters_.mutable_update_bytes_received())[codec] += frame->update().ByteSizeLong();
+  (*counters_.mutable_update_bytes_received())[codec] += update.ByteSizeLong();
   received_.updates.push_back(std::move(decoded));
   received_.accepted_at.push_back(Clock::now());
-  if (TreeOverlay()) ForwardInTree(origin, frame->update().seq(), frame);
+  if (TreeOverlay()) ForwardInTree(origin, update.seq(), frame);
   log_.Add(origin, std::move(frame), Now());
 }
 
@@ -163,13 +165,10 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
       return absl::InternalError(
           absl::StrCat("published seq ", update.seq(), " after ", last_published_));
     }
-    const uint64_t wrapped_before = mirror_.wrapped();
-    absl::Status s = codec::ApplyDecoded(decoded, &mirror_);
-    if (!s.ok()) return s;
-    CountWrapped(self_, update.seq(), wrapped_before);
+    absl::StatusOr<uint64_t> wrapped = replica_.Apply(self_, update.seq(), contribution, decoded);
+    if (!wrapped.ok()) return wrapped.status();
+    CountWrapped(self_, update.seq(), *wrapped);
     last_published_ = update.seq();
-    applied_[self_] = update.seq();
-    ledger_.Add(self_, update.seq(), contribution);
     log_.Add(self_, frame, Now());
     if (TreeOverlay()) {
       ForwardInTree(self_, update.seq(), frame);
@@ -185,8 +184,8 @@ Received GossipNode::TakeReceived(bool with_cut) {
   absl::MutexLock l(&mu_);
   Received out = std::move(received_);
   received_ = Received{};
-  out.checksum = ledger_.total();
-  if (with_cut) out.cut = applied_;
+  out.checksum = replica_.ledger().total();
+  if (with_cut) out.cut = replica_.applied();
   return out;
 }
 

@@ -3,8 +3,6 @@
 // answered, refusals, dials and their addresses, joiners, the tree's ring,
 // certificates learned. Each runs on the thread and under the lock its
 // declaration in node.h names.
-#include "server/node.h"
-
 #include <algorithm>
 #include <tuple>
 
@@ -15,6 +13,7 @@
 #include "server/anti_entropy.h"
 #include "server/lanes.h"
 #include "server/membership.h"
+#include "server/node.h"
 
 namespace reckon::server {
 

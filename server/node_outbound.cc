@@ -3,8 +3,6 @@
 // SendTo (the stream or a lane, server/lanes.h), fresh messages are pushed in
 // order per origin, and lanes are opened, answered and forgotten. Each runs on
 // the thread and under the lock its declaration in node.h names.
-#include "server/node.h"
-
 #include <algorithm>
 #include <tuple>
 
@@ -15,6 +13,7 @@
 #include "server/anti_entropy.h"
 #include "server/lanes.h"
 #include "server/membership.h"
+#include "server/node.h"
 
 namespace reckon::server {
 
@@ -70,8 +69,8 @@ void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFr
     // else on one (membership, a heartbeat it could forge a count with)
     // loses the lane, and nothing of the frame is kept.
     const char* kind = frame.body_case() == v1::GossipFrame::kHeartbeat ? "a Heartbeat"
-                       : frame.has_update()                            ? "an Update"
-                                                                       : "a non-Update frame";
+                       : frame.has_update()                             ? "an Update"
+                                                                        : "a non-Update frame";
     Log(absl::StrCat("lane ", ref.index, ref.dialed ? " to " : " from ", m.node_id, " carried ",
                      kind, ", which lanes do not: closed"));
     // At once: frames of it already in the inbox find no lane.
@@ -144,7 +143,8 @@ size_t GossipNode::LeastQueued(const Member& m) const {
 
 void GossipNode::SendCounted(Link& link, std::shared_ptr<const v1::GossipFrame> frame) {
   const size_t bytes = frame->ByteSizeLong();
-  if (link.Send(std::move(frame), SIZE_MAX)) counters_.set_bytes_sent(counters_.bytes_sent() + bytes);
+  if (link.Send(std::move(frame), SIZE_MAX))
+    counters_.set_bytes_sent(counters_.bytes_sent() + bytes);
 }
 
 bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) {
@@ -185,9 +185,7 @@ bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
   return true;
 }
 
-void GossipNode::ResetStream(Member& m) {
-  m.stream = {};
-}
+void GossipNode::ResetStream(Member& m) { m.stream = {}; }
 
 bool GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
                             const std::shared_ptr<const v1::GossipFrame>& frame) {

@@ -3,8 +3,6 @@
 // snapshot installed (our own newer messages replayed on top), where to re-join
 // from, the checksum a witness vouches for. Each runs on the thread and under
 // the lock its declaration in node.h names.
-#include "server/node.h"
-
 #include <algorithm>
 #include <tuple>
 
@@ -15,12 +13,13 @@
 #include "server/anti_entropy.h"
 #include "server/lanes.h"
 #include "server/membership.h"
+#include "server/node.h"
 
 namespace reckon::server {
 
 std::optional<uint64_t> GossipNode::ChecksumAt(const VersionMap& at) {
   absl::MutexLock l(&mu_);
-  return ledger_.At(at);
+  return replica_.ledger().At(at);
 }
 
 std::optional<std::string> GossipNode::ResyncSource() {
@@ -59,46 +58,24 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   // What can refuse the snapshot is checked before the mirror changes, so
   // that a refused one leaves mirror, ledger and versions as they were.
   if (const uint64_t own = OwnMessagesBeyond(applied); own < last_published_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the snapshot from ", source, " lacks our own messages after seq ", own,
-                     " and our log no longer holds them"));
+    return absl::FailedPreconditionError(absl::StrCat("the snapshot from ", source,
+                                                      " lacks our own messages after seq ", own,
+                                                      " and our log no longer holds them"));
   }
-  // Kept until the replay succeeded (a logged message that no longer
-  // decodes would be a bug, but must not leave a half-installed mirror).
-  const std::vector<int64_t> previous(mirror_.quanta().begin(), mirror_.quanta().end());
-  absl::Status s = mirror_.Load(weights);
-  if (!s.ok()) return s;
-  ChecksumLedger ledger = ledger_;
-  ledger_.Reset(checksum, applied);
-  VersionMap now_applied = applied;
-  // Replay what our log holds beyond the snapshot (our own messages above
-  // all: the snapshot's source may not have them yet).
-  for (const auto& [origin, entries] : log_.origins()) {
-    uint64_t next = SeqOf(now_applied, origin) + 1;
-    for (auto it = entries.find(next); it != entries.end() && it->first == next; ++it, ++next) {
-      codec::DecodedUpdate decoded;
-      if (!codec::DecodeUpdate(it->second.frame->update(), &decoded).ok() ||
-          !codec::ApplyDecoded(decoded, &mirror_).ok()) {
-        ledger_ = std::move(ledger);
-        (void)mirror_.Load(previous);
-        return absl::DataLossError(absl::StrCat("logged message ", origin.ToString(), " seq ",
-                                                it->first, " cannot be replayed"));
-      }
-      now_applied[origin] = it->first;
-      ledger_.Add(origin, it->first, it->second.frame->update().checksum_delta());
-    }
-  }
-  applied_ = std::move(now_applied);
+  // All or nothing: the log's messages beyond the cut (our own above all:
+  // the snapshot's source may not have them yet) are replayed onto it.
+  if (absl::Status s = replica_.Install(weights, applied, checksum, log_); !s.ok()) return s;
   received_.updates.clear();
   received_.accepted_at.clear();
-  received_.replace_weights.emplace(mirror_.quanta().begin(), mirror_.quanta().end());
+  received_.replace_weights.emplace(replica_.mirror().quanta().begin(),
+                                    replica_.mirror().quanta().end());
   for (const OriginKey& origin : early_.Origins()) AcceptWaiting(origin);
   for (auto& [id, m] : members_) {
     m.stream.ForgetPushed();
   }
   resync_source_.reset();
   counters_.set_snapshots_loaded(counters_.snapshots_loaded() + 1);
-  Log(absl::StrCat("installed a snapshot from ", source, ": ", VersionJson(applied_)));
+  Log(absl::StrCat("installed a snapshot from ", source, ": ", VersionJson(replica_.applied())));
   changed_.SignalAll();
   return absl::OkStatus();
 }
@@ -115,8 +92,9 @@ uint64_t GossipNode::OwnMessagesBeyond(const VersionMap& applied) const {
 
 GossipNode::Snapshot GossipNode::TakeSnapshot(bool with_weights) {
   absl::MutexLock l(&mu_);
-  Snapshot out{applied_, ledger_.total(), {}};
-  if (with_weights) out.weights.assign(mirror_.quanta().begin(), mirror_.quanta().end());
+  Snapshot out{replica_.applied(), replica_.ledger().total(), {}};
+  if (with_weights)
+    out.weights.assign(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end());
   return out;
 }
 

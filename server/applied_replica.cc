@@ -1,0 +1,59 @@
+#include "server/applied_replica.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "codec/codec.h"
+
+namespace reckon::server {
+
+AppliedReplica::AppliedReplica(codec::FixedPointReplica mirror,
+                               const codec::WeightChecksum& checksum)
+    : mirror_(std::move(mirror)) {
+  ledger_.Reset(checksum.Of(mirror_.quanta()), {});
+}
+
+absl::StatusOr<uint64_t> AppliedReplica::Apply(const OriginKey& origin, uint64_t seq,
+                                               uint64_t contribution,
+                                               const codec::DecodedUpdate& decoded) {
+  const uint64_t have = SeqOf(applied_, origin);
+  if (seq != have + 1) {
+    return absl::FailedPreconditionError(absl::StrCat(origin.ToString().substr(0, 96), " seq ", seq,
+                                                      " is not next: ", have, " applied"));
+  }
+  const uint64_t wrapped_before = mirror_.wrapped();
+  if (absl::Status s = codec::ApplyDecoded(decoded, &mirror_); !s.ok()) return s;
+  applied_[origin] = seq;
+  ledger_.Add(origin, seq, contribution);
+  return mirror_.wrapped() - wrapped_before;
+}
+
+absl::Status AppliedReplica::Install(std::span<const int64_t> weights, const VersionMap& cut,
+                                     uint64_t checksum, const MessageLog& log) {
+  // Kept until the replay succeeded (a logged message that no longer
+  // decodes would be a bug, but must not leave a half-installed replica).
+  const std::vector<int64_t> previous(mirror_.quanta().begin(), mirror_.quanta().end());
+  if (absl::Status s = mirror_.Load(weights); !s.ok()) return s;
+  ChecksumLedger ledger;
+  ledger.Reset(checksum, cut);
+  VersionMap applied = cut;
+  for (const auto& [origin, entries] : log.origins()) {
+    uint64_t next = SeqOf(applied, origin) + 1;
+    for (auto it = entries.find(next); it != entries.end() && it->first == next; ++it, ++next) {
+      codec::DecodedUpdate decoded;
+      if (!codec::DecodeUpdate(it->second.frame->update(), &decoded).ok() ||
+          !codec::ApplyDecoded(decoded, &mirror_).ok()) {
+        (void)mirror_.Load(previous);
+        return absl::DataLossError(absl::StrCat("logged message ", origin.ToString(), " seq ",
+                                                it->first, " cannot be replayed"));
+      }
+      applied[origin] = it->first;
+      ledger.Add(origin, it->first, it->second.frame->update().checksum_delta());
+    }
+  }
+  applied_ = std::move(applied);
+  ledger_ = std::move(ledger);
+  return absl::OkStatus();
+}
+
+}  // namespace reckon::server

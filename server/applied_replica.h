@@ -1,0 +1,62 @@
+// The replica as the applied messages make it: the fixed-point mirror, the
+// version vector and the checksum ledger, which move together. A message is
+// applied to all three or to none, once, and only as the next of its
+// origin; a snapshot replaces all three, with the log's messages beyond its
+// cut replayed, or changes nothing. Whatever decides *whether* a message is
+// applied (validation, signatures, the origin cap, early arrivals) is the
+// node's; this part keeps the three consistent.
+//
+// Not thread-safe: GossipNode owns one and calls it under its lock.
+#ifndef RECKON_SERVER_APPLIED_REPLICA_H_
+#define RECKON_SERVER_APPLIED_REPLICA_H_
+
+#include <cstdint>
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "codec/fixed_point.h"
+#include "codec/update_message.h"
+#include "codec/weight_checksum.h"
+#include "server/checksum_ledger.h"
+#include "server/message_log.h"
+#include "server/version_vector.h"
+
+namespace reckon::server {
+
+class AppliedReplica {
+ public:
+  // `mirror`: the initial weights, no message applied. `checksum` measures
+  // weights (the cluster's seed) and must outlive this.
+  AppliedReplica(codec::FixedPointReplica mirror, const codec::WeightChecksum& checksum);
+
+  const VersionMap& applied() const { return applied_; }
+  const ChecksumLedger& ledger() const { return ledger_; }
+  const codec::FixedPointReplica& mirror() const { return mirror_; }
+  // The replica checksum the applied messages give (docs/protocol.md 4a).
+  uint64_t checksum() const { return ledger_.total(); }
+
+  // Applies seq `seq` of `origin` (decoded, and `contribution` its checksum
+  // contribution, both checked by the caller). How many weights wrapped
+  // past the int64 range. kFailedPrecondition, and nothing changed, unless
+  // it is the next of its origin (seq == applied + 1); an error of the
+  // mirror (a message for another model) changes nothing either.
+  absl::StatusOr<uint64_t> Apply(const OriginKey& origin, uint64_t seq, uint64_t contribution,
+                                 const codec::DecodedUpdate& decoded);
+
+  // Replaces the replica by `weights` at `cut` whose checksum is `checksum`
+  // (measured by the caller), then replays what `log` holds beyond the cut,
+  // in order per origin. On any error (weights of another size, a logged
+  // message that does not replay) nothing changed.
+  absl::Status Install(std::span<const int64_t> weights, const VersionMap& cut, uint64_t checksum,
+                       const MessageLog& log);
+
+ private:
+  codec::FixedPointReplica mirror_;
+  VersionMap applied_;
+  ChecksumLedger ledger_;
+};
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_APPLIED_REPLICA_H_
