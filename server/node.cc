@@ -99,6 +99,7 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
                                   options_.max_members + options_.seeds.size() + 1},
             options_.incarnation),
       pending_(PendingHandshakes::Options{options_.max_pending_handshakes, options_.hello_timeout}),
+      joiners_(options_.max_members, options_.failure_timeout),
       started_(Now()) {}
 
 GossipNode::~GossipNode() { Stop(false, std::chrono::milliseconds(0)); }
@@ -462,7 +463,7 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   out->set_log_messages(log_.messages());
   std::string why;
   out->set_quiescent(QuiescentLocked(&why));  // also drops joiners that arrived or expired
-  for (const auto& [id, j] : joiners_) {
+  for (const auto& [id, j] : joiners_.all()) {
     if (members_.count(id) && members_.at(id).incarnation == j.incarnation) continue;
     v1::MemberStatus* ms = out->add_members();
     ms->set_node_id(id);

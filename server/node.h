@@ -48,6 +48,7 @@
 #include "server/dial_schedule.h"
 #include "server/early_arrivals.h"
 #include "server/inbox.h"
+#include "server/joiners.h"
 #include "server/link.h"
 #include "server/member.h"
 #include "server/membership.h"
@@ -526,15 +527,11 @@ class GossipNode final : public NodeService {
   Ring ring_ ABSL_GUARDED_BY(mu_);  // tree overlay only
   uint64_t ticks_ ABSL_GUARDED_BY(mu_) = 0;
   DialSchedule dial_ ABSL_GUARDED_BY(mu_);
-  // Workers that asked for a snapshot and have not connected since
-  // (NoteJoiner): incarnation and the time of the last request.
-  struct Joiner {
-    uint64_t incarnation = 0;
-    Clock::time_point last_request;
-  };
-  std::map<std::string, Joiner> joiners_ ABSL_GUARDED_BY(mu_);
   // Links accepted or dialed whose Hello has not arrived yet.
   PendingHandshakes pending_ ABSL_GUARDED_BY(mu_);
+  // Workers that asked for a snapshot and have not connected since
+  // (NoteJoiner; joiners.h).
+  Joiners joiners_ ABSL_GUARDED_BY(mu_);
   Received received_ ABSL_GUARDED_BY(mu_);
   std::optional<std::string> resync_source_ ABSL_GUARDED_BY(mu_);
   bool training_done_ ABSL_GUARDED_BY(mu_) = false;

@@ -173,18 +173,7 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
   if (!reached_any_) {
     for (const std::string& seed : options_.seeds) q.unreached |= !dial_.IsSelf(seed);
   }
-  const auto now = Now();
-  for (auto it = joiners_.begin(); it != joiners_.end();) {
-    auto m = members_.find(it->first);
-    const bool arrived = m != members_.end() && m->second.incarnation == it->second.incarnation &&
-                         m->second.state != MemberState::kConnecting;
-    if (arrived || now - it->second.last_request > options_.failure_timeout) {
-      it = joiners_.erase(it);
-    } else {
-      q.joining.push_back(it->first);
-      ++it;
-    }
-  }
+  q.joining = joiners_.StillComing(members_, Now());
   q.applied = replica_.applied();
   q.settled = settled_;
   q.settled_at = settled_at_;

@@ -266,14 +266,11 @@ void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {
   absl::MutexLock l(&mu_);
   // Only ids a Hello could carry: they end up in logs, JSON and metric labels.
   if (!ValidNodeId(node_id) || node_id == self_.node_id) return;
-  auto it = joiners_.find(node_id);
-  if (it == joiners_.end()) {
-    if (joiners_.size() >= options_.max_members) return;
+  const Joiners::Noted noted = joiners_.Note(node_id, incarnation, Now());
+  if (noted == Joiners::Noted::kFull) return;
+  if (noted == Joiners::Noted::kNew) {
     Log(absl::StrCat(node_id, " is joining (it asked for a snapshot)"));
-    it = joiners_.emplace(node_id, Joiner{}).first;
   }
-  it->second.incarnation = incarnation;
-  it->second.last_request = Now();
   changed_.SignalAll();
 }
 

@@ -16,6 +16,7 @@
 #include "server/dial_schedule.h"
 #include "server/early_arrivals.h"
 #include "server/inbox.h"
+#include "server/joiners.h"
 #include "server/lanes.h"
 #include "server/membership.h"
 #include "server/message_log.h"
@@ -902,6 +903,36 @@ TEST(Inbox, KeepsOrderPausesALinkOverItsShareAndStops) {
   Inbox::Batch after;
   EXPECT_FALSE(inbox.Take(Clock::now() + std::chrono::hours(1), &after));
   EXPECT_TRUE(after.events.empty());
+}
+
+// A worker that asked for a snapshot is waited for until it has arrived
+// (a member of that incarnation, handshaken) or has been silent a failure
+// timeout; at most `cap` are noted, so made-up requesters cannot grow it.
+TEST(Joiners, WaitedForUntilTheyArriveOrGoSilentAndCapped) {
+  const Clock::time_point t0 = Clock::now();
+  Joiners joiners(2, std::chrono::seconds(3));
+  EXPECT_EQ(joiners.Note("a", 7, t0), Joiners::Noted::kNew);
+  EXPECT_EQ(joiners.Note("b", 1, t0), Joiners::Noted::kNew);
+  EXPECT_EQ(joiners.Note("c", 1, t0), Joiners::Noted::kFull);
+  EXPECT_EQ(joiners.Note("a", 8, t0 + std::chrono::seconds(2)), Joiners::Noted::kAgain);
+  MemberTable members;
+  EXPECT_EQ(joiners.StillComing(members, t0), (std::vector<std::string>{"a", "b"}));
+  // a's old incarnation is a member: not the one on its way. b arrived.
+  members["a"] = Member{};
+  members["a"].incarnation = 7;
+  members["a"].state = MemberState::kAlive;
+  members["b"] = Member{};
+  members["b"].incarnation = 1;
+  members["b"].state = MemberState::kConnecting;  // known, not reached yet
+  EXPECT_EQ(joiners.StillComing(members, t0), (std::vector<std::string>{"a", "b"}));
+  members["b"].state = MemberState::kAlive;
+  EXPECT_EQ(joiners.StillComing(members, t0), (std::vector<std::string>{"a"}));
+  // a asked last at 2 s: waited for until 5 s, not after.
+  EXPECT_EQ(joiners.StillComing(members, t0 + std::chrono::seconds(5)),
+            (std::vector<std::string>{"a"}));
+  EXPECT_TRUE(joiners.StillComing(members, t0 + std::chrono::milliseconds(5001)).empty());
+  EXPECT_TRUE(joiners.all().empty());
+  EXPECT_EQ(joiners.Note("c", 1, t0), Joiners::Noted::kNew);  // room again
 }
 
 // The mirror, the version vector and the checksum ledger move together: a
