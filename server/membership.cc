@@ -45,7 +45,8 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
     return refuse("listen_address is longer than 255 bytes", true);
   }
   if (id == c.self.node_id) {
-    if (hello.self().incarnation() == c.self.incarnation) return {HelloVerdict::kSelfDial, "", false};
+    if (hello.self().incarnation() == c.self.incarnation)
+      return {HelloVerdict::kSelfDial, "", false};
     return refuse(absl::StrCat("node id '", id, "' is this node's (incarnation ",
                                c.self.incarnation, "); every worker needs its own --node-id"),
                   true);
@@ -79,6 +80,44 @@ std::optional<std::string> SilentTooLong(const Member& m, Clock::time_point now,
   return absl::StrCat("peer ", m.node_id, alive ? " missed heartbeats for " : " not reached in ",
                       absl::StrFormat("%.1f", std::chrono::duration<double>(now - since).count()),
                       " s: marked dead");
+}
+
+ListLearned LearnMemberList(Member& from,
+                            const google::protobuf::RepeatedPtrField<v1::Member>& list,
+                            const std::string& self_id, size_t max_members, Clock::time_point now,
+                            MemberTable* members) {
+  ListLearned out;
+  if (list.empty()) return out;
+  from.hears.clear();
+  for (const v1::Member& other : list) {
+    const std::string& id = other.node_id();
+    if (id == self_id || !ValidNodeId(id) || other.address().empty() ||
+        other.address().size() > 255) {
+      continue;
+    }
+    if (other.heard() && from.hears.size() < max_members) {
+      from.hears.insert(OriginKey{id, other.incarnation()});
+    }
+    if (!members->count(id) && members->size() >= max_members) {
+      ++out.refused;
+      continue;
+    }
+    Member& known = (*members)[id];
+    if (known.node_id.empty()) {
+      known.node_id = id;
+      known.first_known = now;
+      out.addresses.push_back({&known, other.address(), true});
+    } else if (known.incarnation == 0 && !known.link && other.heard()) {
+      // Never reached: where a member that hears it now says it is (a
+      // restarted pod has a new IP; a member that does not hear it may
+      // know an old one, and two such lists must not flip the address
+      // back and forth). A member we reached said where it listens in its
+      // own Hello: what others say of it does not change that.
+      out.addresses.push_back({&known, other.address(), false});
+    }
+    if (other.heard()) known.vouched = true;
+  }
+  return out;
 }
 
 }  // namespace reckon::server

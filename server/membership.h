@@ -1,7 +1,8 @@
 // Membership's decisions (docs/protocol.md sections 3 and 4), as pure
 // functions of what the node knows, so each rule is tested on its own
-// (gossip_parts_test): whom a Hello admits, which of two streams between a
-// pair survives, and when the failure detector declares a member dead.
+// (gossip_parts_test): whom a Hello admits, what a heartbeat's member list
+// teaches, which of two streams between a pair survives, and when the
+// failure detector declares a member dead.
 // The node applies them under its lock.
 #ifndef RECKON_SERVER_MEMBERSHIP_H_
 #define RECKON_SERVER_MEMBERSHIP_H_
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "proto/reckon.pb.h"
@@ -47,6 +49,30 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& context);
 // where they differ or on their lengths (both are hashed first): a prober
 // cannot learn the token a byte at a time from how long refusals take.
 bool TokenMatches(const std::string& given, const std::string& token);
+
+// What the member list of a heartbeat from `from` (a member this node,
+// `self_id`, reached) teaches, applied to `members`: `from.hears` becomes
+// the entries it hears; an id never seen becomes a member (connecting,
+// known since `now`), unless `max_members` are known already (refused,
+// counted); a member never reached takes the address a member that hears
+// it gives (one address per member: many addresses for one id leave the
+// last); whoever `from` hears is vouched (it counts in the ending's
+// majority). Entries with an invalid id, our own, or an address empty or
+// over 255 bytes are skipped. A list that is empty (a heartbeat between two
+// that carry one) teaches nothing.
+struct LearnedAddress {
+  Member* member;
+  std::string address;  // where the caller dials it now
+  bool new_member;
+};
+struct ListLearned {
+  std::vector<LearnedAddress> addresses;
+  uint64_t refused = 0;  // new ids past max_members
+};
+ListLearned LearnMemberList(Member& from,
+                            const google::protobuf::RepeatedPtrField<v1::Member>& list,
+                            const std::string& self_id, size_t max_members, Clock::time_point now,
+                            MemberTable* members);
 
 // Two streams for one pair (both dialed at once): both ends keep the one
 // dialed by the smaller node id, so they agree without a message. True when

@@ -45,39 +45,15 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
       m.stream.pushed_frame.erase(frame);
     }
   }
-  // No list: this heartbeat is one of those between two that carry it.
-  if (hb.members_size() > 0) m.hears.clear();
-  for (const v1::Member& other : hb.members()) {
-    const std::string& id = other.node_id();
-    if (id == self_.node_id || !ValidNodeId(id) || other.address().empty() ||
-        other.address().size() > 255) {
-      continue;
+  ListLearned learned =
+      LearnMemberList(m, hb.members(), self_.node_id, options_.max_members, now, &members_);
+  counters_.set_members_refused(counters_.members_refused() + learned.refused);
+  for (const LearnedAddress& l : learned.addresses) {
+    if (l.new_member) {
+      Log(absl::StrCat("learned of peer ", l.member->node_id, " at ", l.address.substr(0, 64),
+                       " from ", m.node_id));
     }
-    if (other.heard() && m.hears.size() < options_.max_members) {
-      m.hears.insert(OriginKey{id, other.incarnation()});
-    }
-    if (!members_.count(id) && members_.size() >= options_.max_members) {
-      counters_.set_members_refused(counters_.members_refused() + 1);
-      continue;
-    }
-    Member& known = members_[id];
-    if (known.node_id.empty()) {
-      known.node_id = id;
-      known.first_known = now;
-      Log(absl::StrCat("learned of peer ", id, " at ", other.address().substr(0, 64), " from ",
-                       m.node_id));
-      MoveMember(known, other.address(), now);
-    } else if (known.incarnation == 0 && !known.link && other.heard()) {
-      // Never reached: where a member that hears it now says it is (a
-      // restarted pod has a new IP; a member that does not hear it may
-      // know an old one, and two such lists must not flip the address
-      // back and forth). One address per member: a list naming many
-      // addresses for one id leaves the last, not a dial target for each.
-      MoveMember(known, other.address(), now);
-    }
-    // A member we reached said where it listens in its own Hello: what
-    // others say of it does not change that.
-    if (other.heard()) known.vouched = true;  // m, whom we reached, hears it
+    MoveMember(*l.member, l.address, now);
   }
   AntiEntropy(m, now);
 }

@@ -905,6 +905,68 @@ TEST(Inbox, KeepsOrderPausesALinkOverItsShareAndStops) {
   EXPECT_TRUE(after.events.empty());
 }
 
+// A heartbeat's member list: new ids become members (up to the cap, the
+// rest counted), a never-reached member moves only where a member that
+// hears it says, a reached one never; whoever the sender hears is vouched
+// and in its `hears`; our own id and bad entries teach nothing.
+TEST(Membership, AMemberListTeachesIdsAddressesAndWhoIsHeard) {
+  const Clock::time_point now = Clock::now();
+  MemberTable members;
+  Member& from = members["f"];
+  from.node_id = "f";
+  from.incarnation = 3;
+  from.state = MemberState::kAlive;
+  Member& reached = members["r"];
+  reached.node_id = "r";
+  reached.incarnation = 2;
+  reached.address = "r:1";
+  reached.vouched = true;
+  google::protobuf::RepeatedPtrField<v1::Member> list;
+  auto add = [&](const std::string& id, uint64_t incarnation, const std::string& address,
+                 bool heard) {
+    v1::Member* m = list.Add();
+    m->set_node_id(id);
+    m->set_incarnation(incarnation);
+    m->set_address(address);
+    m->set_heard(heard);
+  };
+  add("me", 1, "me:1", true);         // our own entry
+  add("bad id!", 1, "x:1", true);     // not an id a Hello could carry
+  add("noaddr", 1, "", true);         // no address
+  add("r", 2, "elsewhere:1", true);   // reached: its own Hello said where
+  add("ghost", 1, "ghost:1", false);  // named, heard by nobody
+  add("heard", 5, "heard:1", true);   // new, and the sender hears it
+  add("over", 1, "over:1", true);     // past the cap of 4
+  ListLearned learned = LearnMemberList(from, list, "me", 4, now, &members);
+  ASSERT_EQ(learned.addresses.size(), 2u);
+  EXPECT_EQ(learned.addresses[0].member, &members.at("ghost"));
+  EXPECT_EQ(learned.addresses[0].address, "ghost:1");
+  EXPECT_TRUE(learned.addresses[0].new_member);
+  EXPECT_EQ(learned.addresses[1].member, &members.at("heard"));
+  EXPECT_EQ(learned.refused, 1u);
+  EXPECT_EQ(members.size(), 4u);  // f, r, ghost, heard
+  EXPECT_EQ(members.at("ghost").first_known, now);
+  EXPECT_EQ(members.at("ghost").state, MemberState::kConnecting);
+  EXPECT_FALSE(members.at("ghost").vouched);
+  EXPECT_TRUE(members.at("heard").vouched);
+  EXPECT_EQ(from.hears, (std::set<OriginKey>{{"r", 2}, {"heard", 5}, {"over", 1}}));
+  // The ghost, never reached, moves only where a member that hears it says.
+  list.Clear();
+  add("ghost", 1, "old-ip:1", false);
+  EXPECT_TRUE(LearnMemberList(from, list, "me", 4, now, &members).addresses.empty());
+  list.Clear();
+  add("ghost", 0, "new-ip:1", true);
+  learned = LearnMemberList(from, list, "me", 4, now, &members);
+  ASSERT_EQ(learned.addresses.size(), 1u);
+  EXPECT_EQ(learned.addresses[0].address, "new-ip:1");
+  EXPECT_FALSE(learned.addresses[0].new_member);
+  EXPECT_TRUE(members.at("ghost").vouched);
+  // An empty list (a heartbeat between two that carry one) changes nothing.
+  list.Clear();
+  EXPECT_TRUE(LearnMemberList(from, list, "me", 4, now, &members).addresses.empty());
+  EXPECT_EQ(from.hears, (std::set<OriginKey>{{"ghost", 0}}));
+}
+
 // A worker that asked for a snapshot is waited for until it has arrived
 // (a member of that incarnation, handshaken) or has been silent a failure
 // timeout; at most `cap` are noted, so made-up requesters cannot grow it.
