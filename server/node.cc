@@ -407,6 +407,12 @@ GossipNode::Counters GossipNode::counters() {
   return c;
 }
 
+std::optional<uint64_t> GossipNode::TicksForTesting() const {
+  absl::MutexLock l(&mu_);
+  if (stopping_) return std::nullopt;
+  return ticks_;
+}
+
 std::chrono::milliseconds GossipNode::LoopAge() const {
   const Clock::time_point last{Clock::duration(last_loop_ns_.load())};
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last);

@@ -297,6 +297,10 @@ class GossipNode final : public NodeService {
   // How long ago the node's event loop last ran (it runs at least every
   // heartbeat interval while the node is started).
   std::chrono::milliseconds LoopAge() const;
+  // Ticks the node thread has run (heartbeats, timers, dials); nullopt once
+  // stopping. For tests on a ManualClock: after the clock moves a heartbeat
+  // interval, the tick that follows has run once this count grows.
+  std::optional<uint64_t> TicksForTesting() const;
   // A consistent cut. `with_weights` copies the replica (MiBs: a join's
   // probe needs only the vector).
   Snapshot TakeSnapshot(bool with_weights) override;

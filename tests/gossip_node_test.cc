@@ -78,16 +78,25 @@ TEST(GossipNode, HelloWithoutListenAddressIsRefused) {
 // A dial that is never answered (the peer accepted nothing: a partition, a
 // stopped process) is abandoned after the failure timeout and dialed again,
 // so the pair connects once the network heals.
+// Driven by the nodes' clock: 1.5 s of dials into the partition (two dial
+// deadlines of 800 ms here) and the heal take no sleep.
 TEST(GossipNode, UnansweredDialIsRetriedAfterHealing) {
-  Nodes c(2);
+  ManualClock clock;
+  Nodes c(2, milliseconds(0), [&](int, NodeOptions& o) { o.clock = clock.Function(); });
   c.net().Partition({{c.node(0)}, {c.node(1)}});
   c.Start();
-  std::this_thread::sleep_for(milliseconds(1500));  // > 2 dial deadlines
+  StepUntil(
+      c, clock, [] { return false; }, milliseconds(1500), milliseconds(100));
+  EXPECT_EQ(c.node(0)->counters().updates_applied(), 0u);
   c.net().Heal();
   c.Publish(0, 1, 5);
-  EXPECT_TRUE(Eventually([&] {
-    return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 5;
-  })) << VersionJson(c.node(1)->Applied());
+  EXPECT_TRUE(StepUntil(
+      c, clock,
+      [&] {
+        return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 5;
+      },
+      seconds(5), milliseconds(100)))
+      << VersionJson(c.node(1)->Applied());
 }
 
 // A slow but intact link (latency well above the repair timeout) loses
@@ -102,19 +111,31 @@ bool PeerAlive(Nodes& c) {
   });
 }
 
-// Every node sees every other alive.
-bool AllAlive(Nodes& c) {
-  return Eventually([&] {
-    for (int i = 0; i < c.size(); ++i) {
-      v1::NodeStatus s;
-      c.node(i)->FillStatus(&s, false);
-      if (s.members_size() != c.size() - 1) return false;
-      for (const auto& m : s.members()) {
-        if (m.state() != "alive") return false;
-      }
+// Every node sees every other alive, now.
+bool AllAliveNow(Nodes& c) {
+  for (int i = 0; i < c.size(); ++i) {
+    v1::NodeStatus s;
+    c.node(i)->FillStatus(&s, false);
+    if (s.members_size() != c.size() - 1) return false;
+    for (const auto& m : s.members()) {
+      if (m.state() != "alive") return false;
     }
-    return true;
-  });
+  }
+  return true;
+}
+// ... within 10 s.
+bool AllAlive(Nodes& c) {
+  return Eventually([&] { return AllAliveNow(c); });
+}
+
+// Node `at` sees `peer` in `state` ("alive", "dead", ...), now.
+bool SeesAs(Nodes& c, int at, const std::string& peer, const std::string& state) {
+  v1::NodeStatus s;
+  c.node(at)->FillStatus(&s, false);
+  for (const auto& m : s.members()) {
+    if (m.node_id() == peer) return m.state() == state;
+  }
+  return false;
 }
 
 // A member's heartbeat may name members nobody ever reached (made up, or an
@@ -771,27 +792,24 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
 // member had them, they used to go after the retention time; the member then
 // had to re-join, and a snapshot lacking them could not be installed by us.
 TEST(GossipNode, OwnMessagesStayLoggedForADeadMemberThatLacksThem) {
-  Nodes c(3);
+  ManualClock clock;
+  Nodes c(3, milliseconds(0), [&](int, NodeOptions& o) { o.clock = clock.Function(); });
+  auto step_until = [&](const std::function<bool()>& done, milliseconds limit) {
+    return StepUntil(c, clock, done, limit, milliseconds(100));
+  };
   c.Start();
-  ASSERT_TRUE(AllAlive(c));
+  ASSERT_TRUE(step_until([&] { return AllAliveNow(c); }, seconds(5)));
   c.net().Partition({{c.node(0), c.node(1)}, {c.node(2)}});
-  ASSERT_TRUE(Eventually([&] {
-    v1::NodeStatus s;
-    c.node(0)->FillStatus(&s, false);
-    for (const auto& m : s.members()) {
-      if (m.node_id() == "n2") return m.state() == "dead";
-    }
-    return false;
-  }));
+  ASSERT_TRUE(step_until([&] { return SeesAs(c, 0, "n2", "dead"); }, seconds(5)));
   c.Publish(0, 1, 5);
   const OriginKey n0{"n0", 1000};
-  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), n0) == 5; }));
-  std::this_thread::sleep_for(milliseconds(1500));  // past the retention (1 s here)
+  ASSERT_TRUE(step_until([&] { return SeqOf(c.node(1)->Applied(), n0) == 5; }, seconds(5)));
+  step_until([] { return false; }, milliseconds(1500));  // past the retention (1 s here)
   v1::NodeStatus s;
   c.node(0)->FillStatus(&s, false);
   EXPECT_GE(s.log_messages(), 5u) << s.DebugString();
   c.net().Heal();
-  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(2)->Applied(), n0) == 5; }))
+  ASSERT_TRUE(step_until([&] { return SeqOf(c.node(2)->Applied(), n0) == 5; }, seconds(10)))
       << VersionJson(c.node(2)->Applied());
   EXPECT_EQ(c.node(2)->counters().snapshots_loaded(), 0u);
 }
@@ -800,20 +818,24 @@ TEST(GossipNode, OwnMessagesStayLoggedForADeadMemberThatLacksThem) {
 // dead when they did, and their origin is gone) is told to re-join: with
 // nothing retained there was once nothing to plan, and it never caught up.
 TEST(GossipNode, MemberBehindOnAnOriginNoLogHoldsIsToldToRejoin) {
-  Nodes c(3);
+  ManualClock clock;
+  Nodes c(3, milliseconds(0), [&](int, NodeOptions& o) { o.clock = clock.Function(); });
+  auto step_until = [&](const std::function<bool()>& done, milliseconds limit) {
+    return StepUntil(c, clock, done, limit, milliseconds(100));
+  };
   c.Start();
-  ASSERT_TRUE(AllAlive(c));
+  ASSERT_TRUE(step_until([&] { return AllAliveNow(c); }, seconds(5)));
   c.net().Partition({{c.node(0), c.node(1)}, {c.node(2)}});
   c.Publish(1, 1, 5);
   const OriginKey n1{"n1", 1001};
-  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(0)->Applied(), n1) == 5; }));
-  c.node(1)->Stop(/*leave=*/true, milliseconds(100));  // n1 is gone for good
-  std::this_thread::sleep_for(milliseconds(1500));     // past the retention (1 s)
+  ASSERT_TRUE(step_until([&] { return SeqOf(c.node(0)->Applied(), n1) == 5; }, seconds(5)));
+  c.node(1)->Stop(/*leave=*/true, milliseconds(100));    // n1 is gone for good
+  step_until([] { return false; }, milliseconds(1500));  // past the retention (1 s)
   v1::NodeStatus s;
   c.node(0)->FillStatus(&s, false);
   ASSERT_EQ(s.log_messages(), 0u) << "n0 still holds n1's messages: nothing to test";
   c.net().Heal();
-  EXPECT_TRUE(Eventually([&] { return c.node(2)->ResyncSource() == "inproc:n0"; }))
+  EXPECT_TRUE(step_until([&] { return c.node(2)->ResyncSource() == "inproc:n0"; }, seconds(10)))
       << VersionJson(c.node(2)->Applied());
 }
 

@@ -4,10 +4,10 @@
 #ifndef RECKON_TESTS_INPROC_CLUSTER_H_
 #define RECKON_TESTS_INPROC_CLUSTER_H_
 
-#include <atomic>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -98,7 +98,8 @@ struct Message {
   v1::Update update;
   codec::DecodedUpdate decoded;
 };
-inline Message MakeMessage(const NodeOptions& origin, uint64_t seq, std::mt19937_64& rng, int count = 20) {
+inline Message MakeMessage(const NodeOptions& origin, uint64_t seq, std::mt19937_64& rng,
+                           int count = 20) {
   std::vector<uint32_t> words;
   std::vector<bool> used(kParams);
   while (static_cast<int>(words.size()) < count) {
@@ -114,7 +115,8 @@ inline Message MakeMessage(const NodeOptions& origin, uint64_t seq, std::mt19937
   m.update.mutable_origin()->set_incarnation(origin.incarnation);
   m.update.set_seq(seq);
   EXPECT_TRUE(
-      codec::EncodeThresholdUpdate(words, kStep, kParams, v1::CODEC_THRESHOLD_RICE, &m.update).ok());
+      codec::EncodeThresholdUpdate(words, kStep, kParams, v1::CODEC_THRESHOLD_RICE, &m.update)
+          .ok());
   EXPECT_TRUE(codec::DecodeUpdate(m.update, &m.decoded).ok());
   // What every receiver checks (a node's Publish sets it again itself).
   m.update.set_checksum_delta(
@@ -216,7 +218,31 @@ class Nodes {
   std::vector<std::unique_ptr<GossipNode>> nodes_;
 };
 
-inline bool Eventually(const std::function<bool()>& done, milliseconds timeout = milliseconds(10000)) {
+// Moves `clock` (every node's NodeOptions::clock) one `step` at a time,
+// each time waiting until every running node has ticked, until `done` or
+// `limit` of protocol time has passed: time-driven tests of a cluster, with
+// no sleep and no race with a loaded machine's scheduler.
+inline bool StepUntil(Nodes& c, ManualClock& clock, const std::function<bool()>& done,
+                      milliseconds limit, milliseconds step = milliseconds(20)) {
+  for (milliseconds passed{0}; passed <= limit; passed += step) {
+    if (done()) return true;
+    std::vector<std::optional<uint64_t>> before;
+    for (int i = 0; i < c.size(); ++i) before.push_back(c.node(i)->TicksForTesting());
+    clock.Advance(step);
+    const auto give_up = Clock::now() + seconds(10);
+    for (int i = 0; i < c.size(); ++i) {
+      while (before[i] && Clock::now() < give_up) {
+        const std::optional<uint64_t> now = c.node(i)->TicksForTesting();
+        if (!now || *now > *before[i]) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+  }
+  return done();
+}
+
+inline bool Eventually(const std::function<bool()>& done,
+                       milliseconds timeout = milliseconds(10000)) {
   const auto deadline = Clock::now() + timeout;
   while (Clock::now() < deadline) {
     if (done()) return true;
