@@ -35,7 +35,8 @@ class CpuBackend final : public model::Backend {
           pool_.ParallelFor(n, fn, /*min_chunk=*/8);
         }),
         residual_(config.shape.param_count(), 0.0f),
-        state_(config.optimizer.kind == model::OptimizerKind::kSgd ? 0 : config.shape.param_count(), 0.0f),
+        state_(config.optimizer.kind == model::OptimizerKind::kSgd ? 0 : config.shape.param_count(),
+               0.0f),
         grad_(config.shape.param_count(), 0.0f),
         aggregate_adagrad_(config.optimizer.kind == model::OptimizerKind::kAdagrad &&
                            config.optimizer.adagrad_placement ==
@@ -57,15 +58,16 @@ class CpuBackend final : public model::Backend {
     after_own_valid_ = false;  // a snapshot or resume: no "since our last step"
     return replica_.Load(quanta);
   }
-  std::vector<int64_t> ReadWeights() const override {
-    return {replica_.quanta().begin(), replica_.quanta().end()};
+  // Host memory: the reads cannot fail.
+  absl::StatusOr<std::vector<int64_t>> ReadWeights() const override {
+    return std::vector<int64_t>(replica_.quanta().begin(), replica_.quanta().end());
   }
-  std::string WeightHash() const override { return replica_.WeightHash(); }
-  uint64_t Checksum(const codec::WeightChecksum& checksum) const override {
+  absl::StatusOr<std::string> WeightHash() const override { return replica_.WeightHash(); }
+  absl::StatusOr<uint64_t> Checksum(const codec::WeightChecksum& checksum) const override {
     return checksum.Of(replica_.quanta());
   }
-  std::vector<float> ReadResidual() const override { return residual_; }
-  std::vector<float> ReadOptimizerState() const override { return state_; }
+  absl::StatusOr<std::vector<float>> ReadResidual() const override { return residual_; }
+  absl::StatusOr<std::vector<float>> ReadOptimizerState() const override { return state_; }
 
   absl::Status LoadTrainingState(std::span<const float> residual,
                                  std::span<const float> optimizer_state) override {
@@ -81,13 +83,14 @@ class CpuBackend final : public model::Backend {
   }
 
   absl::StatusOr<model::BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
-                                       float learning_rate, model::Emission* out) override {
+                                              float learning_rate, model::Emission* out) override {
     if (batch < 1 || batch > config_.max_batch) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
     }
-    const model::BatchStats stats = ForwardBackward(config_.shape, replica_.weights().data(), images,
-                                             labels, batch, train_ws_, grad_.data(), &gemm_rows_);
+    const model::BatchStats stats =
+        ForwardBackward(config_.shape, replica_.weights().data(), images, labels, batch, train_ws_,
+                        grad_.data(), &gemm_rows_);
     const bool with_peers = aggregate_adagrad_ && after_own_valid_;
     pool_.ParallelFor(grad_.size(), [&](size_t begin, size_t end) {
       const size_t len = end - begin;
@@ -106,8 +109,8 @@ class CpuBackend final : public model::Backend {
       if (!s.ok()) return s;
     } else {
       out->words.clear();
-      absl::Status s = codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded,
-                                                 &out->dense);
+      absl::Status s =
+          codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded, &out->dense);
       if (!s.ok()) return s;
     }
     if (aggregate_adagrad_) RecordAfterOwn(*out);
@@ -125,7 +128,8 @@ class CpuBackend final : public model::Backend {
                                [this](size_t n, const auto& fn) { pool_.ParallelFor(n, fn); });
   }
 
-  model::BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
+  absl::StatusOr<model::BatchStats> Evaluate(const float* images, const int32_t* labels,
+                                             size_t count) override {
     model::BatchStats total;
     const int features = config_.shape.inputs();
     for (size_t begin = 0; begin < count; begin += kEvalChunk) {
@@ -201,8 +205,7 @@ class CpuBackend final : public model::Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<model::Backend>> MakeCpuBackend(
-    const model::BackendConfig& config) {
+absl::StatusOr<std::unique_ptr<model::Backend>> MakeCpuBackend(const model::BackendConfig& config) {
   absl::StatusOr<codec::FixedPointReplica> replica =
       codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits);
   if (!replica.ok()) return replica.status();

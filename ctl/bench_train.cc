@@ -57,7 +57,7 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   absl::StatusOr<v1::Codec> wire_codec = codec::CodecFromFlagName(codec);
   if (!shape.ok() || !wire_codec.ok() || batch < 1 || steps < 1) {
     err << "reckonctl bench train: "
-        << (!shape.ok()         ? std::string(shape.status().message())
+        << (!shape.ok()        ? std::string(shape.status().message())
             : !wire_codec.ok() ? std::string(wire_codec.status().message())
                                : "--batch and --steps must be >= 1")
         << "\n";
@@ -130,8 +130,9 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
 
   // The same GEMMs, alone, on buffers of the same sizes, with OpenBLAS's
   // own threading over all cores (the backend turned it off for itself).
-  const int cores = threads > 0 ? static_cast<int>(threads)
-                                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cores = threads > 0
+                        ? static_cast<int>(threads)
+                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   openblas_set_num_threads(cores);
   std::vector<std::vector<float>> a(shape->layers().size() + 1), w(shape->layers().size()),
       gw(shape->layers().size());
@@ -154,8 +155,8 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L.out, L.in, B, 1, a[l + 1].data(),
                   L.out, a[l].data(), L.in, 0, gw[l].data(), L.in);
       if (l > 0) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, L.in, L.out, 1,
-                    a[l + 1].data(), L.out, w[l].data(), L.in, 0, da.data(), L.in);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, L.in, L.out, 1, a[l + 1].data(),
+                    L.out, w[l].data(), L.in, 0, da.data(), L.in);
       }
     }
   };
@@ -170,7 +171,14 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   uint64_t sink = 0;
   constexpr int kChecks = 20;
   t0 = Clock::now();
-  for (int i = 0; i < kChecks; ++i) sink += (*backend)->Checksum(checksum);
+  for (int i = 0; i < kChecks; ++i) {
+    absl::StatusOr<uint64_t> measured = (*backend)->Checksum(checksum);
+    if (!measured.ok()) {
+      err << "reckonctl bench train: " << measured.status().message() << "\n";
+      return 1;
+    }
+    sink += *measured;
+  }
   const double check_ms = 1e3 * Seconds(t0) / kChecks;
   constexpr int kContributions = 200;
   t0 = Clock::now();
@@ -188,8 +196,8 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   v1::Update message;
   message.mutable_origin()->set_node_id("w0");
   message.set_seq(1);
-  (void)codec::EncodeThresholdUpdate(emission.words, config.step.step_quanta,
-                                     shape->param_count(), v1::CODEC_THRESHOLD_RICE, &message);
+  (void)codec::EncodeThresholdUpdate(emission.words, config.step.step_quanta, shape->param_count(),
+                                     v1::CODEC_THRESHOLD_RICE, &message);
   constexpr int kSignatures = 500;
   t0 = Clock::now();
   for (int i = 0; i < kSignatures; ++i) {
@@ -236,11 +244,10 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
         "  checksum delta  %.2f us per message of %d updates (%.4f%% of a step)\n"
         "  signed updates  sign %.1f us, verify %.1f us per message (Ed25519, OpenSSL): "
         "%.2f%% and %.2f%% of a step\n",
-        layers, batch, codec, steps, cores, step_ms,
-        train_flops, 1e3 * gemm_s / steps, gemm_flops, train_flops / gemm_flops,
-        train_flops / gemm_flops >= 0.6 ? "ok" : "MISSED", check_ms, shape->param_count(),
-        100 * check_share, check_share * step_ms, contribution_us, emission.words.size(),
-        100 * contribution_us / (1e3 * step_ms), sign_us, verify_us,
+        layers, batch, codec, steps, cores, step_ms, train_flops, 1e3 * gemm_s / steps, gemm_flops,
+        train_flops / gemm_flops, train_flops / gemm_flops >= 0.6 ? "ok" : "MISSED", check_ms,
+        shape->param_count(), 100 * check_share, check_share * step_ms, contribution_us,
+        emission.words.size(), 100 * contribution_us / (1e3 * step_ms), sign_us, verify_us,
         100 * sign_us / (1e3 * step_ms), 100 * verify_us / (1e3 * step_ms));
   }
   return kExitOk;

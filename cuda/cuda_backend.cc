@@ -155,20 +155,29 @@ class CudaBackend final : public model::Backend {
     return Sync();
   }
 
-  std::vector<int64_t> ReadWeights() const override {
+  absl::StatusOr<std::vector<int64_t>> ReadWeights() const override {
     std::vector<int64_t> out(config_.shape.param_count());
-    CopyOut(quanta_.get(), out.data(), out.size() * sizeof(int64_t));
+    RECKON_RETURN_IF_ERROR(
+        CopyOut(quanta_.get(), out.data(), out.size() * sizeof(int64_t), "the weights"));
     return out;
   }
-  std::string WeightHash() const override { return codec::WeightHashOf(ReadWeights()); }
-  std::vector<float> ReadResidual() const override {
+  absl::StatusOr<std::string> WeightHash() const override {
+    absl::StatusOr<std::vector<int64_t>> weights = ReadWeights();
+    if (!weights.ok()) return weights.status();
+    return codec::WeightHashOf(*weights);
+  }
+  absl::StatusOr<std::vector<float>> ReadResidual() const override {
     std::vector<float> out(config_.shape.param_count());
-    CopyOut(residual_.get(), out.data(), out.size() * sizeof(float));
+    RECKON_RETURN_IF_ERROR(
+        CopyOut(residual_.get(), out.data(), out.size() * sizeof(float), "the residual"));
     return out;
   }
-  std::vector<float> ReadOptimizerState() const override {
+  absl::StatusOr<std::vector<float>> ReadOptimizerState() const override {
     std::vector<float> out(state_.get() == nullptr ? 0 : config_.shape.param_count());
-    if (!out.empty()) CopyOut(state_.get(), out.data(), out.size() * sizeof(float));
+    if (!out.empty()) {
+      RECKON_RETURN_IF_ERROR(
+          CopyOut(state_.get(), out.data(), out.size() * sizeof(float), "the optimizer state"));
+    }
     return out;
   }
 
@@ -311,7 +320,8 @@ class CudaBackend final : public model::Backend {
     return Sync();
   }
 
-  BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
+  absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels,
+                                      size_t count) override {
     BatchStats total;
     const int features = config_.shape.inputs();
     for (size_t begin = 0; begin < count; begin += kEvalChunk) {
@@ -331,12 +341,8 @@ class CudaBackend final : public model::Backend {
       }
       absl::StatusOr<BatchStats> part = s.ok() ? SumStats(eval_, n) : s;
       if (!part.ok()) {
-        // The interface has no error path here: a device failure in
-        // evaluation is reported and counts as nothing right.
-        std::fprintf(stderr, "reckon cuda backend: evaluation failed: %s\n",
-                     std::string(part.status().message()).c_str());
-        total.loss_sum = std::numeric_limits<double>::quiet_NaN();
-        return total;
+        return absl::Status(part.status().code(),
+                            absl::StrCat("evaluation: ", part.status().message()));
       }
       total.loss_sum += part->loss_sum;
       total.correct += part->correct;
@@ -418,9 +424,9 @@ class CudaBackend final : public model::Backend {
       const model::LayerLayout& layer = layers[l];
       float* z = b->pre[l]->get();
       // z (batch x out, row-major) = a W^T: column-major z^T = W a^T.
-      RECKON_CUBLAS_RETURN_IF_ERROR(blas_->sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, layer.out, batch,
-                                                layer.in, &one, weights_.get() + layer.weights,
-                                                layer.in, a, layer.in, &zero, z, layer.out));
+      RECKON_CUBLAS_RETURN_IF_ERROR(
+          blas_->sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, layer.out, batch, layer.in, &one,
+                       weights_.get() + layer.weights, layer.in, a, layer.in, &zero, z, layer.out));
       const bool last = l + 1 == layers.size();
       if (absl::Status s = LaunchBiasActivation(
               weights_.get() + layer.bias, z, b->post[l]->get(), batch, layer.out,
@@ -452,7 +458,7 @@ class CudaBackend final : public model::Backend {
       // dW (out x in) = d^T a_in: column-major dW^T (in x out) = a_in^T d.
       RECKON_CUBLAS_RETURN_IF_ERROR(
           blas_->sgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, layer.in, layer.out, batch, &one, a_in,
-                      layer.in, d, layer.out, &zero, grad_.get() + layer.weights, layer.in));
+                       layer.in, d, layer.out, &zero, grad_.get() + layer.weights, layer.in));
       if (absl::Status s =
               LaunchBiasGradient(d, batch, layer.out, grad_.get() + layer.bias, stream_);
           !s.ok()) {
@@ -462,8 +468,8 @@ class CudaBackend final : public model::Backend {
       // d_prev (batch x in) = d W: column-major d_prev^T = W^T d^T.
       float* dp = b->delta_prev.get();
       RECKON_CUBLAS_RETURN_IF_ERROR(blas_->sgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, layer.in, batch,
-                                                layer.out, &one, weights_.get() + layer.weights,
-                                                layer.in, d, layer.out, &zero, dp, layer.in));
+                                                 layer.out, &one, weights_.get() + layer.weights,
+                                                 layer.in, d, layer.out, &zero, dp, layer.in));
       if (absl::Status s = LaunchActivationBackward(
               b->pre[l - 1]->get(), b->post[l - 1]->get(), dp, size_t(batch) * layer.in,
               ActivationCode(config_.shape.activation()), stream_);
@@ -482,16 +488,14 @@ class CudaBackend final : public model::Backend {
   absl::Status CodecEmit(Emission* out) {
     const size_t n = config_.shape.param_count();
     RECKON_RETURN_IF_ERROR(LaunchAccumulate(grad_.get(), residual_.get(), n, stream_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_residual_.get(), residual_.get(),
-                                                n * sizeof(float), cudaMemcpyDeviceToHost,
-                                                stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        h_residual_.get(), residual_.get(), n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     RECKON_RETURN_IF_ERROR(Sync());
     RECKON_RETURN_IF_ERROR(codec::EncodeWithFeedback(*codec_, config_.codec,
                                                      std::span<float>(h_residual_.get(), n),
                                                      &out->encoded, &out->dense));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(residual_.get(), h_residual_.get(),
-                                                n * sizeof(float), cudaMemcpyHostToDevice,
-                                                stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        residual_.get(), h_residual_.get(), n * sizeof(float), cudaMemcpyHostToDevice, stream_));
     return absl::OkStatus();
   }
 
@@ -512,14 +516,13 @@ class CudaBackend final : public model::Backend {
 
   // Reads for the const accessors, which have no error path: a failure is
   // printed and leaves zeros, which no healthy replica's hash matches.
-  void CopyOut(const void* device, void* host, size_t bytes) const {
+  // Copies `bytes` of device memory to the host and waits: an error names
+  // `what` was being read (nothing of the host buffer is to be trusted).
+  absl::Status CopyOut(const void* device, void* host, size_t bytes, const char* what) const {
     cudaError_t err = cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_);
     if (err == cudaSuccess) err = cudaStreamSynchronize(stream_);
-    if (err != cudaSuccess) {
-      std::fprintf(stderr, "reckon cuda backend: reading device memory failed: %s\n",
-                   cudaGetErrorString(err));
-      std::memset(host, 0, bytes);
-    }
+    return CudaStatus(err, absl::StrCat("reading ", what, " from the device").c_str(), __FILE__,
+                      __LINE__);
   }
 
   BackendConfig config_;

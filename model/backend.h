@@ -80,18 +80,22 @@ class Backend {
 
   // Replaces the replica's parameters (initialization, resume, snapshots).
   virtual absl::Status LoadWeights(std::span<const int64_t> quanta) = 0;
-  virtual std::vector<int64_t> ReadWeights() const = 0;
-  virtual std::string WeightHash() const = 0;
+  // What is read from a device can fail (a CUDA error): every read returns
+  // its status, never zeros in place of the values.
+  virtual absl::StatusOr<std::vector<int64_t>> ReadWeights() const = 0;
+  virtual absl::StatusOr<std::string> WeightHash() const = 0;
   // The replica checksum (codec/weight_checksum.h) of the weights. This
   // default reads them to the host; a backend may compute it in place.
-  virtual uint64_t Checksum(const codec::WeightChecksum& checksum) const {
-    return checksum.Of(ReadWeights());
+  virtual absl::StatusOr<uint64_t> Checksum(const codec::WeightChecksum& checksum) const {
+    absl::StatusOr<std::vector<int64_t>> weights = ReadWeights();
+    if (!weights.ok()) return weights.status();
+    return checksum.Of(*weights);
   }
 
   // Residual and optimizer state, for checkpoints (param_count floats each;
   // the state is empty for plain SGD).
-  virtual std::vector<float> ReadResidual() const = 0;
-  virtual std::vector<float> ReadOptimizerState() const = 0;
+  virtual absl::StatusOr<std::vector<float>> ReadResidual() const = 0;
+  virtual absl::StatusOr<std::vector<float>> ReadOptimizerState() const = 0;
   virtual absl::Status LoadTrainingState(std::span<const float> residual,
                                          std::span<const float> optimizer_state) = 0;
 
@@ -129,7 +133,8 @@ class Backend {
   virtual absl::Status ApplyDense(std::span<const int64_t> quanta) = 0;
 
   // Loss and accuracy of the current replica on `count` samples.
-  virtual BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) = 0;
+  virtual absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels,
+                                              size_t count) = 0;
 };
 
 }  // namespace reckon::model

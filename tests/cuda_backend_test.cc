@@ -212,16 +212,16 @@ TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
     ASSERT_TRUE(cpu->Apply(step, sets[m]).ok());
   }
   ASSERT_TRUE((*gpu)->ApplyUpdateBatch(refs).ok());
-  EXPECT_EQ((*gpu)->WeightHash(), cpu->WeightHash());
-  const std::vector<int64_t> q = (*gpu)->ReadWeights();
+  EXPECT_EQ((*gpu)->WeightHash().value(), cpu->WeightHash());
+  const std::vector<int64_t> q = (*gpu)->ReadWeights().value();
   EXPECT_TRUE(std::equal(q.begin(), q.end(), cpu->quanta().begin()));
 
   // A word past the end: refused, nothing applied.
   std::vector<uint32_t> bad = {0, 5, uint32_t(n)};
-  const std::string before = (*gpu)->WeightHash();
+  const std::string before = (*gpu)->WeightHash().value();
   const model::UpdateRef both[] = {{1 << 20, sets[0], {}}, {1 << 20, bad, {}}};
   EXPECT_EQ((*gpu)->ApplyUpdateBatch(both).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*gpu)->WeightHash(), before);
+  EXPECT_EQ((*gpu)->WeightHash().value(), before);
 
   // A sum past the int64 range wraps, modulo 2^64, as on the CPU replica.
   std::vector<int64_t> near_max(n, 0);
@@ -236,7 +236,7 @@ TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
   ASSERT_TRUE(cpu->Apply(100, up).ok());  // parameter 3 passes INT64_MAX
   ASSERT_TRUE(cpu->Apply(1 << 20, sets[1]).ok());
   EXPECT_GE(cpu->wrapped(), wrapped_before + 1);
-  EXPECT_EQ((*gpu)->ReadWeights(), std::vector<int64_t>(cpu->quanta().begin(), cpu->quanta().end()));
+  EXPECT_EQ((*gpu)->ReadWeights().value(), std::vector<int64_t>(cpu->quanta().begin(), cpu->quanta().end()));
 }
 
 TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
@@ -284,10 +284,10 @@ TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
       ASSERT_TRUE((*cpu)->ApplyDense(a.dense).ok());
       ASSERT_TRUE((*gpu)->ApplyDense(a.dense).ok());
       reference.Apply(a.dense);
-      EXPECT_EQ((*gpu)->WeightHash(), (*cpu)->WeightHash());
+      EXPECT_EQ((*gpu)->WeightHash().value(), (*cpu)->WeightHash().value());
     }
-    const model::BatchStats ea = (*cpu)->Evaluate(images.data(), labels.data(), 100);
-    const model::BatchStats eb = (*gpu)->Evaluate(images.data(), labels.data(), 100);
+    const model::BatchStats ea = (*cpu)->Evaluate(images.data(), labels.data(), 100).value();
+    const model::BatchStats eb = (*gpu)->Evaluate(images.data(), labels.data(), 100).value();
     EXPECT_NEAR(eb.loss_sum, ea.loss_sum, 1e-4 * std::abs(ea.loss_sum));
     EXPECT_NEAR(eb.correct, ea.correct, 1);
   }

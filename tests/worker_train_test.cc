@@ -7,19 +7,20 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "codec/fixed_point.h"
 #include "cpu/cpu_backend.h"
-#include "worker/dataset.h"
-#include "worker/checkpoint.h"
 #include "model/model.h"
 #include "model/optimizer.h"
+#include "tests/test_process.h"
+#include "worker/checkpoint.h"
+#include "worker/dataset.h"
 #include "worker/pretrain.h"
 #include "worker/trainer.h"
-#include "tests/test_process.h"
 
 namespace reckon::worker {
 namespace {
@@ -175,9 +176,9 @@ TEST(Optimizer, AggregateAdagradOnTheCpuBackend) {
     step(*local, s);
     step(*aggregate, s);
   }
-  ASSERT_EQ(local->ReadOptimizerState(), aggregate->ReadOptimizerState());
-  ASSERT_EQ(local->ReadResidual(), aggregate->ReadResidual());
-  ASSERT_EQ(local->ReadWeights(), aggregate->ReadWeights());
+  ASSERT_EQ(local->ReadOptimizerState().value(), aggregate->ReadOptimizerState().value());
+  ASSERT_EQ(local->ReadResidual().value(), aggregate->ReadResidual().value());
+  ASSERT_EQ(local->ReadWeights().value(), aggregate->ReadWeights().value());
 
   // A peer's message: every 97th weight moved by -2^-8 or +2^-8.
   const size_t n = config.shape.param_count();
@@ -185,11 +186,11 @@ TEST(Optimizer, AggregateAdagradOnTheCpuBackend) {
   for (size_t i = 0; i < n; i += 97) peer[i] = (i % 2 ? 1 : -1) * (int64_t{1} << 24);
   ASSERT_TRUE(local->ApplyDense(peer).ok());
   ASSERT_TRUE(aggregate->ApplyDense(peer).ok());
-  const std::vector<float> h_before = local->ReadOptimizerState();
+  const std::vector<float> h_before = local->ReadOptimizerState().value();
   step(*local, 3);
   step(*aggregate, 3);
-  const std::vector<float> h_local = local->ReadOptimizerState();
-  const std::vector<float> h_aggregate = aggregate->ReadOptimizerState();
+  const std::vector<float> h_local = local->ReadOptimizerState().value();
+  const std::vector<float> h_aggregate = aggregate->ReadOptimizerState().value();
   int raised = 0;
   for (size_t i = 0; i < n; ++i) {
     if (peer[i] == 0) {
@@ -237,7 +238,8 @@ TEST(Optimizer, MomentumMatchedToTheCluster) {
     EXPECT_LE(m.momentum, std::pow(0.9, n)) << n;  // never more memory than rule 1 alone
   }
   // A gradient's pull, summed over a worker's own steps: lr / (1 - mu).
-  const model::MomentumRule m = model::MatchMomentumToCluster(1.0, 0.95, 3);  // 19 - 3 = 16: m = 16/17
+  const model::MomentumRule m =
+      model::MatchMomentumToCluster(1.0, 0.95, 3);  // 19 - 3 = 16: m = 16/17
   EXPECT_NEAR(m.momentum, std::pow(16.0 / 17.0, 3), 1e-12);
   double pull_own_step = m.learning_rate, total = 0;
   for (int own_step = 0; own_step < 2000; ++own_step, pull_own_step *= m.momentum) {
@@ -252,7 +254,6 @@ TEST(Optimizer, MomentumMatchedToTheCluster) {
 
 class Training : public ::testing::Test {
  protected:
-
   // A small, quick configuration on 1/10 of the real training set.
   static TrainerOptions Small(model::UpdateMode mode) {
     TrainerOptions o;
@@ -317,8 +318,7 @@ TEST_F(Training, ShortRunsLearnInBothModes) {
 TEST_F(Training, FiveSigmoidLayersLearn) {
   for (model::UpdateMode mode : {model::UpdateMode::kCodec, model::UpdateMode::kThreshold}) {
     TrainerOptions o = Small(mode);
-    o.backend_config.shape =
-        *model::ModelShape::Parse("784,128,128,128,128,128,10", "sigmoid");
+    o.backend_config.shape = *model::ModelShape::Parse("784,128,128,128,128,128,10", "sigmoid");
     const TrainSummary s = Run(o);
     std::printf("FIGURES five sigmoid layers, 240 steps, %s: %.2f%%\n",
                 mode == model::UpdateMode::kCodec ? "dense" : "threshold", 100 * s.test_accuracy);
@@ -336,18 +336,18 @@ TEST_F(Training, StromSizeSigmoidNetworkRisesUnderTheThreshold) {
   o.epochs = 1;
   o.threshold = 0.01;
   o.backend_config.step = *codec::MakeThresholdStep(o.threshold, 32);
-  o.backend_config.shape =
-      *model::ModelShape::Parse("784,1800,1800,1800,1800,1800,10", "sigmoid");
+  o.backend_config.shape = *model::ModelShape::Parse("784,1800,1800,1800,1800,1800,10", "sigmoid");
   o.backend_config.optimizer.kind = model::OptimizerKind::kAdagrad;
   o.backend_config.optimizer.learning_rate = 0.01;
   o.max_steps = 20;
   const TrainSummary start = Run(o);
   o.max_steps = 200;
   const TrainSummary later = Run(o);
-  std::printf("FIGURES Strom-size sigmoid network (%llu parameters): %.2f%% after 20 steps, "
-              "%.2f%% after 200, %.0fx less traffic than dense\n",
-              static_cast<unsigned long long>(later.params), 100 * start.test_accuracy,
-              100 * later.test_accuracy, later.compression_ratio);
+  std::printf(
+      "FIGURES Strom-size sigmoid network (%llu parameters): %.2f%% after 20 steps, "
+      "%.2f%% after 200, %.0fx less traffic than dense\n",
+      static_cast<unsigned long long>(later.params), 100 * start.test_accuracy,
+      100 * later.test_accuracy, later.compression_ratio);
   EXPECT_EQ(later.params, 14'398'210u);
   // 9.70% and 64.15% here (2,000 test images).
   EXPECT_GT(later.test_accuracy, start.test_accuracy + 0.2);
@@ -425,7 +425,8 @@ TEST(Pretrain, GrowsTheNetworkOneHiddenLayerAtATime) {
   absl::StatusOr<std::unique_ptr<model::Backend>> backend = cpu::MakeCpuBackend(p.config);
   ASSERT_TRUE(backend.ok()) << backend.status();
   ASSERT_TRUE((*backend)->LoadWeights(*weights).ok());
-  const model::BatchStats eval = (*backend)->Evaluate(test->images.data(), test->labels.data(), 2000);
+  const model::BatchStats eval =
+      (*backend)->Evaluate(test->images.data(), test->labels.data(), 2000).value();
   std::printf("FIGURES three pre-trained sigmoid layers of 32: %.2f%% on 2,000 test images\n",
               eval.correct / 20.0);
   EXPECT_GT(eval.correct, 2000 * 0.65);
@@ -465,10 +466,11 @@ TEST_F(Training, PretrainedStartIsTrainedOnAndNotRepeatedOnResume) {
   start_only.epochs = 0;
   const TrainSummary start = Run(start_only);
   const TrainSummary pretrained = Run(o);
-  std::printf("FIGURES three sigmoid layers of 64, 2 epochs: %.2f%% from the seed, %.2f%% from "
-              "the pre-trained start (%.2f%% before the first step, %.2f s)\n",
-              100 * plain.test_accuracy, 100 * pretrained.test_accuracy,
-              100 * start.test_accuracy, start.pretrain_seconds);
+  std::printf(
+      "FIGURES three sigmoid layers of 64, 2 epochs: %.2f%% from the seed, %.2f%% from "
+      "the pre-trained start (%.2f%% before the first step, %.2f s)\n",
+      100 * plain.test_accuracy, 100 * pretrained.test_accuracy, 100 * start.test_accuracy,
+      start.pretrain_seconds);
   EXPECT_TRUE(start.pretrained);
   EXPECT_EQ(start.steps, 0);
   EXPECT_GT(start.test_accuracy, 0.65);
@@ -504,6 +506,67 @@ TEST_F(Training, WarmupBatchRampsTheFirstEpochOnly) {
   std::ostringstream log;
   const absl::StatusOr<TrainSummary> bad = RunTraining(o, log);
   EXPECT_EQ(bad.status().message(), "--warmup-batch must be >= 0 and --warmup-fraction in (0, 1]");
+}
+
+// A device read that fails (a CUDA error) ends the run with the error: the
+// evaluation used to become "0 correct, loss NaN" with a line on stderr,
+// and a checkpoint would have been written from zeros.
+class FailingReads final : public model::Backend {
+ public:
+  FailingReads(std::unique_ptr<model::Backend> real, bool evaluate_fails)
+      : real_(std::move(real)), evaluate_fails_(evaluate_fails) {}
+  std::string Describe() const override { return real_->Describe(); }
+  absl::Status LoadWeights(std::span<const int64_t> q) override { return real_->LoadWeights(q); }
+  absl::StatusOr<std::vector<int64_t>> ReadWeights() const override { return Lost(); }
+  absl::StatusOr<std::string> WeightHash() const override { return Lost(); }
+  absl::StatusOr<std::vector<float>> ReadResidual() const override { return Lost(); }
+  absl::StatusOr<std::vector<float>> ReadOptimizerState() const override { return Lost(); }
+  absl::Status LoadTrainingState(std::span<const float> r, std::span<const float> o) override {
+    return real_->LoadTrainingState(r, o);
+  }
+  absl::StatusOr<model::BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
+                                              float lr, model::Emission* out) override {
+    return real_->TrainStep(images, labels, batch, lr, out);
+  }
+  void SetMomentum(double m) override { real_->SetMomentum(m); }
+  void SetThresholdStep(const codec::ThresholdStep& s) override { real_->SetThresholdStep(s); }
+  absl::Status ApplyUpdates(int64_t q, std::span<const uint32_t> w) override {
+    return real_->ApplyUpdates(q, w);
+  }
+  absl::Status ApplyDense(std::span<const int64_t> q) override { return real_->ApplyDense(q); }
+  absl::StatusOr<model::BatchStats> Evaluate(const float* images, const int32_t* labels,
+                                             size_t count) override {
+    if (evaluate_fails_) return Lost();
+    return real_->Evaluate(images, labels, count);
+  }
+
+ private:
+  static absl::Status Lost() { return absl::InternalError("cudaErrorLaunchFailure: device lost"); }
+  std::unique_ptr<model::Backend> real_;
+  const bool evaluate_fails_;
+};
+
+TEST_F(Training, ADeviceThatCannotBeReadEndsTheRunWithItsError) {
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);
+  o.epochs = 1;
+  o.max_steps = 10;
+  o.wrap_backend = [](std::unique_ptr<model::Backend> real) {
+    return std::make_unique<FailingReads>(std::move(real), /*evaluate_fails=*/true);
+  };
+  std::ostringstream log;
+  absl::StatusOr<TrainSummary> s = RunTraining(o, log);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInternal) << s.status();
+  EXPECT_NE(s.status().message().find("device lost"), std::string::npos) << s.status();
+  // Evaluation works, the checkpoint's reads do not: no checkpoint.
+  const std::string path = ::testing::TempDir() + "/unreadable.ckpt";
+  std::remove(path.c_str());
+  o.checkpoint_path = path;
+  o.wrap_backend = [](std::unique_ptr<model::Backend> real) {
+    return std::make_unique<FailingReads>(std::move(real), /*evaluate_fails=*/false);
+  };
+  s = RunTraining(o, log);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInternal) << s.status();
+  EXPECT_FALSE(std::ifstream(path).good()) << "a checkpoint was written from unread weights";
 }
 
 TEST_F(Training, DensityControllerHoldsTheTarget) {
@@ -585,8 +648,7 @@ TEST_F(Training, CorruptOrForeignCheckpointsAreRefused) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(bad.status().message().find("checksum mismatch"), std::string::npos);
   std::ofstream((dir_ / "short").string(), std::ios::binary) << bytes.substr(0, bytes.size() - 9);
-  EXPECT_EQ(LoadCheckpoint((dir_ / "short").string()).status().code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(LoadCheckpoint((dir_ / "short").string()).status().code(), absl::StatusCode::kDataLoss);
 
   TrainerOptions other = Small(model::UpdateMode::kThreshold);
   other.resume_path = (dir_ / "bad").string();

@@ -14,21 +14,23 @@ class CorruptingBackend final : public model::Backend {
   absl::Status LoadWeights(std::span<const int64_t> quanta) override {
     return real_->LoadWeights(quanta);
   }
-  std::vector<int64_t> ReadWeights() const override { return real_->ReadWeights(); }
-  std::string WeightHash() const override { return real_->WeightHash(); }
-  uint64_t Checksum(const codec::WeightChecksum& checksum) const override {
+  absl::StatusOr<std::vector<int64_t>> ReadWeights() const override { return real_->ReadWeights(); }
+  absl::StatusOr<std::string> WeightHash() const override { return real_->WeightHash(); }
+  absl::StatusOr<uint64_t> Checksum(const codec::WeightChecksum& checksum) const override {
     return real_->Checksum(checksum);
   }
-  std::vector<float> ReadResidual() const override { return real_->ReadResidual(); }
-  std::vector<float> ReadOptimizerState() const override { return real_->ReadOptimizerState(); }
+  absl::StatusOr<std::vector<float>> ReadResidual() const override { return real_->ReadResidual(); }
+  absl::StatusOr<std::vector<float>> ReadOptimizerState() const override {
+    return real_->ReadOptimizerState();
+  }
   absl::Status LoadTrainingState(std::span<const float> residual,
                                  std::span<const float> optimizer_state) override {
     return real_->LoadTrainingState(residual, optimizer_state);
   }
   absl::StatusOr<model::BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
-                                       float learning_rate, model::Emission* out) override {
+                                              float learning_rate, model::Emission* out) override {
     if (++steps_ == strike_at_) {
-      std::vector<int64_t> weights = real_->ReadWeights();
+      RECKON_ASSIGN_OR_RETURN(std::vector<int64_t> weights, real_->ReadWeights());
       weights[weights.size() / 2] += 1;
       RECKON_RETURN_IF_ERROR(real_->LoadWeights(weights));
       *log_ << "reckon-worker: TEST FAULT: one quantum added to weight " << weights.size() / 2
@@ -50,7 +52,8 @@ class CorruptingBackend final : public model::Backend {
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
     return real_->ApplyDense(quanta);
   }
-  model::BatchStats Evaluate(const float* images, const int32_t* labels, size_t count) override {
+  absl::StatusOr<model::BatchStats> Evaluate(const float* images, const int32_t* labels,
+                                             size_t count) override {
     return real_->Evaluate(images, labels, count);
   }
 
@@ -63,8 +66,8 @@ class CorruptingBackend final : public model::Backend {
 
 }  // namespace
 
-std::unique_ptr<model::Backend> WithWeightCorruption(std::unique_ptr<model::Backend> real, uint64_t step,
-                                              std::ostream& log) {
+std::unique_ptr<model::Backend> WithWeightCorruption(std::unique_ptr<model::Backend> real,
+                                                     uint64_t step, std::ostream& log) {
   return std::make_unique<CorruptingBackend>(std::move(real), step, log);
 }
 

@@ -424,7 +424,7 @@ absl::Status GossipPeers::CheckReplica(model::Backend& backend, uint64_t steps_d
   server::Received received = node_->TakeReceived(/*with_cut=*/true);
   RECKON_RETURN_IF_ERROR(Apply(backend, received));
   const auto start = server::Clock::now();
-  const uint64_t measured = backend.Checksum(node_->weight_checksum());
+  RECKON_ASSIGN_OR_RETURN(const uint64_t measured, backend.Checksum(node_->weight_checksum()));
   const auto took = server::Clock::now() - start;
   // At most 1% of the time: a model whose scan takes 50 ms is checked every 5 s.
   next_check_ =
@@ -478,9 +478,10 @@ absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
   }
   // The backend applied exactly what the node's mirror holds.
   const std::string mirror = node_->MirrorHash();
-  if (backend.WeightHash() != mirror) {
-    return absl::InternalError(absl::StrCat("backend replica ", backend.WeightHash(),
-                                            " differs from the node's mirror ", mirror));
+  RECKON_ASSIGN_OR_RETURN(const std::string ours, backend.WeightHash());
+  if (ours != mirror) {
+    return absl::InternalError(
+        absl::StrCat("backend replica ", ours, " differs from the node's mirror ", mirror));
   }
   return absl::OkStatus();
 }

@@ -109,7 +109,7 @@ absl::StatusOr<std::vector<int64_t>> PretrainLayerwise(const PretrainOptions& op
         "accuracy %.2f%%\n",
         k, hidden, stage.ToString(), samples.size() / options.batch * options.batch,
         pass->first, 100 * pass->second);
-    weights = backend->ReadWeights();
+    RECKON_ASSIGN_OR_RETURN(weights, backend->ReadWeights());
     // Hidden layers 1 .. k: everything before the stage's output layer.
     below.assign(weights.begin(),
                  weights.begin() + static_cast<std::ptrdiff_t>(stage.layers()[k].weights));

@@ -180,7 +180,7 @@ absl::StatusOr<TrainSummary> RunSynthetic(const TrainerOptions& options,
       summary.wire_bytes ? double(summary.dense_bytes) / double(summary.wire_bytes) : 0;
   summary.update_density =
       summary.steps ? double(summary.updates_sent) / (double(summary.steps) * summary.params) : 0;
-  summary.weight_hash = backend->WeightHash();
+  RECKON_ASSIGN_OR_RETURN(summary.weight_hash, backend->WeightHash());
   summary.node_id = options.node_id;
   summary.incarnation = options.incarnation;
   summary.version_vector = options.peers->VersionVector();

@@ -58,17 +58,16 @@ absl::Status CheckAutoBatchOptions(const TrainerOptions& options) {
     return absl::InvalidArgumentError("--auto-batch-lr-power must be in [0, 1]");
   }
   if (options.auto_batch_samples < sizes.back()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--auto-batch-samples ", options.auto_batch_samples,
-        " must be at least the largest candidate (", sizes.back(),
-        ") so that every candidate takes a step"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--auto-batch-samples ", options.auto_batch_samples,
+                     " must be at least the largest candidate (", sizes.back(),
+                     ") so that every candidate takes a step"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckWarmupBatchOptions(const TrainerOptions& options) {
-  if (options.warmup_batch < 0 ||
-      !(options.warmup_fraction > 0 && options.warmup_fraction <= 1)) {
+  if (options.warmup_batch < 0 || !(options.warmup_fraction > 0 && options.warmup_fraction <= 1)) {
     return absl::InvalidArgumentError(
         "--warmup-batch must be >= 0 and --warmup-fraction in (0, 1]");
   }
@@ -76,8 +75,8 @@ absl::Status CheckWarmupBatchOptions(const TrainerOptions& options) {
 }
 
 uint64_t WarmupMessages(const TrainerOptions& options, size_t train_count) {
-  const size_t batch = static_cast<size_t>(
-      options.warmup_batch > 0 ? options.warmup_batch : options.batch);
+  const size_t batch =
+      static_cast<size_t>(options.warmup_batch > 0 ? options.warmup_batch : options.batch);
   uint64_t messages = options.pretrain_samples > 0 ? 1 : 0;
   for (int shard = 0; shard < options.start_workers; ++shard) {
     const size_t size = ShardSize(train_count, shard, options.shards);
@@ -125,13 +124,12 @@ absl::Status Trainer::LoadData() {
   const PixelStats pixels = ComputePixelStats(train_);
   Standardize(pixels, &train_);
   Standardize(pixels, &test_);
-  RECKON_ASSIGN_OR_RETURN(shard_, ShardIndices(train_.size(), options_.shard, options_.shards,
-                                               options_.seed));
+  RECKON_ASSIGN_OR_RETURN(
+      shard_, ShardIndices(train_.size(), options_.shard, options_.shards, options_.seed));
   if (shard_.size() < static_cast<size_t>(config_.max_batch)) {
-    return absl::InvalidArgumentError(absl::StrCat("shard ", options_.shard, "/",
-                                                   options_.shards, " has ", shard_.size(),
-                                                   " samples, fewer than one batch of ",
-                                                   config_.max_batch));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", options_.shard, "/", options_.shards, " has ", shard_.size(),
+                     " samples, fewer than one batch of ", config_.max_batch));
   }
   if (options_.pretrain_samples < 0 || size_t(options_.pretrain_samples) > shard_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -140,17 +138,15 @@ absl::Status Trainer::LoadData() {
   }
   order_ = shard_;
   steps_per_epoch_ = shard_.size() / static_cast<size_t>(batch_);
-  eval_count_ = options_.eval_samples > 0
-                    ? std::min<size_t>(options_.eval_samples, test_.size())
-                    : test_.size();
+  eval_count_ = options_.eval_samples > 0 ? std::min<size_t>(options_.eval_samples, test_.size())
+                                          : test_.size();
   batch_images_.resize(size_t(config_.max_batch) * shape.inputs());
   batch_labels_.resize(config_.max_batch);
   if (!options_.auto_batch.empty()) {
     if (shard_.size() < static_cast<size_t>(options_.auto_batch_samples)) {
-      return absl::InvalidArgumentError(absl::StrCat("--auto-batch-samples ",
-                                                     options_.auto_batch_samples, ": shard ",
-                                                     options_.shard, "/", options_.shards,
-                                                     " has only ", shard_.size(), " samples"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--auto-batch-samples ", options_.auto_batch_samples, ": shard ", options_.shard, "/",
+          options_.shards, " has only ", shard_.size(), " samples"));
     }
     // The judges: a fixed seeded draw from this worker's shard, the same
     // for every selection (Seide judges by training-set accuracy).
@@ -175,9 +171,10 @@ absl::Status Trainer::MakeReplica() {
   std::string chosen;
   RECKON_ASSIGN_OR_RETURN(backend_, MakeBackend(options_.backend, config_, &chosen));
   if (options_.fault_corrupt_weight_at_step != 0) {
-    backend_ = WithWeightCorruption(std::move(backend_), options_.fault_corrupt_weight_at_step,
-                                    log_);
+    backend_ =
+        WithWeightCorruption(std::move(backend_), options_.fault_corrupt_weight_at_step, log_);
   }
+  if (options_.wrap_backend) backend_ = options_.wrap_backend(std::move(backend_));
   log_ << "reckon-worker: backend " << chosen << "\n";
   if (options_.metrics != nullptr) {
     const std::string device = backend_->Describe();
@@ -227,7 +224,8 @@ absl::Status Trainer::Resume() {
                           LoadTrainingState(path, Identity(), config_.shape.param_count()));
   RECKON_RETURN_IF_ERROR(backend_->LoadWeights(state.weights));
   RECKON_RETURN_IF_ERROR(backend_->LoadTrainingState(state.residual, state.optimizer_state));
-  if (backend_->WeightHash() != state.weight_hash) {
+  RECKON_ASSIGN_OR_RETURN(const std::string resumed_hash, backend_->WeightHash());
+  if (resumed_hash != state.weight_hash) {
     return absl::DataLossError(
         absl::StrCat("--resume ", path, ": weights do not match their recorded hash"));
   }
@@ -272,7 +270,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     // (its log line, its summary and its checkpoint would all be wrong).
     if (options_.max_steps > 0 && steps_done_ >= options_.max_steps) break;
     RECKON_ASSIGN_OR_RETURN(const EpochTally tally, RunEpoch(epoch));
-    EndEpoch(epoch, tally);
+    RECKON_RETURN_IF_ERROR(EndEpoch(epoch, tally));
     if (!options_.checkpoint_path.empty()) RECKON_RETURN_IF_ERROR(SaveCheckpointAfter(epoch));
   }
   if (options_.peers != nullptr) RECKON_RETURN_IF_ERROR(FinishWithPeers());
@@ -321,29 +319,29 @@ absl::Status Trainer::MaybePretrain() {
   }
   RECKON_RETURN_IF_ERROR(StartFrom(*pretrained));
   summary_.pretrained = true;
-  Evaluate();
+  RECKON_RETURN_IF_ERROR(Evaluate());
   log_ << absl::StrFormat(
       "reckon-worker: pre-trained on %d samples a stage in %.1f s: test %.2f%% before the first "
       "step%s\n",
       options_.pretrain_samples, summary_.pretrain_seconds, 100 * summary_.test_accuracy,
-      options_.peers != nullptr
-          ? absl::StrFormat(", published to the cluster (%s)",
-                            HumanBytes(double(summary_.pretrain_start_bytes)))
-          : "");
+      options_.peers != nullptr ? absl::StrFormat(", published to the cluster (%s)",
+                                                  HumanBytes(double(summary_.pretrain_start_bytes)))
+                                : "");
   return absl::OkStatus();
 }
 
 absl::Status Trainer::StartFrom(std::span<const int64_t> pretrained) {
-  const std::vector<int64_t> now = backend_->ReadWeights();
+  RECKON_ASSIGN_OR_RETURN(const std::vector<int64_t> now, backend_->ReadWeights());
   std::vector<float> delta(now.size());
   for (size_t i = 0; i < now.size(); ++i) {
-    delta[i] = static_cast<float>(std::ldexp(double(pretrained[i] - now[i]), -config_.fraction_bits));
+    delta[i] =
+        static_cast<float>(std::ldexp(double(pretrained[i] - now[i]), -config_.fraction_bits));
   }
   codec::CodecOptions dense = model::FilledCodecOptions(config_);
   dense.codec = v1::CODEC_DENSE_FP32;
   RECKON_ASSIGN_OR_RETURN(std::unique_ptr<codec::Codec> encoder, codec::MakeCodec(dense));
-  RECKON_RETURN_IF_ERROR(codec::EncodeWithFeedback(*encoder, dense, delta, &emission_.encoded,
-                                                   &emission_.dense));
+  RECKON_RETURN_IF_ERROR(
+      codec::EncodeWithFeedback(*encoder, dense, delta, &emission_.encoded, &emission_.dense));
   // Alone, nothing is numbered or sent (seqs follow the steps, see
   // published_); the replica ends where a cluster's would.
   if (options_.peers == nullptr) return backend_->ApplyDense(emission_.dense);
@@ -360,8 +358,7 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
   // The selection's time counts in the epoch's: samples/s stays the rate of
   // the whole run.
   EpochTally tally;
-  if (!options_.auto_batch.empty() && epoch % options_.auto_batch_every == 0 &&
-      !StopBeforeStep()) {
+  if (!options_.auto_batch.empty() && epoch % options_.auto_batch_every == 0 && !StopBeforeStep()) {
     RECKON_RETURN_IF_ERROR(SelectBatch(epoch));
   }
   // The first-epoch ramp: its steps first, then the rest at batch_.
@@ -370,8 +367,8 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
   // A worker that joins after the warm-up (--start-workers) has no ramp.
   const bool starts = options_.start_workers == 0 || options_.shard < options_.start_workers;
   if (epoch == 0 && warmup_batch > 0 && starts) {
-    ramp_steps = static_cast<size_t>(options_.warmup_fraction * double(shard_.size())) /
-                 warmup_batch;
+    ramp_steps =
+        static_cast<size_t>(options_.warmup_fraction * double(shard_.size())) / warmup_batch;
   }
   const size_t ramp_samples = ramp_steps * warmup_batch;
   steps_per_epoch_ = ramp_steps + (shard_.size() - ramp_samples) / static_cast<size_t>(batch_);
@@ -419,8 +416,8 @@ absl::Status Trainer::Step(int epoch, size_t first, int batch, EpochTally& tally
   ++steps_done_;
   RECKON_RETURN_IF_ERROR(ApplyAndPublish(tally));
   if (options_.metrics != nullptr) {
-    options_.metrics->OnStep(std::chrono::duration<double>(Clock::now() - start).count(),
-                             batch, stats->loss_sum);
+    options_.metrics->OnStep(std::chrono::duration<double>(Clock::now() - start).count(), batch,
+                             stats->loss_sum);
   }
   return absl::OkStatus();
 }
@@ -428,7 +425,8 @@ absl::Status Trainer::Step(int epoch, size_t first, int batch, EpochTally& tally
 void Trainer::RematchMomentum() {
   const int members = std::max(1, options_.peers->TrainingMembers());
   if (members == matched_members_) return;
-  const model::MomentumRule rule = model::MatchMomentumToCluster(1.0, config_.optimizer.momentum, members);
+  const model::MomentumRule rule =
+      model::MatchMomentumToCluster(1.0, config_.optimizer.momentum, members);
   backend_->SetMomentum(rule.momentum);
   momentum_now_ = rule.momentum;
   lr_scale_ = rule.learning_rate;
@@ -447,8 +445,7 @@ double Trainer::BatchSizeFactor(int batch) const {
 }
 
 float Trainer::StepLearningRate(int epoch, int batch) const {
-  return static_cast<float>(lr_scale_ *
-                            model::LearningRate(config_.optimizer, epoch, steps_done_) *
+  return static_cast<float>(lr_scale_ * model::LearningRate(config_.optimizer, epoch, steps_done_) *
                             BatchSizeFactor(batch));
 }
 
@@ -472,9 +469,9 @@ void Trainer::FillBatch(size_t first, int batch) {
 // A fresh backend per candidate leaves this one's state (codec, aggregate
 // AdaGrad) untouched, and makes a resumed run choose as the uninterrupted one.
 absl::Status Trainer::SelectBatch(int epoch) {
-  const std::vector<int64_t> weights = backend_->ReadWeights();
-  const std::vector<float> residual = backend_->ReadResidual();
-  const std::vector<float> optimizer_state = backend_->ReadOptimizerState();
+  RECKON_ASSIGN_OR_RETURN(const std::vector<int64_t> weights, backend_->ReadWeights());
+  RECKON_ASSIGN_OR_RETURN(const std::vector<float> residual, backend_->ReadResidual());
+  RECKON_ASSIGN_OR_RETURN(const std::vector<float> optimizer_state, backend_->ReadOptimizerState());
   std::vector<std::pair<int, double>> tried;
   double best = -1;
   for (const int candidate : options_.auto_batch) {
@@ -487,9 +484,9 @@ absl::Status Trainer::SelectBatch(int epoch) {
   for (const auto& [candidate, accuracy] : tried) {
     if (accuracy >= best - options_.auto_batch_tolerance) chosen = candidate;
   }
-  std::string line = absl::StrFormat("reckon-worker: epoch %d batch by accuracy on %zu training samples after %d:",
-                                     epoch + 1, judge_labels_.size(),
-                                     static_cast<int>(options_.auto_batch_samples));
+  std::string line = absl::StrFormat(
+      "reckon-worker: epoch %d batch by accuracy on %zu training samples after %d:", epoch + 1,
+      judge_labels_.size(), static_cast<int>(options_.auto_batch_samples));
   for (const auto& [candidate, accuracy] : tried) {
     absl::StrAppendFormat(&line, " %d %.2f%%", candidate, 100 * accuracy);
   }
@@ -524,8 +521,9 @@ absl::StatusOr<double> Trainer::TryBatch(int epoch, int batch, const std::vector
                                ? trial->ApplyUpdates(step_now_.step_quanta, out.words)
                                : trial->ApplyDense(out.dense));
   }
-  const model::BatchStats judged =
-      trial->Evaluate(judge_images_.data(), judge_labels_.data(), judge_labels_.size());
+  RECKON_ASSIGN_OR_RETURN(
+      const model::BatchStats judged,
+      trial->Evaluate(judge_images_.data(), judge_labels_.data(), judge_labels_.size()));
   return double(judged.correct) / double(judge_labels_.size());
 }
 
@@ -554,7 +552,8 @@ absl::Status Trainer::ApplyAndPublishQuanta(EpochTally& tally) {
   decoded_.words.clear();
   decoded_.quanta.swap(emission_.dense);
   RECKON_RETURN_IF_ERROR(backend_->ApplyDense(decoded_.quanta));
-  if (options_.peers != nullptr) RECKON_RETURN_IF_ERROR(options_.peers->Publish(message_, decoded_));
+  if (options_.peers != nullptr)
+    RECKON_RETURN_IF_ERROR(options_.peers->Publish(message_, decoded_));
   const size_t bytes = message_.ByteSizeLong();
   tally.updates += params;
   tally.wire_bytes += bytes;
@@ -574,7 +573,8 @@ absl::Status Trainer::ApplyAndPublish(EpochTally& tally) {
                                                       options_.wire_codec, &message_));
   RECKON_RETURN_IF_ERROR(codec::DecodeUpdate(message_, &decoded_));
   RECKON_RETURN_IF_ERROR(backend_->ApplyUpdates(decoded_.step_quanta, decoded_.words));
-  if (options_.peers != nullptr) RECKON_RETURN_IF_ERROR(options_.peers->Publish(message_, decoded_));
+  if (options_.peers != nullptr)
+    RECKON_RETURN_IF_ERROR(options_.peers->Publish(message_, decoded_));
   tally.updates += decoded_.words.size();
   tally.wire_bytes += message_.ByteSizeLong();
   if (options_.metrics != nullptr) {
@@ -605,7 +605,7 @@ void Trainer::DrawProgressBar(int epoch, size_t index_in_epoch, EpochTally& tall
        << std::flush;
 }
 
-void Trainer::EndEpoch(int epoch, const EpochTally& tally) {
+absl::Status Trainer::EndEpoch(int epoch, const EpochTally& tally) {
   const double seconds = std::chrono::duration<double>(Clock::now() - tally.start).count();
   if (options_.progress_bar) log_ << "\r" << std::string(72, ' ') << "\r";
   summary_.samples += tally.samples;
@@ -614,7 +614,7 @@ void Trainer::EndEpoch(int epoch, const EpochTally& tally) {
   summary_.wire_bytes += tally.wire_bytes;
   summary_.train_loss = tally.samples ? tally.loss_sum / tally.samples : 0;
   summary_.epochs = epoch + 1;
-  Evaluate();
+  RECKON_RETURN_IF_ERROR(Evaluate());
   if (options_.metrics != nullptr) {
     options_.metrics->OnEpoch(summary_.epochs, summary_.train_loss, summary_.test_loss,
                               summary_.test_accuracy);
@@ -631,6 +631,7 @@ void Trainer::EndEpoch(int epoch, const EpochTally& tally) {
               HumanBytes(tally.wire_bytes), HumanBytes(dense_bytes),
               tally.wire_bytes ? dense_bytes / tally.wire_bytes : 0.0)
        << std::endl;
+  return absl::OkStatus();
 }
 
 absl::Status Trainer::SaveCheckpointAfter(int epoch) {
@@ -642,23 +643,23 @@ absl::Status Trainer::SaveCheckpointAfter(int epoch) {
   state.epochs_done = epoch + 1;
   state.steps_done = steps_done_;
   state.batch = batch_;
-  state.weights = backend_->ReadWeights();
-  state.residual = backend_->ReadResidual();
-  state.optimizer_state = backend_->ReadOptimizerState();
+  RECKON_ASSIGN_OR_RETURN(state.weights, backend_->ReadWeights());
+  RECKON_ASSIGN_OR_RETURN(state.residual, backend_->ReadResidual());
+  RECKON_ASSIGN_OR_RETURN(state.optimizer_state, backend_->ReadOptimizerState());
   state.updates_sent = summary_.updates_sent;
   state.wire_bytes = summary_.wire_bytes;
   state.samples_done = summary_.samples;
   state.train_seconds = summary_.train_seconds;
-  state.weight_hash = backend_->WeightHash();
+  RECKON_ASSIGN_OR_RETURN(state.weight_hash, backend_->WeightHash());
   return SaveTrainingState(options_.checkpoint_path, state);
 }
 
 // Every replica ends with every update: wait for the cluster, then evaluate
 // the final replica (identical on every worker).
 absl::Status Trainer::FinishWithPeers() {
-  RECKON_RETURN_IF_ERROR(options_.peers->Finish(*backend_, static_cast<uint64_t>(steps_done_),
-                                                options_.stop));
-  Evaluate();
+  RECKON_RETURN_IF_ERROR(
+      options_.peers->Finish(*backend_, static_cast<uint64_t>(steps_done_), options_.stop));
+  RECKON_RETURN_IF_ERROR(Evaluate());
   if (options_.metrics != nullptr) {
     options_.metrics->OnEpoch(summary_.epochs, summary_.train_loss, summary_.test_loss,
                               summary_.test_accuracy);
@@ -667,18 +668,22 @@ absl::Status Trainer::FinishWithPeers() {
   summary_.incarnation = options_.incarnation;
   summary_.version_vector = options_.peers->VersionVector();
   summary_.node_counters = options_.peers->Counters();
+  RECKON_ASSIGN_OR_RETURN(const std::string hash, backend_->WeightHash());
   log_ << absl::StrFormat("cluster quiescent: test %.2f%%  weights %s\n",
-                          100 * summary_.test_accuracy, backend_->WeightHash().substr(0, 16));
+                          100 * summary_.test_accuracy, hash.substr(0, 16));
   return absl::OkStatus();
 }
 
-void Trainer::Evaluate() {
-  const model::BatchStats eval = backend_->Evaluate(test_.images.data(), test_.labels.data(), eval_count_);
+absl::Status Trainer::Evaluate() {
+  RECKON_ASSIGN_OR_RETURN(
+      const model::BatchStats eval,
+      backend_->Evaluate(test_.images.data(), test_.labels.data(), eval_count_));
   summary_.test_accuracy = double(eval.correct) / eval_count_;
   summary_.test_loss = eval.loss_sum / eval_count_;
+  return absl::OkStatus();
 }
 
-TrainSummary Trainer::Summarize() {
+absl::StatusOr<TrainSummary> Trainer::Summarize() {
   TrainSummary s = summary_;
   AddResourceUse(&s);
   const double params = double(config_.shape.param_count());
@@ -689,7 +694,7 @@ TrainSummary Trainer::Summarize() {
   s.dense_bytes = uint64_t(steps_done_) * config_.shape.param_count() * sizeof(float);
   s.compression_ratio = s.wire_bytes ? double(s.dense_bytes) / double(s.wire_bytes) : 0;
   s.update_density = steps_done_ ? double(s.updates_sent) / (double(steps_done_) * params) : 0;
-  s.weight_hash = backend_->WeightHash();
+  RECKON_ASSIGN_OR_RETURN(s.weight_hash, backend_->WeightHash());
   if (config_.mode == model::UpdateMode::kThreshold) {
     s.tau = step_now_.tau;
     s.step_quanta = step_now_.step_quanta;

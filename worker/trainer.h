@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -17,12 +18,12 @@
 #include "absl/status/statusor.h"
 #include "base/json.h"
 #include "codec/update_message.h"
-#include "proto/reckon.pb.h"
 #include "model/backend.h"
+#include "proto/reckon.pb.h"
 #include "worker/checkpoint.h"
 #include "worker/dataset.h"
-#include "worker/metrics.h"
 #include "worker/density_controller.h"
+#include "worker/metrics.h"
 #include "worker/summary.h"
 
 namespace reckon::worker {
@@ -37,8 +38,7 @@ class TrainingPeers {
   virtual absl::Status BeforeStep(model::Backend& backend, uint64_t steps_done) = 0;
   // After a step's message was applied locally: hands it to the peers.
   // Never blocks on the network.
-  virtual absl::Status Publish(const v1::Update& message,
-                               const codec::DecodedUpdate& decoded) = 0;
+  virtual absl::Status Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) = 0;
   // After the last step: keeps applying until every live member has finished
   // and the cluster is quiescent (or `stop` is set, or the deadline passes).
   virtual absl::Status Finish(model::Backend& backend, uint64_t steps_done,
@@ -105,11 +105,11 @@ struct TrainerOptions {
   // scales it with the square root, 0 keeps the rate per step (the default:
   // the only one of the three that did not lose accuracy, docs/training.md).
   double auto_batch_lr_power = 0;
-  int64_t max_steps = 0;        // stop after this many steps in all (0: no limit)
-  int64_t eval_samples = 0;     // test samples per evaluation (0: the whole test set)
+  int64_t max_steps = 0;     // stop after this many steps in all (0: no limit)
+  int64_t eval_samples = 0;  // test samples per evaluation (0: the whole test set)
   std::string backend = "auto";
   model::BackendConfig backend_config;  // shape, optimizer, mode, step, fraction bits
-  double threshold = 0;          // as given (tau is in the step); the controller's start
+  double threshold = 0;                 // as given (tau is in the step); the controller's start
   // When > 0, a controller steers tau so that each step emits about this
   // fraction of the parameters (docs/design.md step 5): the wire budget is set
   // directly, and emission does not dry up as the learning rate decays.
@@ -119,19 +119,21 @@ struct TrainerOptions {
   v1::Codec wire_codec = v1::CODEC_THRESHOLD_RICE;
   std::string node_id = "standalone";
   uint64_t incarnation = 1;
-  TrainingPeers* peers = nullptr;           // null: standalone
+  TrainingPeers* peers = nullptr;  // null: standalone
   // With peers and the momentum optimizer: match the momentum rule to the
   // number of workers training (MatchMomentumToCluster), so the cluster
   // follows one worker's recipe; false keeps --momentum per worker.
   bool match_momentum_to_cluster = true;
   const std::atomic<bool>* stop = nullptr;  // set (SIGTERM): stop after the current step
-  std::string checkpoint_path;  // saved after every epoch when set
-  std::string resume_path;      // loaded before training when set
-  bool progress_bar = false;    // live bar (the caller sets it when stdout is a terminal)
+  std::string checkpoint_path;              // saved after every epoch when set
+  std::string resume_path;                  // loaded before training when set
+  bool progress_bar = false;         // live bar (the caller sets it when stdout is a terminal)
   WorkerMetrics* metrics = nullptr;  // Prometheus metrics of the loop (null: none)
   // Test only: the backend corrupts one weight before this step (1-based;
   // 0: never). worker/fault_backend.h.
   uint64_t fault_corrupt_weight_at_step = 0;
+  // Test only: wraps the backend made (a test stands in a device that fails).
+  std::function<std::unique_ptr<model::Backend>(std::unique_ptr<model::Backend>)> wrap_backend;
 };
 
 // One run of the training loop, in the steps of docs/design.md "One worker,
@@ -198,11 +200,13 @@ class Trainer {
   absl::Status ApplyAndPublishQuanta(EpochTally& tally);
   absl::Status ApplyAndPublish(EpochTally& tally);
   void DrawProgressBar(int epoch, size_t index_in_epoch, EpochTally& tally);
-  void EndEpoch(int epoch, const EpochTally& tally);
+  absl::Status EndEpoch(int epoch, const EpochTally& tally);
   absl::Status SaveCheckpointAfter(int epoch);
   absl::Status FinishWithPeers();
-  void Evaluate();
-  TrainSummary Summarize();
+  // The test set's loss and accuracy into the summary; a backend that
+  // cannot evaluate (a device error) ends the run with its error.
+  absl::Status Evaluate();
+  absl::StatusOr<TrainSummary> Summarize();
 
   const TrainerOptions options_;
   std::ostream& log_;
