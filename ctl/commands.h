@@ -42,6 +42,10 @@ int RunCertsCommand(const std::vector<std::string>& args, std::ostream& out, std
 // latency, step time with gossip on and off.
 int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// reckonctl bench inbound: one node taking in K peers' messages over the
+// real transport: updates/s, messages/s, node CPU per message.
+int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 // reckonctl bench gpu: the CUDA threshold pass against memcpy and
 // cub::DeviceSelect, its share of a training step, FLOP/s, apply rate.
 int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -23,6 +23,7 @@ constexpr char kUsage[] =
     "                                Dettmers 2015 Table 1: the dynamic tree's errors\n"
     "  bench train [--json]          training step FLOP/s against sgemm on the same shapes\n"
     "  bench transport [--json]      gRPC stream vs raw TCP, gossip latency and step overhead\n"
+    "  bench inbound [--json]        one node taking in its peers' messages: updates/s, CPU\n"
     "  bench gpu [--json]            CUDA threshold pass vs memcpy and CUB, step share, apply\n";
 
 }  // namespace

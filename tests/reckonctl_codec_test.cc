@@ -193,6 +193,31 @@ TEST_F(ReckonctlCodec, DynTreeTable1PrintsEveryDistribution) {
   EXPECT_NE(wrong.err.find("give --codec dyntree8"), std::string::npos) << wrong.err;
 }
 
+// `reckonctl bench inbound` runs one node against real origins over gRPC and
+// reports, per size, what the node accepted: every message (the run fails
+// otherwise), its rate and the CPU spent. Figures in docs/benchmarks.md.
+TEST_F(ReckonctlCodec, BenchInboundReportsEverySizeItAccepted) {
+  const Result r = Run({"bench", "inbound", "--json", "--origins", "2", "--messages", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::string> sizes;
+  while (std::getline(lines, line)) {
+    const base::Json row = base::Json::parse(line);
+    sizes.push_back(row.at("size"));
+    EXPECT_EQ(row.at("path"), "before") << line;
+    EXPECT_EQ(row.at("origins"), 2) << line;
+    const double messages = row.at("messages_per_s"), updates = row.at("updates_per_s");
+    const double per_message = row.at("updates_per_message");
+    EXPECT_GT(messages, 0) << line;
+    EXPECT_NEAR(updates, messages * per_message, 1e-6 * updates) << line;
+    EXPECT_GT(double(row.at("node_cpu_ms_per_message")), 0) << line;
+    EXPECT_GT(double(row.at("message_bytes")), per_message) << line;  // Rice: > 8 bits an update
+  }
+  EXPECT_EQ(sizes, (std::vector<std::string>{"strom", "default"}));
+  EXPECT_EQ(Run({"bench", "inbound", "--origins", "0"}).exit_code, 2);
+}
+
 // `reckonctl bench gpu` runs to the end on a GPU (on the H100 of
 // 2026-11-22 it stopped at "ThresholdPass::Launch twice without Finish":
 // its timed loop launched the pass again before finishing the last), with

@@ -1,0 +1,313 @@
+// reckonctl bench inbound [--json]: how fast one node takes in its peers'
+// messages (issue 33's "measure first"), over the real transport on
+// loopback. K origins, each a gRPC Exchange stream that says Hello and then
+// writes its threshold Updates (Rice, valid checksum contributions) as fast
+// as the stream takes them, into one real GossipNode; a "trainer" thread
+// drains what the node accepted into a host replica, as the worker's CPU
+// backend does between steps. Per size (Strom's: 14.6M parameters and
+// 44,000 updates a message; the default model's at the same density):
+// updates and messages accepted per second, the node thread's CPU per
+// message (reckon-gossip, from /proc/self/task/<tid>/schedstat) and the
+// drain's.
+//
+// The path measured is today's (`path: before`, one node thread); the new
+// receive path will be measured beside it in the same run.
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/flags.h"
+#include "base/json.h"
+#include "base/status_macros.h"
+#include "codec/fixed_point.h"
+#include "codec/update_message.h"
+#include "codec/weight_checksum.h"
+#include "ctl/commands.h"
+#include "ctl/flags.h"
+#include "proto/reckon.grpc.pb.h"
+#include "server/grpc_transport.h"
+#include "server/node.h"
+
+ABSL_FLAG(int64_t, origins, 4, "peers sending to the node (bench inbound)");
+ABSL_FLAG(int64_t, messages, 30, "messages each origin sends (bench inbound)");
+
+namespace reckon::ctl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kFractionBits = 32;
+constexpr uint64_t kSeed = 1;
+
+struct Size {
+  const char* name;
+  uint64_t params;
+  uint64_t updates;  // per message
+};
+
+struct Figures {
+  Size size;
+  int origins = 0;
+  int messages = 0;  // per origin
+  double seconds = 0;
+  double node_cpu_ms_per_message = 0;
+  double drain_cpu_ms_per_message = 0;
+  double message_bytes = 0;
+  double updates_per_s() const { return origins * messages * double(size.updates) / seconds; }
+  double messages_per_s() const { return origins * messages / seconds; }
+};
+
+v1::ClusterFingerprint Fingerprint(uint64_t params) {
+  v1::ClusterFingerprint f;
+  f.set_model("bench-inbound");
+  f.set_param_count(params);
+  f.set_fraction_bits(kFractionBits);
+  f.set_codec(v1::CODEC_THRESHOLD_RICE);
+  f.set_seed(kSeed);
+  f.set_protocol_version(1);
+  return f;
+}
+
+// `count` Update frames of `origin`, seqs 1..count, each `updates` distinct
+// random indices with random signs, Rice-coded, with their checksum
+// contribution (what every receiver checks).
+std::vector<v1::GossipFrame> MakeMessages(const std::string& origin, const Size& size, int count,
+                                          uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(size.params - 1));
+  const codec::WeightChecksum checksum(kSeed);
+  constexpr int64_t kStepQuanta = int64_t{1} << 20;
+  std::vector<v1::GossipFrame> frames(count);
+  for (int m = 0; m < count; ++m) {
+    std::set<uint32_t> indices;
+    while (indices.size() < size.updates) indices.insert(pick(rng));
+    std::vector<uint32_t> words;
+    words.reserve(indices.size());
+    for (uint32_t index : indices) words.push_back(index | (rng() & 1 ? 0x80000000u : 0));
+    v1::Update* u = frames[m].mutable_update();
+    u->mutable_origin()->set_node_id(origin);
+    u->mutable_origin()->set_incarnation(1);
+    u->set_seq(m + 1);
+    (void)codec::EncodeThresholdUpdate(words, kStepQuanta, size.params, v1::CODEC_THRESHOLD_RICE,
+                                       u);
+    u->set_checksum_delta(checksum.OfUpdate(kStepQuanta, words));
+  }
+  return frames;
+}
+
+// CPU time the thread named `name` in this process has run, in ns
+// (schedstat's first field): 0 when there is none.
+uint64_t ThreadCpuNs(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    std::getline(comm, line);
+    if (line != name) continue;
+    std::ifstream stat(task.path() / "schedstat");
+    uint64_t ns = 0;
+    stat >> ns;
+    return ns;
+  }
+  return 0;
+}
+
+double OwnCpuNs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
+}
+
+// One origin: Hello, the node's answer, then every frame as fast as the
+// stream takes them; it reads (and drops) what the node sends until the
+// call ends.
+class Origin {
+ public:
+  Origin(const std::string& address, const std::string& id, const v1::ClusterFingerprint& f)
+      : stub_(v1::Gossip::NewStub(grpc::CreateCustomChannel(
+            address, grpc::InsecureChannelCredentials(),
+            server::GossipChannelArguments(server::TransportOptions{})))) {
+    stream_ = stub_->Exchange(&context_);
+    v1::GossipFrame hello;
+    *hello.mutable_hello()->mutable_fingerprint() = f;
+    hello.mutable_hello()->mutable_self()->set_node_id(id);
+    hello.mutable_hello()->mutable_self()->set_incarnation(1);
+    hello.mutable_hello()->set_listen_address("127.0.0.1:1");  // never dialed: we are linked
+    stream_->Write(hello);
+    v1::GossipFrame answer;
+    answered_ = stream_->Read(&answer) && answer.has_hello();
+    reader_ = std::thread([this] {
+      v1::GossipFrame frame;
+      while (stream_->Read(&frame)) {
+      }
+    });
+  }
+  ~Origin() {
+    context_.TryCancel();
+    reader_.join();
+  }
+  bool answered() const { return answered_; }
+  void Send(const std::vector<v1::GossipFrame>& frames) {
+    for (const v1::GossipFrame& f : frames) {
+      if (!stream_->Write(f)) return;
+    }
+  }
+
+ private:
+  std::unique_ptr<v1::Gossip::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::GossipFrame, v1::GossipFrame>> stream_;
+  bool answered_ = false;
+  std::thread reader_;
+};
+
+absl::StatusOr<Figures> Measure(const Size& size, int origins, int messages) {
+  Figures out;
+  out.size = size;
+  out.origins = origins;
+  out.messages = messages;
+  std::vector<std::vector<v1::GossipFrame>> frames;
+  for (int i = 0; i < origins; ++i) {
+    frames.push_back(MakeMessages(absl::StrCat("o", i), size, messages, 1000 + i));
+  }
+  out.message_bytes = double(frames[0][0].ByteSizeLong());
+
+  int port = 0;
+  server::TransportOptions transport;
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<server::GossipServer> gossip_server,
+                          server::GossipServer::Start("127.0.0.1:0", transport, &port));
+  server::NodeOptions o;
+  o.node_id = "receiver";
+  o.incarnation = 1;
+  o.listen_address = absl::StrCat("127.0.0.1:", port);
+  o.fingerprint = Fingerprint(size.params);
+  o.failure_timeout = std::chrono::seconds(120);  // origins send no heartbeats
+  std::vector<int64_t> initial(size.params, 0);
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<server::GossipNode> node,
+                          server::GossipNode::Create(o, initial, kFractionBits));
+  gossip_server->SetNode(node.get());
+  node->Start(gossip_server->MakeDialer(node.get()));
+
+  std::vector<std::unique_ptr<Origin>> senders;
+  for (int i = 0; i < origins; ++i) {
+    senders.push_back(
+        std::make_unique<Origin>(o.listen_address, absl::StrCat("o", i), o.fingerprint));
+    if (!senders.back()->answered()) {
+      return absl::UnavailableError(absl::StrCat("origin ", i, " got no Hello back"));
+    }
+  }
+  const uint64_t expected = uint64_t(origins) * messages;
+  // The drain: what a worker's training thread does with what the node
+  // accepted, between steps (here in a loop).
+  std::atomic<bool> done{false};
+  double drain_cpu_ns = 0;
+  uint64_t drained = 0;
+  absl::Status drain_status;
+  std::thread drain([&] {
+    codec::FixedPointReplica replica =
+        *codec::FixedPointReplica::Create(size.params, kFractionBits);
+    const double start = OwnCpuNs();
+    while (drained < expected && !done.load()) {
+      server::Received got = node->TakeReceived(false);
+      for (const auto& update : got.updates) {
+        if (absl::Status s = codec::ApplyDecoded(*update, &replica); !s.ok()) drain_status = s;
+        ++drained;
+      }
+      if (got.updates.empty()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    drain_cpu_ns = OwnCpuNs() - start;
+  });
+  const uint64_t node_cpu_before = ThreadCpuNs("reckon-gossip");
+  const auto start = Clock::now();
+  std::vector<std::thread> writers;
+  for (int i = 0; i < origins; ++i) {
+    writers.emplace_back([&, i] { senders[i]->Send(frames[i]); });
+  }
+  const auto deadline = start + std::chrono::minutes(5);
+  while (node->counters().updates_applied() < expected && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const uint64_t node_cpu_ns = ThreadCpuNs("reckon-gossip") - node_cpu_before;
+  for (std::thread& w : writers) w.join();
+  // The drain ends by itself once it has applied every message the node
+  // accepted; if the node fell short, it is told to stop.
+  if (node->counters().updates_applied() < expected) done = true;
+  drain.join();
+  if (!drain_status.ok()) return drain_status;
+  const uint64_t applied = node->counters().updates_applied();
+  senders.clear();
+  node->Stop(false, std::chrono::milliseconds(0));
+  gossip_server->Shutdown(std::chrono::milliseconds(1000));
+  if (applied < expected) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the node accepted ", applied, " of ", expected, " messages in 5 minutes"));
+  }
+  out.node_cpu_ms_per_message = node_cpu_ns / 1e6 / double(expected);
+  out.drain_cpu_ms_per_message = drain_cpu_ns / 1e6 / double(expected);
+  return out;
+}
+
+}  // namespace
+
+int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const base::FlagScope scope{"reckonctl bench inbound", {{"json"}, {"origins"}, {"messages"}}};
+  if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
+  const bool json = absl::GetFlag(FLAGS_json);
+  const int64_t origins = absl::GetFlag(FLAGS_origins), messages = absl::GetFlag(FLAGS_messages);
+  if (origins < 1 || origins > 64 || messages < 1 || messages > 10000) {
+    err << "reckonctl bench inbound: --origins in [1, 64], --messages in [1, 10000]\n";
+    return kExitUsage;
+  }
+  // Strom's network (Interspeech 2015): 14.6M parameters, about 44,000
+  // updates a message; the default model (784,512,512,10) at that density.
+  const std::vector<Size> sizes = {{"strom", 14'600'000, 44'000}, {"default", 669'706, 2'018}};
+  if (!json) {
+    out << absl::StrFormat(
+        "One node taking in %d origins' messages (%d each) over gRPC on loopback; today's path "
+        "(one node thread under the node lock)\n"
+        "  size       params  updates/msg   msg bytes   msg/s   updates/s   node CPU/msg   "
+        "drain CPU/msg\n",
+        origins, messages);
+  }
+  for (const Size& size : sizes) {
+    absl::StatusOr<Figures> f =
+        Measure(size, static_cast<int>(origins), static_cast<int>(messages));
+    if (!f.ok()) {
+      err << "reckonctl bench inbound: " << size.name << ": " << f.status().message() << "\n";
+      return kExitBadInput;
+    }
+    if (json) {
+      out << base::Json{{"size", size.name},
+                        {"params", size.params},
+                        {"updates_per_message", size.updates},
+                        {"message_bytes", f->message_bytes},
+                        {"path", "before"},
+                        {"threads", 1},
+                        {"origins", origins},
+                        {"messages_per_origin", messages},
+                        {"updates_per_s", f->updates_per_s()},
+                        {"messages_per_s", f->messages_per_s()},
+                        {"node_cpu_ms_per_message", f->node_cpu_ms_per_message},
+                        {"drain_cpu_ms_per_message", f->drain_cpu_ms_per_message}}
+                 .dump()
+          << "\n";
+    } else {
+      out << absl::StrFormat("  %-8s %8llu %12llu %11.0f %7.1f %11.3g %11.3f ms %12.3f ms\n",
+                             size.name, static_cast<unsigned long long>(size.params),
+                             static_cast<unsigned long long>(size.updates), f->message_bytes,
+                             f->messages_per_s(), f->updates_per_s(), f->node_cpu_ms_per_message,
+                             f->drain_cpu_ms_per_message);
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace reckon::ctl
