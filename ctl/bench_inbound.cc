@@ -152,6 +152,7 @@ class Origin {
   ~Origin() {
     context_.TryCancel();
     reader_.join();
+    (void)stream_->Finish();  // CANCELLED: the call's end, read out
   }
   bool answered() const { return answered_; }
   void Send(const std::vector<v1::GossipFrame>& frames) {
