@@ -545,9 +545,7 @@ class GossipNode final : public NodeService {
   bool reached_any_ ABSL_GUARDED_BY(mu_) = false;
   // Phase one of quiescence as last computed, the vector it held at, and
   // the replica's SHA-256 there.
-  bool settled_ ABSL_GUARDED_BY(mu_) = false;
-  VersionMap settled_at_ ABSL_GUARDED_BY(mu_);
-  std::string settled_hash_ ABSL_GUARDED_BY(mu_);
+  Settlement settlement_ ABSL_GUARDED_BY(mu_);
   Counters counters_ ABSL_GUARDED_BY(mu_);
   Clock::time_point started_;
   mutable absl::Mutex log_mu_;

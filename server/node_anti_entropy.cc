@@ -117,9 +117,9 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
   ToProto(replica_.applied(), hb->mutable_applied());
   hb->set_local_steps(local_steps_);
   hb->set_training_done(training_done_);
-  if (settled_ && SameVersions(settled_at_, replica_.applied())) {
+  if (settlement_.SettledAt(replica_.applied())) {
     hb->set_settled(true);
-    hb->set_weight_hash(settled_hash_);
+    hb->set_weight_hash(settlement_.hash());
   }
   if (check_to_announce_) {
     ToProto(check_to_announce_->at, hb->mutable_checked());

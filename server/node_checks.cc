@@ -175,9 +175,9 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
   }
   q.joining = joiners_.StillComing(members_, Now());
   q.applied = replica_.applied();
-  q.settled = settled_;
-  q.settled_at = settled_at_;
-  q.settled_hash = settled_hash_;
+  q.settled = settlement_.settled();
+  q.settled_at = settlement_.at();
+  q.settled_hash = settlement_.hash();
   return q;
 }
 
@@ -187,15 +187,13 @@ bool GossipNode::SettledLocked(std::string* why) {
 
 void GossipNode::UpdateSettled() {
   std::string why;
-  const bool settled = SettledLocked(&why);
-  if (settled && (!settled_ || !SameVersions(settled_at_, replica_.applied()))) {
-    // SHA-256 of the whole replica, on this thread: only when this node
-    // settles at a new vector, i.e. a few times at the end of a run.
-    settled_hash_ = replica_.mirror().WeightHash();
-    settled_at_ = replica_.applied();
-  }
-  settled_ = settled;
-  if (settled_) {
+  // SHA-256 of the whole replica, on this thread: only when this node
+  // settles at a new vector.
+  settlement_.Record(SettledLocked(&why), replica_.applied(),
+                     [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu_ is held
+                       return replica_.mirror().WeightHash();
+                     });
+  if (settlement_.settled()) {
     for (const auto& [id, m] : members_) CheckSettledHash(m);
   }
 }
@@ -203,7 +201,7 @@ void GossipNode::UpdateSettled() {
 void GossipNode::CheckSettledHash(const Member& m) {
   // Per heartbeat received: nothing to compare (and no state to copy) until
   // both sides have settled, i.e. during all of training.
-  if (!fatal_.ok() || !settled_ || !m.settled) return;
+  if (!fatal_.ok() || !settlement_.settled() || !m.settled) return;
   if (std::optional<std::string> line = Divergence(LocalQuiescenceLocked(), m)) {
     fatal_ = absl::DataLossError(*line);
     Log(*line);

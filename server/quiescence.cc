@@ -113,6 +113,17 @@ bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::str
   return true;
 }
 
+bool Settlement::Record(bool settled, const VersionMap& applied,
+                        const std::function<std::string()>& hash) {
+  const bool anew = settled && !SettledAt(applied);
+  if (anew) {
+    hash_ = hash();
+    at_ = applied;
+  }
+  settled_ = settled;
+  return anew;
+}
+
 std::optional<std::string> Divergence(const LocalQuiescence& self, const Member& m) {
   if (m.state != MemberState::kAlive || !m.settled || !self.settled ||
       !SameVersions(self.settled_at, self.applied) || !SameVersions(m.applied, self.applied) ||

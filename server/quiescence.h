@@ -12,13 +12,14 @@
 //   the members that have not left (dead ones count: a node cannot tell
 //   "crashed" from "cut off and training on"), so that at most one side of
 //   a partition ever ends. A dead member nobody ever heard (Member::vouched
-//   false: only named in a member list) counts for nothing. A dead member whose last word was "settled at
-//   your vector with your hash" agreed (its Leave was lost).
+//   false: only named in a member list) counts for nothing. A dead member whose last word was
+//   "settled at your vector with your hash" agreed (its Leave was lost).
 //
 // Thread-compatible: the node calls these under its lock.
 #ifndef RECKON_SERVER_QUIESCENCE_H_
 #define RECKON_SERVER_QUIESCENCE_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,28 @@ struct LocalQuiescence {
   bool settled = false;
   VersionMap settled_at;
   std::string settled_hash;
+};
+
+// This node's phase one as last recorded (at each tick): whether it is
+// settled, the vector it settled at, and the replica's SHA-256 there. The
+// hash of the whole replica is taken only when the node settles at a new
+// vector, i.e. a few times at the end of a run.
+class Settlement {
+ public:
+  // Records phase one's verdict `settled` at `applied`; `hash` is called
+  // only when the hash must be taken (settled at a vector it was not
+  // settled at). True when it was.
+  bool Record(bool settled, const VersionMap& applied, const std::function<std::string()>& hash);
+  bool settled() const { return settled_; }
+  const VersionMap& at() const { return at_; }
+  const std::string& hash() const { return hash_; }
+  // Settled, at exactly `applied` (what a heartbeat announces).
+  bool SettledAt(const VersionMap& applied) const { return settled_ && SameVersions(at_, applied); }
+
+ private:
+  bool settled_ = false;
+  VersionMap at_;
+  std::string hash_;
 };
 
 // Phase one; `*why` says what it waits for when false.

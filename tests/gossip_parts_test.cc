@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/anti_entropy.h"
 #include "server/applied_replica.h"
 #include "server/checksum_ledger.h"
@@ -296,6 +297,30 @@ TEST(Quiescence, NeedsAMajorityOfTheMembersThatHaveNotLeft) {
             "training on");
   members["e"].vouched = false;
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
+}
+
+// The hash of the whole replica is taken only when the node settles at a
+// vector it was not settled at, never on the ticks in between.
+TEST(Quiescence, TheSettlementHashesOnlyAtANewVector) {
+  Settlement s;
+  int hashed = 0;
+  auto hash = [&] { return absl::StrCat("h", ++hashed); };
+  const VersionMap v1 = {{kA, 5}}, v2 = {{kA, 6}};
+  EXPECT_FALSE(s.Record(false, v1, hash));
+  EXPECT_EQ(hashed, 0);
+  EXPECT_FALSE(s.SettledAt(v1));
+  EXPECT_TRUE(s.Record(true, v1, hash));
+  EXPECT_TRUE(s.SettledAt(v1));
+  EXPECT_EQ(s.hash(), "h1");
+  EXPECT_FALSE(s.Record(true, v1, hash));  // the next tick: no new hash
+  EXPECT_EQ(hashed, 1);
+  EXPECT_TRUE(s.Record(true, v2, hash));  // a message more
+  EXPECT_EQ(s.hash(), "h2");
+  EXPECT_FALSE(s.SettledAt(v1));
+  EXPECT_FALSE(s.Record(false, v2, hash));  // unsettled: kept, not announced
+  EXPECT_FALSE(s.SettledAt(v2));
+  EXPECT_TRUE(s.Record(true, v2, hash));  // settled again: taken again
+  EXPECT_EQ(hashed, 3);
 }
 
 // A member that said "settled at your vector with your hash" and then went
