@@ -82,11 +82,16 @@ TEST(GossipPeers, ARejoinWhoseSourceDoesNotAnswerIsTriedElsewhere) {
 // itself holds, so only another member's messages can tell.
 class MadeUpSnapshotSource final : public server::NodeService {
  public:
-  MadeUpSnapshotSource(server::VersionMap applied, std::vector<int64_t> weights)
-      : NodeService(server::testing::Fingerprint(), "liar"),
+  // `witness_says`: its answer when asked as a witness (nullopt: "not
+  // applied that far").
+  MadeUpSnapshotSource(server::VersionMap applied, std::vector<int64_t> weights,
+                       std::optional<uint64_t> witness_says = std::nullopt,
+                       const std::string& id = "liar")
+      : NodeService(server::testing::Fingerprint(), id),
         checksum_(server::testing::Fingerprint().seed()),
         applied_(std::move(applied)),
-        weights_(std::move(weights)) {}
+        weights_(std::move(weights)),
+        witness_says_(witness_says) {}
   bool started() const override { return true; }
   absl::Status CheckPeer(const v1::ClusterFingerprint&, const std::string&,
                          const std::string&) const override {
@@ -100,7 +105,10 @@ class MadeUpSnapshotSource final : public server::NodeService {
   }
   bool CheckSnapshotServed(const Snapshot&, uint64_t) override { return true; }
   const codec::WeightChecksum& weight_checksum() const override { return checksum_; }
-  std::optional<uint64_t> ChecksumAt(const server::VersionMap&) override { return std::nullopt; }
+  std::optional<uint64_t> ChecksumAt(const server::VersionMap& at) override {
+    if (at != applied_) return std::nullopt;
+    return witness_says_;
+  }
   server::VersionMap Applied() override { return applied_; }
   void NoteJoiner(const std::string&, uint64_t) override {}
   void FillStatus(v1::NodeStatus* out, bool) override { out->set_node_id("liar"); }
@@ -114,62 +122,119 @@ class MadeUpSnapshotSource final : public server::NodeService {
   const codec::WeightChecksum checksum_;
   const server::VersionMap applied_;
   const std::vector<int64_t> weights_;
+  const std::optional<uint64_t> witness_says_;
 };
+
+// A real node on loopback that published three messages: an honest seed.
+struct HonestSeed {
+  HonestSeed() {
+    namespace t = server::testing;
+    int port = 0;
+    server = *server::GossipServer::Start("127.0.0.1:0", {}, &port);
+    server::NodeOptions h = t::Options(0, 1);
+    h.node_id = "honest";
+    h.listen_address = address = absl::StrCat("127.0.0.1:", port);
+    h.seeds.clear();
+    node = *server::GossipNode::Create(h, t::InitialWeights(), t::kFractionBits);
+    server->SetNode(node.get(), node.get());
+    node->Start(server->MakeDialer(node.get()));
+    std::mt19937_64 rng(5);
+    for (uint64_t seq = 1; seq <= 3; ++seq) {
+      t::Message m = t::MakeMessage(h, seq, rng);
+      EXPECT_TRUE(node->Publish(m.update, m.decoded).ok());
+    }
+    truth = node->TakeSnapshot(true);
+  }
+  ~HonestSeed() {
+    node->Stop(false, std::chrono::milliseconds(0));
+    server->Shutdown(std::chrono::milliseconds(1000));
+  }
+  std::unique_ptr<server::GossipServer> server;
+  std::unique_ptr<server::GossipNode> node;
+  std::string address;
+  server::GossipNode::Snapshot truth;
+};
+
+// Serves `node` on loopback for as long as it lives.
+struct Served {
+  explicit Served(server::NodeService* node) {
+    int port = 0;
+    server = *server::GossipServer::Start("127.0.0.1:0", {}, &port);
+    server->SetNode(node, node);
+    address = absl::StrCat("127.0.0.1:", port);
+  }
+  ~Served() { server->Shutdown(std::chrono::milliseconds(1000)); }
+  std::unique_ptr<server::GossipServer> server;
+  std::string address;
+};
+
+PeerOptions JoinerOptions(std::vector<std::string> seeds) {
+  PeerOptions o;
+  o.node = server::testing::Options(1, 2);
+  o.node.node_id = "joiner";
+  o.node.seeds = std::move(seeds);
+  o.listen = "127.0.0.1:0";
+  o.check_interval = std::chrono::milliseconds(0);
+  o.join_timeout = std::chrono::seconds(30);
+  return o;
+}
 
 // A worker's first join used to install its source's snapshot unwitnessed
 // (it has no members yet): a seed that made its weights up was trained on.
 // The other seeds that answered the probe witness the cut now; the liar is
-// refused, and the worker joins from an honest seed.
+// refused, and the worker joins from an honest seed, which the third seed
+// confirms.
 TEST(GossipPeers, AFirstJoinIsWitnessedByTheOtherSeeds) {
   namespace t = server::testing;
-  int port = 0;
-  std::unique_ptr<server::GossipServer> honest_server =
-      *server::GossipServer::Start("127.0.0.1:0", {}, &port);
-  server::NodeOptions h = t::Options(0, 1);
-  h.node_id = "honest";
-  h.listen_address = absl::StrCat("127.0.0.1:", port);
-  h.seeds.clear();
-  std::unique_ptr<server::GossipNode> honest =
-      *server::GossipNode::Create(h, t::InitialWeights(), t::kFractionBits);
-  honest_server->SetNode(honest.get(), honest.get());
-  honest->Start(honest_server->MakeDialer(honest.get()));
-  std::mt19937_64 rng(5);
-  for (uint64_t seq = 1; seq <= 3; ++seq) {
-    t::Message m = t::MakeMessage(h, seq, rng);
-    ASSERT_TRUE(honest->Publish(m.update, m.decoded).ok());
-  }
-  const server::GossipNode::Snapshot truth = honest->TakeSnapshot(true);
-
-  std::vector<int64_t> made_up = truth.weights;
+  HonestSeed honest;
+  std::vector<int64_t> made_up = honest.truth.weights;
   made_up[7] += int64_t{1} << 40;
-  MadeUpSnapshotSource liar(truth.applied, made_up);
-  int liar_port = 0;
-  std::unique_ptr<server::GossipServer> liar_server =
-      *server::GossipServer::Start("127.0.0.1:0", {}, &liar_port);
-  liar_server->SetNode(&liar, &liar);
+  MadeUpSnapshotSource liar(honest.truth.applied, made_up);
+  Served liar_served(&liar);
+  MadeUpSnapshotSource other(honest.truth.applied, honest.truth.weights, honest.truth.checksum,
+                             "other");
+  Served other_served(&other);
+  // The liar first: as advanced as the honest seeds, it is the one chosen.
+  std::ostringstream log;
+  absl::StatusOr<std::unique_ptr<GossipPeers>> joiner = GossipPeers::Create(
+      JoinerOptions({liar_served.address, honest.address, other_served.address}),
+      t::InitialWeights(), t::kFractionBits, log);
+  ASSERT_TRUE(joiner.ok()) << joiner.status() << "\n" << log.str();
+  const server::GossipNode::Snapshot joined = (*joiner)->node()->TakeSnapshot(true);
+  EXPECT_EQ(joined.weights, honest.truth.weights) << log.str();
+  EXPECT_EQ(joined.applied, honest.truth.applied);
+  EXPECT_NE(log.str().find(absl::StrCat("snapshot from ", liar_served.address, " NOT INSTALLED")),
+            std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("confirmed by another member"), std::string::npos) << log.str();
+}
 
-  PeerOptions o;
-  o.node = t::Options(1, 2);
-  o.node.node_id = "joiner";
-  // The liar first: as advanced as the honest seed, it is the one chosen.
-  o.node.seeds = {absl::StrCat("127.0.0.1:", liar_port), h.listen_address};
-  o.listen = "127.0.0.1:0";
-  o.check_interval = std::chrono::milliseconds(0);
-  o.join_timeout = std::chrono::seconds(30);
+// Once a witness contradicted a snapshot, one of the two lied and the
+// joiner cannot tell which: a seed that lies as a witness must not get the
+// honest source refused and then serve its own snapshot unwitnessed. With
+// no third seed to confirm one, nothing is installed, and the join ends at
+// --join-timeout-s naming the contradiction (denial of service, not a
+// replica made up).
+TEST(GossipPeers, AfterAContradictionOnlyAWitnessedSnapshotIsInstalled) {
+  namespace t = server::testing;
+  HonestSeed honest;
+  std::vector<int64_t> made_up = honest.truth.weights;
+  made_up[7] += int64_t{1} << 40;
+  const uint64_t made_up_checksum = codec::WeightChecksum(t::Fingerprint().seed()).Of(made_up);
+  MadeUpSnapshotSource liar(honest.truth.applied, made_up, made_up_checksum);
+  Served liar_served(&liar);
+  PeerOptions o = JoinerOptions({honest.address, liar_served.address});
+  o.join_timeout = std::chrono::seconds(2);
   std::ostringstream log;
   absl::StatusOr<std::unique_ptr<GossipPeers>> joiner =
       GossipPeers::Create(o, t::InitialWeights(), t::kFractionBits, log);
-  ASSERT_TRUE(joiner.ok()) << joiner.status() << "\n" << log.str();
-  const server::GossipNode::Snapshot joined = (*joiner)->node()->TakeSnapshot(true);
-  EXPECT_EQ(joined.weights, truth.weights) << log.str();
-  EXPECT_EQ(joined.applied, truth.applied);
-  EXPECT_NE(log.str().find(absl::StrCat("snapshot from 127.0.0.1:", liar_port, " NOT INSTALLED")),
+  ASSERT_FALSE(joiner.ok()) << "installed a snapshot after a contradiction:\n" << log.str();
+  EXPECT_EQ(joiner.status().code(), absl::StatusCode::kUnavailable) << joiner.status();
+  EXPECT_NE(joiner.status().message().find("contradict"), std::string::npos) << joiner.status();
+  EXPECT_EQ(log.str().find(absl::StrCat("snapshot from liar (", liar_served.address)),
             std::string::npos)
+      << "the liar's snapshot was fetched:\n"
       << log.str();
-  joiner->reset();
-  liar_server->Shutdown(std::chrono::milliseconds(1000));
-  honest->Stop(false, std::chrono::milliseconds(0));
-  honest_server->Shutdown(std::chrono::milliseconds(1000));
 }
 
 }  // namespace

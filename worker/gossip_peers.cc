@@ -137,6 +137,14 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
       *log_ << "reckon-worker: no peer has trained yet: starting from the seed's weights\n";
       break;
     }
+    if (!refused.empty() && source.witnesses.empty()) {
+      // A witness contradicted a snapshot: one of the two lied, and we
+      // cannot tell which. A snapshot is installed now only if a seed
+      // confirms it: a liar as witness must not get the honest source
+      // refused and then serve its own unwitnessed.
+      RECKON_RETURN_IF_ERROR(WaitForAWitness(join_start, source.address, refused));
+      continue;
+    }
     const absl::Status s = Resync(source.address, source.witnesses);
     if (s.ok()) break;
     if (s.code() == absl::StatusCode::kDataLoss) {
@@ -161,6 +169,22 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
     *log_ << "reckon-worker: snapshot from " << source.address << " failed (" << s.message()
           << "); probing again\n";
   }
+  return absl::OkStatus();
+}
+
+absl::Status GossipPeers::WaitForAWitness(server::Clock::time_point join_start,
+                                          const std::string& source,
+                                          const std::set<std::string>& refused) {
+  const std::string why = absl::StrCat(
+      "a witness contradicted the snapshot of ", absl::StrJoin(refused, ", "),
+      "; no other seed answered to confirm the snapshot of ", source, ", so none is installed");
+  if (options_.join_timeout.count() > 0 &&
+      server::Clock::now() - join_start >= options_.join_timeout) {
+    return absl::UnavailableError(
+        absl::StrCat(why, " after ", options_.join_timeout.count(), " s (--join-timeout-s)"));
+  }
+  *log_ << "reckon-worker: " << why << "; probing again\n" << std::flush;
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   return absl::OkStatus();
 }
 

@@ -130,6 +130,11 @@ class GossipPeers final : public TrainingPeers {
   // The first join: probes, loads a witnessed snapshot or starts from the
   // seed's weights (see above).
   absl::Status JoinFromSeeds(const std::vector<std::string>& seeds);
+  // After a contradiction, a source with no witness is not installed from:
+  // waits a second (kUnavailable, naming the contradiction, once the join
+  // has taken --join-timeout-s).
+  absl::Status WaitForAWitness(server::Clock::time_point join_start, const std::string& source,
+                               const std::set<std::string>& refused);
   // Where a first join loads its snapshot from, and who witnesses it.
   struct JoinSource {
     std::string address;  // empty: start from the seed's weights
