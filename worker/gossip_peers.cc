@@ -158,12 +158,8 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
         s.code() != absl::StatusCode::kDeadlineExceeded) {
       return s;
     }
-    if (options_.join_timeout.count() > 0 &&
-        server::Clock::now() - join_start >= options_.join_timeout) {
-      return absl::UnavailableError(absl::StrCat("no snapshot installed after ",
-                                                 options_.join_timeout.count(),
-                                                 " s (--join-timeout-s); the last: ", s.message()));
-    }
+    RECKON_RETURN_IF_ERROR(UnlessJoinTimedOut(
+        join_start, absl::StrCat("no snapshot installed (the last: ", s.message(), ")")));
     // It went away or stalled between the probe and the snapshot, or no
     // witness could confirm its cut yet: ask again.
     *log_ << "reckon-worker: snapshot from " << source.address << " failed (" << s.message()
@@ -172,17 +168,23 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
   return absl::OkStatus();
 }
 
+absl::Status GossipPeers::UnlessJoinTimedOut(server::Clock::time_point join_start,
+                                             const std::string& why) const {
+  if (options_.join_timeout.count() == 0 ||
+      server::Clock::now() - join_start < options_.join_timeout) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(
+      absl::StrCat(why, " after ", options_.join_timeout.count(), " s (--join-timeout-s)"));
+}
+
 absl::Status GossipPeers::WaitForAWitness(server::Clock::time_point join_start,
                                           const std::string& source,
                                           const std::set<std::string>& refused) {
   const std::string why = absl::StrCat(
       "a witness contradicted the snapshot of ", absl::StrJoin(refused, ", "),
       "; no other seed answered to confirm the snapshot of ", source, ", so none is installed");
-  if (options_.join_timeout.count() > 0 &&
-      server::Clock::now() - join_start >= options_.join_timeout) {
-    return absl::UnavailableError(
-        absl::StrCat(why, " after ", options_.join_timeout.count(), " s (--join-timeout-s)"));
-  }
+  RECKON_RETURN_IF_ERROR(UnlessJoinTimedOut(join_start, why));
   *log_ << "reckon-worker: " << why << "; probing again\n" << std::flush;
   std::this_thread::sleep_for(std::chrono::seconds(1));
   return absl::OkStatus();

@@ -130,6 +130,10 @@ class GossipPeers final : public TrainingPeers {
   // The first join: probes, loads a witnessed snapshot or starts from the
   // seed's weights (see above).
   absl::Status JoinFromSeeds(const std::vector<std::string>& seeds);
+  // kUnavailable, `why` and the timeout, once the join has taken
+  // --join-timeout-s (never with 0).
+  absl::Status UnlessJoinTimedOut(server::Clock::time_point join_start,
+                                  const std::string& why) const;
   // After a contradiction, a source with no witness is not installed from:
   // waits a second (kUnavailable, naming the contradiction, once the join
   // has taken --join-timeout-s).
