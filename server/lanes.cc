@@ -10,7 +10,7 @@ std::optional<std::string> LaneRefusal(const v1::Hello& hello, const MemberTable
     return absl::StrCat("lane ", hello.lane(), " is past the most a pair may have, ", kMaxLanes);
   }
   auto known = members.find(id);
-  if (known == members.end() || !known->second.link ||
+  if (known == members.end() || !known->second.links.connected() ||
       known->second.state != MemberState::kAlive) {
     return absl::StrCat("a lane of node '", id.substr(0, 64),
                         "', whose stream with this node is not up");

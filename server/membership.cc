@@ -107,7 +107,7 @@ ListLearned LearnMemberList(Member& from,
       known.node_id = id;
       known.first_known = now;
       out.addresses.push_back({&known, other.address(), true});
-    } else if (known.incarnation == 0 && !known.link && other.heard()) {
+    } else if (known.incarnation == 0 && !known.links.connected() && other.heard()) {
       // Never reached: where a member that hears it now says it is (a
       // restarted pod has a new IP; a member that does not hear it may
       // know an old one, and two such lists must not flip the address

@@ -88,6 +88,7 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
     : NodeService(options.fingerprint, options.node_id),
       options_(WithClock(std::move(options))),
       self_{options_.node_id, options_.incarnation},
+      lanes_{options_.lanes, options_.lane_min_bytes},
       inbox_(options_.inbox_byte_cap, options_.clock),
       checksum_(options_.fingerprint.seed()),
       replica_(std::move(mirror), checksum_),
@@ -139,14 +140,12 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     auto leave_frame = std::make_shared<v1::GossipFrame>();
     leave_frame->mutable_leave()->set_reason("shutting down");
     for (auto& [id, m] : members_) {
-      if (!m.link) continue;
+      if (!m.links.connected()) continue;
       if (leave) {
-        SendCounted(*m.link, leave_frame);
-        told.push_back(m.link);
+        SendCounted(*m.links.stream(), leave_frame);
+        told.push_back(m.links.stream());
       }
-      links.push_back(m.link);
-      for (const auto& [index, lane] : m.out_lanes) links.push_back(lane.link);
-      for (const auto& [index, lane] : m.in_lanes) links.push_back(lane.link);
+      for (std::shared_ptr<Link>& link : m.links.All()) links.push_back(std::move(link));
     }
     for (auto& link : pending_.All()) links.push_back(std::move(link));
     for (auto& link : dial_.Pending()) links.push_back(std::move(link));
@@ -218,7 +217,7 @@ bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point&
 
 Member* GossipNode::FindByLink(const std::shared_ptr<Link>& link) {
   for (auto& [id, m] : members_) {
-    if (m.link == link) return &m;
+    if (m.links.stream() == link) return &m;
   }
   return nullptr;
 }
@@ -267,7 +266,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   m->last_heard = now;
   // Only updates are counted (the loss evidence of anti-entropy): a
   // heartbeat may overtake the updates queued before it (Link::SendUrgent).
-  if (f.has_update()) ++m->stream.frames_received;
+  if (f.has_update()) m->links.CountReceived(0);
   if (m->state != MemberState::kAlive) {
     Log(absl::StrCat("peer ", m->node_id, " is alive again"));
     m->state = MemberState::kAlive;
@@ -306,14 +305,12 @@ void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::
   dial_.Closed(link);
   if (Member* m = FindByLink(link)) {
     Log(absl::StrCat("stream to ", m->node_id, " closed: ", why));
-    m->link.reset();
-    ResetStream(*m);
-    DropLanes(*m);
-  } else if (LaneRef lane = FindLane(link); lane.member != nullptr) {
-    if (lane.dialed) {
-      Log(absl::StrCat("lane ", lane.index, " to ", lane.member->node_id, " closed: ", why));
+    m->links.StreamClosed();
+  } else if (LaneRef ref = FindLane(link); ref.member != nullptr) {
+    if (ref.lane.ours) {
+      Log(absl::StrCat("lane ", ref.lane.index, " to ", ref.member->node_id, " closed: ", why));
     }
-    ForgetLane(lane, now);
+    ForgetLane(ref, now);
   }
 }
 
@@ -324,8 +321,8 @@ void GossipNode::Tick(Clock::time_point now) {
   // Frames that arrived but wait in the inbox count as heard.
   const std::map<const Link*, Clock::time_point> arrivals = inbox_.LastArrivals();
   for (auto& [id, m] : members_) {
-    if (!m.link) continue;
-    auto arrived = arrivals.find(m.link.get());
+    if (!m.links.connected()) continue;
+    auto arrived = arrivals.find(m.links.stream().get());
     if (arrived != arrivals.end()) m.last_heard = std::max(m.last_heard, arrived->second);
   }
   for (auto& [id, m] : members_) {
@@ -336,11 +333,11 @@ void GossipNode::Tick(Clock::time_point now) {
       DropLink(m);
       RebuildRing();
     }
-    if (m.link && HeartbeatDue(m)) {
+    if (m.links.connected() && HeartbeatDue(m)) {
       SendTo(m, HeartbeatFor(m, *heartbeat), 2 * options_.send_queue_byte_cap);
     }
-    if (m.link) AntiEntropy(m, now);
-    if (m.link) DialLanes(m, now);
+    if (m.links.connected()) AntiEntropy(m, now);
+    if (m.links.connected()) DialLanes(m, now);
     ComparePeerCheck(m);
   }
   CollectGarbage(now);
@@ -490,12 +487,9 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
                                                              : SecondsSince(m.last_heard, now));
     ms->set_checks_agreed(m.checks_agreed);
     ms->set_checks_diverged(m.checks_diverged);
-    ms->set_lanes_out(static_cast<uint32_t>(std::count_if(
-        m.out_lanes.begin(), m.out_lanes.end(), [](const auto& l) { return l.second.up; })));
-    ms->set_lanes_in(static_cast<uint32_t>(m.in_lanes.size()));
-    uint64_t queued = m.link ? m.link->QueuedBytes() : 0;
-    for (const auto& [index, lane] : m.out_lanes) queued += lane.link->QueuedBytes();
-    ms->set_queued_bytes(queued);
+    ms->set_lanes_out(m.links.lanes_up());
+    ms->set_lanes_in(m.links.lanes_in());
+    ms->set_queued_bytes(m.links.QueuedBytes());
   }
 }
 

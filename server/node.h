@@ -429,15 +429,15 @@ class GossipNode final : public NodeService {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes the accepted streams that said no Hello within hello_timeout.
   void CloseSilentStreams(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Per-stream state back to a fresh stream's (a new link, or none).
-  void ResetStream(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A frame on a link not bound to a member yet, or for the last time
   // (Hello, Refusal, Leave): sent and its bytes counted, nothing else.
   void SendCounted(Link& link, std::shared_ptr<const v1::GossipFrame> frame)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every frame to a bound member goes through here (the frame count).
+  // Every frame to a bound member goes through here (member_links.h picks
+  // the link; counted here).
   bool SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountSent(const MemberLinks::Sent& sent, bool update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `lane` 0: the pair's stream's Hello (it says how many lanes we accept).
   std::shared_ptr<const v1::GossipFrame> MakeHello(uint32_t lane = 0) const;
   // A Hello with lane > 0: on a link we accepted, a member asks to open a
@@ -451,19 +451,14 @@ class GossipNode final : public NodeService {
                        Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct LaneRef {
     Member* member = nullptr;
-    uint32_t index = 0;
-    bool dialed = false;  // one of ours (out_lanes) or of the member's
+    MemberLinks::LaneRef lane;
   };
   LaneRef FindLane(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Aborts a lane and forgets it at once (its frames still in the inbox
-  // find no lane); a lane of ours also loses what it carried (served again).
+  // Aborts a lane and forgets it at once (MemberLinks::ForgetLane); lanes
+  // to that member wait a failure timeout before they are dialed again.
   void ForgetLane(const LaneRef& lane, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Aborts every lane of m, both ways (its stream is gone or replaced).
-  void DropLanes(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dials the lanes m should have and lacks; aborts ours it never answered.
   void DialLanes(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The fewest bytes queued on m's stream or any lane of ours up to it.
-  size_t LeastQueued(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<const v1::GossipFrame> MakeHeartbeat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends the member list (us first) to a heartbeat.
   void AddMemberList(v1::Heartbeat* hb) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -500,6 +495,7 @@ class GossipNode final : public NodeService {
 
   const NodeOptions options_;
   const OriginKey self_;
+  const LanePolicy lanes_;  // from options_
   Dialer dialer_;
   std::thread thread_;
 

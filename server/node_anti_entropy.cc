@@ -36,15 +36,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   }
   // Lost on this stream: it processed the frame that carried what we pushed
   // and still lacks some of it. Serve again from what it has.
-  for (auto& [origin, seq] : m.stream.pushed) {
-    const uint64_t theirs = SeqOf(m.applied, origin);
-    auto frame = m.stream.pushed_frame.find(origin);
-    if (theirs < seq && frame != m.stream.pushed_frame.end() &&
-        ProcessedThrough(frame->second, hb.frames_received(), hb.lane_frames_received())) {
-      seq = theirs;
-      m.stream.pushed_frame.erase(frame);
-    }
-  }
+  m.links.ForgetLost(m.applied, hb.frames_received(), hb.lane_frames_received());
   ListLearned learned =
       LearnMemberList(m, hb.members(), self_.node_id, options_.max_members, now, &members_);
   counters_.set_members_refused(counters_.members_refused() + learned.refused);
@@ -59,7 +51,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
 }
 
 void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
-  if (!m.link || m.state != MemberState::kAlive) return;
+  if (!m.links.connected() || m.state != MemberState::kAlive) return;
   // Every origin we applied, not only those our log still holds: a member
   // behind on one whose messages all left the log (it was dead when they
   // did) must be told to re-join, or it would never catch up.
@@ -68,7 +60,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     const MessageLog::Entries* retained = log_.Find(origin);
     const MessageLog::Entries& entries = retained != nullptr ? *retained : kNothingRetained;
     const RepairPlan plan = PlanRepair(
-        ours, SeqOf(m.applied, origin), SeqOf(m.stream.pushed, origin),
+        ours, SeqOf(m.applied, origin), SeqOf(m.links.state().pushed, origin),
         entries.empty() ? ours + 1 : entries.begin()->first, m.resync_told.count(origin) > 0);
     if (plan.kind == RepairPlan::kResync) {
       // A live origin that m hears serves m itself (its own log decides
@@ -94,7 +86,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     const bool tree_child =
         TreeOverlay() && origin_alive && ring_.IsChild(origin.node_id, self_.node_id, m.node_id);
     for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
-      if (LeastQueued(m) > options_.send_queue_byte_cap / 2) return;
+      if (m.links.LeastQueued() > options_.send_queue_byte_cap / 2) return;
       const Clock::duration age = now - it->second.added, heard_for = now - m.alive_since;
       const bool may =
           TreeOverlay()
@@ -147,15 +139,11 @@ void GossipNode::AddMemberList(v1::Heartbeat* hb) const {
 std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(Member& m,
                                                                 const v1::GossipFrame& base) {
   auto frame = std::make_shared<v1::GossipFrame>(base);
-  frame->mutable_heartbeat()->set_frames_received(m.stream.frames_received);
-  if (!m.in_lanes.empty()) {
-    for (uint32_t i = 1; i <= m.in_lanes.rbegin()->first; ++i) {
-      auto lane = m.in_lanes.find(i);
-      frame->mutable_heartbeat()->add_lane_frames_received(
-          lane == m.in_lanes.end() ? 0 : lane->second.frames);
-    }
+  frame->mutable_heartbeat()->set_frames_received(m.links.state().frames_received);
+  for (uint64_t frames : m.links.LaneFramesReceived()) {
+    frame->mutable_heartbeat()->add_lane_frames_received(frames);
   }
-  if (m.stream.heartbeats_sent++ % std::max(1, options_.member_list_every) == 0) {
+  if (m.links.state().heartbeats_sent++ % std::max(1, options_.member_list_every) == 0) {
     AddMemberList(frame->mutable_heartbeat());
   }
   return frame;

@@ -184,14 +184,13 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
       Log(absl::StrCat("peer ", id, " restarted as incarnation ", hello.self().incarnation()));
     }
     m.BeginIncarnation(hello.self().incarnation());
-    if (m.link) DropLink(m);
+    if (m.links.connected()) DropLink(m);
   }
-  m.lanes_accepted = std::min(hello.lanes_accepted(), kMaxLanes);
   pending_.Remove(link);
   dial_.Handshaken(link);  // before MoveMember, which may forget the address it was dialed at
   if (!hello.listen_address().empty()) MoveMember(m, hello.listen_address(), now);
   if (!link->dialed()) SendCounted(*link, MakeHello());
-  if (m.link && m.link != link) {
+  if (m.links.connected() && m.links.stream() != link) {
     // Two streams for one pair (both dialed at once): both ends keep the one
     // dialed by the smaller node id, so they agree without talking.
     if (KeepsStream(self_.node_id, id, link->dialed())) {
@@ -201,8 +200,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
       return;
     }
   }
-  m.link = link;
-  ResetStream(m);
+  m.links.Attach(link, hello.lanes_accepted());
   m.last_heard = now;
   if (certificates_) {
     // Its handshake certificate first, then everything we know goes to it
@@ -227,12 +225,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
 }
 
 void GossipNode::DropLink(Member& m) {
-  // Abort, not Close: a dead or departed peer may never finish the write in
-  // flight, and Close would wait on it forever.
-  if (m.link) m.link->Abort();
-  m.link.reset();
-  ResetStream(m);
-  DropLanes(m);
+  m.links.Drop();
   m.resync_told.clear();
 }
 
@@ -249,7 +242,7 @@ void GossipNode::DialDue(Clock::time_point now) {
   }
   auto connected = [this](const std::string& address) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     for (const auto& [id, m] : members_) {  // the caller holds mu_
-      if (m.address == address && (m.link || m.state == MemberState::kLeft)) return true;
+      if (m.address == address && (m.links.connected() || m.state == MemberState::kLeft)) return true;
     }
     return false;
   };
@@ -306,7 +299,7 @@ void GossipNode::LearnCertificates(const Member* from, const std::vector<std::st
   }
   if (news->certificates().pem_size() == 0) return;
   for (auto& [id, m] : members_) {
-    if (&m != from && m.link) SendTo(m, news, SIZE_MAX);
+    if (&m != from && m.links.connected()) SendTo(m, news, SIZE_MAX);
   }
 }
 

@@ -71,7 +71,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
                                     replica_.mirror().quanta().end());
   for (const OriginKey& origin : early_.Origins()) AcceptWaiting(origin);
   for (auto& [id, m] : members_) {
-    m.stream.ForgetPushed();
+    m.links.state().ForgetPushed();
   }
   resync_source_.reset();
   counters_.set_snapshots_loaded(counters_.snapshots_loaded() + 1);

@@ -678,7 +678,7 @@ TEST(Lanes, ALaneIsTakenOnlyFromALiveMemberOfTheSameIncarnation) {
   b.node_id = "b";
   b.incarnation = 5;
   b.state = MemberState::kAlive;
-  b.link = std::make_shared<NowhereLink>();
+  b.links.Attach(std::make_shared<NowhereLink>(), 0);
   v1::Hello lane = HelloFrom("b", 5);
   lane.set_lane(1);
   EXPECT_EQ(LaneRefusal(lane, members), std::nullopt);
@@ -702,7 +702,7 @@ TEST(Lanes, ALaneIsTakenOnlyFromALiveMemberOfTheSameIncarnation) {
   EXPECT_EQ(LaneRefusal(lane, members),
             "a lane of node 'b', whose stream with this node is not up");
   b.state = MemberState::kAlive;
-  b.link.reset();
+  b.links.StreamClosed();
   EXPECT_NE(LaneRefusal(lane, members), std::nullopt);
 }
 
