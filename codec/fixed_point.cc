@@ -58,14 +58,15 @@ uint64_t SplitMix64::Uniform(uint64_t bound) {
   return x % range;
 }
 
-FixedPointReplica::FixedPointReplica(uint64_t param_count, int fraction_bits)
+FixedPointReplica::FixedPointReplica(uint64_t param_count, int fraction_bits, FloatCopy floats)
     : fraction_bits_(fraction_bits),
       quantum_(std::ldexp(1.0, -fraction_bits)),
       quanta_(param_count, 0),
-      weights_(param_count, 0.0f) {}
+      floats_(floats),
+      weights_(floats == FloatCopy::kKept ? param_count : 0, 0.0f) {}
 
-absl::StatusOr<FixedPointReplica> FixedPointReplica::Create(uint64_t param_count,
-                                                            int fraction_bits) {
+absl::StatusOr<FixedPointReplica> FixedPointReplica::Create(uint64_t param_count, int fraction_bits,
+                                                            FloatCopy floats) {
   if (param_count > kMaxParamCount) {
     return absl::InvalidArgumentError(absl::StrCat("param_count ", param_count, " exceeds 2^31"));
   }
@@ -73,7 +74,7 @@ absl::StatusOr<FixedPointReplica> FixedPointReplica::Create(uint64_t param_count
     return absl::InvalidArgumentError(
         absl::StrCat("fraction bits ", fraction_bits, " outside [0, ", kMaxFractionBits, "]"));
   }
-  return FixedPointReplica(param_count, fraction_bits);
+  return FixedPointReplica(param_count, fraction_bits, floats);
 }
 
 absl::Status FixedPointReplica::InitializeUniform(uint64_t seed, uint64_t stream, uint64_t begin,
@@ -94,7 +95,7 @@ absl::Status FixedPointReplica::InitializeUniform(uint64_t seed, uint64_t stream
     const int64_t q =
         static_cast<int64_t>(rng.Uniform(2 * static_cast<uint64_t>(limit_quanta))) - limit_quanta;
     quanta_[i] = q;
-    weights_[i] = QuantaToFloat(q, quantum_);
+    if (!weights_.empty()) weights_[i] = QuantaToFloat(q, quantum_);
   }
   return absl::OkStatus();
 }
@@ -110,7 +111,8 @@ inline bool WrappingAdd(int64_t a, int64_t b, int64_t* sum) {
 
 }  // namespace
 
-absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint32_t> words) {
+absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint32_t> words,
+                                      Prefetch prefetch) {
   if (step_quanta <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("step_quanta ", step_quanta, " must be > 0"));
   }
@@ -127,15 +129,28 @@ absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint3
     next = uint64_t{index} + 1;
   }
   // Pass 2: apply, modulo 2^64. (-step_quanta cannot overflow: step > 0.)
+  // Each update is a cache miss (and a TLB miss) in arrays of 100s of MB:
+  // the parameters kAhead updates on are prefetched so that the misses
+  // overlap (32: measured best of 16/32 on this VM).
+  constexpr size_t kAhead = 32;
   int64_t* quanta = quanta_.data();
   float* weights = weights_.data();
+  const bool floats = floats_ == FloatCopy::kKept;
+  const size_t count = words.size();
+  const size_t prefetched = prefetch == Prefetch::kOn && count > kAhead ? count - kAhead : 0;
   uint64_t wrapped = 0;
-  for (const uint32_t w : words) {
+  for (size_t i = 0; i < count; ++i) {
+    if (i < prefetched) {
+      const uint32_t ahead = UpdateIndex(words[i + kAhead]);
+      __builtin_prefetch(quanta + ahead, /*rw=*/1);
+      if (floats) __builtin_prefetch(weights + ahead, /*rw=*/1);
+    }
+    const uint32_t w = words[i];
     const uint32_t index = UpdateIndex(w);
     int64_t q;
     wrapped += WrappingAdd(quanta[index], UpdateIsNegative(w) ? -step_quanta : step_quanta, &q);
     quanta[index] = q;
-    weights[index] = QuantaToFloat(q, quantum_);
+    if (floats) weights[index] = QuantaToFloat(q, quantum_);
   }
   wrapped_ += wrapped;
   return absl::OkStatus();
@@ -151,13 +166,14 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
   float* weights = weights_.data();
   const double quantum = quantum_;
   std::atomic<uint64_t> wrapped{0};
+  const bool floats = floats_ == FloatCopy::kKept;
   auto add = [&](size_t begin, size_t end) {
     uint64_t local = 0;
     for (size_t i = begin; i < end; ++i) {
       int64_t sum;
       local += WrappingAdd(quanta[i], delta[i], &sum);
       quanta[i] = sum;
-      weights[i] = QuantaToFloat(sum, quantum);
+      if (floats) weights[i] = QuantaToFloat(sum, quantum);
     }
     if (local != 0) wrapped.fetch_add(local, std::memory_order_relaxed);
   };
@@ -177,7 +193,7 @@ absl::Status FixedPointReplica::Load(std::span<const int64_t> quanta) {
         absl::StrCat("loading ", quanta.size(), " parameters into a replica of ", quanta_.size()));
   }
   std::copy(quanta.begin(), quanta.end(), quanta_.begin());
-  for (size_t i = 0; i < quanta_.size(); ++i) weights_[i] = QuantaToFloat(quanta_[i], quantum_);
+  for (size_t i = 0; i < weights_.size(); ++i) weights_[i] = QuantaToFloat(quanta_[i], quantum_);
   return absl::OkStatus();
 }
 

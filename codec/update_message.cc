@@ -1,11 +1,11 @@
 #include "codec/update_message.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "codec/codec.h"
 #include "codec/crc32c.h"
 #include "codec/packed32.h"
 #include "codec/rice.h"
-#include "base/status_macros.h"
 #include "codec/update_words.h"
 
 namespace reckon::codec {
@@ -62,8 +62,8 @@ absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
     return absl::DataLossError(absl::StrCat("param_count ", msg.param_count(), " exceeds 2^31"));
   }
   if (msg.count() != msg.param_count()) {
-    return absl::DataLossError(absl::StrCat(name, ": count ", msg.count(),
-                                            " is not param_count ", msg.param_count()));
+    return absl::DataLossError(
+        absl::StrCat(name, ": count ", msg.count(), " is not param_count ", msg.param_count()));
   }
   if (msg.step_quanta() != 0 || msg.rice_k() != 0) {
     return absl::DataLossError(absl::StrCat(name, ": step_quanta and rice_k must be 0"));
@@ -134,9 +134,10 @@ absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {
   return absl::OkStatus();
 }
 
-absl::Status ApplyDecoded(const DecodedUpdate& update, FixedPointReplica* replica) {
+absl::Status ApplyDecoded(const DecodedUpdate& update, FixedPointReplica* replica,
+                          FixedPointReplica::Prefetch prefetch) {
   if (update.dense()) return replica->ApplyDense(update.quanta);
-  return replica->Apply(update.step_quanta, update.words);
+  return replica->Apply(update.step_quanta, update.words, prefetch);
 }
 
 uint64_t ChecksumContribution(const WeightChecksum& checksum, const DecodedUpdate& update) {

@@ -24,8 +24,7 @@ inline constexpr size_t kDefaultMaxUpdateBytes = size_t{256} << 20;
 
 // True for the codecs whose decoded form is quanta per parameter.
 inline bool IsQuantaCodec(v1::Codec codec) {
-  return codec == v1::CODEC_ONEBIT || codec == v1::CODEC_DYNTREE8 ||
-         codec == v1::CODEC_DENSE_FP32;
+  return codec == v1::CODEC_ONEBIT || codec == v1::CODEC_DYNTREE8 || codec == v1::CODEC_DENSE_FP32;
 }
 
 // A decoded update. Threshold codecs: +-step_quanta at each word's index
@@ -68,7 +67,8 @@ absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out);
 
 // Applies a decoded update to a replica, all or nothing
 // (FixedPointReplica::Apply or ApplyDense).
-absl::Status ApplyDecoded(const DecodedUpdate& update, FixedPointReplica* replica);
+absl::Status ApplyDecoded(const DecodedUpdate& update, FixedPointReplica* replica,
+                          FixedPointReplica::Prefetch prefetch = FixedPointReplica::Prefetch::kOn);
 
 // The update's contribution to the replica checksum (weight_checksum.h).
 uint64_t ChecksumContribution(const WeightChecksum& checksum, const DecodedUpdate& update);

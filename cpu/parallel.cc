@@ -29,10 +29,10 @@ bool SpinUntil(Done done) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, const std::string& name_prefix) {
   for (int i = 1; i < threads; ++i) {
     helpers_.emplace_back([this, i] { HelperLoop(i); });
-    const std::string name = "reckon-cpu-" + std::to_string(i);
+    const std::string name = (name_prefix + "-" + std::to_string(i)).substr(0, 15);
     pthread_setname_np(helpers_.back().native_handle(), name.c_str());
   }
 }

@@ -1,11 +1,13 @@
 // A fixed set of named helper threads for the CPU backend's elementwise
-// passes (the GEMMs have OpenBLAS's own threads). One caller at a time.
+// passes (the GEMMs have OpenBLAS's own threads) and the gossip node's
+// validation of received Updates. One caller at a time.
 #ifndef RECKON_CPU_PARALLEL_H_
 #define RECKON_CPU_PARALLEL_H_
 
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,8 +19,9 @@ namespace reckon::cpu {
 class ThreadPool {
  public:
   // `threads` workers in all, the caller included: threads - 1 helpers named
-  // "reckon-cpu-N". threads <= 1 runs everything on the caller.
-  explicit ThreadPool(int threads);
+  // "<name>-N" (at most 15 characters in all). threads <= 1 runs everything
+  // on the caller.
+  explicit ThreadPool(int threads, const std::string& name = "reckon-cpu");
   ~ThreadPool();  // joins the helpers
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -43,7 +46,6 @@ class ThreadPool {
   static constexpr int kSpinMicros = 50;
 
  private:
-
   std::vector<std::thread> helpers_;
   absl::Mutex mu_;
   absl::CondVar work_cv_, done_cv_;

@@ -10,8 +10,11 @@
 // message (reckon-gossip, from /proc/self/task/<tid>/schedstat) and the
 // drain's.
 //
-// The path measured is today's (`path: before`, one node thread); the new
-// receive path will be measured beside it in the same run.
+// Two receive paths side by side, on the same messages (NodeOptions::
+// receive_path): `before`, the node thread validating and applying each
+// Update under the node lock into a mirror with a float copy; `after`, each
+// batch validated off the lock on 1, 2 and every core's threads, the mirror
+// quanta-only and applied with prefetching.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -53,12 +56,20 @@ struct Size {
   uint64_t updates;  // per message
 };
 
+struct Path {
+  const char* name;  // "before", "after"
+  server::NodeOptions::ReceivePath receive_path;
+  int threads;
+};
+
 struct Figures {
   Size size;
+  Path path;
   int origins = 0;
   int messages = 0;  // per origin
   double seconds = 0;
-  double node_cpu_ms_per_message = 0;
+  double node_cpu_ms_per_message = 0;        // the node thread
+  double validation_cpu_ms_per_message = 0;  // the validation threads but the node thread
   double drain_cpu_ms_per_message = 0;
   double message_bytes = 0;
   double updates_per_s() const { return origins * messages * double(size.updates) / seconds; }
@@ -103,20 +114,21 @@ std::vector<v1::GossipFrame> MakeMessages(const std::string& origin, const Size&
   return frames;
 }
 
-// CPU time the thread named `name` in this process has run, in ns
-// (schedstat's first field): 0 when there is none.
-uint64_t ThreadCpuNs(const std::string& name) {
+// CPU time the threads of this process whose names start with `prefix` have
+// run, in ns (schedstat's first field): 0 when there are none.
+uint64_t ThreadCpuNs(const std::string& prefix) {
+  uint64_t total = 0;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
     std::ifstream comm(task.path() / "comm");
     std::string line;
     std::getline(comm, line);
-    if (line != name) continue;
+    if (line.rfind(prefix, 0) != 0) continue;
     std::ifstream stat(task.path() / "schedstat");
     uint64_t ns = 0;
     stat >> ns;
-    return ns;
+    total += ns;
   }
-  return 0;
+  return total;
 }
 
 double OwnCpuNs() {
@@ -169,15 +181,16 @@ class Origin {
   std::thread reader_;
 };
 
-absl::StatusOr<Figures> Measure(const Size& size, int origins, int messages) {
+// `frames`: per origin, its messages (MakeMessages).
+absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
+                                const std::vector<std::vector<v1::GossipFrame>>& frames) {
   Figures out;
   out.size = size;
+  out.path = path;
+  const int origins = static_cast<int>(frames.size());
+  const int messages = static_cast<int>(frames[0].size());
   out.origins = origins;
   out.messages = messages;
-  std::vector<std::vector<v1::GossipFrame>> frames;
-  for (int i = 0; i < origins; ++i) {
-    frames.push_back(MakeMessages(absl::StrCat("o", i), size, messages, 1000 + i));
-  }
   out.message_bytes = double(frames[0][0].ByteSizeLong());
 
   int port = 0;
@@ -190,6 +203,8 @@ absl::StatusOr<Figures> Measure(const Size& size, int origins, int messages) {
   o.listen_address = absl::StrCat("127.0.0.1:", port);
   o.fingerprint = Fingerprint(size.params);
   o.failure_timeout = std::chrono::seconds(120);  // origins send no heartbeats
+  o.receive_path = path.receive_path;
+  o.receive_threads = path.threads;
   std::vector<int64_t> initial(size.params, 0);
   RECKON_ASSIGN_OR_RETURN(std::unique_ptr<server::GossipNode> node,
                           server::GossipNode::Create(o, initial, kFractionBits));
@@ -226,6 +241,7 @@ absl::StatusOr<Figures> Measure(const Size& size, int origins, int messages) {
     drain_cpu_ns = OwnCpuNs() - start;
   });
   const uint64_t node_cpu_before = ThreadCpuNs("reckon-gossip");
+  const uint64_t recv_cpu_before = ThreadCpuNs("reckon-recv");
   const auto start = Clock::now();
   std::vector<std::thread> writers;
   for (int i = 0; i < origins; ++i) {
@@ -237,6 +253,7 @@ absl::StatusOr<Figures> Measure(const Size& size, int origins, int messages) {
   }
   out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const uint64_t node_cpu_ns = ThreadCpuNs("reckon-gossip") - node_cpu_before;
+  const uint64_t recv_cpu_ns = ThreadCpuNs("reckon-recv") - recv_cpu_before;
   for (std::thread& w : writers) w.join();
   // The drain ends by itself once it has applied every message the node
   // accepted; if the node fell short, it is told to stop.
@@ -252,8 +269,36 @@ absl::StatusOr<Figures> Measure(const Size& size, int origins, int messages) {
         absl::StrCat("the node accepted ", applied, " of ", expected, " messages in 5 minutes"));
   }
   out.node_cpu_ms_per_message = node_cpu_ns / 1e6 / double(expected);
+  out.validation_cpu_ms_per_message = recv_cpu_ns / 1e6 / double(expected);
   out.drain_cpu_ms_per_message = drain_cpu_ns / 1e6 / double(expected);
   return out;
+}
+
+void Print(const Figures& f, bool json, std::ostream& out) {
+  if (json) {
+    out << base::Json{{"size", f.size.name},
+                      {"params", f.size.params},
+                      {"updates_per_message", f.size.updates},
+                      {"message_bytes", f.message_bytes},
+                      {"path", f.path.name},
+                      {"threads", f.path.threads},
+                      {"origins", f.origins},
+                      {"messages_per_origin", f.messages},
+                      {"updates_per_s", f.updates_per_s()},
+                      {"messages_per_s", f.messages_per_s()},
+                      {"node_cpu_ms_per_message", f.node_cpu_ms_per_message},
+                      {"validation_cpu_ms_per_message", f.validation_cpu_ms_per_message},
+                      {"drain_cpu_ms_per_message", f.drain_cpu_ms_per_message}}
+               .dump()
+        << "\n";
+    return;
+  }
+  out << absl::StrFormat(
+      "  %-8s %8llu %12llu %10.0f  %-6s %7d %8.1f %10.3g %10.3f ms %16.3f ms %11.3f ms\n",
+      f.size.name, static_cast<unsigned long long>(f.size.params),
+      static_cast<unsigned long long>(f.size.updates), f.message_bytes, f.path.name, f.path.threads,
+      f.messages_per_s(), f.updates_per_s(), f.node_cpu_ms_per_message,
+      f.validation_cpu_ms_per_message, f.drain_cpu_ms_per_message);
 }
 
 }  // namespace
@@ -270,42 +315,35 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
   // Strom's network (Interspeech 2015): 14.6M parameters, about 44,000
   // updates a message; the default model (784,512,512,10) at that density.
   const std::vector<Size> sizes = {{"strom", 14'600'000, 44'000}, {"default", 669'706, 2'018}};
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  using ReceivePath = server::NodeOptions::ReceivePath;
+  std::vector<Path> paths = {{"before", ReceivePath::kSerial, 1},
+                             {"after", ReceivePath::kParallel, 1},
+                             {"after", ReceivePath::kParallel, 2}};
+  if (cores > 2) paths.push_back({"after", ReceivePath::kParallel, cores});
   if (!json) {
     out << absl::StrFormat(
-        "One node taking in %d origins' messages (%d each) over gRPC on loopback; today's path "
-        "(one node thread under the node lock)\n"
-        "  size       params  updates/msg   msg bytes   msg/s   updates/s   node CPU/msg   "
-        "drain CPU/msg\n",
+        "One node taking in %d origins' messages (%d each) over gRPC on loopback. before: the node "
+        "thread validates and applies each under the node lock; after: validated off the lock on "
+        "`threads` threads, a quanta-only mirror applied with prefetching\n"
+        "  size       params  updates/msg  msg bytes  path   threads    msg/s  updates/s  "
+        "node CPU/msg  validation CPU/msg  drain CPU/msg\n",
         origins, messages);
   }
   for (const Size& size : sizes) {
-    absl::StatusOr<Figures> f =
-        Measure(size, static_cast<int>(origins), static_cast<int>(messages));
-    if (!f.ok()) {
-      err << "reckonctl bench inbound: " << size.name << ": " << f.status().message() << "\n";
-      return kExitBadInput;
+    std::vector<std::vector<v1::GossipFrame>> frames;
+    for (int i = 0; i < origins; ++i) {
+      frames.push_back(MakeMessages(absl::StrCat("o", i), size, static_cast<int>(messages),
+                                    1000 + static_cast<uint64_t>(i)));
     }
-    if (json) {
-      out << base::Json{{"size", size.name},
-                        {"params", size.params},
-                        {"updates_per_message", size.updates},
-                        {"message_bytes", f->message_bytes},
-                        {"path", "before"},
-                        {"threads", 1},
-                        {"origins", origins},
-                        {"messages_per_origin", messages},
-                        {"updates_per_s", f->updates_per_s()},
-                        {"messages_per_s", f->messages_per_s()},
-                        {"node_cpu_ms_per_message", f->node_cpu_ms_per_message},
-                        {"drain_cpu_ms_per_message", f->drain_cpu_ms_per_message}}
-                 .dump()
-          << "\n";
-    } else {
-      out << absl::StrFormat("  %-8s %8llu %12llu %11.0f %7.1f %11.3g %11.3f ms %12.3f ms\n",
-                             size.name, static_cast<unsigned long long>(size.params),
-                             static_cast<unsigned long long>(size.updates), f->message_bytes,
-                             f->messages_per_s(), f->updates_per_s(), f->node_cpu_ms_per_message,
-                             f->drain_cpu_ms_per_message);
+    for (const Path& path : paths) {
+      absl::StatusOr<Figures> f = Measure(size, path, frames);
+      if (!f.ok()) {
+        err << "reckonctl bench inbound: " << size.name << " " << path.name << ": "
+            << f.status().message() << "\n";
+        return kExitBadInput;
+      }
+      Print(*f, json, out);
     }
   }
   return kExitOk;

@@ -8,8 +8,8 @@
 namespace reckon::server {
 
 AppliedReplica::AppliedReplica(codec::FixedPointReplica mirror,
-                               const codec::WeightChecksum& checksum)
-    : mirror_(std::move(mirror)) {
+                               const codec::WeightChecksum& checksum, Prefetch prefetch)
+    : mirror_(std::move(mirror)), prefetch_(prefetch) {
   ledger_.Reset(checksum.Of(mirror_.quanta()), {});
 }
 
@@ -22,7 +22,7 @@ absl::StatusOr<uint64_t> AppliedReplica::Apply(const OriginKey& origin, uint64_t
                                                       " is not next: ", have, " applied"));
   }
   const uint64_t wrapped_before = mirror_.wrapped();
-  if (absl::Status s = codec::ApplyDecoded(decoded, &mirror_); !s.ok()) return s;
+  if (absl::Status s = codec::ApplyDecoded(decoded, &mirror_, prefetch_); !s.ok()) return s;
   applied_[origin] = seq;
   ledger_.Add(origin, seq, contribution);
   return mirror_.wrapped() - wrapped_before;

@@ -27,8 +27,11 @@ namespace reckon::server {
 class AppliedReplica {
  public:
   // `mirror`: the initial weights, no message applied. `checksum` measures
-  // weights (the cluster's seed) and must outlive this.
-  AppliedReplica(codec::FixedPointReplica mirror, const codec::WeightChecksum& checksum);
+  // weights (the cluster's seed) and must outlive this. `prefetch`: how
+  // messages are applied (kOff only for the benchmark's "before" path).
+  using Prefetch = codec::FixedPointReplica::Prefetch;
+  AppliedReplica(codec::FixedPointReplica mirror, const codec::WeightChecksum& checksum,
+                 Prefetch prefetch = Prefetch::kOn);
 
   const VersionMap& applied() const { return applied_; }
   const ChecksumLedger& ledger() const { return ledger_; }
@@ -53,6 +56,7 @@ class AppliedReplica {
 
  private:
   codec::FixedPointReplica mirror_;
+  Prefetch prefetch_;
   VersionMap applied_;
   ChecksumLedger ledger_;
 };

@@ -8,7 +8,7 @@ namespace reckon::server {
 
 void Inbox::PushUp(const std::shared_ptr<Link>& link) {
   absl::MutexLock l(&mu_);
-  events_.push_back(Event{Event::kUp, link, {}, {}});
+  events_.push_back(Event{Event::kUp, link, {}, {}, 0, std::nullopt});
   cv_.Signal();
 }
 
@@ -16,7 +16,7 @@ bool Inbox::PushFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) 
   const size_t frame_bytes = frame.ByteSizeLong();
   absl::MutexLock l(&mu_);
   last_arrival_[link.get()] = clock_();
-  events_.push_back(Event{Event::kFrame, link, std::move(frame), {}, frame_bytes});
+  events_.push_back(Event{Event::kFrame, link, std::move(frame), {}, frame_bytes, std::nullopt});
   cv_.Signal();
   bytes_ += frame_bytes;
   size_t& mine = link_bytes_[link.get()];
@@ -31,7 +31,7 @@ bool Inbox::PushFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) 
 void Inbox::PushClosed(const std::shared_ptr<Link>& link, const std::string& why) {
   absl::MutexLock l(&mu_);
   if (stopped_) closed_since_stop_.insert(link.get());
-  events_.push_back(Event{Event::kClosed, link, {}, why});
+  events_.push_back(Event{Event::kClosed, link, {}, why, 0, std::nullopt});
   cv_.Signal();
 }
 

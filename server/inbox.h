@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "proto/reckon.pb.h"
 #include "server/link.h"
 #include "server/member.h"
+#include "server/update_validation.h"
 
 namespace reckon::server {
 
@@ -43,6 +45,9 @@ class Inbox {
     v1::GossipFrame frame;
     std::string why;
     size_t frame_bytes = 0;  // frame.ByteSizeLong(), taken once on arrival
+    // An Update's validation, when the node's receive path ran it off its
+    // lock (GossipNode::ValidateUpdates); empty from the inbox.
+    std::optional<ValidatedUpdate> validated;
   };
   struct Batch {
     std::deque<Event> events;

@@ -53,8 +53,12 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
     return absl::InvalidArgumentError(
         absl::StrCat("node id '", options.node_id, "' must be 1-63 characters of [A-Za-z0-9._-]"));
   }
+  // The node never reads the float copy: on the parallel path it keeps none.
+  const bool serial = options.receive_path == NodeOptions::ReceivePath::kSerial;
   absl::StatusOr<codec::FixedPointReplica> mirror =
-      codec::FixedPointReplica::Create(initial.size(), fraction_bits);
+      codec::FixedPointReplica::Create(initial.size(), fraction_bits,
+                                       serial ? codec::FixedPointReplica::FloatCopy::kKept
+                                              : codec::FixedPointReplica::FloatCopy::kNone);
   if (!mirror.ok()) return mirror.status();
   absl::Status s = mirror->Load(initial);
   if (!s.ok()) return s;
@@ -84,6 +88,20 @@ NodeOptions WithClock(NodeOptions options) {
 
 }  // namespace
 
+namespace {
+
+// The validation threads of the parallel receive path (the node thread is
+// one of them); none on the serial path.
+std::unique_ptr<cpu::ThreadPool> ValidationPool(const NodeOptions& o) {
+  if (o.receive_path != NodeOptions::ReceivePath::kParallel) return nullptr;
+  const int threads = o.receive_threads > 0
+                          ? o.receive_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::make_unique<cpu::ThreadPool>(threads, "reckon-recv");
+}
+
+}  // namespace
+
 GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
     : NodeService(options.fingerprint, options.node_id),
       options_(WithClock(std::move(options))),
@@ -91,7 +109,12 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
       lanes_{options_.lanes, options_.lane_min_bytes},
       inbox_(options_.inbox_byte_cap, options_.clock),
       checksum_(options_.fingerprint.seed()),
-      replica_(std::move(mirror), checksum_),
+      param_count_(mirror.param_count()),
+      validators_(ValidationPool(options_)),
+      replica_(std::move(mirror), checksum_,
+               options_.receive_path == NodeOptions::ReceivePath::kSerial
+                   ? AppliedReplica::Prefetch::kOff
+                   : AppliedReplica::Prefetch::kOn),
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
       log_(options_.log_byte_cap, options_.log_min_retention),
       dial_(DialSchedule::Options{options_.initial_backoff, options_.max_backoff,
@@ -188,10 +211,29 @@ void GossipNode::Run() {
     Inbox::Batch batch;
     if (!inbox_.Take(next_tick, &batch)) return;
     last_loop_ns_.store(Clock::now().time_since_epoch().count());
+    ValidateUpdates(batch.events);
     if (!HandleBatch(batch.events, next_tick)) return;
     batch.events.clear();  // its frames' memory goes before their links read on
     for (const std::shared_ptr<Link>& link : batch.to_resume) link->ResumeReading();
   }
+}
+
+void GossipNode::ValidateUpdates(std::deque<Inbox::Event>& events) {
+  if (!validators_) return;  // ReceivePath::kSerial: under the lock, one at a time
+  std::vector<Inbox::Event*> updates;
+  for (Inbox::Event& e : events) {
+    if (e.kind == Inbox::Event::kFrame && e.frame.has_update()) updates.push_back(&e);
+  }
+  if (updates.empty()) return;
+  validators_->ParallelFor(
+      updates.size(),
+      [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) {
+          updates[i]->validated =
+              ValidateUpdate(updates[i]->frame.update(), param_count_, checksum_);
+        }
+      },
+      /*min_chunk=*/1);
 }
 
 bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick) {
@@ -260,7 +302,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   Member* m = FindByLink(e.link);
   if (m == nullptr) {
     // A lane's, or a frame before a handshake (a protocol error: ignored).
-    HandleLaneFrame(e.link, f, now);
+    HandleLaneFrame(e.link, f, std::move(e.validated), now);
     return;
   }
   m->last_heard = now;
@@ -274,7 +316,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     RebuildRing();
   }
   if (f.has_update()) {
-    HandleUpdate(*m, std::make_shared<v1::GossipFrame>(std::move(f)));
+    HandleUpdate(*m, std::make_shared<v1::GossipFrame>(std::move(f)), std::move(e.validated));
   } else if (f.has_certificates()) {
     if (certificates_) {
       LearnCertificates(m, {f.certificates().pem().begin(), f.certificates().pem().end()});

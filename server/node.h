@@ -42,6 +42,7 @@
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
 #include "codec/weight_checksum.h"
+#include "cpu/parallel.h"
 #include "proto/reckon.pb.h"
 #include "server/applied_replica.h"
 #include "server/checksum_ledger.h"
@@ -59,6 +60,7 @@
 #include "server/quiescence.h"
 #include "server/tls.h"
 #include "server/update_signature.h"
+#include "server/update_validation.h"
 #include "server/version_vector.h"
 
 namespace reckon::server {
@@ -154,6 +156,17 @@ struct NodeOptions {
   // (WaitQuiescent, Stop's flush) and what is measured for people
   // (LoopAge, backpressure, apply latency) stay on the steady clock.
   std::function<Clock::time_point()> clock;
+  // The receive path (docs/architecture.md "The receive path"). kParallel:
+  // each batch of received Updates is validated (decode, CRC, checksum
+  // contribution) off the node's lock on `receive_threads` threads, and the
+  // node's mirror keeps the quanta only and applies with prefetching; only
+  // ordering, the signature and bookkeeping stay under the lock. kSerial:
+  // the path before (the node thread validates and applies each Update
+  // under the lock, its mirror with a float copy it never reads), kept for
+  // `reckonctl bench inbound`'s side-by-side figures.
+  enum class ReceivePath { kSerial, kParallel };
+  ReceivePath receive_path = ReceivePath::kParallel;
+  int receive_threads = 0;  // 0: one per core
 };
 
 // What the training thread must apply before its next step.
@@ -345,6 +358,10 @@ class GossipNode final : public NodeService {
   Clock::time_point Now() const { return options_.clock(); }
 
   void Run();
+  // The receive path's work that needs no node state (update_validation.h),
+  // for every Update in a batch the node thread took: off the lock, on the
+  // validation threads. No-op on ReceivePath::kSerial.
+  void ValidateUpdates(std::deque<Inbox::Event>& events) ABSL_LOCKS_EXCLUDED(mu_);
   // Handles what Run took of the inbox, under mu_, ticking when due. False
   // once the node is stopping.
   bool HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick)
@@ -366,7 +383,10 @@ class GossipNode final : public NodeService {
   // Validates (docs/wire.md: everything, before anything is kept), then accepts
   // in order or buffers an early arrival; corrupt ones are dropped and counted.
   // `frame` (an Update) is the received frame itself: kept, not copied.
-  void HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame)
+  // `validated`: its ValidateUpdate, when the receive path ran it off the
+  // lock (ReceivePath::kParallel); else it runs here.
+  void HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame,
+                    std::optional<ValidatedUpdate> validated = std::nullopt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -448,7 +468,8 @@ class GossipNode final : public NodeService {
   // A frame on a link that is not a member's stream: a lane's Update is
   // handled as the stream's would be; anything else ends the lane.
   void HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFrame& frame,
-                       Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                       std::optional<ValidatedUpdate> validated, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct LaneRef {
     Member* member = nullptr;
     MemberLinks::LaneRef lane;
@@ -515,6 +536,10 @@ class GossipNode final : public NodeService {
   std::unique_ptr<UpdateSigner> signer_;                              // with TLS; immutable
   std::optional<CertificateBook> certificates_ ABSL_GUARDED_BY(mu_);  // with TLS
   const codec::WeightChecksum checksum_;
+  const uint64_t param_count_;
+  // ReceivePath::kParallel: the threads validating received Updates (the
+  // node thread one of them); null on kSerial. Only the node thread calls it.
+  std::unique_ptr<cpu::ThreadPool> validators_;
   // The mirror, the version vector and the checksum ledger, moving together
   // (applied_replica.h).
   AppliedReplica replica_ ABSL_GUARDED_BY(mu_);

@@ -28,7 +28,8 @@ std::string CodecLabel(v1::Codec codec) {
 
 }  // namespace
 
-void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame) {
+void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame,
+                              std::optional<ValidatedUpdate> validated) {
   const v1::Update& update = frame->update();
   const OriginKey origin = KeyOf(update.origin());
   if (!ValidNodeId(origin.node_id) || update.seq() == 0) {
@@ -43,9 +44,10 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   }
   if (have == 0 && !replica_.applied().count(origin) &&
       replica_.applied().size() >= options_.max_origins && !CurrentMemberOrigin(origin)) {
-    // A new origin past the cap: dropped before anything is spent on it.
-    // A member's current incarnation always gets in (members are capped on
-    // their own), so invented origins cannot lock out a real one.
+    // A new origin past the cap: dropped before anything is kept of it (on
+    // the serial path before it is even decoded). A member's current
+    // incarnation always gets in (members are capped on their own), so
+    // invented origins cannot lock out a real one.
     counters_.set_origins_refused(counters_.origins_refused() + 1);
     if (counters_.origins_refused() % 1000 == 1) {  // a flood must not flood the log
       Log(absl::StrCat("dropped an Update of a new origin ", origin.ToString().substr(0, 96),
@@ -55,7 +57,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     return;
   }
   if (certificates_) {
-    // Before anything else is spent on it: only its origin can have made it.
+    // Before anything is kept of it: only its origin can have made it.
     if (absl::Status v = certificates_->Verify(update); !v.ok()) {
       counters_.set_signature_errors(counters_.signature_errors() + 1);
       if (counters_.signature_errors() % 1000 == 1) {  // a flood must not flood the log
@@ -66,31 +68,18 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
       return;
     }
   }
-  // Validate everything before anything is kept (docs/wire.md §3.2).
-  auto decoded = std::make_shared<codec::DecodedUpdate>();
-  absl::Status s = codec::DecodeUpdate(update, decoded.get());
-  if (s.ok() && decoded->param_count != replica_.mirror().param_count()) {
-    s = absl::DataLossError(absl::StrCat("param_count ", decoded->param_count,
-                                         " but this cluster's model has ",
-                                         replica_.mirror().param_count()));
+  // Validate everything before anything is kept (docs/wire.md §3.2): done
+  // off the lock already on the parallel receive path.
+  if (!validated) {
+    validated = ValidateUpdate(update, replica_.mirror().param_count(), checksum_);
   }
-  if (s.ok()) {
-    // The origin's own account of what the message adds to the replica:
-    // header fields the CRC does not cover (step_quanta), or an encoder and
-    // decoder that disagree, would make replicas differ silently.
-    const uint64_t contribution = codec::ChecksumContribution(checksum_, *decoded);
-    if (contribution != update.checksum_delta()) {
-      s = absl::DataLossError(
-          absl::StrCat("its checksum_delta ", codec::ChecksumHex(update.checksum_delta()),
-                       " is not its words' ", codec::ChecksumHex(contribution)));
-    }
-  }
-  if (!s.ok()) {
+  if (!validated->status.ok()) {
     counters_.set_decode_errors(counters_.decode_errors() + 1);
     Log(absl::StrCat("dropped Update ", origin.ToString(), " seq ", update.seq(), " from ",
-                     from.node_id, ": ", s.message()));
+                     from.node_id, ": ", validated->status.message()));
     return;
   }
+  std::shared_ptr<const codec::DecodedUpdate> decoded = std::move(validated->decoded);
   if (update.seq() > have + 1) {
     // Early: wait for the gap to fill (anti-entropy fills it). A drop here
     // is a loss the sender learns of from our heartbeat, and repairs.

@@ -57,7 +57,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
 }
 
 void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFrame& frame,
-                                 Clock::time_point now) {
+                                 std::optional<ValidatedUpdate> validated, Clock::time_point now) {
   const LaneRef ref = FindLane(link);
   if (ref.member == nullptr) return;
   Member& m = *ref.member;
@@ -76,7 +76,7 @@ void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFr
   }
   m.last_heard = now;
   m.links.CountReceived(ref.lane.index);
-  HandleUpdate(m, std::make_shared<v1::GossipFrame>(std::move(frame)));
+  HandleUpdate(m, std::make_shared<v1::GossipFrame>(std::move(frame)), std::move(validated));
 }
 
 GossipNode::LaneRef GossipNode::FindLane(const std::shared_ptr<Link>& link) {

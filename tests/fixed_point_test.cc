@@ -78,6 +78,49 @@ TEST(FixedPointReplica, ApplyAddsStepsAndRefreshesTouchedWeights) {
   EXPECT_EQ(r->quanta()[0], 0);
 }
 
+// A gossip node's mirror keeps no float copy, and messages are applied with
+// prefetching or (the benchmark's "before" path) without: the quanta, the
+// hash and the wrap count are the same every way; only the float copy's
+// presence differs. Messages long enough that the prefetch runs ahead.
+TEST(FixedPointReplica, WithoutTheFloatCopyOrThePrefetchTheQuantaAreTheSame) {
+  constexpr uint64_t kN = 5000;
+  std::vector<FixedPointReplica> replicas;
+  for (auto floats : {FixedPointReplica::FloatCopy::kKept, FixedPointReplica::FloatCopy::kNone}) {
+    for (int copies = 0; copies < 2; ++copies) {
+      replicas.push_back(*FixedPointReplica::Create(kN, 32, floats));
+      ASSERT_TRUE(replicas.back().InitializeUniform(3, 0, 0, kN, 0.1).ok());
+    }
+  }
+  for (int m = 0; m < 20; ++m) {
+    const std::vector<uint32_t> words = RandomUpdates(400, kN, 100 + m);
+    const int64_t step = int64_t{1} << (20 + m % 30);  // some additions wrap
+    for (size_t r = 0; r < replicas.size(); ++r) {
+      const auto prefetch =
+          r % 2 == 0 ? FixedPointReplica::Prefetch::kOn : FixedPointReplica::Prefetch::kOff;
+      ASSERT_TRUE(replicas[r].Apply(step, words, prefetch).ok());
+    }
+  }
+  for (const FixedPointReplica& r : replicas) {
+    EXPECT_TRUE(std::equal(r.quanta().begin(), r.quanta().end(), replicas[0].quanta().begin()));
+    EXPECT_EQ(r.WeightHash(), replicas[0].WeightHash());
+    EXPECT_EQ(r.wrapped(), replicas[0].wrapped());
+  }
+  EXPECT_TRUE(replicas[0].keeps_floats());
+  EXPECT_EQ(replicas[0].weights().size(), kN);
+  for (uint64_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(replicas[0].weights()[i], QuantaToFloat(replicas[0].quanta()[i], 0x1p-32)) << i;
+  }
+  EXPECT_FALSE(replicas[2].keeps_floats());
+  EXPECT_TRUE(replicas[2].weights().empty());
+  // Load and dense updates need no float copy either.
+  std::vector<int64_t> ones(kN, 1);
+  ASSERT_TRUE(replicas[2].ApplyDense(ones).ok());
+  ASSERT_TRUE(replicas[0].ApplyDense(ones).ok());
+  EXPECT_EQ(replicas[2].WeightHash(), replicas[0].WeightHash());
+  ASSERT_TRUE(replicas[2].Load(replicas[1].quanta()).ok());
+  EXPECT_EQ(replicas[2].WeightHash(), replicas[1].WeightHash());
+}
+
 TEST(FixedPointReplica, ApplyIsAllOrNothing) {
   absl::StatusOr<FixedPointReplica> r = FixedPointReplica::Create(100, 32);
   ASSERT_TRUE(r.ok());

@@ -647,6 +647,70 @@ TEST(GossipNode, AMessageThatOverflowsAWeightWrapsAndItsOriginGoesOn) {
   EXPECT_EQ(node->counters().decode_errors(), 0u);
 }
 
+// The two receive paths (NodeOptions::receive_path) take in the same frames
+// and end the same: what is accepted and in which order, what is dropped and
+// why (the counters), the replica. The frames: a member's messages with one
+// early, duplicates, and three that fail validation (a lying checksum_delta,
+// a corrupt payload, another model's size), the parallel path with one and
+// two validation threads.
+struct ReceiveOutcome {
+  std::string hash;
+  std::vector<uint64_t> accepted_seqs;
+  uint64_t decode_errors = 0, duplicates_dropped = 0, updates_applied = 0;
+  bool operator==(const ReceiveOutcome&) const = default;
+};
+
+ReceiveOutcome Receive(NodeOptions::ReceivePath path, int threads) {
+  Nodes c(1, milliseconds(0), [&](int, NodeOptions& o) {
+    o.receive_path = path;
+    o.receive_threads = threads;
+  });
+  c.Start();
+  GossipNode* node = c.node(0);
+  ScriptedPeer member(node, "m", 3, "inproc:m");
+  NodeOptions origin;
+  origin.node_id = "m";
+  origin.incarnation = 3;
+  std::mt19937_64 rng(5);
+  std::vector<Message> m(1);  // m[seq]
+  for (uint64_t seq = 1; seq <= 8; ++seq) m.push_back(MakeMessage(origin, seq, rng, 50));
+  v1::Update lying = m[4].update;
+  lying.set_checksum_delta(lying.checksum_delta() ^ 1);
+  v1::Update corrupt = m[4].update;
+  (*corrupt.mutable_payload())[3] ^= 0x55;
+  v1::Update other_model = m[4].update;
+  EXPECT_TRUE(codec::EncodeThresholdUpdate(m[4].decoded.words, kStep, kParams + 1,
+                                           v1::CODEC_THRESHOLD_RICE, &other_model)
+                  .ok());
+  for (const v1::Update* u : {&m[1].update, &m[3].update, &m[2].update, &m[1].update, &lying,
+                              &corrupt, &other_model, &m[4].update, &m[5].update, &m[3].update}) {
+    member.SendUpdate(*u);
+  }
+  for (uint64_t seq = 6; seq <= 8; ++seq) member.SendUpdate(m[seq].update);
+  EXPECT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"m", 3}) == 8; }));
+  // The last duplicate is handled with or after seq 8's batch.
+  member.SendUpdate(m[8].update);
+  EXPECT_TRUE(Eventually([&] { return node->counters().duplicates_dropped() == 3; }))
+      << node->counters().DebugString();
+  ReceiveOutcome out;
+  out.hash = node->MirrorHash();
+  for (const auto& u : node->TakeReceived().updates) out.accepted_seqs.push_back(u->seq);
+  const GossipNode::Counters counters = node->counters();
+  out.decode_errors = counters.decode_errors();
+  out.duplicates_dropped = counters.duplicates_dropped();
+  out.updates_applied = counters.updates_applied();
+  return out;
+}
+
+TEST(GossipNode, BothReceivePathsAcceptAndRefuseTheSame) {
+  const ReceiveOutcome serial = Receive(NodeOptions::ReceivePath::kSerial, 1);
+  EXPECT_EQ(serial.accepted_seqs, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(serial.decode_errors, 3u);
+  EXPECT_EQ(serial.updates_applied, 8u);
+  EXPECT_EQ(Receive(NodeOptions::ReceivePath::kParallel, 1), serial);
+  EXPECT_EQ(Receive(NodeOptions::ReceivePath::kParallel, 2), serial);
+}
+
 // A node that joined from a snapshot holds nothing of an origin before its
 // cut. A member behind that cut used to be told by it to re-join from a
 // snapshot (ResyncRequired), though the origin itself is alive, heard by

@@ -107,6 +107,8 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
        "--pretrain-samples: the model 784,10/relu has no hidden layer to pre-train"},
       {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--stream-lanes=17"},
        "--stream-lanes must be from 0 to 16"},
+      {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--receive-threads=65"},
+       "--receive-threads must be from 0 (one per core) to 64"},
       {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--gossip-overlay=star"},
        "--gossip-overlay 'star' is not mesh or tree"},
       // --synthetic (a member that emits random messages) and its flags.

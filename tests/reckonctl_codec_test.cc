@@ -12,7 +12,9 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "base/json.h"
 
 #include "codec/fixed_point.h"
@@ -201,11 +203,11 @@ TEST_F(ReckonctlCodec, BenchInboundReportsEverySizeItAccepted) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream lines(r.out);
   std::string line;
-  std::vector<std::string> sizes;
+  std::vector<std::string> runs;
   while (std::getline(lines, line)) {
     const base::Json row = base::Json::parse(line);
-    sizes.push_back(row.at("size"));
-    EXPECT_EQ(row.at("path"), "before") << line;
+    runs.push_back(absl::StrCat(std::string(row.at("size")), " ", std::string(row.at("path")), " ",
+                                int(row.at("threads"))));
     EXPECT_EQ(row.at("origins"), 2) << line;
     const double messages = row.at("messages_per_s"), updates = row.at("updates_per_s");
     const double per_message = row.at("updates_per_message");
@@ -214,7 +216,18 @@ TEST_F(ReckonctlCodec, BenchInboundReportsEverySizeItAccepted) {
     EXPECT_GT(double(row.at("node_cpu_ms_per_message")), 0) << line;
     EXPECT_GT(double(row.at("message_bytes")), per_message) << line;  // Rice: > 8 bits an update
   }
-  EXPECT_EQ(sizes, (std::vector<std::string>{"strom", "default"}));
+  // Both sizes, each on the path before and after with 1 and 2 threads (and
+  // every core, where there are more than 2).
+  std::vector<std::string> expected;
+  for (const char* size : {"strom", "default"}) {
+    expected.push_back(absl::StrCat(size, " before 1"));
+    expected.push_back(absl::StrCat(size, " after 1"));
+    expected.push_back(absl::StrCat(size, " after 2"));
+    if (std::thread::hardware_concurrency() > 2) {
+      expected.push_back(absl::StrCat(size, " after ", std::thread::hardware_concurrency()));
+    }
+  }
+  EXPECT_EQ(runs, expected);
   EXPECT_EQ(Run({"bench", "inbound", "--origins", "0"}).exit_code, 2);
 }
 

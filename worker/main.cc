@@ -177,6 +177,9 @@ ABSL_FLAG(int32_t, stream_lanes, 3,
           "extra TCP connections (lanes, 0 to 16) to each peer that Updates of 1 MiB or more "
           "(dense, 8-bit, 1-bit codecs on big models) also go on: one connection's buffers "
           "bound it on a long fat link. Threshold-coded messages open none");
+ABSL_FLAG(int32_t, receive_threads, 0,
+          "threads that validate (decode, CRC, checksum) the peers' messages off the gossip "
+          "node's lock, the node's own thread one of them (0: one per core; 1 to 64)");
 ABSL_FLAG(int32_t, quiesce_timeout_s, 600,
           "after training, wait at most this long for the cluster to be quiescent");
 ABSL_FLAG(int32_t, check_interval_ms, 2000,
@@ -411,7 +414,8 @@ absl::StatusOr<reckon::v1::ClusterFingerprint> FingerprintFromFlags(const Traine
 }
 
 // --stream-window-mb, --snapshot-stripes, --stream-lanes: how many TCP
-// connections carry what, and how much each keeps in flight.
+// connections carry what, and how much each keeps in flight;
+// --receive-threads: how many threads validate what arrives.
 absl::Status ConnectionsFromFlags(PeerOptions* p) {
   const int stream_window = absl::GetFlag(FLAGS_stream_window_mb);
   if (stream_window < 1 || stream_window > 1024) {
@@ -428,6 +432,11 @@ absl::Status ConnectionsFromFlags(PeerOptions* p) {
     return absl::InvalidArgumentError("--stream-lanes must be from 0 to 16");
   }
   p->node.lanes = static_cast<uint32_t>(lanes);
+  const int receive_threads = absl::GetFlag(FLAGS_receive_threads);
+  if (receive_threads < 0 || receive_threads > 64) {
+    return absl::InvalidArgumentError("--receive-threads must be from 0 (one per core) to 64");
+  }
+  p->node.receive_threads = receive_threads;
   return absl::OkStatus();
 }
 
