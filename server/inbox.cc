@@ -1,8 +1,10 @@
 #include "server/inbox.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/time/time.h"
+#include "codec/update_message.h"
 
 namespace reckon::server {
 
@@ -82,6 +84,31 @@ size_t Inbox::bytes() {
 uint64_t Inbox::pauses() {
   absl::MutexLock l(&mu_);
   return pauses_;
+}
+
+namespace {
+
+size_t DecodedBytes(const Inbox::Event& e, uint64_t param_count) {
+  if (e.kind != Inbox::Event::kFrame || !e.frame.has_update()) return 0;
+  const v1::Update& u = e.frame.update();
+  if (codec::IsQuantaCodec(u.codec())) return param_count * sizeof(int64_t);
+  return std::min<uint64_t>(u.count(), param_count) * sizeof(uint32_t);
+}
+
+}  // namespace
+
+std::deque<Inbox::Event> TakeSlice(std::deque<Inbox::Event>* events, uint64_t param_count,
+                                   size_t decoded_cap) {
+  std::deque<Inbox::Event> slice;
+  size_t decoded = 0;
+  while (!events->empty()) {
+    const size_t bytes = DecodedBytes(events->front(), param_count);
+    if (!slice.empty() && decoded + bytes > decoded_cap) break;
+    decoded += bytes;
+    slice.push_back(std::move(events->front()));
+    events->pop_front();
+  }
+  return slice;
 }
 
 }  // namespace reckon::server

@@ -103,6 +103,15 @@ class Inbox {
   uint64_t pauses_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Moves the first events of `events` into the returned slice: as many as
+// keep the decoded form of their Updates (4 bytes an update of a threshold
+// codec, as many as it claims up to `param_count`; 8 bytes a parameter for
+// the quanta codecs, 64x a onebit frame) within `decoded_cap`, and at least
+// one. The node validates a batch slice by slice: the inbox may hold its cap
+// of frames, and decoded all at once they could take 64x that.
+std::deque<Inbox::Event> TakeSlice(std::deque<Inbox::Event>* events, uint64_t param_count,
+                                   size_t decoded_cap);
+
 }  // namespace reckon::server
 
 #endif  // RECKON_SERVER_INBOX_H_

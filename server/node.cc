@@ -86,10 +86,6 @@ NodeOptions WithClock(NodeOptions options) {
   return options;
 }
 
-}  // namespace
-
-namespace {
-
 // The validation threads of the parallel receive path (the node thread is
 // one of them); none on the serial path.
 std::unique_ptr<cpu::ThreadPool> ValidationPool(const NodeOptions& o) {
@@ -211,9 +207,15 @@ void GossipNode::Run() {
     Inbox::Batch batch;
     if (!inbox_.Take(next_tick, &batch)) return;
     last_loop_ns_.store(Clock::now().time_since_epoch().count());
-    ValidateUpdates(batch.events);
-    if (!HandleBatch(batch.events, next_tick)) return;
-    batch.events.clear();  // its frames' memory goes before their links read on
+    // In slices whose decoded form stays under kDecodedSliceBytes: a batch
+    // may hold the inbox's cap of frames, and decoded all at once they
+    // could take 64x that. At least one slice, empty when the wait ended
+    // for the tick alone: HandleBatch ticks.
+    do {
+      std::deque<Inbox::Event> slice = TakeSlice(&batch.events, param_count_, kDecodedSliceBytes);
+      ValidateUpdates(slice);
+      if (!HandleBatch(slice, next_tick)) return;
+    } while (!batch.events.empty());  // each slice's memory goes before their links read on
     for (const std::shared_ptr<Link>& link : batch.to_resume) link->ResumeReading();
   }
 }

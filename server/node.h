@@ -362,6 +362,8 @@ class GossipNode final : public NodeService {
   // for every Update in a batch the node thread took: off the lock, on the
   // validation threads. No-op on ReceivePath::kSerial.
   void ValidateUpdates(std::deque<Inbox::Event>& events) ABSL_LOCKS_EXCLUDED(mu_);
+  // The decoded form a slice of a batch may hold at once (Run).
+  static constexpr size_t kDecodedSliceBytes = size_t{64} << 20;
   // Handles what Run took of the inbox, under mu_, ticking when due. False
   // once the node is stopping.
   bool HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick)

@@ -885,6 +885,34 @@ v1::GossipFrame FrameOf(size_t bytes) {
 // waiting pass its share of the cap (the cap over the links with frames
 // waiting), hands the paused ones back with the batch that holds their
 // frames, and after Stop takes nothing and remembers which links closed.
+// A batch is validated in slices whose decoded form stays under a cap: a
+// onebit message decodes to 8 bytes a parameter, 64x its frame.
+TEST(Inbox, ASliceKeepsTheDecodedFormUnderItsCapAndTakesAtLeastOne) {
+  constexpr uint64_t kParamCount = 1000;
+  auto update = [](v1::Codec codec, uint32_t count) {
+    Inbox::Event e{Inbox::Event::kFrame, nullptr, {}, {}, 0, std::nullopt};
+    e.frame.mutable_update()->set_codec(codec);
+    e.frame.mutable_update()->set_count(count);
+    return e;
+  };
+  std::deque<Inbox::Event> events;
+  events.push_back(update(v1::CODEC_ONEBIT, 0));             // 8,000 bytes decoded
+  events.push_back(update(v1::CODEC_THRESHOLD_RICE, 500));   // 2,000
+  events.push_back(update(v1::CODEC_THRESHOLD_RICE, 9999));  // claims more: 4,000 at most
+  events.push_back(Inbox::Event{Inbox::Event::kUp, nullptr, {}, {}, 0, std::nullopt});  // 0
+  events.push_back(update(v1::CODEC_DENSE_FP32, 0));                                    // 8,000
+  std::vector<size_t> sizes;
+  while (!events.empty()) sizes.push_back(TakeSlice(&events, kParamCount, 10'000).size());
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 2, 1}));
+  // One event over the cap still goes, alone.
+  events.push_back(update(v1::CODEC_ONEBIT, 0));
+  events.push_back(update(v1::CODEC_ONEBIT, 0));
+  EXPECT_EQ(TakeSlice(&events, kParamCount, 100).size(), 1u);
+  EXPECT_EQ(events.size(), 1u);
+  EXPECT_TRUE(TakeSlice(&events, kParamCount, 100).size() == 1 && events.empty());
+  EXPECT_TRUE(TakeSlice(&events, kParamCount, 100).empty()) << "nothing to take";
+}
+
 TEST(Inbox, KeepsOrderPausesALinkOverItsShareAndStops) {
   Inbox inbox(/*byte_cap=*/1000, [] { return Clock::now(); });
   auto a = std::make_shared<NowhereLink>(), b = std::make_shared<NowhereLink>();
