@@ -63,11 +63,12 @@ class CpuLoad {
 // with all three running and the next 62 s with w2 stopped (its core is
 // theirs): machines differ by 2x and more (260 to 690 steps/s with three
 // running, 1.6x that with two, measured on this VM class), and the run below
-// must be sized to it. About 12 s.
+// must be sized to it. About 14 s.
 uint64_t StepsInSeventySecondsWithW2Stopped() {
   Cluster c(3);
   for (int i = 0; i < 3; ++i) c.Start(i, 3, {"--max-steps", "1000000", "--epochs", "1000"});
   if (!c.WaitForSteps(2, 100)) return 0;
+  std::this_thread::sleep_for(seconds(2));  // past the start's join and first epoch setup
   const double three = StepRate(c, 0, milliseconds(4000));
   c.process(2).Signal(SIGSTOP);
   std::this_thread::sleep_for(seconds(2));  // past the failure timeout (1.5 s)
@@ -86,7 +87,9 @@ TEST(GossipFault, WorkerStoppedForAMinuteComesBackAndAllEndIdentical) {
   // after: every step past that is test time.
   const uint64_t at_seventy = StepsInSeventySecondsWithW2Stopped();
   ASSERT_GT(at_seventy, 0u) << "the calibration run did not train";
-  const uint64_t steps = at_seventy + at_seventy / 6;
+  // 1.4x: a calibration on a machine still busy from the test before
+  // measured 1.3x too few once (19,205 steps at 70 s; w0 took 22,405 by 65 s).
+  const uint64_t steps = at_seventy + at_seventy * 2 / 5;
   Cluster c(3);
   const std::vector<std::string> slow_end = {"--epochs", "1000", "--quiesce-timeout-s", "600"};
   for (int i = 0; i < 2; ++i) {
