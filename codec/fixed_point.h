@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/huge_pages.h"
 
 namespace reckon::codec {
 
@@ -142,9 +143,11 @@ class FixedPointReplica {
 
   int fraction_bits_;
   double quantum_;
-  std::vector<int64_t> quanta_;
+  // Touched at random by every applied update: huge pages where the kernel
+  // gives them (base/huge_pages.h).
+  std::vector<int64_t, base::RandomAccessAllocator<int64_t>> quanta_;
   FloatCopy floats_;
-  std::vector<float> weights_;
+  std::vector<float, base::RandomAccessAllocator<float>> weights_;
   uint64_t wrapped_ = 0;
 };
 
