@@ -86,16 +86,12 @@ uint64_t Inbox::pauses() {
   return pauses_;
 }
 
-namespace {
-
 size_t DecodedBytes(const Inbox::Event& e, uint64_t param_count) {
   if (e.kind != Inbox::Event::kFrame || !e.frame.has_update()) return 0;
   const v1::Update& u = e.frame.update();
   if (codec::IsQuantaCodec(u.codec())) return param_count * sizeof(int64_t);
   return std::min<uint64_t>(u.count(), param_count) * sizeof(uint32_t);
 }
-
-}  // namespace
 
 std::deque<Inbox::Event> TakeSlice(std::deque<Inbox::Event>* events, uint64_t param_count,
                                    size_t decoded_cap) {

@@ -111,6 +111,8 @@ class Inbox {
 // of frames, and decoded all at once they could take 64x that.
 std::deque<Inbox::Event> TakeSlice(std::deque<Inbox::Event>* events, uint64_t param_count,
                                    size_t decoded_cap);
+// What `event` will hold decoded, as TakeSlice counts it (0 but for Updates).
+size_t DecodedBytes(const Inbox::Event& event, uint64_t param_count);
 
 }  // namespace reckon::server
 

@@ -364,6 +364,9 @@ class GossipNode final : public NodeService {
   void ValidateUpdates(std::deque<Inbox::Event>& events) ABSL_LOCKS_EXCLUDED(mu_);
   // The decoded form a slice of a batch may hold at once (Run).
   static constexpr size_t kDecodedSliceBytes = size_t{64} << 20;
+  // A slice whose decoded form is smaller is validated on the node thread
+  // alone (about three Strom-size messages make 512 KiB).
+  static constexpr size_t kParallelValidationBytes = size_t{512} << 10;
   // Handles what Run took of the inbox, under mu_, ticking when due. False
   // once the node is stopping.
   bool HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick)

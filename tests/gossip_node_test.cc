@@ -1122,12 +1122,22 @@ TEST(GossipNode, BigUpdatesGoOnLanesAndArriveExactlyOnce) {
 // Updates under the floor (the default 1 MiB: threshold-coded messages)
 // open no lane.
 TEST(GossipNode, SmallUpdatesOpenNoLanes) {
-  Nodes c(2);
+  ManualClock clock;
+  Nodes c(2, milliseconds(0), [&](int, NodeOptions& o) { o.clock = clock.Function(); });
   c.Start();
-  ASSERT_TRUE(PeerAlive(c));
+  ASSERT_TRUE(StepUntil(
+      c, clock,
+      [&] {
+        v1::NodeStatus s;
+        c.node(0)->FillStatus(&s);
+        return s.members_size() == 1 && s.members(0).state() == "alive";
+      },
+      milliseconds(2000)));
   c.Publish(0, 1, 50, milliseconds(2));
   ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 50; }));
-  std::this_thread::sleep_for(milliseconds(200));  // ten heartbeats: lanes would be dialed
+  // Ten ticks (lanes are dialed at a tick) on the nodes' clock.
+  StepUntil(
+      c, clock, [] { return false; }, milliseconds(200), milliseconds(20));
   EXPECT_EQ(c.node(0)->counters().lane_update_frames_sent(), 0u);
   v1::NodeStatus s;
   c.node(1)->FillStatus(&s, false);
