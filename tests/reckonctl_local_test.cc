@@ -279,10 +279,11 @@ TEST_P(SyntheticWorkers, MeasureTheGossipLayer) {
   absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(json->at("hashes_equal"), true);
-  double sent = 0, received = 0, wire = 0, frames_sent = 0;
+  double sent = 0, received = 0, wire = 0, frames_sent = 0, resent = 0;
   for (const base::Json& w : json->at("workers")) {
     EXPECT_EQ(w.at("node").at("overlay"), overlay);
     frames_sent += w.at("node").at("update_frames_sent").get<double>();
+    resent += w.at("node").value("repairs_resent", 0.0);
     wire += w.at("wire_bytes").get<double>();
     ASSERT_EQ(w.at("version_vector").size(), 6u) << w.dump(2);
     for (const auto& [origin, seq] : w.at("version_vector").items()) EXPECT_EQ(seq, 40) << origin;
@@ -308,10 +309,15 @@ TEST_P(SyntheticWorkers, MeasureTheGossipLayer) {
   EXPECT_GE(sent, 4 * wire);
   EXPECT_LE(received, sent);
   EXPECT_GE(received, 0.9 * sent);
-  // 6 x 40 messages to 5 members each, less the late joiners' snapshots,
-  // plus the odd repair of a message lost while a stream was replaced.
+  // First copies: 6 x 40 messages to 5 members each, less the late joiners'
+  // snapshots, plus the odd repair of a message lost while a stream was
+  // replaced. Resends (anti-entropy's, of a message a member has not applied
+  // within the repair timeout) come on top when the machine is slow: under
+  // the sanitizers beside another test, arrivals took 300-370 ms at p99 and
+  // 130-190 frames more went out; a storm of them is still caught.
   EXPECT_GE(frames_sent, 0.8 * 6 * 40 * 5);
-  EXPECT_LE(frames_sent, 1.1 * 6 * 40 * 5);
+  EXPECT_LE(frames_sent - resent, 1.1 * 6 * 40 * 5) << resent << " resent";
+  EXPECT_LE(resent, 0.3 * 6 * 40 * 5);
   const base::Json& g = json->at("gossip");
   EXPECT_EQ(g.at("overlay"), overlay);
   EXPECT_EQ(g.at("nodes"), 6);
