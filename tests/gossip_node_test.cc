@@ -103,6 +103,14 @@ TEST(GossipNode, UnansweredDialIsRetriedAfterHealing) {
 // nothing, so nothing may be sent twice: repairs go only where a message was
 // lost. (Before: every lag past the repair timeout re-sent all of it.)
 // Node 0 of a two-node cluster sees node 1 alive.
+// The options MakeMessage reads of an origin (a scripted member's).
+NodeOptions OriginOf(const std::string& node_id, uint64_t incarnation) {
+  NodeOptions o;
+  o.node_id = node_id;
+  o.incarnation = incarnation;
+  return o;
+}
+
 bool PeerAlive(Nodes& c) {
   return Eventually([&] {
     v1::NodeStatus s;
@@ -611,9 +619,7 @@ TEST(GossipNode, AMessageThatOverflowsAWeightWrapsAndItsOriginGoesOn) {
   c.Start();
   GossipNode* node = c.node(0);
   ScriptedPeer member(node, "big", 7, "inproc:big");
-  NodeOptions origin;
-  origin.node_id = "big";
-  origin.incarnation = 7;
+  const NodeOptions origin = OriginOf("big", 7);
   const codec::WeightChecksum checksum(Fingerprint().seed());
   // seq 1: +INT64_MAX on weight 1 (positive at first: it wraps).
   constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
@@ -668,9 +674,7 @@ ReceiveOutcome Receive(NodeOptions::ReceivePath path, int threads) {
   c.Start();
   GossipNode* node = c.node(0);
   ScriptedPeer member(node, "m", 3, "inproc:m");
-  NodeOptions origin;
-  origin.node_id = "m";
-  origin.incarnation = 3;
+  const NodeOptions origin = OriginOf("m", 3);
   std::mt19937_64 rng(5);
   std::vector<Message> m(1);  // m[seq]
   for (uint64_t seq = 1; seq <= 8; ++seq) m.push_back(MakeMessage(origin, seq, rng, 50));
