@@ -86,6 +86,8 @@ uint64_t Inbox::pauses() {
   return pauses_;
 }
 
+namespace {
+
 size_t DecodedBytes(const Inbox::Event& e, uint64_t param_count) {
   if (e.kind != Inbox::Event::kFrame || !e.frame.has_update()) return 0;
   const v1::Update& u = e.frame.update();
@@ -93,15 +95,15 @@ size_t DecodedBytes(const Inbox::Event& e, uint64_t param_count) {
   return std::min<uint64_t>(u.count(), param_count) * sizeof(uint32_t);
 }
 
-std::deque<Inbox::Event> TakeSlice(std::deque<Inbox::Event>* events, uint64_t param_count,
-                                   size_t decoded_cap) {
-  std::deque<Inbox::Event> slice;
-  size_t decoded = 0;
+}  // namespace
+
+Slice TakeSlice(std::deque<Inbox::Event>* events, uint64_t param_count, size_t decoded_cap) {
+  Slice slice;
   while (!events->empty()) {
     const size_t bytes = DecodedBytes(events->front(), param_count);
-    if (!slice.empty() && decoded + bytes > decoded_cap) break;
-    decoded += bytes;
-    slice.push_back(std::move(events->front()));
+    if (!slice.events.empty() && slice.decoded_bytes + bytes > decoded_cap) break;
+    slice.decoded_bytes += bytes;
+    slice.events.push_back(std::move(events->front()));
     events->pop_front();
   }
   return slice;

@@ -109,10 +109,11 @@ class Inbox {
 // the quanta codecs, 64x a onebit frame) within `decoded_cap`, and at least
 // one. The node validates a batch slice by slice: the inbox may hold its cap
 // of frames, and decoded all at once they could take 64x that.
-std::deque<Inbox::Event> TakeSlice(std::deque<Inbox::Event>* events, uint64_t param_count,
-                                   size_t decoded_cap);
-// What `event` will hold decoded, as TakeSlice counts it (0 but for Updates).
-size_t DecodedBytes(const Inbox::Event& event, uint64_t param_count);
+struct Slice {
+  std::deque<Inbox::Event> events;
+  size_t decoded_bytes = 0;  // their Updates' decoded form, as counted above
+};
+Slice TakeSlice(std::deque<Inbox::Event>* events, uint64_t param_count, size_t decoded_cap);
 
 }  // namespace reckon::server
 

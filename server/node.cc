@@ -212,24 +212,22 @@ void GossipNode::Run() {
     // could take 64x that. At least one slice, empty when the wait ended
     // for the tick alone: HandleBatch ticks.
     do {
-      std::deque<Inbox::Event> slice = TakeSlice(&batch.events, param_count_, kDecodedSliceBytes);
+      Slice slice = TakeSlice(&batch.events, param_count_, kDecodedSliceBytes);
       ValidateUpdates(slice);
-      if (!HandleBatch(slice, next_tick)) return;
+      if (!HandleBatch(slice.events, next_tick)) return;
     } while (!batch.events.empty());  // each slice's memory goes before their links read on
     for (const std::shared_ptr<Link>& link : batch.to_resume) link->ResumeReading();
   }
 }
 
-void GossipNode::ValidateUpdates(std::deque<Inbox::Event>& events) {
+void GossipNode::ValidateUpdates(Slice& slice) {
   if (!validators_) return;  // ReceivePath::kSerial: under the lock, one at a time
   std::vector<Inbox::Event*> updates;
-  size_t decoded = 0;
-  for (Inbox::Event& e : events) {
+  for (Inbox::Event& e : slice.events) {
     if (e.kind == Inbox::Event::kFrame && e.frame.has_update()) updates.push_back(&e);
-    decoded += DecodedBytes(e, param_count_);
   }
   if (updates.empty()) return;
-  if (decoded < kParallelValidationBytes) {
+  if (slice.decoded_bytes < kParallelValidationBytes) {
     // Little work: on this thread alone. Handed to the other threads it
     // would wait for each of them to be scheduled, and on a loaded machine
     // that delay (not the work) made every small message late (a tree of

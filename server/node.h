@@ -361,7 +361,7 @@ class GossipNode final : public NodeService {
   // The receive path's work that needs no node state (update_validation.h),
   // for every Update in a batch the node thread took: off the lock, on the
   // validation threads. No-op on ReceivePath::kSerial.
-  void ValidateUpdates(std::deque<Inbox::Event>& events) ABSL_LOCKS_EXCLUDED(mu_);
+  void ValidateUpdates(Slice& slice) ABSL_LOCKS_EXCLUDED(mu_);
   // The decoded form a slice of a batch may hold at once (Run).
   static constexpr size_t kDecodedSliceBytes = size_t{64} << 20;
   // A slice whose decoded form is smaller is validated on the node thread

@@ -26,6 +26,7 @@
 #include "server/quiescence.h"
 #include "server/snapshot_cuts.h"
 #include "tests/inproc_cluster.h"
+#include "tests/update_frame.h"
 
 namespace reckon::server {
 namespace {
@@ -34,26 +35,15 @@ using std::chrono::milliseconds;
 
 const OriginKey kA{"a", 1}, kB{"b", 1};
 
-// An Update frame of `origin` with `seq` and a payload of `payload` bytes.
-std::shared_ptr<const v1::GossipFrame> Frame(const OriginKey& origin, uint64_t seq,
-                                             size_t payload = 10) {
-  auto f = std::make_shared<v1::GossipFrame>();
-  f->mutable_update()->mutable_origin()->set_node_id(origin.node_id);
-  f->mutable_update()->mutable_origin()->set_incarnation(origin.incarnation);
-  f->mutable_update()->set_seq(seq);
-  f->mutable_update()->set_payload(std::string(payload, 'x'));
-  return f;
-}
-
 TEST(MessageLog, ByteCapEvictsTheOldestFirstAcrossOrigins) {
-  const size_t one = Frame(kA, 1)->ByteSizeLong();
+  const size_t one = UpdateFrame(kA, 1)->ByteSizeLong();
   MessageLog log(3 * one, milliseconds(0));
   const auto now = Clock::now();
-  log.Add(kA, Frame(kA, 1), now);
-  log.Add(kB, Frame(kB, 1), now);
-  log.Add(kA, Frame(kA, 2), now);
+  log.Add(kA, UpdateFrame(kA, 1), now);
+  log.Add(kB, UpdateFrame(kB, 1), now);
+  log.Add(kA, UpdateFrame(kA, 2), now);
   EXPECT_EQ(log.messages(), 3u);
-  log.Add(kB, Frame(kB, 2), now);  // over the cap: a#1 goes
+  log.Add(kB, UpdateFrame(kB, 2), now);  // over the cap: a#1 goes
   EXPECT_EQ(log.messages(), 3u);
   EXPECT_EQ(log.bytes(), 3 * one);
   ASSERT_NE(log.Find(kA), nullptr);
@@ -64,7 +54,7 @@ TEST(MessageLog, ByteCapEvictsTheOldestFirstAcrossOrigins) {
 TEST(MessageLog, CollectKeepsWhatSomeoneLacksAndWhatIsRecent) {
   MessageLog log(1 << 20, milliseconds(1000));
   const auto t0 = Clock::now();
-  for (uint64_t s = 1; s <= 5; ++s) log.Add(kA, Frame(kA, s), t0);
+  for (uint64_t s = 1; s <= 5; ++s) log.Add(kA, UpdateFrame(kA, s), t0);
   // Everyone has 3, but the retention has not passed: all kept.
   log.Collect({{kA, 3}}, t0 + milliseconds(500));
   EXPECT_EQ(log.messages(), 5u);
@@ -82,14 +72,14 @@ TEST(MessageLog, CollectKeepsWhatSomeoneLacksAndWhatIsRecent) {
 
 TEST(MessageLog, AddingASeqAgainReplacesIt) {
   MessageLog log(1 << 20, milliseconds(0));
-  log.Add(kA, Frame(kA, 1, 10), Clock::now());
-  log.Add(kA, Frame(kA, 1, 100), Clock::now());
+  log.Add(kA, UpdateFrame(kA, 1, 10), Clock::now());
+  log.Add(kA, UpdateFrame(kA, 1, 100), Clock::now());
   EXPECT_EQ(log.messages(), 1u);
-  EXPECT_EQ(log.bytes(), Frame(kA, 1, 100)->ByteSizeLong());
+  EXPECT_EQ(log.bytes(), UpdateFrame(kA, 1, 100)->ByteSizeLong());
 }
 
 EarlyArrivals::Arrival Arrive(const OriginKey& origin, uint64_t seq, size_t payload = 10) {
-  return {Frame(origin, seq, payload), std::make_shared<codec::DecodedUpdate>()};
+  return {UpdateFrame(origin, seq, payload), std::make_shared<codec::DecodedUpdate>()};
 }
 
 TEST(EarlyArrivals, HandsOutInOrderAndForgetsStale) {
@@ -148,7 +138,7 @@ TEST(EarlyArrivals, TheByteCapCountsTheDecodedFormHeld) {
     decoded->codec = v1::CODEC_ONEBIT;
     decoded->param_count = 64 * 1024;
     decoded->quanta.assign(decoded->param_count, 1);  // 512 KiB held
-    return EarlyArrivals::Arrival{Frame(origin, seq, 8 * 1024), std::move(decoded)};
+    return EarlyArrivals::Arrival{UpdateFrame(origin, seq, 8 * 1024), std::move(decoded)};
   };
   EarlyArrivals early(4096, size_t{1} << 20);  // 1 MiB
   int kept = 0;
@@ -902,15 +892,21 @@ TEST(Inbox, ASliceKeepsTheDecodedFormUnderItsCapAndTakesAtLeastOne) {
   events.push_back(Inbox::Event{Inbox::Event::kUp, nullptr, {}, {}, 0, std::nullopt});  // 0
   events.push_back(update(v1::CODEC_DENSE_FP32, 0));                                    // 8,000
   std::vector<size_t> sizes;
-  while (!events.empty()) sizes.push_back(TakeSlice(&events, kParamCount, 10'000).size());
+  std::vector<size_t> decoded;
+  while (!events.empty()) {
+    const Slice slice = TakeSlice(&events, kParamCount, 10'000);
+    sizes.push_back(slice.events.size());
+    decoded.push_back(slice.decoded_bytes);
+  }
   EXPECT_EQ(sizes, (std::vector<size_t>{2, 2, 1}));
+  EXPECT_EQ(decoded, (std::vector<size_t>{10'000, 4'000, 8'000}));
   // One event over the cap still goes, alone.
   events.push_back(update(v1::CODEC_ONEBIT, 0));
   events.push_back(update(v1::CODEC_ONEBIT, 0));
-  EXPECT_EQ(TakeSlice(&events, kParamCount, 100).size(), 1u);
+  EXPECT_EQ(TakeSlice(&events, kParamCount, 100).events.size(), 1u);
   EXPECT_EQ(events.size(), 1u);
-  EXPECT_TRUE(TakeSlice(&events, kParamCount, 100).size() == 1 && events.empty());
-  EXPECT_TRUE(TakeSlice(&events, kParamCount, 100).empty()) << "nothing to take";
+  EXPECT_TRUE(TakeSlice(&events, kParamCount, 100).events.size() == 1 && events.empty());
+  EXPECT_TRUE(TakeSlice(&events, kParamCount, 100).events.empty()) << "nothing to take";
 }
 
 TEST(Inbox, KeepsOrderPausesALinkOverItsShareAndStops) {

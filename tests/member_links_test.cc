@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/lanes.h"
+#include "tests/update_frame.h"
 
 namespace reckon::server {
 namespace {
@@ -38,16 +39,6 @@ class FakeLink final : public Link {
   std::vector<std::shared_ptr<const v1::GossipFrame>> sent, urgent;
 };
 
-std::shared_ptr<const v1::GossipFrame> UpdateOf(const OriginKey& origin, uint64_t seq,
-                                                size_t payload_bytes) {
-  auto frame = std::make_shared<v1::GossipFrame>();
-  frame->mutable_update()->mutable_origin()->set_node_id(origin.node_id);
-  frame->mutable_update()->mutable_origin()->set_incarnation(origin.incarnation);
-  frame->mutable_update()->set_seq(seq);
-  frame->mutable_update()->set_payload(std::string(payload_bytes, 'x'));
-  return frame;
-}
-
 std::shared_ptr<const v1::GossipFrame> Heartbeat() {
   auto frame = std::make_shared<v1::GossipFrame>();
   frame->mutable_heartbeat()->set_training_done(true);
@@ -65,7 +56,7 @@ TEST(MemberLinks, LanesLiveOnlyWhileTheStreamDoesAndANewStreamStartsAfresh) {
   links.AddLane(1, out, kT0);
   links.LaneAnswered(1);
   links.AcceptLane(1, in, kT0);
-  ASSERT_TRUE(links.Send(UpdateOf({"a", 1}, 1, 10), SIZE_MAX, kTwoLanes, 0).has_value());
+  ASSERT_TRUE(links.Send(UpdateFrame({"a", 1}, 1, 10), SIZE_MAX, kTwoLanes, 0).has_value());
   links.CountReceived(0);
   EXPECT_EQ(links.state().frames_sent, 1u);
   EXPECT_EQ(links.lanes_up(), 1u);
@@ -109,7 +100,7 @@ TEST(MemberLinks, BigUpdatesTakeTheLeastQueuedLinkAndTheirFrontierCountsEveryLin
   links.Attach(stream, 3);
   const OriginKey a{"a", 1};
   // Small Updates and other frames stay on the stream; heartbeats go ahead.
-  ASSERT_EQ(links.Send(UpdateOf(a, 1, 10), SIZE_MAX, kTwoLanes, 0)->lane, 0u);
+  ASSERT_EQ(links.Send(UpdateFrame(a, 1, 10), SIZE_MAX, kTwoLanes, 0)->lane, 0u);
   ASSERT_TRUE(links.Send(Heartbeat(), SIZE_MAX, kTwoLanes, 0).has_value());
   EXPECT_EQ(stream->sent.size(), 1u);
   EXPECT_EQ(stream->urgent.size(), 1u);
@@ -118,7 +109,7 @@ TEST(MemberLinks, BigUpdatesTakeTheLeastQueuedLinkAndTheirFrontierCountsEveryLin
 
   // A big one asks for lanes: two (the policy's), though the member takes 3.
   std::optional<MemberLinks::Sent> big =
-      links.SendUpdate(a, 2, UpdateOf(a, 2, 2000), SIZE_MAX, kTwoLanes, 0);
+      links.SendUpdate(a, 2, UpdateFrame(a, 2, 2000), SIZE_MAX, kTwoLanes, 0);
   ASSERT_TRUE(big.has_value());
   EXPECT_GT(big->bytes, 2000u);
   EXPECT_EQ(big->lane, 0u) << "no lane is up yet";
@@ -130,7 +121,7 @@ TEST(MemberLinks, BigUpdatesTakeTheLeastQueuedLinkAndTheirFrontierCountsEveryLin
   links.LaneAnswered(1);  // lane 2 is not up: never picked
   stream->queued = 5000;
   lane2->queued = 0;
-  big = links.SendUpdate(a, 3, UpdateOf(a, 3, 2000), SIZE_MAX, kTwoLanes, 0);
+  big = links.SendUpdate(a, 3, UpdateFrame(a, 3, 2000), SIZE_MAX, kTwoLanes, 0);
   ASSERT_TRUE(big.has_value());
   EXPECT_EQ(big->lane, 1u);
   EXPECT_EQ(lane1->sent.size(), 1u);
@@ -142,7 +133,7 @@ TEST(MemberLinks, BigUpdatesTakeTheLeastQueuedLinkAndTheirFrontierCountsEveryLin
 
   // A full queue takes nothing and records nothing.
   lane1->queued = 5000;
-  EXPECT_FALSE(links.SendUpdate(a, 4, UpdateOf(a, 4, 2000), 4000, kTwoLanes, 0).has_value());
+  EXPECT_FALSE(links.SendUpdate(a, 4, UpdateFrame(a, 4, 2000), 4000, kTwoLanes, 0).has_value());
   EXPECT_EQ(links.state().pushed.at(a), 3u);
 }
 
@@ -151,10 +142,10 @@ TEST(MemberLinks, WhatTheMemberProcessedAndStillLacksIsPushedAgainNotWhatIsLate)
   links.Attach(std::make_shared<FakeLink>(), 1);
   auto lane = std::make_shared<FakeLink>();
   const OriginKey a{"a", 1}, b{"b", 1};
-  ASSERT_TRUE(links.SendUpdate(a, 1, UpdateOf(a, 1, 10), SIZE_MAX, kTwoLanes, 0).has_value());
+  ASSERT_TRUE(links.SendUpdate(a, 1, UpdateFrame(a, 1, 10), SIZE_MAX, kTwoLanes, 0).has_value());
   links.AddLane(1, lane, kT0);
   links.LaneAnswered(1);
-  ASSERT_TRUE(links.SendUpdate(b, 1, UpdateOf(b, 1, 2000), SIZE_MAX, kTwoLanes, 1).has_value());
+  ASSERT_TRUE(links.SendUpdate(b, 1, UpdateFrame(b, 1, 2000), SIZE_MAX, kTwoLanes, 1).has_value());
   ASSERT_EQ(lane->sent.size(), 1u) << "tie: turn 1 is the lane";
   EXPECT_EQ(links.state().pushed_frame.at(b), (std::vector<uint64_t>{1, 1}));
 
@@ -170,7 +161,7 @@ TEST(MemberLinks, WhatTheMemberProcessedAndStillLacksIsPushedAgainNotWhatIsLate)
   links.ForgetLost(VersionMap{}, 1, lanes_received);
   EXPECT_EQ(SeqOf(links.state().pushed, b), 0u);
   // What it applied is not pushed again.
-  ASSERT_TRUE(links.SendUpdate(a, 1, UpdateOf(a, 1, 10), SIZE_MAX, kTwoLanes, 0).has_value());
+  ASSERT_TRUE(links.SendUpdate(a, 1, UpdateFrame(a, 1, 10), SIZE_MAX, kTwoLanes, 0).has_value());
   links.ForgetLost(VersionMap{{a, 1}}, 99, lanes_received);
   EXPECT_EQ(SeqOf(links.state().pushed, a), 1u);
 }
@@ -179,7 +170,7 @@ TEST(MemberLinks, AForgottenLaneOfOursLosesWhatItCarriedAndWaitsBeforeItIsDialed
   MemberLinks links;
   links.Attach(std::make_shared<FakeLink>(), 2);
   const OriginKey a{"a", 1};
-  ASSERT_TRUE(links.SendUpdate(a, 1, UpdateOf(a, 1, 2000), SIZE_MAX, kTwoLanes, 0).has_value());
+  ASSERT_TRUE(links.SendUpdate(a, 1, UpdateFrame(a, 1, 2000), SIZE_MAX, kTwoLanes, 0).has_value());
   auto ours = std::make_shared<FakeLink>(), theirs = std::make_shared<FakeLink>();
   links.AddLane(1, ours, kT0);
   links.AcceptLane(1, theirs, kT0);
