@@ -8,9 +8,10 @@ update +-tau updates, out; N-1 such in):
   training thread  t_c + (N-1) u / gpu_apply      the GPU step, then the
                    peers' messages applied to the training replica (between
                    steps: not overlapped until issue 16's double buffering)
-  node thread      (N-1) u (1/decode + 1/mirror_apply)   each peer message
-                   decoded and applied to the node's mirror (CPU, one
-                   thread, overlapped with the training thread)
+  node             (N-1) u / inbound(c)   each peer message validated,
+                   ordered and applied to the node's mirror (CPU, overlapped
+                   with the training thread), at the rate `reckonctl bench
+                   inbound` measured, with c receive threads (below)
   link             (N-1) M / (link - heartbeats), each way: every message to
                    every peer, and in from every peer (overlapped)
   heartbeats       hz x S(N) x H(N) bytes/s, H(N) = h0 + h1 x N (measured);
@@ -23,14 +24,23 @@ each once.
 A step takes the longest of the three, so the speed-up over one node is
 N x t_c / step and the efficiency t_c / step.
 
+The node's inbound rate is measured, not guessed: updates per second the
+node accepted at Strom's size (14.6M parameters, 44,000 updates a message)
+with 1 and 2 receive threads, from `reckonctl bench inbound --json` (the
+`after` rows; `--inbound-json FILE`) or, without a file, the figures
+docs/benchmarks.md records. How it grows with cores is fitted to those two
+points (Amdahl: a share p of the work runs in parallel, r(c) = r(1) /
+((1 - p) + p / c)); `--node-cores` says how many the node has.
+
 Checked against what the lab measured (docs/scaling.md): `--check` prints the
 model beside the 100 Mbit/s runs and the synthetic members' bytes.
 
 Usage: scaling_model.py [--nodes 10,80,1000] [--link-gbit 10] [--step-ms 3.8]
                         [--message-kb 69] [--batch 1024] [--overlay mesh|tree]
-                        [--check]
+                        [--inbound-json FILE] [--node-cores 2] [--check]
 """
 import argparse
+import json
 import sys
 
 # Heartbeat bytes H(N) = H0 + H1 x N, fitted to the synthetic members'
@@ -74,33 +84,105 @@ def heartbeat_bytes_per_s(nodes, overlay="mesh"):
     return HEARTBEAT_HZ * beating_streams(nodes, overlay) * (H0 + H1 * nodes)
 
 
+# `reckonctl bench inbound --messages 100`, 2-core AMD EPYC VM, 2026-11-26,
+# replicas on 2 MB pages (docs/benchmarks.md): Strom's size, the `after`
+# path, messages a second with 1 and 2 receive threads (the middle of
+# three runs' ranges, 672-879 and 942-1,060), times 44,000 updates.
+MEASURED_INBOUND = {1: 775.5 * 44000, 2: 1001.0 * 44000}
+MEASURED_INBOUND_SOURCE = ("docs/benchmarks.md (reckonctl bench inbound, 2-core AMD EPYC VM, "
+                           "2026-11-26)")
+
+
+class Inbound:
+    """Updates a second one node accepts with c receive threads: r(1) and the
+    parallel share p fitted to two measured thread counts (Amdahl)."""
+
+    def __init__(self, by_threads, source):
+        if 1 not in by_threads or len(by_threads) < 2:
+            raise ValueError("the inbound rate needs 1 thread and at least one more")
+        self.by_threads = dict(sorted(by_threads.items()))
+        self.source = source
+        self.r1 = self.by_threads[1]
+        c = max(self.by_threads)
+        # r(c) / r(1) = 1 / ((1 - p) + p / c)  =>  p = (1 - r1 / rc) / (1 - 1 / c)
+        p = (1 - self.r1 / self.by_threads[c]) / (1 - 1 / c)
+        self.parallel_share = min(1.0, max(0.0, p))
+
+    def per_s(self, cores):
+        p = self.parallel_share
+        return self.r1 / ((1 - p) + p / max(1, cores))
+
+    def describe(self):
+        points = ", ".join(f"{t} thread{'s' if t > 1 else ''} {r / 1e6:.1f} M/s"
+                           for t, r in self.by_threads.items())
+        return (f"node inbound {points} ({self.source}): parallel share "
+                f"{self.parallel_share:.2f}, at most {self.per_s(1e9) / 1e6:.1f} M/s on any "
+                f"number of cores")
+
+
+def read_inbound_json(path):
+    """The `after` rows at Strom's size of `reckonctl bench inbound --json`
+    output: updates/s by threads (averaged over repeated rows)."""
+    sums = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            if r.get("size") != "strom" or r.get("path") != "after":
+                continue
+            total, n = sums.get(r["threads"], (0.0, 0))
+            sums[r["threads"]] = (total + r["updates_per_s"], n + 1)
+    return Inbound({t: total / n for t, (total, n) in sums.items()}, path)
+
+
 class Rates:
-    """Measured per-update rates (docs/benchmarks.md; issue 16's H100 run)."""
-    bits_per_update = 12.5  # Rice at p = 1e-3
-    decode_per_s = 4.85e8   # Rice decode, full validation, one CPU thread
-    mirror_apply_per_s = 1.0e8  # CPU apply into the node's int64 mirror
-    gpu_apply_per_s = 1.75e9    # batched apply on the H100 (issue 16)
+    """Per-update rates: Rice's size, the node's measured inbound rate with
+    `node_cores` receive threads, and the H100's batched apply (issue 16)."""
+
+    def __init__(self, inbound=None, node_cores=2):
+        self.bits_per_update = 12.5  # Rice at p = 1e-3
+        self.inbound = inbound or Inbound(MEASURED_INBOUND, MEASURED_INBOUND_SOURCE)
+        self.node_cores = node_cores
+        self.gpu_apply_per_s = 1.75e9  # batched apply on the H100 (issue 16)
+
+    def node_per_s(self):
+        return self.inbound.per_s(self.node_cores)
 
 
-def step(nodes, step_s, message_bytes, link_bytes_per_s, rates=Rates, overlay="mesh"):
+def updates_in(nodes, message_bytes, rates):
+    """Peer updates one node takes in per step."""
+    return (nodes - 1) * 8 * message_bytes / rates.bits_per_update
+
+
+def step(nodes, step_s, message_bytes, link_bytes_per_s, rates=None, overlay="mesh"):
     """(seconds per step, bottleneck) of one node in a cluster of `nodes`."""
+    rates = rates or Rates()
     if nodes == 1:
         return step_s, "compute"
     spare = link_bytes_per_s - heartbeat_bytes_per_s(nodes, overlay)
     if spare <= 0:
         return float("inf"), "heartbeats fill the link"
-    updates_in = (nodes - 1) * 8 * message_bytes / rates.bits_per_update
+    u = updates_in(nodes, message_bytes, rates)
     parts = {
-        "compute": step_s + updates_in / rates.gpu_apply_per_s,
-        "node CPU": updates_in * (1 / rates.decode_per_s + 1 / rates.mirror_apply_per_s),
+        "compute": step_s + u / rates.gpu_apply_per_s,
+        "node CPU": u / rates.node_per_s(),
         "link": (nodes - 1) * message_bytes / spare,
     }
     bound = max(parts, key=parts.get)
     return parts[bound], bound
 
 
-def row(nodes, step_s, message_bytes, link_bytes_per_s, batch, overlay="mesh"):
-    seconds, bottleneck = step(nodes, step_s, message_bytes, link_bytes_per_s, overlay=overlay)
+def compute_bound_inbound(nodes, step_s, message_bytes, rates):
+    """Updates/s the node must accept so that it is no longer the bound: its
+    term equal to the compute term (the GPU step and batched apply)."""
+    u = updates_in(nodes, message_bytes, rates)
+    return u / (step_s + u / rates.gpu_apply_per_s)
+
+
+def row(nodes, step_s, message_bytes, link_bytes_per_s, batch, overlay="mesh", rates=None):
+    seconds, bottleneck = step(nodes, step_s, message_bytes, link_bytes_per_s, rates, overlay)
     speedup = nodes * step_s / seconds
     beats = heartbeat_bytes_per_s(nodes, overlay)
     return {
@@ -114,23 +196,37 @@ def row(nodes, step_s, message_bytes, link_bytes_per_s, batch, overlay="mesh"):
     }
 
 
-def print_table(args):
+def print_table(args, rates):
     link = args.link_gbit * 1e9 / 8
     name = "full mesh" if args.overlay == "mesh" else "tree overlay"
     print(f"{name}, {args.link_gbit:g} Gbit/s each way, step {args.step_ms:g} ms "
           f"(batch {args.batch}), message {args.message_kb:g} KB per minibatch, "
-          f"heartbeats {HEARTBEAT_HZ:g}/s of {H0:g} + {H1:g} x N bytes")
+          f"heartbeats {HEARTBEAT_HZ:g}/s of {H0:g} + {H1:g} x N bytes, "
+          f"{rates.node_cores:g} receive threads: {rates.node_per_s() / 1e6:.1f} M updates/s")
+    print(rates.inbound.describe())
     print("| nodes | samples/s | speed-up | efficiency | out per node | of it heartbeats "
-          "| bound by | Strom Table 2 |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+          "| bound by | Strom Table 2 | node inbound to be compute-bound |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
     for n in args.nodes:
-        r = row(n, args.step_ms / 1e3, args.message_kb * 1e3, link, args.batch, args.overlay)
+        r = row(n, args.step_ms / 1e3, args.message_kb * 1e3, link, args.batch, args.overlay,
+                rates)
         strom = STROM_TABLE_2.get(n)
+        need = "-"
+        if n > 1:
+            u = compute_bound_inbound(n, args.step_ms / 1e3, args.message_kb * 1e3, rates)
+            # A hair above the tie, so that the bound named is what binds next.
+            faster = 1.000001 * u
+            then = row(n, args.step_ms / 1e3, args.message_kb * 1e3, link, args.batch,
+                       args.overlay, Rates(Inbound({1: faster, 2: faster}, "needed"), 1))
+            bound = then["bottleneck"]
+            if bound in ("compute", "node CPU", "link"):
+                bound += "-bound"
+            need = (f"{u / 1e6:,.0f} M/s ({u / rates.node_per_s():.1f}x): "
+                    f"{then['speedup']:,.1f}x, {bound}")
         print(f"| {n:,} | {r['samples_per_s']:,.0f} | {r['speedup']:,.1f} | "
               f"{100 * r['efficiency']:.0f}% | {r['out_mb_per_s']:,.1f} MB/s | "
               f"{100 * r['heartbeat_share']:.0f}% | {r['bottleneck']} | "
-              f"{'%gx' % strom if strom else '-'} |")
-
+              f"{'%gx' % strom if strom else '-'} | {need} |")
 
 def check():
     """The model beside what the lab measured (docs/scaling.md)."""
@@ -165,13 +261,24 @@ def main():
                    help="update message per minibatch (Strom Table 3, tau 4)")
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--overlay", choices=("mesh", "tree"), default="mesh")
+    p.add_argument("--inbound-json", metavar="FILE",
+                   help="`reckonctl bench inbound --json` output: the node's measured rate "
+                        "(default: the figures docs/benchmarks.md records)")
+    p.add_argument("--node-cores", type=float, default=2,
+                   help="receive threads a node has (default 2: as measured)")
     p.add_argument("--check", action="store_true",
                    help="print the model beside the lab's measurements")
     args = p.parse_args()
     if args.check:
         check()
         return 0
-    print_table(args)
+    try:
+        inbound = read_inbound_json(args.inbound_json) if args.inbound_json else None
+        rates = Rates(inbound, args.node_cores)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"scaling_model.py: --inbound-json {args.inbound_json}: {e}", file=sys.stderr)
+        return 2
+    print_table(args, rates)
     return 0
 
 
