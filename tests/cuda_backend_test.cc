@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -301,6 +302,20 @@ double TestAccuracy(const std::string& summary_path) {
   return accuracy.ok() ? *accuracy : -1;
 }
 
+// The worker and the data this test runs: where the build put them, or
+// where the device run's pack does (tests/gpu/run.sh sets both: the pack
+// runs on a machine without this checkout's build folder or Debian's
+// dataset package).
+std::string WorkerPath() {
+  const char* from_env = std::getenv("RECKON_WORKER");
+  return from_env != nullptr && *from_env != '\0' ? from_env : RECKON_WORKER_PATH;
+}
+
+std::string DataDir() {
+  const char* from_env = std::getenv("RECKON_DATA_DIR");
+  return from_env != nullptr && *from_env != '\0' ? from_env : "/usr/share/datasets/fashion-mnist";
+}
+
 TEST(CudaBackend, FashionMnistRunMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   ::reckon::testing::ScratchDir dir;
@@ -309,9 +324,9 @@ TEST(CudaBackend, FashionMnistRunMatchesTheCpu) {
   for (int b = 0; b < 2; ++b) {
     const std::string summary = (dir / (std::string(backends[b]) + ".json")).string();
     ::reckon::testing::ProcessResult r = ::reckon::testing::RunProcess(
-        RECKON_WORKER_PATH,
+        WorkerPath(),
         {"--standalone", "--backend", backends[b], "--epochs=2", "--layers=784,256,10",
-         "--summary-json=" + summary, "--data_dir", "/usr/share/datasets/fashion-mnist",
+         "--summary-json=" + summary, "--data_dir", DataDir(),
          "--progress=off", "--http-listen=127.0.0.1:0"},
         dir.path());
     ASSERT_EQ(r.exit_code, 0) << r.err;

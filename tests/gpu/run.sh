@@ -1,0 +1,164 @@
+#!/bin/bash
+# tests/gpu/run.sh OUT [BUDGET_S]: the device run (docs/cuda.md "A device run
+# in minutes"). On a GPU machine, from the pack tests/gpu/pack.sh made: every
+# GPU test, `reckonctl bench gpu --json`, training on the GPU (alone, four
+# workers sharing it, Strom's network), and compute-sanitizer's memcheck and
+# racecheck, most telling first, each under a timeout, all within BUDGET_S
+# seconds (default 480: a device call may run 600). Writes to OUT:
+#
+#   OUT/summary.md  one row a step: exit status, seconds, the figure it gave
+#   bench_gpu.json  reckonctl bench gpu --json
+#   logs.tar.gz     every step's log, gtest's JSON and the workers' summaries
+#
+# and prints OUT/summary.md last. Without a GPU (or without the pack's
+# libraries resolving) it checks that every program starts, says "no GPU"
+# and why, and stops: exit 0 when everything started, 1 otherwise. With a
+# GPU: exit 1 when a step failed.
+#
+# RECKON_GPU_DRY_RUN=1 runs every step without a GPU, training on the CPU
+# backend for 300 steps: the script itself checked on the CPU, so that a
+# mistake in it does not cost device time (the GPU steps fail or skip).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+pack=${RECKON_GPU_PACK:-$root/.gpu-pack}
+out=${1:?usage: tests/gpu/run.sh OUT [BUDGET_S]}
+budget_s=${2:-480}
+mkdir -p "$out/logs"
+logs=$out/logs
+summary=$out/summary.md
+started=$(date +%s)
+failed=0
+
+[ -f "$pack/programs.tar.gz" ] || { echo "run.sh: no pack at $pack (tests/gpu/pack.sh makes it)" >&2; exit 1; }
+unpacked=$(mktemp -d "${TMPDIR:-/tmp}/reckon-gpu-pack.XXXXXX")
+trap 'rm -rf "$unpacked"' EXIT
+gzip -dc "$pack/programs.tar.gz" | tar -C "$unpacked" -xf - ||
+  { echo "run.sh: $pack/programs.tar.gz does not unpack" >&2; exit 1; }
+
+# cuBLAS is loaded at run time (cuda/cublas_api.h) from the machine's CUDA:
+# the toolkit's folders, or the wheels PyTorch brought.
+cuda_libs=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && cuda_libs="$cuda_libs:$d"
+done
+for d in $(find /usr/local /opt /usr/lib -maxdepth 9 -name 'libcublas.so.*' -printf '%h\n' 2> /dev/null | sort -u); do
+  cuda_libs="$cuda_libs:$d"
+done
+# compute-sanitizer is in the toolkit's bin.
+[ -d /usr/local/cuda/bin ] && export PATH="$PATH:/usr/local/cuda/bin"
+export LD_LIBRARY_PATH="$unpacked/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+bin=$unpacked/bin
+export RECKON_WORKER=$bin/reckon-worker RECKON_DATA_DIR=$pack/data
+
+{
+  echo "# Device run, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo
+  sed 's/^/    /' "$pack/MANIFEST"
+  echo "    machine: $(uname -n), $(nproc) cores, $(. /etc/os-release 2> /dev/null; echo "${PRETTY_NAME:-unknown}")"
+  echo
+  echo "| step | exit | seconds | result |"
+  echo "| --- | ---: | ---: | --- |"
+} > "$summary"
+
+# step NAME LIMIT_S RESULT_CMD -- COMMAND...: runs COMMAND (its output in
+# logs/NAME.log) under min(LIMIT_S, what is left of the budget); RESULT_CMD
+# (a shell snippet reading $log) says what it gave in a few words.
+step() {
+  local name=$1 limit=$2 result_cmd=$3
+  shift 4
+  local log=$logs/$name.log left=$((budget_s - ($(date +%s) - started)))
+  if [ "$left" -lt 20 ]; then
+    echo "| $name | - | - | not run: the budget of ${budget_s} s is spent |" >> "$summary"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0 rc result ms
+  t0=$(date +%s%N)
+  timeout -k 10 "$limit" "$@" > "$log" 2>&1
+  rc=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  result=$(log=$log bash -c "$result_cmd" 2> /dev/null | head -c 300 | tr '\n|' '  ')
+  [ "$rc" -eq 124 ] && result="timed out after ${limit} s. $result"
+  [ "$rc" -ne 0 ] && failed=1
+  printf '| %s | %s | %d.%d | %s |\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000 / 100)) "$result" >> "$summary"
+}
+
+gtest_result='grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$log" | tr "\n" " "; grep -E "^\[  FAILED  \] [A-Za-z]" "$log" | head -5 | tr "\n" " "'
+json_field() {  # json_field FILE KEY...: the first of KEYS the JSON file has
+  python3 - "$@" << 'PY' 2> /dev/null || true
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"no summary ({e.__class__.__name__})"); sys.exit()
+def show(v):
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+print(", ".join(f"{k} {show(j[k])}" for k in sys.argv[2:] if k in j))
+PY
+}
+export -f json_field
+
+# Every program starts: the pack's libraries resolve on this machine.
+step starts 30 'grep -c "started" "$log" | sed "s/$/ of 5 programs started/"' -- bash -c "
+  for p in reckon-worker reckonctl; do $bin/\$p --help > /dev/null 2>&1 && echo \"\$p started\" || { echo \"\$p did not start:\"; $bin/\$p --help 2>&1 | head -3; }; done
+  for t in cuda_device_test cublas_loader_test cuda_backend_test; do $bin/\$t --gtest_list_tests > /dev/null 2>&1 && echo \"\$t started\" || { echo \"\$t did not start:\"; $bin/\$t --gtest_list_tests 2>&1 | head -3; }; done"
+grep -q "did not start" "$logs/starts.log" && failed=1
+
+# Is there a GPU? The device probe's own words (cuda/device.h) when not.
+gpu_why=""
+if ! command -v nvidia-smi > /dev/null; then
+  gpu_why="nvidia-smi not found (no NVIDIA driver)"
+elif ! nvidia-smi -L > "$logs/nvidia-smi.log" 2>&1 || ! grep -q "^GPU " "$logs/nvidia-smi.log"; then
+  gpu_why="nvidia-smi lists no GPU: $(head -1 "$logs/nvidia-smi.log")"
+fi
+step device_tests 60 "$gtest_result" -- "$bin/cuda_device_test" --gtest_output="json:$logs/cuda_device_test.json"
+
+backend=cuda
+short=()
+if [ "${RECKON_GPU_DRY_RUN:-0}" = 1 ]; then
+  echo "| dry run | - | - | RECKON_GPU_DRY_RUN=1: every step runs; training on the CPU backend, 300 steps (${gpu_why:-a GPU is there}) |" >> "$summary"
+  gpu_why="" backend=cpu short=(--max-steps 300)
+fi
+if [ -n "$gpu_why" ]; then
+  echo "| gpu | - | - | no GPU: $gpu_why; the device tests skip (above), nothing else runs |" >> "$summary"
+  tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
+  cat "$summary"
+  echo "no GPU: $gpu_why"
+  exit $failed
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$logs/nvidia-smi.log" 2>&1 ||
+  true
+
+step cublas_loader 60 "$gtest_result" -- "$bin/cublas_loader_test"
+step backend_tests 240 "$gtest_result" -- "$bin/cuda_backend_test" --gtest_output="json:$logs/cuda_backend_test.json"
+step bench_gpu 150 'python3 -c "
+import json,sys; j=json.load(open(sys.argv[1]))
+print(\"; \".join(\"%s params: single pass %.2fx memcpy\" % (s[\"params\"], s[\"single_pass_vs_memcpy\"]) for s in j[\"sizes\"]))" "$log.json" || tail -2 "$log"' \
+  -- bash -c "$bin/reckonctl bench gpu --json > $logs/bench_gpu.log.json"
+cp "$logs/bench_gpu.log.json" "$out/bench_gpu.json" 2> /dev/null
+
+train=(--data_dir "$pack/data" --progress=off --backend "$backend" "${short[@]}")
+step train_alone 120 'json_field "$log.json" test_accuracy samples_per_s compression_ratio' \
+  -- "$bin/reckon-worker" --standalone "${train[@]}" --epochs 1 --http-listen=127.0.0.1:0 \
+     --summary-json="$logs/train_alone.log.json"
+step train_four_workers 150 'json_field "$log.json" test_accuracy hashes_equal samples_per_s compression_ratio' \
+  -- "$bin/reckonctl" local --workers 4 --worker-binary "$bin/reckon-worker" --work-dir "$logs/four" \
+     --summary-json "$logs/train_four_workers.log.json" --timeout-s 140 "${train[@]}" --epochs 1
+step memcheck 150 'grep -E "ERROR SUMMARY|\[  (PASSED|FAILED)" "$log" | tr "\n" " " | grep . || tail -2 "$log"' \
+  -- compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_backend_test" \
+     --gtest_filter='-*FashionMnist*'
+step racecheck 120 'grep -E "RACECHECK SUMMARY|ERROR SUMMARY|\[  (PASSED|FAILED)" "$log" | tr "\n" " " | grep . || tail -2 "$log"' \
+  -- compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/cuda_backend_test" \
+     --gtest_filter='*ThresholdPass*'
+step strom2015_alone 240 'json_field "$log.json" test_accuracy samples_per_s compression_ratio' \
+  -- "$bin/reckon-worker" --standalone --recipe strom2015 "${train[@]}" --http-listen=127.0.0.1:0 \
+     --summary-json="$logs/strom2015_alone.log.json"
+step strom2015_four_workers 240 'json_field "$log.json" test_accuracy hashes_equal samples_per_s compression_ratio' \
+  -- "$bin/reckonctl" local --workers 4 --worker-binary "$bin/reckon-worker" --work-dir "$logs/strom4" \
+     --summary-json "$logs/strom2015_four_workers.log.json" --timeout-s 230 --recipe strom2015 \
+     "${train[@]}"
+
+echo "| total | $failed | $(( $(date +%s) - started )) | budget ${budget_s} s |" >> "$summary"
+tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
+cat "$summary"
+exit $failed
