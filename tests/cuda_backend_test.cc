@@ -23,11 +23,11 @@
 #include "cpu/cpu_backend.h"
 #include "cuda/device.h"
 #include "cuda/threshold_pass.h"
+#include "model/backend.h"
+#include "model/model.h"
 #include "tests/reference_step.h"
 #include "tests/test_process.h"
 #include "tests/test_util.h"
-#include "model/backend.h"
-#include "model/model.h"
 
 namespace reckon::cuda {
 namespace {
@@ -237,7 +237,8 @@ TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
   ASSERT_TRUE(cpu->Apply(100, up).ok());  // parameter 3 passes INT64_MAX
   ASSERT_TRUE(cpu->Apply(1 << 20, sets[1]).ok());
   EXPECT_GE(cpu->wrapped(), wrapped_before + 1);
-  EXPECT_EQ((*gpu)->ReadWeights().value(), std::vector<int64_t>(cpu->quanta().begin(), cpu->quanta().end()));
+  EXPECT_EQ((*gpu)->ReadWeights().value(),
+            std::vector<int64_t>(cpu->quanta().begin(), cpu->quanta().end()));
 }
 
 TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
@@ -326,8 +327,8 @@ TEST(CudaBackend, FashionMnistRunMatchesTheCpu) {
     ::reckon::testing::ProcessResult r = ::reckon::testing::RunProcess(
         WorkerPath(),
         {"--standalone", "--backend", backends[b], "--epochs=2", "--layers=784,256,10",
-         "--summary-json=" + summary, "--data_dir", DataDir(),
-         "--progress=off", "--http-listen=127.0.0.1:0"},
+         "--summary-json=" + summary, "--data_dir", DataDir(), "--progress=off",
+         "--http-listen=127.0.0.1:0"},
         dir.path());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find(std::string("backend ") + backends[b]), std::string::npos) << r.out;
