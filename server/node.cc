@@ -343,11 +343,11 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   } else if (f.has_resync()) {
     const OriginKey origin = KeyOf(f.resync().origin());
     if (SeqOf(replica_.applied(), origin) + 1 < f.resync().first_retained_seq() &&
-        !resync_source_) {
+        !handoff_.resync_source()) {
       Log(absl::StrCat("fell out of ", m->node_id, "'s log for ", origin.ToString(), " (we have ",
                        SeqOf(replica_.applied(), origin), ", it keeps from ",
                        f.resync().first_retained_seq(), "): re-joining from a snapshot"));
-      resync_source_ = m->address;
+      handoff_.AskResync(m->address);
     }
   }
 }
@@ -488,7 +488,7 @@ void GossipNode::FillCounters(v1::NodeStatus* out) {
   *out->mutable_counters() = counters_;
   out->mutable_counters()->set_inbox_pauses(inbox_.pauses());  // mu_ before the inbox's lock
   out->set_checksum(replica_.ledger().total());
-  out->set_last_check_ms(last_check_ms_);
+  out->set_last_check_ms(handoff_.last_check_ms());
   out->set_early_held(early_.size());
   out->set_early_bytes(early_.bytes());
   out->set_dial_targets(dial_.targets());
@@ -511,9 +511,9 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   out->set_node_id(self_.node_id);
   out->set_incarnation(self_.incarnation);
   *out->mutable_fingerprint() = options_.fingerprint;
-  out->set_local_steps(local_steps_);
+  out->set_local_steps(handoff_.local_steps());
   ToProto(replica_.applied(), out->mutable_applied());
-  out->set_training_done(training_done_);
+  out->set_training_done(handoff_.done());
   out->set_joined(started_flag_.load());
   FillCounters(out);
   out->set_log_bytes(log_.bytes());

@@ -59,6 +59,7 @@
 #include "server/pending_handshakes.h"
 #include "server/quiescence.h"
 #include "server/tls.h"
+#include "server/training_handoff.h"
 #include "server/update_signature.h"
 #include "server/update_validation.h"
 #include "server/version_vector.h"
@@ -167,22 +168,6 @@ struct NodeOptions {
   enum class ReceivePath { kSerial, kParallel };
   ReceivePath receive_path = ReceivePath::kParallel;
   int receive_threads = 0;  // 0: one per core
-};
-
-// What the training thread must apply before its next step.
-struct Received {
-  // Set after a re-join: load these weights first (they already include
-  // every message in `updates`' predecessors and our own messages).
-  std::optional<std::vector<int64_t>> replace_weights;
-  std::vector<std::shared_ptr<const codec::DecodedUpdate>> updates;
-  // When the node accepted each of `updates` (validated and in order): the
-  // start of the apply latency.
-  std::vector<std::chrono::steady_clock::time_point> accepted_at;
-  // The replica checksum the training replica must have once it applied
-  // the above (on top of everything taken before) and its own messages, and
-  // the version vector it is then at (only when asked for: a copy).
-  uint64_t checksum = 0;
-  std::optional<VersionMap> cut;
 };
 
 // [A-Za-z0-9._-]{1,63}: safe in logs, JSON and metric labels.
@@ -548,9 +533,6 @@ class GossipNode final : public NodeService {
   // The mirror, the version vector and the checksum ledger, moving together
   // (applied_replica.h).
   AppliedReplica replica_ ABSL_GUARDED_BY(mu_);
-  // The last passed replica check, to announce in the next heartbeat.
-  std::optional<Member::Check> check_to_announce_ ABSL_GUARDED_BY(mu_);
-  double last_check_ms_ ABSL_GUARDED_BY(mu_) = 0;
   EarlyArrivals early_ ABSL_GUARDED_BY(mu_);
   MessageLog log_ ABSL_GUARDED_BY(mu_);
   MemberTable members_ ABSL_GUARDED_BY(mu_);
@@ -562,10 +544,9 @@ class GossipNode final : public NodeService {
   // Workers that asked for a snapshot and have not connected since
   // (NoteJoiner; joiners.h).
   Joiners joiners_ ABSL_GUARDED_BY(mu_);
-  Received received_ ABSL_GUARDED_BY(mu_);
-  std::optional<std::string> resync_source_ ABSL_GUARDED_BY(mu_);
-  bool training_done_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t local_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  // What the training thread applies and reports, and where a re-join
+  // fetches from (training_handoff.h).
+  TrainingHandoff handoff_ ABSL_GUARDED_BY(mu_);
   uint64_t last_published_ ABSL_GUARDED_BY(mu_) = 0;
   // A handshake with some member completed at least once.
   bool reached_any_ ABSL_GUARDED_BY(mu_) = false;

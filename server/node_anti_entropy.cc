@@ -107,16 +107,15 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
   auto frame = std::make_shared<v1::GossipFrame>();
   v1::Heartbeat* hb = frame->mutable_heartbeat();
   ToProto(replica_.applied(), hb->mutable_applied());
-  hb->set_local_steps(local_steps_);
-  hb->set_training_done(training_done_);
+  hb->set_local_steps(handoff_.local_steps());
+  hb->set_training_done(handoff_.done());
   if (settlement_.SettledAt(replica_.applied())) {
     hb->set_settled(true);
     hb->set_weight_hash(settlement_.hash());
   }
-  if (check_to_announce_) {
-    ToProto(check_to_announce_->at, hb->mutable_checked());
-    hb->set_checked_checksum(check_to_announce_->checksum);
-    check_to_announce_.reset();
+  if (std::optional<Member::Check> check = handoff_.TakeCheckToAnnounce()) {
+    ToProto(check->at, hb->mutable_checked());
+    hb->set_checked_checksum(check->checksum);
   }
   return frame;
 }

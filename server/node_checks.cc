@@ -21,11 +21,8 @@ void GossipNode::RecordReplicaCheck(const VersionMap& at, uint64_t measured, uin
                                     double ms) {
   absl::MutexLock l(&mu_);
   counters_.set_replica_checks(counters_.replica_checks() + 1);
-  last_check_ms_ = ms;
-  if (measured == expected) {
-    check_to_announce_ = Member::Check{at, measured};
-    return;
-  }
+  handoff_.RecordCheck(at, measured, measured == expected, ms);
+  if (measured == expected) return;
   counters_.set_replica_check_failures(counters_.replica_check_failures() + 1);
   Log(absl::StrCat("REPLICA CHECK FAILED: the training replica's checksum is ",
                    codec::ChecksumHex(measured), " but the messages it applied give ",
@@ -147,13 +144,12 @@ bool GossipNode::WaitWhileBacklogged(Clock::time_point deadline) {
 
 void GossipNode::SetTrainingDone(uint64_t local_steps) {
   absl::MutexLock l(&mu_);
-  training_done_ = true;
-  local_steps_ = local_steps;
+  handoff_.SetDone(local_steps);
 }
 
 int GossipNode::TrainingMembers() {
   absl::MutexLock l(&mu_);
-  int members = training_done_ ? 0 : 1;
+  int members = handoff_.done() ? 0 : 1;
   for (const auto& [id, m] : members_) {
     if (m.state == MemberState::kAlive && !m.training_done) ++members;
   }
@@ -162,14 +158,14 @@ int GossipNode::TrainingMembers() {
 
 void GossipNode::SetLocalSteps(uint64_t steps) {
   absl::MutexLock l(&mu_);
-  local_steps_ = steps;
+  handoff_.SetLocalSteps(steps);
 }
 
 LocalQuiescence GossipNode::LocalQuiescenceLocked() {
   LocalQuiescence q;
   q.node_id = self_.node_id;
-  q.training_done = training_done_;
-  q.applying = !received_.updates.empty() || received_.replace_weights.has_value();
+  q.training_done = handoff_.done();
+  q.applying = handoff_.pending();
   if (!reached_any_) {
     for (const std::string& seed : options_.seeds) q.unreached |= !dial_.IsSelf(seed);
   }
@@ -221,8 +217,7 @@ absl::Status GossipNode::WaitQuiescent(Clock::time_point deadline,
       absl::MutexLock l(&mu_);
       if (!fatal_.ok()) return fatal_;
       if (QuiescentLocked(&why)) return absl::OkStatus();
-      got = std::move(received_);
-      received_ = Received{};
+      got = handoff_.Take(replica_.ledger().total());
       if (!got.replace_weights && got.updates.empty()) {
         if (Clock::now() >= deadline) {
           return absl::DeadlineExceededError(

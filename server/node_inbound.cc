@@ -134,8 +134,7 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   const std::string codec = CodecLabel(update.codec());
   ++(*counters_.mutable_updates_received())[codec];
   (*counters_.mutable_update_bytes_received())[codec] += update.ByteSizeLong();
-  received_.updates.push_back(std::move(decoded));
-  received_.accepted_at.push_back(Clock::now());
+  handoff_.Queue(std::move(decoded), Clock::now());
   if (TreeOverlay()) ForwardInTree(origin, update.seq(), frame);
   log_.Add(origin, std::move(frame), Now());
 }
@@ -171,11 +170,8 @@ absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedU
 
 Received GossipNode::TakeReceived(bool with_cut) {
   absl::MutexLock l(&mu_);
-  Received out = std::move(received_);
-  received_ = Received{};
-  out.checksum = replica_.ledger().total();
-  if (with_cut) out.cut = replica_.applied();
-  return out;
+  return handoff_.Take(replica_.ledger().total(),
+                       with_cut ? std::optional<VersionMap>(replica_.applied()) : std::nullopt);
 }
 
 }  // namespace reckon::server

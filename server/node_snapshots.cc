@@ -24,12 +24,12 @@ std::optional<uint64_t> GossipNode::ChecksumAt(const VersionMap& at) {
 
 std::optional<std::string> GossipNode::ResyncSource() {
   absl::MutexLock l(&mu_);
-  return resync_source_;
+  return handoff_.resync_source();
 }
 
 bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages) {
   absl::MutexLock l(&mu_);
-  if (resync_source_ != source) return false;
+  if (handoff_.resync_source() != source) return false;
   std::optional<std::string> other = RepairSourceLocked(source);
   if (!other || *other == source) return false;
   if (need_our_messages) {
@@ -39,7 +39,7 @@ bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages)
     });
     if (holder == members_.end()) return false;
   }
-  resync_source_ = other;
+  handoff_.SwitchResync(*other);
   return true;
 }
 
@@ -65,15 +65,13 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   // All or nothing: the log's messages beyond the cut (our own above all:
   // the snapshot's source may not have them yet) are replayed onto it.
   if (absl::Status s = replica_.Install(weights, applied, checksum, log_); !s.ok()) return s;
-  received_.updates.clear();
-  received_.accepted_at.clear();
-  received_.replace_weights.emplace(replica_.mirror().quanta().begin(),
-                                    replica_.mirror().quanta().end());
+  handoff_.ReplaceWeights(
+      std::vector<int64_t>(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end()));
   for (const OriginKey& origin : early_.Origins()) AcceptWaiting(origin);
   for (auto& [id, m] : members_) {
     m.links.state().ForgetPushed();
   }
-  resync_source_.reset();
+  handoff_.ResyncDone();
   counters_.set_snapshots_loaded(counters_.snapshots_loaded() + 1);
   Log(absl::StrCat("installed a snapshot from ", source, ": ", VersionJson(replica_.applied())));
   changed_.SignalAll();
@@ -106,7 +104,9 @@ bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured
                    codec::ChecksumHex(measured), " but its messages give ",
                    codec::ChecksumHex(snapshot.checksum), " at ", VersionJson(snapshot.applied),
                    ": snapshot refused; re-joining from a peer"));
-  if (!resync_source_) resync_source_ = RepairSourceLocked();
+  if (!handoff_.resync_source()) {
+    if (std::optional<std::string> source = RepairSourceLocked()) handoff_.AskResync(*source);
+  }
   return false;
 }
 

@@ -1,0 +1,93 @@
+// The node's side of the training thread (docs/architecture.md "The gossip
+// node in parts"): what it hands that thread to apply (accepted peer
+// messages, or a snapshot's weights after a re-join), what it hears back
+// (replica checks, steps, done), and where a re-join should fetch from.
+// The node decides when each happens; this part keeps the state, so that
+// what was queued is taken once, a snapshot's weights replace what they
+// include, and a passed check is announced once.
+//
+// Not thread-safe: GossipNode owns one and calls it under its lock (the
+// training thread reaches it only through the node's methods).
+#ifndef RECKON_SERVER_TRAINING_HANDOFF_H_
+#define RECKON_SERVER_TRAINING_HANDOFF_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codec/update_message.h"
+#include "server/member.h"
+#include "server/version_vector.h"
+
+namespace reckon::server {
+
+// What the training thread must apply before its next step.
+struct Received {
+  // Set after a re-join: load these weights first (they already include
+  // every message in `updates`' predecessors and our own messages).
+  std::optional<std::vector<int64_t>> replace_weights;
+  std::vector<std::shared_ptr<const codec::DecodedUpdate>> updates;
+  // When the node accepted each of `updates` (validated and in order): the
+  // start of the apply latency.
+  std::vector<std::chrono::steady_clock::time_point> accepted_at;
+  // The replica checksum the training replica must have once it applied
+  // the above (on top of everything taken before) and its own messages, and
+  // the version vector it is then at (only when asked for: a copy).
+  uint64_t checksum = 0;
+  std::optional<VersionMap> cut;
+};
+
+class TrainingHandoff {
+ public:
+  // --- what the training thread applies ---
+  // A peer message the node accepted into its replica.
+  void Queue(std::shared_ptr<const codec::DecodedUpdate> decoded,
+             std::chrono::steady_clock::time_point accepted_at);
+  // A snapshot was installed: its weights (which include every message
+  // queued so far) replace what was queued.
+  void ReplaceWeights(std::vector<int64_t> weights);
+  // Whether something waits to be taken (quiescence: still applying).
+  bool pending() const { return !received_.updates.empty() || received_.replace_weights; }
+  // Moves out what was queued; `checksum` and `cut` are the node's replica
+  // as of now (what the training replica is at once it applied the rest).
+  Received Take(uint64_t checksum, std::optional<VersionMap> cut = std::nullopt);
+
+  // --- what the training thread reports ---
+  // A replica check took `ms`; a passed one (at `at`, checksum `measured`)
+  // is announced in the next heartbeat, once.
+  void RecordCheck(const VersionMap& at, uint64_t measured, bool passed, double ms);
+  // The passed check not announced yet, if any; taking it announces it.
+  std::optional<Member::Check> TakeCheckToAnnounce();
+  double last_check_ms() const { return last_check_ms_; }
+  void SetLocalSteps(uint64_t steps) { local_steps_ = steps; }
+  uint64_t local_steps() const { return local_steps_; }
+  void SetDone(uint64_t local_steps);
+  bool done() const { return done_; }
+
+  // --- re-joins ---
+  // Where the training thread should fetch a snapshot from; none while no
+  // re-join is due.
+  const std::optional<std::string>& resync_source() const { return resync_source_; }
+  // A re-join is due (we fell out of a log, or our mirror failed a check):
+  // from `source`, unless one is already under way (the first reason wins).
+  void AskResync(std::string source);
+  // The re-join under way goes to `source` instead (the first failed).
+  void SwitchResync(std::string source) { resync_source_ = std::move(source); }
+  // A snapshot was installed: no re-join is due.
+  void ResyncDone() { resync_source_.reset(); }
+
+ private:
+  Received received_;
+  std::optional<Member::Check> check_to_announce_;
+  double last_check_ms_ = 0;
+  uint64_t local_steps_ = 0;
+  bool done_ = false;
+  std::optional<std::string> resync_source_;
+};
+
+}  // namespace reckon::server
+
+#endif  // RECKON_SERVER_TRAINING_HANDOFF_H_
