@@ -116,13 +116,6 @@ bool PayloadValueToQuanta(float v, int64_t* quanta) {
   return true;
 }
 
-float QuantaPayloadValue(double weight_units, int fraction_bits) {
-  static const float kLargest = std::nextafter(static_cast<float>(kMaxPayloadQuanta), 0.0f);
-  const float scaled = std::nearbyint(static_cast<float>(std::ldexp(weight_units, fraction_bits)));
-  if (!(std::fabs(scaled) < kMaxPayloadQuanta)) return std::copysign(kLargest, scaled);
-  return scaled;
-}
-
 DynTreeFraction DynTreeMagnitude(uint32_t m) {
   if (m == 0 || m > 127) return {0, 1};
   const int top = std::bit_width(m) - 1;                 // position of the flag bit, 0..6

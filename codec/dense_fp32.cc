@@ -1,5 +1,7 @@
 // CODEC_DENSE_FP32 (docs/codecs.md 5): every parameter's delta as a float32
 // count of quanta. The baseline: 32 bits per parameter per step.
+#include <bit>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "codec/codec_payload.h"
@@ -14,14 +16,19 @@ class DenseFp32 final : public Codec {
 
   absl::Status Encode(std::span<const float> values, v1::Update* msg,
                       std::vector<int64_t>* quanta) override {
+    // Written in place, four little-endian bytes a value (not appended one
+    // value at a time: that was a tenth of the encode).
     std::string* out = msg->mutable_payload();
-    out->clear();
-    out->reserve(4 * values.size());
+    out->resize(4 * values.size());
+    char* bytes = out->data();
     quanta->resize(values.size());
+    int64_t* q = quanta->data();
+    const int fraction_bits = options_.fraction_bits;
     for (size_t i = 0; i < values.size(); ++i) {
-      const float v = QuantaPayloadValue(values[i], options_.fraction_bits);
-      PutF32(out, v);
-      (*quanta)[i] = static_cast<int64_t>(v);
+      const float v = QuantaPayloadValue(values[i], fraction_bits);
+      const uint32_t bits = std::bit_cast<uint32_t>(v);
+      for (int b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<char>(bits >> (8 * b));
+      q[i] = static_cast<int64_t>(v);
     }
     FinishMessage(id(), values.size(), msg);
     return absl::OkStatus();

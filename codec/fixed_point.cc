@@ -167,13 +167,20 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
   const double quantum = quantum_;
   std::atomic<uint64_t> wrapped{0};
   const bool floats = floats_ == FloatCopy::kKept;
+  // Two loops, the float copy's outside the sum's: the sum (modulo 2^64,
+  // wrapped when both addends' signs differ from the sum's) then
+  // vectorizes, and the int64-to-float conversion, scalar on x86-64 before
+  // AVX-512, runs only where a float copy is kept.
   auto add = [&](size_t begin, size_t end) {
     uint64_t local = 0;
     for (size_t i = begin; i < end; ++i) {
-      int64_t sum;
-      local += WrappingAdd(quanta[i], delta[i], &sum);
+      const int64_t a = quanta[i], b = delta[i];
+      const int64_t sum = static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+      local += static_cast<uint64_t>(((a ^ sum) & (b ^ sum)) < 0);
       quanta[i] = sum;
-      if (floats) weights[i] = QuantaToFloat(sum, quantum);
+    }
+    if (floats) {
+      for (size_t i = begin; i < end; ++i) weights[i] = QuantaToFloat(quanta[i], quantum);
     }
     if (local != 0) wrapped.fetch_add(local, std::memory_order_relaxed);
   };

@@ -3,7 +3,9 @@
 // with the reference decoder written from the spec on valid and corrupted
 // payloads; every rejection the spec lists is made; error feedback keeps
 // exactly what the message did not carry.
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "codec/codec.h"
@@ -337,6 +339,52 @@ TEST(QuantaCodec, ApplyAndChecksumUseTheDecodedQuanta) {
   EXPECT_EQ(std::vector<int64_t>(replica.quanta().begin(), replica.quanta().end()), e.quanta);
   const WeightChecksum checksum(42);
   EXPECT_EQ(ChecksumContribution(checksum, d), checksum.Of(replica.quanta()));
+}
+
+// QuantaPayloadValue as the wire defines it (docs/codecs.md): the weight
+// units times 2^fraction_bits, as a float rounded to the nearest integer
+// (ties to even), clamped below 2^62 with its sign. The encoder computes
+// it without a libm call per element; this is the definition it must meet,
+// value for value, bit for bit.
+float ReferencePayloadValue(double weight_units, int fraction_bits) {
+  const float largest = std::nextafter(static_cast<float>(kMaxPayloadQuanta), 0.0f);
+  const float scaled = std::nearbyint(static_cast<float>(std::ldexp(weight_units, fraction_bits)));
+  if (!(std::fabs(scaled) < kMaxPayloadQuanta)) return std::copysign(largest, scaled);
+  return scaled;
+}
+
+TEST(QuantaPayloadValue, IsTheScaledValueRoundedToNearestEvenAndClampedBitForBit) {
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                1.0,
+                                -1.0,
+                                std::numeric_limits<double>::infinity(),
+                                -std::numeric_limits<double>::infinity(),
+                                std::numeric_limits<double>::quiet_NaN(),
+                                1e300,
+                                -1e300,
+                                std::numeric_limits<float>::denorm_min(),
+                                std::numeric_limits<double>::denorm_min()};
+  std::mt19937_64 rng(20261126);
+  std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-70, 70);
+  for (int i = 0; i < 400000; ++i) values.push_back(std::ldexp(mantissa(rng), exponent(rng)));
+  for (const int fraction_bits : {0, 1, 8, 16, 24, 32, 40, 52, 61, 62}) {
+    // Halves and integers near the float's integer range (2^23, 2^24), where
+    // rounding changes its step, in quanta and so in weight units.
+    for (double q = -16.5; q <= 16.5; q += 0.5) {
+      for (const double base : {0.0, 8388608.0, -8388608.0, 16777216.0, 4611686018427387904.0}) {
+        values.push_back(std::ldexp(base + q, -fraction_bits));
+      }
+    }
+    for (const double v : values) {
+      const float got = QuantaPayloadValue(v, fraction_bits);
+      const float want = ReferencePayloadValue(v, fraction_bits);
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+          << "value " << v << " at " << fraction_bits << " fraction bits: " << got << " vs "
+          << want;
+    }
+  }
 }
 
 TEST(QuantaCodec, OptionsAreChecked) {
