@@ -135,7 +135,12 @@ TEST(GossipFault, WorkerStoppedForAMinuteComesBackAndAllEndIdentical) {
   for (const auto& [origin, seq] : Versions(s2)) {
     EXPECT_EQ(seq, origin.rfind("w2#", 0) == 0 ? 2000u : steps) << origin;
   }
-  EXPECT_GE(during, 0.9 * before) << "steps/s before " << before << ", while w2 stopped " << during;
+  // Nothing waits on the stopped worker: were w0 held by it (backpressure,
+  // a lag bound, a quiescence wait), its rate would fall towards zero. Not a
+  // speed target: with a core freed, w0 usually gains (555 -> 590 steps/s),
+  // but beside the suite's container build it measured 0.88x once
+  // (2026-11-26: 401 -> 353), so the bound is half.
+  EXPECT_GE(during, 0.5 * before) << "steps/s before " << before << ", while w2 stopped " << during;
   std::printf(
       "FIGURES stopped-60s: w0 steps at 70 s calibrated %llu, steps/s before %.0f, while w2 "
       "stopped %.0f "
