@@ -16,9 +16,13 @@
 
 namespace reckon::codec::payload {
 
+// Four little-endian bytes at `p`.
+inline void StoreU32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+}
 inline void PutU32(std::string* out, uint32_t v) {
   char b[4];
-  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+  StoreU32(b, v);
   out->append(b, 4);
 }
 inline uint32_t GetU32(const char* p) {

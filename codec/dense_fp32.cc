@@ -26,8 +26,7 @@ class DenseFp32 final : public Codec {
     const int fraction_bits = options_.fraction_bits;
     for (size_t i = 0; i < values.size(); ++i) {
       const float v = QuantaPayloadValue(values[i], fraction_bits);
-      const uint32_t bits = std::bit_cast<uint32_t>(v);
-      for (int b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<char>(bits >> (8 * b));
+      StoreU32(bytes + 4 * i, std::bit_cast<uint32_t>(v));
       q[i] = static_cast<int64_t>(v);
     }
     FinishMessage(id(), values.size(), msg);

@@ -105,8 +105,11 @@ namespace {
 // a + b modulo 2^64 (the replica's arithmetic: associative and commutative,
 // so any order of the same additions gives the same quanta), and whether
 // the signed sum left the int64 range.
+// Branch-free (wrapped when both addends' signs differ from the sum's), so
+// the dense apply's loop vectorizes.
 inline bool WrappingAdd(int64_t a, int64_t b, int64_t* sum) {
-  return __builtin_add_overflow(a, b, sum);  // stores the wrapped sum
+  *sum = static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  return ((a ^ *sum) & (b ^ *sum)) < 0;
 }
 
 }  // namespace
@@ -167,16 +170,14 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
   const double quantum = quantum_;
   std::atomic<uint64_t> wrapped{0};
   const bool floats = floats_ == FloatCopy::kKept;
-  // Two loops, the float copy's outside the sum's: the sum (modulo 2^64,
-  // wrapped when both addends' signs differ from the sum's) then
+  // Two loops, the float copy's outside the sum's: the sum then
   // vectorizes, and the int64-to-float conversion, scalar on x86-64 before
   // AVX-512, runs only where a float copy is kept.
   auto add = [&](size_t begin, size_t end) {
     uint64_t local = 0;
     for (size_t i = begin; i < end; ++i) {
-      const int64_t a = quanta[i], b = delta[i];
-      const int64_t sum = static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-      local += static_cast<uint64_t>(((a ^ sum) & (b ^ sum)) < 0);
+      int64_t sum;
+      local += WrappingAdd(quanta[i], delta[i], &sum);
       quanta[i] = sum;
     }
     if (floats) {
