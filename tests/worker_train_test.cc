@@ -12,8 +12,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "codec/fixed_point.h"
 #include "cpu/cpu_backend.h"
+#include "model/forwarding_backend.h"
 #include "model/model.h"
 #include "model/optimizer.h"
 #include "tests/test_process.h"
@@ -511,38 +513,22 @@ TEST_F(Training, WarmupBatchRampsTheFirstEpochOnly) {
 // A device read that fails (a CUDA error) ends the run with the error: the
 // evaluation used to become "0 correct, loss NaN" with a line on stderr,
 // and a checkpoint would have been written from zeros.
-class FailingReads final : public model::Backend {
+class FailingReads final : public model::ForwardingBackend {
  public:
   FailingReads(std::unique_ptr<model::Backend> real, bool evaluate_fails)
-      : real_(std::move(real)), evaluate_fails_(evaluate_fails) {}
-  std::string Describe() const override { return real_->Describe(); }
-  absl::Status LoadWeights(std::span<const int64_t> q) override { return real_->LoadWeights(q); }
+      : ForwardingBackend(std::move(real)), evaluate_fails_(evaluate_fails) {}
   absl::StatusOr<std::vector<int64_t>> ReadWeights() const override { return Lost(); }
   absl::StatusOr<std::string> WeightHash() const override { return Lost(); }
   absl::StatusOr<std::vector<float>> ReadResidual() const override { return Lost(); }
   absl::StatusOr<std::vector<float>> ReadOptimizerState() const override { return Lost(); }
-  absl::Status LoadTrainingState(std::span<const float> r, std::span<const float> o) override {
-    return real_->LoadTrainingState(r, o);
-  }
-  absl::StatusOr<model::BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
-                                              float lr, model::Emission* out) override {
-    return real_->TrainStep(images, labels, batch, lr, out);
-  }
-  void SetMomentum(double m) override { real_->SetMomentum(m); }
-  void SetThresholdStep(const codec::ThresholdStep& s) override { real_->SetThresholdStep(s); }
-  absl::Status ApplyUpdates(int64_t q, std::span<const uint32_t> w) override {
-    return real_->ApplyUpdates(q, w);
-  }
-  absl::Status ApplyDense(std::span<const int64_t> q) override { return real_->ApplyDense(q); }
   absl::StatusOr<model::BatchStats> Evaluate(const float* images, const int32_t* labels,
                                              size_t count) override {
     if (evaluate_fails_) return Lost();
-    return real_->Evaluate(images, labels, count);
+    return real().Evaluate(images, labels, count);
   }
 
  private:
   static absl::Status Lost() { return absl::InternalError("cudaErrorLaunchFailure: device lost"); }
-  std::unique_ptr<model::Backend> real_;
   const bool evaluate_fails_;
 };
 
@@ -598,6 +584,98 @@ TEST_F(Training, ResumeFromACheckpointEqualsAnUninterruptedRun) {
     EXPECT_EQ(resumed.weight_hash, full.weight_hash) << "mode " << int(mode);
     EXPECT_EQ(resumed.steps, full.steps);
     EXPECT_EQ(resumed.wire_bytes, full.wire_bytes);
+  }
+}
+
+// Sets a stop flag (as SIGTERM does) during the N-th training step of any
+// backend the run makes: its own, an auto-batch trial's, a pre-training
+// stage's. The counter is shared by all of them, so N picks a place in
+// the run's sequence of steps.
+class StopAtStep final : public model::ForwardingBackend {
+ public:
+  StopAtStep(std::unique_ptr<model::Backend> real, int64_t* steps, int64_t stop_at,
+             std::atomic<bool>* stop)
+      : ForwardingBackend(std::move(real)), steps_(steps), stop_at_(stop_at), stop_(stop) {}
+  absl::StatusOr<model::BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
+                                              float lr, model::Emission* out) override {
+    if (++*steps_ == stop_at_) stop_->store(true);
+    return real().TrainStep(images, labels, batch, lr, out);
+  }
+
+ private:
+  int64_t* steps_;
+  const int64_t stop_at_;
+  std::atomic<bool>* stop_;
+};
+
+// A run stopped (the stop flag, as SIGTERM sets it) at any step and resumed
+// from the checkpoint it wrote on the way out ends where the run never
+// stopped does, bit for bit: stopped inside pre-training, an auto-batch
+// trial, the first epoch's warm-up ramp, the middle of an epoch and its
+// last step, each resumed from the previous one's checkpoint. (The stopped
+// epoch used to be recorded as done: the rest of it was never trained.)
+TEST_F(Training, StoppedAnywhereAndResumedEndsAsTheUninterruptedRun) {
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);  // 6000 samples a shard, --batch 50
+  o.backend_config.optimizer.kind = model::OptimizerKind::kMomentum;
+  o.backend_config.optimizer.momentum = 0.9;
+  o.target_density = 4e-3;  // the density controller's state, too
+  o.pretrain_samples = 500;  // 50 steps of 10
+  o.warmup_batch = 10;       // the first 1000 samples of epoch 1: 100 steps of 10
+  o.auto_batch = {25, 50, 100};
+  o.auto_batch_samples = 500;  // 20 + 10 + 5 trial steps at every epoch's start
+  o.auto_batch_eval = 500;
+  std::ostringstream full_log;
+  absl::StatusOr<TrainSummary> full = RunTraining(o, full_log);
+  ASSERT_TRUE(full.ok()) << full.status();
+
+  // Training steps of any backend, counted from each part's start: a part
+  // resumed inside an epoch neither pre-trains nor tries batch sizes.
+  const int64_t pretrain = 50, trials = 35;
+  const int64_t after_ramp = 5000 / full->batch_choices[0];  // epoch 1's steps after the ramp
+  const int64_t stops[] = {
+      30,                        // inside pre-training: resumes at the start, pre-trains again
+      pretrain + 12,             // inside epoch 1's first trial, the pre-trained start applied
+      trials + 40,               // inside the ramp (step 40 of 100)
+      60 + 7,                    // the ramp's other 60 steps, then mid-epoch
+      after_ramp - 7,            // during the epoch's last step: epoch 2 starts afresh
+      12,                        // inside epoch 2's first trial
+      trials + 10,               // mid-epoch 2
+  };
+  const std::string checkpoint = (dir_ / "ck").string();
+  for (size_t part = 0; part <= std::size(stops); ++part) {
+    TrainerOptions p = o;
+    p.checkpoint_path = checkpoint;
+    if (part > 0) p.resume_path = checkpoint;
+    std::atomic<bool> stop{false};
+    int64_t steps = 0;
+    const int64_t stop_at = part < std::size(stops) ? stops[part] : 0;
+    p.stop = &stop;
+    p.wrap_backend = [&](std::unique_ptr<model::Backend> real) {
+      return std::make_unique<StopAtStep>(std::move(real), &steps, stop_at, &stop);
+    };
+    std::ostringstream log;
+    absl::StatusOr<TrainSummary> s = RunTraining(p, log);
+    ASSERT_TRUE(s.ok()) << "part " << part << ": " << s.status() << "\n" << log.str();
+    SCOPED_TRACE(absl::StrCat("part ", part, " stopped at step ", stop_at, "\n", log.str()));
+    if (part < std::size(stops)) {
+      EXPECT_TRUE(s->stopped_early);
+      EXPECT_NE(log.str().find(part == 4 ? "stopped before epoch 2 (sample 0 of 6000"
+                                         : "--resume continues there"),
+                std::string::npos);
+    }
+    if (part == 1) {
+      EXPECT_NE(log.str().find("stopped by a signal while trying batch size 25"),
+                std::string::npos);
+    }
+    if (part == std::size(stops)) {
+      EXPECT_FALSE(s->stopped_early);
+      EXPECT_EQ(s->weight_hash, full->weight_hash);
+      EXPECT_EQ(s->steps, full->steps);
+      EXPECT_EQ(s->samples, full->samples);
+      EXPECT_EQ(s->updates_sent, full->updates_sent);
+      EXPECT_EQ(s->wire_bytes, full->wire_bytes);
+      EXPECT_EQ(s->epochs, full->epochs);
+    }
   }
 }
 

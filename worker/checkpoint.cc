@@ -72,6 +72,8 @@ absl::Status SaveTrainingState(const std::string& path, const TrainingState& s) 
   c.set_step_quanta(s.step_quanta);
   c.set_density_average(s.density_average);
   c.set_epochs_done(s.epochs_done);
+  c.set_samples_into_epoch(s.samples_into_epoch);
+  c.set_pretrained(s.pretrained);
   c.set_steps_done(s.steps_done);
   c.set_batch(s.batch);
   c.set_weights(ToBytes(s.weights));
@@ -95,6 +97,8 @@ absl::StatusOr<TrainingState> LoadTrainingState(const std::string& path,
   s.step_quanta = c.step_quanta();
   s.density_average = c.density_average();
   s.epochs_done = c.epochs_done();
+  s.samples_into_epoch = c.samples_into_epoch();
+  s.pretrained = c.pretrained();
   s.steps_done = c.steps_done();
   s.batch = c.batch();
   RECKON_ASSIGN_OR_RETURN(s.weights, FromBytes<int64_t>(c.weights(), param_count, path, "weights"));

@@ -35,8 +35,10 @@ struct TrainingState {
   CheckpointIdentity identity;
   int64_t step_quanta = 0;     // threshold mode: tau at the end (0 for dense)
   double density_average = 0;  // the density controller's moving average
-  int epochs_done = 0;
+  int epochs_done = 0;          // whole epochs trained
+  int64_t samples_into_epoch = 0;  // of epoch `epochs_done`, when stopped inside it
   int64_t steps_done = 0;
+  bool pretrained = false;  // the replica holds the pre-trained start
   int batch = 0;  // the minibatch size in force (0 in files from before auto batch)
   std::vector<int64_t> weights;       // param_count quanta
   std::vector<float> residual;        // param_count

@@ -96,6 +96,7 @@ absl::StatusOr<std::vector<int64_t>> PretrainLayerwise(const PretrainOptions& op
     std::string chosen;
     RECKON_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                             MakeBackend(options.backend, config, &chosen));
+    if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
     RECKON_RETURN_IF_ERROR(backend->LoadWeights(weights));
     absl::StatusOr<std::pair<double, double>> pass =
         TrainOnePass(options, *backend, train, samples);

@@ -22,6 +22,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <ostream>
 #include <span>
 #include <string>
@@ -45,6 +47,8 @@ struct PretrainOptions {
   float learning_rate = 0.1f;    // at `batch`, before --warmup-steps' ramp in each stage
   // Set (SIGTERM): stop before the next step with kCancelled (null: never).
   const std::atomic<bool>* stop = nullptr;
+  // Test only: wraps each stage's backend (TrainerOptions::wrap_backend).
+  std::function<std::unique_ptr<model::Backend>(std::unique_ptr<model::Backend>)> wrap_backend;
 };
 
 // Pre-trains on `samples` (indices into `train`, in the order they are

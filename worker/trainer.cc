@@ -241,7 +241,16 @@ absl::Status Trainer::Resume() {
   }
   if (controller_) controller_->set_average(state.density_average);
   first_epoch_ = state.epochs_done;
+  summary_.epochs = state.epochs_done;
   steps_done_ = state.steps_done;
+  holds_pretrained_ = state.pretrained;
+  if (state.samples_into_epoch < 0 || size_t(state.samples_into_epoch) > shard_.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--resume ", path, ": it stopped at sample ", state.samples_into_epoch, " of epoch ",
+        state.epochs_done + 1, " but shard ", options_.shard, "/", options_.shards, " has ",
+        shard_.size(), " samples"));
+  }
+  resume_position_ = static_cast<size_t>(state.samples_into_epoch);
   // Auto batch continues with the size in force (until the next selection);
   // a fixed --batch is the flag's, so that a resume may change it.
   if (!options_.auto_batch.empty() && state.batch > 0) {
@@ -256,8 +265,8 @@ absl::Status Trainer::Resume() {
   summary_.wire_bytes = state.wire_bytes;
   summary_.samples = state.samples_done;
   summary_.train_seconds = state.train_seconds;
-  log_ << "reckon-worker: resumed from " << path << " at epoch " << first_epoch_ << ", step "
-       << steps_done_ << "\n";
+  log_ << "reckon-worker: resumed from " << path << " at epoch " << first_epoch_ + 1 << ", sample "
+       << resume_position_ << " of " << shard_.size() << ", step " << steps_done_ << "\n";
   return absl::OkStatus();
 }
 
@@ -271,7 +280,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     if (options_.max_steps > 0 && steps_done_ >= options_.max_steps) break;
     RECKON_ASSIGN_OR_RETURN(const EpochTally tally, RunEpoch(epoch));
     RECKON_RETURN_IF_ERROR(EndEpoch(epoch, tally));
-    if (!options_.checkpoint_path.empty()) RECKON_RETURN_IF_ERROR(SaveCheckpointAfter(epoch));
+    if (!options_.checkpoint_path.empty()) RECKON_RETURN_IF_ERROR(SaveCheckpointAt(epoch, tally));
   }
   if (options_.peers != nullptr) RECKON_RETURN_IF_ERROR(FinishWithPeers());
   return Summarize();
@@ -285,7 +294,9 @@ absl::Status Trainer::Serve() {
 }
 
 absl::Status Trainer::MaybePretrain() {
-  if (options_.pretrain_samples == 0 || steps_done_ > 0) return absl::OkStatus();
+  if (options_.pretrain_samples == 0 || holds_pretrained_ || steps_done_ > 0) {
+    return absl::OkStatus();
+  }
   if (options_.peers != nullptr && (options_.shard != 0 || options_.peers->HoldsMessages())) {
     return absl::OkStatus();  // joined from a snapshot that holds the start
   }
@@ -302,6 +313,7 @@ absl::Status Trainer::MaybePretrain() {
   p.batch = options_.warmup_batch > 0 ? options_.warmup_batch : options_.batch;
   p.learning_rate = static_cast<float>(config_.optimizer.learning_rate * BatchSizeFactor(p.batch));
   p.stop = options_.stop;
+  p.wrap_backend = options_.wrap_backend;
   absl::StatusOr<std::vector<int64_t>> pretrained = PretrainLayerwise(p, train_, samples, log_);
   summary_.pretrain_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (pretrained.status().code() == absl::StatusCode::kCancelled) {
@@ -319,6 +331,7 @@ absl::Status Trainer::MaybePretrain() {
   }
   RECKON_RETURN_IF_ERROR(StartFrom(*pretrained));
   summary_.pretrained = true;
+  holds_pretrained_ = true;
   RECKON_RETURN_IF_ERROR(Evaluate());
   log_ << absl::StrFormat(
       "reckon-worker: pre-trained on %d samples a stage in %.1f s: test %.2f%% before the first "
@@ -358,8 +371,23 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
   // The selection's time counts in the epoch's: samples/s stays the rate of
   // the whole run.
   EpochTally tally;
-  if (!options_.auto_batch.empty() && epoch % options_.auto_batch_every == 0 && !StopBeforeStep()) {
-    RECKON_RETURN_IF_ERROR(SelectBatch(epoch));
+  // Resumed inside this epoch: its batch size was chosen before the stop
+  // (the checkpoint's), and it goes on from where the stop left it.
+  const bool resumed_inside = epoch == first_epoch_ && resume_position_ > 0;
+  tally.position = resumed_inside ? resume_position_ : 0;
+  resume_position_ = 0;
+  if (!options_.auto_batch.empty() && epoch % options_.auto_batch_every == 0 && !resumed_inside &&
+      !StopBeforeStep()) {
+    const absl::Status selected = SelectBatch(epoch);
+    if (selected.code() == absl::StatusCode::kCancelled) {
+      // SIGTERM inside a trial: nothing of the run changed; a resume tries
+      // again from the same replica and chooses as this one would have.
+      log_ << "reckon-worker: " << selected.message() << "\n";
+      summary_.stopped_early = true;
+      stopped_ = true;
+      return tally;
+    }
+    RECKON_RETURN_IF_ERROR(selected);
   }
   // The first-epoch ramp: its steps first, then the rest at batch_.
   size_t ramp_steps = 0;
@@ -372,11 +400,18 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
   }
   const size_t ramp_samples = ramp_steps * warmup_batch;
   steps_per_epoch_ = ramp_steps + (shard_.size() - ramp_samples) / static_cast<size_t>(batch_);
-  for (size_t s = 0; s < steps_per_epoch_ && !StopBeforeStep(); ++s) {
-    const bool ramp = s < ramp_steps;
-    const size_t first = ramp ? s * warmup_batch : ramp_samples + (s - ramp_steps) * batch_;
-    RECKON_RETURN_IF_ERROR(Step(epoch, first, ramp ? options_.warmup_batch : batch_, tally));
-    DrawProgressBar(epoch, s, tally);
+  // Steps by position in the order, so that a run resumed at any sample
+  // (even with another --batch) takes the same samples next.
+  for (;;) {
+    const int batch = tally.position < ramp_samples ? options_.warmup_batch : batch_;
+    if (tally.position + size_t(batch) > shard_.size()) {
+      tally.complete = true;
+      break;
+    }
+    if (StopBeforeStep()) break;
+    RECKON_RETURN_IF_ERROR(Step(epoch, tally.position, batch, tally));
+    tally.position += size_t(batch);
+    DrawProgressBar(epoch, tally);
   }
   return tally;
 }
@@ -504,6 +539,7 @@ absl::StatusOr<double> Trainer::TryBatch(int epoch, int batch, const std::vector
   std::string chosen;
   RECKON_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> trial,
                           MakeBackend(options_.backend, config_, &chosen));
+  if (options_.wrap_backend) trial = options_.wrap_backend(std::move(trial));
   RECKON_RETURN_IF_ERROR(trial->LoadWeights(weights));
   RECKON_RETURN_IF_ERROR(trial->LoadTrainingState(residual, optimizer_state));
   trial->SetThresholdStep(step_now_);
@@ -512,6 +548,10 @@ absl::StatusOr<double> Trainer::TryBatch(int epoch, int batch, const std::vector
   const float lr = StepLearningRate(epoch, batch);
   const int64_t steps = options_.auto_batch_samples / batch;
   for (int64_t k = 0; k < steps; ++k) {
+    if (options_.stop != nullptr && options_.stop->load()) {
+      return absl::CancelledError(absl::StrCat("stopped by a signal while trying batch size ",
+                                               batch, " for epoch ", epoch + 1));
+    }
     FillBatch(size_t(k) * batch, batch);
     absl::StatusOr<model::BatchStats> stats =
         trial->TrainStep(batch_images_.data(), batch_labels_.data(), batch, lr, &out);
@@ -590,30 +630,35 @@ absl::Status Trainer::ApplyAndPublish(EpochTally& tally) {
   return absl::OkStatus();
 }
 
-void Trainer::DrawProgressBar(int epoch, size_t index_in_epoch, EpochTally& tally) {
+void Trainer::DrawProgressBar(int epoch, EpochTally& tally) {
   if (!options_.progress_bar || Clock::now() - tally.last_bar < std::chrono::milliseconds(200)) {
     return;
   }
   tally.last_bar = Clock::now();
   const int width = 30;
-  const size_t done_steps = index_in_epoch + 1;
-  const int done = static_cast<int>(width * done_steps / steps_per_epoch_);
+  const double done_fraction = double(tally.position) / double(shard_.size());
+  const int done = std::min(width, static_cast<int>(width * done_fraction));
   log_ << absl::StrFormat("\r  epoch %d/%d [%s%s] %3d%%  loss %.4f", epoch + 1, options_.epochs,
                           std::string(done, '='), std::string(width - done, ' '),
-                          static_cast<int>(100 * done_steps / steps_per_epoch_),
-                          tally.loss_sum / tally.samples)
+                          static_cast<int>(100 * done_fraction), tally.loss_sum / tally.samples)
        << std::flush;
 }
 
 absl::Status Trainer::EndEpoch(int epoch, const EpochTally& tally) {
   const double seconds = std::chrono::duration<double>(Clock::now() - tally.start).count();
   if (options_.progress_bar) log_ << "\r" << std::string(72, ' ') << "\r";
+  if (!tally.complete && tally.steps == 0) {
+    // Stopped before this epoch's first step: nothing to report or evaluate.
+    log_ << "reckon-worker: stopped before epoch " << epoch + 1 << " (sample "
+         << tally.position << " of " << shard_.size() << ", step " << steps_done_ << ")\n";
+    return absl::OkStatus();
+  }
   summary_.samples += tally.samples;
   summary_.train_seconds += seconds;
   summary_.updates_sent += tally.updates;
   summary_.wire_bytes += tally.wire_bytes;
   summary_.train_loss = tally.samples ? tally.loss_sum / tally.samples : 0;
-  summary_.epochs = epoch + 1;
+  summary_.epochs = tally.complete ? epoch + 1 : epoch;
   RECKON_RETURN_IF_ERROR(Evaluate());
   if (options_.metrics != nullptr) {
     options_.metrics->OnEpoch(summary_.epochs, summary_.train_loss, summary_.test_loss,
@@ -621,11 +666,14 @@ absl::Status Trainer::EndEpoch(int epoch, const EpochTally& tally) {
   }
   const double steps = double(tally.steps);
   const double dense_bytes = steps * double(config_.shape.param_count() * sizeof(float));
+  const std::string stopped =
+      tally.complete ? ""
+                     : absl::StrFormat(" stopped at sample %d of %d", tally.position, shard_.size());
   log_ << absl::StrFormat(
-              "epoch %d/%d  loss %.4f  test %.2f%%  %.0f samples/s  density %.2e  tau %.3g  "
+              "epoch %d/%d%s  loss %.4f  test %.2f%%  %.0f samples/s  density %.2e  tau %.3g  "
               "wire %s  dense %s  (%.0fx)",
-              epoch + 1, options_.epochs, summary_.train_loss, 100 * summary_.test_accuracy,
-              tally.samples / seconds,
+              epoch + 1, options_.epochs, stopped, summary_.train_loss,
+              100 * summary_.test_accuracy, tally.samples / seconds,
               steps > 0 ? double(tally.updates) / (steps * config_.shape.param_count()) : 0.0,
               config_.mode == model::UpdateMode::kThreshold ? double(step_now_.tau) : 0.0,
               HumanBytes(tally.wire_bytes), HumanBytes(dense_bytes),
@@ -634,14 +682,17 @@ absl::Status Trainer::EndEpoch(int epoch, const EpochTally& tally) {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::SaveCheckpointAfter(int epoch) {
+absl::Status Trainer::SaveCheckpointAt(int epoch, const EpochTally& tally) {
   TrainingState state;
   state.identity = Identity();
   state.step_quanta = config_.mode == model::UpdateMode::kThreshold ? step_now_.step_quanta : 0;
   state.density_average = controller_ ? controller_->average() : 0;
-  // A checkpoint taken at max_steps mid-epoch resumes at the next epoch.
-  state.epochs_done = epoch + 1;
+  // Stopped inside the epoch (a signal, or max_steps): a resume continues
+  // at the next sample of its order.
+  state.epochs_done = tally.complete ? epoch + 1 : epoch;
+  state.samples_into_epoch = tally.complete ? 0 : static_cast<int64_t>(tally.position);
   state.steps_done = steps_done_;
+  state.pretrained = holds_pretrained_;
   state.batch = batch_;
   RECKON_ASSIGN_OR_RETURN(state.weights, backend_->ReadWeights());
   RECKON_ASSIGN_OR_RETURN(state.residual, backend_->ReadResidual());
@@ -651,7 +702,13 @@ absl::Status Trainer::SaveCheckpointAfter(int epoch) {
   state.samples_done = summary_.samples;
   state.train_seconds = summary_.train_seconds;
   RECKON_ASSIGN_OR_RETURN(state.weight_hash, backend_->WeightHash());
-  return SaveTrainingState(options_.checkpoint_path, state);
+  RECKON_RETURN_IF_ERROR(SaveTrainingState(options_.checkpoint_path, state));
+  if (!tally.complete) {
+    log_ << "reckon-worker: checkpoint " << options_.checkpoint_path << " holds epoch "
+         << epoch + 1 << " at sample " << tally.position << " (step " << steps_done_
+         << "): --resume continues there\n";
+  }
+  return absl::OkStatus();
 }
 
 // Every replica ends with every update: wait for the cluster, then evaluate

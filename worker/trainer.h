@@ -132,7 +132,9 @@ struct TrainerOptions {
   // Test only: the backend corrupts one weight before this step (1-based;
   // 0: never). worker/fault_backend.h.
   uint64_t fault_corrupt_weight_at_step = 0;
-  // Test only: wraps the backend made (a test stands in a device that fails).
+  // Test only: wraps every backend the run makes: its own, each auto-batch
+  // trial's and each pre-training stage's (a test stands in a device that
+  // fails, or stops the run at a chosen step).
   std::function<std::unique_ptr<model::Backend>(std::unique_ptr<model::Backend>)> wrap_backend;
 };
 
@@ -163,6 +165,11 @@ class Trainer {
     double loss_sum = 0;
     uint64_t samples = 0, steps = 0, updates = 0, wire_bytes = 0;
     Clock::time_point start = Clock::now(), last_bar = start;
+    // Where the epoch ended: its position in the epoch's order (the next
+    // step's first sample), and whether every batch that fits was trained
+    // (false: stopped inside it).
+    size_t position = 0;
+    bool complete = false;
   };
 
   Trainer(const TrainerOptions& options, std::ostream& log);
@@ -177,6 +184,8 @@ class Trainer {
   // The pre-trained replica as one dense fp32 Update from this replica (the
   // seed's): applied here and, with peers, published.
   absl::Status StartFrom(std::span<const int64_t> pretrained);
+  // Trains epoch `epoch` from its start, or from where a resumed run
+  // stopped inside it, until its end or a stop.
   absl::StatusOr<EpochTally> RunEpoch(int epoch);
   // Whether to stop before the next step (max_steps, or the stop flag).
   bool StopBeforeStep();
@@ -199,9 +208,10 @@ class Trainer {
   // uses, and hands it to the peers.
   absl::Status ApplyAndPublishQuanta(EpochTally& tally);
   absl::Status ApplyAndPublish(EpochTally& tally);
-  void DrawProgressBar(int epoch, size_t index_in_epoch, EpochTally& tally);
+  void DrawProgressBar(int epoch, EpochTally& tally);
   absl::Status EndEpoch(int epoch, const EpochTally& tally);
-  absl::Status SaveCheckpointAfter(int epoch);
+  // The checkpoint at the run's position: after `tally` of epoch `epoch`.
+  absl::Status SaveCheckpointAt(int epoch, const EpochTally& tally);
   absl::Status FinishWithPeers();
   // The test set's loss and accuracy into the summary; a backend that
   // cannot evaluate (a device error) ends the run with its error.
@@ -225,6 +235,11 @@ class Trainer {
   codec::ThresholdStep step_now_;  // tau in force (the controller moves it)
   std::optional<DensityController> controller_;
   int first_epoch_ = 0;
+  // Resumed inside epoch first_epoch_: the samples of its order already
+  // trained (its selection of the batch size, if any, already made).
+  size_t resume_position_ = 0;
+  // The replica holds the pre-trained start (done here, or before a resume).
+  bool holds_pretrained_ = false;
   int64_t steps_done_ = 0;
   bool stopped_ = false;
 
