@@ -188,6 +188,39 @@ TEST(GossipCluster, WorkerThatReachesNobodyNeverExitsZero) {
   EXPECT_TRUE(c.Summary(0).empty());
 }
 
+// SIGTERM (Kubernetes, systemd) ends a worker promptly wherever it waits,
+// and one stopped before the run is done says so and exits 3, not 0: while
+// it waits for seeds that never answer (it used to ignore SIGTERM there and
+// probe until SIGKILL), and while it waits for the cluster to agree (it used
+// to log "cluster quiescent" and exit 0 with a replica that was not final).
+TEST(GossipCluster, SigtermEndsEveryWaitAndAWorkerNotDoneSaysSo) {
+  Cluster c(2);  // slot 1's port is never listened on
+  c.Start(0, 2, {"--max-steps", "20"});
+  ASSERT_TRUE(c.WaitForOutput(0, "waiting for the seeds to answer")) << c.Out(0) << c.Err(0);
+  c.process(0).Signal(SIGTERM);
+  EXPECT_EQ(c.Wait(0, seconds(5)), 3) << c.Err(0);
+  EXPECT_NE(c.Out(0).find("stopped by a signal while joining (round "), std::string::npos)
+      << c.Out(0);
+  EXPECT_TRUE(c.Summary(0).empty());
+
+  // Alone (--bootstrap), it trains its 20 steps and then waits for a
+  // cluster that never comes.
+  c.Start(0, 2, {"--max-steps", "20", "--bootstrap"});
+  ASSERT_TRUE(c.WaitForOutput(0, "waiting for the cluster to be quiescent")) << c.Err(0);
+  c.process(0).Signal(SIGTERM);
+  EXPECT_EQ(c.Wait(0, seconds(5)), 3) << c.Err(0);
+  EXPECT_EQ(c.Out(0).find("cluster quiescent"), std::string::npos) << c.Out(0);
+  EXPECT_NE(c.Out(0).find("before the cluster agreed it is done: this replica"),
+            std::string::npos)
+      << c.Out(0);
+  const std::string summary = c.Summary(0);
+  ASSERT_FALSE(summary.empty()) << c.Err(0);
+  EXPECT_EQ(Field(summary, "final"), "false") << summary;
+  EXPECT_EQ(Field(summary, "stopped_early"), "true") << summary;
+  ASSERT_EQ(Versions(summary).size(), 1u) << summary;
+  EXPECT_EQ(Versions(summary).begin()->second, 20u) << summary;
+}
+
 // Supervised layer-wise pre-training in a cluster (--pretrain-samples): the
 // worker of shard 0 pre-trains alone and publishes the result as one dense
 // Update; the others, though every seed answers "not trained", never step
@@ -351,12 +384,12 @@ TEST(GossipCluster, PeerWithAnotherFingerprintIsRefused) {
   ASSERT_TRUE(c.WaitForSteps(0, 5)) << c.Err(0);
   c.Start(1, 2, {"--max-steps", "50", "--layers", "784,64,10"});
   EXPECT_EQ(c.Wait(1, seconds(60)), 1) << c.Err(1);
-  c.process(0).Signal(SIGTERM);  // stop, leave, exit 0
+  c.process(0).Signal(SIGTERM);  // stop, leave, exit 3 (stopped before its run was done)
   const std::string reason =
       "cluster fingerprint mismatch: model is 784,64,10/relu on 'w1' but 784,128,10/relu on 'w0'";
   EXPECT_NE(c.Err(1).find("refused by peer " + c.address(0) + ": "), std::string::npos) << c.Err(1);
   EXPECT_NE(c.Err(1).find(reason), std::string::npos) << c.Err(1);
-  ASSERT_EQ(c.Wait(0), 0) << c.Err(0);
+  ASSERT_EQ(c.Wait(0), 3) << c.Err(0);
   EXPECT_NE(c.Err(0).find("refusing a snapshot to 'w1'"), std::string::npos) << c.Err(0);
   EXPECT_NE(c.Err(0).find(reason), std::string::npos) << c.Err(0);
 }

@@ -153,6 +153,16 @@ class Cluster {
     return 0;
   }
 
+  // Waits until worker i's stdout holds `text` (false after `timeout`).
+  bool WaitForOutput(int i, const std::string& text, seconds timeout = seconds(60)) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (Out(i).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return false;
+  }
+
   // The node's status; none while it is not answering.
   std::optional<v1::NodeStatus> Status(int i) {
     absl::StatusOr<v1::NodeStatus> s =

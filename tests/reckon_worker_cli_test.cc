@@ -147,6 +147,77 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
   EXPECT_NE(r.err.find("missing.ck"), std::string::npos) << r.err;
 }
 
+// The user's case: a standalone run with --checkpoint stopped by SIGTERM in
+// the middle of epoch 2, then --resume: it ends where the run never stopped
+// ends, bit for bit (the stopped epoch used to be recorded as done: the
+// resumed run ended after 1,480 steps instead of 1,800). The stopped process exits 3 and says where its
+// checkpoint is; the summary says its replica is not final.
+TEST_F(ReckonWorker, SigtermMidEpochThenResumeEndsAsTheUninterruptedRun) {
+  const std::vector<std::string> flags = {
+      "--standalone", "--layers=784,256,256,10", "--epochs=2", "--batch=50",
+      "--eval-samples=500", "--backend=cpu", "--threshold=0.003", "--progress=off",
+      "--data-dir=/usr/share/datasets/fashion-mnist"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), flags.begin(), flags.end());
+    return more;
+  };
+  const std::string full_json = (dir_ / "full.json").string();
+  Result full = Run(with({"--summary-json=" + full_json}));
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+
+  const std::string checkpoint = (dir_ / "ck").string();
+  const std::string stopped_json = (dir_ / "stopped.json").string();
+  absl::StatusOr<::reckon::base::ChildProcess> worker = ::reckon::base::ChildProcess::Spawn(
+      RECKON_WORKER_PATH,
+      with({"--checkpoint=" + checkpoint, "--summary-json=" + stopped_json,
+            "--http-listen=127.0.0.1:0"}),
+      (dir_ / "out").string(), (dir_ / "err").string());
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  // SIGTERM once /metrics counts 1,250 steps: 50 into epoch 2 (1,200 a
+  // epoch), far from its end whatever the machine's load.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const std::string marker = "HTTP on 127.0.0.1:";
+  int port = 0;
+  double steps = 0;
+  while (steps < 1250 && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_FALSE(worker->Poll().has_value()) << ReadWholeFile(dir_ / "err");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const std::string log = ReadWholeFile(dir_ / "out");
+    if (const size_t at = log.find(marker); port == 0 && at != std::string::npos) {
+      port = std::atoi(log.c_str() + at + marker.size());
+    }
+    if (port == 0) continue;
+    const std::string body = ::reckon::testing::HttpGet(port, "/metrics").body;
+    const std::string metric = "reckon_steps_total{node=\"standalone\"} ";
+    if (const size_t at = body.find(metric); at != std::string::npos) {
+      steps = std::atof(body.c_str() + at + metric.size());
+    }
+  }
+  ASSERT_GE(steps, 1250);
+  worker->Signal(SIGTERM);
+  EXPECT_EQ(worker->Wait(std::chrono::seconds(30)), std::optional<int>(3))
+      << ReadWholeFile(dir_ / "err");
+  const std::string out = ReadWholeFile(dir_ / "out");
+  EXPECT_NE(out.find("epoch 2/2 stopped at sample"), std::string::npos) << out;
+  EXPECT_NE(out.find("--resume continues there"), std::string::npos) << out;
+  absl::StatusOr<::reckon::base::Json> stopped = ::reckon::base::ReadJsonFile(stopped_json);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(stopped->at("final"), false);
+  EXPECT_EQ(stopped->at("stopped_early"), true);
+  EXPECT_GT(stopped->at("steps").get<int>(), 1200) << out;
+  EXPECT_LT(stopped->at("steps").get<int>(), 2400) << out;
+
+  const std::string resumed_json = (dir_ / "resumed.json").string();
+  Result resumed = Run(with({"--resume=" + checkpoint, "--summary-json=" + resumed_json}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  absl::StatusOr<::reckon::base::Json> a = ::reckon::base::ReadJsonFile(full_json);
+  absl::StatusOr<::reckon::base::Json> b = ::reckon::base::ReadJsonFile(resumed_json);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(b->at("steps"), a->at("steps"));  // 2,400
+  EXPECT_EQ(b->at("weight_hash"), a->at("weight_hash"));
+  EXPECT_EQ(b->at("final"), true);
+}
+
 // --after-training serve (Kubernetes, Compose): the run is reported, then the
 // worker stays up, saying so on /metrics, until SIGTERM ends it with 0.
 TEST_F(ReckonWorker, AfterTrainingServeStaysUpUntilSigterm) {

@@ -316,7 +316,17 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& all_see
               << std::flush;
       }
     }
-    std::this_thread::sleep_for(backoff);
+    // SIGTERM ends the wait within 100 ms (Kubernetes and systemd stop a
+    // worker that waits for seeds gone for good this way).
+    for (auto slept = std::chrono::milliseconds(0); slept < backoff;
+         slept += std::chrono::milliseconds(100)) {
+      if (Stopped()) {
+        return absl::CancelledError(absl::StrCat(
+            "stopped by a signal while joining (round ", round, unanswered, "); nothing trained"));
+      }
+      std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+          backoff - slept, std::chrono::milliseconds(100)));
+    }
     // A worker waiting for the cluster joins soon after it is ready.
     backoff = std::min(2 * backoff,
                        std::chrono::milliseconds(options_.join_after_messages > 0 ? 500 : 2000));
@@ -420,7 +430,8 @@ absl::Status GossipPeers::WaitApplying(model::Backend& backend,
   while (!wait(server::Clock::now() + std::chrono::milliseconds(50))) {
     server::Received r = node_->TakeReceived();
     RECKON_RETURN_IF_ERROR(Apply(backend, r));
-    if (server::Clock::now() > deadline) break;
+    // SIGTERM: this step is the last; the trainer stops before the next.
+    if (server::Clock::now() > deadline || Stopped()) break;
   }
   return absl::OkStatus();
 }
@@ -494,7 +505,12 @@ absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
         << std::flush;
   const auto deadline = server::Clock::now() + options_.quiesce_timeout;
   for (;;) {
-    if (stop != nullptr && stop->load()) return absl::OkStatus();  // shutting down
+    if (stop != nullptr && stop->load()) {
+      // Not OK: the replica is this node's at the stop, not the cluster's
+      // final one (it used to be reported as quiescent).
+      return absl::CancelledError(
+          "stopped by a signal before the cluster agreed it is done: this replica is not final");
+    }
     const auto slice = std::min(deadline, server::Clock::now() + std::chrono::milliseconds(500));
     absl::Status s = ApplyUntilQuiescent(backend, slice);
     if (s.ok()) break;

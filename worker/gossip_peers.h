@@ -20,6 +20,7 @@
 #ifndef RECKON_WORKER_GOSSIP_PEERS_H_
 #define RECKON_WORKER_GOSSIP_PEERS_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -68,6 +69,10 @@ struct PeerOptions {
   std::chrono::milliseconds check_interval{2000};
   // Where the apply latency of peers' updates is recorded (null: nowhere).
   WorkerMetrics* metrics = nullptr;
+  // Set (SIGTERM): every wait ends promptly. The join returns kCancelled;
+  // Finish returns kCancelled when the cluster had not agreed yet (null:
+  // never).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // "host:port,host:port" (a host may be a DNS name resolving to several
@@ -101,6 +106,7 @@ class GossipPeers final : public TrainingPeers {
   absl::Status Apply(model::Backend& backend, server::Received& received);
   // Calls `wait` (a node wait with a deadline; true: go on) until it says go
   // on, applying what arrives between calls.
+  bool Stopped() const { return options_.stop != nullptr && options_.stop->load(); }
   absl::Status WaitApplying(model::Backend& backend,
                             const std::function<bool(server::Clock::time_point)>& wait);
   // Re-joins when the node asks, then applies what arrives until the cluster

@@ -205,9 +205,15 @@ std::atomic<bool> g_stop{false};
 
 void OnStopSignal(int) { g_stop.store(true); }
 
+// Exit codes (README "Exit codes").
+constexpr int kExitDone = 0;     // the run is done (or, after it, serving was stopped)
+constexpr int kExitFailed = 1;   // a failure while running
+constexpr int kExitUsage = 2;    // a bad flag
+constexpr int kExitStopped = 3;  // stopped by a signal before the run was done
+
 int UsageError(const absl::Status& s) {
   std::cerr << "reckon-worker: " << s.message() << "\n";
-  return 2;
+  return kExitUsage;
 }
 
 // --layers, --activation and the optimizer's flags.
@@ -576,8 +582,10 @@ absl::StatusOr<std::unique_ptr<Observability>> StartObservability(const std::str
 // Joins (with peers), trains (or, with `synthetic`, emits synthetic
 // messages), reports; with `serve`, then stays a member (applying peers'
 // updates, serving /metrics, /status and snapshots) until SIGTERM or SIGINT;
-// then leaves. Errors are a failure while running.
-absl::Status Run(TrainerOptions& options, std::optional<PeerOptions> peer_options,
+// then leaves. Returns the exit code: kExitStopped when a signal came before
+// the run was done (while joining, training or waiting for the cluster to
+// agree), kExitDone otherwise. Errors are a failure while running.
+absl::StatusOr<int> Run(TrainerOptions& options, std::optional<PeerOptions> peer_options,
                  const std::optional<SyntheticOptions>& synthetic, Observability* observability,
                  bool serve) {
   // Filled on the node thread: declared before the peers, destroyed after.
@@ -592,7 +600,15 @@ absl::Status Run(TrainerOptions& options, std::optional<PeerOptions> peer_option
     options.incarnation = peer_options->node.incarnation;
     if (observability != nullptr) peer_options->metrics = &observability->metrics();
     if (synthetic) peer_options->node.on_accept = arrivals.Hook();
-    RECKON_ASSIGN_OR_RETURN(peers, JoinCluster(*std::move(peer_options), options));
+    peer_options->stop = &g_stop;
+    absl::StatusOr<std::unique_ptr<GossipPeers>> joined =
+        JoinCluster(*std::move(peer_options), options);
+    if (joined.status().code() == absl::StatusCode::kCancelled) {
+      std::cout << "reckon-worker: " << joined.status().message() << "\n";
+      return kExitStopped;
+    }
+    if (!joined.ok()) return joined.status();
+    peers = *std::move(joined);
     if (observability != nullptr) observability->AttachNode(peers->node());
     options.peers = peers.get();
   }
@@ -602,7 +618,8 @@ absl::Status Run(TrainerOptions& options, std::optional<PeerOptions> peer_option
     summary.arrivals = arrivals.ToJson();
     summary.arrivals_dropped = arrivals.dropped();
     AddResourceUse(&summary);
-    return Report(summary);
+    RECKON_RETURN_IF_ERROR(Report(summary));
+    return summary.stopped_early ? kExitStopped : kExitDone;
   }
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(options, std::cout);
   if (!trainer.ok()) return trainer.status();
@@ -610,13 +627,14 @@ absl::Status Run(TrainerOptions& options, std::optional<PeerOptions> peer_option
   absl::StatusOr<TrainSummary> summary = (*trainer)->Run();
   if (!summary.ok()) return summary.status();
   RECKON_RETURN_IF_ERROR(Report(*summary));
-  if (!serve || g_stop.load()) return absl::OkStatus();
+  if (summary->stopped_early) return kExitStopped;
+  if (!serve || g_stop.load()) return kExitDone;
   if (observability != nullptr) observability->metrics().OnTrainingFinished();
   std::cout << "reckon-worker: training is over; serving until SIGTERM (--after-training serve)\n"
             << std::flush;
   RECKON_RETURN_IF_ERROR((*trainer)->Serve());
   std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n" << std::flush;
-  return absl::OkStatus();
+  return kExitDone;
 }
 
 // --synthetic and its flags: nullopt without it; kInvalidArgument naming
@@ -689,7 +707,8 @@ int main(int argc, char** argv) {
     if (!parsed.ok()) return UsageError(parsed.status());
     peer_options = *std::move(parsed);
   }
-  // SIGTERM / SIGINT: finish the current step, leave the cluster, exit 0.
+  // SIGTERM / SIGINT: finish the current step (or end the wait), save the
+  // checkpoint, leave the cluster; exit kExitStopped before the run is done.
   struct sigaction action = {};
   action.sa_handler = OnStopSignal;
   sigaction(SIGTERM, &action, nullptr);
@@ -704,14 +723,13 @@ int main(int argc, char** argv) {
       return UsageError(observability.status());
     }
     std::cerr << "reckon-worker: " << observability.status().message() << "\n";
-    return 1;
+    return kExitFailed;
   }
-  const absl::Status status =
-      Run(*options, std::move(peer_options), *synthetic, observability->get(),
-          serve_after_training);
-  if (!status.ok()) {
-    std::cerr << "reckon-worker: " << status.message() << "\n";
-    return 1;
+  const absl::StatusOr<int> exit_code = Run(*options, std::move(peer_options), *synthetic,
+                                             observability->get(), serve_after_training);
+  if (!exit_code.ok()) {
+    std::cerr << "reckon-worker: " << exit_code.status().message() << "\n";
+    return kExitFailed;
   }
-  return 0;
+  return *exit_code;
 }

@@ -38,6 +38,7 @@ base::Json SummaryToJson(const TrainSummary& s) {
   j["momentum_matched"] = s.momentum_matched;
   j["max_training_members"] = s.max_training_members;
   j["stopped_early"] = s.stopped_early;
+  j["final"] = s.final_replica;
   j["pretrained"] = s.pretrained;
   j["pretrain_seconds"] = s.pretrain_seconds;
   j["pretrain_start_bytes"] = s.pretrain_start_bytes;

@@ -45,6 +45,10 @@ struct TrainSummary {
   base::Json version_vector = base::Json::object();
   base::Json node_counters = base::Json::object();
   bool stopped_early = false;  // by a signal
+  // Whether weight_hash is the run's final replica: alone, every epoch (or
+  // --max-steps) trained; with peers, the cluster agreed it is done
+  // (quiescent). False when stopped early: the replica at the stop.
+  bool final_replica = false;
   // --pretrain-samples: whether this worker pre-trained and started from the
   // result, how long that took, and (with peers) the size of the dense
   // Update that carried it to the cluster (not in wire_bytes, which counts

@@ -282,7 +282,11 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     RECKON_RETURN_IF_ERROR(EndEpoch(epoch, tally));
     if (!options_.checkpoint_path.empty()) RECKON_RETURN_IF_ERROR(SaveCheckpointAt(epoch, tally));
   }
-  if (options_.peers != nullptr) RECKON_RETURN_IF_ERROR(FinishWithPeers());
+  if (options_.peers != nullptr) {
+    RECKON_RETURN_IF_ERROR(FinishWithPeers());
+  } else {
+    summary_.final_replica = !summary_.stopped_early;
+  }
   return Summarize();
 }
 
@@ -714,8 +718,12 @@ absl::Status Trainer::SaveCheckpointAt(int epoch, const EpochTally& tally) {
 // Every replica ends with every update: wait for the cluster, then evaluate
 // the final replica (identical on every worker).
 absl::Status Trainer::FinishWithPeers() {
-  RECKON_RETURN_IF_ERROR(
-      options_.peers->Finish(*backend_, static_cast<uint64_t>(steps_done_), options_.stop));
+  const absl::Status finished =
+      options_.peers->Finish(*backend_, static_cast<uint64_t>(steps_done_), options_.stop);
+  // Stopped (SIGTERM) before the cluster agreed: the summary still says
+  // which replica this is (its vector and hash), marked not final.
+  const bool stopped = finished.code() == absl::StatusCode::kCancelled;
+  if (!finished.ok() && !stopped) return finished;
   RECKON_RETURN_IF_ERROR(Evaluate());
   if (options_.metrics != nullptr) {
     options_.metrics->OnEpoch(summary_.epochs, summary_.train_loss, summary_.test_loss,
@@ -725,9 +733,19 @@ absl::Status Trainer::FinishWithPeers() {
   summary_.incarnation = options_.incarnation;
   summary_.version_vector = options_.peers->VersionVector();
   summary_.node_counters = options_.peers->Counters();
+  summary_.stopped_early = summary_.stopped_early || stopped;
+  summary_.final_replica = !summary_.stopped_early;
   RECKON_ASSIGN_OR_RETURN(const std::string hash, backend_->WeightHash());
-  log_ << absl::StrFormat("cluster quiescent: test %.2f%%  weights %s\n",
-                          100 * summary_.test_accuracy, hash.substr(0, 16));
+  if (summary_.final_replica) {
+    log_ << absl::StrFormat("cluster quiescent: test %.2f%%  weights %s\n",
+                            100 * summary_.test_accuracy, hash.substr(0, 16));
+  } else {
+    log_ << absl::StrFormat(
+        "reckon-worker: stopped by a signal before the cluster agreed it is done: this replica "
+        "(test %.2f%%, weights %s, version vector %s) is not final; a restarted worker re-joins "
+        "from a peer\n",
+        100 * summary_.test_accuracy, hash.substr(0, 16), summary_.version_vector.dump());
+  }
   return absl::OkStatus();
 }
 
