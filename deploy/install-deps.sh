@@ -57,6 +57,7 @@ if [ "$profile" = all ]; then
     # tools used by tests
     python3 ca-certificates
     iproute2                        # `ip netns` for the partition and bad-link tests
+    strace                          # the checkpoint's fsync, rename, fsync on the real system calls
     prometheus                      # the monitoring test scrapes a cluster; promtool checks dashboards/
     systemd                         # systemd-analyze verify of deploy/systemd
     gnuplot-nox                     # reckonctl compare --chart draws accuracy against bytes

@@ -1,9 +1,9 @@
 // The reckon-worker binary as a user runs it: flags, errors, summary JSON.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "base/json.h"
@@ -56,8 +56,8 @@ TEST_F(ReckonWorker, ShortRunWritesAFullSummary) {
 TEST_F(ReckonWorker, RecipeSetsItsFlagsAndLaterFlagsWin) {
   const std::string summary = (dir_ / "summary.json").string();
   Result r = Run({"--standalone", "--recipe", "strom2015", "--layers=784,32,32,10",
-                  "--pretrain-samples=500", "--shard=0/20", "--max-steps=20",
-                  "--eval-samples=500", "--backend=cpu", "--summary-json=" + summary});
+                  "--pretrain-samples=500", "--shard=0/20", "--max-steps=20", "--eval-samples=500",
+                  "--backend=cpu", "--summary-json=" + summary});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("reckon-worker: --recipe strom2015: --layers=784,1800,1800,1800,1800,1800,"
                        "10 --activation=sigmoid"),
@@ -80,7 +80,8 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
       {{"--codec=gzip"}, "--codec 'gzip'"},
       {{"--shard=3/3"}, "--shard '3/3'"},
       {{"--backend=tpu"}, "--backend 'tpu'"},
-      {{"--adagrad-placement=aggregate"}, "--adagrad-placement aggregate needs --optimizer adagrad"},
+      {{"--adagrad-placement=aggregate"},
+       "--adagrad-placement aggregate needs --optimizer adagrad"},
       {{"--optimizer=adagrad", "--adagrad-placement=global"},
        "--adagrad-placement 'global' is not local or aggregate"},
       {{"--auto-batch=100,50"}, "--auto-batch '100,50': the sizes must be strictly ascending"},
@@ -117,10 +118,8 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
        "--synthetic-updates 0 must be from 1 to the model's 669706 parameters"},
       {{"--node-id=a", "--synthetic", "--layers=4,2", "--synthetic-updates=11"},
        "--synthetic-updates 11 must be from 1 to the model's 10 parameters"},
-      {{"--node-id=a", "--synthetic", "--synthetic-rate=-1"},
-       "--synthetic-rate must be from 0"},
-      {{"--node-id=a", "--synthetic", "--codec=dense"},
-       "--synthetic emits threshold messages"},
+      {{"--node-id=a", "--synthetic", "--synthetic-rate=-1"}, "--synthetic-rate must be from 0"},
+      {{"--node-id=a", "--synthetic", "--codec=dense"}, "--synthetic emits threshold messages"},
       {{"--node-id=a", "--synthetic", "--after-training=serve"},
        "--after-training serve is for training workers"},
   };
@@ -150,13 +149,18 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
 // The user's case: a standalone run with --checkpoint stopped by SIGTERM in
 // the middle of epoch 2, then --resume: it ends where the run never stopped
 // ends, bit for bit (the stopped epoch used to be recorded as done: the
-// resumed run ended after 1,480 steps instead of 1,800). The stopped process exits 3 and says where its
-// checkpoint is; the summary says its replica is not final.
+// resumed run ended after 1,480 steps instead of 1,800). The stopped process exits 3 and says where
+// its checkpoint is; the summary says its replica is not final.
 TEST_F(ReckonWorker, SigtermMidEpochThenResumeEndsAsTheUninterruptedRun) {
-  const std::vector<std::string> flags = {
-      "--standalone", "--layers=784,256,256,10", "--epochs=2", "--batch=50",
-      "--eval-samples=500", "--backend=cpu", "--threshold=0.003", "--progress=off",
-      "--data-dir=/usr/share/datasets/fashion-mnist"};
+  const std::vector<std::string> flags = {"--standalone",
+                                          "--layers=784,256,256,10",
+                                          "--epochs=2",
+                                          "--batch=50",
+                                          "--eval-samples=500",
+                                          "--backend=cpu",
+                                          "--threshold=0.003",
+                                          "--progress=off",
+                                          "--data-dir=/usr/share/datasets/fashion-mnist"};
   auto with = [&](std::vector<std::string> more) {
     more.insert(more.begin(), flags.begin(), flags.end());
     return more;
@@ -218,6 +222,71 @@ TEST_F(ReckonWorker, SigtermMidEpochThenResumeEndsAsTheUninterruptedRun) {
   EXPECT_EQ(b->at("final"), true);
 }
 
+// A checkpoint survives a power loss: on the real system calls (strace),
+// the temporary file is synced before it is renamed over the checkpoint, and
+// the folder (which holds the rename) is synced after. Without both, a
+// power loss can leave a truncated file where the good one was.
+TEST_F(ReckonWorker, CheckpointIsSyncedThenRenamedThenItsFolderSynced) {
+  const std::string trace = (dir_ / "trace").string();
+  const std::string checkpoint = (dir_ / "ck").string();
+  Result r = ::reckon::testing::RunProcess(
+      "/usr/bin/strace",
+      {"-f", "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2", "-o", trace,
+       RECKON_WORKER_PATH, "--standalone", "--layers=784,16,10", "--max-steps=3",
+       "--eval-samples=100", "--progress=off", "--http-listen=", "--checkpoint=" + checkpoint},
+      dir_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err << "(strace is installed by deploy/install-deps.sh)";
+  // "PID call(args) = result", one per line; the file descriptors each
+  // open returned, followed to their fsync.
+  std::vector<std::string> calls;
+  {
+    std::istringstream in(ReadWholeFile(dir_ / "trace"));
+    for (std::string line; std::getline(in, line);) {
+      const size_t space = line.find(' ');
+      if (space != std::string::npos) calls.push_back(line.substr(space + 1));
+    }
+  }
+  auto fd_of = [](const std::string& call) {
+    const size_t eq = call.rfind("= ");
+    return eq == std::string::npos ? std::string() : call.substr(eq + 2);
+  };
+  auto find = [&](size_t from, auto pred) {
+    for (size_t i = from; i < calls.size(); ++i) {
+      if (pred(calls[i])) return i;
+    }
+    return calls.size();
+  };
+  const std::string tmp = "\"" + checkpoint + ".tmp.";
+  const size_t open_tmp = find(0, [&](const std::string& c) {
+    return c.rfind("openat(", 0) == 0 && c.find(tmp) != std::string::npos;
+  });
+  ASSERT_LT(open_tmp, calls.size()) << ReadWholeFile(dir_ / "trace");
+  const std::string tmp_fd = fd_of(calls[open_tmp]);
+  const size_t rename = find(open_tmp, [&](const std::string& c) {
+    return c.rfind("rename", 0) == 0 && c.find(tmp) != std::string::npos &&
+           c.find(", \"" + checkpoint + "\")") != std::string::npos;
+  });
+  ASSERT_LT(rename, calls.size()) << ReadWholeFile(dir_ / "trace");
+  const size_t sync_tmp = find(open_tmp, [&](const std::string& c) {
+    return c.rfind("fsync(" + tmp_fd + ")", 0) == 0 || c.rfind("fdatasync(" + tmp_fd + ")", 0) == 0;
+  });
+  EXPECT_LT(sync_tmp, rename) << "the data is not synced before the rename\n"
+                              << ReadWholeFile(dir_ / "trace");
+  const size_t open_dir = find(rename, [&](const std::string& c) {
+    return c.rfind("openat(", 0) == 0 &&
+           c.find("\"" + dir_.path().string() + "\"") != std::string::npos &&
+           c.find("O_DIRECTORY") != std::string::npos;
+  });
+  ASSERT_LT(open_dir, calls.size()) << "the folder is never opened after the rename\n"
+                                    << ReadWholeFile(dir_ / "trace");
+  const std::string dir_fd = fd_of(calls[open_dir]);
+  EXPECT_LT(find(open_dir,
+                 [&](const std::string& c) { return c.rfind("fsync(" + dir_fd + ")", 0) == 0; }),
+            calls.size())
+      << "the folder is not synced after the rename\n"
+      << ReadWholeFile(dir_ / "trace");
+}
+
 // --after-training serve (Kubernetes, Compose): the run is reported, then the
 // worker stays up, saying so on /metrics, until SIGTERM ends it with 0.
 TEST_F(ReckonWorker, AfterTrainingServeStaysUpUntilSigterm) {
@@ -240,7 +309,7 @@ TEST_F(ReckonWorker, AfterTrainingServeStaysUpUntilSigterm) {
   // Training is over and reported; the worker serves on.
   ::reckon::testing::HttpResult metrics;
   for (int i = 0; i < 100 && metrics.body.find("reckon_training_finished{node=\"standalone\"} 1") ==
-                               std::string::npos;
+                                 std::string::npos;
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     metrics = ::reckon::testing::HttpGet((*port)[0], "/metrics");

@@ -722,7 +722,7 @@ TEST_F(Training, CorruptOrForeignCheckpointsAreRefused) {
   std::string flipped = bytes;
   flipped[bytes.size() / 2] ^= 0x01;
   std::ofstream((dir_ / "bad").string(), std::ios::binary) << flipped;
-  absl::StatusOr<v1::Checkpoint> bad = LoadCheckpoint((dir_ / "bad").string());
+  absl::StatusOr<StoredCheckpoint> bad = LoadCheckpoint((dir_ / "bad").string());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(bad.status().message().find("checksum mismatch"), std::string::npos);
   std::ofstream((dir_ / "short").string(), std::ios::binary) << bytes.substr(0, bytes.size() - 9);
