@@ -120,7 +120,9 @@ TEST(GossipCluster, KilledWorkerRejoinsFromSnapshot) {
     if (m.node_id() == "w3") dead_seen = m.state() == "dead";
   }
   EXPECT_TRUE(dead_seen) << after->DebugString();
-  c.Start(3, 4, {"--max-steps", "60"});
+  // Its shard's one epoch (150 steps) over both lives: the second continues
+  // where the first's published steps end.
+  c.Start(3, 4, {});
   for (int i = 0; i < 4; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
   c.ExpectIdentical({0, 1, 2, 3});
   const std::string s3 = c.Summary(3);
@@ -128,12 +130,55 @@ TEST(GossipCluster, KilledWorkerRejoinsFromSnapshot) {
   EXPECT_GT(Number(s3, "incarnation"), double(old_incarnation));
   // Both lives of w3 are origins in the final vector.
   int w3_origins = 0;
-  for (const auto& [origin, seq] : Versions(s3)) w3_origins += origin.rfind("w3#", 0) == 0;
+  uint64_t w3_steps = 0;
+  for (const auto& [origin, seq] : Versions(s3)) {
+    if (origin.rfind("w3#", 0) == 0) {
+      ++w3_origins;
+      w3_steps += seq;
+    }
+  }
   EXPECT_EQ(w3_origins, 2) << Field(s3, "version_vector");
+  EXPECT_GE(w3_steps, 150u) << Field(s3, "version_vector");
+  EXPECT_LE(w3_steps, 151u) << Field(s3, "version_vector");
   // w0 trained beside three others: its momentum rule was matched to four.
   const std::string s0 = c.Summary(0);
   EXPECT_EQ(Field(s0, "momentum_matched"), "true") << s0;
   EXPECT_EQ(Number(s0, "max_training_members"), 4) << s0;
+}
+
+// A worker killed (-9) and restarted continues its shard where the steps its
+// earlier life published end (the cluster holds them: that life's entry in
+// the version vector), instead of starting its epochs again: over both
+// lives it publishes its planned steps (2 epochs of 300), give or take the
+// one the kill cut. It used to publish its earlier steps again on top, so
+// the data the cluster learned from leaned towards the workers that crashed.
+TEST(GossipCluster, RestartedWorkerContinuesItsShardWhereItsEarlierLifeStopped) {
+  Cluster c(2);
+  for (int i = 0; i < 2; ++i) c.Start(i, 2, {"--epochs", "2"});
+  ASSERT_TRUE(c.WaitForSteps(1, 150)) << c.Err(1);
+  c.process(1).Signal(SIGKILL);
+  ASSERT_EQ(c.Wait(1, seconds(10)), 128 + SIGKILL);
+  const size_t first_life = c.Out(1).size();
+  c.Start(1, 2, {"--epochs", "2"});
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
+  c.ExpectIdentical({0, 1});
+  uint64_t w0 = 0, w1 = 0;
+  int w1_lives = 0;
+  for (const auto& [origin, seq] : Versions(c.Summary(1))) {
+    if (origin.rfind("w0#", 0) == 0) w0 += seq;
+    if (origin.rfind("w1#", 0) == 0) {
+      w1 += seq;
+      ++w1_lives;
+    }
+  }
+  EXPECT_EQ(w0, 600u);
+  EXPECT_EQ(w1_lives, 2);
+  EXPECT_GE(w1, 600u) << Field(c.Summary(1), "version_vector");
+  EXPECT_LE(w1, 602u) << Field(c.Summary(1), "version_vector");
+  const std::string second_life = c.Out(1).substr(first_life);
+  EXPECT_NE(second_life.find("steps of shard 1/2 published by its earlier lives: continues at"),
+            std::string::npos)
+      << second_life;
 }
 
 // A fork once seen: a worker restarted while its peers cannot answer
@@ -151,8 +196,9 @@ TEST(GossipCluster, RestartedWorkerWaitsForPeersThatDoNotAnswer) {
   c.process(0).Signal(SIGSTOP);
   c.process(1).Signal(SIGSTOP);
   const size_t first_life = c.Out(2).size();  // its log is appended to
-  c.Start(2, 3, {"--max-steps", "60", "--join-timeout-s", "60"});
-  // Longer than the old single round of 1 s probes per seed, and than its 60
+  // --max-steps counts both lives' steps: about 80 left for this one.
+  c.Start(2, 3, {"--max-steps", "120", "--join-timeout-s", "60"});
+  // Longer than the old single round of 1 s probes per seed, and than its 80
   // steps: a worker that joined nobody must neither train nor exit meanwhile.
   EXPECT_FALSE(c.process(2).Wait(seconds(8)).has_value()) << "w2 exited alone: " << c.Err(2);
   const std::string waiting = c.Out(2).substr(first_life);

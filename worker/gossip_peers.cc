@@ -551,6 +551,16 @@ int GossipPeers::TrainingMembers() { return node_->TrainingMembers(); }
 
 bool GossipPeers::HoldsMessages() { return TotalSeqs(node_->Applied()) > 0; }
 
+uint64_t GossipPeers::PublishedByEarlierLives() {
+  uint64_t published = 0;
+  for (const auto& [origin, seq] : node_->Applied()) {
+    if (origin.node_id == options_.node.node_id && origin.incarnation < options_.node.incarnation) {
+      published += seq;
+    }
+  }
+  return published;
+}
+
 base::Json GossipPeers::VersionVector() {
   base::Json vector = base::Json::object();
   for (const auto& [origin, seq] : node_->Applied()) vector[origin.ToString()] = seq;

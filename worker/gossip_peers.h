@@ -96,6 +96,7 @@ class GossipPeers final : public TrainingPeers {
   absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop) override;
   int TrainingMembers() override;
   bool HoldsMessages() override;
+  uint64_t PublishedByEarlierLives() override;
   // The node, for status and metrics; valid while this object lives.
   server::GossipNode* node() { return node_.get(); }
   base::Json VersionVector() override;

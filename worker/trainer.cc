@@ -273,6 +273,7 @@ absl::Status Trainer::Resume() {
 absl::StatusOr<TrainSummary> Trainer::Run() {
   // Alone, seqs continue the step count (see published_).
   published_ = options_.peers != nullptr ? 0 : static_cast<uint64_t>(steps_done_);
+  if (options_.peers != nullptr) ContinueShard();
   RECKON_RETURN_IF_ERROR(MaybePretrain());
   for (int epoch = first_epoch_; epoch < options_.epochs && !stopped_; ++epoch) {
     // --max-steps reached on the previous epoch's last step: no empty epoch
@@ -393,17 +394,9 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
     }
     RECKON_RETURN_IF_ERROR(selected);
   }
-  // The first-epoch ramp: its steps first, then the rest at batch_.
-  size_t ramp_steps = 0;
-  const size_t warmup_batch = static_cast<size_t>(options_.warmup_batch);
-  // A worker that joins after the warm-up (--start-workers) has no ramp.
-  const bool starts = options_.start_workers == 0 || options_.shard < options_.start_workers;
-  if (epoch == 0 && warmup_batch > 0 && starts) {
-    ramp_steps =
-        static_cast<size_t>(options_.warmup_fraction * double(shard_.size())) / warmup_batch;
-  }
-  const size_t ramp_samples = ramp_steps * warmup_batch;
-  steps_per_epoch_ = ramp_steps + (shard_.size() - ramp_samples) / static_cast<size_t>(batch_);
+  const EpochLayout layout = Layout(epoch);
+  const size_t ramp_samples = layout.ramp_samples;
+  steps_per_epoch_ = layout.steps;
   // Steps by position in the order, so that a run resumed at any sample
   // (even with another --batch) takes the same samples next.
   for (;;) {
@@ -418,6 +411,62 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
     DrawProgressBar(epoch, tally);
   }
   return tally;
+}
+
+Trainer::EpochLayout Trainer::Layout(int epoch) const {
+  EpochLayout layout;
+  const size_t warmup_batch = static_cast<size_t>(options_.warmup_batch);
+  // A worker that joins after the warm-up (--start-workers) has no ramp.
+  const bool starts = options_.start_workers == 0 || options_.shard < options_.start_workers;
+  if (epoch == 0 && warmup_batch > 0 && starts) {
+    layout.ramp_steps =
+        static_cast<size_t>(options_.warmup_fraction * double(shard_.size())) / warmup_batch;
+  }
+  layout.ramp_samples = layout.ramp_steps * warmup_batch;
+  layout.steps =
+      layout.ramp_steps + (shard_.size() - layout.ramp_samples) / static_cast<size_t>(batch_);
+  return layout;
+}
+
+void Trainer::ContinueShard() {
+  uint64_t published = options_.peers->PublishedByEarlierLives();
+  // In a pre-training cluster shard 0's first message is the start, not a step.
+  if (published > 0 && options_.pretrain_samples > 0 && options_.shard == 0) --published;
+  if (published == 0) return;
+  const std::string shard = absl::StrCat(options_.shard, "/", options_.shards);
+  if (!options_.auto_batch.empty()) {
+    // The sizes its earlier lives chose are not in the messages: where their
+    // steps end in the shard is unknown.
+    log_ << "reckon-worker: WARNING: " << published << " steps of shard " << shard
+         << " were published by its earlier lives, but with --auto-batch where they end in the "
+            "shard is not known: this life starts its epochs again, and the cluster trains "
+            "those samples twice\n";
+    return;
+  }
+  uint64_t left = published;
+  int epoch = 0;
+  for (; epoch < options_.epochs; ++epoch) {
+    const EpochLayout layout = Layout(epoch);
+    if (left < layout.steps) break;
+    left -= layout.steps;
+  }
+  size_t position = 0;
+  if (epoch < options_.epochs) {
+    const EpochLayout layout = Layout(epoch);
+    position = left < layout.ramp_steps
+                   ? size_t(left) * size_t(options_.warmup_batch)
+                   : layout.ramp_samples + size_t(left - layout.ramp_steps) * size_t(batch_);
+  }
+  first_epoch_ = epoch;
+  resume_position_ = position;
+  steps_done_ = static_cast<int64_t>(published);
+  summary_.epochs = epoch;
+  log_ << "reckon-worker: " << published << " steps of shard " << shard
+       << " published by its earlier lives: continues at "
+       << (epoch < options_.epochs
+               ? absl::StrCat("epoch ", epoch + 1, ", sample ", position, " of ", shard_.size())
+               : std::string("its end (every epoch is trained)"))
+       << "\n";
 }
 
 bool Trainer::StopBeforeStep() {

@@ -53,6 +53,10 @@ class TrainingPeers {
   // Whether this replica holds any message (applied, or in the snapshot it
   // joined from): false only in a cluster that has not started training.
   virtual bool HoldsMessages() = 0;
+  // The messages this worker's earlier lives (its node id, older
+  // incarnations) published that this replica holds: where a restarted
+  // worker's shard continues.
+  virtual uint64_t PublishedByEarlierLives() = 0;
   // For the summary: the version vector {"origin": seq, ...} and the node's
   // counters {"name": count, ...}.
   virtual base::Json VersionVector() = 0;
@@ -187,6 +191,15 @@ class Trainer {
   // Trains epoch `epoch` from its start, or from where a resumed run
   // stopped inside it, until its end or a stop.
   absl::StatusOr<EpochTally> RunEpoch(int epoch);
+  // How epoch `epoch` is cut into steps at the batch size in force: the
+  // first-epoch ramp's steps of warmup_batch, then steps of batch_.
+  struct EpochLayout {
+    size_t ramp_steps = 0, ramp_samples = 0, steps = 0;
+  };
+  EpochLayout Layout(int epoch) const;
+  // With peers, in a restarted worker: continues the shard after the steps
+  // its earlier lives published (TrainingPeers::PublishedByEarlierLives).
+  void ContinueShard();
   // Whether to stop before the next step (max_steps, or the stop flag).
   bool StopBeforeStep();
   // One step on order_[first, first + batch).
