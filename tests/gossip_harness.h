@@ -17,8 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/process.h"
 #include "base/json.h"
+#include "base/process.h"
 #include "server/grpc_clients.h"
 #include "server/grpc_transport.h"
 #include "tests/test_process.h"
@@ -32,9 +32,22 @@ using std::chrono::seconds;
 // The flags every worker of the small test cluster gets: 784-128-10, one
 // thread, fast heartbeats and failure detection.
 inline std::vector<std::string> SmallClusterFlags() {
-  return {"--layers", "784,128,10", "--threads", "1", "--epochs", "1", "--eval-samples", "2000",
-          "--heartbeat-ms", "50", "--failure-timeout-ms", "1500", "--quiesce-timeout-s", "120",
-          "--progress", "off"};
+  return {"--layers",
+          "784,128,10",
+          "--threads",
+          "1",
+          "--epochs",
+          "1",
+          "--eval-samples",
+          "2000",
+          "--heartbeat-ms",
+          "50",
+          "--failure-timeout-ms",
+          "1500",
+          "--quiesce-timeout-s",
+          "120",
+          "--progress",
+          "off"};
 }
 
 // A summary (worker/summary.h) parsed; an empty object when it does not

@@ -321,11 +321,11 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& all_see
     for (auto slept = std::chrono::milliseconds(0); slept < backoff;
          slept += std::chrono::milliseconds(100)) {
       if (Stopped()) {
-        return absl::CancelledError(absl::StrCat(
-            "stopped by a signal while joining (round ", round, unanswered, "); nothing trained"));
+        return absl::CancelledError(absl::StrCat("stopped by a signal while joining (round ", round,
+                                                 unanswered, "); nothing trained"));
       }
-      std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
-          backoff - slept, std::chrono::milliseconds(100)));
+      std::this_thread::sleep_for(
+          std::min<std::chrono::milliseconds>(backoff - slept, std::chrono::milliseconds(100)));
     }
     // A worker waiting for the cluster joins soon after it is ready.
     backoff = std::min(2 * backoff,

@@ -15,8 +15,8 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -26,8 +26,8 @@
 #include "base/status_macros.h"
 #include "codec/codec.h"
 #include "server/grpc_transport.h"
-#include "server/node.h"
 #include "server/lanes.h"
+#include "server/node.h"
 #include "server/snapshot_cuts.h"
 #include "worker/backend_factory.h"
 #include "worker/gossip_peers.h"
@@ -350,9 +350,9 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
 
   RECKON_RETURN_IF_ERROR(ModelFromFlags(&o));
   if (o.pretrain_samples > 0 && o.backend_config.shape.layers().size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--pretrain-samples: the model ", o.backend_config.shape.ToString(),
-        " has no hidden layer to pre-train"));
+    return absl::InvalidArgumentError(absl::StrCat("--pretrain-samples: the model ",
+                                                   o.backend_config.shape.ToString(),
+                                                   " has no hidden layer to pre-train"));
   }
   o.backend_config.threads = absl::GetFlag(FLAGS_threads);
   RECKON_RETURN_IF_ERROR(CodecFromFlags(&o));
@@ -373,9 +373,9 @@ absl::Status TlsFromFlags(PeerOptions* peer_options) {
         reckon::server::LoadTls(tls_ca, tls_cert, tls_key);
     if (!tls.ok()) return absl::InvalidArgumentError(tls.status().message());
     if (tls->identity != n.node_id) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls-cert ", tls_cert, " is for '", tls->identity, "', not --node-id '",
-                       n.node_id, "': peers would refuse this worker"));
+      return absl::InvalidArgumentError(absl::StrCat("--tls-cert ", tls_cert, " is for '",
+                                                     tls->identity, "', not --node-id '", n.node_id,
+                                                     "': peers would refuse this worker"));
     }
     n.tls = *tls;  // signs our Updates, verifies everyone's
     p.transport.tls = *std::move(tls);
@@ -536,13 +536,12 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
 // Joins the cluster the flags name: after this, the node holds the replica
 // every peer agrees on (a snapshot, or the seed's when the cluster is new).
 absl::StatusOr<std::unique_ptr<GossipPeers>> JoinCluster(PeerOptions peer_options,
-                                                        const TrainerOptions& options) {
-  RECKON_ASSIGN_OR_RETURN(
-      const std::vector<int64_t> initial,
-      InitialWeights(options.backend_config.shape, options.backend_config.fraction_bits,
-                     options.seed));
-  return GossipPeers::Create(std::move(peer_options), initial,
-                             options.backend_config.fraction_bits, std::cout);
+                                                         const TrainerOptions& options) {
+  RECKON_ASSIGN_OR_RETURN(const std::vector<int64_t> initial,
+                          InitialWeights(options.backend_config.shape,
+                                         options.backend_config.fraction_bits, options.seed));
+  return GossipPeers::Create(std::move(peer_options), initial, options.backend_config.fraction_bits,
+                             std::cout);
 }
 
 // The run's last lines, and the summary file when asked for.
@@ -555,9 +554,9 @@ absl::Status Report(const TrainSummary& summary) {
         summary.weight_hash.substr(0, 16));
   } else {
     std::cout << absl::StrFormat(
-      "done: %d steps, test accuracy %.2f%%, %.0f samples/s, %s, wire %d bytes vs dense %d "
-      "(%.0fx), weights %s\n",
-      summary.steps, 100 * summary.test_accuracy, summary.samples_per_s, summary.codec,
+        "done: %d steps, test accuracy %.2f%%, %.0f samples/s, %s, wire %d bytes vs dense %d "
+        "(%.0fx), weights %s\n",
+        summary.steps, 100 * summary.test_accuracy, summary.samples_per_s, summary.codec,
         summary.wire_bytes, summary.dense_bytes, summary.compression_ratio,
         summary.weight_hash.substr(0, 16));
   }
@@ -586,8 +585,8 @@ absl::StatusOr<std::unique_ptr<Observability>> StartObservability(const std::str
 // the run was done (while joining, training or waiting for the cluster to
 // agree), kExitDone otherwise. Errors are a failure while running.
 absl::StatusOr<int> Run(TrainerOptions& options, std::optional<PeerOptions> peer_options,
-                 const std::optional<SyntheticOptions>& synthetic, Observability* observability,
-                 bool serve) {
+                        const std::optional<SyntheticOptions>& synthetic,
+                        Observability* observability, bool serve) {
   // Filled on the node thread: declared before the peers, destroyed after.
   ArrivalLog arrivals;
   std::unique_ptr<GossipPeers> peers;
@@ -640,10 +639,11 @@ absl::StatusOr<int> Run(TrainerOptions& options, std::optional<PeerOptions> peer
 // --synthetic and its flags: nullopt without it; kInvalidArgument naming
 // the flag that does not fit.
 absl::StatusOr<std::optional<SyntheticOptions>> SyntheticFromFlags(const TrainerOptions& options,
-                                                                    bool serve) {
+                                                                   bool serve) {
   if (!absl::GetFlag(FLAGS_synthetic)) return std::optional<SyntheticOptions>();
   if (absl::GetFlag(FLAGS_standalone)) {
-    return absl::InvalidArgumentError("--synthetic is a member of a cluster: not with --standalone");
+    return absl::InvalidArgumentError(
+        "--synthetic is a member of a cluster: not with --standalone");
   }
   if (serve) {
     return absl::InvalidArgumentError(
@@ -666,8 +666,8 @@ absl::StatusOr<std::optional<SyntheticOptions>> SyntheticFromFlags(const Trainer
 int main(int argc, char** argv) {
   reckon::base::TuneAllocatorForLargeFrames();
   // Every flag defined in this file; dashes or underscores (base/flags.h).
-  const reckon::base::FlagScope scope = reckon::base::FlagScope::FromFile(
-      "reckon-worker", "worker/main.cc");
+  const reckon::base::FlagScope scope =
+      reckon::base::FlagScope::FromFile("reckon-worker", "worker/main.cc");
   // --flags-file, then --recipe, each replaced in place by its flags.
   absl::StatusOr<std::vector<std::string>> args =
       reckon::base::ExpandFlagsFiles({argv + 1, argv + argc});
@@ -726,7 +726,7 @@ int main(int argc, char** argv) {
     return kExitFailed;
   }
   const absl::StatusOr<int> exit_code = Run(*options, std::move(peer_options), *synthetic,
-                                             observability->get(), serve_after_training);
+                                            observability->get(), serve_after_training);
   if (!exit_code.ok()) {
     std::cerr << "reckon-worker: " << exit_code.status().message() << "\n";
     return kExitFailed;

@@ -18,9 +18,9 @@ absl::StatusOr<model::ModelShape> StageShape(const model::ModelShape& full, size
   const std::vector<int>& sizes = full.sizes();
   std::vector<int> stage(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(k) + 1);
   stage.push_back(full.classes());
-  return model::ModelShape::Parse(absl::StrJoin(stage, ","),
-                                  full.activation() == model::Activation::kRelu ? "relu"
-                                                                                : "sigmoid");
+  return model::ModelShape::Parse(
+      absl::StrJoin(stage, ","),
+      full.activation() == model::Activation::kRelu ? "relu" : "sigmoid");
 }
 
 // One pass of `backend` over `samples`; the mean loss and the fraction
@@ -108,8 +108,8 @@ absl::StatusOr<std::vector<int64_t>> PretrainLayerwise(const PretrainOptions& op
     log << absl::StrFormat(
         "reckon-worker: pre-training stage %zu of %zu (%s): %zu samples, loss %.4f, training "
         "accuracy %.2f%%\n",
-        k, hidden, stage.ToString(), samples.size() / options.batch * options.batch,
-        pass->first, 100 * pass->second);
+        k, hidden, stage.ToString(), samples.size() / options.batch * options.batch, pass->first,
+        100 * pass->second);
     RECKON_ASSIGN_OR_RETURN(weights, backend->ReadWeights());
     // Hidden layers 1 .. k: everything before the stage's output layer.
     below.assign(weights.begin(),

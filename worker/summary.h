@@ -16,7 +16,7 @@ struct TrainSummary {
   std::string backend;
   std::string model;
   uint64_t params = 0;
-  std::string codec;  // "dense" or the threshold wire codec
+  std::string codec;              // "dense" or the threshold wire codec
   double threshold = 0, tau = 0;  // tau: at the end (the controller may move it)
   int64_t step_quanta = 0;
   double target_density = 0;

@@ -245,10 +245,10 @@ absl::Status Trainer::Resume() {
   steps_done_ = state.steps_done;
   holds_pretrained_ = state.pretrained;
   if (state.samples_into_epoch < 0 || size_t(state.samples_into_epoch) > shard_.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--resume ", path, ": it stopped at sample ", state.samples_into_epoch, " of epoch ",
-        state.epochs_done + 1, " but shard ", options_.shard, "/", options_.shards, " has ",
-        shard_.size(), " samples"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("--resume ", path, ": it stopped at sample ", state.samples_into_epoch,
+                     " of epoch ", state.epochs_done + 1, " but shard ", options_.shard, "/",
+                     options_.shards, " has ", shard_.size(), " samples"));
   }
   resume_position_ = static_cast<size_t>(state.samples_into_epoch);
   // Auto batch continues with the size in force (until the next selection);
@@ -702,8 +702,8 @@ absl::Status Trainer::EndEpoch(int epoch, const EpochTally& tally) {
   if (options_.progress_bar) log_ << "\r" << std::string(72, ' ') << "\r";
   if (!tally.complete && tally.steps == 0) {
     // Stopped before this epoch's first step: nothing to report or evaluate.
-    log_ << "reckon-worker: stopped before epoch " << epoch + 1 << " (sample "
-         << tally.position << " of " << shard_.size() << ", step " << steps_done_ << ")\n";
+    log_ << "reckon-worker: stopped before epoch " << epoch + 1 << " (sample " << tally.position
+         << " of " << shard_.size() << ", step " << steps_done_ << ")\n";
     return absl::OkStatus();
   }
   summary_.samples += tally.samples;
@@ -719,9 +719,9 @@ absl::Status Trainer::EndEpoch(int epoch, const EpochTally& tally) {
   }
   const double steps = double(tally.steps);
   const double dense_bytes = steps * double(config_.shape.param_count() * sizeof(float));
-  const std::string stopped =
-      tally.complete ? ""
-                     : absl::StrFormat(" stopped at sample %d of %d", tally.position, shard_.size());
+  const std::string stopped = tally.complete ? ""
+                                             : absl::StrFormat(" stopped at sample %d of %d",
+                                                               tally.position, shard_.size());
   log_ << absl::StrFormat(
               "epoch %d/%d%s  loss %.4f  test %.2f%%  %.0f samples/s  density %.2e  tau %.3g  "
               "wire %s  dense %s  (%.0fx)",
@@ -757,8 +757,8 @@ absl::Status Trainer::SaveCheckpointAt(int epoch, const EpochTally& tally) {
   RECKON_ASSIGN_OR_RETURN(state.weight_hash, backend_->WeightHash());
   RECKON_RETURN_IF_ERROR(SaveTrainingState(options_.checkpoint_path, state));
   if (!tally.complete) {
-    log_ << "reckon-worker: checkpoint " << options_.checkpoint_path << " holds epoch "
-         << epoch + 1 << " at sample " << tally.position << " (step " << steps_done_
+    log_ << "reckon-worker: checkpoint " << options_.checkpoint_path << " holds epoch " << epoch + 1
+         << " at sample " << tally.position << " (step " << steps_done_
          << "): --resume continues there\n";
   }
   return absl::OkStatus();
