@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""Chaos soak: a cluster of reckon workers trains while an injector kills
+(-9) and stops (SIGSTOP, then SIGCONT) random workers every few seconds and
+restarts the killed ones, as torchft's injector does. The same cluster is
+first run without faults, for the goodput figures.
+
+At the end it checks what reckon promises:
+  - every worker's final replica is the same (weight hash, version vector)
+    and final (the cluster agreed it is done);
+  - nothing published is lost: every message of a killed life that a live
+    peer had applied before the kill is in the final version vector;
+  - each shard trained as planned across restarts: a worker's lives together
+    published at least its planned steps less one per kill (a message a kill
+    cut off before any peer had it is trained again); the excess, steps
+    trained twice, is reported;
+and prints the goodput: the cluster's steps/s against the fault-free run's,
+and each live worker's step rate while faults happen against its fault-free
+rate. Exit 0 when every check holds, 1 otherwise (the figures are printed
+either way, and written as JSON with --json).
+
+Partitions are not injected yet (they need network namespaces: ctl/net_lab.h).
+
+  tests/chaos/soak.py --worker build/worker/reckon-worker --epochs 3
+  tests/chaos/soak.py --worker build/worker/reckon-worker --epochs 400 --fault-every 5 \
+      --json soak.json    # the long run of docs/gossip.md "Chaos soak"
+"""
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+
+def free_ports(count):
+    sockets = []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        sockets.append(s)
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def http_get(port, path, timeout=1.0):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            return r.read().decode()
+    except Exception:  # noqa: BLE001 - a worker stopped, dead or starting
+        return None
+
+
+class Worker:
+    """One slot of the cluster: its successive lives (processes)."""
+
+    def __init__(self, index, args, addresses, ports, folder):
+        self.index = index
+        self.name = f"w{index}"
+        self.args = args
+        self.addresses = addresses
+        self.listen_port, self.http_port = ports
+        self.folder = folder
+        self.process = None
+        self.lives = 0
+        self.stopped = False
+        self.kills = 0
+        self.stops = 0
+
+    def summary_path(self, life=None):
+        return os.path.join(self.folder, f"{self.name}-life{life or self.lives}.json")
+
+    def start(self):
+        self.lives += 1
+        flags = [
+            "--node-id", self.name, "--listen", f"127.0.0.1:{self.listen_port}",
+            "--peers", ",".join(self.addresses), "--shard", f"{self.index}/{self.args.workers}",
+            "--http-listen", f"127.0.0.1:{self.http_port}",
+            "--summary-json", self.summary_path(), "--after-training", "serve",
+            "--layers", self.args.layers, "--threads", "1", "--epochs", str(self.args.epochs),
+            "--eval-samples", "1000", "--heartbeat-ms", "50", "--failure-timeout-ms", "1500",
+            "--quiesce-timeout-s", "600", "--progress", "off",
+        ] + (["--data-dir", self.args.data_dir] if self.args.data_dir else [])
+        log = open(os.path.join(self.folder, f"{self.name}.log"), "ab")
+        self.process = subprocess.Popen([self.args.worker] + flags, stdout=log, stderr=log)
+        log.close()
+
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+    def live(self):
+        return self.running() and not self.stopped
+
+    def steps(self):
+        """This life's steps (its /metrics counter), None when not answering."""
+        text = http_get(self.http_port, "/metrics", timeout=0.5)
+        if text is None:
+            return None
+        m = re.search(r'^reckon_steps_total\{node="%s"\} (\S+)$' % self.name, text, re.M)
+        return float(m.group(1)) if m else None
+
+    def status(self):
+        text = http_get(self.http_port, "/status", timeout=1.0)
+        try:
+            return json.loads(text) if text else None
+        except ValueError:
+            return None
+
+    def current_incarnation(self):
+        """This life's incarnation, from its log ("node w1 incarnation N")."""
+        with open(os.path.join(self.folder, f"{self.name}.log"), errors="replace") as log:
+            found = re.findall(r"node %s incarnation (\d+) listening" % self.name, log.read())
+        return found[-1] if len(found) == self.lives else None
+
+    def done(self):
+        """This life wrote its summary: trained and the cluster agreed."""
+        return os.path.exists(self.summary_path())
+
+
+def applied_seq(status, name, incarnation):
+    """The seq of origin name#incarnation in a /status's applied vector."""
+    for entry in (status or {}).get("applied", {}).get("entries", []):
+        origin = entry.get("origin", {})
+        if origin.get("node_id") == name and str(origin.get("incarnation")) == incarnation:
+            return int(entry.get("seq", 0))
+    return 0
+
+
+def origin_seqs(vector, name):
+    return {o: s for o, s in vector.items() if o.split("#")[0] == name}
+
+
+def run(args, faults, folder, rng):
+    """One run of the cluster; returns its figures (and the checks' failures)."""
+    ports = free_ports(2 * args.workers)
+    addresses = [f"127.0.0.1:{ports[2 * i]}" for i in range(args.workers)]
+    workers = [Worker(i, args, addresses, (ports[2 * i], ports[2 * i + 1]), folder)
+               for i in range(args.workers)]
+    start = time.monotonic()
+    for w in workers:
+        w.start()
+    events = []          # (when, what, worker): restarts and SIGCONTs due
+    must_hold = {}       # origin -> seq a live peer had applied before the kill
+    injected = []
+    live_steps = {w.name: 0.0 for w in workers}
+    live_seconds = {w.name: 0.0 for w in workers}
+    last_sample = {}     # name -> (time, life, steps) while live
+    next_fault = start + args.fault_every
+    fault_until = start + args.fault_seconds if faults else start
+    try:
+        while not all(w.done() for w in workers):
+            now = time.monotonic()
+            if now - start > args.timeout:
+                raise RuntimeError(f"not done after {args.timeout} s")
+            for when, what, w in [e for e in events if e[0] <= now]:
+                events.remove((when, what, w))
+                if what == "restart":
+                    w.start()
+                else:
+                    w.process.send_signal(signal.SIGCONT)
+                    w.stopped = False
+            for w in workers:
+                if w.process.poll() not in (None, -signal.SIGKILL):
+                    raise RuntimeError(f"{w.name} exited {w.process.poll()}; see {folder}")
+            # The live workers' step rates (a life's counter starts at 0).
+            for w in workers:
+                steps = w.steps() if w.live() else None
+                previous = last_sample.get(w.name)
+                if steps is not None and previous and previous[1] == w.lives and not w.done():
+                    live_steps[w.name] += steps - previous[2]
+                    live_seconds[w.name] += now - previous[0]
+                last_sample[w.name] = (now, w.lives, steps) if steps is not None else None
+            if faults and now >= next_fault and now < fault_until:
+                next_fault = now + args.fault_every * rng.uniform(0.5, 1.5)
+                inject(workers, rng, events, must_hold, injected, now, args)
+            time.sleep(0.25)
+        wall = time.monotonic() - start
+    finally:
+        for w in workers:
+            if w.running():
+                if w.stopped:
+                    w.process.send_signal(signal.SIGCONT)
+                w.process.send_signal(signal.SIGTERM)
+        for w in workers:
+            if w.process is not None:
+                try:
+                    code = w.process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    w.process.kill()
+                    code = "killed after 60 s"
+                if code not in (0, -signal.SIGKILL):
+                    print(f"{w.name}: exit {code} after SIGTERM", file=sys.stderr)
+    summaries = {w.name: json.load(open(w.summary_path())) for w in workers}
+    return {
+        "wall_s": wall, "workers": workers, "summaries": summaries, "must_hold": must_hold,
+        "faults": injected,
+        "live_rate": {n: live_steps[n] / live_seconds[n] if live_seconds[n] else 0.0
+                      for n in live_steps},
+    }
+
+
+def inject(workers, rng, events, must_hold, injected, now, args):
+    candidates = [w for w in workers if w.live() and not w.done()]
+    if not candidates:
+        return
+    w = rng.choice(candidates)
+    if rng.random() < args.kill_share:
+        # What live peers applied of this life: it must survive the kill.
+        incarnation = w.current_incarnation()
+        for peer in workers:
+            if incarnation and peer is not w and peer.live():
+                seq = applied_seq(peer.status(), w.name, incarnation)
+                origin = f"{w.name}#{incarnation}"
+                if seq:
+                    must_hold[origin] = max(must_hold.get(origin, 0), seq)
+        w.process.send_signal(signal.SIGKILL)
+        w.process.wait()
+        w.kills += 1
+        events.append((now + args.restart_after, "restart", w))
+        injected.append(("kill", w.name, round(now, 2)))
+    else:
+        w.process.send_signal(signal.SIGSTOP)
+        w.stopped = True
+        w.stops += 1
+        events.append((now + rng.uniform(0.5, 3.0), "cont", w))
+        injected.append(("stop", w.name, round(now, 2)))
+
+
+def check(clean, chaos):
+    """The promises, as a list of failures (empty: all hold)."""
+    failures = []
+    summaries = list(chaos["summaries"].values())
+    first = summaries[0]
+    for name, s in chaos["summaries"].items():
+        if s["weight_hash"] != first["weight_hash"] or s["version_vector"] != first["version_vector"]:
+            failures.append(f"{name}'s replica differs: {s['weight_hash'][:16]} "
+                            f"vs {first['weight_hash'][:16]}")
+        if not s.get("final", False):
+            failures.append(f"{name}'s replica is not final")
+    vector = first["version_vector"]
+    for origin, seq in chaos["must_hold"].items():
+        if vector.get(origin, 0) < seq:
+            failures.append(f"lost: {origin} had {seq} messages applied by a live peer before "
+                            f"the kill, the final vector holds {vector.get(origin, 0)}")
+    clean_vector = next(iter(clean["summaries"].values()))["version_vector"]
+    for w in chaos["workers"]:
+        planned = sum(origin_seqs(clean_vector, w.name).values())
+        published = sum(origin_seqs(vector, w.name).values())
+        if published < planned - w.kills:
+            failures.append(f"{w.name} published {published} steps over {w.lives} lives, "
+                            f"planned {planned} ({w.kills} kills)")
+    return failures
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--worker", required=True, help="the reckon-worker binary")
+    p.add_argument("--data-dir", default="")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--layers", default="784,256,256,10")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--fault-every", type=float, default=3.0, help="seconds between faults (mean)")
+    p.add_argument("--fault-seconds", type=float, default=0,
+                   help="inject faults this long (0: as long as the fault-free run took)")
+    p.add_argument("--kill-share", type=float, default=0.5, help="kills among the faults")
+    p.add_argument("--restart-after", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--json", default="", help="write the figures here")
+    args = p.parse_args()
+    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory(prefix="reckon-soak-") as folder:
+        os.makedirs(os.path.join(folder, "clean"))
+        os.makedirs(os.path.join(folder, "chaos"))
+        try:
+            clean = run(args, False, os.path.join(folder, "clean"), rng)
+            if args.fault_seconds <= 0:
+                args.fault_seconds = clean["wall_s"]
+            chaos = run(args, True, os.path.join(folder, "chaos"), rng)
+        except (RuntimeError, OSError, ValueError, KeyError) as e:
+            logs = "".join(open(os.path.join(folder, sub, f)).read()[-3000:]
+                           for sub in ("clean", "chaos")
+                           for f in sorted(os.listdir(os.path.join(folder, sub)))
+                           if f.endswith(".log"))
+            print(f"soak: {e}\n{logs}", file=sys.stderr)
+            return 1
+        failures = check(clean, chaos)
+        vector = next(iter(chaos["summaries"].values()))["version_vector"]
+        clean_vector = next(iter(clean["summaries"].values()))["version_vector"]
+        planned = sum(clean_vector.values())
+        published = sum(vector.values())
+        kills = sum(1 for f in chaos["faults"] if f[0] == "kill")
+        stops = len(chaos["faults"]) - kills
+        rates = {n: (chaos["live_rate"][n] / clean["live_rate"][n]
+                     if clean["live_rate"][n] else 0.0) for n in clean["live_rate"]}
+        figures = {
+            "workers": args.workers, "layers": args.layers, "epochs": args.epochs,
+            "faults": len(chaos["faults"]), "kills": kills, "stops": stops,
+            "fault_free_s": round(clean["wall_s"], 2), "chaos_s": round(chaos["wall_s"], 2),
+            "planned_steps": planned, "published_steps": published,
+            "steps_trained_twice": published - planned,
+            "cluster_goodput": round(clean["wall_s"] / chaos["wall_s"], 3),
+            "live_rate_fault_free": {n: round(r, 1) for n, r in clean["live_rate"].items()},
+            "live_rate_chaos": {n: round(r, 1) for n, r in chaos["live_rate"].items()},
+            "live_rate_ratio": {n: round(r, 3) for n, r in rates.items()},
+            "failures": failures,
+        }
+        print(f"soak: {args.workers} workers, {len(chaos['faults'])} faults ({kills} kill -9, "
+              f"{stops} SIGSTOP) in {chaos['wall_s']:.1f} s; fault-free {clean['wall_s']:.1f} s")
+        print(f"soak: cluster goodput {figures['cluster_goodput']:.2f} of the fault-free run "
+              f"({planned} planned steps, {published} published: "
+              f"{published - planned} trained twice)")
+        print("soak: live workers' step rate while faults happen / fault-free: " +
+              ", ".join(f"{n} {r:.2f}" for n, r in sorted(rates.items())))
+        print(f"soak: replicas identical and final: {not any('replica' in f for f in failures)}; "
+              f"lost messages: {sum(1 for f in failures if f.startswith('lost'))}")
+        for f in failures:
+            print(f"soak: FAILED: {f}", file=sys.stderr)
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump(figures, out, indent=2)
+        return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
