@@ -28,32 +28,14 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
 }  // namespace
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
-  }
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
+  absl::StatusOr<FileReader> file = FileReader::Open(path);
+  if (!file.ok()) return file.status();
+  if (file->size() > max_bytes) {
     return absl::ResourceExhaustedError(
-        absl::StrCat(path, " is ", st.st_size, " bytes, above the limit of ", max_bytes));
+        absl::StrCat(path, " is ", file->size(), " bytes, above the limit of ", max_bytes));
   }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      return n == 0 ? absl::DataLossError(absl::StrCat(path, " shrank while being read"))
-                    : ErrnoStatus(err, absl::StrCat("cannot read ", path));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
+  std::string data(static_cast<size_t>(file->size()), '\0');
+  if (absl::Status s = file->Read(data.data(), data.size()); !s.ok()) return s;
   return data;
 }
 
