@@ -137,7 +137,6 @@ absl::Status Trainer::LoadData() {
         options_.shards, " has ", shard_.size(), " samples (give 0 to ", shard_.size(), ")"));
   }
   order_ = shard_;
-  steps_per_epoch_ = shard_.size() / static_cast<size_t>(batch_);
   eval_count_ = options_.eval_samples > 0 ? std::min<size_t>(options_.eval_samples, test_.size())
                                           : test_.size();
   batch_images_.resize(size_t(config_.max_batch) * shape.inputs());
@@ -394,9 +393,7 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
     }
     RECKON_RETURN_IF_ERROR(selected);
   }
-  const EpochLayout layout = Layout(epoch);
-  const size_t ramp_samples = layout.ramp_samples;
-  steps_per_epoch_ = layout.steps;
+  const size_t ramp_samples = Layout(epoch).ramp_samples;
   // Steps by position in the order, so that a run resumed at any sample
   // (even with another --batch) takes the same samples next.
   for (;;) {

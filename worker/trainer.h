@@ -239,7 +239,6 @@ class Trainer {
   std::vector<uint32_t> order_;  // the shard, shuffled for the epoch
   size_t eval_count_ = 0;
   int batch_ = 0;  // in force (auto batch moves it)
-  size_t steps_per_epoch_ = 0;
   // Auto batch: fixed training samples that judge the candidates.
   std::vector<float> judge_images_;
   std::vector<int32_t> judge_labels_;
