@@ -32,6 +32,10 @@ int RunBenchTable1(const std::vector<std::string>& args, std::ostream& out, std:
 // reckonctl local --workers N [training flags]: a cluster on loopback.
 int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// reckonctl lab --workers N: the network lab for a script (lab_command.cc):
+// namespaces described on `out`, commands (partition, heal, ...) on stdin.
+int RunLabCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 // reckonctl status --peer ADDR: a node's status as JSON.
 int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

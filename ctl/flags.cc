@@ -5,3 +5,9 @@
 ABSL_FLAG(bool, json, false, "print JSON instead of a table");
 ABSL_FLAG(int64_t, steps, 200, "timed training steps");
 ABSL_FLAG(double, threshold, 0, "tau, rounded to the fixed-point grid");
+ABSL_FLAG(int64_t, workers, 4, "workers to start (local: 1 to 64; lab: 1 to 250)");
+ABSL_FLAG(std::string, link, "",
+          "each worker in its own network namespace behind a link like "
+          "rate=100mbit,delay=1ms[,jitter=,loss=,duplicate=,queue=] (root only; local: empty "
+          "runs on loopback)");
+ABSL_FLAG(int64_t, link_mtu, 1500, "the MTU of every worker's interface in the network lab");

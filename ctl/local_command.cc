@@ -28,6 +28,7 @@
 #include "base/process.h"
 #include "base/status_macros.h"
 #include "ctl/commands.h"
+#include "ctl/flags.h"
 #include "ctl/gossip_figures.h"
 #include "ctl/net_lab.h"
 #include "ctl/worker_summary.h"
@@ -35,7 +36,6 @@
 #include "server/grpc_transport.h"
 #include "server/version_vector.h"
 
-ABSL_FLAG(int64_t, workers, 4, "workers to start on loopback (1 to 64)");
 ABSL_FLAG(bool, baseline, false, "then train one dense worker alone, for comparison");
 ABSL_FLAG(std::string, summary_json, "", "write the cluster's summary here as JSON");
 ABSL_FLAG(std::string, work_dir, "", "logs and summaries (default: a new /tmp/reckon-local-*)");
@@ -46,10 +46,6 @@ ABSL_FLAG(bool, prometheus, false,
           "also run Debian's prometheus against the workers, with dashboards/ (alert rules, "
           "console page); it serves until Ctrl-C after the workers end");
 ABSL_FLAG(std::string, prometheus_listen, "127.0.0.1:9090", "where that Prometheus listens");
-ABSL_FLAG(std::string, link, "",
-          "run each worker in its own network namespace behind a link like "
-          "rate=100mbit,delay=1ms[,jitter=,loss=,duplicate=,queue=] (root only; empty: loopback)");
-ABSL_FLAG(int64_t, link_mtu, 1500, "with --link: the MTU of every worker's interface");
 ABSL_FLAG(std::string, dashboards, "",
           "the dashboards/ directory (default: the source tree's, found from reckonctl's path)");
 
@@ -85,11 +81,18 @@ struct LocalOptions {
 };
 
 const base::FlagScope& LocalFlags() {
-  static const base::FlagScope scope{
-      "reckonctl local",
-      {{"workers"}, {"baseline"}, {"summary_json"}, {"work_dir"}, {"worker_binary"},
-       {"timeout_s"}, {"prometheus"}, {"prometheus_listen"}, {"dashboards"}, {"link"},
-       {"link_mtu"}}};
+  static const base::FlagScope scope{"reckonctl local",
+                                     {{"workers"},
+                                      {"baseline"},
+                                      {"summary_json"},
+                                      {"work_dir"},
+                                      {"worker_binary"},
+                                      {"timeout_s"},
+                                      {"prometheus"},
+                                      {"prometheus_listen"},
+                                      {"dashboards"},
+                                      {"link"},
+                                      {"link_mtu"}}};
   return scope;
 }
 
@@ -232,8 +235,9 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
       "%.0f (%.0fx less), %.1f s\n",
       o.workers, 100 * c->test_accuracy, c->samples_per_s, c->wire_bytes, c->dense_bytes,
       c->compression_ratio, wall);
-  out << (c->hashes_equal ? "replicas: identical (" + c->workers[0].weight_hash.substr(0, 16) + ")\n"
-                          : std::string("replicas: DIFFER\n"));
+  out << (c->hashes_equal
+              ? "replicas: identical (" + c->workers[0].weight_hash.substr(0, 16) + ")\n"
+              : std::string("replicas: DIFFER\n"));
   base::Json gossip = nullptr;
   if (c->workers[0].json.value("codec", "") == "synthetic" && o.workers > 1) {
     std::vector<base::Json> summaries;
@@ -316,22 +320,23 @@ absl::StatusOr<base::ChildProcess> StartPrometheus(const LocalOptions& o,
   fs::create_directories(dir / "targets", ec);
   fs::create_directories(dir / "libraries", ec);
   for (const char* file : {"prometheus.yml", "alerts.yml"}) {
-    fs::copy_file(fs::path(dashboards) / file, dir / file, fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(fs::path(dashboards) / file, dir / file, fs::copy_options::overwrite_existing,
+                  ec);
     if (ec) return absl::UnavailableError(absl::StrCat("copying ", file, ": ", ec.message()));
   }
   base::Json targets = base::Json::array();
   for (const Worker& w : workers) targets.push_back(w.http);
-  RECKON_RETURN_IF_ERROR(base::WriteFileAtomically(
-      (dir / "targets" / "reckon.json").string(),
-      base::Json::array({{{"targets", targets}}}).dump(2) + "\n"));
-  return base::ChildProcess::Spawn(
-      "/usr/bin/prometheus",
-      {"--config.file=" + (dir / "prometheus.yml").string(),
-       "--storage.tsdb.path=" + (dir / "data").string(),
-       "--web.listen-address=" + o.prometheus_listen,
-       "--web.console.templates=" + dashboards + "/consoles",
-       "--web.console.libraries=" + (dir / "libraries").string()},
-      (dir / "prometheus.log").string(), (dir / "prometheus.log").string());
+  RECKON_RETURN_IF_ERROR(
+      base::WriteFileAtomically((dir / "targets" / "reckon.json").string(),
+                                base::Json::array({{{"targets", targets}}}).dump(2) + "\n"));
+  return base::ChildProcess::Spawn("/usr/bin/prometheus",
+                                   {"--config.file=" + (dir / "prometheus.yml").string(),
+                                    "--storage.tsdb.path=" + (dir / "data").string(),
+                                    "--web.listen-address=" + o.prometheus_listen,
+                                    "--web.console.templates=" + dashboards + "/consoles",
+                                    "--web.console.libraries=" + (dir / "libraries").string()},
+                                   (dir / "prometheus.log").string(),
+                                   (dir / "prometheus.log").string());
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// reckonctl: the operator's tool. Subcommands: local, status, certs, codec, bench.
+// reckonctl: the operator's tool. Subcommands: local, compare, lab, status, certs, codec, bench.
 // See README.md for each one's flags.
 #include <iostream>
 #include <string>
@@ -15,6 +15,8 @@ constexpr char kUsage[] =
     "  local [--workers N] [flags]   train a cluster of workers on this machine\n"
     "  compare [--workers N] [--codecs threshold,onebit,dyntree8,dense] [--csv F] [--chart F.svg]\n"
     "                                one cluster per codec plus a dense worker alone: a table\n"
+    "  lab --workers N [--link SHAPE] a network lab for scripts: namespaces, then\n"
+    "                                partition/heal/shape commands on stdin\n"
     "  status --peer ADDR            a worker's status as JSON\n"
     "  certs --out DIR --nodes A,B   a cluster CA and node certificates for mutual TLS\n"
     "  codec encode|decode|inspect   encode a float32 residual; decode or inspect an Update\n"
@@ -42,6 +44,8 @@ int main(int argc, char** argv) {
     code = reckon::ctl::RunLocalCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "compare") {
     code = reckon::ctl::RunCompareCommand(rest, std::cout, std::cerr);
+  } else if (args[0] == "lab") {
+    code = reckon::ctl::RunLabCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "status") {
     code = reckon::ctl::RunStatusCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "certs") {

@@ -32,11 +32,13 @@ using Clock = std::chrono::steady_clock;
 // "100mbit" -> 1e8; false when it is not a rate.
 bool ParseRate(absl::string_view text, double* bits_per_s) {
   for (const auto& [unit, scale] : {std::pair<absl::string_view, double>{"gbit", 1e9},
-                                    {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}}) {
+                                    {"mbit", 1e6},
+                                    {"kbit", 1e3},
+                                    {"bit", 1}}) {
     if (absl::EndsWith(text, unit)) {
       double value = 0;
-      if (!absl::SimpleAtod(text.substr(0, text.size() - unit.size()), &value) ||
-          !(value > 0) || !std::isfinite(value)) {
+      if (!absl::SimpleAtod(text.substr(0, text.size() - unit.size()), &value) || !(value > 0) ||
+          !std::isfinite(value)) {
         return false;
       }
       *bits_per_s = value * scale;
@@ -48,12 +50,12 @@ bool ParseRate(absl::string_view text, double* bits_per_s) {
 
 // "1ms" -> 1000 us; false when it is not a time >= 0.
 bool ParseTime(absl::string_view text, std::chrono::microseconds* time) {
-  for (const auto& [unit, scale] : {std::pair<absl::string_view, double>{"us", 1},
-                                    {"ms", 1e3}, {"s", 1e6}}) {
+  for (const auto& [unit, scale] :
+       {std::pair<absl::string_view, double>{"us", 1}, {"ms", 1e3}, {"s", 1e6}}) {
     if (absl::EndsWith(text, unit)) {
       double value = 0;
-      if (!absl::SimpleAtod(text.substr(0, text.size() - unit.size()), &value) ||
-          !(value >= 0) || value * scale > 3.6e9) {
+      if (!absl::SimpleAtod(text.substr(0, text.size() - unit.size()), &value) || !(value >= 0) ||
+          value * scale > 3.6e9) {
         return false;
       }
       *time = std::chrono::microseconds(static_cast<int64_t>(std::llround(value * scale)));
@@ -142,13 +144,14 @@ absl::StatusOr<LinkShape> ParseLinkShape(const std::string& text) {
       ok = absl::SimpleAtod(value, &p) && p >= 0 && p < 1;
       (key == "loss" ? shape.loss : shape.duplicate) = p;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown link property '", key, "' in '", text,
-          "' (known: rate, delay, jitter, loss, duplicate, queue)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown link property '", key, "' in '", text,
+                       "' (known: rate, delay, jitter, loss, duplicate, queue)"));
     }
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "bad value in '", part, "': rate takes e.g. 100mbit or 1gbit; delay, jitter and queue "
+          "bad value in '", part,
+          "': rate takes e.g. 100mbit or 1gbit; delay, jitter and queue "
           "e.g. 1ms or 250us (queue > 0); loss and duplicate a probability in [0, 1)"));
     }
   }
@@ -218,11 +221,10 @@ absl::Status NetLab::Setup(int workers, int mtu) {
     if (!fd.ok()) return fd.status();
     tuns_.push_back(*fd);
     // The device moves into the namespace; its file descriptor stays here.
-    for (const std::string& step :
-         {absl::StrCat("link set ", tun, " netns ", ns),
-          absl::StrCat("-n ", ns, " addr add ", ip(i), "/24 dev ", tun),
-          absl::StrCat("-n ", ns, " link set ", tun, " mtu ", mtu, " up"),
-          absl::StrCat("-n ", ns, " link set lo up")}) {
+    for (const std::string& step : {absl::StrCat("link set ", tun, " netns ", ns),
+                                    absl::StrCat("-n ", ns, " addr add ", ip(i), "/24 dev ", tun),
+                                    absl::StrCat("-n ", ns, " link set ", tun, " mtu ", mtu, " up"),
+                                    absl::StrCat("-n ", ns, " link set lo up")}) {
       if (absl::Status s = Ip(step); !s.ok()) return s;
     }
   }
@@ -230,9 +232,8 @@ absl::Status NetLab::Setup(int workers, int mtu) {
   absl::StatusOr<int> fd = OpenTun(host_tun);
   if (!fd.ok()) return fd.status();
   tuns_.push_back(*fd);
-  for (const std::string& step :
-       {absl::StrCat("addr add 10.213.", subnet_, ".254/24 dev ", host_tun),
-        absl::StrCat("link set ", host_tun, " mtu ", mtu, " up")}) {
+  for (const std::string& step : {absl::StrCat("addr add ", host_ip(), "/24 dev ", host_tun),
+                                  absl::StrCat("link set ", host_tun, " mtu ", mtu, " up")}) {
     if (absl::Status s = Ip(step); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -246,6 +247,8 @@ NetLab::~NetLab() {
 }
 
 std::string NetLab::ip(int i) const { return absl::StrCat("10.213.", subnet_, ".", i + 1); }
+
+std::string NetLab::host_ip() const { return absl::StrCat("10.213.", subnet_, ".254"); }
 
 std::vector<std::string> NetLab::Exec(int i) const {
   return {IpBinary(), "netns", "exec", namespaces_[i]};

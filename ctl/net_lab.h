@@ -51,11 +51,11 @@ namespace reckon::ctl {
 
 // What happens to each packet between two workers.
 struct LinkShape {
-  double loss = 0;       // probability a packet is dropped
-  double duplicate = 0;  // probability it is delivered twice
-  std::chrono::microseconds delay{0};   // one way, across the fabric
-  std::chrono::microseconds jitter{0};  // delay is uniform in delay +- jitter
-  double rate_bits_per_s = 0;           // each node's link, each direction; 0: unlimited
+  double loss = 0;                          // probability a packet is dropped
+  double duplicate = 0;                     // probability it is delivered twice
+  std::chrono::microseconds delay{0};       // one way, across the fabric
+  std::chrono::microseconds jitter{0};      // delay is uniform in delay +- jitter
+  double rate_bits_per_s = 0;               // each node's link, each direction; 0: unlimited
   std::chrono::microseconds queue{50'000};  // a rate-limited packet waits at most this, or drops
 };
 
@@ -78,6 +78,7 @@ class NetLab {
 
   int size() const { return static_cast<int>(namespaces_.size()); }
   std::string ip(int i) const;  // worker i's address
+  std::string host_ip() const;  // the calling process's side: never impaired
   const std::string& netns(int i) const { return namespaces_[i]; }
   // argv prefix that runs a program inside worker i's namespace.
   std::vector<std::string> Exec(int i) const;
@@ -117,20 +118,20 @@ class NetLab {
   void Deliver(Packet& packet) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Push(Packet packet) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Clock::duration TransmitTime(size_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int IndexOf(const unsigned char* dst) const;  // tuns_ index, -1: unknown
+  int IndexOf(const unsigned char* dst) const;          // tuns_ index, -1: unknown
   double Uniform() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // [0, 1)
 
-  std::string prefix_;                  // "rk<pid>"
-  int subnet_ = 0;                      // 10.213.<subnet_>.0/24
+  std::string prefix_;  // "rk<pid>"
+  int subnet_ = 0;      // 10.213.<subnet_>.0/24
   std::vector<std::string> namespaces_;
-  std::vector<int> tuns_;               // workers 0..n-1, then the host
+  std::vector<int> tuns_;  // workers 0..n-1, then the host
   std::atomic<bool> stop_{false};
   std::thread thread_;
 
   absl::Mutex mu_;
   LinkShape shape_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> group_of_ ABSL_GUARDED_BY(mu_);  // empty: no partition
-  std::vector<Packet> queue_ ABSL_GUARDED_BY(mu_);   // min-heap by due
+  std::vector<int> group_of_ ABSL_GUARDED_BY(mu_);                     // empty: no partition
+  std::vector<Packet> queue_ ABSL_GUARDED_BY(mu_);                     // min-heap by due
   std::vector<std::vector<uint64_t>> sent_ ABSL_GUARDED_BY(mu_);       // per link
   std::vector<std::vector<uint64_t>> delivered_ ABSL_GUARDED_BY(mu_);  // highest order per link
   // When each node's uplink and downlink are next free (rate-limited links).

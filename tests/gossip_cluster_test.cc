@@ -22,13 +22,13 @@
 namespace reckon {
 namespace {
 
+using std::chrono::milliseconds;
+using std::chrono::seconds;
 using testing::Cluster;
 using testing::Counter;
 using testing::Field;
 using testing::Number;
 using testing::Versions;
-using std::chrono::milliseconds;
-using std::chrono::seconds;
 
 // 1. Three workers, bounded steps: at quiescence equal version vectors and
 // hashes, every origin's every message applied, and the model learned.
@@ -94,9 +94,10 @@ TEST(GossipCluster, CorruptedReplicaIsDetectedAndRepaired) {
     agreed += Counter(s, "peer_checks_agreed");
   }
   EXPECT_GT(agreed, 0) << "no check was ever compared";
-  std::printf("FIGURES corrupted replica: failure seen in status %.2f s after the corrupting "
-              "step (check interval 2 s); %g peer checks agreed in the cluster\n",
-              detect_s, agreed);
+  std::printf(
+      "FIGURES corrupted replica: failure seen in status %.2f s after the corrupting "
+      "step (check interval 2 s); %g peer checks agreed in the cluster\n",
+      detect_s, agreed);
 }
 
 // 2. kill -9 one of four mid-training: the others keep stepping; restarted,
@@ -218,9 +219,9 @@ TEST(GossipCluster, WorkerThatReachesNobodyNeverExitsZero) {
   Cluster c(2);  // slot 1's port is never listened on
   c.Start(0, 2, {"--max-steps", "20", "--join-timeout-s", "3"});
   EXPECT_EQ(c.Wait(0, seconds(30)), 1) << c.Err(0);
-  EXPECT_NE(c.Err(0).find("no conclusive answer from the seeds in 3 s (no answer from " +
-                          c.address(1)),
-            std::string::npos)
+  EXPECT_NE(
+      c.Err(0).find("no conclusive answer from the seeds in 3 s (no answer from " + c.address(1)),
+      std::string::npos)
       << c.Err(0);
   EXPECT_TRUE(c.Summary(0).empty());
 
@@ -256,8 +257,7 @@ TEST(GossipCluster, SigtermEndsEveryWaitAndAWorkerNotDoneSaysSo) {
   c.process(0).Signal(SIGTERM);
   EXPECT_EQ(c.Wait(0, seconds(5)), 3) << c.Err(0);
   EXPECT_EQ(c.Out(0).find("cluster quiescent"), std::string::npos) << c.Out(0);
-  EXPECT_NE(c.Out(0).find("before the cluster agreed it is done: this replica"),
-            std::string::npos)
+  EXPECT_NE(c.Out(0).find("before the cluster agreed it is done: this replica"), std::string::npos)
       << c.Out(0);
   const std::string summary = c.Summary(0);
   ASSERT_FALSE(summary.empty()) << c.Err(0);
@@ -274,8 +274,8 @@ TEST(GossipCluster, SigtermEndsEveryWaitAndAWorkerNotDoneSaysSo) {
 TEST(GossipCluster, ShardZeroPublishesThePretrainedStartAndTheOthersJoinFromIt) {
   Cluster c(3);
   const std::vector<std::string> flags = {
-      "--layers", "784,64,64,10", "--activation", "sigmoid", "--lr",         "0.1",
-      "--pretrain-samples", "4000", "--warmup-batch", "25", "--max-steps", "100"};
+      "--layers",           "784,64,64,10", "--activation",   "sigmoid", "--lr",        "0.1",
+      "--pretrain-samples", "4000",         "--warmup-batch", "25",      "--max-steps", "100"};
   for (int i = 0; i < 3; ++i) c.Start(i, 3, flags);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
   c.ExpectIdentical({0, 1, 2});
@@ -290,8 +290,8 @@ TEST(GossipCluster, ShardZeroPublishesThePretrainedStartAndTheOthersJoinFromIt) 
   for (int i = 1; i < 3; ++i) {
     const std::string s = c.Summary(i);
     EXPECT_EQ(Field(s, "pretrained"), "false") << s;
-    EXPECT_EQ(Counter(s, "snapshots_loaded"), 1) << s << "\nw" << i << "'s log:\n" << c.Out(i)
-                                                 << c.Err(i);
+    EXPECT_EQ(Counter(s, "snapshots_loaded"), 1) << s << "\nw" << i << "'s log:\n"
+                                                 << c.Out(i) << c.Err(i);
     EXPECT_EQ(c.Out(i).find("starting from the seed's weights"), std::string::npos) << c.Out(i);
   }
   // The start is w0's message 1: its steps are 2 to 101.
@@ -308,8 +308,9 @@ TEST(GossipCluster, ShardZeroPublishesThePretrainedStartAndTheOthersJoinFromIt) 
 TEST(GossipCluster, WorkersBeyondStartWorkersJoinAfterTheWarmUp) {
   Cluster c(3);
   for (int i = 0; i < 3; ++i) {
-    c.Start(i, 3, {"--start-workers", "1", "--warmup-batch", "25", "--warmup-fraction", "0.5",
-                   "--max-steps", "600", "--epochs", "3", "--lr", "0.01"});
+    c.Start(i, 3,
+            {"--start-workers", "1", "--warmup-batch", "25", "--warmup-fraction", "0.5",
+             "--max-steps", "600", "--epochs", "3", "--lr", "0.01"});
   }
   for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
   c.ExpectIdentical({0, 1, 2});
@@ -318,8 +319,8 @@ TEST(GossipCluster, WorkersBeyondStartWorkersJoinAfterTheWarmUp) {
   for (int i = 1; i < 3; ++i) {
     const std::string s = c.Summary(i);
     EXPECT_EQ(Number(s, "samples"), 600 * 100) << "w" << i << " had no ramp: " << s;
-    EXPECT_EQ(Counter(s, "snapshots_loaded"), 1) << s << "\nw" << i << "'s log:\n" << c.Out(i)
-                                                 << c.Err(i);
+    EXPECT_EQ(Counter(s, "snapshots_loaded"), 1) << s << "\nw" << i << "'s log:\n"
+                                                 << c.Out(i) << c.Err(i);
     const std::string out = c.Out(i);
     const size_t at = out.find("messages applied;");
     ASSERT_NE(at, std::string::npos) << out;
@@ -351,13 +352,15 @@ TEST(GossipCluster, LateJoinerCatchesUp) {
 // --after-training serve (Kubernetes, Compose): w0 and w1 finish, report and
 // serve on; w2 starts only then, joins from a snapshot, trains, and the
 // cluster quiesces again with the servers taking part: w2 exits 0 with every
-// update, and the servers' replicas hold w2's updates too.
+// update, and the servers' replicas hold w2's updates too; they rewrite their
+// summaries at that second agreement, so all three report one final replica.
 TEST(GossipCluster, WorkerJoiningServingPeersAfterTheyFinishedEndsIdentical) {
   Cluster c(3);
   c.Start(0, 3, {"--max-steps", "40", "--bootstrap", "--after-training", "serve"});
   c.Start(1, 3, {"--max-steps", "40", "--bootstrap", "--after-training", "serve"});
   for (int i = 0; i < 2; ++i) {
-    for (int t = 0; t < 600 && c.Summary(i).empty(); ++t) std::this_thread::sleep_for(milliseconds(100));
+    for (int t = 0; t < 600 && c.Summary(i).empty(); ++t)
+      std::this_thread::sleep_for(milliseconds(100));
     ASSERT_FALSE(c.Summary(i).empty()) << c.Logs();
   }
   c.Start(2, 3, {"--max-steps", "30"});
@@ -371,9 +374,14 @@ TEST(GossipCluster, WorkerJoiningServingPeersAfterTheyFinishedEndsIdentical) {
     std::optional<v1::NodeStatus> status = c.Status(i);
     ASSERT_TRUE(status.has_value());
     EXPECT_EQ(status->weight_hash(), w2_hash) << "w" << i;
+    EXPECT_TRUE(c.WaitForOutput(i, "cluster agreed again (agreement 2: 30 more steps")) << c.Out(i);
     c.process(i).Signal(SIGTERM);
   }
   for (int i = 0; i < 2; ++i) EXPECT_EQ(c.Wait(i, seconds(30)), 0) << c.Logs();
+  c.ExpectIdentical({0, 1, 2});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Field(c.Summary(i), "agreements"), i < 2 ? "2" : "1") << c.Summary(i);
+  }
 }
 
 // 4. An origin dies right after sending an Update to one peer only: the
@@ -487,12 +495,13 @@ TEST(GossipCluster, WorkersTrainOverMutualTlsWithSignedUpdates) {
       RECKONCTL_PATH, {"certs", "--out", certs, "--nodes", "w0,w1,w2"}, dir.path());
   ASSERT_EQ(made.exit_code, 0) << made.err;
   auto tls = [&](const std::string& who) {
-    return std::vector<std::string>{"--tls-cert", certs + "/" + who + ".pem", "--tls-key",
-                                    certs + "/" + who + ".key", "--tls-ca", certs + "/ca.pem"};
+    return std::vector<std::string>{"--tls-cert", certs + "/" + who + ".pem",
+                                    "--tls-key",  certs + "/" + who + ".key",
+                                    "--tls-ca",   certs + "/ca.pem"};
   };
   Cluster c(3);
-  c.SetStatusTls(*server::LoadTls(certs + "/ca.pem", certs + "/reckonctl.pem",
-                                  certs + "/reckonctl.key"));
+  c.SetStatusTls(
+      *server::LoadTls(certs + "/ca.pem", certs + "/reckonctl.pem", certs + "/reckonctl.key"));
   for (int i = 0; i < 3; ++i) {
     // Long enough (several seconds) for the status queries below to find it running.
     std::vector<std::string> extra = {"--max-steps", "2000", "--epochs", "10"};
@@ -522,8 +531,8 @@ TEST(GossipCluster, WorkersTrainOverMutualTlsWithSignedUpdates) {
   testing::ProcessResult r = testing::RunProcess(RECKON_WORKER_PATH, wrong, dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("is for 'w1', not --node-id 'w0'"), std::string::npos) << r.err;
-  r = testing::RunProcess(RECKON_WORKER_PATH,
-                          {"--node-id", "w0", "--tls-cert", certs + "/w0.pem"}, dir.path());
+  r = testing::RunProcess(RECKON_WORKER_PATH, {"--node-id", "w0", "--tls-cert", certs + "/w0.pem"},
+                          dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--tls-cert, --tls-key and --tls-ca go together"), std::string::npos)
       << r.err;

@@ -87,6 +87,14 @@ inline std::map<std::string, uint64_t> Versions(const std::string& json) {
   }
   return out;
 }
+// The messages of node `node_id` (every incarnation) in the summary's vector.
+inline uint64_t VersionOf(const std::string& json, const std::string& node_id) {
+  uint64_t total = 0;
+  for (const auto& [origin, seq] : Versions(json)) {
+    if (origin.substr(0, origin.find('#')) == node_id) total += seq;
+  }
+  return total;
+}
 
 class Cluster {
  public:

@@ -6,11 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <thread>
 
-#include "tests/gossip_harness.h"
 #include "ctl/net_lab.h"
+#include "tests/gossip_harness.h"
 
 namespace reckon::testing {
 namespace {
@@ -76,7 +77,8 @@ TEST_F(GossipNetns, PartitionTwoTwoForTwentySecondsThenHeal) {
   for (int i = 0; i < 4; ++i) at_cut[i] = static_cast<double>(Steps(i));
   std::this_thread::sleep_for(seconds(5));
   for (int i = 0; i < 4; ++i) later[i] = static_cast<double>(Steps(i));
-  const double rate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut_at).count();
+  const double rate_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - cut_at).count();
   // The cut is real: each side has marked the other dead, and trains on.
   EXPECT_EQ(StateOf(0, "w2"), "dead");
   EXPECT_EQ(StateOf(3, "w1"), "dead");
@@ -89,8 +91,8 @@ TEST_F(GossipNetns, PartitionTwoTwoForTwentySecondsThenHeal) {
   // four is not a majority), so both are still there when the cut heals.
   std::this_thread::sleep_for(seconds(15));
   for (int i = 0; i < 4; ++i) {
-    EXPECT_FALSE(c.process(i).Poll().has_value()) << "w" << i << " ended while cut off: "
-                                                  << c.Err(i);
+    EXPECT_FALSE(c.process(i).Poll().has_value())
+        << "w" << i << " ended while cut off: " << c.Err(i);
   }
   lab_->Heal();
   const auto healed_at = std::chrono::steady_clock::now();
@@ -119,6 +121,47 @@ TEST_F(GossipNetns, PartitionTwoTwoForTwentySecondsThenHeal) {
       static_cast<unsigned long long>(net.cut), settle_s, snapshots, repairs);
 }
 
+// A member cut off trains on alone while the two others, a majority, end
+// without its last steps and serve (--after-training serve). After the heal
+// the serving workers take in the steps it trained while cut off and agree
+// again; each rewrites its summary at the new agreement, so all three report
+// the same final replica, the cut-off worker's every step in it. Before,
+// the two kept the summary of their first agreement (without those steps)
+// while the third reported another final replica, each exiting 0: found by
+// the chaos soak's partitions (tests/chaos/soak.py --lab).
+TEST_F(GossipNetns, MemberCutOffWhileTheOthersEndedIsTakenInByTheServingWorkers) {
+  MakeCluster(3, NetnsFlags());
+  Cluster& c = *cluster_;
+  for (int i = 0; i < 3; ++i) {
+    c.Start(i, 3, {"--max-steps", "2500", "--after-training", "serve"});
+  }
+  ASSERT_TRUE(c.WaitForSteps(2, 200)) << c.Logs();
+  lab_->Partition({{0, 1}, {2}});
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c.WaitForOutput(i, "cluster quiescent", seconds(120))) << c.Logs();
+  }
+  ASSERT_TRUE(c.WaitForOutput(2, "finished training", seconds(120))) << c.Logs();
+  const std::string first_agreement = c.Summary(0);
+  const uint64_t w2_in_first = VersionOf(first_agreement, "w2");
+  EXPECT_LT(w2_in_first, 2500u) << "w2 was cut off at 200 steps: " << first_agreement;
+  EXPECT_FALSE(c.Out(2).find("cluster quiescent") != std::string::npos)
+      << "one of three may not end alone";
+  lab_->Heal();
+  ASSERT_TRUE(c.WaitForOutput(2, "cluster quiescent", seconds(120))) << c.Logs();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c.WaitForOutput(i, "cluster agreed again", seconds(30))) << c.Logs();
+  }
+  for (int i = 0; i < 3; ++i) c.process(i).Signal(SIGTERM);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i, seconds(60)), 0) << "w" << i << ": " << c.Err(i);
+  c.ExpectIdentical({0, 1, 2});
+  for (int i = 0; i < 3; ++i) {
+    const std::string s = c.Summary(i);
+    EXPECT_EQ(VersionOf(s, "w2"), 2500u) << s;
+    EXPECT_EQ(Field(s, "final"), "true") << s;
+    EXPECT_EQ(Field(s, "agreements"), i < 2 ? "2" : "1") << s;
+  }
+}
+
 // A cross-region link: 80 ms one way, nothing lost. Workers must connect
 // (a connection attempt must be given longer than one round trip: gRPC's
 // was 100 ms, and no worker ever reached another here) and end identical.
@@ -140,10 +183,8 @@ TEST_F(GossipNetns, LossyDuplicatingReorderingSlowLinks) {
   std::vector<std::string> flags = NetnsFlags();
   flags.insert(flags.end(), {"--failure-timeout-ms", "3000"});
   MakeCluster(3, flags);
-  lab_->Shape({.loss = 0.05,
-               .duplicate = 0.05,
-               .delay = milliseconds(50),
-               .jitter = milliseconds(20)});
+  lab_->Shape(
+      {.loss = 0.05, .duplicate = 0.05, .delay = milliseconds(50), .jitter = milliseconds(20)});
   Cluster& c = *cluster_;
   for (int i = 0; i < 3; ++i) c.Start(i, 3, {"--max-steps", "10000"});
   const auto start = std::chrono::steady_clock::now();
@@ -165,9 +206,11 @@ TEST_F(GossipNetns, LossyDuplicatingReorderingSlowLinks) {
       if (origin.rfind(absl::StrCat("w", i, "#"), 0) != 0) others += seq;
     }
     if (Counter(s, "snapshots_loaded") == 0) {
-      EXPECT_EQ(Counter(s, "updates_applied"), static_cast<double>(others)) << "w" << i << ": " << s;
+      EXPECT_EQ(Counter(s, "updates_applied"), static_cast<double>(others))
+          << "w" << i << ": " << s;
     } else {
-      EXPECT_LE(Counter(s, "updates_applied"), static_cast<double>(others)) << "w" << i << ": " << s;
+      EXPECT_LE(Counter(s, "updates_applied"), static_cast<double>(others))
+          << "w" << i << ": " << s;
     }
     EXPECT_EQ(Counter(s, "decode_errors"), 0) << s;
     duplicates += Counter(s, "duplicates_dropped");

@@ -2,7 +2,10 @@
 // and its summary, read back as JSON.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -340,8 +343,12 @@ INSTANTIATE_TEST_SUITE_P(Overlays, SyntheticWorkers, ::testing::Values("mesh", "
 TEST(GossipFigures, PercentilesAndRatesComeFromTheArrivals) {
   std::vector<base::Json> summaries;
   for (int i = 0; i < 3; ++i) {
-    base::Json s = {{"steps", 2},          {"wire_bytes", 200},     {"train_seconds", 2.0},
-                    {"bytes_sent", 4000},  {"bytes_received", 2000}, {"emit_cpu_seconds", 0.006},
+    base::Json s = {{"steps", 2},
+                    {"wire_bytes", 200},
+                    {"train_seconds", 2.0},
+                    {"bytes_sent", 4000},
+                    {"bytes_received", 2000},
+                    {"emit_cpu_seconds", 0.006},
                     {"max_rss_bytes", (i + 1) << 20}};
     s["arrivals"] = base::Json::object();
     for (int o = 0; o < 3; ++o) {
@@ -378,7 +385,8 @@ TEST(ReckonctlLocal, LinkRunsEachWorkerBehindAShapedLink) {
   }
   const auto start = std::chrono::steady_clock::now();
   base::Json j = RunFourWorkers({"--codec", "dense", "--link", "rate=20mbit,delay=1ms"}, 40);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double bytes_per_worker = j.at("wire_bytes").get<double>() / 4 * 3;
   EXPECT_GT(bytes_per_worker, 12e6);
   EXPECT_GE(wall, 8 * bytes_per_worker / 20e6);
@@ -402,6 +410,106 @@ TEST(ReckonctlLocal, ABadLinkIsAUsageErrorNamingIt) {
                  dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--link-mtu takes 576 to 65535"), std::string::npos) << r.err;
+}
+
+// `reckonctl lab` as the chaos soak drives it: stdin and stdout pipes.
+class LabProcess {
+ public:
+  explicit LabProcess(const std::vector<std::string>& args) {
+    int in[2], out[2];
+    EXPECT_EQ(pipe(in), 0);
+    EXPECT_EQ(pipe(out), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], STDIN_FILENO);
+      dup2(out[1], STDOUT_FILENO);
+      for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+      std::vector<char*> argv = {const_cast<char*>(RECKONCTL_PATH)};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(RECKONCTL_PATH, argv.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = fdopen(out[0], "r");
+  }
+  ~LabProcess() {
+    if (to_ >= 0) close(to_);
+    if (from_ != nullptr) fclose(from_);
+    if (pid_ > 0) Wait();
+  }
+  // One line of its output, without the newline; empty at its end.
+  std::string ReadLine() {
+    char buffer[8192];
+    if (fgets(buffer, sizeof buffer, from_) == nullptr) return "";
+    std::string line(buffer);
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    return line;
+  }
+  std::string Command(const std::string& line) {
+    const std::string text = line + "\n";
+    EXPECT_EQ(write(to_, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    return ReadLine();
+  }
+  void CloseInput() {
+    close(to_);
+    to_ = -1;
+  }
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1;
+  FILE* from_ = nullptr;
+};
+
+// The lab describes its namespaces, answers each command (a bad one with an
+// error naming it, without ending), really cuts a partition (a connection
+// attempt from worker 0 to worker 1 is dropped: counted as cut), and deletes
+// its namespaces when its input ends.
+TEST(ReckonctlLab, CommandsOnStdinPartitionAndHealAndTheLabIsGoneAtTheEnd) {
+  if (absl::Status s = ctl::NetLab::Available(); !s.ok()) {
+    GTEST_SKIP() << "reckonctl lab skipped: " << s.message();
+  }
+  LabProcess lab({"lab", "--workers", "2"});
+  absl::StatusOr<base::Json> description = base::ParseJson(lab.ReadLine(), "lab");
+  ASSERT_TRUE(description.ok()) << description.status();
+  ASSERT_EQ(description->at("ip").size(), 2u) << description->dump();
+  const std::string ns0 = description->at("netns")[0].get<std::string>();
+  const std::string ip1 = description->at("ip")[1].get<std::string>();
+  EXPECT_TRUE(std::filesystem::exists("/run/netns/" + ns0));
+  EXPECT_EQ(description->at("exec")[0].back(), ns0);
+
+  EXPECT_EQ(lab.Command("partition 0 1"), R"({"ok":"partition 0 1"})");
+  EXPECT_EQ(lab.Command("partition 0,0"), R"({"error":"worker 0 is in two groups"})");
+  EXPECT_EQ(lab.Command("partition 0,7"), R"x({"error":"'7' is not a worker index (0 to 1)"})x");
+  EXPECT_EQ(
+      lab.Command("reboot"),
+      R"x({"error":"unknown command 'reboot' (known: partition, heal, shape, counters, quit)"})x");
+  // A TCP connection attempt across the cut: its SYNs vanish.
+  ScratchDir scratch;
+  ::reckon::testing::ProcessResult r =
+      RunProcess("/usr/bin/timeout",
+                 {"2", "/usr/sbin/ip", "netns", "exec", ns0, "bash", "-c",
+                  absl::StrCat("echo > /dev/tcp/", ip1, "/7070")},
+                 scratch.path());
+  EXPECT_NE(r.exit_code, 0);
+  absl::StatusOr<base::Json> counters = base::ParseJson(lab.Command("counters"), "counters");
+  ASSERT_TRUE(counters.ok()) << counters.status();
+  EXPECT_GT(counters->at("cut").get<uint64_t>(), 0u) << counters->dump();
+  EXPECT_EQ(lab.Command("heal"), R"({"ok":"healed"})");
+  EXPECT_EQ(lab.Command("shape delay=1ms"), R"({"ok":"shape delay=1ms"})");
+  lab.CloseInput();
+  EXPECT_EQ(lab.ReadLine(), "");
+  EXPECT_EQ(lab.Wait(), 0);
+  EXPECT_FALSE(std::filesystem::exists("/run/netns/" + ns0));
 }
 
 TEST(ReckonctlLocal, FlagsItSetsItselfAreRefused) {

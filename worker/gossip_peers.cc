@@ -534,11 +534,26 @@ absl::Status GossipPeers::ApplyUntilQuiescent(model::Backend& backend,
   return node_->WaitQuiescent(until, [&](server::Received& r) { return Apply(backend, r); });
 }
 
-absl::Status GossipPeers::Serve(model::Backend& backend, const std::atomic<bool>& stop) {
+absl::Status GossipPeers::Serve(model::Backend& backend, const std::atomic<bool>& stop,
+                                const std::function<absl::Status()>& on_agreement) {
+  // The vector of the last agreement: Finish's.
+  server::VersionMap agreed = node_->Applied();
   while (!stop.load()) {
     absl::Status s =
         ApplyUntilQuiescent(backend, server::Clock::now() + std::chrono::milliseconds(500));
     if (s.ok()) {
+      if (server::VersionMap now = node_->Applied(); now != agreed) {
+        // Agreed again, at another vector: the backend applied exactly what
+        // the mirror holds (as Finish checks), then the caller reports it.
+        const std::string mirror = node_->MirrorHash();
+        RECKON_ASSIGN_OR_RETURN(const std::string ours, backend.WeightHash());
+        if (ours != mirror) {
+          return absl::InternalError(
+              absl::StrCat("backend replica ", ours, " differs from the node's mirror ", mirror));
+        }
+        agreed = std::move(now);
+        RECKON_RETURN_IF_ERROR(on_agreement());
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));  // quiescent: nothing to do
     } else if (s.code() != absl::StatusCode::kDeadlineExceeded) {
       return s;

@@ -93,7 +93,8 @@ class GossipPeers final : public TrainingPeers {
   absl::Status Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) override;
   absl::Status Finish(model::Backend& backend, uint64_t steps_done,
                       const std::atomic<bool>* stop) override;
-  absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop) override;
+  absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop,
+                     const std::function<absl::Status()>& on_agreement) override;
   int TrainingMembers() override;
   bool HoldsMessages() override;
   uint64_t PublishedByEarlierLives() override;

@@ -631,7 +631,7 @@ absl::StatusOr<int> Run(TrainerOptions& options, std::optional<PeerOptions> peer
   if (observability != nullptr) observability->metrics().OnTrainingFinished();
   std::cout << "reckon-worker: training is over; serving until SIGTERM (--after-training serve)\n"
             << std::flush;
-  RECKON_RETURN_IF_ERROR((*trainer)->Serve());
+  RECKON_RETURN_IF_ERROR((*trainer)->Serve(Report));
   std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n" << std::flush;
   return kExitDone;
 }

@@ -39,6 +39,7 @@ base::Json SummaryToJson(const TrainSummary& s) {
   j["max_training_members"] = s.max_training_members;
   j["stopped_early"] = s.stopped_early;
   j["final"] = s.final_replica;
+  j["agreements"] = s.agreements;
   j["pretrained"] = s.pretrained;
   j["pretrain_seconds"] = s.pretrain_seconds;
   j["pretrain_start_bytes"] = s.pretrain_start_bytes;

@@ -49,6 +49,12 @@ struct TrainSummary {
   // --max-steps) trained; with peers, the cluster agreed it is done
   // (quiescent). False when stopped early: the replica at the stop.
   bool final_replica = false;
+  // With peers: how many times the cluster agreed it is done with this
+  // worker in it: 1 at the end of training; with --after-training serve,
+  // one more each time it agreed again at another vector (a member cut off
+  // or restarted added steps), the summary rewritten each time. 0 when not
+  // final.
+  int agreements = 0;
   // --pretrain-samples: whether this worker pre-trained and started from the
   // result, how long that took, and (with peers) the size of the dense
   // Update that carried it to the cluster (not in wire_bytes, which counts

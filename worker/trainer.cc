@@ -17,6 +17,13 @@
 namespace reckon::worker {
 namespace {
 
+// The steps a summary's version vector ({"origin": seq}) holds.
+uint64_t TotalSteps(const base::Json& vector) {
+  uint64_t total = 0;
+  for (const auto& [origin, seq] : vector.items()) total += seq.get<uint64_t>();
+  return total;
+}
+
 // The checkpoint's mode: threshold, or the quanta codec's flag name.
 std::string ModeName(const model::BackendConfig& config) {
   return config.mode == model::UpdateMode::kThreshold ? "threshold"
@@ -290,9 +297,28 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   return Summarize();
 }
 
-absl::Status Trainer::Serve() {
+absl::Status Trainer::Serve(const std::function<absl::Status(const TrainSummary&)>& report) {
   if (options_.stop == nullptr) return absl::FailedPreconditionError("Serve needs a stop flag");
-  if (options_.peers != nullptr) return options_.peers->Serve(*backend_, *options_.stop);
+  if (options_.peers != nullptr) {
+    return options_.peers->Serve(*backend_, *options_.stop, [&]() -> absl::Status {
+      const uint64_t before = TotalSteps(summary_.version_vector);
+      RECKON_RETURN_IF_ERROR(Evaluate());
+      summary_.version_vector = options_.peers->VersionVector();
+      summary_.node_counters = options_.peers->Counters();
+      summary_.final_replica = true;
+      ++summary_.agreements;
+      RECKON_ASSIGN_OR_RETURN(const std::string hash, backend_->WeightHash());
+      log_ << absl::StrFormat(
+          "cluster agreed again (agreement %d: %d more steps, from a member that was cut off "
+          "or restarted): test %.2f%%  weights %s\n",
+          summary_.agreements, TotalSteps(summary_.version_vector) - before,
+          100 * summary_.test_accuracy, hash.substr(0, 16));
+      RECKON_ASSIGN_OR_RETURN(const TrainSummary summary, Summarize());
+      RECKON_RETURN_IF_ERROR(report(summary));
+      log_ << std::flush;  // a serving worker's log is read while it runs
+      return absl::OkStatus();
+    });
+  }
   while (!options_.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   return absl::OkStatus();
 }
@@ -781,6 +807,7 @@ absl::Status Trainer::FinishWithPeers() {
   summary_.node_counters = options_.peers->Counters();
   summary_.stopped_early = summary_.stopped_early || stopped;
   summary_.final_replica = !summary_.stopped_early;
+  summary_.agreements = summary_.final_replica ? 1 : 0;
   RECKON_ASSIGN_OR_RETURN(const std::string hash, backend_->WeightHash());
   if (summary_.final_replica) {
     log_ << absl::StrFormat("cluster quiescent: test %.2f%%  weights %s\n",

@@ -44,9 +44,13 @@ class TrainingPeers {
   virtual absl::Status Finish(model::Backend& backend, uint64_t steps_done,
                               const std::atomic<bool>* stop) = 0;
   // After Finish (--after-training serve): keeps applying what peers send
-  // until `stop` is set, so that a member joining later can train and
-  // quiesce with this one (a node nobody drains is never settled).
-  virtual absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop) = 0;
+  // until `stop` is set, so that a member joining later (restarted), or one
+  // that was cut off and trained on, can train and quiesce with this one (a
+  // node nobody drains is never settled). Each time the cluster agrees
+  // again at another version vector, `on_agreement` runs (on this thread,
+  // the backend holding that agreed replica); its error ends Serve.
+  virtual absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop,
+                             const std::function<absl::Status()>& on_agreement) = 0;
   // Workers training now, this one included (>= 1): what the momentum
   // rule is matched to (MatchMomentumToCluster).
   virtual int TrainingMembers() = 0;
@@ -159,8 +163,13 @@ class Trainer {
   // peer-side failure ends it with an error. Call once.
   absl::StatusOr<TrainSummary> Run();
   // After Run, until the stop flag is set: with peers, stays a live member
-  // that applies what they send (TrainingPeers::Serve); alone, waits.
-  absl::Status Serve();
+  // that applies what they send (TrainingPeers::Serve); alone, waits. When
+  // the cluster agrees again at another version vector (a member cut off by
+  // a partition, or restarted, added steps after the first agreement), the
+  // summary is brought to the new final replica (evaluated again, its hash
+  // and vector, `agreements` counted) and handed to `report`, which rewrites
+  // the summary file.
+  absl::Status Serve(const std::function<absl::Status(const TrainSummary&)>& report);
 
  private:
   using Clock = std::chrono::steady_clock;

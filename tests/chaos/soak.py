@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Chaos soak: a cluster of reckon workers trains while an injector kills
-(-9) and stops (SIGSTOP, then SIGCONT) random workers every few seconds and
-restarts the killed ones, as torchft's injector does. The same cluster is
-first run without faults, for the goodput figures.
+(-9), stops (SIGSTOP, then SIGCONT) and partitions random workers every few
+seconds and restarts the killed ones, as torchft's injector does. The same
+cluster is first run without faults, for the goodput figures.
 
 At the end it checks what reckon promises:
   - every worker's final replica is the same (weight hash, version vector)
@@ -18,11 +18,16 @@ and each live worker's step rate while faults happen against its fault-free
 rate. Exit 0 when every check holds, 1 otherwise (the figures are printed
 either way, and written as JSON with --json).
 
-Partitions are not injected yet (they need network namespaces: ctl/net_lab.h).
+Partitions need the network lab (`--lab build/ctl/reckonctl`, root): each
+worker then runs in a network namespace of its own (`reckonctl lab`,
+ctl/net_lab.h), and a partition cuts one worker off, or the cluster in two
+halves, for 1 to 4 s (the failure timeout is 1.5 s: long ones make the sides
+declare each other dead and rejoin after the heal). Without --lab the workers
+run on loopback and only kills and stops are injected.
 
   tests/chaos/soak.py --worker build/worker/reckon-worker --epochs 3
-  tests/chaos/soak.py --worker build/worker/reckon-worker --epochs 400 --fault-every 5 \
-      --json soak.json    # the long run of docs/gossip.md "Chaos soak"
+  tests/chaos/soak.py --worker build/worker/reckon-worker --lab build/ctl/reckonctl \
+      --epochs 400 --fault-every 5 --json soak.json  # the long run of docs/gossip.md
 """
 import argparse
 import json
@@ -50,23 +55,51 @@ def free_ports(count):
     return ports
 
 
-def http_get(port, path, timeout=1.0):
+def http_get(address, path, timeout=1.0):
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+        with urllib.request.urlopen(f"http://{address}{path}", timeout=timeout) as r:
             return r.read().decode()
     except Exception:  # noqa: BLE001 - a worker stopped, dead or starting
         return None
 
 
+class Lab:
+    """`reckonctl lab`: one network namespace per worker and the switch
+    between them, steered by commands on its stdin (ctl/lab_command.cc)."""
+
+    def __init__(self, reckonctl, workers):
+        self.process = subprocess.Popen([reckonctl, "lab", "--workers", str(workers)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"reckonctl lab exited {self.process.wait()}")
+        self.description = json.loads(line)
+        self.partitioned = False
+
+    def command(self, text):
+        self.process.stdin.write(text + "\n")
+        self.process.stdin.flush()
+        answer = json.loads(self.process.stdout.readline())
+        if "error" in answer:
+            raise RuntimeError(f"reckonctl lab: {text}: {answer['error']}")
+        return answer
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
 class Worker:
     """One slot of the cluster: its successive lives (processes)."""
 
-    def __init__(self, index, args, addresses, ports, folder):
+    def __init__(self, index, args, addresses, http, exec_prefix, folder):
         self.index = index
         self.name = f"w{index}"
         self.args = args
         self.addresses = addresses
-        self.listen_port, self.http_port = ports
+        self.http = http                # host:port of its /metrics and /status
+        self.exec_prefix = exec_prefix  # `ip netns exec NS` in the lab (it execs: same pid)
         self.folder = folder
         self.process = None
         self.lives = 0
@@ -80,16 +113,17 @@ class Worker:
     def start(self):
         self.lives += 1
         flags = [
-            "--node-id", self.name, "--listen", f"127.0.0.1:{self.listen_port}",
+            "--node-id", self.name, "--listen", self.addresses[self.index],
             "--peers", ",".join(self.addresses), "--shard", f"{self.index}/{self.args.workers}",
-            "--http-listen", f"127.0.0.1:{self.http_port}",
+            "--http-listen", self.http,
             "--summary-json", self.summary_path(), "--after-training", "serve",
             "--layers", self.args.layers, "--threads", "1", "--epochs", str(self.args.epochs),
             "--eval-samples", "1000", "--heartbeat-ms", "50", "--failure-timeout-ms", "1500",
             "--quiesce-timeout-s", "600", "--progress", "off",
         ] + (["--data-dir", self.args.data_dir] if self.args.data_dir else [])
         log = open(os.path.join(self.folder, f"{self.name}.log"), "ab")
-        self.process = subprocess.Popen([self.args.worker] + flags, stdout=log, stderr=log)
+        self.process = subprocess.Popen(self.exec_prefix + [self.args.worker] + flags,
+                                        stdout=log, stderr=log)
         log.close()
 
     def running(self):
@@ -100,14 +134,14 @@ class Worker:
 
     def steps(self):
         """This life's steps (its /metrics counter), None when not answering."""
-        text = http_get(self.http_port, "/metrics", timeout=0.5)
+        text = http_get(self.http, "/metrics", timeout=0.5)
         if text is None:
             return None
         m = re.search(r'^reckon_steps_total\{node="%s"\} (\S+)$' % self.name, text, re.M)
         return float(m.group(1)) if m else None
 
     def status(self):
-        text = http_get(self.http_port, "/status", timeout=1.0)
+        text = http_get(self.http, "/status", timeout=1.0)
         try:
             return json.loads(text) if text else None
         except ValueError:
@@ -122,6 +156,19 @@ class Worker:
     def done(self):
         """This life wrote its summary: trained and the cluster agreed."""
         return os.path.exists(self.summary_path())
+
+
+def summaries_agree(workers):
+    """Every worker's summary holds the same replica (hash and vector)."""
+    replicas = set()
+    for w in workers:
+        try:
+            with open(w.summary_path()) as f:
+                s = json.load(f)
+        except (OSError, ValueError):
+            return False
+        replicas.add((s.get("weight_hash"), json.dumps(s.get("version_vector"), sort_keys=True)))
+    return len(replicas) == 1
 
 
 def applied_seq(status, name, incarnation):
@@ -139,9 +186,17 @@ def origin_seqs(vector, name):
 
 def run(args, faults, folder, rng):
     """One run of the cluster; returns its figures (and the checks' failures)."""
-    ports = free_ports(2 * args.workers)
-    addresses = [f"127.0.0.1:{ports[2 * i]}" for i in range(args.workers)]
-    workers = [Worker(i, args, addresses, (ports[2 * i], ports[2 * i + 1]), folder)
+    lab = Lab(args.lab, args.workers) if args.lab else None
+    if lab:
+        addresses = [f"{ip}:7070" for ip in lab.description["ip"]]
+        https = [f"{ip}:9100" for ip in lab.description["ip"]]
+        prefixes = lab.description["exec"]
+    else:
+        ports = free_ports(2 * args.workers)
+        addresses = [f"127.0.0.1:{ports[2 * i]}" for i in range(args.workers)]
+        https = [f"127.0.0.1:{ports[2 * i + 1]}" for i in range(args.workers)]
+        prefixes = [[] for _ in range(args.workers)]
+    workers = [Worker(i, args, addresses, https[i], prefixes[i], folder)
                for i in range(args.workers)]
     start = time.monotonic()
     for w in workers:
@@ -163,6 +218,9 @@ def run(args, faults, folder, rng):
                 events.remove((when, what, w))
                 if what == "restart":
                     w.start()
+                elif what == "heal":
+                    lab.command("heal")
+                    lab.partitioned = False
                 else:
                     w.process.send_signal(signal.SIGCONT)
                     w.stopped = False
@@ -179,9 +237,15 @@ def run(args, faults, folder, rng):
                 last_sample[w.name] = (now, w.lives, steps) if steps is not None else None
             if faults and now >= next_fault and now < fault_until:
                 next_fault = now + args.fault_every * rng.uniform(0.5, 1.5)
-                inject(workers, rng, events, must_hold, injected, now, args)
+                inject(workers, lab, rng, events, must_hold, injected, now, args)
             time.sleep(0.25)
         wall = time.monotonic() - start
+        # A worker that ended last (cut off, or restarted late) ends when the
+        # serving others agree with it; they rewrite their summaries a moment
+        # later ("cluster agreed again"): give them that moment.
+        settle_until = time.monotonic() + 30
+        while time.monotonic() < settle_until and not summaries_agree(workers):
+            time.sleep(0.25)
     finally:
         for w in workers:
             if w.running():
@@ -197,6 +261,8 @@ def run(args, faults, folder, rng):
                     code = "killed after 60 s"
                 if code not in (0, -signal.SIGKILL):
                     print(f"{w.name}: exit {code} after SIGTERM", file=sys.stderr)
+        if lab:
+            lab.close()
     summaries = {w.name: json.load(open(w.summary_path())) for w in workers}
     return {
         "wall_s": wall, "workers": workers, "summaries": summaries, "must_hold": must_hold,
@@ -206,12 +272,36 @@ def run(args, faults, folder, rng):
     }
 
 
-def inject(workers, rng, events, must_hold, injected, now, args):
+def inject(workers, lab, rng, events, must_hold, injected, now, args):
+    """One fault. The first ones are one of each kind, in a random order (so
+    that a short run has them all); then the kinds are drawn by their shares."""
+    kinds_done = {f[0] for f in injected}
+    first = [k for k in (["kill", "stop"] + (["partition"] if lab else [])) if k not in kinds_done]
+    kind = rng.choice(first) if first else None
+    if kind is None:
+        if lab and rng.random() < args.partition_share:
+            kind = "partition"
+        else:
+            kind = "kill" if rng.random() < args.kill_share else "stop"
+    if kind == "partition" and lab.partitioned:
+        kind = "stop"
+    if kind == "partition":
+        # One worker cut off from the rest, or two halves.
+        order = list(range(len(workers)))
+        rng.shuffle(order)
+        cut = 1 if rng.random() < 0.5 else len(workers) // 2
+        groups = [order[:cut], order[cut:]]
+        lab.command("partition " + " ".join(",".join(map(str, g)) for g in groups))
+        lab.partitioned = True
+        events.append((now + rng.uniform(1.0, 4.0), "heal", None))
+        injected.append(("partition", "|".join(",".join(f"w{i}" for i in sorted(g))
+                                               for g in groups), round(now, 2)))
+        return
     candidates = [w for w in workers if w.live() and not w.done()]
     if not candidates:
         return
     w = rng.choice(candidates)
-    if rng.random() < args.kill_share:
+    if kind == "kill":
         # What live peers applied of this life: it must survive the kill.
         incarnation = w.current_incarnation()
         for peer in workers:
@@ -269,16 +359,29 @@ def main():
     p.add_argument("--fault-every", type=float, default=3.0, help="seconds between faults (mean)")
     p.add_argument("--fault-seconds", type=float, default=0,
                    help="inject faults this long (0: as long as the fault-free run took)")
-    p.add_argument("--kill-share", type=float, default=0.5, help="kills among the faults")
+    p.add_argument("--kill-share", type=float, default=0.5,
+                   help="kills among the faults that are not partitions (the rest: stops)")
+    p.add_argument("--lab", default="",
+                   help="reckonctl: run the workers in its network lab and inject partitions "
+                        "(root)")
+    p.add_argument("--partition-share", type=float, default=0.25,
+                   help="with --lab: partitions among the faults")
     p.add_argument("--restart-after", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--json", default="", help="write the figures here")
+    p.add_argument("--work-dir", default="",
+                   help="keep the workers' logs and summaries here (default: a temporary folder)")
     args = p.parse_args()
+    if args.lab and os.geteuid() != 0:
+        print("soak: --lab needs root (network namespaces, TUN): partitions are not injected, "
+              "the workers run on loopback", file=sys.stderr)
+        args.lab = ""
     rng = random.Random(args.seed)
-    with tempfile.TemporaryDirectory(prefix="reckon-soak-") as folder:
-        os.makedirs(os.path.join(folder, "clean"))
-        os.makedirs(os.path.join(folder, "chaos"))
+    with tempfile.TemporaryDirectory(prefix="reckon-soak-") as temporary:
+        folder = args.work_dir or temporary
+        os.makedirs(os.path.join(folder, "clean"), exist_ok=True)
+        os.makedirs(os.path.join(folder, "chaos"), exist_ok=True)
         try:
             clean = run(args, False, os.path.join(folder, "clean"), rng)
             if args.fault_seconds <= 0:
@@ -297,12 +400,15 @@ def main():
         planned = sum(clean_vector.values())
         published = sum(vector.values())
         kills = sum(1 for f in chaos["faults"] if f[0] == "kill")
-        stops = len(chaos["faults"]) - kills
+        partitions = sum(1 for f in chaos["faults"] if f[0] == "partition")
+        stops = len(chaos["faults"]) - kills - partitions
         rates = {n: (chaos["live_rate"][n] / clean["live_rate"][n]
                      if clean["live_rate"][n] else 0.0) for n in clean["live_rate"]}
         figures = {
             "workers": args.workers, "layers": args.layers, "epochs": args.epochs,
+            "network": "network lab" if args.lab else "loopback",
             "faults": len(chaos["faults"]), "kills": kills, "stops": stops,
+            "partitions": partitions,
             "fault_free_s": round(clean["wall_s"], 2), "chaos_s": round(chaos["wall_s"], 2),
             "planned_steps": planned, "published_steps": published,
             "steps_trained_twice": published - planned,
@@ -311,9 +417,11 @@ def main():
             "live_rate_chaos": {n: round(r, 1) for n, r in chaos["live_rate"].items()},
             "live_rate_ratio": {n: round(r, 3) for n, r in rates.items()},
             "failures": failures,
+            "fault_log": chaos["faults"],
         }
         print(f"soak: {args.workers} workers, {len(chaos['faults'])} faults ({kills} kill -9, "
-              f"{stops} SIGSTOP) in {chaos['wall_s']:.1f} s; fault-free {clean['wall_s']:.1f} s")
+              f"{stops} SIGSTOP, {partitions} partitions) in {chaos['wall_s']:.1f} s; "
+              f"fault-free {clean['wall_s']:.1f} s")
         print(f"soak: cluster goodput {figures['cluster_goodput']:.2f} of the fault-free run "
               f"({planned} planned steps, {published} published: "
               f"{published - planned} trained twice)")
