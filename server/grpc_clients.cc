@@ -4,12 +4,16 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <future>
 #include <map>
+#include <set>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "codec/fixed_point.h"
 #include "codec/weight_checksum.h"
@@ -67,6 +71,60 @@ namespace {
 
 using Header = v1::SnapshotChunk::Header;
 
+// Cancels every registered call once `*stop` is set (SIGTERM), so that a
+// snapshot of minutes over a slow link does not hold a stopping worker: a
+// thread polls the flag every 50 ms while the fetch runs. Any thread may
+// Register/Unregister; a context registered after the stop is cancelled at
+// once.
+class StopWatcher {
+ public:
+  explicit StopWatcher(const std::atomic<bool>* stop) : stop_(stop) {
+    if (stop_ != nullptr) thread_ = std::thread([this] { Watch(); });
+  }
+  ~StopWatcher() {
+    {
+      absl::MutexLock l(&mu_);
+      done_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  StopWatcher(const StopWatcher&) = delete;
+  StopWatcher& operator=(const StopWatcher&) = delete;
+
+  void Register(grpc::ClientContext* context) {
+    absl::MutexLock l(&mu_);
+    contexts_.insert(context);
+    if (fired_) context->TryCancel();
+  }
+  void Unregister(grpc::ClientContext* context) {
+    absl::MutexLock l(&mu_);
+    contexts_.erase(context);
+  }
+  bool fired() {
+    absl::MutexLock l(&mu_);
+    return fired_;
+  }
+
+ private:
+  void Watch() {
+    absl::MutexLock l(&mu_);
+    while (!done_) {
+      if (!fired_ && stop_->load()) {
+        fired_ = true;
+        for (grpc::ClientContext* context : contexts_) context->TryCancel();
+      }
+      mu_.AwaitWithTimeout(absl::Condition(&done_), absl::Milliseconds(50));
+    }
+  }
+
+  const std::atomic<bool>* const stop_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool fired_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<grpc::ClientContext*> contexts_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
 // Reads one snapshot stream from `address`: the header (checked against the
 // model's size), then exactly the weights of the range `on_header` returns
 // for it (all of them when the stream turns out unstriped), written in
@@ -78,10 +136,13 @@ absl::StatusOr<Header> ReadSnapshotStream(
     const std::string& address, const std::shared_ptr<grpc::Channel>& channel,
     const v1::SnapshotRequest& request, uint64_t param_count,
     std::chrono::system_clock::time_point deadline,
-    const std::function<absl::StatusOr<ParamRange>(const Header&)>& on_header, int64_t* weights) {
+    const std::function<absl::StatusOr<ParamRange>(const Header&)>& on_header, int64_t* weights,
+    StopWatcher& watcher) {
   auto stub = v1::Gossip::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(deadline);
+  watcher.Register(&context);
+  absl::Cleanup unregister = [&] { watcher.Unregister(&context); };
   std::unique_ptr<grpc::ClientReader<v1::SnapshotChunk>> reader = stub->Snapshot(&context, request);
   Header header;
   v1::SnapshotChunk chunk;
@@ -138,7 +199,7 @@ absl::StatusOr<Header> ReadOtherStripe(const std::string& address,
                                        v1::SnapshotRequest request, const Header& first,
                                        uint32_t stripe,
                                        std::chrono::system_clock::time_point deadline,
-                                       int64_t* weights) {
+                                       int64_t* weights, StopWatcher* watcher) {
   request.set_cut_id(first.cut_id());
   request.set_stripe(stripe);
   const std::string what = absl::StrCat("stripe ", stripe, " of ", first.stripes());
@@ -154,7 +215,7 @@ absl::StatusOr<Header> ReadOtherStripe(const std::string& address,
         }
         return StripeRange(first.param_count(), first.stripes(), stripe);
       },
-      weights);
+      weights, *watcher);
   if (!got.ok()) {
     return absl::Status(got.status().code(), absl::StrCat(what, ": ", got.status().message()));
   }
@@ -167,7 +228,7 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
                                               const v1::SnapshotRequest& request,
                                               uint64_t param_count,
                                               std::chrono::milliseconds timeout,
-                                              const TlsConfig& tls) {
+                                              const TlsConfig& tls, const std::atomic<bool>* stop) {
   if (request.cut_id() != 0) {
     return absl::InvalidArgumentError("FetchSnapshot cuts a new snapshot: no cut_id");
   }
@@ -188,6 +249,8 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
   if (!request.header_only()) out.weights.resize(param_count);
   int64_t* const weights = request.header_only() ? nullptr : out.weights.data();
   std::vector<std::future<absl::StatusOr<Header>>> others;
+  // Declared after `others`: destroyed (joined) before their futures wait.
+  StopWatcher watcher(stop);
   // Stripe 0 (or the whole snapshot) comes on this thread; once its header
   // names the cut, the other stripes start on their own connections.
   absl::StatusOr<Header> first = ReadSnapshotStream(
@@ -202,16 +265,20 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
         }
         for (uint32_t i = 1; i < stripes; ++i) {
           others.push_back(std::async(std::launch::async, ReadOtherStripe, address, channels[i],
-                                      request, h, i, deadline, weights));
+                                      request, h, i, deadline, weights, &watcher));
         }
         return StripeRange(param_count, stripes, 0);
       },
-      weights);
+      weights, watcher);
   // Every stripe ends before `out` may go (they write into it).
   absl::Status failed = first.status();
   for (auto& f : others) {
     absl::StatusOr<Header> stripe = f.get();
     if (failed.ok()) failed = stripe.status();
+  }
+  if (watcher.fired()) {
+    return absl::CancelledError(
+        absl::StrCat("stopped by a signal while fetching a snapshot from ", address));
   }
   RECKON_RETURN_IF_ERROR(failed);
   out.header = *first;
@@ -228,7 +295,7 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
 absl::Status ConfirmCut(const VersionMap& applied, uint64_t checksum, const std::string& source,
                         const std::vector<std::string>& witnesses, v1::SnapshotRequest probe,
                         uint64_t param_count, std::chrono::milliseconds timeout,
-                        const TlsConfig& tls) {
+                        const TlsConfig& tls, const std::atomic<bool>* stop) {
   probe.set_header_only(true);
   ToProto(applied, probe.mutable_checksum_at());
   const auto deadline = Clock::now() + timeout;
@@ -236,7 +303,8 @@ absl::Status ConfirmCut(const VersionMap& applied, uint64_t checksum, const std:
   for (;;) {
     for (const std::string& witness : witnesses) {
       absl::StatusOr<FetchedSnapshot> answer =
-          FetchSnapshot(witness, probe, param_count, std::chrono::seconds(2), tls);
+          FetchSnapshot(witness, probe, param_count, std::chrono::seconds(2), tls, stop);
+      if (answer.status().code() == absl::StatusCode::kCancelled) return answer.status();
       if (!answer.ok()) {
         why_not[witness] = std::string(answer.status().message().substr(0, 200));
         continue;
@@ -255,6 +323,10 @@ absl::Status ConfirmCut(const VersionMap& applied, uint64_t checksum, const std:
       return absl::OkStatus();
     }
     if (Clock::now() >= deadline) break;
+    if (stop != nullptr && stop->load()) {
+      return absl::CancelledError(absl::StrCat(
+          "stopped by a signal while asking witnesses to confirm the snapshot from ", source));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::vector<std::string> lines;

@@ -5,6 +5,7 @@
 #ifndef RECKON_SERVER_GRPC_CLIENTS_H_
 #define RECKON_SERVER_GRPC_CLIENTS_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -38,12 +39,15 @@ struct FetchedSnapshot {
 // cut expired: try again or another), kFailedPrecondition /
 // kPermissionDenied (the peer refused our fingerprint or token: fatal),
 // kDataLoss (the weights do not match the header's SHA-256 or size, a
-// stripe is not of its cut). `request.cut_id()` must be 0.
+// stripe is not of its cut), kCancelled naming the address once `*stop`
+// (when given) is set: the calls are cancelled within about 50 ms.
+// `request.cut_id()` must be 0.
 absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
                                               const v1::SnapshotRequest& request,
                                               uint64_t param_count,
                                               std::chrono::milliseconds timeout,
-                                              const TlsConfig& tls = {});
+                                              const TlsConfig& tls = {},
+                                              const std::atomic<bool>* stop = nullptr);
 
 // A snapshot's source vouches for its own cut; before it is installed a
 // witness confirms it (docs/protocol.md section 7, "Confirmed"): each of
@@ -53,11 +57,12 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
 // the witness and both checksums, once one says another: the source lied
 // (or its replica is not what its messages say). kUnavailable when none
 // could tell within `timeout` (none has applied that far, or none
-// answered): asked again every 100 ms until then.
+// answered): asked again every 100 ms until then. kCancelled once `*stop`
+// (when given) is set.
 absl::Status ConfirmCut(const VersionMap& applied, uint64_t checksum, const std::string& source,
                         const std::vector<std::string>& witnesses, v1::SnapshotRequest probe,
                         uint64_t param_count, std::chrono::milliseconds timeout,
-                        const TlsConfig& tls = {});
+                        const TlsConfig& tls = {}, const std::atomic<bool>* stop = nullptr);
 
 }  // namespace reckon::server
 

@@ -211,7 +211,7 @@ std::vector<absl::StatusOr<server::FetchedSnapshot>> GossipPeers::ProbeSeeds(
   for (size_t i = 0; i < seeds.size(); ++i) {
     threads.emplace_back([&, i] {
       probes[i] = server::FetchSnapshot(seeds[i], request, param_count, options_.join_probe_timeout,
-                                        options_.transport.tls);
+                                        options_.transport.tls, options_.stop);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -339,9 +339,10 @@ absl::Status GossipPeers::Resync(const std::string& source,
   const uint64_t param_count = options_.node.fingerprint.param_count();
   request.set_stripes(server::StripesFor(param_count, options_.transport.snapshot_stripes));
   const auto start = server::Clock::now();
-  RECKON_ASSIGN_OR_RETURN(const server::FetchedSnapshot snap,
-                          server::FetchSnapshot(source, request, param_count,
-                                                std::chrono::seconds(60), options_.transport.tls));
+  RECKON_ASSIGN_OR_RETURN(
+      const server::FetchedSnapshot snap,
+      server::FetchSnapshot(source, request, param_count, std::chrono::seconds(60),
+                            options_.transport.tls, options_.stop));
   const double seconds = std::chrono::duration<double>(server::Clock::now() - start).count();
   const double megabytes = param_count * sizeof(int64_t) / 1e6;
   *log_ << "reckon-worker: snapshot from " << snap.header.source_node_id() << " (" << source
@@ -359,7 +360,7 @@ absl::Status GossipPeers::Resync(const std::string& source,
     RECKON_RETURN_IF_ERROR(server::ConfirmCut(snap.applied, snap.header.checksum(), source,
                                               witnesses, SnapshotRequest(/*header_only=*/true),
                                               param_count, std::chrono::seconds(10),
-                                              options_.transport.tls));
+                                              options_.transport.tls, options_.stop));
     *log_ << "reckon-worker: the snapshot's cut is confirmed by another member's messages\n";
   }
   return node_->InstallSnapshot(snap.weights, snap.applied, snap.header.checksum(), source);
@@ -541,6 +542,7 @@ absl::Status GossipPeers::Serve(model::Backend& backend, const std::atomic<bool>
   while (!stop.load()) {
     absl::Status s =
         ApplyUntilQuiescent(backend, server::Clock::now() + std::chrono::milliseconds(500));
+    if (s.code() == absl::StatusCode::kCancelled && Stopped()) break;  // a re-join cut short
     if (s.ok()) {
       if (server::VersionMap now = node_->Applied(); now != agreed) {
         // Agreed again, at another vector: the backend applied exactly what

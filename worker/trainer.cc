@@ -429,7 +429,18 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
       break;
     }
     if (StopBeforeStep()) break;
-    RECKON_RETURN_IF_ERROR(Step(epoch, tally.position, batch, tally));
+    const absl::Status stepped = Step(epoch, tally.position, batch, tally);
+    if (stepped.code() == absl::StatusCode::kCancelled && options_.stop != nullptr &&
+        options_.stop->load()) {
+      // SIGTERM while re-joining from a snapshot before the step: the step
+      // was not taken; the replica is the one the cluster asked to replace,
+      // so a restarted worker joins afresh.
+      log_ << "reckon-worker: " << stepped.message() << "\n";
+      summary_.stopped_early = true;
+      stopped_ = true;
+      break;
+    }
+    RECKON_RETURN_IF_ERROR(stepped);
     tally.position += size_t(batch);
     DrawProgressBar(epoch, tally);
   }
