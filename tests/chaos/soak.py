@@ -93,8 +93,9 @@ class Lab:
 class Worker:
     """One slot of the cluster: its successive lives (processes)."""
 
-    def __init__(self, index, args, addresses, http, exec_prefix, folder):
+    def __init__(self, index, args, epochs, addresses, http, exec_prefix, folder):
         self.index = index
+        self.epochs = epochs
         self.name = f"w{index}"
         self.args = args
         self.addresses = addresses
@@ -117,7 +118,7 @@ class Worker:
             "--peers", ",".join(self.addresses), "--shard", f"{self.index}/{self.args.workers}",
             "--http-listen", self.http,
             "--summary-json", self.summary_path(), "--after-training", "serve",
-            "--layers", self.args.layers, "--threads", "1", "--epochs", str(self.args.epochs),
+            "--layers", self.args.layers, "--threads", "1", "--epochs", str(self.epochs),
             "--eval-samples", "1000", "--heartbeat-ms", "50", "--failure-timeout-ms", "1500",
             "--quiesce-timeout-s", "600", "--progress", "off",
         ] + (["--data-dir", self.args.data_dir] if self.args.data_dir else [])
@@ -184,7 +185,7 @@ def origin_seqs(vector, name):
     return {o: s for o, s in vector.items() if o.split("#")[0] == name}
 
 
-def run(args, faults, folder, rng):
+def run(args, faults, folder, rng, epochs):
     """One run of the cluster; returns its figures (and the checks' failures)."""
     lab = Lab(args.lab, args.workers) if args.lab else None
     if lab:
@@ -196,7 +197,7 @@ def run(args, faults, folder, rng):
         addresses = [f"127.0.0.1:{ports[2 * i]}" for i in range(args.workers)]
         https = [f"127.0.0.1:{ports[2 * i + 1]}" for i in range(args.workers)]
         prefixes = [[] for _ in range(args.workers)]
-    workers = [Worker(i, args, addresses, https[i], prefixes[i], folder)
+    workers = [Worker(i, args, epochs, addresses, https[i], prefixes[i], folder)
                for i in range(args.workers)]
     start = time.monotonic()
     for w in workers:
@@ -323,7 +324,14 @@ def inject(workers, lab, rng, events, must_hold, injected, now, args):
         injected.append(("stop", w.name, round(now, 2)))
 
 
-def check(clean, chaos):
+def planned_steps(clean, name, clean_epochs, epochs):
+    """Worker `name`'s planned steps in a run of `epochs`: the fault-free
+    run's per epoch (every epoch has the same steps: no warm-up ramp)."""
+    vector = next(iter(clean["summaries"].values()))["version_vector"]
+    return sum(origin_seqs(vector, name).values()) // clean_epochs * epochs
+
+
+def check(clean, chaos, clean_epochs, epochs):
     """The promises, as a list of failures (empty: all hold)."""
     failures = []
     summaries = list(chaos["summaries"].values())
@@ -339,9 +347,8 @@ def check(clean, chaos):
         if vector.get(origin, 0) < seq:
             failures.append(f"lost: {origin} had {seq} messages applied by a live peer before "
                             f"the kill, the final vector holds {vector.get(origin, 0)}")
-    clean_vector = next(iter(clean["summaries"].values()))["version_vector"]
     for w in chaos["workers"]:
-        planned = sum(origin_seqs(clean_vector, w.name).values())
+        planned = planned_steps(clean, w.name, clean_epochs, epochs)
         published = sum(origin_seqs(vector, w.name).values())
         if published < planned - w.kills:
             failures.append(f"{w.name} published {published} steps over {w.lives} lives, "
@@ -356,6 +363,9 @@ def main():
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--layers", default="784,256,256,10")
     p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--clean-epochs", type=int, default=0,
+                   help="epochs of the fault-free run (0: --epochs); its step rates are what "
+                        "the chaos run's are measured against")
     p.add_argument("--fault-every", type=float, default=3.0, help="seconds between faults (mean)")
     p.add_argument("--fault-seconds", type=float, default=0,
                    help="inject faults this long (0: as long as the fault-free run took)")
@@ -378,15 +388,16 @@ def main():
               "the workers run on loopback", file=sys.stderr)
         args.lab = ""
     rng = random.Random(args.seed)
+    clean_epochs = args.clean_epochs or args.epochs
     with tempfile.TemporaryDirectory(prefix="reckon-soak-") as temporary:
         folder = args.work_dir or temporary
         os.makedirs(os.path.join(folder, "clean"), exist_ok=True)
         os.makedirs(os.path.join(folder, "chaos"), exist_ok=True)
         try:
-            clean = run(args, False, os.path.join(folder, "clean"), rng)
+            clean = run(args, False, os.path.join(folder, "clean"), rng, clean_epochs)
             if args.fault_seconds <= 0:
-                args.fault_seconds = clean["wall_s"]
-            chaos = run(args, True, os.path.join(folder, "chaos"), rng)
+                args.fault_seconds = clean["wall_s"] * args.epochs / clean_epochs
+            chaos = run(args, True, os.path.join(folder, "chaos"), rng, args.epochs)
         except (RuntimeError, OSError, ValueError, KeyError) as e:
             logs = "".join(open(os.path.join(folder, sub, f)).read()[-3000:]
                            for sub in ("clean", "chaos")
@@ -394,11 +405,15 @@ def main():
                            if f.endswith(".log"))
             print(f"soak: {e}\n{logs}", file=sys.stderr)
             return 1
-        failures = check(clean, chaos)
+        failures = check(clean, chaos, clean_epochs, args.epochs)
         vector = next(iter(chaos["summaries"].values()))["version_vector"]
-        clean_vector = next(iter(clean["summaries"].values()))["version_vector"]
-        planned = sum(clean_vector.values())
+        clean_steps = sum(next(iter(clean["summaries"].values()))["version_vector"].values())
+        planned = sum(planned_steps(clean, w.name, clean_epochs, args.epochs)
+                      for w in chaos["workers"])
         published = sum(vector.values())
+        # The cluster's planned steps per second of wall time, with faults
+        # against without.
+        goodput = (planned / chaos["wall_s"]) / (clean_steps / clean["wall_s"])
         kills = sum(1 for f in chaos["faults"] if f[0] == "kill")
         partitions = sum(1 for f in chaos["faults"] if f[0] == "partition")
         stops = len(chaos["faults"]) - kills - partitions
@@ -406,13 +421,14 @@ def main():
                      if clean["live_rate"][n] else 0.0) for n in clean["live_rate"]}
         figures = {
             "workers": args.workers, "layers": args.layers, "epochs": args.epochs,
+            "clean_epochs": clean_epochs,
             "network": "network lab" if args.lab else "loopback",
             "faults": len(chaos["faults"]), "kills": kills, "stops": stops,
             "partitions": partitions,
             "fault_free_s": round(clean["wall_s"], 2), "chaos_s": round(chaos["wall_s"], 2),
             "planned_steps": planned, "published_steps": published,
             "steps_trained_twice": published - planned,
-            "cluster_goodput": round(clean["wall_s"] / chaos["wall_s"], 3),
+            "cluster_goodput": round(goodput, 3),
             "live_rate_fault_free": {n: round(r, 1) for n, r in clean["live_rate"].items()},
             "live_rate_chaos": {n: round(r, 1) for n, r in chaos["live_rate"].items()},
             "live_rate_ratio": {n: round(r, 3) for n, r in rates.items()},
@@ -421,7 +437,7 @@ def main():
         }
         print(f"soak: {args.workers} workers, {len(chaos['faults'])} faults ({kills} kill -9, "
               f"{stops} SIGSTOP, {partitions} partitions) in {chaos['wall_s']:.1f} s; "
-              f"fault-free {clean['wall_s']:.1f} s")
+              f"fault-free {clean['wall_s']:.1f} s ({clean_epochs} epochs)")
         print(f"soak: cluster goodput {figures['cluster_goodput']:.2f} of the fault-free run "
               f"({planned} planned steps, {published} published: "
               f"{published - planned} trained twice)")
