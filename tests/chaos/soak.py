@@ -9,6 +9,9 @@ At the end it checks what reckon promises:
     and final (the cluster agreed it is done);
   - nothing published is lost: every message of a killed life that a live
     peer had applied before the kill is in the final version vector;
+  - every message applied exactly once: a worker's node counts each message
+    it applies, and (for a life that never installed a snapshot) the count
+    equals the messages of other origins its final vector holds;
   - each shard trained as planned across restarts: a worker's lives together
     published at least its planned steps less one per kill (a message a kill
     cut off before any peer had it is trained again); the excess, steps
@@ -141,6 +144,15 @@ class Worker:
         m = re.search(r'^reckon_steps_total\{node="%s"\} (\S+)$' % self.name, text, re.M)
         return float(m.group(1)) if m else None
 
+    def cpu_seconds(self):
+        """This life's CPU time (user + system), None when it is gone."""
+        try:
+            with open(f"/proc/{self.process.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
+
     def status(self):
         text = http_get(self.http, "/status", timeout=1.0)
         try:
@@ -207,7 +219,8 @@ def run(args, faults, folder, rng, epochs):
     injected = []
     live_steps = {w.name: 0.0 for w in workers}
     live_seconds = {w.name: 0.0 for w in workers}
-    last_sample = {}     # name -> (time, life, steps) while live
+    live_cpu = {w.name: 0.0 for w in workers}
+    last_sample = {}     # name -> (time, life, steps, cpu seconds) while live
     next_fault = start + args.fault_every
     fault_until = start + args.fault_seconds if faults else start
     try:
@@ -231,11 +244,13 @@ def run(args, faults, folder, rng, epochs):
             # The live workers' step rates (a life's counter starts at 0).
             for w in workers:
                 steps = w.steps() if w.live() else None
+                cpu = w.cpu_seconds() if steps is not None else None
                 previous = last_sample.get(w.name)
-                if steps is not None and previous and previous[1] == w.lives and not w.done():
+                if (cpu is not None and previous and previous[1] == w.lives and not w.done()):
                     live_steps[w.name] += steps - previous[2]
                     live_seconds[w.name] += now - previous[0]
-                last_sample[w.name] = (now, w.lives, steps) if steps is not None else None
+                    live_cpu[w.name] += cpu - previous[3]
+                last_sample[w.name] = (now, w.lives, steps, cpu) if cpu is not None else None
             if faults and now >= next_fault and now < fault_until:
                 next_fault = now + args.fault_every * rng.uniform(0.5, 1.5)
                 inject(workers, lab, rng, events, must_hold, injected, now, args)
@@ -270,6 +285,8 @@ def run(args, faults, folder, rng, epochs):
         "faults": injected,
         "live_rate": {n: live_steps[n] / live_seconds[n] if live_seconds[n] else 0.0
                       for n in live_steps},
+        "live_cpu_rate": {n: live_steps[n] / live_cpu[n] if live_cpu[n] else 0.0
+                          for n in live_steps},
     }
 
 
@@ -331,6 +348,20 @@ def planned_steps(clean, name, clean_epochs, epochs):
     return sum(origin_seqs(vector, name).values()) // clean_epochs * epochs
 
 
+def exactly_once(summary):
+    """(messages of other origins this life applied, messages of other
+    origins its final vector holds). Equal when each was applied exactly
+    once (the node counts each message it applies; a duplicate applied
+    would count without moving the vector). The second is None for a life
+    that installed a snapshot (it holds messages it never applied)."""
+    node = summary.get("node", {})
+    own = f"{summary['node_id']}#{summary['incarnation']}"
+    others = sum(seq for origin, seq in summary["version_vector"].items() if origin != own)
+    if node.get("snapshots_loaded", 0) > 0:
+        return node.get("updates_applied", 0), None
+    return node.get("updates_applied", 0), others
+
+
 def check(clean, chaos, clean_epochs, epochs):
     """The promises, as a list of failures (empty: all hold)."""
     failures = []
@@ -347,6 +378,11 @@ def check(clean, chaos, clean_epochs, epochs):
         if vector.get(origin, 0) < seq:
             failures.append(f"lost: {origin} had {seq} messages applied by a live peer before "
                             f"the kill, the final vector holds {vector.get(origin, 0)}")
+    for name, s in chaos["summaries"].items():
+        applied, expected = exactly_once(s)
+        if expected is not None and applied != expected:
+            failures.append(f"{name} applied {applied} messages of other origins, its vector "
+                            f"holds {expected}: not every message exactly once")
     for w in chaos["workers"]:
         planned = planned_steps(clean, w.name, clean_epochs, epochs)
         published = sum(origin_seqs(vector, w.name).values())
@@ -419,6 +455,10 @@ def main():
         stops = len(chaos["faults"]) - kills - partitions
         rates = {n: (chaos["live_rate"][n] / clean["live_rate"][n]
                      if clean["live_rate"][n] else 0.0) for n in clean["live_rate"]}
+        cpu_rates = {n: (chaos["live_cpu_rate"][n] / clean["live_cpu_rate"][n]
+                         if clean["live_cpu_rate"][n] else 0.0) for n in clean["live_cpu_rate"]}
+        counted = [exactly_once(s) for s in chaos["summaries"].values()]
+        countable = [c for c in counted if c[1] is not None]
         figures = {
             "workers": args.workers, "layers": args.layers, "epochs": args.epochs,
             "clean_epochs": clean_epochs,
@@ -432,6 +472,12 @@ def main():
             "live_rate_fault_free": {n: round(r, 1) for n, r in clean["live_rate"].items()},
             "live_rate_chaos": {n: round(r, 1) for n, r in chaos["live_rate"].items()},
             "live_rate_ratio": {n: round(r, 3) for n, r in rates.items()},
+            "live_steps_per_cpu_s_fault_free": {n: round(r, 1)
+                                                for n, r in clean["live_cpu_rate"].items()},
+            "live_steps_per_cpu_s_chaos": {n: round(r, 1)
+                                           for n, r in chaos["live_cpu_rate"].items()},
+            "live_steps_per_cpu_s_ratio": {n: round(r, 3) for n, r in cpu_rates.items()},
+            "exactly_once_checked": len(countable),
             "failures": failures,
             "fault_log": chaos["faults"],
         }
@@ -443,8 +489,14 @@ def main():
               f"{published - planned} trained twice)")
         print("soak: live workers' step rate while faults happen / fault-free: " +
               ", ".join(f"{n} {r:.2f}" for n, r in sorted(rates.items())))
+        print("soak: their steps per CPU second (what a step costs them; the machine's sharing "
+              "apart) / fault-free: " +
+              ", ".join(f"{n} {r:.2f}" for n, r in sorted(cpu_rates.items())))
         print(f"soak: replicas identical and final: {not any('replica' in f for f in failures)}; "
-              f"lost messages: {sum(1 for f in failures if f.startswith('lost'))}")
+              f"lost messages: {sum(1 for f in failures if f.startswith('lost'))}; "
+              f"exactly once: {sum(1 for a, e in countable if a == e)} of {len(countable)} "
+              f"workers that never installed a snapshot applied as many messages as their "
+              f"vector holds ({sum(a for a, _ in countable)})")
         for f in failures:
             print(f"soak: FAILED: {f}", file=sys.stderr)
         if args.json:
