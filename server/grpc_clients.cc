@@ -248,9 +248,10 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
   FetchedSnapshot out;
   if (!request.header_only()) out.weights.resize(param_count);
   int64_t* const weights = request.header_only() ? nullptr : out.weights.data();
-  std::vector<std::future<absl::StatusOr<Header>>> others;
-  // Declared after `others`: destroyed (joined) before their futures wait.
+  // Declared before `others`: the stripes' threads use it, and their
+  // futures' destructors wait for them.
   StopWatcher watcher(stop);
+  std::vector<std::future<absl::StatusOr<Header>>> others;
   // Stripe 0 (or the whole snapshot) comes on this thread; once its header
   // names the cut, the other stripes start on their own connections.
   absl::StatusOr<Header> first = ReadSnapshotStream(

@@ -519,7 +519,10 @@ absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
       return s;
     }
   }
-  // The backend applied exactly what the node's mirror holds.
+  return CheckBackendIsMirror(backend);
+}
+
+absl::Status GossipPeers::CheckBackendIsMirror(model::Backend& backend) {
   const std::string mirror = node_->MirrorHash();
   RECKON_ASSIGN_OR_RETURN(const std::string ours, backend.WeightHash());
   if (ours != mirror) {
@@ -542,17 +545,11 @@ absl::Status GossipPeers::Serve(model::Backend& backend, const std::atomic<bool>
   while (!stop.load()) {
     absl::Status s =
         ApplyUntilQuiescent(backend, server::Clock::now() + std::chrono::milliseconds(500));
-    if (s.code() == absl::StatusCode::kCancelled && Stopped()) break;  // a re-join cut short
+    if (s.code() == absl::StatusCode::kCancelled && stop.load()) break;  // a re-join cut short
     if (s.ok()) {
       if (server::VersionMap now = node_->Applied(); now != agreed) {
-        // Agreed again, at another vector: the backend applied exactly what
-        // the mirror holds (as Finish checks), then the caller reports it.
-        const std::string mirror = node_->MirrorHash();
-        RECKON_ASSIGN_OR_RETURN(const std::string ours, backend.WeightHash());
-        if (ours != mirror) {
-          return absl::InternalError(
-              absl::StrCat("backend replica ", ours, " differs from the node's mirror ", mirror));
-        }
+        // Agreed again, at another vector: the caller reports it.
+        RECKON_RETURN_IF_ERROR(CheckBackendIsMirror(backend));
         agreed = std::move(now);
         RECKON_RETURN_IF_ERROR(on_agreement());
       }

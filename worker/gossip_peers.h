@@ -106,6 +106,9 @@ class GossipPeers final : public TrainingPeers {
  private:
   GossipPeers() = default;
   absl::Status Apply(model::Backend& backend, server::Received& received);
+  // OK when the backend's replica hashes as the node's mirror (it applied
+  // exactly what the mirror holds); kInternal naming both hashes otherwise.
+  absl::Status CheckBackendIsMirror(model::Backend& backend);
   // Calls `wait` (a node wait with a deadline; true: go on) until it says go
   // on, applying what arrives between calls.
   bool Stopped() const { return options_.stop != nullptr && options_.stop->load(); }

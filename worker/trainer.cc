@@ -300,26 +300,30 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
 absl::Status Trainer::Serve(const std::function<absl::Status(const TrainSummary&)>& report) {
   if (options_.stop == nullptr) return absl::FailedPreconditionError("Serve needs a stop flag");
   if (options_.peers != nullptr) {
-    return options_.peers->Serve(*backend_, *options_.stop, [&]() -> absl::Status {
-      const uint64_t before = TotalSteps(summary_.version_vector);
-      RECKON_RETURN_IF_ERROR(Evaluate());
-      summary_.version_vector = options_.peers->VersionVector();
-      summary_.node_counters = options_.peers->Counters();
-      summary_.final_replica = true;
-      ++summary_.agreements;
-      RECKON_ASSIGN_OR_RETURN(const std::string hash, backend_->WeightHash());
-      log_ << absl::StrFormat(
-          "cluster agreed again (agreement %d: %d more steps, from a member that was cut off "
-          "or restarted): test %.2f%%  weights %s\n",
-          summary_.agreements, TotalSteps(summary_.version_vector) - before,
-          100 * summary_.test_accuracy, hash.substr(0, 16));
-      RECKON_ASSIGN_OR_RETURN(const TrainSummary summary, Summarize());
-      RECKON_RETURN_IF_ERROR(report(summary));
-      log_ << std::flush;  // a serving worker's log is read while it runs
-      return absl::OkStatus();
-    });
+    return options_.peers->Serve(*backend_, *options_.stop,
+                                 [&] { return ReportNewAgreement(report); });
   }
   while (!options_.stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::ReportNewAgreement(
+    const std::function<absl::Status(const TrainSummary&)>& report) {
+  const uint64_t before = TotalSteps(summary_.version_vector);
+  RECKON_RETURN_IF_ERROR(Evaluate());
+  summary_.version_vector = options_.peers->VersionVector();
+  summary_.node_counters = options_.peers->Counters();
+  summary_.final_replica = true;
+  ++summary_.agreements;
+  RECKON_ASSIGN_OR_RETURN(const std::string hash, backend_->WeightHash());
+  log_ << absl::StrFormat(
+      "cluster agreed again (agreement %d: %d more steps, from a member that was cut off or "
+      "restarted): test %.2f%%  weights %s\n",
+      summary_.agreements, TotalSteps(summary_.version_vector) - before,
+      100 * summary_.test_accuracy, hash.substr(0, 16));
+  RECKON_ASSIGN_OR_RETURN(const TrainSummary summary, Summarize());
+  RECKON_RETURN_IF_ERROR(report(summary));
+  log_ << std::flush;  // a serving worker's log is read while it runs
   return absl::OkStatus();
 }
 

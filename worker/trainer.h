@@ -172,6 +172,8 @@ class Trainer {
   absl::Status Serve(const std::function<absl::Status(const TrainSummary&)>& report);
 
  private:
+  // Serve's callback: the cluster agreed again at another vector.
+  absl::Status ReportNewAgreement(const std::function<absl::Status(const TrainSummary&)>& report);
   using Clock = std::chrono::steady_clock;
   // What one epoch did, for its log line and the summary.
   struct EpochTally {
