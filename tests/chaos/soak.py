@@ -30,7 +30,8 @@ run on loopback and only kills and stops are injected.
 
   tests/chaos/soak.py --worker build/worker/reckon-worker --epochs 3
   tests/chaos/soak.py --worker build/worker/reckon-worker --lab build/ctl/reckonctl \
-      --epochs 400 --fault-every 5 --json soak.json  # the long run of docs/gossip.md
+      --epochs 2600 --clean-epochs 100 --fault-every 5 --fault-seconds 1800 \
+      --json soak.json  # the 30-minute run of docs/gossip.md "Chaos soak"
 """
 import argparse
 import json
