@@ -16,7 +16,7 @@ Joiners::Noted Joiners::Note(const std::string& node_id, uint64_t incarnation,
   return noted;
 }
 
-std::vector<std::string> Joiners::StillComing(const MemberTable& members, Clock::time_point now) {
+std::vector<std::string> Joiners::StillComing(const MemberMap& members, Clock::time_point now) {
   std::vector<std::string> coming;
   for (auto it = joiners_.begin(); it != joiners_.end();) {
     auto m = members.find(it->first);

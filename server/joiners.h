@@ -37,7 +37,7 @@ class Joiners {
   // Forgets those that arrived (a member of that id and incarnation that is
   // no longer connecting) and those silent past `patience`; the ids of the
   // others, still on their way.
-  std::vector<std::string> StillComing(const MemberTable& members, Clock::time_point now);
+  std::vector<std::string> StillComing(const MemberMap& members, Clock::time_point now);
   const std::map<std::string, Joiner>& all() const { return joiners_; }
 
  private:

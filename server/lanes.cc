@@ -4,7 +4,7 @@
 
 namespace reckon::server {
 
-std::optional<std::string> LaneRefusal(const v1::Hello& hello, const MemberTable& members) {
+std::optional<std::string> LaneRefusal(const v1::Hello& hello, const MemberMap& members) {
   const std::string& id = hello.self().node_id();
   if (hello.lane() > kMaxLanes) {
     return absl::StrCat("lane ", hello.lane(), " is past the most a pair may have, ", kMaxLanes);

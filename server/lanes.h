@@ -31,7 +31,7 @@ constexpr uint32_t kMaxLanes = 16;
 // Why the acceptor refuses `hello` (lane() > 0, its fingerprint and token
 // already checked) as a lane; nullopt: it is a lane of a member whose
 // stream with us is up, of the same incarnation.
-std::optional<std::string> LaneRefusal(const v1::Hello& hello, const MemberTable& members);
+std::optional<std::string> LaneRefusal(const v1::Hello& hello, const MemberMap& members);
 
 // Which link carries an Update frame of `bytes`: 0, the pair's stream, for
 // one under `min_bytes` or when no lane is up; else the one of the stream

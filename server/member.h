@@ -1,7 +1,8 @@
 // What a node knows of one other member of the cluster: its identity, the
 // state the failure detector gives it, its links (member_links.h), and what
-// its heartbeats said. A plain record: GossipNode keeps one per member, by
-// node id, under its lock, and its parts (quiescence.h) read them.
+// its heartbeats said. A plain record: the member table (member_table.h)
+// keeps one per member, by node id, under the node's lock, and the node's
+// parts (quiescence.h) read them.
 #ifndef RECKON_SERVER_MEMBER_H_
 #define RECKON_SERVER_MEMBER_H_
 
@@ -80,7 +81,8 @@ struct Member {
   }
 };
 
-using MemberTable = std::map<std::string, Member>;  // by node id, never our own
+// By node id, never our own; member_table.h owns the node's.
+using MemberMap = std::map<std::string, Member>;
 
 }  // namespace reckon::server
 

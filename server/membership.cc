@@ -85,7 +85,7 @@ std::optional<std::string> SilentTooLong(const Member& m, Clock::time_point now,
 ListLearned LearnMemberList(Member& from,
                             const google::protobuf::RepeatedPtrField<v1::Member>& list,
                             const std::string& self_id, size_t max_members, Clock::time_point now,
-                            MemberTable* members) {
+                            MemberMap* members) {
   ListLearned out;
   if (list.empty()) return out;
   from.hears.clear();

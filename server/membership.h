@@ -30,6 +30,7 @@ struct HelloVerdict {
   bool over_member_cap = false;  // counted in members_refused
 };
 
+// MemberTable::Judge fills in self, members and max_members from the table.
 struct HelloContext {
   OriginKey self;
   // CheckPeer's verdict on the Hello's fingerprint and token.
@@ -37,7 +38,7 @@ struct HelloContext {
   // With mutual TLS: the identity of the certificate the stream presented.
   bool require_identity = false;
   std::string peer_identity;
-  const MemberTable* members = nullptr;
+  const MemberMap* members = nullptr;
   size_t max_members = 1024;
 };
 
@@ -72,7 +73,7 @@ struct ListLearned {
 ListLearned LearnMemberList(Member& from,
                             const google::protobuf::RepeatedPtrField<v1::Member>& list,
                             const std::string& self_id, size_t max_members, Clock::time_point now,
-                            MemberTable* members);
+                            MemberMap* members);
 
 // Two streams for one pair (both dialed at once): both ends keep the one
 // dialed by the smaller node id, so they agree without a message. True when

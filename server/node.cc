@@ -113,12 +113,14 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
                    : AppliedReplica::Prefetch::kOn),
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
       log_(options_.log_byte_cap, options_.log_min_retention),
+      members_(MemberTable::Options{
+          self_, options_.max_members,
+          PendingHandshakes::Options{options_.max_pending_handshakes, options_.hello_timeout}}),
       dial_(DialSchedule::Options{options_.initial_backoff, options_.max_backoff,
                                   2 * options_.failure_timeout,
                                   // every member's address once, and the seeds
                                   options_.max_members + options_.seeds.size() + 1},
             options_.incarnation),
-      pending_(PendingHandshakes::Options{options_.max_pending_handshakes, options_.hello_timeout}),
       joiners_(options_.max_members, options_.failure_timeout),
       started_(Now()) {}
 
@@ -166,7 +168,7 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
       }
       for (std::shared_ptr<Link>& link : m.links.All()) links.push_back(std::move(link));
     }
-    for (auto& link : pending_.All()) links.push_back(std::move(link));
+    for (auto& link : members_.AwaitingHello()) links.push_back(std::move(link));
     for (auto& link : dial_.Pending()) links.push_back(std::move(link));
     changed_.SignalAll();
   }
@@ -269,13 +271,6 @@ bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point&
   return true;
 }
 
-Member* GossipNode::FindByLink(const std::shared_ptr<Link>& link) {
-  for (auto& [id, m] : members_) {
-    if (m.links.stream() == link) return &m;
-  }
-  return nullptr;
-}
-
 void GossipNode::HandleEvent(Inbox::Event& e) {
   const auto now = Now();
   switch (e.kind) {
@@ -303,7 +298,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     // a handshake, it only ends that stream. A lane refused is only a lane
     // lost (dialed again later): the member's stream took us, so it is of
     // this cluster.
-    const bool answer_to_our_hello = e.link->dialed() && pending_.Contains(e.link);
+    const bool answer_to_our_hello = e.link->dialed() && members_.AwaitsHello(e.link);
     if (answer_to_our_hello && f.refusal().permanent() && fatal_.ok()) {
       fatal_ = absl::FailedPreconditionError(
           absl::StrCat("refused by peer ", e.link->Describe(), ": ", f.refusal().reason()));
@@ -311,7 +306,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     e.link->Close();
     return;
   }
-  Member* m = FindByLink(e.link);
+  Member* m = members_.FindByStream(e.link);
   if (m == nullptr) {
     // A lane's, or a frame before a handshake (a protocol error: ignored).
     HandleLaneFrame(e.link, f, std::move(e.validated), now);
@@ -355,9 +350,9 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
 void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::string& why,
                                   Clock::time_point now) {
   inbox_.Forget(link.get());
-  pending_.Remove(link);
+  members_.StopAwaiting(link);
   dial_.Closed(link);
-  if (Member* m = FindByLink(link)) {
+  if (Member* m = members_.FindByStream(link)) {
     Log(absl::StrCat("stream to ", m->node_id, " closed: ", why));
     m->links.StreamClosed();
   } else if (LaneRef ref = FindLane(link); ref.member != nullptr) {
@@ -521,7 +516,7 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   std::string why;
   out->set_quiescent(QuiescentLocked(&why));  // also drops joiners that arrived or expired
   for (const auto& [id, j] : joiners_.all()) {
-    if (members_.count(id) && members_.at(id).incarnation == j.incarnation) continue;
+    if (members_.IsCurrent(OriginKey{id, j.incarnation})) continue;
     v1::MemberStatus* ms = out->add_members();
     ms->set_node_id(id);
     ms->set_incarnation(j.incarnation);

@@ -52,11 +52,11 @@
 #include "server/joiners.h"
 #include "server/link.h"
 #include "server/member.h"
+#include "server/member_table.h"
 #include "server/membership.h"
 #include "server/message_log.h"
 #include "server/node_service.h"
 #include "server/overlay.h"
-#include "server/pending_handshakes.h"
 #include "server/quiescence.h"
 #include "server/tls.h"
 #include "server/training_handoff.h"
@@ -393,8 +393,6 @@ class GossipNode final : public NodeService {
   // took past the int64 range.
   void CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `origin` is the incarnation of a member we handshook with.
-  bool CurrentMemberOrigin(const OriginKey& origin) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Accepts the early arrivals of `origin` that are now next in line.
   void AcceptWaiting(const OriginKey& origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Tick(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -478,7 +476,6 @@ class GossipNode final : public NodeService {
   // member_list_every-th heartbeat: the O(members) list is built only then.
   std::shared_ptr<const v1::GossipFrame> HeartbeatFor(Member& m, const v1::GossipFrame& base)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Member* FindByLink(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // This node's side of quiescence (quiescence.h), as of now.
   LocalQuiescence LocalQuiescenceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SettledLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -535,12 +532,12 @@ class GossipNode final : public NodeService {
   AppliedReplica replica_ ABSL_GUARDED_BY(mu_);
   EarlyArrivals early_ ABSL_GUARDED_BY(mu_);
   MessageLog log_ ABSL_GUARDED_BY(mu_);
+  // Every other member and the streams waiting for their Hello
+  // (member_table.h).
   MemberTable members_ ABSL_GUARDED_BY(mu_);
   Ring ring_ ABSL_GUARDED_BY(mu_);  // tree overlay only
   uint64_t ticks_ ABSL_GUARDED_BY(mu_) = 0;
   DialSchedule dial_ ABSL_GUARDED_BY(mu_);
-  // Links accepted or dialed whose Hello has not arrived yet.
-  PendingHandshakes pending_ ABSL_GUARDED_BY(mu_);
   // Workers that asked for a snapshot and have not connected since
   // (NoteJoiner; joiners.h).
   Joiners joiners_ ABSL_GUARDED_BY(mu_);

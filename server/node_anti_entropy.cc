@@ -37,8 +37,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   // Lost on this stream: it processed the frame that carried what we pushed
   // and still lacks some of it. Serve again from what it has.
   m.links.ForgetLost(m.applied, hb.frames_received(), hb.lane_frames_received());
-  ListLearned learned =
-      LearnMemberList(m, hb.members(), self_.node_id, options_.max_members, now, &members_);
+  ListLearned learned = members_.Learn(m, hb.members(), now);
   counters_.set_members_refused(counters_.members_refused() + learned.refused);
   for (const LearnedAddress& l : learned.addresses) {
     if (l.new_member) {

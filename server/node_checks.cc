@@ -114,9 +114,7 @@ size_t GossipNode::OwnBacklogBytesLocked() {
 
 size_t GossipNode::MaxBacklogBytesLocked() {
   if (options_.max_backlog_bytes > 0) return options_.max_backlog_bytes;
-  size_t members = 1;
-  for (const auto& [id, m] : members_) members += m.state == MemberState::kAlive;
-  return options_.log_byte_cap / (2 * members);
+  return options_.log_byte_cap / (2 * (members_.CountAlive() + 1));
 }
 
 size_t GossipNode::OwnBacklogBytes() {
@@ -169,7 +167,7 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
   if (!reached_any_) {
     for (const std::string& seed : options_.seeds) q.unreached |= !dial_.IsSelf(seed);
   }
-  q.joining = joiners_.StillComing(members_, Now());
+  q.joining = joiners_.StillComing(members_.members(), Now());
   q.applied = replica_.applied();
   q.settled = settlement_.settled();
   q.settled_at = settlement_.at();
@@ -178,7 +176,7 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
 }
 
 bool GossipNode::SettledLocked(std::string* why) {
-  return Settled(LocalQuiescenceLocked(), members_, why);
+  return Settled(LocalQuiescenceLocked(), members_.members(), why);
 }
 
 void GossipNode::UpdateSettled() {
@@ -205,7 +203,7 @@ void GossipNode::CheckSettledHash(const Member& m) {
 }
 
 bool GossipNode::QuiescentLocked(std::string* why) {
-  return Quiescent(LocalQuiescenceLocked(), members_, why);
+  return Quiescent(LocalQuiescenceLocked(), members_.members(), why);
 }
 
 absl::Status GossipNode::WaitQuiescent(Clock::time_point deadline,

@@ -43,7 +43,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     return;
   }
   if (have == 0 && !replica_.applied().count(origin) &&
-      replica_.applied().size() >= options_.max_origins && !CurrentMemberOrigin(origin)) {
+      replica_.applied().size() >= options_.max_origins && !members_.IsCurrent(origin)) {
     // A new origin past the cap: dropped before anything is kept of it (on
     // the serial path before it is even decoded). A member's current
     // incarnation always gets in (members are capped on their own), so
@@ -89,11 +89,6 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   }
   Accept(origin, frame, decoded);
   AcceptWaiting(origin);
-}
-
-bool GossipNode::CurrentMemberOrigin(const OriginKey& origin) const {
-  auto m = members_.find(origin.node_id);
-  return m != members_.end() && m->second.incarnation == origin.incarnation;
 }
 
 void GossipNode::AcceptWaiting(const OriginKey& origin) {

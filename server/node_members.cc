@@ -24,7 +24,7 @@ void GossipNode::MoveMember(Member& m, const std::string& address, Clock::time_p
     // IP would otherwise be redialed forever, and another process may
     // listen there by now.
     if (std::shared_ptr<Link> pending = dial_.Forget(m.address)) {
-      pending_.Remove(pending);
+      members_.StopAwaiting(pending);
       pending->Abort();
     }
   }
@@ -37,7 +37,7 @@ void GossipNode::MoveMember(Member& m, const std::string& address, Clock::time_p
 }
 
 void GossipNode::AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point now) {
-  for (const std::shared_ptr<Link>& evicted : pending_.Add(link, now)) {
+  for (const std::shared_ptr<Link>& evicted : members_.AwaitHello(link, now)) {
     counters_.set_handshakes_evicted(counters_.handshakes_evicted() + 1);
     Log(absl::StrCat("closing ", evicted->Describe(), ": no Hello yet, and ",
                      options_.max_pending_handshakes, " streams wait for theirs"));
@@ -46,7 +46,7 @@ void GossipNode::AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point
 }
 
 void GossipNode::CloseSilentStreams(Clock::time_point now) {
-  for (const std::shared_ptr<Link>& silent : pending_.TakeExpired(now)) {
+  for (const std::shared_ptr<Link>& silent : members_.TakeSilent(now)) {
     counters_.set_hello_timeouts(counters_.hello_timeouts() + 1);
     Log(absl::StrCat("closing ", silent->Describe(), ": no Hello within ",
                      options_.hello_timeout.count(), " ms"));
@@ -96,13 +96,7 @@ absl::Status GossipNode::CheckToken(const std::string& token) const {
 
 std::vector<std::string> GossipNode::LiveMemberAddresses(const std::string& except) {
   absl::MutexLock l(&mu_);
-  std::vector<std::string> out;
-  for (const auto& [id, m] : members_) {
-    if (m.state == MemberState::kAlive && !m.address.empty() && m.address != except) {
-      out.push_back(m.address);
-    }
-  }
-  return out;
+  return members_.LiveAddresses(except);
 }
 
 std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) const {
@@ -133,20 +127,17 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
     fatal_ = absl::FailedPreconditionError(
         absl::StrCat("peer ", link->Describe(), " is not of this cluster: ", reason));
   }
-  pending_.Remove(link);
+  members_.StopAwaiting(link);
   link->Close();
 }
 
 HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
   HelloContext context;
-  context.self = self_;
   context.fingerprint_and_token =
       CheckPeer(hello.fingerprint(), hello.cluster_token(), hello.self().node_id());
   context.require_identity = options_.require_peer_identity;
   context.peer_identity = link.PeerIdentity();
-  context.members = &members_;
-  context.max_members = options_.max_members;
-  return JudgeHello(hello, context);
+  return members_.Judge(hello, std::move(context));
 }
 
 void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
@@ -155,13 +146,13 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     HandleLaneHello(link, hello);
     return;
   }
-  if (!pending_.Contains(link)) return;  // a second Hello: ignore
+  if (!members_.AwaitsHello(link)) return;  // a second Hello: ignore
   const std::string& id = hello.self().node_id();
   const HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
     // We dialed ourselves (our address is in the seed list): remember it.
     dial_.DialedSelf(link);
-    pending_.Remove(link);
+    members_.StopAwaiting(link);
     link->Close();
     return;
   }
@@ -174,19 +165,12 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
-  Member& m = members_[id];
-  if (m.node_id.empty()) {
-    m.node_id = id;
-    m.first_known = now;
-  }
-  if (hello.self().incarnation() > m.incarnation) {
-    if (m.incarnation != 0) {
-      Log(absl::StrCat("peer ", id, " restarted as incarnation ", hello.self().incarnation()));
-    }
-    m.BeginIncarnation(hello.self().incarnation());
+  const MemberTable::Admitted admitted = members_.Admit(link, hello, now);
+  Member& m = *admitted.member;
+  if (admitted.restarted) {
+    Log(absl::StrCat("peer ", id, " restarted as incarnation ", m.incarnation));
     if (m.links.connected()) DropLink(m);
   }
-  pending_.Remove(link);
   dial_.Handshaken(link);  // before MoveMember, which may forget the address it was dialed at
   if (!hello.listen_address().empty()) MoveMember(m, hello.listen_address(), now);
   if (!link->dialed()) SendCounted(*link, MakeHello());
@@ -237,14 +221,11 @@ void GossipNode::DialDue(Clock::time_point now) {
     Log(absl::StrCat("dial to ", e.address, " got no handshake in ",
                      absl::StrFormat("%.1f", std::chrono::duration<double>(e.waited).count()),
                      " s: abandoned, will dial again"));
-    pending_.Remove(e.link);
+    members_.StopAwaiting(e.link);
     e.link->Abort();
   }
   auto connected = [this](const std::string& address) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    for (const auto& [id, m] : members_) {  // the caller holds mu_
-      if (m.address == address && (m.links.connected() || m.state == MemberState::kLeft)) return true;
-    }
-    return false;
+    return members_.ConnectedOrLeftAt(address);  // the caller holds mu_
   };
   for (const std::string& address : dial_.Due(now, connected)) {
     std::shared_ptr<Link> link = dialer_(address);
@@ -270,17 +251,12 @@ void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {
 void GossipNode::RebuildRing() {
   if (!TreeOverlay()) return;
   std::vector<std::string> ids = {self_.node_id};
-  for (const auto& [id, m] : members_) {
-    if (m.state == MemberState::kAlive) ids.push_back(id);
-  }
+  for (std::string& id : members_.AliveIds()) ids.push_back(std::move(id));
   ring_ = Ring(std::move(ids));
 }
 
 bool GossipNode::OriginAlive(const OriginKey& origin) const {
-  if (origin == self_) return true;
-  auto m = members_.find(origin.node_id);
-  return m != members_.end() && m->second.incarnation == origin.incarnation &&
-         m->second.state == MemberState::kAlive;
+  return origin == self_ || members_.IsAlive(origin);
 }
 
 void GossipNode::LearnCertificates(const Member* from, const std::vector<std::string>& pems) {

@@ -34,14 +34,14 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
     m.links.LaneAnswered(ours.lane.index);
     return;
   }
-  if (!pending_.Contains(link)) return;
+  if (!members_.AwaitsHello(link)) return;
   const std::string& id = hello.self().node_id();
   HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
     verdict = {HelloVerdict::kRefuse, "a lane to this node itself", false};
   }
   if (verdict.kind == HelloVerdict::kAdmit) {
-    if (std::optional<std::string> why = LaneRefusal(hello, members_)) {
+    if (std::optional<std::string> why = LaneRefusal(hello, members_.members())) {
       verdict = {HelloVerdict::kRefuse, *why, false};
     }
   }
@@ -50,8 +50,8 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
-  Member& m = members_[id];
-  pending_.Remove(link);
+  Member& m = *members_.Find(id);  // LaneRefusal found its stream up
+  members_.StopAwaiting(link);
   m.links.AcceptLane(hello.lane(), link, Now());
   SendCounted(*link, MakeHello(hello.lane()));
 }
@@ -156,8 +156,7 @@ void GossipNode::ForwardInTree(const OriginKey& origin, uint64_t seq,
                                const std::shared_ptr<const v1::GossipFrame>& frame) {
   if (!OriginAlive(origin)) return;
   for (const std::string& child : ring_.Children(origin.node_id, self_.node_id)) {
-    auto m = members_.find(child);
-    if (m != members_.end()) PushTo(m->second, origin, seq, frame);
+    if (Member* m = members_.Find(child)) PushTo(*m, origin, seq, frame);
   }
 }
 

@@ -21,7 +21,7 @@ const char* MemberStateName(MemberState state) {
   return "unknown";
 }
 
-bool Settled(const LocalQuiescence& self, const MemberTable& members, std::string* why) {
+bool Settled(const LocalQuiescence& self, const MemberMap& members, std::string* why) {
   if (!self.training_done) {
     *why = "training";
     return false;
@@ -63,7 +63,7 @@ bool Settled(const LocalQuiescence& self, const MemberTable& members, std::strin
   return true;
 }
 
-bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::string* why) {
+bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::string* why) {
   if (!Settled(self, members, why)) return false;
   if (!self.settled || !SameVersions(self.settled_at, self.applied)) {
     *why = "settling (weight hash not yet taken at this vector)";

@@ -70,9 +70,9 @@ class Settlement {
 };
 
 // Phase one; `*why` says what it waits for when false.
-bool Settled(const LocalQuiescence& self, const MemberTable& members, std::string* why);
+bool Settled(const LocalQuiescence& self, const MemberMap& members, std::string* why);
 // Phase two (implies phase one).
-bool Quiescent(const LocalQuiescence& self, const MemberTable& members, std::string* why);
+bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::string* why);
 // The loud line when `m` is settled at our settled vector with another hash.
 std::optional<std::string> Divergence(const LocalQuiescence& self, const Member& m);
 

@@ -19,6 +19,7 @@
 #include "server/inbox.h"
 #include "server/joiners.h"
 #include "server/lanes.h"
+#include "server/member_table.h"
 #include "server/membership.h"
 #include "server/message_log.h"
 #include "server/overlay.h"
@@ -32,6 +33,7 @@ namespace reckon::server {
 namespace {
 
 using std::chrono::milliseconds;
+using std::chrono::seconds;
 
 const OriginKey kA{"a", 1}, kB{"b", 1};
 
@@ -177,7 +179,7 @@ Member Peer(const std::string& id, const VersionMap& applied, bool settled, cons
 
 TEST(Quiescence, NeedsEveryLiveMemberSettledAtOurVectorAndHash) {
   const VersionMap v = {{kA, 5}, {kB, 7}};
-  MemberTable members = {{"b", Peer("b", v, true, "h")}, {"c", Peer("c", v, true, "h")}};
+  MemberMap members = {{"b", Peer("b", v, true, "h")}, {"c", Peer("c", v, true, "h")}};
   std::string why;
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
 
@@ -202,7 +204,7 @@ TEST(Quiescence, NeedsEveryLiveMemberSettledAtOurVectorAndHash) {
 
 TEST(Quiescence, PhaseOneWaitsForTrainingApplyingReachingAndConnecting) {
   const VersionMap v = {{kA, 5}};
-  MemberTable members = {{"b", Peer("b", v, true, "h")}};
+  MemberMap members = {{"b", Peer("b", v, true, "h")}};
   std::string why;
   LocalQuiescence q = Done(v, "h");
   q.training_done = false;
@@ -260,9 +262,9 @@ TEST(Quiescence, NeedsAMajorityOfTheMembersThatHaveNotLeft) {
   const VersionMap v = {{kA, 5}};
   std::string why;
   // b and c were cut off while still training (not settled).
-  MemberTable members = {{"b", Peer("b", {{kA, 3}}, false, "", MemberState::kDead)},
-                         {"c", Peer("c", {{kA, 3}}, false, "", MemberState::kDead)},
-                         {"d", Peer("d", v, true, "h", MemberState::kAlive)}};
+  MemberMap members = {{"b", Peer("b", {{kA, 3}}, false, "", MemberState::kDead)},
+                       {"c", Peer("c", {{kA, 3}}, false, "", MemberState::kDead)},
+                       {"d", Peer("d", v, true, "h", MemberState::kAlive)}};
   EXPECT_TRUE(Settled(Done(v, "h"), members, &why)) << why;
   // One side of a 2 | 2 partition: two of four.
   EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
@@ -320,8 +322,8 @@ TEST(Quiescence, TheSettlementHashesOnlyAtANewVector) {
 TEST(Quiescence, ADeadMemberThatSettledWithUsAgreed) {
   const VersionMap v = {{kA, 5}};
   std::string why;
-  MemberTable members = {{"b", Peer("b", v, true, "h", MemberState::kDead)},
-                         {"c", Peer("c", v, true, "h", MemberState::kLeft)}};
+  MemberMap members = {{"b", Peer("b", v, true, "h", MemberState::kDead)},
+                       {"c", Peer("c", v, true, "h", MemberState::kLeft)}};
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
   members["b"] = Peer("b", v, false, "", MemberState::kDead);  // never settled
   EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
@@ -599,7 +601,7 @@ v1::Hello HelloFrom(const std::string& id, uint64_t incarnation,
 
 // docs/protocol.md section 3, rule by rule, in its order.
 TEST(Membership, HelloIsJudgedByTheProtocolsRulesInOrder) {
-  MemberTable members;
+  MemberMap members;
   members["b"].node_id = "b";
   members["b"].incarnation = 5;
   HelloContext c;
@@ -663,7 +665,7 @@ class NowhereLink final : public Link {
 };
 
 TEST(Lanes, ALaneIsTakenOnlyFromALiveMemberOfTheSameIncarnation) {
-  MemberTable members;
+  MemberMap members;
   Member& b = members["b"];
   b.node_id = "b";
   b.incarnation = 5;
@@ -862,6 +864,82 @@ TEST(PendingHandshakes, SilentAcceptedStreamsTimeOutAndTheOldestMakeRoom) {
   EXPECT_EQ(full.Add(accepted[0], t0), std::vector<std::shared_ptr<Link>>{accepted[0]});
 }
 
+// The member table owns the members and the streams waiting for their
+// Hello: a Hello it admits ends the wait and adds the member once; a newer
+// incarnation begins afresh (what the old one said is forgotten, its
+// identity and address stay); a stream belongs to the member it was
+// attached to; a member list teaches within the cap.
+TEST(MemberTable, AdmitsOnceRestartsOnANewerIncarnationAndFindsMembersByStream) {
+  MemberTable table({{"a", 9}, /*max_members=*/2, {/*cap=*/4, std::chrono::seconds(10)}});
+  const Clock::time_point t0{};
+  auto stream = std::make_shared<NowhereLink>();
+  EXPECT_TRUE(table.AwaitHello(stream, t0).empty());
+  EXPECT_TRUE(table.AwaitsHello(stream));
+  const v1::Hello hello = HelloFrom("b", 5, "b:1");
+  ASSERT_EQ(table.Judge(hello, {}).kind, HelloVerdict::kAdmit);
+  MemberTable::Admitted b = table.Admit(stream, hello, t0 + milliseconds(1));
+  ASSERT_NE(b.member, nullptr);
+  EXPECT_FALSE(b.restarted) << "a first incarnation is no restart";
+  EXPECT_FALSE(table.AwaitsHello(stream)) << "admitted: it waits no more";
+  EXPECT_EQ(b.member->node_id, "b");
+  EXPECT_EQ(b.member->incarnation, 5u);
+  EXPECT_EQ(b.member->first_known, t0 + milliseconds(1));
+  b.member->links.Attach(stream, 0);
+  b.member->state = MemberState::kAlive;
+  b.member->address = "b:1";
+  b.member->applied = {{{"b", 5}, 3}};
+  b.member->training_done = true;
+  EXPECT_EQ(table.FindByStream(stream), b.member);
+  EXPECT_EQ(table.FindByStream(std::make_shared<NowhereLink>()), nullptr);
+  EXPECT_TRUE(table.IsCurrent({"b", 5}));
+  EXPECT_TRUE(table.IsAlive({"b", 5}));
+  EXPECT_FALSE(table.IsAlive({"b", 4}));
+  EXPECT_EQ(table.AliveIds(), std::vector<std::string>{"b"});
+  EXPECT_EQ(table.LiveAddresses("x:1"), std::vector<std::string>{"b:1"});
+  EXPECT_TRUE(table.LiveAddresses("b:1").empty());
+  EXPECT_TRUE(table.ConnectedOrLeftAt("b:1"));
+  // The same incarnation again (a second stream) adds nothing.
+  EXPECT_EQ(table.Admit(std::make_shared<NowhereLink>(), hello, t0 + milliseconds(2)).member,
+            b.member);
+  EXPECT_EQ(table.size(), 1u);
+  // Restarted: a newer incarnation forgets what the old one said.
+  MemberTable::Admitted again =
+      table.Admit(std::make_shared<NowhereLink>(), HelloFrom("b", 6, "b:1"), t0 + seconds(1));
+  EXPECT_EQ(again.member, b.member);
+  EXPECT_TRUE(again.restarted);
+  EXPECT_EQ(b.member->incarnation, 6u);
+  EXPECT_TRUE(b.member->applied.empty());
+  EXPECT_FALSE(b.member->training_done);
+  EXPECT_EQ(b.member->first_known, t0 + milliseconds(1)) << "its identity and times stay";
+  EXPECT_FALSE(table.IsCurrent({"b", 5}));
+  EXPECT_EQ(table.Judge(HelloFrom("b", 5), {}).reason,
+            "incarnation 5 is older than 6 already seen");
+  // A member list from b teaches c; d is past the cap of two, counted.
+  google::protobuf::RepeatedPtrField<v1::Member> list;
+  for (const char* id : {"c", "d"}) {
+    v1::Member* entry = list.Add();
+    entry->set_node_id(id);
+    entry->set_address(absl::StrCat(id, ":1"));
+    entry->set_heard(true);
+  }
+  const ListLearned learned = table.Learn(*b.member, list, t0 + seconds(2));
+  EXPECT_EQ(learned.refused, 1u);
+  ASSERT_EQ(learned.addresses.size(), 1u);
+  EXPECT_EQ(learned.addresses[0].member, table.Find("c"));
+  EXPECT_EQ(table.Find("c")->state, MemberState::kConnecting);
+  EXPECT_EQ(table.Find("d"), nullptr);
+  EXPECT_EQ(table.Judge(HelloFrom("d", 1), {}).reason,
+            "this cluster already has 2 members besides this node");
+  EXPECT_EQ(table.Judge(HelloFrom("a", 9), {}).kind, HelloVerdict::kSelfDial)
+      << "self from options";
+  // A silent accepted stream is closed after the hello timeout.
+  auto silent = std::make_shared<NowhereLink>();
+  EXPECT_TRUE(table.AwaitHello(silent, t0 + seconds(3)).empty());
+  EXPECT_TRUE(table.TakeSilent(t0 + seconds(13)).empty());
+  EXPECT_EQ(table.TakeSilent(t0 + seconds(14)), std::vector<std::shared_ptr<Link>>{silent});
+  EXPECT_TRUE(table.AwaitingHello().empty());
+}
+
 // Frames of `bytes` serialized bytes (a Heartbeat padded with a hash).
 v1::GossipFrame FrameOf(size_t bytes) {
   v1::GossipFrame f;
@@ -960,7 +1038,7 @@ TEST(Inbox, KeepsOrderPausesALinkOverItsShareAndStops) {
 // and in its `hears`; our own id and bad entries teach nothing.
 TEST(Membership, AMemberListTeachesIdsAddressesAndWhoIsHeard) {
   const Clock::time_point now = Clock::now();
-  MemberTable members;
+  MemberMap members;
   Member& from = members["f"];
   from.node_id = "f";
   from.incarnation = 3;
@@ -1026,7 +1104,7 @@ TEST(Joiners, WaitedForUntilTheyArriveOrGoSilentAndCapped) {
   EXPECT_EQ(joiners.Note("b", 1, t0), Joiners::Noted::kNew);
   EXPECT_EQ(joiners.Note("c", 1, t0), Joiners::Noted::kFull);
   EXPECT_EQ(joiners.Note("a", 8, t0 + std::chrono::seconds(2)), Joiners::Noted::kAgain);
-  MemberTable members;
+  MemberMap members;
   EXPECT_EQ(joiners.StillComing(members, t0), (std::vector<std::string>{"a", "b"}));
   // a's old incarnation is a member: not the one on its way. b arrived.
   members["a"] = Member{};
