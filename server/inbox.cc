@@ -42,7 +42,7 @@ bool Inbox::Take(Clock::time_point wake, Batch* out) {
   while (events_.empty() && !stopped_) {
     const auto now = clock_();
     if (now >= wake) break;
-    cv_.WaitWithTimeout(&mu_, absl::FromChrono(wake - now));
+    cv_.WaitWithTimeout(&mu_, absl::FromChrono(std::min<Clock::duration>(wake - now, max_wait_)));
   }
   if (stopped_) return false;
   out->events.swap(events_);

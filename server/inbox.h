@@ -58,9 +58,12 @@ class Inbox {
 
   // `clock`: the node's protocol time (NodeOptions::clock), for arrival
   // times and Take's `wake`; it waits for real as long as `clock` says is
-  // left, so a clock moved ahead is seen within one such wait.
-  Inbox(size_t byte_cap, std::function<Clock::time_point()> clock)
-      : byte_cap_(byte_cap), clock_(std::move(clock)) {}
+  // left, but never longer than `max_wait` at once: an injected clock moves
+  // without telling anyone, and is seen moved within that (unbounded for
+  // the steady clock, which only moves as the wait does).
+  Inbox(size_t byte_cap, std::function<Clock::time_point()> clock,
+        Clock::duration max_wait = Clock::duration::max())
+      : byte_cap_(byte_cap), clock_(std::move(clock)), max_wait_(max_wait) {}
 
   void PushUp(const std::shared_ptr<Link>& link);
   // False: the link is over its share now and must pause reading.
@@ -89,6 +92,7 @@ class Inbox {
  private:
   const size_t byte_cap_;
   const std::function<Clock::time_point()> clock_;
+  const Clock::duration max_wait_;
   absl::Mutex mu_;
   absl::CondVar cv_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -67,10 +67,11 @@ class InProcLink final : public Link {
   const int side_;
 };
 
-InProcNetwork::InProcNetwork(std::chrono::milliseconds latency)
+InProcNetwork::InProcNetwork(std::chrono::milliseconds latency,
+                             std::function<Clock::time_point()> clock)
     : latency_(latency),
       in_flight_(std::make_unique<TimedQueue<Pending>>(
-          "reckon-inproc", [this](Pending& p) { Deliver(std::move(p)); })) {}
+          "reckon-inproc", [this](Pending& p) { Deliver(std::move(p)); }, std::move(clock))) {}
 
 InProcNetwork::~InProcNetwork() { in_flight_.reset(); }
 
@@ -181,7 +182,7 @@ bool InProcNetwork::Transfer(const std::shared_ptr<Pipe>& pipe, int to,
   // A fixed delay per kind of frame: due times grow with the order of sends,
   // and equal ones keep their order, so per-pipe order holds among updates
   // and among the rest.
-  in_flight_->Push(std::chrono::steady_clock::now() + delay, Pending{pipe, to, std::move(frame)});
+  in_flight_->Push(in_flight_->now() + delay, Pending{pipe, to, std::move(frame)});
   return true;
 }
 

@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -43,7 +44,11 @@ namespace reckon::server {
 
 class InProcNetwork {
  public:
-  explicit InProcNetwork(std::chrono::milliseconds latency = std::chrono::milliseconds(0));
+  // `clock`: the time latencies and delays are counted on (the nodes'
+  // NodeOptions::clock, so a test that moves time moves frames too); the
+  // steady clock when empty.
+  explicit InProcNetwork(std::chrono::milliseconds latency = std::chrono::milliseconds(0),
+                         std::function<Clock::time_point()> clock = nullptr);
   ~InProcNetwork();
   InProcNetwork(const InProcNetwork&) = delete;
   InProcNetwork& operator=(const InProcNetwork&) = delete;
@@ -77,7 +82,7 @@ class InProcNetwork {
   friend class InProcLink;
   struct Pending {
     std::shared_ptr<Pipe> pipe;
-    int to;  // the end that receives
+    int to;                                        // the end that receives
     std::shared_ptr<const v1::GossipFrame> frame;  // null: the pipe's close
   };
 

@@ -68,7 +68,9 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
     if (!made.ok()) return made.status();
     signer = *std::move(made);
   }
-  auto node = std::unique_ptr<GossipNode>(new GossipNode(std::move(options), *std::move(mirror)));
+  const bool clock_injected = static_cast<bool>(options.clock);
+  auto node = std::unique_ptr<GossipNode>(
+      new GossipNode(std::move(options), *std::move(mirror), clock_injected));
   if (signer) {
     node->signer_ = std::move(signer);
     absl::MutexLock l(&node->mu_);
@@ -98,12 +100,16 @@ std::unique_ptr<cpu::ThreadPool> ValidationPool(const NodeOptions& o) {
 
 }  // namespace
 
-GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror)
+GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror, bool clock_injected)
     : NodeService(options.fingerprint, options.node_id),
       options_(WithClock(std::move(options))),
       self_{options_.node_id, options_.incarnation},
       lanes_{options_.lanes, options_.lane_min_bytes},
-      inbox_(options_.inbox_byte_cap, options_.clock),
+      // An injected clock (a test's) is looked at every millisecond: a
+      // test that moves it a heartbeat waits that long, not a heartbeat.
+      inbox_(
+          options_.inbox_byte_cap, options_.clock,
+          clock_injected ? Clock::duration(std::chrono::milliseconds(1)) : Clock::duration::max()),
       checksum_(options_.fingerprint.seed()),
       param_count_(mirror.param_count()),
       validators_(ValidationPool(options_)),

@@ -338,7 +338,8 @@ class GossipNode final : public NodeService {
   void Count(int field_number, uint64_t n = 1) override;
 
  private:
-  GossipNode(NodeOptions options, codec::FixedPointReplica mirror);
+  // `clock_injected`: options.clock was given (not the steady clock).
+  GossipNode(NodeOptions options, codec::FixedPointReplica mirror, bool clock_injected);
   // Protocol time (NodeOptions::clock).
   Clock::time_point Now() const { return options_.clock(); }
 

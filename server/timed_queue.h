@@ -3,6 +3,10 @@
 // in-process network's latency and the delay fault both hold frames back
 // this way.
 //
+// Due times are on `clock` (the steady clock unless given: a test's
+// manual clock holds frames until it is moved past them; the queue looks
+// at it at least every 2 ms).
+//
 // Threads: Push from any thread. `deliver` runs on the queue's thread with
 // no lock of the queue held, so it may Push again. The destructor stops the
 // thread and drops what is still queued.
@@ -31,8 +35,10 @@ class TimedQueue {
   using Clock = std::chrono::steady_clock;
 
   // `thread_name`: at most 15 characters (the kernel's limit).
-  TimedQueue(const std::string& thread_name, std::function<void(T&)> deliver)
-      : deliver_(std::move(deliver)) {
+  TimedQueue(const std::string& thread_name, std::function<void(T&)> deliver,
+             std::function<Clock::time_point()> clock = nullptr)
+      : deliver_(std::move(deliver)),
+        clock_(clock ? std::move(clock) : [] { return Clock::now(); }) {
     thread_ = std::thread([this, thread_name] {
       pthread_setname_np(pthread_self(), thread_name.c_str());
       Loop();
@@ -48,6 +54,8 @@ class TimedQueue {
   TimedQueue(const TimedQueue&) = delete;
   TimedQueue& operator=(const TimedQueue&) = delete;
 
+  // `due` on the queue's clock (now(): now on it).
+  Clock::time_point now() const { return clock_(); }
   void Push(Clock::time_point due, T item) {
     absl::MutexLock l(&mu_);
     queue_.emplace(due, std::move(item));
@@ -60,7 +68,7 @@ class TimedQueue {
       {
         absl::MutexLock l(&mu_);
         if (stopping_) return;
-        const auto now = Clock::now();
+        const auto now = clock_();
         while (!queue_.empty() && queue_.begin()->first <= now) {
           due.push_back(std::move(queue_.begin()->second));
           queue_.erase(queue_.begin());
@@ -79,6 +87,7 @@ class TimedQueue {
   }
 
   const std::function<void(T&)> deliver_;
+  const std::function<Clock::time_point()> clock_;
   absl::Mutex mu_;
   std::multimap<Clock::time_point, T> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,6 +1,7 @@
 // N real GossipNodes on one in-process network (server/inproc_link.h), and
 // the messages they publish: the fixture of the node tests. Timeouts are a
-// few heartbeats; assertions wait with generous deadlines (Eventually).
+// few heartbeats; assertions step a ManualClock (StepUntil, QuiesceOn) or
+// wait with generous deadlines (Eventually).
 #ifndef RECKON_TESTS_INPROC_CLUSTER_H_
 #define RECKON_TESTS_INPROC_CLUSTER_H_
 
@@ -130,15 +131,17 @@ inline std::vector<int64_t> InitialWeights() {
   return w;
 }
 
-// N nodes on one in-process network.
+// N nodes on one in-process network. With `clock`, every node and the
+// network's latencies run on it (StepUntil moves it).
 class Nodes {
  public:
   explicit Nodes(int n, milliseconds latency = milliseconds(0),
                  const std::function<void(int, NodeOptions&)>& adjust = nullptr,
-                 std::map<int, FaultOptions> faults = {})
-      : net_(latency), fault_options_(std::move(faults)) {
+                 std::map<int, FaultOptions> faults = {}, ManualClock* clock = nullptr)
+      : net_(latency, clock ? clock->Function() : nullptr), fault_options_(std::move(faults)) {
     for (int i = 0; i < n; ++i) {
       options_.push_back(Options(i, n));
+      if (clock) options_.back().clock = clock->Function();
       if (adjust) adjust(i, options_.back());
       absl::StatusOr<std::unique_ptr<GossipNode>> node =
           GossipNode::Create(options_.back(), initial_[i % initial_.size()], kFractionBits);
@@ -221,7 +224,10 @@ class Nodes {
 // Moves `clock` (every node's NodeOptions::clock) one `step` at a time,
 // each time waiting until every running node has ticked, until `done` or
 // `limit` of protocol time has passed: time-driven tests of a cluster, with
-// no sleep and no race with a loaded machine's scheduler.
+// no sleep and no race with a loaded machine's scheduler. REQUIRES: `step`
+// is at least every node's heartbeat interval (each step then ticks each
+// node). A step costs about a millisecond (the node looks at an injected
+// clock that often).
 inline bool StepUntil(Nodes& c, ManualClock& clock, const std::function<bool()>& done,
                       milliseconds limit, milliseconds step = milliseconds(20)) {
   for (milliseconds passed{0}; passed <= limit; passed += step) {
@@ -239,6 +245,43 @@ inline bool StepUntil(Nodes& c, ManualClock& clock, const std::function<bool()>&
     }
   }
   return done();
+}
+
+// `duration` of protocol time passes, in steps (StepUntil) of `step`.
+inline void StepFor(Nodes& c, ManualClock& clock, milliseconds duration,
+                    milliseconds step = milliseconds(20)) {
+  StepUntil(
+      c, clock, [] { return false; }, duration - step, step);
+}
+
+// Nodes::Quiesce on `clock`: every node waits for quiescence on a thread of
+// its own while this one moves the clock (StepUntil), up to `limit` of
+// protocol time; a node not quiescent by then returns what its last wait
+// said (kDeadlineExceeded, and why). Its waits are short on the steady
+// clock (WaitQuiescent's deadline), and repeated until the stepping ends.
+inline std::vector<absl::Status> QuiesceOn(Nodes& c, ManualClock& clock,
+                                           milliseconds limit = seconds(20)) {
+  std::vector<absl::Status> results(c.size());
+  std::atomic<int> finished{0};
+  std::atomic<bool> stepping_ended{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < c.size(); ++i) {
+    threads.emplace_back([&, i] {
+      c.node(i)->SetTrainingDone(0);
+      absl::Status s;
+      do {
+        s = c.node(i)->WaitQuiescent(Clock::now() + milliseconds(50),
+                                     [](Received&) { return absl::OkStatus(); });
+      } while (s.code() == absl::StatusCode::kDeadlineExceeded && !stepping_ended.load());
+      results[i] = s;
+      ++finished;
+    });
+  }
+  StepUntil(
+      c, clock, [&] { return finished.load() == c.size(); }, limit);
+  stepping_ended = true;
+  for (auto& t : threads) t.join();
+  return results;
 }
 
 inline bool Eventually(const std::function<bool()>& done,
