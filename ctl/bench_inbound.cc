@@ -15,6 +15,14 @@
 // Update under the node lock into a mirror with a float copy; `after`, each
 // batch validated off the lock on 1, 2 and every core's threads, the mirror
 // quanta-only and applied with prefetching.
+//
+// Then the training thread's side (--train-steps): the CPU backend trains
+// the default model (784,512,512,10, batch 100, threshold codec) alone, and
+// again as a worker's training thread does with gossip on (the peers'
+// messages applied before each step, its own encoded and published after)
+// while `--train-origins` origins each send one message a step of the size
+// it emits itself, paced at its own step rate alone: the step time with
+// gossip on against off, in one run.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -34,14 +42,22 @@
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
 #include "codec/weight_checksum.h"
+#include "cpu/cpu_backend.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
+#include "model/backend.h"
+#include "model/model.h"
 #include "proto/reckon.grpc.pb.h"
 #include "server/grpc_transport.h"
 #include "server/node.h"
 
 ABSL_FLAG(int64_t, origins, 4, "peers sending to the node (bench inbound)");
 ABSL_FLAG(int64_t, messages, 30, "messages each origin sends (bench inbound)");
+ABSL_FLAG(int64_t, train_steps, 300,
+          "training steps timed alone and while absorbing peers (bench inbound; 0: skip)");
+ABSL_FLAG(int64_t, train_origins, 8, "peers sending to the training worker (bench inbound)");
+ABSL_FLAG(int64_t, train_threads, 0,
+          "the training worker's CPU backend threads (bench inbound; 0: every core)");
 
 namespace reckon::ctl {
 namespace {
@@ -170,6 +186,14 @@ class Origin {
   void Send(const std::vector<v1::GossipFrame>& frames) {
     for (const v1::GossipFrame& f : frames) {
       if (!stream_->Write(f)) return;
+    }
+  }
+  // The k-th frame at `start` + k `interval`, until `stop`.
+  void SendPaced(const std::vector<v1::GossipFrame>& frames, Clock::time_point start,
+                 Clock::duration interval, const std::atomic<bool>& stop) {
+    for (size_t k = 0; k < frames.size() && !stop.load(); ++k) {
+      std::this_thread::sleep_until(start + static_cast<int64_t>(k) * interval);
+      if (!stream_->Write(frames[k])) return;
     }
   }
 
@@ -301,15 +325,221 @@ void Print(const Figures& f, bool json, std::ostream& out) {
       f.validation_cpu_ms_per_message, f.drain_cpu_ms_per_message);
 }
 
+// The training thread's side: step times alone and while absorbing.
+struct TrainingFigures {
+  int origins = 0;
+  int steps = 0;
+  int threads = 0;  // the backend's (0: every core)
+  uint64_t params = 0;
+  double emitted_updates = 0;         // the trainer's own, a step (mean)
+  double step_ms_alone = 0;           // mean
+  double step_ms_absorbing = 0;       // mean, everything below included
+  double apply_ms_absorbing = 0;      // applying the peers' messages, a step
+  double publish_ms_absorbing = 0;    // encoding and publishing its own, a step
+  uint64_t messages_absorbed = 0;     // peers' messages the trainer applied
+  double offered_messages_per_s = 0;  // origins / step_ms_alone
+  double node_cpu_ms_per_message = 0, validation_cpu_ms_per_message = 0;
+};
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// The default model, batch 100, threshold 0.005, on random standardized
+// inputs (20 batches, cycled: the arithmetic is that of real data).
+absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int threads) {
+  TrainingFigures out;
+  out.origins = origins;
+  out.steps = steps;
+  out.threads = threads;
+  constexpr int kBatch = 100, kBatches = 20;
+  RECKON_ASSIGN_OR_RETURN(model::ModelShape shape,
+                          model::ModelShape::Parse("784,512,512,10", "relu"));
+  out.params = shape.param_count();
+  model::BackendConfig config;
+  config.shape = shape;
+  config.max_batch = kBatch;
+  config.mode = model::UpdateMode::kThreshold;
+  config.codec.codec = v1::CODEC_THRESHOLD_RICE;
+  RECKON_ASSIGN_OR_RETURN(config.step, codec::MakeThresholdStep(0.005, kFractionBits));
+  config.optimizer.learning_rate = 0.01;
+  config.threads = threads;
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend, cpu::MakeCpuBackend(config));
+  RECKON_ASSIGN_OR_RETURN(codec::FixedPointReplica init,
+                          codec::FixedPointReplica::Create(shape.param_count(), kFractionBits));
+  RECKON_RETURN_IF_ERROR(model::InitializeModel(shape, kSeed, &init));
+  RECKON_RETURN_IF_ERROR(backend->LoadWeights(init.quanta()));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(size_t(kBatches) * kBatch * shape.inputs());
+  for (float& v : x) v = normal(rng);
+  std::vector<int32_t> labels(size_t(kBatches) * kBatch);
+  for (int32_t& l : labels) l = static_cast<int32_t>(rng() % shape.classes());
+  model::Emission emission;
+  int next_batch = 0;
+  auto train = [&]() -> absl::Status {
+    const size_t b = size_t(next_batch++ % kBatches);
+    RECKON_ASSIGN_OR_RETURN(
+        model::BatchStats stats,
+        backend->TrainStep(x.data() + b * kBatch * shape.inputs(), labels.data() + b * kBatch,
+                           kBatch, 0.01f, &emission));
+    (void)stats;
+    return backend->ApplyUpdates(config.step.step_quanta, emission.words);
+  };
+  for (int i = 0; i < 5; ++i) RECKON_RETURN_IF_ERROR(train());  // warm-up
+  double emitted = 0;
+  Clock::time_point t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) {
+    RECKON_RETURN_IF_ERROR(train());
+    emitted += double(emission.words.size());
+  }
+  out.step_ms_alone = MsSince(t0) / steps;
+  out.emitted_updates = emitted / steps;
+  out.offered_messages_per_s = origins * 1e3 / out.step_ms_alone;
+
+  // Each origin's messages: the size the trainer emits, one a step.
+  const Size size{"default", shape.param_count(),
+                  std::max<uint64_t>(1, static_cast<uint64_t>(out.emitted_updates))};
+  std::vector<std::vector<v1::GossipFrame>> frames;
+  for (int i = 0; i < origins; ++i) {
+    frames.push_back(MakeMessages(absl::StrCat("o", i), size, steps, 2000 + uint64_t(i)));
+  }
+  int port = 0;
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<server::GossipServer> gossip_server,
+                          server::GossipServer::Start("127.0.0.1:0", {}, &port));
+  server::NodeOptions o;
+  o.node_id = "trainer";
+  o.incarnation = 1;
+  o.listen_address = absl::StrCat("127.0.0.1:", port);
+  o.fingerprint = Fingerprint(shape.param_count());
+  o.failure_timeout = std::chrono::seconds(120);  // origins send no heartbeats
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<server::GossipNode> node,
+                          server::GossipNode::Create(o, init.quanta(), kFractionBits));
+  gossip_server->SetNode(node.get());
+  node->Start(gossip_server->MakeDialer(node.get()));
+  std::vector<std::unique_ptr<Origin>> senders;
+  for (int i = 0; i < origins; ++i) {
+    senders.push_back(
+        std::make_unique<Origin>(o.listen_address, absl::StrCat("o", i), o.fingerprint));
+    if (!senders.back()->answered()) {
+      return absl::UnavailableError(absl::StrCat("origin ", i, " got no Hello back"));
+    }
+  }
+  std::atomic<bool> stop{false};
+  const auto interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double, std::milli>(out.step_ms_alone));
+  const uint64_t node_cpu_before = ThreadCpuNs("reckon-gossip");
+  const uint64_t recv_cpu_before = ThreadCpuNs("reckon-recv");
+  t0 = Clock::now();
+  std::vector<std::thread> writers;
+  for (int i = 0; i < origins; ++i) {
+    writers.emplace_back([&, i] { senders[i]->SendPaced(frames[i], t0, interval, stop); });
+  }
+  // A worker's step with gossip on (worker/gossip_peers.cc BeforeStep, then
+  // Trainer's publish): the peers' messages applied in one batch, the step,
+  // its own emission encoded and published.
+  absl::Status status;
+  double apply_ms = 0, publish_ms = 0;
+  for (int i = 0; i < steps && status.ok(); ++i) {
+    Clock::time_point at = Clock::now();
+    server::Received received = node->TakeReceived();
+    std::vector<model::UpdateRef> batch;
+    for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words, u->quanta});
+    status = backend->ApplyUpdateBatch(batch);
+    out.messages_absorbed += received.updates.size();
+    apply_ms += MsSince(at);
+    if (status.ok()) status = train();
+    if (!status.ok()) break;
+    at = Clock::now();
+    v1::Update update;
+    update.mutable_origin()->set_node_id(o.node_id);
+    update.mutable_origin()->set_incarnation(o.incarnation);
+    update.set_seq(uint64_t(i) + 1);
+    status = codec::EncodeThresholdUpdate(emission.words, config.step.step_quanta,
+                                          shape.param_count(), v1::CODEC_THRESHOLD_RICE, &update);
+    codec::DecodedUpdate decoded;
+    decoded.node_id = o.node_id;
+    decoded.incarnation = o.incarnation;
+    decoded.seq = update.seq();
+    decoded.codec = v1::CODEC_THRESHOLD_RICE;
+    decoded.param_count = shape.param_count();
+    decoded.step_quanta = config.step.step_quanta;
+    decoded.words = emission.words;
+    if (status.ok()) status = node->Publish(update, decoded);
+    publish_ms += MsSince(at);
+  }
+  out.step_ms_absorbing = MsSince(t0) / steps;
+  const uint64_t node_cpu_ns = ThreadCpuNs("reckon-gossip") - node_cpu_before;
+  const uint64_t recv_cpu_ns = ThreadCpuNs("reckon-recv") - recv_cpu_before;
+  const uint64_t accepted = node->counters().updates_applied();
+  stop = true;
+  for (std::thread& w : writers) w.join();
+  senders.clear();
+  node->Stop(false, std::chrono::milliseconds(0));
+  gossip_server->Shutdown(std::chrono::milliseconds(1000));
+  RECKON_RETURN_IF_ERROR(status);
+  out.apply_ms_absorbing = apply_ms / steps;
+  out.publish_ms_absorbing = publish_ms / steps;
+  if (accepted > 0) {
+    out.node_cpu_ms_per_message = node_cpu_ns / 1e6 / double(accepted);
+    out.validation_cpu_ms_per_message = recv_cpu_ns / 1e6 / double(accepted);
+  }
+  return out;
+}
+
+void PrintTraining(const TrainingFigures& f, bool json, std::ostream& out) {
+  if (json) {
+    out << base::Json{{"section", "training"},
+                      {"params", f.params},
+                      {"origins", f.origins},
+                      {"steps", f.steps},
+                      {"threads", f.threads},
+                      {"emitted_updates_per_step", f.emitted_updates},
+                      {"offered_messages_per_s", f.offered_messages_per_s},
+                      {"step_ms_alone", f.step_ms_alone},
+                      {"step_ms_absorbing", f.step_ms_absorbing},
+                      {"step_ratio", f.step_ms_absorbing / f.step_ms_alone},
+                      {"apply_ms_per_step", f.apply_ms_absorbing},
+                      {"publish_ms_per_step", f.publish_ms_absorbing},
+                      {"messages_absorbed", f.messages_absorbed},
+                      {"node_cpu_ms_per_message", f.node_cpu_ms_per_message},
+                      {"validation_cpu_ms_per_message", f.validation_cpu_ms_per_message}}
+               .dump()
+        << "\n";
+    return;
+  }
+  out << absl::StrFormat(
+      "Training while absorbing (CPU backend, 784,512,512,10, batch 100, threshold 0.005, %d "
+      "steps, %s):\n"
+      "  alone: %.3f ms a step, %.0f updates emitted a step\n"
+      "  with %d origins each sending one such message a step (%.0f msg/s): %.3f ms a step "
+      "(%.3fx alone), of which %.3f ms applying the peers' messages and %.3f ms encoding and "
+      "publishing its own; %llu of %d messages applied by the trainer; node CPU %.3f ms and "
+      "validation CPU %.3f ms a message\n",
+      f.steps, f.threads > 0 ? absl::StrCat(f.threads, " threads") : "every core", f.step_ms_alone,
+      f.emitted_updates, f.origins, f.offered_messages_per_s, f.step_ms_absorbing,
+      f.step_ms_absorbing / f.step_ms_alone, f.apply_ms_absorbing, f.publish_ms_absorbing,
+      static_cast<unsigned long long>(f.messages_absorbed), f.origins * f.steps,
+      f.node_cpu_ms_per_message, f.validation_cpu_ms_per_message);
+}
+
 }  // namespace
 
 int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  const base::FlagScope scope{"reckonctl bench inbound", {{"json"}, {"origins"}, {"messages"}}};
+  const base::FlagScope scope{
+      "reckonctl bench inbound",
+      {{"json"}, {"origins"}, {"messages"}, {"train_steps"}, {"train_origins"}, {"train_threads"}}};
   if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
   const bool json = absl::GetFlag(FLAGS_json);
   const int64_t origins = absl::GetFlag(FLAGS_origins), messages = absl::GetFlag(FLAGS_messages);
-  if (origins < 1 || origins > 64 || messages < 1 || messages > 10000) {
-    err << "reckonctl bench inbound: --origins in [1, 64], --messages in [1, 10000]\n";
+  const int64_t train_steps = absl::GetFlag(FLAGS_train_steps),
+                train_origins = absl::GetFlag(FLAGS_train_origins),
+                train_threads = absl::GetFlag(FLAGS_train_threads);
+  if (origins < 1 || origins > 64 || messages < 1 || messages > 10000 || train_steps < 0 ||
+      train_steps > 100000 || train_origins < 1 || train_origins > 64 || train_threads < 0 ||
+      train_threads > 256) {
+    err << "reckonctl bench inbound: --origins and --train-origins in [1, 64], --messages in [1, "
+           "10000], --train-steps in [0, 100000], --train-threads in [0, 256]\n";
     return kExitUsage;
   }
   // Strom's network (Interspeech 2015): 14.6M parameters, about 44,000
@@ -345,6 +575,16 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
       }
       Print(*f, json, out);
     }
+  }
+  if (train_steps > 0) {
+    absl::StatusOr<TrainingFigures> t =
+        MeasureTraining(static_cast<int>(train_origins), static_cast<int>(train_steps),
+                        static_cast<int>(train_threads));
+    if (!t.ok()) {
+      err << "reckonctl bench inbound: training: " << t.status().message() << "\n";
+      return kExitBadInput;
+    }
+    PrintTraining(*t, json, out);
   }
   return kExitOk;
 }

@@ -37,14 +37,21 @@ void Inbox::PushClosed(const std::shared_ptr<Link>& link, const std::string& why
   cv_.Signal();
 }
 
+void Inbox::Wake() {
+  absl::MutexLock l(&mu_);
+  woken_ = true;
+  cv_.Signal();
+}
+
 bool Inbox::Take(Clock::time_point wake, Batch* out) {
   absl::MutexLock l(&mu_);
-  while (events_.empty() && !stopped_) {
+  while (events_.empty() && !stopped_ && !woken_) {
     const auto now = clock_();
     if (now >= wake) break;
     cv_.WaitWithTimeout(&mu_, absl::FromChrono(std::min<Clock::duration>(wake - now, max_wait_)));
   }
   if (stopped_) return false;
+  woken_ = false;
   out->events.swap(events_);
   out->to_resume.swap(paused_);
   bytes_ = 0;

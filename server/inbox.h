@@ -69,6 +69,9 @@ class Inbox {
   // False: the link is over its share now and must pause reading.
   bool PushFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame);
   void PushClosed(const std::shared_ptr<Link>& link, const std::string& why);
+  // Ends the node thread's wait now, with no event (it has work of its own
+  // waiting: our own messages to push).
+  void Wake();
 
   // Waits until something is queued, `wake`, or Stop, then moves out every
   // event queued (possibly none, at `wake`). False once stopped: `out` is
@@ -96,6 +99,7 @@ class Inbox {
   absl::Mutex mu_;
   absl::CondVar cv_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
   // Links whose stream ended since Stop (identity only, never dereferenced).
   std::set<const Link*> closed_since_stop_ ABSL_GUARDED_BY(mu_);

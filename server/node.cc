@@ -164,6 +164,7 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     if (stopping_) return;
     stopping_ = true;
     inbox_.Stop();
+    PushPublished();  // our last messages go before our Leave
     auto leave_frame = std::make_shared<v1::GossipFrame>();
     leave_frame->mutable_leave()->set_reason("shutting down");
     for (auto& [id, m] : members_) {
@@ -259,6 +260,7 @@ void GossipNode::ValidateUpdates(Slice& slice) {
 bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick) {
   absl::MutexLock l(&mu_);
   if (stopping_) return false;
+  PushPublished();
   // Ticks come due inside a long batch too (a backlog of large messages
   // on a loaded machine takes seconds): the heartbeats that tell peers
   // this node is alive must not wait for the backlog to drain.

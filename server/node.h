@@ -394,6 +394,9 @@ class GossipNode final : public NodeService {
   // took past the int64 range.
   void CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends our messages published since the last call (Publish queues
+  // them) to every member, or down our tree, in seq order.
+  void PushPublished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Accepts the early arrivals of `origin` that are now next in line.
   void AcceptWaiting(const OriginKey& origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Tick(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -546,6 +549,8 @@ class GossipNode final : public NodeService {
   // fetches from (training_handoff.h).
   TrainingHandoff handoff_ ABSL_GUARDED_BY(mu_);
   uint64_t last_published_ ABSL_GUARDED_BY(mu_) = 0;
+  // Our messages published and not pushed yet (PushPublished).
+  std::vector<std::shared_ptr<const v1::GossipFrame>> to_push_ ABSL_GUARDED_BY(mu_);
   // A handshake with some member completed at least once.
   bool reached_any_ ABSL_GUARDED_BY(mu_) = false;
   // Phase one of quiescence as last computed, the vector it held at, and

@@ -16,7 +16,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/json.h"
-
 #include "codec/fixed_point.h"
 #include "codec/quantizer.h"
 #include "codec/update_message.h"
@@ -172,8 +171,8 @@ TEST_F(ReckonctlCodec, NanResidualIsRefusedAndNothingIsWritten) {
 // absolute error on U(0,1) cannot beat 1/1024, the bound for any 8-bit code,
 // which the paper's 0.000043 does (docs/codecs.md and docs/benchmarks.md).
 TEST_F(ReckonctlCodec, DynTreeTable1PrintsEveryDistribution) {
-  const Result r = Run({"bench", "codec", "--codec", "dyntree8", "--table1", "--json", "--draws",
-                        "200000"});
+  const Result r =
+      Run({"bench", "codec", "--codec", "dyntree8", "--table1", "--json", "--draws", "200000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream lines(r.out);
   std::string line;
@@ -199,13 +198,35 @@ TEST_F(ReckonctlCodec, DynTreeTable1PrintsEveryDistribution) {
 // reports, per size, what the node accepted: every message (the run fails
 // otherwise), its rate and the CPU spent. Figures in docs/benchmarks.md.
 TEST_F(ReckonctlCodec, BenchInboundReportsEverySizeItAccepted) {
-  const Result r = Run({"bench", "inbound", "--json", "--origins", "2", "--messages", "2"});
+  const Result r = Run({"bench", "inbound", "--json", "--origins", "2", "--messages", "2",
+                        "--train-steps", "20", "--train-origins", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream lines(r.out);
   std::string line;
   std::vector<std::string> runs;
+  int training_rows = 0;
   while (std::getline(lines, line)) {
     const base::Json row = base::Json::parse(line);
+    if (row.contains("section")) {
+      // The training thread's side: step times alone and while 3 origins
+      // send it a message a step each.
+      ++training_rows;
+      EXPECT_EQ(row.at("section"), "training") << line;
+      EXPECT_EQ(row.at("origins"), 3) << line;
+      EXPECT_EQ(row.at("steps"), 20) << line;
+      EXPECT_EQ(row.at("params"), 669706) << line;
+      const double alone = row.at("step_ms_alone"), absorbing = row.at("step_ms_absorbing");
+      EXPECT_GT(alone, 0) << line;
+      EXPECT_GT(absorbing, 0) << line;
+      EXPECT_NEAR(double(row.at("step_ratio")), absorbing / alone, 1e-9) << line;
+      EXPECT_GT(double(row.at("emitted_updates_per_step")), 0) << line;
+      EXPECT_GT(int(row.at("messages_absorbed")), 0) << line;
+      EXPECT_LE(int(row.at("messages_absorbed")), 60) << line;
+      EXPECT_LT(double(row.at("apply_ms_per_step")) + double(row.at("publish_ms_per_step")),
+                absorbing)
+          << line;
+      continue;
+    }
     runs.push_back(absl::StrCat(std::string(row.at("size")), " ", std::string(row.at("path")), " ",
                                 int(row.at("threads"))));
     EXPECT_EQ(row.at("origins"), 2) << line;
@@ -228,7 +249,9 @@ TEST_F(ReckonctlCodec, BenchInboundReportsEverySizeItAccepted) {
     }
   }
   EXPECT_EQ(runs, expected);
+  EXPECT_EQ(training_rows, 1);
   EXPECT_EQ(Run({"bench", "inbound", "--origins", "0"}).exit_code, 2);
+  EXPECT_EQ(Run({"bench", "inbound", "--train-origins", "0"}).exit_code, 2);
 }
 
 // `reckonctl bench gpu` runs to the end on a GPU (on the H100 of
