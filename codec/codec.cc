@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "codec/codec_payload.h"
@@ -130,27 +131,65 @@ DynTreeFraction DynTreeMagnitude(uint32_t m) {
 namespace {
 
 // Midpoints between consecutive magnitudes, as doubles, for the nearest-code
-// search (only the encoder uses doubles; decoding is exact integers).
-const std::array<double, 127>& DynTreeMidpoints() {
-  static const std::array<double, 127> mids = [] {
+// search (only the encoder uses doubles; decoding is exact integers), padded
+// with two that no number is below.
+struct DynTreeSearch {
+  static constexpr int kLowestExponent = -22;  // 2^-22 < mids[0] = 2.75e-7
+  static constexpr int kMantissaBits = 5;      // sub-buckets of a binade: 32
+  std::array<double, 129> mids;
+  // For each bucket (a binade from 2^-22 to 1, cut in 32 by the top mantissa
+  // bits): how many midpoints lie below its first number.
+  std::array<uint8_t, size_t{-kLowestExponent} << kMantissaBits> below;
+};
+
+const DynTreeSearch& DynTreeSearchTables() {
+  static const DynTreeSearch tables = [] {
+    DynTreeSearch t{};
     std::array<double, 128> mag{};
     for (uint32_t m = 0; m < 128; ++m) {
       const DynTreeFraction f = DynTreeMagnitude(m);
       mag[m] = static_cast<double>(f.numerator) / static_cast<double>(f.denominator);
     }
-    std::array<double, 127> out{};
-    for (int j = 0; j < 127; ++j) out[j] = 0.5 * (mag[j] + mag[j + 1]);
-    return out;
+    for (int j = 0; j < 127; ++j) t.mids[j] = 0.5 * (mag[j] + mag[j + 1]);
+    t.mids[127] = t.mids[128] = std::numeric_limits<double>::infinity();
+    for (size_t b = 0; b < t.below.size(); ++b) {
+      const int exponent = DynTreeSearch::kLowestExponent + int(b >> DynTreeSearch::kMantissaBits);
+      const double first = std::ldexp(1.0 + double(b & ((1u << DynTreeSearch::kMantissaBits) - 1)) /
+                                                double(1u << DynTreeSearch::kMantissaBits),
+                                      exponent);
+      t.below[b] = static_cast<uint8_t>(
+          std::lower_bound(t.mids.begin(), t.mids.begin() + 127, first) - t.mids.begin());
+    }
+    return t;
   }();
-  return mids;
+  return tables;
 }
 
 }  // namespace
 
 uint32_t DynTreeNearestCode(double normalized) {
-  const std::array<double, 127>& mids = DynTreeMidpoints();
-  return static_cast<uint32_t>(std::lower_bound(mids.begin(), mids.end(), normalized) -
-                               mids.begin());
+  // How many midpoints lie below `normalized` (std::lower_bound's answer),
+  // without a search: the double's exponent and top mantissa bits pick a
+  // bucket that holds at most two midpoints (the codes are 0.014 apart at
+  // most, in the top decade; a bucket of the top binade is 0.0156 wide), and
+  // two compares finish it. The encoder calls it once per parameter; a
+  // binary search over the 127 midpoints took half a dyntree8 worker's
+  // step. (NearestCodeIsTheLowerBoundOverTheMidpoints checks it against
+  // std::lower_bound.)
+  const DynTreeSearch& t = DynTreeSearchTables();
+  if (!(normalized >= std::ldexp(1.0, DynTreeSearch::kLowestExponent))) return 0;  // NaN too
+  if (normalized >= 1.0) return 127;
+  // The bucket from the bits: its binade (unbiased exponent from -22 to
+  // -1) and its top five mantissa bits.
+  const uint64_t bits = std::bit_cast<uint64_t>(normalized);
+  const int exponent = static_cast<int>(bits >> 52) - 1023;
+  const size_t bucket =
+      (size_t(exponent - DynTreeSearch::kLowestExponent) << DynTreeSearch::kMantissaBits) |
+      size_t((bits >> (52 - DynTreeSearch::kMantissaBits)) &
+             ((1u << DynTreeSearch::kMantissaBits) - 1));
+  const uint32_t lo = t.below[bucket];
+  return lo + static_cast<uint32_t>(t.mids[lo] < normalized) +
+         static_cast<uint32_t>(t.mids[lo + 1] < normalized);
 }
 
 int64_t DynTreeQuanta(uint32_t m, int64_t scale_quanta) {

@@ -3,6 +3,7 @@
 // with the reference decoder written from the spec on valid and corrupted
 // payloads; every rejection the spec lists is made; error feedback keeps
 // exactly what the message did not carry.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -135,6 +136,37 @@ TEST(DynTree, MagnitudesFollowThePapersFormulaAndGrow) {
             int64_t(((unsigned __int128)(uint64_t{1} << 52) * 1271 * 2 + 1280) / 2560));
 }
 
+// The branch-free search gives std::lower_bound's code over the midpoints
+// between magnitudes, bit for bit: at every midpoint and its neighbours,
+// and at a million values spread over every decade the codes cover.
+TEST(DynTree, NearestCodeIsTheLowerBoundOverTheMidpoints) {
+  std::vector<double> mids;
+  for (uint32_t m = 0; m < 127; ++m) {
+    const DynTreeFraction a = DynTreeMagnitude(m), b = DynTreeMagnitude(m + 1);
+    mids.push_back(0.5 *
+                   (double(a.numerator) / a.denominator + double(b.numerator) / b.denominator));
+  }
+  auto reference = [&](double x) {
+    return static_cast<uint32_t>(std::lower_bound(mids.begin(), mids.end(), x) - mids.begin());
+  };
+  std::vector<double> values = {0.0,
+                                1.0,
+                                2.0,
+                                1e300,
+                                std::numeric_limits<double>::infinity(),
+                                std::numeric_limits<double>::quiet_NaN(),
+                                std::numeric_limits<double>::denorm_min()};
+  for (const double mid : mids) {
+    values.push_back(mid);
+    values.push_back(std::nextafter(mid, 0.0));
+    values.push_back(std::nextafter(mid, 2.0));
+  }
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> exponent(-9.0, 0.5);
+  for (int i = 0; i < 1000000; ++i) values.push_back(std::pow(10.0, exponent(rng)));
+  for (const double x : values) ASSERT_EQ(DynTreeNearestCode(x), reference(x)) << x;
+}
+
 TEST(DynTree8, StaleAbsMaxClipsToTheTopCodeAndRecomputesEveryK) {
   CodecOptions o = Options(v1::CODEC_DYNTREE8, {{1, 4}});
   o.absmax_every = 2;
@@ -221,16 +253,14 @@ void ExpectRejected(const v1::Update& msg, const std::string& why) {
   const absl::Status s = DecodeUpdate(msg, &d);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << why << ": " << s;
   EXPECT_TRUE(d.quanta.empty()) << why;
-  EXPECT_FALSE(testing::ReferenceDecodeQuanta(msg.codec(), msg.payload(), msg.param_count())
-                   .has_value() &&
-               msg.count() == msg.param_count() && msg.step_quanta() == 0 && msg.rice_k() == 0 &&
-               Crc32c(msg.payload()) == msg.crc32c())
+  EXPECT_FALSE(
+      testing::ReferenceDecodeQuanta(msg.codec(), msg.payload(), msg.param_count()).has_value() &&
+      msg.count() == msg.param_count() && msg.step_quanta() == 0 && msg.rice_k() == 0 &&
+      Crc32c(msg.payload()) == msg.crc32c())
       << why << ": the reference decoder accepts it";
 }
 
-void SetF32(std::string* p, size_t at, float v) {
-  std::memcpy(p->data() + at, &v, 4);
-}
+void SetF32(std::string* p, size_t at, float v) { std::memcpy(p->data() + at, &v, 4); }
 
 TEST(QuantaCodec, HeaderViolationsAreRejected) {
   const std::vector<float> values = Gaussian(LayoutParamCount(SmallLayout()), 0.01, 6);
