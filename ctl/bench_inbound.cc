@@ -205,6 +205,37 @@ class Origin {
   std::thread reader_;
 };
 
+// A node on a gossip server on loopback, and `origins` streams into it
+// that said Hello ("o0", "o1", ...). The members are declared in the order
+// they are to be destroyed in reverse: origins first, then the node, then
+// the server (callers stop the node and shut the server down first).
+struct Receiver {
+  std::unique_ptr<server::GossipServer> server;
+  std::unique_ptr<server::GossipNode> node;
+  std::vector<std::unique_ptr<Origin>> origins;
+};
+
+// `o` without its listen address (the server's port gives it).
+absl::StatusOr<Receiver> StartReceiver(server::NodeOptions o, std::span<const int64_t> initial,
+                                       int origins) {
+  Receiver r;
+  int port = 0;
+  RECKON_ASSIGN_OR_RETURN(r.server, server::GossipServer::Start("127.0.0.1:0", {}, &port));
+  o.listen_address = absl::StrCat("127.0.0.1:", port);
+  o.failure_timeout = std::chrono::seconds(120);  // origins send no heartbeats
+  RECKON_ASSIGN_OR_RETURN(r.node, server::GossipNode::Create(o, initial, kFractionBits));
+  r.server->SetNode(r.node.get());
+  r.node->Start(r.server->MakeDialer(r.node.get()));
+  for (int i = 0; i < origins; ++i) {
+    r.origins.push_back(
+        std::make_unique<Origin>(o.listen_address, absl::StrCat("o", i), o.fingerprint));
+    if (!r.origins.back()->answered()) {
+      return absl::UnavailableError(absl::StrCat("origin ", i, " got no Hello back"));
+    }
+  }
+  return r;
+}
+
 // `frames`: per origin, its messages (MakeMessages).
 absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
                                 const std::vector<std::vector<v1::GossipFrame>>& frames) {
@@ -217,32 +248,16 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   out.messages = messages;
   out.message_bytes = double(frames[0][0].ByteSizeLong());
 
-  int port = 0;
-  server::TransportOptions transport;
-  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<server::GossipServer> gossip_server,
-                          server::GossipServer::Start("127.0.0.1:0", transport, &port));
   server::NodeOptions o;
   o.node_id = "receiver";
   o.incarnation = 1;
-  o.listen_address = absl::StrCat("127.0.0.1:", port);
   o.fingerprint = Fingerprint(size.params);
-  o.failure_timeout = std::chrono::seconds(120);  // origins send no heartbeats
   o.receive_path = path.receive_path;
   o.receive_threads = path.threads;
-  std::vector<int64_t> initial(size.params, 0);
-  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<server::GossipNode> node,
-                          server::GossipNode::Create(o, initial, kFractionBits));
-  gossip_server->SetNode(node.get());
-  node->Start(gossip_server->MakeDialer(node.get()));
-
-  std::vector<std::unique_ptr<Origin>> senders;
-  for (int i = 0; i < origins; ++i) {
-    senders.push_back(
-        std::make_unique<Origin>(o.listen_address, absl::StrCat("o", i), o.fingerprint));
-    if (!senders.back()->answered()) {
-      return absl::UnavailableError(absl::StrCat("origin ", i, " got no Hello back"));
-    }
-  }
+  const std::vector<int64_t> initial(size.params, 0);
+  RECKON_ASSIGN_OR_RETURN(Receiver receiver, StartReceiver(o, initial, origins));
+  server::GossipNode* node = receiver.node.get();
+  std::vector<std::unique_ptr<Origin>>& senders = receiver.origins;
   const uint64_t expected = uint64_t(origins) * messages;
   // The drain: what a worker's training thread does with what the node
   // accepted, between steps (here in a loop).
@@ -287,7 +302,7 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   const uint64_t applied = node->counters().updates_applied();
   senders.clear();
   node->Stop(false, std::chrono::milliseconds(0));
-  gossip_server->Shutdown(std::chrono::milliseconds(1000));
+  receiver.server->Shutdown(std::chrono::milliseconds(1000));
   if (applied < expected) {
     return absl::DeadlineExceededError(
         absl::StrCat("the node accepted ", applied, " of ", expected, " messages in 5 minutes"));
@@ -404,27 +419,13 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
   for (int i = 0; i < origins; ++i) {
     frames.push_back(MakeMessages(absl::StrCat("o", i), size, steps, 2000 + uint64_t(i)));
   }
-  int port = 0;
-  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<server::GossipServer> gossip_server,
-                          server::GossipServer::Start("127.0.0.1:0", {}, &port));
   server::NodeOptions o;
   o.node_id = "trainer";
   o.incarnation = 1;
-  o.listen_address = absl::StrCat("127.0.0.1:", port);
   o.fingerprint = Fingerprint(shape.param_count());
-  o.failure_timeout = std::chrono::seconds(120);  // origins send no heartbeats
-  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<server::GossipNode> node,
-                          server::GossipNode::Create(o, init.quanta(), kFractionBits));
-  gossip_server->SetNode(node.get());
-  node->Start(gossip_server->MakeDialer(node.get()));
-  std::vector<std::unique_ptr<Origin>> senders;
-  for (int i = 0; i < origins; ++i) {
-    senders.push_back(
-        std::make_unique<Origin>(o.listen_address, absl::StrCat("o", i), o.fingerprint));
-    if (!senders.back()->answered()) {
-      return absl::UnavailableError(absl::StrCat("origin ", i, " got no Hello back"));
-    }
-  }
+  RECKON_ASSIGN_OR_RETURN(Receiver receiver, StartReceiver(o, init.quanta(), origins));
+  server::GossipNode* node = receiver.node.get();
+  std::vector<std::unique_ptr<Origin>>& senders = receiver.origins;
   std::atomic<bool> stop{false};
   const auto interval = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(out.step_ms_alone));
@@ -476,7 +477,7 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
   for (std::thread& w : writers) w.join();
   senders.clear();
   node->Stop(false, std::chrono::milliseconds(0));
-  gossip_server->Shutdown(std::chrono::milliseconds(1000));
+  receiver.server->Shutdown(std::chrono::milliseconds(1000));
   RECKON_RETURN_IF_ERROR(status);
   out.apply_ms_absorbing = apply_ms / steps;
   out.publish_ms_absorbing = publish_ms / steps;
