@@ -198,8 +198,9 @@ class GossipNode final : public NodeService {
 
   // --- training thread ---
   // Our own update (already applied to the backend by the caller): applied
-  // to the mirror, logged, pushed to every peer. Never blocks on peers: a
-  // full send queue drops the frame and anti-entropy repairs it later.
+  // to the mirror and logged here; the node thread pushes it to every peer
+  // (PushPublished) right after. Never blocks on peers: a full send queue
+  // drops the frame and anti-entropy repairs it later.
   // REQUIRES: update.seq() is the previous Publish's seq + 1 (first: 1).
   // `decoded` is `update` decoded (the caller has it already).
   absl::Status Publish(const v1::Update& update, const codec::DecodedUpdate& decoded);
