@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -10,6 +12,7 @@
 #include "base/process.h"
 #include "tests/http_client.h"
 #include "tests/test_process.h"
+#include "worker/npy.h"
 
 namespace {
 
@@ -48,6 +51,59 @@ TEST_F(ReckonWorker, ShortRunWritesAFullSummary) {
   EXPECT_EQ(json->at("steps"), 30) << json->dump();      // 3000 samples / 100
   EXPECT_EQ(json->at("codec"), "threshold-rice") << json->dump();
   EXPECT_EQ(json->at("weight_hash").get<std::string>().size(), 64u) << json->dump();
+}
+
+// A user's own data (issue 35): a NumPy folder of 5 features and 3
+// classes, three Gaussian blobs, one feature on a scale 1,000 times the
+// others' (each feature is standardized on its own). --layers 5,32,3
+// trains it; a --layers whose input width or class count disagrees with
+// the files is refused naming what the files hold.
+TEST_F(ReckonWorker, TrainsOnANumpyDatasetOfAnyWidthAndClassCount) {
+  using ::reckon::worker::NpyBytes;
+  using ::reckon::worker::NpyType;
+  const fs::path data = dir_ / "data";
+  fs::create_directories(data);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> noise;
+  auto write_split = [&](const std::string& split, int n) {
+    std::vector<float> x(size_t(n) * 5);
+    std::vector<int64_t> y(n);
+    for (int i = 0; i < n; ++i) {
+      y[i] = i % 3;
+      for (int j = 0; j < 5; ++j) x[i * 5 + j] = noise(rng) + (j == y[i] ? 3.0f : 0.0f);
+      x[i * 5 + 4] = 1000.0f * noise(rng);
+    }
+    std::ofstream((data / (split + "_x.npy")).string(), std::ios::binary)
+        << NpyBytes(NpyType::kFloat32, {uint64_t(n), 5},
+                    std::string(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+    std::ofstream((data / (split + "_y.npy")).string(), std::ios::binary)
+        << NpyBytes(NpyType::kInt64, {uint64_t(n)},
+                    std::string(reinterpret_cast<const char*>(y.data()), y.size() * 8));
+  };
+  write_split("train", 3000);
+  write_split("test", 600);
+  const std::string summary = (dir_ / "summary.json").string();
+  Result r = Run({"--standalone", "--data-dir", data.string(), "--layers", "5,32,3", "--epochs",
+                  "5", "--summary-json", summary});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<::reckon::base::Json> json = ::reckon::base::ReadJsonFile(summary);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->at("params"), 5 * 32 + 32 + 32 * 3 + 3) << json->dump();
+  EXPECT_GT(double(json->at("test_accuracy")), 0.9) << json->dump();
+
+  r = Run({"--standalone", "--data-dir", data.string(), "--epochs", "1"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("the model takes 784 inputs (--layers) but " + data.string() +
+                       " has 5 features a sample: give --layers 5,...,CLASSES"),
+            std::string::npos)
+      << r.err;
+  r = Run({"--standalone", "--data-dir", data.string(), "--layers", "5,32,2", "--epochs", "1"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find((data / "train_y.npy").string() +
+                       ": label 2 of sample 2 is outside [0, 2) (the model, --layers, has 2 "
+                       "classes)"),
+            std::string::npos)
+      << r.err;
 }
 
 // --recipe stands where it is written for its flags: the recipe's apply

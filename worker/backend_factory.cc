@@ -11,7 +11,8 @@ namespace reckon::worker {
 
 absl::Status CheckBackendName(const std::string& name) {
   if (name == "auto" || name == "cpu" || name == "cuda") return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("--backend '", name, "' is not auto, cpu or cuda"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--backend '", name, "' is not auto, cpu or cuda"));
 }
 
 absl::StatusOr<std::unique_ptr<model::Backend>> MakeBackend(const std::string& name,

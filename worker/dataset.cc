@@ -107,7 +107,8 @@ absl::Status CheckDataDir(const std::string& dir) {
   if (std::filesystem::is_directory(dir)) return absl::OkStatus();
   std::string hint;
   if (dir == kDefaultDataDir) {
-    hint = " (install Debian's dataset-fashion-mnist package: apt-get install dataset-fashion-mnist)";
+    hint =
+        " (install Debian's dataset-fashion-mnist package: apt-get install dataset-fashion-mnist)";
   }
   return absl::NotFoundError(absl::StrCat("data directory ", dir, " does not exist", hint));
 }
@@ -165,6 +166,41 @@ void Standardize(const PixelStats& stats, Dataset* ds) {
   const float mean = static_cast<float>(stats.mean);
   const float inv = static_cast<float>(1.0 / stats.stddev);
   for (float& x : ds->images) x = (x - mean) * inv;
+}
+
+FeatureStats ComputeFeatureStats(const Dataset& ds) {
+  const size_t width = static_cast<size_t>(ds.features());
+  std::vector<double> sum(width, 0.0), sum_sq(width, 0.0);
+  for (size_t i = 0; i < ds.size(); ++i) {
+    const float* row = &ds.images[i * width];
+    for (size_t j = 0; j < width; ++j) {
+      sum[j] += row[j];
+      sum_sq[j] += double(row[j]) * row[j];
+    }
+  }
+  FeatureStats stats;
+  stats.mean.resize(width);
+  stats.stddev.resize(width);
+  const double n = std::max<double>(1, double(ds.size()));
+  for (size_t j = 0; j < width; ++j) {
+    stats.mean[j] = sum[j] / n;
+    const double variance = sum_sq[j] / n - stats.mean[j] * stats.mean[j];
+    stats.stddev[j] = variance > 1e-12 ? std::sqrt(variance) : 1.0;
+  }
+  return stats;
+}
+
+void Standardize(const FeatureStats& stats, Dataset* ds) {
+  const size_t width = stats.mean.size();
+  std::vector<float> mean(width), inv(width);
+  for (size_t j = 0; j < width; ++j) {
+    mean[j] = static_cast<float>(stats.mean[j]);
+    inv[j] = static_cast<float>(1.0 / stats.stddev[j]);
+  }
+  for (size_t i = 0; i < ds->size(); ++i) {
+    float* row = &ds->images[i * width];
+    for (size_t j = 0; j < width; ++j) row[j] = (row[j] - mean[j]) * inv[j];
+  }
 }
 
 void SeededShuffle(std::span<uint32_t> items, uint64_t seed) {

@@ -30,7 +30,7 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int expected_rank);
 
 struct Dataset {
   int rows = 0, cols = 0;
-  std::vector<float> images;   // count x (rows * cols), row-major, in [0, 1]
+  std::vector<float> images;    // count x (rows * cols), row-major, in [0, 1]
   std::vector<int32_t> labels;  // count, in [0, 10)
   size_t size() const { return labels.size(); }
   int features() const { return rows * cols; }
@@ -57,6 +57,16 @@ PixelStats ComputePixelStats(const Dataset& ds);
 // test with the training set's statistics: the same numbers on every worker,
 // since every worker reads the same files (whatever its shard).
 void Standardize(const PixelStats& stats, Dataset* ds);
+
+// Each feature's mean and standard deviation over `ds`: a NumPy dataset's
+// features may have any scales (a constant feature's deviation counts as 1).
+// Summed in a fixed order in double: the same on every worker.
+struct FeatureStats {
+  std::vector<double> mean, stddev;
+};
+FeatureStats ComputeFeatureStats(const Dataset& ds);
+// x_j = (x_j - mean_j) / stddev_j. REQUIRES: stats of ds's width.
+void Standardize(const FeatureStats& stats, Dataset* ds);
 
 // --shard i/n: the i-th of n disjoint subsets, chosen by a seeded shuffle of
 // all indices (so shards are balanced and every worker computes the same

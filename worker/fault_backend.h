@@ -17,8 +17,8 @@
 namespace reckon::worker {
 
 // `step` is 1-based; `log` gets one line when the fault strikes.
-std::unique_ptr<model::Backend> WithWeightCorruption(std::unique_ptr<model::Backend> real, uint64_t step,
-                                              std::ostream& log);
+std::unique_ptr<model::Backend> WithWeightCorruption(std::unique_ptr<model::Backend> real,
+                                                     uint64_t step, std::ostream& log);
 
 }  // namespace reckon::worker
 

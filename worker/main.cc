@@ -45,7 +45,9 @@ ABSL_FLAG(bool, synthetic, false,
 ABSL_FLAG(int64_t, synthetic_updates, 1000, "--synthetic: +-tau updates per message");
 ABSL_FLAG(double, synthetic_rate, 10, "--synthetic: messages per second (0: as fast as it can)");
 ABSL_FLAG(std::string, data_dir, reckon::worker::kDefaultDataDir,
-          "directory with the IDX files (train-*, t10k-*), gzip'd or not");
+          "directory with the IDX files (train-*, t10k-*), gzip'd or not, or a NumPy dataset "
+          "(train_x.npy, train_y.npy or their shards train_x-00000.npy, ...; test_x.npy, "
+          "test_y.npy)");
 ABSL_FLAG(std::string, layers, "784,512,512,10", "layer widths, input first");
 ABSL_FLAG(std::string, activation, "relu", "hidden units: relu or sigmoid");
 ABSL_FLAG(std::string, optimizer, "momentum", "sgd, momentum or adagrad");
@@ -451,7 +453,13 @@ absl::Status ConnectionsFromFlags(PeerOptions* p) {
 // in a pre-training cluster (--pretrain-samples).
 absl::Status JoinRuleFromFlags(const TrainerOptions& o, PeerOptions* p) {
   if (o.start_workers > 0 && o.shard >= o.start_workers) {
-    RECKON_ASSIGN_OR_RETURN(const size_t samples, CountIdxSamples(o.data_dir, "train"));
+    size_t samples = 0;
+    if (IsNpyDataset(o.data_dir)) {
+      RECKON_ASSIGN_OR_RETURN(const NpyDatasetShape data, InspectNpyDataset(o.data_dir));
+      samples = data.train_samples;
+    } else {
+      RECKON_ASSIGN_OR_RETURN(samples, CountIdxSamples(o.data_dir, "train"));
+    }
     p->join_after_messages = WarmupMessages(o, samples);
     p->join_after_why = absl::StrFormat(
         "--start-workers %d: the workers of shards 0 to %d train the first %.3g of the first "

@@ -41,8 +41,8 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const std::string& node_id
                       .Labels({{"node", node_id}})
                       .Register(r)),
       steps_(Counter(r, node_id, "reckon_steps_total", "Training steps taken by this worker")),
-      samples_(Counter(r, node_id, "reckon_samples_total",
-                       "Training samples processed by this worker")),
+      samples_(
+          Counter(r, node_id, "reckon_samples_total", "Training samples processed by this worker")),
       train_loss_(Gauge(r, node_id, "reckon_train_loss",
                         "Mean cross-entropy of the last training step's batch")),
       step_seconds_(Seconds(r, node_id, "reckon_step_duration_seconds",
@@ -62,8 +62,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const std::string& node_id
                            "What fp32 gradients of the same steps would have taken")),
       compression_ratio_(Gauge(r, node_id, "reckon_compression_ratio",
                                "Dense fp32 bytes over bytes sent, since the start")),
-      update_density_(Gauge(r, node_id, "reckon_update_density",
-                            "Fraction of the parameters a message moves, averaged over about 100 steps")),
+      update_density_(
+          Gauge(r, node_id, "reckon_update_density",
+                "Fraction of the parameters a message moves, averaged over about 100 steps")),
       tau_(Gauge(r, node_id, "reckon_tau", "The threshold step tau in force (0 for dense)")),
       epochs_(Gauge(r, node_id, "reckon_epochs_done", "Epochs finished by this worker")),
       epoch_train_loss_(Gauge(r, node_id, "reckon_epoch_train_loss",
@@ -81,8 +82,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r, const std::string& node_id
 
 void WorkerMetrics::SetBuildInfo(const std::string& backend, const std::string& codec,
                                  const std::string& device) {
-  build_info_.Add({{"version", RECKON_VERSION}, {"backend", backend}, {"codec", codec},
-                   {"device", device}})
+  build_info_
+      .Add(
+          {{"version", RECKON_VERSION}, {"backend", backend}, {"codec", codec}, {"device", device}})
       .Set(1);
 }
 

@@ -17,8 +17,8 @@ server::HttpResponse Text(int status, std::string body) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Observability>> Observability::Start(const std::string& listen,
-                                                                     const std::string& node_id,
-                                                                     uint64_t ready_max_behind) {
+                                                                    const std::string& node_id,
+                                                                    uint64_t ready_max_behind) {
   std::unique_ptr<Observability> o(new Observability());
   o->registry_ = std::make_shared<prometheus::Registry>();
   o->metrics_ = std::make_unique<WorkerMetrics>(*o->registry_, node_id);
@@ -27,13 +27,13 @@ absl::StatusOr<std::unique_ptr<Observability>> Observability::Start(const std::s
   Observability* self = o.get();
   server::HttpOptions http;
   http.counters = o->http_counters_;
-  absl::StatusOr<std::unique_ptr<server::HttpEndpoint>> endpoint = server::HttpEndpoint::Start(
-      listen,
-      {{"/metrics", [self] { return self->Metrics(); }},
-       {"/healthz", [self] { return self->Health(); }},
-       {"/readyz", [self] { return self->Ready(); }},
-       {"/status", [self] { return self->Status(); }}},
-      http);
+  absl::StatusOr<std::unique_ptr<server::HttpEndpoint>> endpoint =
+      server::HttpEndpoint::Start(listen,
+                                  {{"/metrics", [self] { return self->Metrics(); }},
+                                   {"/healthz", [self] { return self->Health(); }},
+                                   {"/readyz", [self] { return self->Ready(); }},
+                                   {"/status", [self] { return self->Status(); }}},
+                                  http);
   if (!endpoint.ok()) return endpoint.status();
   o->endpoint_ = *std::move(endpoint);
   return o;
@@ -98,8 +98,8 @@ server::HttpResponse Observability::Ready() {
 server::HttpResponse Observability::Status() {
   absl::MutexLock l(&mu_);
   if (node_ == nullptr) {
-    return Text(404, node_gone_ ? "shutting down\n"
-                                : "no gossip node (standalone, or still joining)\n");
+    return Text(404,
+                node_gone_ ? "shutting down\n" : "no gossip node (standalone, or still joining)\n");
   }
   // The status hashes the whole replica (a third of a second at Strom's
   // size) on the endpoint's one thread: computed at most once a second,

@@ -20,10 +20,10 @@ const std::vector<Recipe>& Recipes() {
        "Strom 2015 section 3.3 and Table 1: five sigmoid hidden layers of 1,800 (14.4M "
        "parameters), layer-wise pre-training, the first-epoch ramp, AdaGrad, the rate halved "
        "every epoch after the sixth",
-       {"--layers=784,1800,1800,1800,1800,1800,10", "--activation=sigmoid",
-        "--optimizer=adagrad", "--lr=0.01", "--lr-schedule=halve", "--halve-after=6",
-        "--pretrain-samples=6000", "--warmup-batch=25", "--warmup-fraction=0.1667",
-        "--epochs=10", "--batch=100", "--threshold=0.01"}},
+       {"--layers=784,1800,1800,1800,1800,1800,10", "--activation=sigmoid", "--optimizer=adagrad",
+        "--lr=0.01", "--lr-schedule=halve", "--halve-after=6", "--pretrain-samples=6000",
+        "--warmup-batch=25", "--warmup-fraction=0.1667", "--epochs=10", "--batch=100",
+        "--threshold=0.01"}},
   };
   return *recipes;
 }
@@ -48,9 +48,8 @@ absl::StatusOr<std::vector<std::string>> ExpandRecipes(const std::vector<std::st
       if (recipe.name == name) found = &recipe;
     }
     if (found == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("--recipe '", name.substr(0, 64),
-                                                     "' is not one of ",
-                                                     absl::StrJoin(names, ", ")));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--recipe '", name.substr(0, 64), "' is not one of ", absl::StrJoin(names, ", ")));
     }
     out.insert(out.end(), found->flags.begin(), found->flags.end());
     if (used != nullptr) used->push_back(found);

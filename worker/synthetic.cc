@@ -105,9 +105,9 @@ absl::Status Emit(const TrainerOptions& o, const SyntheticOptions& synthetic,
 absl::Status CheckSyntheticOptions(const SyntheticOptions& synthetic, uint64_t param_count) {
   if (synthetic.updates_per_message < 1 ||
       static_cast<uint64_t>(synthetic.updates_per_message) > param_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--synthetic-updates ", synthetic.updates_per_message, " must be from 1 to the model's ",
-        param_count, " parameters (--layers)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--synthetic-updates ", synthetic.updates_per_message,
+                     " must be from 1 to the model's ", param_count, " parameters (--layers)"));
   }
   if (!(synthetic.rate >= 0) || synthetic.rate > 1e6) {
     return absl::InvalidArgumentError(
@@ -156,9 +156,8 @@ absl::StatusOr<TrainSummary> RunSynthetic(const TrainerOptions& options,
   std::string chosen;
   RECKON_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                           MakeBackend(options.backend, config, &chosen));
-  RECKON_ASSIGN_OR_RETURN(
-      const std::vector<int64_t> initial,
-      model::InitialWeights(config.shape, config.fraction_bits, options.seed));
+  RECKON_ASSIGN_OR_RETURN(const std::vector<int64_t> initial,
+                          model::InitialWeights(config.shape, config.fraction_bits, options.seed));
   RECKON_RETURN_IF_ERROR(backend->LoadWeights(initial));
   log << absl::StrFormat(
       "reckon-worker: synthetic: %d updates per message, %s, replica on %s\n",

@@ -119,18 +119,50 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   return trainer;
 }
 
+absl::Status Trainer::LoadNpyData() {
+  const model::ModelShape& shape = config_.shape;
+  const std::string& dir = options_.data_dir;
+  RECKON_ASSIGN_OR_RETURN(const NpyDatasetShape data, InspectNpyDataset(dir));
+  if (data.features != uint64_t(shape.inputs())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model takes ", shape.inputs(), " inputs (--layers) but ", dir, " has ", data.features,
+        " features a sample: give --layers ", data.features, ",...,CLASSES"));
+  }
+  auto load = [&](const char* split) -> absl::StatusOr<Dataset> {
+    absl::StatusOr<Dataset> ds = LoadNpyDataset(dir, split, shape.classes());
+    if (!ds.ok() && ds.status().code() == absl::StatusCode::kDataLoss) {
+      return absl::Status(ds.status().code(),
+                          absl::StrCat(ds.status().message(), " (the model, --layers, has ",
+                                       shape.classes(), " classes)"));
+    }
+    return ds;
+  };
+  RECKON_ASSIGN_OR_RETURN(train_, load("train"));
+  RECKON_ASSIGN_OR_RETURN(test_, load("test"));
+  // Each feature standardized by the training split's statistics: the
+  // same numbers on every worker, which all read the same files.
+  const FeatureStats stats = ComputeFeatureStats(train_);
+  Standardize(stats, &train_);
+  Standardize(stats, &test_);
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::LoadData() {
   const model::ModelShape& shape = config_.shape;
-  RECKON_ASSIGN_OR_RETURN(train_, LoadIdxDataset(options_.data_dir, "train"));
-  RECKON_ASSIGN_OR_RETURN(test_, LoadIdxDataset(options_.data_dir, "t10k"));
-  if (train_.features() != shape.inputs() || test_.features() != shape.inputs()) {
-    return absl::InvalidArgumentError(absl::StrCat("the model takes ", shape.inputs(),
-                                                   " inputs but the images have ",
-                                                   train_.features(), " pixels"));
+  if (IsNpyDataset(options_.data_dir)) {
+    RECKON_RETURN_IF_ERROR(LoadNpyData());
+  } else {
+    RECKON_ASSIGN_OR_RETURN(train_, LoadIdxDataset(options_.data_dir, "train"));
+    RECKON_ASSIGN_OR_RETURN(test_, LoadIdxDataset(options_.data_dir, "t10k"));
+    if (train_.features() != shape.inputs() || test_.features() != shape.inputs()) {
+      return absl::InvalidArgumentError(absl::StrCat("the model takes ", shape.inputs(),
+                                                     " inputs but the images have ",
+                                                     train_.features(), " pixels"));
+    }
+    const PixelStats pixels = ComputePixelStats(train_);
+    Standardize(pixels, &train_);
+    Standardize(pixels, &test_);
   }
-  const PixelStats pixels = ComputePixelStats(train_);
-  Standardize(pixels, &train_);
-  Standardize(pixels, &test_);
   RECKON_ASSIGN_OR_RETURN(
       shard_, ShardIndices(train_.size(), options_.shard, options_.shards, options_.seed));
   if (shard_.size() < static_cast<size_t>(config_.max_batch)) {

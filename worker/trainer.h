@@ -24,6 +24,7 @@
 #include "worker/dataset.h"
 #include "worker/density_controller.h"
 #include "worker/metrics.h"
+#include "worker/npy_dataset.h"
 #include "worker/summary.h"
 
 namespace reckon::worker {
@@ -189,6 +190,9 @@ class Trainer {
 
   Trainer(const TrainerOptions& options, std::ostream& log);
   absl::Status LoadData();
+  // A NumPy dataset folder (npy_dataset.h): checked against --layers, read,
+  // each feature standardized by the training split's statistics.
+  absl::Status LoadNpyData();
   absl::Status MakeReplica();
   absl::Status Resume();
   CheckpointIdentity Identity() const;
