@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -141,6 +142,30 @@ TEST(Shards, DisjointCoveringBalancedAndDeterministic) {
   EXPECT_FALSE(ParseShard("5/5", &a, &b).ok());
   EXPECT_FALSE(ParseShard("x", &a, &b).ok());
   EXPECT_FALSE(ParseShard("1/0", &a, &b).ok());
+}
+
+// Each feature on its own: a column's mean and deviation, a constant
+// column left at deviation 1 (not divided by zero), and the standardized
+// columns with mean 0 and deviation 1.
+TEST(FeatureStats, EachFeatureIsStandardizedOnItsOwn) {
+  Dataset ds;
+  ds.rows = 1;
+  ds.cols = 3;
+  ds.images = {1, 1000, 7, 3, 3000, 7, 5, 2000, 7};
+  ds.labels = {0, 1, 0};
+  const FeatureStats stats = ComputeFeatureStats(ds);
+  EXPECT_EQ(stats.mean, (std::vector<double>{3, 2000, 7}));
+  EXPECT_NEAR(stats.stddev[0], std::sqrt(8.0 / 3), 1e-12);
+  EXPECT_NEAR(stats.stddev[1], 1000 * std::sqrt(2.0 / 3), 1e-9);
+  EXPECT_EQ(stats.stddev[2], 1.0);
+  Standardize(stats, &ds);
+  for (int j = 0; j < 3; ++j) {
+    const double mean = (ds.images[j] + ds.images[3 + j] + ds.images[6 + j]) / 3.0;
+    EXPECT_NEAR(mean, 0, 1e-6) << j;
+  }
+  EXPECT_NEAR(ds.images[0], -std::sqrt(1.5), 1e-6);
+  EXPECT_NEAR(ds.images[4], std::sqrt(1.5), 1e-6);
+  EXPECT_EQ(ds.images[2], 0.0f);
 }
 
 }  // namespace
