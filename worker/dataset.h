@@ -31,7 +31,7 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int expected_rank);
 struct Dataset {
   int rows = 0, cols = 0;
   std::vector<float> images;    // count x (rows * cols), row-major, in [0, 1]
-  std::vector<int32_t> labels;  // count, in [0, 10)
+  std::vector<int32_t> labels;  // count, in [0, classes): 10 for IDX files
   size_t size() const { return labels.size(); }
   int features() const { return rows * cols; }
 };

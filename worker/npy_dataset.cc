@@ -114,6 +114,7 @@ bool IsNpyDataset(const std::string& dir) {
 
 absl::StatusOr<NpyDatasetShape> InspectNpyDataset(const std::string& dir) {
   NpyDatasetShape s;
+  s.dir = dir;
   RECKON_RETURN_IF_ERROR(FindSplit(dir, "train", &s.train_x, &s.train_y));
   std::vector<std::string> test_x, test_y;
   RECKON_RETURN_IF_ERROR(FindSplit(dir, "test", &test_x, &test_y));
@@ -134,13 +135,18 @@ absl::StatusOr<NpyDatasetShape> InspectNpyDataset(const std::string& dir) {
 absl::StatusOr<Dataset> LoadNpyDataset(const std::string& dir, const std::string& split,
                                        int max_classes) {
   RECKON_ASSIGN_OR_RETURN(const NpyDatasetShape shape, InspectNpyDataset(dir));
+  return LoadNpyDataset(shape, split, max_classes);
+}
+
+absl::StatusOr<Dataset> LoadNpyDataset(const NpyDatasetShape& shape, const std::string& split,
+                                       int max_classes) {
   const bool train = split == "train";
   const std::vector<std::string> xs = train ? shape.train_x : std::vector{shape.test_x};
   const std::vector<std::string> ys = train ? shape.train_y : std::vector{shape.test_y};
   const uint64_t samples = train ? shape.train_samples : shape.test_samples;
   if (samples * shape.features > (uint64_t{1} << 36)) {
     return absl::ResourceExhaustedError(
-        absl::StrCat(dir, ": the ", split, " split holds ", samples, " x ", shape.features,
+        absl::StrCat(shape.dir, ": the ", split, " split holds ", samples, " x ", shape.features,
                      " features, over 2^36 floats: too large to read into memory"));
   }
   Dataset ds;

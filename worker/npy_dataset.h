@@ -25,6 +25,7 @@ bool IsNpyDataset(const std::string& dir);
 
 // What a NumPy dataset holds, from its headers alone.
 struct NpyDatasetShape {
+  std::string dir;
   uint64_t train_samples = 0, test_samples = 0;
   uint64_t features = 0;                      // D
   std::vector<std::string> train_x, train_y;  // the files, shards in order
@@ -43,6 +44,10 @@ absl::StatusOr<NpyDatasetShape> InspectNpyDataset(const std::string& dir);
 // or infinite, and the file and the index for a label outside
 // [0, max_classes).
 absl::StatusOr<Dataset> LoadNpyDataset(const std::string& dir, const std::string& split,
+                                       int max_classes);
+// The same for a folder InspectNpyDataset checked already (its headers are
+// not read again).
+absl::StatusOr<Dataset> LoadNpyDataset(const NpyDatasetShape& shape, const std::string& split,
                                        int max_classes);
 
 }  // namespace reckon::worker

@@ -129,7 +129,7 @@ absl::Status Trainer::LoadNpyData() {
         " features a sample: give --layers ", data.features, ",...,CLASSES"));
   }
   auto load = [&](const char* split) -> absl::StatusOr<Dataset> {
-    absl::StatusOr<Dataset> ds = LoadNpyDataset(dir, split, shape.classes());
+    absl::StatusOr<Dataset> ds = LoadNpyDataset(data, split, shape.classes());
     if (!ds.ok() && ds.status().code() == absl::StatusCode::kDataLoss) {
       return absl::Status(ds.status().code(),
                           absl::StrCat(ds.status().message(), " (the model, --layers, has ",
