@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -286,9 +287,15 @@ TEST(GossipCluster, ShardZeroPublishesThePretrainedStartAndTheOthersJoinFromIt) 
   const double params = 784 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10;
   EXPECT_GT(Number(s0, "pretrain_start_bytes"), 4 * params) << s0;  // dense fp32
   EXPECT_LT(Number(s0, "pretrain_start_bytes"), 4 * params + 1000) << s0;
-  EXPECT_NE(c.Out(0).find("pre-training stage 2 of 2 (784,64,64,10/sigmoid): 4000 samples"),
-            std::string::npos)
-      << c.Out(0);
+  // Pre-training runs on w0 alone, so what it reaches is the same every run
+  // (72.28% on its own pass when written).
+  const std::string out0 = c.Out(0);
+  const std::string stage2 = "pre-training stage 2 of 2 (784,64,64,10/sigmoid): 4000 samples";
+  const size_t stage2_at = out0.find(stage2);
+  ASSERT_NE(stage2_at, std::string::npos) << out0;
+  const size_t accuracy_at = out0.find("training accuracy ", stage2_at);
+  ASSERT_NE(accuracy_at, std::string::npos) << out0;
+  EXPECT_GT(std::stod(out0.substr(accuracy_at + std::strlen("training accuracy "))), 65.0) << out0;
   for (int i = 1; i < 3; ++i) {
     const std::string s = c.Summary(i);
     EXPECT_EQ(Field(s, "pretrained"), "false") << s;
@@ -300,7 +307,10 @@ TEST(GossipCluster, ShardZeroPublishesThePretrainedStartAndTheOthersJoinFromIt) 
   for (const auto& [origin, seq] : Versions(s0)) {
     EXPECT_EQ(seq, origin.rfind("w0#", 0) == 0 ? 101u : 100u) << origin;
   }
-  EXPECT_GT(Number(s0, "test_accuracy"), 0.70) << s0;
+  // The 100 asynchronous steps after it land in an order the scheduler
+  // picks: 0.64 to 0.81 over ten runs (2026-11-27), so this only says the
+  // start was not lost (chance is 0.10).
+  EXPECT_GT(Number(s0, "test_accuracy"), 0.50) << s0;
 }
 
 // Strom's fewer workers at the start (--start-workers 1): w0 trains the
