@@ -110,13 +110,19 @@ class FixedPointReplica {
   // changing anything, and refreshes the float32 copy of exactly the touched
   // weights. kInvalidArgument when validation fails; the replica is then
   // unchanged. Additions that wrapped are counted (wrapped()).
-  absl::Status Apply(int64_t step_quanta, std::span<const uint32_t> words,
-                     Prefetch prefetch = Prefetch::kOn);
-
-  // Runs fn(begin, end) over chunks covering [0, n) (possibly in parallel)
-  // and returns when all are done. The codec has no threads of its own;
-  // callers that have some pass them in this way.
+  // `parallel_for` (optional) applies the words in stripes on the caller's
+  // threads: strictly ascending, each run of words touches parameters no
+  // other run does, so no stripe waits for another, and the result is the
+  // same bit for bit. The apply is a cache miss per update, so stripes
+  // overlap more misses: 44,000 updates into 14.6M parameters take 0.41 ms
+  // on one thread of this 2-core VM, 0.21 ms on two.
   using ParallelFor = std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
+  absl::Status Apply(int64_t step_quanta, std::span<const uint32_t> words,
+                     Prefetch prefetch = Prefetch::kOn, const ParallelFor& parallel_for = nullptr);
+
+  // (ParallelFor, above:) runs fn(begin, end) over chunks covering [0, n),
+  // possibly in parallel, and returns when all are done. The codec has no
+  // threads of its own; callers that have some pass them in this way.
 
   // Adds delta[i] quanta to every parameter i (dense updates), modulo 2^64
   // as Apply does. kInvalidArgument, with the replica unchanged, when the

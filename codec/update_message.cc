@@ -135,9 +135,10 @@ absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {
 }
 
 absl::Status ApplyDecoded(const DecodedUpdate& update, FixedPointReplica* replica,
-                          FixedPointReplica::Prefetch prefetch) {
-  if (update.dense()) return replica->ApplyDense(update.quanta);
-  return replica->Apply(update.step_quanta, update.words, prefetch);
+                          FixedPointReplica::Prefetch prefetch,
+                          const FixedPointReplica::ParallelFor& parallel_for) {
+  if (update.dense()) return replica->ApplyDense(update.quanta, parallel_for);
+  return replica->Apply(update.step_quanta, update.words, prefetch, parallel_for);
 }
 
 uint64_t ChecksumContribution(const WeightChecksum& checksum, const DecodedUpdate& update) {

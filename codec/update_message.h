@@ -66,9 +66,11 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes,
 absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out);
 
 // Applies a decoded update to a replica, all or nothing
-// (FixedPointReplica::Apply or ApplyDense).
+// (FixedPointReplica::Apply or ApplyDense), in stripes on `parallel_for`'s
+// threads when one is given.
 absl::Status ApplyDecoded(const DecodedUpdate& update, FixedPointReplica* replica,
-                          FixedPointReplica::Prefetch prefetch = FixedPointReplica::Prefetch::kOn);
+                          FixedPointReplica::Prefetch prefetch = FixedPointReplica::Prefetch::kOn,
+                          const FixedPointReplica::ParallelFor& parallel_for = nullptr);
 
 // The update's contribution to the replica checksum (weight_checksum.h).
 uint64_t ChecksumContribution(const WeightChecksum& checksum, const DecodedUpdate& update);

@@ -265,6 +265,7 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   double drain_cpu_ns = 0;
   uint64_t drained = 0;
   absl::Status drain_status;
+  std::string drain_hash;
   std::thread drain([&] {
     codec::FixedPointReplica replica =
         *codec::FixedPointReplica::Create(size.params, kFractionBits);
@@ -278,6 +279,7 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
       if (got.updates.empty()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     drain_cpu_ns = OwnCpuNs() - start;
+    drain_hash = replica.WeightHash();  // after the timing
   });
   const uint64_t node_cpu_before = ThreadCpuNs("reckon-gossip");
   const uint64_t recv_cpu_before = ThreadCpuNs("reckon-recv");
@@ -300,12 +302,21 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   drain.join();
   if (!drain_status.ok()) return drain_status;
   const uint64_t applied = node->counters().updates_applied();
+  // The node's mirror (applied in stripes on the receive threads when the
+  // messages are large) and the drain's replica (one thread) took the same
+  // messages: they must be the same bit for bit.
+  const std::string mirror_hash = node->MirrorHash();
   senders.clear();
   node->Stop(false, std::chrono::milliseconds(0));
   receiver.server->Shutdown(std::chrono::milliseconds(1000));
   if (applied < expected) {
     return absl::DeadlineExceededError(
         absl::StrCat("the node accepted ", applied, " of ", expected, " messages in 5 minutes"));
+  }
+  if (mirror_hash != drain_hash) {
+    return absl::DataLossError(absl::StrCat("the node's mirror (", mirror_hash,
+                                            ") is not the replica the drain applied the same ",
+                                            expected, " messages to (", drain_hash, ")"));
   }
   out.node_cpu_ms_per_message = node_cpu_ns / 1e6 / double(expected);
   out.validation_cpu_ms_per_message = recv_cpu_ns / 1e6 / double(expected);
@@ -556,7 +567,9 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
     out << absl::StrFormat(
         "One node taking in %d origins' messages (%d each) over gRPC on loopback. before: the node "
         "thread validates and applies each under the node lock; after: validated off the lock on "
-        "`threads` threads, a quanta-only mirror applied with prefetching\n"
+        "`threads` threads, a quanta-only mirror applied with prefetching, a large message in "
+        "stripes "
+        "on those threads; the node's mirror checked against the drain's replica\n"
         "  size       params  updates/msg  msg bytes  path   threads    msg/s  updates/s  "
         "node CPU/msg  validation CPU/msg  drain CPU/msg\n",
         origins, messages);

@@ -13,16 +13,18 @@ AppliedReplica::AppliedReplica(codec::FixedPointReplica mirror,
   ledger_.Reset(checksum.Of(mirror_.quanta()), {});
 }
 
-absl::StatusOr<uint64_t> AppliedReplica::Apply(const OriginKey& origin, uint64_t seq,
-                                               uint64_t contribution,
-                                               const codec::DecodedUpdate& decoded) {
+absl::StatusOr<uint64_t> AppliedReplica::Apply(
+    const OriginKey& origin, uint64_t seq, uint64_t contribution,
+    const codec::DecodedUpdate& decoded,
+    const codec::FixedPointReplica::ParallelFor& parallel_for) {
   const uint64_t have = SeqOf(applied_, origin);
   if (seq != have + 1) {
     return absl::FailedPreconditionError(absl::StrCat(origin.ToString().substr(0, 96), " seq ", seq,
                                                       " is not next: ", have, " applied"));
   }
   const uint64_t wrapped_before = mirror_.wrapped();
-  if (absl::Status s = codec::ApplyDecoded(decoded, &mirror_, prefetch_); !s.ok()) return s;
+  if (absl::Status s = codec::ApplyDecoded(decoded, &mirror_, prefetch_, parallel_for); !s.ok())
+    return s;
   applied_[origin] = seq;
   ledger_.Add(origin, seq, contribution);
   return mirror_.wrapped() - wrapped_before;

@@ -44,8 +44,12 @@ class AppliedReplica {
   // past the int64 range. kFailedPrecondition, and nothing changed, unless
   // it is the next of its origin (seq == applied + 1); an error of the
   // mirror (a message for another model) changes nothing either.
-  absl::StatusOr<uint64_t> Apply(const OriginKey& origin, uint64_t seq, uint64_t contribution,
-                                 const codec::DecodedUpdate& decoded);
+  // `parallel_for`: the mirror's apply in stripes on the caller's threads
+  // (codec::FixedPointReplica::Apply).
+  absl::StatusOr<uint64_t> Apply(
+      const OriginKey& origin, uint64_t seq, uint64_t contribution,
+      const codec::DecodedUpdate& decoded,
+      const codec::FixedPointReplica::ParallelFor& parallel_for = nullptr);
 
   // Replaces the replica by `weights` at `cut` whose checksum is `checksum`
   // (measured by the caller), then replays what `log` holds beyond the cut,

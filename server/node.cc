@@ -210,6 +210,10 @@ void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::stri
 
 void GossipNode::Run() {
   Clock::time_point next_tick = Now();
+  {
+    absl::MutexLock l(&mu_);
+    node_thread_id_ = std::this_thread::get_id();
+  }
   for (;;) {
     // Only the inbox's lock while waiting: a transport thread enqueueing a
     // frame never waits behind mu_ (whoever holds it).

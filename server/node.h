@@ -386,8 +386,9 @@ class GossipNode final : public NodeService {
   // member, so a member's signed Updates can be verified wherever relayed.
   void LearnCertificates(const Member* from, const std::vector<std::string>& pems)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies to the mirror, advances the version vector, logs, and queues the
-  // update for the training thread.
+  // Applies to the mirror (in stripes on validators_ when the node thread
+  // accepts a large one: StripedApply), advances the version vector, logs,
+  // and queues the update for the training thread.
   void Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
               std::shared_ptr<const codec::DecodedUpdate> decoded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -400,6 +401,13 @@ class GossipNode final : public NodeService {
   void PushPublished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Accepts the early arrivals of `origin` that are now next in line.
   void AcceptWaiting(const OriginKey& origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How Accept applies `decoded` to the mirror: in stripes on validators_
+  // when this is the node thread and the message has at least
+  // kStripedApplyUpdates updates (a cache miss each: stripes overlap more
+  // of them), else null (one thread).
+  codec::FixedPointReplica::ParallelFor StripedApply(const codec::DecodedUpdate& decoded)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr size_t kStripedApplyUpdates = 16384;
   void Tick(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes what `m`'s version vector shows it lacks and our log holds.
   void AntiEntropy(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -529,9 +537,13 @@ class GossipNode final : public NodeService {
   std::optional<CertificateBook> certificates_ ABSL_GUARDED_BY(mu_);  // with TLS
   const codec::WeightChecksum checksum_;
   const uint64_t param_count_;
-  // ReceivePath::kParallel: the threads validating received Updates (the
-  // node thread one of them); null on kSerial. Only the node thread calls it.
+  // ReceivePath::kParallel: the threads validating received Updates and
+  // applying large ones to the mirror in stripes (the node thread one of
+  // them); null on kSerial. Only the node thread calls it.
   std::unique_ptr<cpu::ThreadPool> validators_;
+  // Set by Run: whoever else accepts a message (a snapshot's installer
+  // replaying early arrivals) applies it alone, not on validators_.
+  std::thread::id node_thread_id_ ABSL_GUARDED_BY(mu_);
   // The mirror, the version vector and the checksum ledger, moving together
   // (applied_replica.h).
   AppliedReplica replica_ ABSL_GUARDED_BY(mu_);

@@ -98,6 +98,18 @@ void GossipNode::AcceptWaiting(const OriginKey& origin) {
   }
 }
 
+codec::FixedPointReplica::ParallelFor GossipNode::StripedApply(
+    const codec::DecodedUpdate& decoded) {
+  const size_t updates = decoded.dense() ? decoded.quanta.size() : decoded.words.size();
+  if (!validators_ || validators_->threads() < 2 || updates < kStripedApplyUpdates ||
+      std::this_thread::get_id() != node_thread_id_) {
+    return nullptr;
+  }
+  return [this](size_t n, const std::function<void(size_t, size_t)>& stripe) {
+    validators_->ParallelFor(n, stripe, /*min_chunk=*/kStripedApplyUpdates / 2);
+  };
+}
+
 void GossipNode::CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped) {
   if (wrapped == 0) return;
   const uint64_t total = counters_.weights_wrapped() + wrapped;
@@ -113,8 +125,8 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
                         std::shared_ptr<const codec::DecodedUpdate> decoded) {
   const v1::Update& update = frame->update();
   // Its checksum_delta was verified against its words (HandleUpdate).
-  absl::StatusOr<uint64_t> wrapped =
-      replica_.Apply(origin, update.seq(), update.checksum_delta(), *decoded);
+  absl::StatusOr<uint64_t> wrapped = replica_.Apply(origin, update.seq(), update.checksum_delta(),
+                                                    *decoded, StripedApply(*decoded));
   if (!wrapped.ok()) {
     // Validated already (DecodeUpdate against this model) and next in
     // line: not reached.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "codec/update_words.h"
 #include "tests/test_util.h"
@@ -119,6 +120,52 @@ TEST(FixedPointReplica, WithoutTheFloatCopyOrThePrefetchTheQuantaAreTheSame) {
   EXPECT_EQ(replicas[2].WeightHash(), replicas[0].WeightHash());
   ASSERT_TRUE(replicas[2].Load(replicas[1].quanta()).ok());
   EXPECT_EQ(replicas[2].WeightHash(), replicas[1].WeightHash());
+}
+
+// A large message applied in stripes on several threads (the gossip node's
+// receive path): each thread its own run of the message's words, so its own
+// parameters, since the words are strictly ascending. The same quanta, float
+// copy and wrapped count as one thread, whichever stripe runs first; a bad
+// word anywhere refuses the message before any stripe starts.
+TEST(FixedPointReplica, StripesOnThreadsApplyWhatOneThreadDoes) {
+  constexpr uint64_t kN = 200000;
+  auto threads = [](size_t n, const std::function<void(size_t, size_t)>& fn) {
+    std::vector<std::thread> stripes;
+    for (size_t k = 0; k < 4; ++k) stripes.emplace_back(fn, n * k / 4, n * (k + 1) / 4);
+    for (std::thread& t : stripes) t.join();
+  };
+  auto backwards = [](size_t n, const std::function<void(size_t, size_t)>& fn) {
+    for (size_t k = 3; k-- > 0;) fn(n * k / 3, n * (k + 1) / 3);
+  };
+  std::vector<FixedPointReplica> replicas;
+  for (int r = 0; r < 3; ++r) {
+    replicas.push_back(*FixedPointReplica::Create(kN, 32));
+    ASSERT_TRUE(replicas.back().InitializeUniform(5, 0, 0, kN, 0.1).ok());
+  }
+  for (int m = 0; m < 12; ++m) {
+    const std::vector<uint32_t> words = RandomUpdates(20000 + 997 * m, kN, 300 + m);
+    const int64_t step = int64_t{1} << (m % 2 == 0 ? 61 : 20);  // some additions wrap
+    ASSERT_TRUE(replicas[0].Apply(step, words).ok());
+    ASSERT_TRUE(replicas[1].Apply(step, words, FixedPointReplica::Prefetch::kOn, threads).ok());
+    ASSERT_TRUE(replicas[2].Apply(step, words, FixedPointReplica::Prefetch::kOn, backwards).ok());
+  }
+  ASSERT_GT(replicas[0].wrapped(), 0u);
+  for (const FixedPointReplica& r : replicas) {
+    EXPECT_TRUE(std::equal(r.quanta().begin(), r.quanta().end(), replicas[0].quanta().begin()));
+    EXPECT_TRUE(std::equal(r.weights().begin(), r.weights().end(), replicas[0].weights().begin()));
+    EXPECT_EQ(r.wrapped(), replicas[0].wrapped());
+  }
+  std::vector<uint32_t> bad = RandomUpdates(30000, kN, 999);
+  bad.back() = PackUpdate(kN, false);
+  bool striped = false;
+  auto watch = [&](size_t n, const std::function<void(size_t, size_t)>& fn) {
+    striped = true;
+    fn(0, n);
+  };
+  const std::string hash = replicas[1].WeightHash();
+  EXPECT_FALSE(replicas[1].Apply(1, bad, FixedPointReplica::Prefetch::kOn, watch).ok());
+  EXPECT_FALSE(striped);
+  EXPECT_EQ(replicas[1].WeightHash(), hash);
 }
 
 TEST(FixedPointReplica, ApplyIsAllOrNothing) {
