@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/codec_payload.h"
 #include "codec/crc32c.h"
+#include "codec/elementwise.h"
 #include "codec/update_words.h"
 
 namespace reckon::codec {
@@ -76,15 +78,26 @@ absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options) {
 
 absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
                                 std::span<float> residual, v1::Update* msg,
-                                std::vector<int64_t>* quanta) {
+                                std::vector<int64_t>* quanta, const ParallelFor& parallel_for) {
+  auto over = [&](size_t n, const std::function<void(size_t, size_t)>& fn) {
+    if (parallel_for) {
+      parallel_for(n, fn);
+    } else {
+      fn(0, n);
+    }
+  };
   // |r| * 2^fb < 2^62 for every element, compared on the float bits: NaN
   // and Inf sit above every finite limit, so one integer compare catches all.
   const int32_t limit_bits = std::bit_cast<int32_t>(std::ldexp(1.0f, 62 - options.fraction_bits));
-  int32_t bad = 0;
-  for (const float r : residual) {
-    bad |= static_cast<int32_t>((std::bit_cast<int32_t>(r) & 0x7FFFFFFF) >= limit_bits);
-  }
-  if (bad) {
+  std::atomic<int32_t> any_bad{0};
+  over(residual.size(), [&](size_t begin, size_t end) {
+    int32_t bad = 0;
+    for (size_t i = begin; i < end; ++i) {
+      bad |= static_cast<int32_t>((std::bit_cast<int32_t>(residual[i]) & 0x7FFFFFFF) >= limit_bits);
+    }
+    if (bad) any_bad.store(1, std::memory_order_relaxed);
+  });
+  if (any_bad.load(std::memory_order_relaxed)) {
     for (size_t i = 0; i < residual.size(); ++i) {
       if ((std::bit_cast<int32_t>(residual[i]) & 0x7FFFFFFF) >= limit_bits) {
         quanta->clear();
@@ -94,20 +107,21 @@ absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
       }
     }
   }
-  if (absl::Status s = codec.Encode(residual, msg, quanta); !s.ok()) {
+  if (absl::Status s = codec.Encode(residual, msg, quanta, parallel_for); !s.ok()) {
     quanta->clear();
     return s;
   }
   const double quantum = std::ldexp(1.0, -options.fraction_bits);
   const int64_t* q = quanta->data();
   float* r = residual.data();
-  if (options.error_feedback) {
-    for (size_t i = 0; i < residual.size(); ++i) {
-      r[i] -= static_cast<float>(static_cast<double>(q[i]) * quantum);
+  const bool feedback = options.error_feedback;
+  over(residual.size(), [&](size_t begin, size_t end) {
+    if (feedback) {
+      SubtractQuanta(r + begin, q + begin, end - begin, quantum);
+    } else {
+      std::fill(r + begin, r + end, 0.0f);
     }
-  } else {
-    std::fill(residual.begin(), residual.end(), 0.0f);
-  }
+  });
   return absl::OkStatus();
 }
 

@@ -21,6 +21,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -50,15 +51,20 @@ uint64_t LayoutParamCount(const TensorLayout& layout);
 // Which codec, and its knobs (flags --codec, --error-feedback, --absmax-every).
 struct CodecOptions {
   v1::Codec codec = v1::CODEC_DENSE_FP32;
-  TensorLayout layout;       // onebit and dyntree8 (dense: one tensor is enough)
-  int fraction_bits = 32;    // the replica's grid: values * 2^fb are quanta
+  TensorLayout layout;     // onebit and dyntree8 (dense: one tensor is enough)
+  int fraction_bits = 32;  // the replica's grid: values * 2^fb are quanta
   bool error_feedback = true;
-  int absmax_every = 1;      // dyntree8: recompute each tensor's abs max every K steps
+  int absmax_every = 1;  // dyntree8: recompute each tensor's abs max every K steps
 };
 
 // The largest magnitude, in quanta, of any value a payload carries: float32
 // integers below 2^62 (docs/codecs.md 1).
 inline constexpr double kMaxPayloadQuanta = 4611686018427387904.0;  // 2^62
+
+// Runs fn(begin, end) over chunks covering [0, n), possibly in parallel,
+// and returns when all are done: the caller's threads (the codecs have none).
+// The same type as FixedPointReplica::ParallelFor.
+using ParallelFor = std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
 
 class Codec {
  public:
@@ -68,8 +74,15 @@ class Codec {
   // crc32c of `*msg` from `values` and writes the decoded quanta. REQUIRES:
   // every value finite with |value| * 2^fb < 2^62 (EncodeWithFeedback checks
   // this first) and values.size() == the layout's param_count.
+  // `parallel_for` (may be null): a codec whose pass is elementwise (dense,
+  // dyntree8's codes) splits it over those threads; the message is the same
+  // bit for bit.
   virtual absl::Status Encode(std::span<const float> values, v1::Update* msg,
-                              std::vector<int64_t>* quanta) = 0;
+                              std::vector<int64_t>* quanta, const ParallelFor& parallel_for) = 0;
+  absl::Status Encode(std::span<const float> values, v1::Update* msg,
+                      std::vector<int64_t>* quanta) {
+    return Encode(values, msg, quanta, nullptr);
+  }
 };
 
 // kInvalidArgument when the options do not make a codec of these (unknown
@@ -87,9 +100,12 @@ absl::StatusOr<v1::Codec> CodecFromFlagName(const std::string& name);
 // feedback, drops it (residual = 0). All or nothing: a NaN, Inf or value too
 // large for the grid returns kInvalidArgument naming its index, with the
 // residual unchanged and nothing emitted.
+// `parallel_for` (may be null): the check, the encoder and the feedback on
+// the caller's threads, bit for bit what one thread gives.
 absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
                                 std::span<float> residual, v1::Update* msg,
-                                std::vector<int64_t>* quanta);
+                                std::vector<int64_t>* quanta,
+                                const ParallelFor& parallel_for = nullptr);
 
 // --- The pieces the encoders, decoders, kernels and tests share. ---
 

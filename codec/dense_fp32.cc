@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "codec/codec_payload.h"
+#include "codec/elementwise.h"
 
 namespace reckon::codec::payload {
 namespace {
@@ -14,8 +15,9 @@ class DenseFp32 final : public Codec {
   explicit DenseFp32(const CodecOptions& options) : options_(options) {}
   v1::Codec id() const override { return v1::CODEC_DENSE_FP32; }
 
-  absl::Status Encode(std::span<const float> values, v1::Update* msg,
-                      std::vector<int64_t>* quanta) override {
+  using Codec::Encode;
+  absl::Status Encode(std::span<const float> values, v1::Update* msg, std::vector<int64_t>* quanta,
+                      const ParallelFor& parallel_for) override {
     // Written in place, four little-endian bytes a value (not appended one
     // value at a time: that was a tenth of the encode).
     std::string* out = msg->mutable_payload();
@@ -24,10 +26,14 @@ class DenseFp32 final : public Codec {
     quanta->resize(values.size());
     int64_t* q = quanta->data();
     const int fraction_bits = options_.fraction_bits;
-    for (size_t i = 0; i < values.size(); ++i) {
-      const float v = QuantaPayloadValue(values[i], fraction_bits);
-      StoreU32(bytes + 4 * i, std::bit_cast<uint32_t>(v));
-      q[i] = static_cast<int64_t>(v);
+    auto encode = [&](size_t begin, size_t end) {
+      EncodeDenseFp32Values(values.data() + begin, end - begin, fraction_bits, bytes + 4 * begin,
+                            q + begin);
+    };
+    if (parallel_for) {
+      parallel_for(values.size(), encode);
+    } else {
+      encode(0, values.size());
     }
     FinishMessage(id(), values.size(), msg);
     return absl::OkStatus();

@@ -27,8 +27,9 @@ class DynTree8 final : public Codec {
       : options_(options), scales_(options.layout.size(), 0.0f) {}
   v1::Codec id() const override { return v1::CODEC_DYNTREE8; }
 
-  absl::Status Encode(std::span<const float> values, v1::Update* msg,
-                      std::vector<int64_t>* quanta) override {
+  using Codec::Encode;
+  absl::Status Encode(std::span<const float> values, v1::Update* msg, std::vector<int64_t>* quanta,
+                      const ParallelFor& parallel_for) override {
     const bool rescale = steps_++ % options_.absmax_every == 0;
     std::string* out = msg->mutable_payload();
     out->clear();
@@ -47,7 +48,7 @@ class DynTree8 final : public Codec {
     for (size_t t = 0; t < options_.layout.size(); ++t) {
       const size_t size = options_.layout[t].size();
       EncodeTensor(values.subspan(offset, size), static_cast<int64_t>(scales_[t]),
-                   out->data() + codes_at + offset, quanta->data() + offset);
+                   out->data() + codes_at + offset, quanta->data() + offset, parallel_for);
       offset += size;
     }
     FinishMessage(id(), values.size(), msg);
@@ -63,17 +64,26 @@ class DynTree8 final : public Codec {
     return std::min(scale, static_cast<float>(kMaxDynTreeScaleQuanta));
   }
 
-  void EncodeTensor(std::span<const float> v, int64_t scale_quanta, char* codes,
-                    int64_t* quanta) const {
+  // Each value's code on its own: split over parallel_for's threads (when
+  // given) as they come.
+  void EncodeTensor(std::span<const float> v, int64_t scale_quanta, char* codes, int64_t* quanta,
+                    const ParallelFor& parallel_for) const {
     const std::array<int64_t, 128> table = MagnitudeTable(scale_quanta);
     // x * 2^fb / scale: the value as a fraction of the abs max.
     const double to_normalized =
         scale_quanta > 0 ? std::ldexp(1.0, options_.fraction_bits) / double(scale_quanta) : 0.0;
-    for (size_t i = 0; i < v.size(); ++i) {
-      const uint32_t m = DynTreeNearestCode(std::fabs(double(v[i])) * to_normalized);
-      const bool negative = v[i] < 0 && m != 0;
-      codes[i] = static_cast<char>((uint32_t{negative} << 7) | m);
-      quanta[i] = negative ? -table[m] : table[m];
+    auto encode = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const uint32_t m = DynTreeNearestCode(std::fabs(double(v[i])) * to_normalized);
+        const bool negative = v[i] < 0 && m != 0;
+        codes[i] = static_cast<char>((uint32_t{negative} << 7) | m);
+        quanta[i] = negative ? -table[m] : table[m];
+      }
+    };
+    if (parallel_for) {
+      parallel_for(v.size(), encode);
+    } else {
+      encode(0, v.size());
     }
   }
 

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "codec/elementwise.h"
 #include "codec/sha256.h"
 #include "codec/update_words.h"
 
@@ -192,7 +193,7 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
       quanta[i] = sum;
     }
     if (floats) {
-      for (size_t i = begin; i < end; ++i) weights[i] = QuantaToFloat(quanta[i], quantum);
+      QuantaToFloats(quanta + begin, end - begin, quantum, weights + begin);
     }
     if (local != 0) wrapped.fetch_add(local, std::memory_order_relaxed);
   };
@@ -212,7 +213,7 @@ absl::Status FixedPointReplica::Load(std::span<const int64_t> quanta) {
         absl::StrCat("loading ", quanta.size(), " parameters into a replica of ", quanta_.size()));
   }
   std::copy(quanta.begin(), quanta.end(), quanta_.begin());
-  for (size_t i = 0; i < weights_.size(); ++i) weights_[i] = QuantaToFloat(quanta_[i], quantum_);
+  QuantaToFloats(quanta_.data(), weights_.size(), quantum_, weights_.data());
   return absl::OkStatus();
 }
 

@@ -17,8 +17,11 @@ class OneBit final : public Codec {
   explicit OneBit(const CodecOptions& options) : options_(options) {}
   v1::Codec id() const override { return v1::CODEC_ONEBIT; }
 
-  absl::Status Encode(std::span<const float> values, v1::Update* msg,
-                      std::vector<int64_t>* quanta) override {
+  using Codec::Encode;
+  // One thread: its reconstruction values are column statistics
+  // (parallel_for unused).
+  absl::Status Encode(std::span<const float> values, v1::Update* msg, std::vector<int64_t>* quanta,
+                      const ParallelFor& /*parallel_for*/) override {
     std::string* out = msg->mutable_payload();
     out->clear();
     PutLayout(options_.layout, out);

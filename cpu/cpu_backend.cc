@@ -110,7 +110,8 @@ class CpuBackend final : public model::Backend {
     } else {
       out->words.clear();
       absl::Status s =
-          codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded, &out->dense);
+          codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded, &out->dense,
+                                    [this](size_t n, const auto& fn) { pool_.ParallelFor(n, fn); });
       if (!s.ok()) return s;
     }
     if (aggregate_adagrad_) RecordAfterOwn(*out);

@@ -6,12 +6,17 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "codec/codec.h"
 #include "codec/codec_payload.h"
 #include "codec/crc32c.h"
+#include "codec/elementwise.h"
 #include "codec/update_message.h"
 #include "gtest/gtest.h"
 #include "tests/reference_codec.h"
@@ -236,6 +241,114 @@ TEST(ErrorFeedback, NanOrInfEmitsNothingAndLeavesTheResidual) {
       EXPECT_NE(s.message().find("element 77"), std::string::npos) << s;
       EXPECT_TRUE(quanta.empty());
       EXPECT_EQ(0, std::memcmp(residual.data(), before.data(), 4 * residual.size()));
+    }
+  }
+}
+
+// With the caller's threads (the CPU backend's pool), error feedback and the
+// encoders that split their elementwise pass give the same message, quanta
+// and residual bit for bit as on one thread, over several steps (dyntree8's
+// stale abs max included); a bad element in any chunk still refuses the
+// whole step with the residual unchanged.
+TEST(ErrorFeedback, OnThreadsItIsOneThreadsBitForBit) {
+  const TensorLayout layout = {{256, 300}, {256, 1}, {10, 256}, {10, 1}};
+  auto threads = [](size_t n, const std::function<void(size_t, size_t)>& fn) {
+    std::vector<std::thread> chunks;
+    for (size_t k = 0; k < 3; ++k) chunks.emplace_back(fn, n * k / 3, n * (k + 1) / 3);
+    for (std::thread& t : chunks) t.join();
+  };
+  for (const v1::Codec c : kQuantaCodecs) {
+    SCOPED_TRACE(v1::Codec_Name(c));
+    CodecOptions o = Options(c, layout);
+    o.absmax_every = 2;
+    auto one = *MakeCodec(o);
+    auto many = *MakeCodec(o);
+    std::vector<float> r1 = Gaussian(LayoutParamCount(layout), 0.01, 11);
+    std::vector<float> r2 = r1;
+    for (int step = 0; step < 4; ++step) {
+      const std::vector<float> grad = Gaussian(r1.size(), 0.01, 20 + step);
+      for (size_t i = 0; i < r1.size(); ++i) {
+        r1[i] += grad[i];
+        r2[i] += grad[i];
+      }
+      v1::Update m1, m2;
+      std::vector<int64_t> q1, q2;
+      ASSERT_TRUE(EncodeWithFeedback(*one, o, r1, &m1, &q1).ok());
+      ASSERT_TRUE(EncodeWithFeedback(*many, o, r2, &m2, &q2, threads).ok());
+      EXPECT_EQ(m1.SerializeAsString(), m2.SerializeAsString()) << "step " << step;
+      EXPECT_EQ(q1, q2) << "step " << step;
+      EXPECT_EQ(0, std::memcmp(r1.data(), r2.data(), 4 * r1.size())) << "step " << step;
+    }
+    std::vector<float> bad = r2;
+    bad[bad.size() - 5] = NAN;  // in the last chunk
+    const std::vector<float> before = bad;
+    v1::Update msg;
+    std::vector<int64_t> quanta{1};
+    const absl::Status s = EncodeWithFeedback(*many, o, bad, &msg, &quanta, threads);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(absl::StrCat("element ", bad.size() - 5)), std::string::npos) << s;
+    EXPECT_TRUE(quanta.empty());
+    EXPECT_EQ(0, std::memcmp(bad.data(), before.data(), 4 * bad.size()));
+  }
+}
+
+// The round trip's per-parameter passes run as an AVX-512 copy where the CPU
+// has it (codec/elementwise.h): both copies give exactly the scalar
+// definitions' bits, on values of every magnitude, ties, the clamp, NaN and
+// Inf, signed zeros and subnormals, at several fraction_bits; so a machine
+// without AVX-512 computes the same replica.
+TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
+  std::printf("FIGURES AVX-512 on this CPU: %s (without it only the portable copy runs)\n",
+              Avx512Available() ? "yes" : "no");
+  std::mt19937_64 rng(17);
+  std::vector<float> values;
+  for (int i = 0; i < 100000; ++i) {
+    const int exponent = static_cast<int>(rng() % 90) - 70;  // 2^-70 .. 2^19
+    const float v = std::ldexp(static_cast<float>(rng() % (1u << 24)) / (1u << 24), exponent);
+    values.push_back(rng() % 2 ? -v : v);
+  }
+  for (const float special : {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1e-45f, -1e-40f, 0.5f, 1.5f,
+                              2.5f, -2.5f, 0x1p23f, 0x1p23f + 1, 0x1p24f + 2, 1e30f}) {
+    values.push_back(special);
+  }
+  for (int i = 0; i < 1000; ++i) values.push_back((static_cast<int>(rng() % 2001) - 1000) * 0.5f);
+  for (const int fb : {0, 16, 32, 62}) {
+    SCOPED_TRACE(::testing::Message() << "fraction_bits " << fb);
+    const size_t n = values.size();
+    std::vector<char> payload[2] = {std::vector<char>(4 * n), std::vector<char>(4 * n)};
+    std::vector<int64_t> quanta[2] = {std::vector<int64_t>(n), std::vector<int64_t>(n)};
+    EncodeDenseFp32Values(values.data(), n, fb, payload[0].data(), quanta[0].data(),
+                          Isa::kPortable);
+    EncodeDenseFp32Values(values.data(), n, fb, payload[1].data(), quanta[1].data(), Isa::kBest);
+    for (size_t i = 0; i < n; ++i) {
+      const float want = QuantaPayloadValue(values[i], fb);
+      for (int copy = 0; copy < 2; ++copy) {
+        uint32_t got;
+        std::memcpy(&got, payload[copy].data() + 4 * i, 4);
+        ASSERT_EQ(got, std::bit_cast<uint32_t>(want)) << "copy " << copy << " value " << values[i];
+        if (std::isfinite(values[i]) && std::fabs(want) < kMaxPayloadQuanta) {
+          ASSERT_EQ(quanta[copy][i], static_cast<int64_t>(want)) << values[i];
+        }
+      }
+    }
+    const double quantum = std::ldexp(1.0, -fb);
+    std::vector<int64_t> q(n);
+    for (size_t i = 0; i < n; ++i) {
+      q[i] = static_cast<int64_t>(rng() >> (rng() % 64)) * (rng() % 2 ? -1 : 1);
+    }
+    std::vector<float> residual[2] = {values, values};
+    std::vector<float> floats[2] = {std::vector<float>(n), std::vector<float>(n)};
+    SubtractQuanta(residual[0].data(), q.data(), n, quantum, Isa::kPortable);
+    SubtractQuanta(residual[1].data(), q.data(), n, quantum, Isa::kBest);
+    QuantaToFloats(q.data(), n, quantum, floats[0].data(), Isa::kPortable);
+    QuantaToFloats(q.data(), n, quantum, floats[1].data(), Isa::kBest);
+    for (size_t i = 0; i < n; ++i) {
+      const float step = static_cast<float>(static_cast<double>(q[i]) * quantum);
+      const float left = values[i] - step;
+      for (int copy = 0; copy < 2; ++copy) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(residual[copy][i]), std::bit_cast<uint32_t>(left)) << i;
+        ASSERT_EQ(std::bit_cast<uint32_t>(floats[copy][i]), std::bit_cast<uint32_t>(step)) << i;
+      }
     }
   }
 }

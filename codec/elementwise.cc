@@ -1,0 +1,124 @@
+#include "codec/elementwise.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "codec/codec.h"
+
+namespace reckon::codec {
+
+namespace {
+
+// The bodies, inlined into both copies below. Branch-free on purpose: a
+// select vectorizes where a branch on each value's magnitude would not.
+
+[[gnu::always_inline]] inline void EncodeDenseBody(const float* __restrict values, size_t n,
+                                                   int fraction_bits, char* __restrict payload,
+                                                   int64_t* __restrict quanta) {
+  // values[i] * 2^fb in float is exactly the double product rounded to
+  // float (a power of two scales exactly; no underflow since fb >= 0, and
+  // an overflow is infinite both ways), as QuantaPayloadValue computes it.
+  const float scale = std::bit_cast<float>(static_cast<uint32_t>(127 + fraction_bits) << 23);
+  constexpr float kLargest =
+      std::bit_cast<float>(std::bit_cast<uint32_t>(static_cast<float>(kMaxPayloadQuanta)) - 1);
+  constexpr float kMax = static_cast<float>(kMaxPayloadQuanta);
+  for (size_t i = 0; i < n; ++i) {
+    const float x = values[i] * scale;
+    const float magnitude = std::fabs(x);
+    // RoundToNearestEven: below 2^23 adding and taking away 2^23 rounds;
+    // from 2^23 on every float is an integer already (and NaN stays NaN).
+    const float rounded = magnitude < 0x1p23f ? (magnitude + 0x1p23f) - 0x1p23f : magnitude;
+    const float clamped = rounded < kMax ? rounded : kLargest;  // NaN and Inf too
+    const float v = std::copysign(clamped, x);
+    const uint32_t bits = std::bit_cast<uint32_t>(v);
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(payload + 4 * i, &bits, 4);
+    } else {
+      for (int b = 0; b < 4; ++b) payload[4 * i + b] = static_cast<char>(bits >> (8 * b));
+    }
+    quanta[i] = static_cast<int64_t>(v);
+  }
+}
+
+[[gnu::always_inline]] inline void SubtractQuantaBody(float* __restrict residual,
+                                                      const int64_t* __restrict quanta, size_t n,
+                                                      double quantum) {
+  for (size_t i = 0; i < n; ++i) {
+    residual[i] -= static_cast<float>(static_cast<double>(quanta[i]) * quantum);
+  }
+}
+
+[[gnu::always_inline]] inline void QuantaToFloatsBody(const int64_t* __restrict quanta, size_t n,
+                                                      double quantum, float* __restrict weights) {
+  for (size_t i = 0; i < n; ++i) {
+    weights[i] = static_cast<float>(static_cast<double>(quanta[i]) * quantum);
+  }
+}
+
+void EncodeDensePortable(const float* values, size_t n, int fraction_bits, char* payload,
+                         int64_t* quanta) {
+  EncodeDenseBody(values, n, fraction_bits, payload, quanta);
+}
+void SubtractQuantaPortable(float* residual, const int64_t* quanta, size_t n, double quantum) {
+  SubtractQuantaBody(residual, quanta, n, quantum);
+}
+void QuantaToFloatsPortable(const int64_t* quanta, size_t n, double quantum, float* weights) {
+  QuantaToFloatsBody(quanta, n, quantum, weights);
+}
+
+#if defined(__x86_64__)
+#define RECKON_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+RECKON_AVX512 void EncodeDenseAvx512(const float* values, size_t n, int fraction_bits,
+                                     char* payload, int64_t* quanta) {
+  EncodeDenseBody(values, n, fraction_bits, payload, quanta);
+}
+RECKON_AVX512 void SubtractQuantaAvx512(float* residual, const int64_t* quanta, size_t n,
+                                        double quantum) {
+  SubtractQuantaBody(residual, quanta, n, quantum);
+}
+RECKON_AVX512 void QuantaToFloatsAvx512(const int64_t* quanta, size_t n, double quantum,
+                                        float* weights) {
+  QuantaToFloatsBody(quanta, n, quantum, weights);
+}
+#undef RECKON_AVX512
+#endif
+
+bool UseAvx512(Isa isa) { return isa == Isa::kBest && Avx512Available(); }
+
+}  // namespace
+
+bool Avx512Available() {
+#if defined(__x86_64__)
+  static const bool available =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+  return available;
+#else
+  return false;
+#endif
+}
+
+void EncodeDenseFp32Values(const float* values, size_t n, int fraction_bits, char* payload,
+                           int64_t* quanta, Isa isa) {
+#if defined(__x86_64__)
+  if (UseAvx512(isa)) return EncodeDenseAvx512(values, n, fraction_bits, payload, quanta);
+#endif
+  EncodeDensePortable(values, n, fraction_bits, payload, quanta);
+}
+
+void SubtractQuanta(float* residual, const int64_t* quanta, size_t n, double quantum, Isa isa) {
+#if defined(__x86_64__)
+  if (UseAvx512(isa)) return SubtractQuantaAvx512(residual, quanta, n, quantum);
+#endif
+  SubtractQuantaPortable(residual, quanta, n, quantum);
+}
+
+void QuantaToFloats(const int64_t* quanta, size_t n, double quantum, float* weights, Isa isa) {
+#if defined(__x86_64__)
+  if (UseAvx512(isa)) return QuantaToFloatsAvx512(quanta, n, quantum, weights);
+#endif
+  QuantaToFloatsPortable(quanta, n, quantum, weights);
+}
+
+}  // namespace reckon::codec

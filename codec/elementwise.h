@@ -1,0 +1,40 @@
+// The passes over every parameter that a quanta codec's round trip makes
+// each step (encode, error feedback, the float copy of a dense apply), each
+// compiled twice: for any x86-64, and for AVX-512, where the int64 <-> float
+// conversions they need vectorize (the dense encode of 669,706 values: 3.5
+// ms -> 0.18 ms on this VM's AMD EPYC). Which copy runs is chosen once, at
+// run time, from the CPU. Both give the same bits: the same IEEE operations
+// in the same order, compiled without contraction (codec/CMakeLists.txt),
+// so replicas agree across machines with and without AVX-512
+// (tests/quanta_codec_test.cc holds both to the scalar definitions).
+#ifndef RECKON_CODEC_ELEMENTWISE_H_
+#define RECKON_CODEC_ELEMENTWISE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace reckon::codec {
+
+// kBest: AVX-512 where the CPU has it (F, DQ, VL, BW), else portable.
+// kPortable: the copy for any x86-64 (tests compare the two).
+enum class Isa { kBest, kPortable };
+bool Avx512Available();
+
+// For i in [0, n): the dense fp32 payload value of values[i]
+// (QuantaPayloadValue, codec.h), stored as four little-endian bytes at
+// payload + 4 i, and as quanta[i].
+void EncodeDenseFp32Values(const float* values, size_t n, int fraction_bits, char* payload,
+                           int64_t* quanta, Isa isa = Isa::kBest);
+
+// Error feedback: residual[i] -= (float)((double)quanta[i] * quantum).
+void SubtractQuanta(float* residual, const int64_t* quanta, size_t n, double quantum,
+                    Isa isa = Isa::kBest);
+
+// The float copy: weights[i] = (float)((double)quanta[i] * quantum)
+// (QuantaToFloat, fixed_point.h).
+void QuantaToFloats(const int64_t* quanta, size_t n, double quantum, float* weights,
+                    Isa isa = Isa::kBest);
+
+}  // namespace reckon::codec
+
+#endif  // RECKON_CODEC_ELEMENTWISE_H_
