@@ -102,6 +102,43 @@ TEST(Checkpoint, ArraysStreamRawInPiecesAndComeBackBitForBit) {
   EXPECT_EQ(LoadTrainingState(path, Identity(), 1000).status().code(), absl::StatusCode::kDataLoss);
 }
 
+// The data's standardization travels with the weights: read back as
+// written, a resume on data whose statistics differ (another dataset) is
+// refused naming the feature, and a checkpoint from before it was kept
+// resumes as before.
+TEST(Checkpoint, KeepsTheInputStandardizationAndRefusesOtherData) {
+  testing::ScratchDir dir;
+  const std::string path = (dir / "ck").string();
+  TrainingState state = State(30, 2);
+  state.identity.input.divisor = 255.0f;
+  state.identity.input.mean = {0.25f, 0.5f, 0.75f, 1.0f};
+  state.identity.input.inv_stddev = {2.0f, 3.0f, 4.0f, 5.0f};
+  ASSERT_TRUE(SaveTrainingState(path, state).ok());
+  absl::StatusOr<StoredCheckpoint> stored = LoadCheckpoint(path);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(InputTransformOf(stored->header), state.identity.input);
+  EXPECT_TRUE(LoadTrainingState(path, state.identity, 30).ok());
+
+  CheckpointIdentity other = state.identity;
+  other.input.inv_stddev[2] = 4.5f;
+  absl::Status refused = LoadTrainingState(path, other, 30).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("standardization differs at feature 2"), std::string::npos)
+      << refused;
+  other = state.identity;
+  other.input.divisor = 1.0f;
+  EXPECT_NE(LoadTrainingState(path, other, 30).status().message().find("input divisor"),
+            std::string::npos);
+  other.input.mean.push_back(0);
+  other.input.inv_stddev.push_back(1);
+  EXPECT_NE(LoadTrainingState(path, other, 30).status().message().find("input width"),
+            std::string::npos);
+
+  state.identity.input = {};  // as files from before it was kept
+  ASSERT_TRUE(SaveTrainingState(path, state).ok());
+  EXPECT_TRUE(LoadTrainingState(path, other, 30).ok());
+}
+
 // A header that claims more than the file holds (a truncated file, or a
 // hostile one claiming 3 GiB of weights) is refused naming the sizes, before
 // anything that large is allocated; so are a flipped bit, a cut file, a

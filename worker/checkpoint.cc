@@ -65,6 +65,18 @@ absl::StatusOr<std::vector<T>> FromBytes(const std::string& bytes, size_t count,
   return v;
 }
 
+}  // namespace
+
+InputTransform InputTransformOf(const v1::Checkpoint& c) {
+  InputTransform t;
+  t.divisor = c.input_divisor();
+  t.mean.assign(c.input_mean().begin(), c.input_mean().end());
+  t.inv_stddev.assign(c.input_inv_stddev().begin(), c.input_inv_stddev().end());
+  return t;
+}
+
+namespace {
+
 // Refuses a checkpoint written under another configuration, naming the field.
 absl::Status CheckIdentity(const v1::Checkpoint& c, const CheckpointIdentity& ours,
                            const std::string& path) {
@@ -85,6 +97,25 @@ absl::Status CheckIdentity(const v1::Checkpoint& c, const CheckpointIdentity& ou
   if (ours.fixed_step_quanta != 0 && c.step_quanta() != ours.fixed_step_quanta) {
     return mismatch("threshold step (quanta)", c.step_quanta(), ours.fixed_step_quanta);
   }
+  if (c.input_mean_size() > 0 && !ours.input.mean.empty()) {
+    const InputTransform theirs = InputTransformOf(c);
+    if (theirs.mean.size() != ours.input.mean.size()) {
+      return mismatch("the input width", theirs.mean.size(), ours.input.mean.size());
+    }
+    if (theirs.divisor != ours.input.divisor) {
+      return mismatch("the input divisor", theirs.divisor, ours.input.divisor);
+    }
+    for (size_t j = 0; j < theirs.mean.size(); ++j) {
+      if (theirs.mean[j] != ours.input.mean[j] ||
+          theirs.inv_stddev[j] != ours.input.inv_stddev[j]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "--resume ", path, ": the training data's standardization differs at feature ", j,
+            " (mean ", theirs.mean[j], ", 1/stddev ", theirs.inv_stddev[j], " in the checkpoint; ",
+            ours.input.mean[j], ", ", ours.input.inv_stddev[j],
+            " here): it was trained on other data"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -94,6 +125,10 @@ absl::Status SaveTrainingState(const std::string& path, const TrainingState& s) 
   v1::Checkpoint c;
   c.set_format_version(1);
   c.set_model(s.identity.model);
+  c.set_input_divisor(s.identity.input.divisor);
+  *c.mutable_input_mean() = {s.identity.input.mean.begin(), s.identity.input.mean.end()};
+  *c.mutable_input_inv_stddev() = {s.identity.input.inv_stddev.begin(),
+                                   s.identity.input.inv_stddev.end()};
   c.set_fraction_bits(s.identity.fraction_bits);
   c.set_seed(s.identity.seed);
   c.set_optimizer(s.identity.optimizer);

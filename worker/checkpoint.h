@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/reckon.pb.h"
+#include "worker/dataset.h"
 
 namespace reckon::worker {
 
@@ -19,6 +20,10 @@ namespace reckon::worker {
 // refused, naming the field that differs.
 struct CheckpointIdentity {
   std::string model;  // ModelShape::ToString()
+  // The data's standardization (dataset.h). A checkpoint from before it was
+  // kept (empty) resumes under any; one that has it, only on data whose
+  // statistics are the same, bit for bit.
+  InputTransform input;
   int fraction_bits = 0;
   uint64_t seed = 0;
   std::string optimizer;      // sgd | momentum | adagrad
@@ -48,6 +53,10 @@ struct TrainingState {
   std::string weight_hash;  // WeightHash() of `weights`
 };
 
+// The input transform a checkpoint's header holds (empty mean in files from
+// before it was kept).
+InputTransform InputTransformOf(const v1::Checkpoint& c);
+
 // Writes atomically and durably (SaveCheckpoint): a crash or a power loss
 // while saving leaves the previous checkpoint intact.
 absl::Status SaveTrainingState(const std::string& path, const TrainingState& state);
@@ -69,7 +78,8 @@ absl::StatusOr<TrainingState> LoadTrainingState(const std::string& path,
 inline constexpr size_t kCheckpointChunkBytes = size_t{8} << 20;
 // The largest file LoadCheckpoint reads, and the largest header message.
 inline constexpr uint64_t kMaxCheckpointBytes = uint64_t{64} << 30;
-inline constexpr uint64_t kMaxCheckpointHeaderBytes = uint64_t{1} << 20;
+// (The header holds the input standardization: 8 bytes a feature.)
+inline constexpr uint64_t kMaxCheckpointHeaderBytes = uint64_t{16} << 20;
 
 struct StoredCheckpoint {
   v1::Checkpoint header;  // everything but the arrays (fields 10-12 empty)

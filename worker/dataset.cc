@@ -162,10 +162,35 @@ PixelStats ComputePixelStats(const Dataset& ds) {
   return stats;
 }
 
+InputTransform TransformOf(const PixelStats& stats, int features) {
+  InputTransform t;
+  t.divisor = 255.0f;  // LoadIdxDataset's
+  t.mean.assign(size_t(features), static_cast<float>(stats.mean));
+  t.inv_stddev.assign(size_t(features), static_cast<float>(1.0 / stats.stddev));
+  return t;
+}
+
+InputTransform TransformOf(const FeatureStats& stats) {
+  InputTransform t;
+  t.mean.resize(stats.mean.size());
+  t.inv_stddev.resize(stats.mean.size());
+  for (size_t j = 0; j < stats.mean.size(); ++j) {
+    t.mean[j] = static_cast<float>(stats.mean[j]);
+    t.inv_stddev[j] = static_cast<float>(1.0 / stats.stddev[j]);
+  }
+  return t;
+}
+
+void Standardize(const InputTransform& t, Dataset* ds) {
+  const size_t width = t.mean.size();
+  for (size_t i = 0; i < ds->size(); ++i) {
+    float* row = &ds->images[i * width];
+    for (size_t j = 0; j < width; ++j) row[j] = (row[j] - t.mean[j]) * t.inv_stddev[j];
+  }
+}
+
 void Standardize(const PixelStats& stats, Dataset* ds) {
-  const float mean = static_cast<float>(stats.mean);
-  const float inv = static_cast<float>(1.0 / stats.stddev);
-  for (float& x : ds->images) x = (x - mean) * inv;
+  Standardize(TransformOf(stats, ds->features()), ds);
 }
 
 FeatureStats ComputeFeatureStats(const Dataset& ds) {
@@ -190,18 +215,7 @@ FeatureStats ComputeFeatureStats(const Dataset& ds) {
   return stats;
 }
 
-void Standardize(const FeatureStats& stats, Dataset* ds) {
-  const size_t width = stats.mean.size();
-  std::vector<float> mean(width), inv(width);
-  for (size_t j = 0; j < width; ++j) {
-    mean[j] = static_cast<float>(stats.mean[j]);
-    inv[j] = static_cast<float>(1.0 / stats.stddev[j]);
-  }
-  for (size_t i = 0; i < ds->size(); ++i) {
-    float* row = &ds->images[i * width];
-    for (size_t j = 0; j < width; ++j) row[j] = (row[j] - mean[j]) * inv[j];
-  }
-}
+void Standardize(const FeatureStats& stats, Dataset* ds) { Standardize(TransformOf(stats), ds); }
 
 void SeededShuffle(std::span<uint32_t> items, uint64_t seed) {
   codec::SplitMix64 rng(seed);

@@ -58,6 +58,26 @@ PixelStats ComputePixelStats(const Dataset& ds);
 // since every worker reads the same files (whatever its shard).
 void Standardize(const PixelStats& stats, Dataset* ds);
 
+// What the model's inputs are made of a sample's raw features, in float32
+// and in this order: x_j = (raw_j / divisor - mean_j) * inv_stddev_j. The
+// IDX reader divides pixels by 255 as it loads (divisor 255); NumPy
+// features load as they are (divisor 1). Kept with the weights (checkpoint,
+// export), so that a trained model takes raw features and a resume on other
+// data is refused.
+struct InputTransform {
+  float divisor = 1;
+  std::vector<float> mean, inv_stddev;  // one per feature
+  bool operator==(const InputTransform&) const = default;
+};
+// The transform Standardize applies: the statistics rounded to float as it
+// rounds them.
+InputTransform TransformOf(const PixelStats& stats, int features);
+struct FeatureStats;
+InputTransform TransformOf(const FeatureStats& stats);
+// x_j = (x_j - mean_j) * inv_stddev_j for every sample of `ds` (whose
+// features are raw / divisor already). REQUIRES: t of ds's width.
+void Standardize(const InputTransform& t, Dataset* ds);
+
 // Each feature's mean and standard deviation over `ds`: a NumPy dataset's
 // features may have any scales (a constant feature's deviation counts as 1).
 // Summed in a fixed order in double: the same on every worker.

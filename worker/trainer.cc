@@ -141,9 +141,9 @@ absl::Status Trainer::LoadNpyData() {
   RECKON_ASSIGN_OR_RETURN(test_, load("test"));
   // Each feature standardized by the training split's statistics: the
   // same numbers on every worker, which all read the same files.
-  const FeatureStats stats = ComputeFeatureStats(train_);
-  Standardize(stats, &train_);
-  Standardize(stats, &test_);
+  input_ = TransformOf(ComputeFeatureStats(train_));
+  Standardize(input_, &train_);
+  Standardize(input_, &test_);
   return absl::OkStatus();
 }
 
@@ -159,9 +159,9 @@ absl::Status Trainer::LoadData() {
                                                      " inputs but the images have ",
                                                      train_.features(), " pixels"));
     }
-    const PixelStats pixels = ComputePixelStats(train_);
-    Standardize(pixels, &train_);
-    Standardize(pixels, &test_);
+    input_ = TransformOf(ComputePixelStats(train_), shape.inputs());
+    Standardize(input_, &train_);
+    Standardize(input_, &test_);
   }
   RECKON_ASSIGN_OR_RETURN(
       shard_, ShardIndices(train_.size(), options_.shard, options_.shards, options_.seed));
@@ -245,6 +245,7 @@ absl::Status Trainer::MakeReplica() {
 CheckpointIdentity Trainer::Identity() const {
   CheckpointIdentity id;
   id.model = config_.shape.ToString();
+  id.input = input_;
   id.fraction_bits = config_.fraction_bits;
   id.seed = options_.seed;
   id.optimizer = model::OptimizerName(config_.optimizer.kind);

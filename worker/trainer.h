@@ -250,6 +250,9 @@ class Trainer {
   std::ostream& log_;
   model::BackendConfig config_;  // options.backend_config, sized for the batch
   Dataset train_, test_;
+  // What train_ and test_ are of the raw features (LoadData): kept in the
+  // checkpoint, so that exports take raw features.
+  InputTransform input_;
   std::vector<uint32_t> shard_;  // this worker's training samples
   std::vector<uint32_t> order_;  // the shard, shuffled for the epoch
   size_t eval_count_ = 0;
