@@ -11,11 +11,10 @@
 #include "absl/strings/str_split.h"
 #include "base/flags.h"
 #include "ctl/commands.h"
+#include "ctl/flags.h"
 #include "server/node.h"
 #include "server/tls.h"
 
-ABSL_FLAG(std::string, out, "",
-          "directory for ca.pem, ca.key, <node>.pem, <node>.key, reckonctl.*");
 ABSL_FLAG(std::string, nodes, "", "node ids, comma-separated (each worker's --node-id)");
 ABSL_FLAG(std::string, hosts, "", "extra DNS names or IPs for every certificate");
 ABSL_FLAG(std::string, ca_name, "reckon cluster CA", "the CA's common name");
@@ -89,8 +88,7 @@ int RunCertsCommand(const std::vector<std::string>& args, std::ostream& out, std
   out << "reckonctl certs: wrote ca.pem (keep ca.key offline) and a certificate and key for "
       << ids.size() - 1 << " node(s) and reckonctl in " << dir << "\n"
       << "  worker: --tls-cert " << (base / (ids[0] + ".pem")).string() << " --tls-key "
-      << (base / (ids[0] + ".key")).string() << " --tls-ca " << (base / "ca.pem").string()
-      << "\n";
+      << (base / (ids[0] + ".key")).string() << " --tls-ca " << (base / "ca.pem").string() << "\n";
   return kExitOk;
 }
 

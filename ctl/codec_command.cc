@@ -20,7 +20,6 @@
 ABSL_FLAG(std::string, input, "",
           "encode: raw little-endian float32 residual (R.f32); decode, inspect: a file holding "
           "one serialized Update");
-ABSL_FLAG(std::string, format, "rice", "rice or packed32");
 ABSL_FLAG(int64_t, fraction_bits, 32, "fixed-point fraction bits");
 ABSL_FLAG(std::string, output, "", "where to write the serialized Update");
 ABSL_FLAG(std::string, residual_out, "", "where to write the residual after emission");
@@ -46,7 +45,7 @@ int Encode(const std::vector<std::string>& args, std::ostream& out, std::ostream
   const base::FlagScope scope{"reckonctl codec encode",
                               {{"input", "", true},
                                {"threshold", "", true},
-                               {"format"},
+                               {"format", "rice"},
                                {"fraction_bits"},
                                {"output", "", true},
                                {"residual_out"},

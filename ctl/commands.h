@@ -39,6 +39,10 @@ int RunLabCommand(const std::vector<std::string>& args, std::ostream& out, std::
 // reckonctl status --peer ADDR: a node's status as JSON.
 int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// reckonctl export --checkpoint FILE --format onnx|npz --out PATH: the
+// trained network for other tools (model_export.h).
+int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 // reckonctl certs --out DIR --nodes a,b,c: a cluster CA and node certificates.
 int RunCertsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -11,3 +11,8 @@ ABSL_FLAG(std::string, link, "",
           "rate=100mbit,delay=1ms[,jitter=,loss=,duplicate=,queue=] (root only; local: empty "
           "runs on loopback)");
 ABSL_FLAG(int64_t, link_mtu, 1500, "the MTU of every worker's interface in the network lab");
+ABSL_FLAG(std::string, out, "",
+          "certs: the directory for ca.pem, ca.key, <node>.pem, <node>.key, reckonctl.*; export: "
+          "the file to write");
+ABSL_FLAG(std::string, format, "",
+          "codec encode: rice or packed32 (default rice); export: onnx or npz");

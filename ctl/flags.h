@@ -9,11 +9,13 @@
 
 #include "absl/flags/declare.h"
 
-ABSL_DECLARE_FLAG(bool, json);         // every bench: JSON instead of a table
-ABSL_DECLARE_FLAG(int64_t, steps);     // bench train, bench transport
-ABSL_DECLARE_FLAG(double, threshold);  // bench train, codec encode
-ABSL_DECLARE_FLAG(int64_t, workers);   // local, lab
-ABSL_DECLARE_FLAG(std::string, link);  // local, lab: a LinkShape
-ABSL_DECLARE_FLAG(int64_t, link_mtu);  // local, lab
+ABSL_DECLARE_FLAG(bool, json);           // every bench: JSON instead of a table
+ABSL_DECLARE_FLAG(int64_t, steps);       // bench train, bench transport
+ABSL_DECLARE_FLAG(double, threshold);    // bench train, codec encode
+ABSL_DECLARE_FLAG(int64_t, workers);     // local, lab
+ABSL_DECLARE_FLAG(std::string, link);    // local, lab: a LinkShape
+ABSL_DECLARE_FLAG(int64_t, link_mtu);    // local, lab
+ABSL_DECLARE_FLAG(std::string, out);     // certs, export
+ABSL_DECLARE_FLAG(std::string, format);  // codec encode, export
 
 #endif  // RECKON_CTL_FLAGS_H_

@@ -1,4 +1,5 @@
-// reckonctl: the operator's tool. Subcommands: local, compare, lab, status, certs, codec, bench.
+// reckonctl: the operator's tool. Subcommands: local, compare, lab, status, certs, export, codec,
+// bench.
 // See README.md for each one's flags.
 #include <iostream>
 #include <string>
@@ -19,6 +20,8 @@ constexpr char kUsage[] =
     "                                partition/heal/shape commands on stdin\n"
     "  status --peer ADDR            a worker's status as JSON\n"
     "  certs --out DIR --nodes A,B   a cluster CA and node certificates for mutual TLS\n"
+    "  export --checkpoint F --format onnx|npz --out PATH\n"
+    "                                the trained network for other tools: raw features in\n"
     "  codec encode|decode|inspect   encode a float32 residual; decode or inspect an Update\n"
     "  bench codec [--json]          codec size and speed against entropy and zstd\n"
     "  bench codec --codec dyntree8 --table1 [--json]\n"
@@ -50,6 +53,8 @@ int main(int argc, char** argv) {
     code = reckon::ctl::RunStatusCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "certs") {
     code = reckon::ctl::RunCertsCommand(rest, std::cout, std::cerr);
+  } else if (args[0] == "export") {
+    code = reckon::ctl::RunExportCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "codec") {
     code = reckon::ctl::RunCodecCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "bench") {

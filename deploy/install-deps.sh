@@ -47,6 +47,7 @@ packages=(
   libzstd-dev zlib1g-dev
   libssl-dev                        # SHA-256 (weight hashes)
   libopenblas-dev
+  libonnx-dev                       # reckonctl export: ONNX models built and checked
 )
 if [ "$profile" = all ]; then
   packages+=(
@@ -61,6 +62,9 @@ if [ "$profile" = all ]; then
     prometheus                      # the monitoring test scrapes a cluster; promtool checks dashboards/
     systemd                         # systemd-analyze verify of deploy/systemd
     gnuplot-nox                     # reckonctl compare --chart draws accuracy against bytes
+    # the export test runs the exported model in other runtimes: OpenCV's
+    # dnn (ONNX), numpy (.npz), the onnx package's checker (Debian's python3)
+    python3-numpy python3-onnx python3-opencv
     "${container_packages[@]}"      # the deploy tests: image, Compose
   )
   # The Kubernetes manifests' schema check (tests/deploy) runs on Node.js:

@@ -416,9 +416,14 @@ float HalfToFloat(uint16_t half) {
 std::string NpyBytes(NpyType type, const std::vector<uint64_t>& shape, std::string_view data) {
   static constexpr const char* kDescr[] = {"<f4", "<f2", "|u1", "|i1", "<i2",
                                            "<u2", "<i4", "<u4", "<i8", "<u8"};
+  return NpyBytesOfDescr(kDescr[static_cast<int>(type)], shape, data);
+}
+
+std::string NpyBytesOfDescr(std::string_view descr, const std::vector<uint64_t>& shape,
+                            std::string_view data) {
   const std::string tuple =
       absl::StrCat("(", absl::StrJoin(shape, ", "), shape.size() == 1 ? ",)" : ")");
-  std::string dict = absl::StrCat("{'descr': '", kDescr[static_cast<int>(type)],
+  std::string dict = absl::StrCat("{'descr': '", std::string(descr),
                                   "', 'fortran_order': False, 'shape': ", tuple, ", }");
   // Padded with spaces and a newline so that the data starts on a multiple
   // of 64 bytes, as numpy does.

@@ -103,6 +103,10 @@ float HalfToFloat(uint16_t half);
 // holding `data`: for tests and for reckonctl predict's output. REQUIRES:
 // data.size() == elements x NpyTypeSize(type).
 std::string NpyBytes(NpyType type, const std::vector<uint64_t>& shape, std::string_view data);
+// The same for any numpy type string `descr` ("<U7": a string of 7
+// characters, UTF-32LE): the exported model's activation name.
+std::string NpyBytesOfDescr(std::string_view descr, const std::vector<uint64_t>& shape,
+                            std::string_view data);
 
 }  // namespace reckon::worker
 

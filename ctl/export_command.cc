@@ -1,0 +1,44 @@
+// reckonctl export --checkpoint FILE --format onnx|npz --out PATH: the
+// trained network as other tools take it (ctl/model_export.h).
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "base/files.h"
+#include "base/flags.h"
+#include "ctl/commands.h"
+#include "ctl/flags.h"
+#include "ctl/model_export.h"
+
+ABSL_FLAG(std::string, checkpoint, "", "a worker's checkpoint (--checkpoint of reckon-worker)");
+
+namespace reckon::ctl {
+
+int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const base::FlagScope scope{"reckonctl export",
+                              {{"checkpoint", "", true}, {"format", "onnx"}, {"out", "", true}}};
+  if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
+  const std::string format = absl::GetFlag(FLAGS_format), path = absl::GetFlag(FLAGS_out);
+  if (format != "onnx" && format != "npz") {
+    err << "reckonctl export: --format " << format << ": give onnx or npz\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<ExportedModel> model = ModelFromCheckpoint(absl::GetFlag(FLAGS_checkpoint));
+  if (!model.ok()) {
+    err << "reckonctl export: " << model.status().message() << "\n";
+    return kExitBadInput;
+  }
+  absl::StatusOr<std::string> bytes = format == "onnx" ? OnnxBytes(*model) : NpzBytes(*model);
+  if (!bytes.ok()) {
+    err << "reckonctl export: " << bytes.status().message() << "\n";
+    return kExitBadInput;
+  }
+  if (absl::Status s = base::WriteFileAtomically(path, *bytes); !s.ok()) {
+    err << "reckonctl export: " << s.message() << "\n";
+    return kExitBadInput;
+  }
+  out << "exported " << model->shape.ToString() << " (weights " << model->weight_hash.substr(0, 16)
+      << ", " << model->source << ") as " << format << " to " << path << " (" << bytes->size()
+      << " bytes); raw features in, class probabilities out\n";
+  return kExitOk;
+}
+
+}  // namespace reckon::ctl

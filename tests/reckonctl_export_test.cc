@@ -1,0 +1,169 @@
+// reckonctl export as a user runs it: a worker trains and checkpoints, the
+// network is exported as ONNX and .npz, and runtimes that are not reckon's
+// run it on raw features (tests/export/check_export.py: OpenCV's dnn module
+// on the ONNX file, numpy on the .npz, the onnx package's checker): the
+// same predictions, and the accuracy the worker's summary printed, to the
+// sample. What cannot be exported is refused, naming why.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "base/json.h"
+#include "codec/fixed_point.h"
+#include "tests/test_process.h"
+#include "worker/checkpoint.h"
+#include "worker/npy.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::reckon::testing::ProcessResult;
+using ::reckon::testing::RunProcess;
+
+// Debian's interpreter: its python3-numpy, python3-onnx and python3-opencv
+// (deploy/install-deps.sh), whatever python3 comes first on PATH.
+constexpr char kPython[] = "/usr/bin/python3";
+
+class ReckonctlExport : public ::testing::Test {
+ protected:
+  ProcessResult Worker(std::vector<std::string> args) {
+    args.push_back("--http-listen=127.0.0.1:0");
+    return RunProcess(RECKON_WORKER_PATH, std::move(args), dir_.path());
+  }
+  ProcessResult Export(const std::string& checkpoint, const std::string& format,
+                       const std::string& out) {
+    return RunProcess(RECKONCTL_PATH,
+                      {"export", "--checkpoint", checkpoint, "--format", format, "--out", out},
+                      dir_.path());
+  }
+  // Trains on `data`, exports both formats, and runs the independent check
+  // expecting the worker's own count of correct test samples.
+  void TrainExportAndCheck(const std::string& data, std::vector<std::string> flags,
+                           size_t test_samples) {
+    const std::string ck = (dir_ / "ck").string(), summary = (dir_ / "s.json").string();
+    flags.insert(flags.end(), {"--standalone", "--data-dir", data, "--checkpoint", ck,
+                               "--summary-json", summary});
+    const ProcessResult trained = Worker(flags);
+    ASSERT_EQ(trained.exit_code, 0) << trained.err;
+    absl::StatusOr<reckon::base::Json> s = reckon::base::ReadJsonFile(summary);
+    ASSERT_TRUE(s.ok()) << s.status();
+    const long correct = std::lround(double(s->at("test_accuracy")) * double(test_samples));
+    for (const char* format : {"onnx", "npz"}) {
+      const ProcessResult e = Export(ck, format, (dir_ / "model.").string() + format);
+      ASSERT_EQ(e.exit_code, 0) << e.err;
+      EXPECT_NE(e.out.find("raw features in, class probabilities out"), std::string::npos) << e.out;
+    }
+    const ProcessResult check =
+        RunProcess(kPython,
+                   {CHECK_EXPORT_PY, (dir_ / "model.onnx").string(), (dir_ / "model.npz").string(),
+                    data, "--expect-correct", std::to_string(correct)},
+                   dir_.path());
+    ASSERT_FALSE(check.out.empty()) << check.err;
+    const reckon::base::Json got = reckon::base::Json::parse(check.out);
+    std::printf("FIGURES %s\n", check.out.c_str());
+    EXPECT_EQ(got.at("samples"), test_samples);
+    EXPECT_EQ(got.at("predictions_shared"), test_samples) << check.out;
+    EXPECT_EQ(got.at("onnx_correct"), correct)
+        << "the summary said " << correct << ": " << check.out;
+    EXPECT_EQ(got.at("npz_correct"), correct) << check.out;
+    EXPECT_EQ(got.at("opset"), 17);
+    EXPECT_EQ(std::string(got.at("weight_hash")), std::string(s->at("weight_hash")));
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  }
+  reckon::testing::ScratchDir dir_;
+};
+
+// Fashion-MNIST's IDX files: raw pixels 0..255 go in (the export divides by
+// 255 and standardizes as the worker did). Both activations.
+TEST_F(ReckonctlExport, OpenCvAndNumpyPredictWhatTheWorkerMeasured) {
+  TrainExportAndCheck("/usr/share/datasets/fashion-mnist",
+                      {"--layers", "784,64,10", "--max-steps", "150"}, 10000);
+  TrainExportAndCheck(
+      "/usr/share/datasets/fashion-mnist",
+      {"--layers", "784,32,32,10", "--activation", "sigmoid", "--lr", "0.1", "--max-steps", "150"},
+      10000);
+}
+
+// A NumPy folder whose features have any scales: each is standardized by its
+// own statistics, which the export carries, so raw features go in.
+TEST_F(ReckonctlExport, ANumpyTrainedModelTakesRawFeatures) {
+  using ::reckon::worker::NpyBytes;
+  using ::reckon::worker::NpyType;
+  const fs::path data = dir_ / "data";
+  fs::create_directories(data);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> noise;
+  auto write_split = [&](const std::string& split, int n) {
+    std::vector<float> x(size_t(n) * 6);
+    std::vector<int64_t> y(n);
+    for (int i = 0; i < n; ++i) {
+      y[i] = i % 4;
+      for (int j = 0; j < 6; ++j) x[i * 6 + j] = noise(rng) + (j == y[i] ? 2.0f : 0.0f);
+      x[i * 6 + 1] = 500.0f + 300.0f * x[i * 6 + 1];  // another scale and offset
+      x[i * 6 + 5] = 1000.0f * noise(rng);
+    }
+    std::ofstream((data / (split + "_x.npy")).string(), std::ios::binary)
+        << NpyBytes(NpyType::kFloat32, {uint64_t(n), 6},
+                    std::string(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+    std::ofstream((data / (split + "_y.npy")).string(), std::ios::binary)
+        << NpyBytes(NpyType::kInt64, {uint64_t(n)},
+                    std::string(reinterpret_cast<const char*>(y.data()), y.size() * 8));
+  };
+  write_split("train", 2000);
+  write_split("test", 800);
+  TrainExportAndCheck(data.string(), {"--layers", "6,16,4", "--epochs", "3"}, 800);
+}
+
+TEST_F(ReckonctlExport, RefusesWhatItCannotExportNamingIt) {
+  const std::string ck = (dir_ / "ck").string(), out = (dir_ / "m.onnx").string();
+  ProcessResult r = Export(ck, "onnx", out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(ck), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+
+  r = Export(ck, "tflite", out);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--format tflite: give onnx or npz"), std::string::npos) << r.err;
+
+  // A checkpoint from before the standardization was kept.
+  reckon::v1::Checkpoint header;
+  header.set_model("4,3/relu");
+  header.set_fraction_bits(32);
+  std::vector<int64_t> weights(4 * 3 + 3, 1 << 20);
+  header.set_weight_hash(reckon::codec::WeightHashOf(weights));
+  ASSERT_TRUE(reckon::worker::SaveCheckpoint(ck, header, weights, {}, {}).ok());
+  r = Export(ck, "npz", out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("holds no input standardization"), std::string::npos) << r.err;
+
+  // Weights that are not the ones their hash names; a model of another size.
+  header.add_input_mean(0);
+  header.add_input_inv_stddev(1);
+  header.set_input_divisor(1);
+  weights[3] += 1;
+  ASSERT_TRUE(reckon::worker::SaveCheckpoint(ck, header, weights, {}, {}).ok());
+  r = Export(ck, "onnx", out);
+  EXPECT_NE(r.err.find("do not match their recorded hash"), std::string::npos) << r.err;
+  header.set_weight_hash(reckon::codec::WeightHashOf(weights));
+  ASSERT_TRUE(reckon::worker::SaveCheckpoint(ck, header, weights, {}, {}).ok());
+  r = Export(ck, "onnx", out);
+  EXPECT_NE(r.err.find("standardization of 1 features for a model of 4 inputs"), std::string::npos)
+      << r.err;
+  header.set_model("4,5/relu");
+  ASSERT_TRUE(reckon::worker::SaveCheckpoint(ck, header, weights, {}, {}).ok());
+  r = Export(ck, "onnx", out);
+  EXPECT_NE(r.err.find("15 weights for a model of 25"), std::string::npos) << r.err;
+  // A corrupt file.
+  std::string bytes = reckon::testing::ReadWholeFile(ck);
+  bytes[bytes.size() / 2] ^= 0x40;
+  std::ofstream(ck, std::ios::binary | std::ios::trunc) << bytes;
+  r = Export(ck, "onnx", out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(ck), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+}  // namespace
