@@ -17,9 +17,6 @@
 #include "ctl/commands.h"
 #include "ctl/flags.h"
 
-ABSL_FLAG(std::string, input, "",
-          "encode: raw little-endian float32 residual (R.f32); decode, inspect: a file holding "
-          "one serialized Update");
 ABSL_FLAG(int64_t, fraction_bits, 32, "fixed-point fraction bits");
 ABSL_FLAG(std::string, output, "", "where to write the serialized Update");
 ABSL_FLAG(std::string, residual_out, "", "where to write the residual after emission");

@@ -43,6 +43,13 @@ int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, st
 // trained network for other tools (model_export.h).
 int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// reckonctl evaluate --model M.onnx --data DIR: accuracy (and with
+// --confusion the confusion matrix) of an exported model on raw features;
+// reckonctl predict --model M.onnx --input X.npy --out P.npy: its class
+// probabilities (evaluate_command.cc, onnx_runner.h).
+int RunEvaluateCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int RunPredictCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 // reckonctl certs --out DIR --nodes a,b,c: a cluster CA and node certificates.
 int RunCertsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -14,5 +14,9 @@ ABSL_FLAG(int64_t, link_mtu, 1500, "the MTU of every worker's interface in the n
 ABSL_FLAG(std::string, out, "",
           "certs: the directory for ca.pem, ca.key, <node>.pem, <node>.key, reckonctl.*; export: "
           "the file to write");
+ABSL_FLAG(std::string, input, "",
+          "codec encode: raw little-endian float32 residual (R.f32); codec decode, inspect: a "
+          "file holding one serialized Update; predict: a .npy of raw features, [N, D] (float32, "
+          "float16 or an integer type)");
 ABSL_FLAG(std::string, format, "",
           "codec encode: rice or packed32 (default rice); export: onnx or npz");

@@ -17,5 +17,6 @@ ABSL_DECLARE_FLAG(std::string, link);    // local, lab: a LinkShape
 ABSL_DECLARE_FLAG(int64_t, link_mtu);    // local, lab
 ABSL_DECLARE_FLAG(std::string, out);     // certs, export
 ABSL_DECLARE_FLAG(std::string, format);  // codec encode, export
+ABSL_DECLARE_FLAG(std::string, input);   // codec, predict
 
 #endif  // RECKON_CTL_FLAGS_H_

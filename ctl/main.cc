@@ -1,5 +1,5 @@
-// reckonctl: the operator's tool. Subcommands: local, compare, lab, status, certs, export, codec,
-// bench.
+// reckonctl: the operator's tool. Subcommands: local, compare, lab, status, certs, export,
+// evaluate, predict, codec, bench.
 // See README.md for each one's flags.
 #include <iostream>
 #include <string>
@@ -22,6 +22,10 @@ constexpr char kUsage[] =
     "  certs --out DIR --nodes A,B   a cluster CA and node certificates for mutual TLS\n"
     "  export --checkpoint F --format onnx|npz --out PATH\n"
     "                                the trained network for other tools: raw features in\n"
+    "  evaluate --model M.onnx --data DIR [--confusion]\n"
+    "                                an exported model's accuracy on a data folder's test split\n"
+    "  predict --model M.onnx --input X.npy --out P.npy\n"
+    "                                an exported model's class probabilities for raw features\n"
     "  codec encode|decode|inspect   encode a float32 residual; decode or inspect an Update\n"
     "  bench codec [--json]          codec size and speed against entropy and zstd\n"
     "  bench codec --codec dyntree8 --table1 [--json]\n"
@@ -55,6 +59,10 @@ int main(int argc, char** argv) {
     code = reckon::ctl::RunCertsCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "export") {
     code = reckon::ctl::RunExportCommand(rest, std::cout, std::cerr);
+  } else if (args[0] == "evaluate") {
+    code = reckon::ctl::RunEvaluateCommand(rest, std::cout, std::cerr);
+  } else if (args[0] == "predict") {
+    code = reckon::ctl::RunPredictCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "codec") {
     code = reckon::ctl::RunCodecCommand(rest, std::cout, std::cerr);
   } else if (args[0] == "bench") {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "base/json.h"
 #include "codec/fixed_point.h"
 #include "tests/test_process.h"
@@ -39,10 +40,16 @@ class ReckonctlExport : public ::testing::Test {
                       {"export", "--checkpoint", checkpoint, "--format", format, "--out", out},
                       dir_.path());
   }
+  ProcessResult Ctl(std::vector<std::string> args) {
+    return RunProcess(RECKONCTL_PATH, std::move(args), dir_.path());
+  }
   // Trains on `data`, exports both formats, and runs the independent check
-  // expecting the worker's own count of correct test samples.
+  // expecting the worker's own count of correct test samples; then
+  // reckonctl evaluate runs the ONNX file and counts the same, and with
+  // `features` (a .npy of the test split's raw features) reckonctl predict
+  // gives OpenCV's probabilities.
   void TrainExportAndCheck(const std::string& data, std::vector<std::string> flags,
-                           size_t test_samples) {
+                           size_t test_samples, const std::string& features = "") {
     const std::string ck = (dir_ / "ck").string(), summary = (dir_ / "s.json").string();
     flags.insert(flags.end(), {"--standalone", "--data-dir", data, "--checkpoint", ck,
                                "--summary-json", summary});
@@ -56,11 +63,24 @@ class ReckonctlExport : public ::testing::Test {
       ASSERT_EQ(e.exit_code, 0) << e.err;
       EXPECT_NE(e.out.find("raw features in, class probabilities out"), std::string::npos) << e.out;
     }
-    const ProcessResult check =
-        RunProcess(kPython,
-                   {CHECK_EXPORT_PY, (dir_ / "model.onnx").string(), (dir_ / "model.npz").string(),
-                    data, "--expect-correct", std::to_string(correct)},
-                   dir_.path());
+    std::vector<std::string> check_args = {
+        CHECK_EXPORT_PY,    (dir_ / "model.onnx").string(), (dir_ / "model.npz").string(), data,
+        "--expect-correct", std::to_string(correct)};
+    if (!features.empty()) {
+      const std::string predicted = (dir_ / "p.npy").string();
+      const ProcessResult p = Ctl({"predict", "--model", (dir_ / "model.onnx").string(), "--input",
+                                   features, "--out", predicted});
+      ASSERT_EQ(p.exit_code, 0) << p.err;
+      check_args.insert(check_args.end(), {"--predictions", predicted});
+    }
+    const ProcessResult evaluated =
+        Ctl({"evaluate", "--model", (dir_ / "model.onnx").string(), "--data", data, "--confusion"});
+    ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
+    EXPECT_NE(evaluated.out.find(absl::StrCat("(", correct, " of ", test_samples, ")")),
+              std::string::npos)
+        << "the summary said " << correct << ": " << evaluated.out;
+    EXPECT_NE(evaluated.out.find("confusion (rows: the label"), std::string::npos);
+    const ProcessResult check = RunProcess(kPython, check_args, dir_.path());
     ASSERT_FALSE(check.out.empty()) << check.err;
     const reckon::base::Json got = reckon::base::Json::parse(check.out);
     std::printf("FIGURES %s\n", check.out.c_str());
@@ -114,7 +134,34 @@ TEST_F(ReckonctlExport, ANumpyTrainedModelTakesRawFeatures) {
   };
   write_split("train", 2000);
   write_split("test", 800);
-  TrainExportAndCheck(data.string(), {"--layers", "6,16,4", "--epochs", "3"}, 800);
+  TrainExportAndCheck(data.string(), {"--layers", "6,16,4", "--epochs", "3"}, 800,
+                      (data / "test_x.npy").string());
+  // Evaluate refuses data the model cannot take, and a file that is not a
+  // model it runs, naming the node.
+  ProcessResult r = Ctl({"evaluate", "--model", (dir_ / "model.onnx").string(), "--data",
+                         "/usr/share/datasets/fashion-mnist"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("the model takes 6 features but /usr/share/datasets/fashion-mnist has 784"),
+            std::string::npos)
+      << r.err;
+  std::string bytes = reckon::testing::ReadWholeFile(dir_ / "model.onnx");
+  const size_t relu = bytes.find("Relu");
+  ASSERT_NE(relu, std::string::npos);
+  bytes.replace(relu, 4, "Conv");
+  std::ofstream((dir_ / "conv.onnx").string(), std::ios::binary) << bytes;
+  r = Ctl({"evaluate", "--model", (dir_ / "conv.onnx").string(), "--data", data.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("node 'h1' (Conv): not run here"), std::string::npos) << r.err;
+  std::ofstream((dir_ / "junk.onnx").string(), std::ios::binary) << "\x08\x96not a model";
+  r = Ctl({"predict", "--model", (dir_ / "junk.onnx").string(), "--input",
+           (data / "test_x.npy").string(), "--out", (dir_ / "q.npy").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is not an ONNX model"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "q.npy"));
+  r = Ctl({"predict", "--model", (dir_ / "model.onnx").string(), "--input",
+           (data / "test_y.npy").string(), "--out", (dir_ / "q.npy").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is not [N, 6]"), std::string::npos) << r.err;
 }
 
 TEST_F(ReckonctlExport, RefusesWhatItCannotExportNamingIt) {

@@ -115,7 +115,8 @@ absl::Status CheckDataDir(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string& prefix) {
+absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string& prefix,
+                                       float divisor) {
   RECKON_RETURN_IF_ERROR(CheckDataDir(dir));
   const std::string images_path = FindIdx(dir, prefix + "-images-idx3-ubyte");
   const std::string labels_path = FindIdx(dir, prefix + "-labels-idx1-ubyte");
@@ -129,7 +130,7 @@ absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string
   ds.rows = static_cast<int>(images.dims[1]);
   ds.cols = static_cast<int>(images.dims[2]);
   ds.images.resize(images.data.size());
-  for (size_t i = 0; i < images.data.size(); ++i) ds.images[i] = images.data[i] / 255.0f;
+  for (size_t i = 0; i < images.data.size(); ++i) ds.images[i] = images.data[i] / divisor;
   ds.labels.resize(labels.data.size());
   for (size_t i = 0; i < labels.data.size(); ++i) {
     if (labels.data[i] >= 10) {

@@ -40,7 +40,10 @@ struct Dataset {
 // (prefix "train" or "t10k"). Errors name the file; when the directory is
 // the default and missing, the error says which Debian package provides it.
 // kDataLoss when image and label counts differ or a label is not in [0, 10).
-absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string& prefix);
+// `divisor`: pixels are loaded as pixel / divisor (255: in [0, 1], as the
+// trainer takes them; 1: raw, as an exported model takes them).
+absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string& prefix,
+                                       float divisor = 255.0f);
 
 // The number of samples of `<dir>/<prefix>-labels-idx1-ubyte[.gz]`, read
 // from the labels alone (a worker that must know its cluster's shard sizes

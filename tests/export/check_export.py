@@ -2,6 +2,7 @@
 """Checks a reckon export with runtimes that are not reckon's.
 
 usage: check_export.py MODEL.onnx MODEL.npz DATA_DIR [--expect-correct N]
+                       [--predictions P.npy]
 
 Reads DATA_DIR's test split as raw features: test_x.npy and test_y.npy when
 it is a NumPy folder, else Fashion-MNIST's IDX files (gzip or not) as
@@ -11,7 +12,9 @@ Gemm per layer, the activation, softmax), and prints one JSON line: each
 runtime's correct count, how many predictions the two runtimes share, and
 the largest probability difference. Exits 1 when the ONNX file fails the
 onnx package's checker, the runtimes disagree on a prediction, or (with
---expect-correct) a count differs from N.
+--expect-correct) a count differs from N. With --predictions (reckonctl
+predict's output for the test split's features), it must give OpenCV's
+predictions, and probabilities within 1e-5 of them.
 """
 import gzip
 import json
@@ -46,6 +49,11 @@ def main():
     if "--expect-correct" in args:
         at = args.index("--expect-correct")
         expect = int(args[at + 1])
+        del args[at:at + 2]
+    predictions = None
+    if "--predictions" in args:
+        at = args.index("--predictions")
+        predictions = np.load(args[at + 1])
         del args[at:at + 2]
     onnx_path, npz_path, data_dir = args
     if os.path.exists(os.path.join(data_dir, "test_x.npy")):
@@ -90,8 +98,13 @@ def main():
         "activation": act,
         "weight_hash": str(z["weight_hash"]),
     }
+    if predictions is not None:
+        result["predict_shares"] = int((predictions.argmax(axis=1) == onnx_pred).sum())
+        result["predict_max_difference"] = float(np.abs(predictions - onnx_probs).max())
     print(json.dumps(result))
     ok = (result["predictions_shared"] == result["samples"]
+          and (predictions is None or (result["predict_shares"] == result["samples"]
+                                       and result["predict_max_difference"] < 1e-5))
           and result["probabilities_sum_to_one"]
           and (expect is None or (result["onnx_correct"] == expect
                                   and result["npz_correct"] == expect)))
