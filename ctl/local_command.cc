@@ -42,6 +42,9 @@ ABSL_FLAG(std::string, work_dir, "", "logs and summaries (default: a new /tmp/re
 ABSL_FLAG(std::string, worker_binary, "",
           "reckon-worker to run (default: the one built beside reckonctl)");
 ABSL_FLAG(int64_t, timeout_s, 3600, "stop the workers and fail after this long");
+ABSL_FLAG(bool, checkpoints, false,
+          "each worker checkpoints to <work-dir>/wN.ck (every epoch and at the end): what "
+          "reckonctl export takes");
 ABSL_FLAG(bool, prometheus, false,
           "also run Debian's prometheus against the workers, with dashboards/ (alert rules, "
           "console page); it serves until Ctrl-C after the workers end");
@@ -73,6 +76,7 @@ struct LocalOptions {
   std::string work_dir;
   std::string worker_binary;
   int64_t timeout_s = 3600;
+  bool checkpoints = false;
   bool prometheus = false;
   std::string prometheus_listen, dashboards;
   std::optional<LinkShape> link;  // set: workers in a network lab
@@ -88,6 +92,7 @@ const base::FlagScope& LocalFlags() {
                                       {"work_dir"},
                                       {"worker_binary"},
                                       {"timeout_s"},
+                                      {"checkpoints"},
                                       {"prometheus"},
                                       {"prometheus_listen"},
                                       {"dashboards"},
@@ -119,6 +124,7 @@ int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostre
   }
   o->workers = static_cast<int>(workers);
   o->baseline = absl::GetFlag(FLAGS_baseline);
+  o->checkpoints = absl::GetFlag(FLAGS_checkpoints);
   o->summary_json = absl::GetFlag(FLAGS_summary_json);
   o->work_dir = absl::GetFlag(FLAGS_work_dir);
   o->worker_binary = absl::GetFlag(FLAGS_worker_binary);
@@ -408,7 +414,8 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   out << "reckonctl local: " << o.workers << " workers "
       << (lab ? "in network namespaces, each behind a link " + LinkShapeText(*o.link)
               : std::string("on loopback"))
-      << ", " << threads << " thread(s) each; logs in " << o.work_dir << "\n"
+      << ", " << threads << " thread(s) each; logs"
+      << (o.checkpoints ? " and checkpoints (wN.ck)" : "") << " in " << o.work_dir << "\n"
       << std::flush;
   std::vector<Worker> workers(o.workers);
   for (int i = 0; i < o.workers; ++i) {
@@ -428,6 +435,9 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
                                       "--progress",     "off",
                                       "--summary-json", w.summary,
                                       "--http-listen",  w.http};
+    if (o.checkpoints) {
+      wargs.insert(wargs.end(), {"--checkpoint", absl::StrCat(o.work_dir, "/", w.name, ".ck")});
+    }
     wargs.insert(wargs.end(), o.training_flags.begin(), o.training_flags.end());
     std::string binary = o.worker_binary;
     if (lab) {  // `ip netns exec <ns> reckon-worker ...` (ip execs it: same pid)

@@ -84,6 +84,10 @@ absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const s
   if (theirs.pretrain_samples() != ours.pretrain_samples()) {
     return differs("pretrain samples", theirs.pretrain_samples(), ours.pretrain_samples());
   }
+  if (theirs.data() != ours.data()) {
+    return differs("the training data", absl::StrCat("'", theirs.data().substr(0, 96), "'"),
+                   absl::StrCat("'", ours.data(), "'"));
+  }
   return CheckToken(token);
 }
 

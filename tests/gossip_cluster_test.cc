@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,6 +21,7 @@
 #include "server/grpc_transport.h"
 #include "tests/gossip_harness.h"
 #include "tests/test_process.h"
+#include "worker/dataset.h"
 
 namespace reckon {
 namespace {
@@ -458,6 +461,39 @@ TEST(GossipCluster, PeerWithAnotherFingerprintIsRefused) {
   ASSERT_EQ(c.Wait(0), 3) << c.Err(0);
   EXPECT_NE(c.Err(0).find("refusing a snapshot to 'w1'"), std::string::npos) << c.Err(0);
   EXPECT_NE(c.Err(0).find(reason), std::string::npos) << c.Err(0);
+}
+
+// Workers given different data do not train one model together: the
+// fingerprint carries the data's identity (worker/data_identity.h), and a
+// copy of Fashion-MNIST with one test label changed is refused, naming it.
+TEST(GossipCluster, PeerGivenOtherDataIsRefusedNamingIt) {
+  Cluster c(2);
+  const std::filesystem::path other =
+      std::filesystem::path(c.summary_path(0)).parent_path() / "other";
+  std::filesystem::create_directories(other);
+  const std::string fmnist = "/usr/share/datasets/fashion-mnist/";
+  for (const char* f :
+       {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz"}) {
+    std::filesystem::copy_file(fmnist + f, other / f);
+  }
+  absl::StatusOr<worker::IdxArray> labels =
+      worker::ReadIdx(fmnist + "t10k-labels-idx1-ubyte.gz", 1);
+  ASSERT_TRUE(labels.ok()) << labels.status();
+  std::string idx = {0, 0, 8, 1, 0, 0, 0x27, 0x10};  // 10,000 labels
+  idx.append(labels->data.begin(), labels->data.end());
+  idx.back() = static_cast<char>((idx.back() + 1) % 10);
+  std::ofstream((other / "t10k-labels-idx1-ubyte").string(), std::ios::binary) << idx;
+
+  c.Start(0, 2, {"--max-steps", "100000", "--epochs", "1000", "--bootstrap"});
+  ASSERT_TRUE(c.WaitForSteps(0, 5)) << c.Err(0);
+  c.Start(1, 2, {"--max-steps", "50", "--data-dir", other.string()});
+  EXPECT_EQ(c.Wait(1, seconds(60)), 1) << c.Err(1);
+  c.process(0).Signal(SIGTERM);
+  ASSERT_EQ(c.Wait(0), 3) << c.Err(0);
+  EXPECT_NE(c.Err(1).find("cluster fingerprint mismatch: the training data is 'idx train 60000 "
+                          "test 10000 "),
+            std::string::npos)
+      << c.Err(1);
 }
 
 // 6b. A malformed Update (payload not matching its CRC) is dropped and

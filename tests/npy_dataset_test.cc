@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/test_process.h"
+#include "worker/data_identity.h"
 #include "worker/npy.h"
 
 namespace reckon::worker {
@@ -142,6 +143,59 @@ TEST(NpyDataset, EveryFaultIsRefusedNamingTheFile) {
               f.Remove("train_y.npy");
             }),
             "DIR/train_y-00000.npy: missing (DIR/train_x-00000.npy is there)");
+}
+
+}  // namespace
+}  // namespace reckon::worker
+
+namespace reckon::worker {
+namespace {
+
+// The cluster fingerprint's word on the data (data_identity.h): the same for
+// the same files in another folder; another for a label changed at either
+// end of a large file, for another count, and for IDX data.
+TEST(DataIdentity, ChangesWithTheDataNotWithTheFolder) {
+  ::reckon::testing::ScratchDir scratch;
+  std::vector<int64_t> labels(100000);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int64_t(i % 3);
+  const std::vector<float> features(labels.size() * 2, 0.5f);
+  auto put = [&](const std::string& folder, const std::string& name, NpyType type,
+                 const std::vector<uint64_t>& shape, const std::string& raw) {
+    std::filesystem::create_directories(scratch / folder);
+    std::ofstream((scratch / folder / name).string(), std::ios::binary | std::ios::trunc)
+        << NpyBytes(type, shape, raw);
+  };
+  auto make = [&](const std::string& folder) {
+    put(folder, "train_x.npy", NpyType::kFloat32, {labels.size(), 2}, Raw(features));
+    put(folder, "train_y.npy", NpyType::kInt64, {labels.size()}, Raw(labels));
+    put(folder, "test_x.npy", NpyType::kFloat32, {2, 2}, Raw(std::vector<float>{1, 2, 3, 4}));
+    put(folder, "test_y.npy", NpyType::kInt64, {2}, Raw(std::vector<int64_t>{0, 1}));
+    return (scratch / folder).string();
+  };
+  const std::string a = make("a"), b = make("b");
+  absl::StatusOr<std::string> first = DataIdentity(a);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->substr(0, first->rfind(' ')), "npy train 100000 test 2 x2");
+  EXPECT_EQ(*DataIdentity(b), *first);  // the same files elsewhere
+  const int64_t last = labels.back();
+  labels.back() = (last + 1) % 3;  // the last row: in the file's last 64 KiB
+  make("b");
+  EXPECT_NE(*DataIdentity(b), *first);
+  labels.back() = last;
+  labels.front() = 1;  // the first row
+  make("b");
+  EXPECT_NE(*DataIdentity(b), *first);
+  labels.front() = 0;
+  make("b");
+  EXPECT_EQ(*DataIdentity(b), *first);
+  put("b", "test_y.npy", NpyType::kInt64, {2}, Raw(std::vector<int64_t>{1, 1}));
+  EXPECT_NE(*DataIdentity(b), *first);
+
+  absl::StatusOr<std::string> idx = DataIdentity(kDefaultDataDir);
+  ASSERT_TRUE(idx.ok()) << idx.status();
+  EXPECT_EQ(idx->substr(0, idx->rfind(' ')), "idx train 60000 test 10000");
+  std::filesystem::create_directories(scratch / "empty");
+  EXPECT_FALSE(DataIdentity((scratch / "empty").string()).ok());
 }
 
 }  // namespace

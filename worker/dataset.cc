@@ -54,13 +54,13 @@ absl::StatusOr<std::vector<uint8_t>> ReadMaybeGzip(const std::string& path) {
   return out;
 }
 
-std::string FindIdx(const std::string& dir, const std::string& name) {
+}  // namespace
+
+std::string FindIdxFile(const std::string& dir, const std::string& name) {
   const std::string plain = absl::StrCat(dir, "/", name);
   if (std::filesystem::exists(plain)) return plain;
   return plain + ".gz";
 }
-
-}  // namespace
 
 absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int expected_rank) {
   RECKON_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadMaybeGzip(path));
@@ -118,8 +118,8 @@ absl::Status CheckDataDir(const std::string& dir) {
 absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string& prefix,
                                        float divisor) {
   RECKON_RETURN_IF_ERROR(CheckDataDir(dir));
-  const std::string images_path = FindIdx(dir, prefix + "-images-idx3-ubyte");
-  const std::string labels_path = FindIdx(dir, prefix + "-labels-idx1-ubyte");
+  const std::string images_path = FindIdxFile(dir, prefix + "-images-idx3-ubyte");
+  const std::string labels_path = FindIdxFile(dir, prefix + "-labels-idx1-ubyte");
   RECKON_ASSIGN_OR_RETURN(IdxArray images, ReadIdx(images_path, 3));
   RECKON_ASSIGN_OR_RETURN(IdxArray labels, ReadIdx(labels_path, 1));
   if (images.dims[0] != labels.dims[0]) {
@@ -145,7 +145,7 @@ absl::StatusOr<Dataset> LoadIdxDataset(const std::string& dir, const std::string
 absl::StatusOr<size_t> CountIdxSamples(const std::string& dir, const std::string& prefix) {
   RECKON_RETURN_IF_ERROR(CheckDataDir(dir));
   RECKON_ASSIGN_OR_RETURN(const IdxArray labels,
-                          ReadIdx(FindIdx(dir, prefix + "-labels-idx1-ubyte"), 1));
+                          ReadIdx(FindIdxFile(dir, prefix + "-labels-idx1-ubyte"), 1));
   return static_cast<size_t>(labels.dims[0]);
 }
 

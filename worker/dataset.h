@@ -27,6 +27,9 @@ struct IdxArray {
 // dimension count other than `expected_rank`, or data shorter or longer
 // than the header says.
 absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int expected_rank);
+// `<dir>/<name>` if it exists, else `<dir>/<name>.gz` (whether or not that
+// does).
+std::string FindIdxFile(const std::string& dir, const std::string& name);
 
 struct Dataset {
   int rows = 0, cols = 0;

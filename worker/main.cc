@@ -30,6 +30,7 @@
 #include "server/node.h"
 #include "server/snapshot_cuts.h"
 #include "worker/backend_factory.h"
+#include "worker/data_identity.h"
 #include "worker/gossip_peers.h"
 #include "worker/observability.h"
 #include "worker/recipes.h"
@@ -412,6 +413,13 @@ absl::StatusOr<reckon::v1::ClusterFingerprint> FingerprintFromFlags(const Traine
   f.set_protocol_version(1);
   f.set_param_count(b.shape.param_count());
   f.set_pretrain_samples(static_cast<uint64_t>(o.pretrain_samples));
+  // Cheap whatever the data's size: headers, counts, each file's ends.
+  if (absl::GetFlag(FLAGS_synthetic)) {
+    f.set_data("synthetic");
+  } else {
+    RECKON_ASSIGN_OR_RETURN(const std::string data, DataIdentity(o.data_dir));
+    f.set_data(data);
+  }
   if (const std::string overlay = absl::GetFlag(FLAGS_gossip_overlay); overlay == "tree") {
     f.set_overlay(reckon::v1::GOSSIP_OVERLAY_TREE);
   } else if (overlay != "mesh") {
