@@ -55,6 +55,9 @@ class ReckonctlExport : public ::testing::Test {
                                "--summary-json", summary});
     const ProcessResult trained = Worker(flags);
     ASSERT_EQ(trained.exit_code, 0) << trained.err;
+    EXPECT_NE(trained.out.find("reckonctl export --checkpoint " + ck + " --format onnx"),
+              std::string::npos)
+        << trained.out;
     absl::StatusOr<reckon::base::Json> s = reckon::base::ReadJsonFile(summary);
     ASSERT_TRUE(s.ok()) << s.status();
     const long correct = std::lround(double(s->at("test_accuracy")) * double(test_samples));

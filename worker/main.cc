@@ -575,6 +575,14 @@ absl::Status Report(const TrainSummary& summary) {
         summary.steps, 100 * summary.test_accuracy, summary.samples_per_s, summary.codec,
         summary.wire_bytes, summary.dense_bytes, summary.compression_ratio,
         summary.weight_hash.substr(0, 16));
+    // How the trained network leaves reckon (README "Using the trained model").
+    if (const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint); !checkpoint.empty()) {
+      std::cout << "reckon-worker: for other tools (ONNX or numpy): reckonctl export --checkpoint "
+                << checkpoint << " --format onnx --out model.onnx\n";
+    } else {
+      std::cout << "reckon-worker: --checkpoint PATH keeps this model for reckonctl export (ONNX "
+                   "or numpy)\n";
+    }
   }
   const std::string path = absl::GetFlag(FLAGS_summary_json);
   if (path.empty()) return absl::OkStatus();
