@@ -167,6 +167,35 @@ TEST_F(ReckonctlExport, ANumpyTrainedModelTakesRawFeatures) {
   EXPECT_NE(r.err.find("is not [N, 6]"), std::string::npos) << r.err;
 }
 
+// README "Using the trained model", its commands as written: Fashion-MNIST
+// converted to NumPy files, four workers, export, evaluate.
+TEST_F(ReckonctlExport, TheReadmeExampleRuns) {
+  const std::string npy = (dir_ / "fashion-npy").string(), run = (dir_ / "run").string();
+  const ProcessResult converted = RunProcess(kPython, {FASHION_TO_NPY_PY, npy}, dir_.path());
+  ASSERT_EQ(converted.exit_code, 0) << converted.err;
+  const ProcessResult cluster = Ctl({"local", "--workers", "4", "--work-dir", run, "--checkpoints",
+                                     "--data-dir", npy, "--layers", "784,256,10", "--epochs", "2"});
+  ASSERT_EQ(cluster.exit_code, 0) << cluster.out << cluster.err;
+  const std::string model = (dir_ / "model.onnx").string();
+  const ProcessResult exported = Export(run + "/w0.ck", "onnx", model);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  // The checkpoint holds the cluster's final replica, not w0's at its last
+  // step (it did: the peers' last messages came after it was written).
+  const size_t identical = cluster.out.find("replicas: identical (");
+  ASSERT_NE(identical, std::string::npos) << cluster.out;
+  const std::string final_hash = cluster.out.substr(identical + 21, 16);
+  EXPECT_NE(exported.out.find("(weights " + final_hash + ","), std::string::npos)
+      << "the cluster ended at " << final_hash << ": " << exported.out;
+  const ProcessResult evaluated = Ctl({"evaluate", "--model", model, "--data", npy});
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
+  absl::StatusOr<reckon::base::Json> s = reckon::base::ReadJsonFile(run + "/w0.json");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const long correct = std::lround(double(s->at("test_accuracy")) * 10000);
+  EXPECT_NE(evaluated.out.find(absl::StrCat("(", correct, " of 10000)")), std::string::npos)
+      << "w0's summary said " << correct << ": " << evaluated.out;
+  std::printf("FIGURES the README example: %s", evaluated.out.c_str());
+}
+
 TEST_F(ReckonctlExport, RefusesWhatItCannotExportNamingIt) {
   const std::string ck = (dir_ / "ck").string(), out = (dir_ / "m.onnx").string();
   ProcessResult r = Export(ck, "onnx", out);

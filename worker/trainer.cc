@@ -314,16 +314,28 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   published_ = options_.peers != nullptr ? 0 : static_cast<uint64_t>(steps_done_);
   if (options_.peers != nullptr) ContinueShard();
   RECKON_RETURN_IF_ERROR(MaybePretrain());
+  std::optional<std::pair<int, EpochTally>> saved;  // the epoch the checkpoint holds
   for (int epoch = first_epoch_; epoch < options_.epochs && !stopped_; ++epoch) {
     // --max-steps reached on the previous epoch's last step: no empty epoch
     // (its log line, its summary and its checkpoint would all be wrong).
     if (options_.max_steps > 0 && steps_done_ >= options_.max_steps) break;
     RECKON_ASSIGN_OR_RETURN(const EpochTally tally, RunEpoch(epoch));
     RECKON_RETURN_IF_ERROR(EndEpoch(epoch, tally));
-    if (!options_.checkpoint_path.empty()) RECKON_RETURN_IF_ERROR(SaveCheckpointAt(epoch, tally));
+    if (!options_.checkpoint_path.empty()) {
+      RECKON_RETURN_IF_ERROR(SaveCheckpointAt(epoch, tally));
+      saved.emplace(epoch, tally);
+    }
   }
   if (options_.peers != nullptr) {
     RECKON_RETURN_IF_ERROR(FinishWithPeers());
+    // The checkpoint was this worker's replica at its last step; the peers'
+    // last messages came after. What reckonctl export takes from it must be
+    // the cluster's final replica, the one the summary reports.
+    if (saved && summary_.final_replica) {
+      RECKON_RETURN_IF_ERROR(SaveCheckpointAt(saved->first, saved->second));
+      log_ << "reckon-worker: checkpoint " << options_.checkpoint_path
+           << " holds the cluster's final replica\n";
+    }
   } else {
     summary_.final_replica = !summary_.stopped_early;
   }
