@@ -28,7 +28,7 @@ namespace reckon::ctl {
 
 namespace {
 
-// Rows a Run takes at a time: its buffers stay a few MB whatever the data.
+// Rows a Run takes at a time (fewer for a very wide graph: RowsAtOnce).
 constexpr size_t kRowsAtOnce = 1000;
 
 // The split of `dir` as raw features (what an exported model takes): IDX
@@ -69,8 +69,9 @@ int RunEvaluateCommand(const std::vector<std::string>& args, std::ostream& out, 
   const size_t classes = size_t(model->outputs()), width = size_t(model->inputs());
   std::vector<std::vector<uint64_t>> confusion(classes, std::vector<uint64_t>(classes, 0));
   uint64_t correct = 0;
-  for (size_t begin = 0; begin < data->size(); begin += kRowsAtOnce) {
-    const size_t rows = std::min(kRowsAtOnce, data->size() - begin);
+  const size_t at_once = model->RowsAtOnce(kRowsAtOnce);
+  for (size_t begin = 0; begin < data->size(); begin += at_once) {
+    const size_t rows = std::min(at_once, data->size() - begin);
     const std::vector<float> p = model->Run(&data->images[begin * width], rows);
     for (size_t i = 0; i < rows; ++i) {
       const float* row = &p[i * classes];
@@ -117,9 +118,10 @@ int RunPredictCommand(const std::vector<std::string>& args, std::ostream& out, s
   const size_t width = size_t(model->inputs()), classes = size_t(model->outputs());
   std::string probabilities;
   probabilities.reserve(x->rows() * classes * sizeof(float));
-  std::vector<float> rows_in(kRowsAtOnce * width);
-  for (uint64_t begin = 0; begin < x->rows(); begin += kRowsAtOnce) {
-    const size_t rows = size_t(std::min<uint64_t>(kRowsAtOnce, x->rows() - begin));
+  const size_t at_once = model->RowsAtOnce(kRowsAtOnce);
+  std::vector<float> rows_in(at_once * width);
+  for (uint64_t begin = 0; begin < x->rows(); begin += at_once) {
+    const size_t rows = size_t(std::min<uint64_t>(at_once, x->rows() - begin));
     for (size_t i = 0; i < rows; ++i) {
       float* row = &rows_in[i * width];
       x->RowAsFloats(begin + i, row);

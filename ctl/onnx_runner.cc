@@ -160,6 +160,7 @@ absl::StatusOr<OnnxRunner> OnnxRunner::Load(const std::string& path) {
   RECKON_ASSIGN_OR_RETURN(r.inputs_, RowWidth(*inputs[0]));
   std::string running = inputs[0]->name();
   int64_t width = r.inputs_;
+  r.widest_ = width;
   for (const onnx::NodeProto& n : g.node()) {
     absl::StatusOr<Step> s = r.StepOf(n, running, width);
     if (!s.ok()) {
@@ -168,6 +169,7 @@ absl::StatusOr<OnnxRunner> OnnxRunner::Load(const std::string& path) {
     }
     running = s->out;
     width = s->width_out;
+    r.widest_ = std::max(r.widest_, width);
     r.steps_.push_back(*s);
   }
   RECKON_ASSIGN_OR_RETURN(r.outputs_, RowWidth(g.output(0)));
@@ -176,6 +178,11 @@ absl::StatusOr<OnnxRunner> OnnxRunner::Load(const std::string& path) {
         path, ": the last node does not make the graph's output '", g.output(0).name(), "'"));
   }
   return r;
+}
+
+size_t OnnxRunner::RowsAtOnce(size_t wanted) const {
+  const size_t fit = kMaxRunFloats / size_t(std::max<int64_t>(widest_, 1));
+  return std::max<size_t>(1, std::min(wanted, fit));
 }
 
 std::vector<float> OnnxRunner::Run(const float* features, size_t rows) const {

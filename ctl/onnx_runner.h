@@ -35,6 +35,11 @@ class OnnxRunner {
 
   int64_t inputs() const { return inputs_; }
   int64_t outputs() const { return outputs_; }
+  // How many rows one Run should take so that its buffers (rows x the
+  // graph's widest value) stay under kMaxRunFloats: a file cannot make it
+  // allocate from a width it invented. At most `wanted`, at least 1.
+  static constexpr size_t kMaxRunFloats = size_t{1} << 26;  // 256 MiB
+  size_t RowsAtOnce(size_t wanted) const;
 
   // The graph's output for `rows` rows of inputs() features each:
   // rows x outputs() values, row-major.
@@ -57,6 +62,7 @@ class OnnxRunner {
   std::map<std::string, std::vector<float>> constants_;
   std::vector<Step> steps_;
   int64_t inputs_ = 0, outputs_ = 0;
+  int64_t widest_ = 0;  // the widest value of the graph
 };
 
 }  // namespace reckon::ctl
