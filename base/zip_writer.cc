@@ -34,6 +34,21 @@ uint32_t Crc32(const std::string& bytes) {
 // alone, not on when it was written.
 constexpr uint32_t kDosTime = 0, kDosDate = (1 << 5) | 1;  // year 0 (1980), month 1, day 1
 
+// The fields a local header and its central directory entry share, from
+// "version needed" to the extra field's length: stored, no flags, no extra.
+void PutEntryFields(std::string* out, uint32_t crc, uint32_t size, size_t name_size) {
+  Put16(out, 20);  // version needed: 2.0
+  Put16(out, 0);   // flags
+  Put16(out, 0);   // stored
+  Put16(out, kDosTime);
+  Put16(out, kDosDate);
+  Put32(out, crc);
+  Put32(out, size);  // compressed
+  Put32(out, size);  // uncompressed
+  Put16(out, static_cast<uint32_t>(name_size));
+  Put16(out, 0);  // extra
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> StoredZip(
@@ -61,31 +76,13 @@ absl::StatusOr<std::string> StoredZip(
     const uint32_t size = static_cast<uint32_t>(bytes.size());
     // Local file header.
     Put32(&out, 0x04034b50);
-    Put16(&out, 20);  // version needed: 2.0
-    Put16(&out, 0);   // flags
-    Put16(&out, 0);   // stored
-    Put16(&out, kDosTime);
-    Put16(&out, kDosDate);
-    Put32(&out, crc);
-    Put32(&out, size);
-    Put32(&out, size);
-    Put16(&out, static_cast<uint32_t>(name.size()));
-    Put16(&out, 0);  // extra
+    PutEntryFields(&out, crc, size, name.size());
     out += name;
     out += bytes;
     // Its central directory entry.
     Put32(&directory, 0x02014b50);
     Put16(&directory, 20);  // made by: 2.0
-    Put16(&directory, 20);
-    Put16(&directory, 0);
-    Put16(&directory, 0);
-    Put16(&directory, kDosTime);
-    Put16(&directory, kDosDate);
-    Put32(&directory, crc);
-    Put32(&directory, size);
-    Put32(&directory, size);
-    Put16(&directory, static_cast<uint32_t>(name.size()));
-    Put16(&directory, 0);  // extra
+    PutEntryFields(&directory, crc, size, name.size());
     Put16(&directory, 0);  // comment
     Put16(&directory, 0);  // disk
     Put16(&directory, 0);  // internal attributes

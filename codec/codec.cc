@@ -79,18 +79,11 @@ absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options) {
 absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
                                 std::span<float> residual, v1::Update* msg,
                                 std::vector<int64_t>* quanta, const ParallelFor& parallel_for) {
-  auto over = [&](size_t n, const std::function<void(size_t, size_t)>& fn) {
-    if (parallel_for) {
-      parallel_for(n, fn);
-    } else {
-      fn(0, n);
-    }
-  };
   // |r| * 2^fb < 2^62 for every element, compared on the float bits: NaN
   // and Inf sit above every finite limit, so one integer compare catches all.
   const int32_t limit_bits = std::bit_cast<int32_t>(std::ldexp(1.0f, 62 - options.fraction_bits));
   std::atomic<int32_t> any_bad{0};
-  over(residual.size(), [&](size_t begin, size_t end) {
+  ForChunks(parallel_for, residual.size(), [&](size_t begin, size_t end) {
     int32_t bad = 0;
     for (size_t i = begin; i < end; ++i) {
       bad |= static_cast<int32_t>((std::bit_cast<int32_t>(residual[i]) & 0x7FFFFFFF) >= limit_bits);
@@ -115,7 +108,7 @@ absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
   const int64_t* q = quanta->data();
   float* r = residual.data();
   const bool feedback = options.error_feedback;
-  over(residual.size(), [&](size_t begin, size_t end) {
+  ForChunks(parallel_for, residual.size(), [&](size_t begin, size_t end) {
     if (feedback) {
       SubtractQuanta(r + begin, q + begin, end - begin, quantum);
     } else {

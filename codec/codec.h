@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "codec/fixed_point.h"  // ParallelFor
 #include "proto/reckon.pb.h"
 
 namespace reckon::codec {
@@ -60,11 +61,6 @@ struct CodecOptions {
 // The largest magnitude, in quanta, of any value a payload carries: float32
 // integers below 2^62 (docs/codecs.md 1).
 inline constexpr double kMaxPayloadQuanta = 4611686018427387904.0;  // 2^62
-
-// Runs fn(begin, end) over chunks covering [0, n), possibly in parallel,
-// and returns when all are done: the caller's threads (the codecs have none).
-// The same type as FixedPointReplica::ParallelFor.
-using ParallelFor = std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
 
 class Codec {
  public:

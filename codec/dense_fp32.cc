@@ -30,11 +30,7 @@ class DenseFp32 final : public Codec {
       EncodeDenseFp32Values(values.data() + begin, end - begin, fraction_bits, bytes + 4 * begin,
                             q + begin);
     };
-    if (parallel_for) {
-      parallel_for(values.size(), encode);
-    } else {
-      encode(0, values.size());
-    }
+    ForChunks(parallel_for, values.size(), encode);
     FinishMessage(id(), values.size(), msg);
     return absl::OkStatus();
   }

@@ -80,11 +80,7 @@ class DynTree8 final : public Codec {
         quanta[i] = negative ? -table[m] : table[m];
       }
     };
-    if (parallel_for) {
-      parallel_for(v.size(), encode);
-    } else {
-      encode(0, v.size());
-    }
+    ForChunks(parallel_for, v.size(), encode);
   }
 
   CodecOptions options_;

@@ -162,11 +162,7 @@ absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint3
     }
     if (local != 0) wrapped.fetch_add(local, std::memory_order_relaxed);
   };
-  if (parallel_for) {
-    parallel_for(words.size(), stripe);
-  } else {
-    stripe(0, words.size());
-  }
+  ForChunks(parallel_for, words.size(), stripe);
   wrapped_ += wrapped.load(std::memory_order_relaxed);
   return absl::OkStatus();
 }
@@ -198,11 +194,7 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
     if (local != 0) wrapped.fetch_add(local, std::memory_order_relaxed);
   };
   const size_t n = quanta_.size();
-  if (parallel_for) {
-    parallel_for(n, add);
-  } else {
-    add(0, n);
-  }
+  ForChunks(parallel_for, n, add);
   wrapped_ += wrapped.load();
   return absl::OkStatus();
 }

@@ -60,6 +60,20 @@ class SplitMix64 {
   uint64_t state_;
 };
 
+// Runs fn(begin, end) over chunks covering [0, n), possibly in parallel,
+// and returns when all are done. The codec has no threads of its own;
+// callers that have some pass them in this way.
+using ParallelFor = std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
+// parallel_for(n, fn), or fn(0, n) on this thread when it is null.
+inline void ForChunks(const ParallelFor& parallel_for, size_t n,
+                      const std::function<void(size_t, size_t)>& fn) {
+  if (parallel_for) {
+    parallel_for(n, fn);
+  } else {
+    fn(0, n);
+  }
+}
+
 // One replica. Not thread-safe: callers serialize Apply and reads (the
 // worker applies between training steps).
 // SHA-256 of `quanta` as little-endian int64, lower-case hex: the weight
@@ -116,13 +130,9 @@ class FixedPointReplica {
   // same bit for bit. The apply is a cache miss per update, so stripes
   // overlap more misses: 44,000 updates into 14.6M parameters take 0.41 ms
   // on one thread of this 2-core VM, 0.21 ms on two.
-  using ParallelFor = std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
+  using ParallelFor = codec::ParallelFor;
   absl::Status Apply(int64_t step_quanta, std::span<const uint32_t> words,
                      Prefetch prefetch = Prefetch::kOn, const ParallelFor& parallel_for = nullptr);
-
-  // (ParallelFor, above:) runs fn(begin, end) over chunks covering [0, n),
-  // possibly in parallel, and returns when all are done. The codec has no
-  // threads of its own; callers that have some pass them in this way.
 
   // Adds delta[i] quanta to every parameter i (dense updates), modulo 2^64
   // as Apply does. kInvalidArgument, with the replica unchanged, when the
