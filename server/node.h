@@ -429,6 +429,13 @@ class GossipNode final : public NodeService {
   // our ring, its messages travel down its tree. A dead one's are relayed
   // by anti-entropy, in the tree as in the mesh.
   bool OriginAlive(const OriginKey& origin) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `origin` may be alive though not alive to us: it is, or we have
+  // not had a failure timeout to reach it since we began (or learned of its
+  // member) and it is not known dead, gone or restarted. A member behind on
+  // such an origin is not told to re-join by us (AntiEntropy): the origin
+  // may serve it from its own log.
+  bool OriginMayBeAlive(const OriginKey& origin, Clock::time_point now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes a fresh message of `origin` to our children in its tree.
   void ForwardInTree(const OriginKey& origin, uint64_t seq,
                      const std::shared_ptr<const v1::GossipFrame>& frame)

@@ -66,10 +66,11 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
       // whether m must re-join): from us, a joiner whose cut is later than
       // m's, it would be a spurious snapshot. So does one m may still be
       // reaching: within a failure timeout of its coming, its heartbeats
-      // may not say yet whom it hears (the relay rule waits as long).
+      // may not say yet whom it hears (the relay rule waits as long). An
+      // origin we have not reached yet may be as alive (OriginMayBeAlive).
       const bool may_hear =
           m.hears.count(origin) > 0 || now - m.alive_since < options_.failure_timeout;
-      if (origin != self_ && OriginAlive(origin) && may_hear) continue;
+      if (origin != self_ && OriginMayBeAlive(origin, now) && may_hear) continue;
       auto frame = std::make_shared<v1::GossipFrame>();
       frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
       frame->mutable_resync()->mutable_origin()->set_incarnation(origin.incarnation);

@@ -263,6 +263,20 @@ bool GossipNode::OriginAlive(const OriginKey& origin) const {
   return origin == self_ || members_.IsAlive(origin);
 }
 
+bool GossipNode::OriginMayBeAlive(const OriginKey& origin, Clock::time_point now) const {
+  if (OriginAlive(origin)) return true;
+  const Member* m = members_.Find(origin.node_id);
+  if (m != nullptr && m->incarnation == origin.incarnation &&
+      (m->state == MemberState::kDead || m->state == MemberState::kLeft)) {
+    return false;  // reached, then silent past the failure timeout, or gone
+  }
+  if (m != nullptr && m->incarnation > origin.incarnation) return false;  // it restarted
+  // Not reached (yet): given a failure timeout since we began, or since we
+  // learned of its member, before it is presumed gone.
+  const Clock::time_point since = m != nullptr ? std::max(started_, m->first_known) : started_;
+  return now - since < options_.failure_timeout;
+}
+
 void GossipNode::LearnCertificates(const Member* from, const std::vector<std::string>& pems) {
   auto news = std::make_shared<v1::GossipFrame>();
   for (const std::string& pem : pems) {

@@ -835,6 +835,51 @@ TEST(GossipNode, NoResyncToAMemberNotYetKnownToHearALiveOrigin) {
   ASSERT_TRUE(Eventually([&] { return resyncs() == 1; }));
 }
 
+// A node that has just started (joined from a snapshot, its dials still
+// out) has not reached an origin yet: it cannot tell that origin is gone.
+// A member behind that origin was told to re-join at once, though the
+// origin, alive, would serve it from its own log: a spurious second
+// snapshot (GossipCluster.WorkersBeyondStartWorkers... loading two in CI:
+// the joiner w2 reached w1 before w0, the origin). Only once the node had a
+// failure timeout to reach the origin and has not is it presumed gone, and
+// the member told to re-join.
+TEST(GossipNode, NoResyncForAnOriginNotReachedYetWithinAFailureTimeoutOfTheStart) {
+  ManualClock clock;
+  Nodes c(1, milliseconds(0), [&](int, NodeOptions& o) {
+    o.clock = clock.Function();
+    o.failure_timeout = seconds(3);
+  });
+  c.Start();
+  GossipNode* node = c.node(0);
+  const OriginKey a{"a", 7};
+  JoinFromASnapshotAt(node, a, 10);  // a itself is never reached
+  ScriptedPeer newcomer(node, "b", 8, "inproc:b");
+  auto resyncs = [&] {
+    int n = 0;
+    for (const auto& frame : newcomer.link().sent()) n += frame->has_resync();
+    return n;
+  };
+  // b, behind our cut on a, speaks every heartbeat interval (it is never
+  // silent long enough to be marked dead); the clock moves after each.
+  auto step = [&](milliseconds by) {
+    const uint64_t received = node->counters().bytes_received();
+    v1::GossipFrame behind;
+    ToProto({{a, 5}}, behind.mutable_heartbeat()->mutable_applied());
+    newcomer.Send(behind);
+    ASSERT_TRUE(Eventually(
+        [&] { return node->counters().bytes_received() >= received + behind.ByteSizeLong(); }));
+    const size_t before = newcomer.link().sent().size();
+    clock.Advance(by);
+    ASSERT_TRUE(Eventually([&] { return newcomer.link().sent().size() > before; }));
+  };
+  for (int i = 0; i < 10; ++i) step(milliseconds(250));  // 2.5 s since the start
+  EXPECT_EQ(resyncs(), 0) << "told to re-join for an origin we may still be reaching";
+  // A failure timeout since the start and a never reached: presumed gone,
+  // and we are b's only way.
+  step(milliseconds(600));
+  ASSERT_TRUE(Eventually([&] { return resyncs() == 1; }));
+}
+
 TEST(GossipNode, NoResyncForALiveOriginTheMemberHears) {
   ManualClock clock;
   Nodes c(1, milliseconds(0), nullptr, {}, &clock);
