@@ -134,7 +134,10 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
     JoinSource source;
     RECKON_RETURN_IF_ERROR(FindJoinSource(seeds, refused, join_start, &source));
     if (source.address.empty()) {
-      *log_ << "reckon-worker: no peer has trained yet: starting from the seed's weights\n";
+      *log_ << "reckon-worker: no peer has trained yet ("
+            << (source.answers.empty() ? std::string("no seed")
+                                       : absl::StrJoin(source.answers, ", "))
+            << "): starting from the seed's weights\n";
       break;
     }
     if (!refused.empty() && source.witnesses.empty()) {
@@ -223,6 +226,7 @@ absl::Status GossipPeers::ChooseSource(
     const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes, JoinSource* source,
     uint64_t* best_total, std::vector<std::string>* silent) {
   size_t best = seeds.size();
+  std::vector<std::string> answers;
   for (size_t i = 0; i < seeds.size(); ++i) {
     const absl::StatusOr<server::FetchedSnapshot>& probe = probes[i];
     if (!probe.ok()) {
@@ -236,12 +240,17 @@ absl::Status GossipPeers::ChooseSource(
       continue;
     }
     const uint64_t total = TotalSeqs(probe->applied);
+    answers.push_back(absl::StrCat(
+        seeds[i], " (", probe->header.source_node_id().substr(0, 64), ": ",
+        probe->header.joining() ? std::string("joining") : absl::StrCat(total, " messages applied"),
+        ")"));
     if (total > *best_total) {
       *best_total = total;
       best = i;
     }
   }
   *source = JoinSource{};
+  source->answers = std::move(answers);
   if (best < seeds.size()) {
     source->address = seeds[best];
     // The witnesses: the other seeds that answered and are members (not
@@ -283,7 +292,11 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& all_see
     // starts afresh after that.
     if (options_.join_after_messages == 0 && refused.empty() &&
         (silent.empty() || options_.bootstrap)) {
-      *source = JoinSource{};
+      JoinSource none;
+      none.answers = std::move(source->answers);
+      for (const std::string& s : silent)
+        none.answers.push_back(absl::StrCat("no answer from ", s));
+      *source = std::move(none);
       return absl::OkStatus();
     }
     const auto now = server::Clock::now();

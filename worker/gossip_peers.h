@@ -154,6 +154,10 @@ class GossipPeers final : public TrainingPeers {
   struct JoinSource {
     std::string address;  // empty: start from the seed's weights
     std::vector<std::string> witnesses;
+    // What each seed that answered said ("ADDRESS (ID: N messages
+    // applied)", or joining), for the log: a start from the seed's weights
+    // names the answers it rests on.
+    std::vector<std::string> answers;
   };
   // Probes the seeds but `refused` until conclusive (see above); the join's
   // timeout counts from `start`. A refused seed had trained, so with one the
