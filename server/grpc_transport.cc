@@ -48,6 +48,14 @@ void ConfigureGossipServer(const TransportOptions& options, grpc::ServerBuilder*
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options.stream_window_bytes);
+  // What an outsider's connections can hold (docs/gossip.md "Threat
+  // model"): gRPC 1.51 has no cap on their number, so each is short-lived
+  // unless it carries a call.
+  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                              static_cast<int>(options.connection_handshake_timeout.count()));
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                              static_cast<int>(options.connection_idle_timeout.count()));
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
 }
 
 // One thread, "reckon-service", for the service's heavy answers (status and

@@ -59,6 +59,18 @@ struct TransportOptions {
   // connection lives. Above the joiner's own 60 s (worker/gossip_peers.cc).
   // Counted: snapshots_expired.
   std::chrono::milliseconds snapshot_deadline{90000};
+  // A connection accepted that has not finished its TLS handshake and sent
+  // HTTP/2's SETTINGS within this long is closed (gRPC's default: 2 min).
+  std::chrono::milliseconds connection_handshake_timeout{10000};
+  // A connection accepted that carries no call for this long is closed
+  // (GOAWAY): a member's stream, a lane or a snapshot is a call, so only
+  // an idle client's or an outsider's connection goes; a client reconnects.
+  std::chrono::milliseconds connection_idle_timeout{60000};
+  // Calls open at once on one accepted connection (HTTP/2
+  // MAX_CONCURRENT_STREAMS; more are refused by the transport before any
+  // of ours sees them). Each dial is its own connection: a member's stream
+  // or lane is one call; a reckonctl's status or snapshot a few.
+  int max_streams_per_connection = 16;
   // Mutual TLS (server/tls.h); off when empty.
   TlsConfig tls;
 };

@@ -2,10 +2,15 @@
 // the protocol frame by frame, as a third party could, and tries what a
 // member must not be able to do. Each attempt is refused
 // and counted, nothing is applied, memory stays bounded.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -139,8 +144,8 @@ TEST(GossipService, ServesAnyNodeServiceNotOnlyTheNode) {
   EXPECT_EQ(node.joiners(), std::vector<std::string>{"joiner"});
   // As a witness: what its messages say the checksum is at the cut.
   request.clear_requester();
-  EXPECT_TRUE(ConfirmCut(node.Applied(), got->header.checksum(), "elsewhere:1", {address},
-                         request, kParams, seconds(2))
+  EXPECT_TRUE(ConfirmCut(node.Applied(), got->header.checksum(), "elsewhere:1", {address}, request,
+                         kParams, seconds(2))
                   .ok());
   server->Shutdown(milliseconds(1000));
 }
@@ -383,6 +388,54 @@ TEST(HostilePeer, StreamsThatNeverSayHelloAreClosedAndCapped) {
   EXPECT_EQ(status.counters().handshakes_evicted(), c.handshakes_evicted());
 }
 
+// Connections that never speak HTTP/2, or speak it and then hold no call,
+// cost the victim nothing for long: each is closed by the victim
+// (TransportOptions::connection_handshake_timeout, connection_idle_timeout;
+// gRPC's defaults held them 2 minutes and forever).
+TEST(HostilePeer, ConnectionsThatSayNothingOrHoldNoCallAreClosed) {
+  Victim victim(TlsConfig{}, size_t{1} << 20, nullptr, [](TransportOptions& t) {
+    t.connection_handshake_timeout = milliseconds(300);
+    t.connection_idle_timeout = milliseconds(500);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const int port = std::stoi(victim.address().substr(victim.address().rfind(':') + 1));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0) << strerror(errno);
+  timeval wait{.tv_sec = 10, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  char buffer[256];
+  ssize_t got = 0;
+  while ((got = recv(fd, buffer, sizeof(buffer), 0)) > 0) {
+  }  // the server's SETTINGS, then the end
+  const int error = got < 0 ? errno : 0;
+  close(fd);
+  EXPECT_TRUE(got == 0 || error == ECONNRESET) << "not closed by the victim: " << strerror(error);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(5));
+
+  // A client that made one call and then holds its connection idle.
+  auto channel = grpc::CreateCustomChannel(victim.address(), grpc::InsecureChannelCredentials(),
+                                           GossipChannelArguments(TransportOptions{}));
+  auto stub = v1::Gossip::NewStub(channel);
+  grpc::ClientContext context;
+  v1::StatusRequest request;
+  v1::NodeStatus status;
+  ASSERT_TRUE(stub->Status(&context, request, &status).ok());
+  ASSERT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  const auto idle_from = std::chrono::steady_clock::now();
+  EXPECT_TRUE(channel->WaitForStateChange(GRPC_CHANNEL_READY,
+                                          std::chrono::system_clock::now() + seconds(10)))
+      << "the idle connection was kept";
+  const double after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_from).count();
+  EXPECT_GT(after, 0.3) << "closed before it was idle for connection_idle_timeout";
+  EXPECT_LT(after, 5) << "kept far past connection_idle_timeout";
+}
+
 // Status names the members, their addresses and the weight hash: in a token
 // cluster it asks for the token, as a Hello and a Snapshot do.
 TEST(HostilePeer, StatusAsksForTheClusterToken) {
@@ -468,10 +521,11 @@ TEST(HostilePeer, FramesFasterThanTheNodeHandlesThemArePausedNotQueued) {
   }
   flood.join();
   ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).decode_errors() == kFrames; }));
-  std::printf("FIGURES a flood of %d frames of 100 KiB at a held node thread: at most %zu bytes "
-              "in the inbox (cap %zu), %d written before the writer blocked, %llu pauses\n",
-              kFrames, most, kCap, written_while_held,
-              static_cast<unsigned long long>(Counters(victim.node()).inbox_pauses()));
+  std::printf(
+      "FIGURES a flood of %d frames of 100 KiB at a held node thread: at most %zu bytes "
+      "in the inbox (cap %zu), %d written before the writer blocked, %llu pauses\n",
+      kFrames, most, kCap, written_while_held,
+      static_cast<unsigned long long>(Counters(victim.node()).inbox_pauses()));
   EXPECT_LE(most, kCap + (110 << 10));  // the cap and one frame
   EXPECT_LT(written_while_held, kFrames) << "the writer never blocked";
   EXPECT_GE(Counters(victim.node()).inbox_pauses(), 1u);
@@ -503,8 +557,8 @@ TEST(HostilePeer, AMadeUpSnapshotIsContradictedByAWitness) {
   std::vector<int64_t> made_up = InitialWeights();
   made_up[7] += int64_t{1} << 40;
   const uint64_t claimed = codec::WeightChecksum(Fingerprint().seed()).Of(made_up);
-  absl::Status lie = ConfirmCut(cut.applied, claimed, "liar:1", {witness.address()}, probe,
-                                kParams, seconds(2));
+  absl::Status lie =
+      ConfirmCut(cut.applied, claimed, "liar:1", {witness.address()}, probe, kParams, seconds(2));
   EXPECT_EQ(lie.code(), absl::StatusCode::kDataLoss) << lie;
   EXPECT_NE(lie.message().find("the snapshot from liar:1 claims checksum"), std::string::npos)
       << lie;
@@ -516,9 +570,8 @@ TEST(HostilePeer, AMadeUpSnapshotIsContradictedByAWitness) {
       ConfirmCut(ahead, claimed, "liar:1", {witness.address()}, probe, kParams, milliseconds(300));
   EXPECT_EQ(unknown.code(), absl::StatusCode::kUnavailable) << unknown;
   EXPECT_NE(unknown.message().find("has not applied that far"), std::string::npos) << unknown;
-  absl::Status silent =
-      ConfirmCut(cut.applied, cut.checksum, "liar:1", {"127.0.0.1:1"}, probe, kParams,
-                 milliseconds(300));
+  absl::Status silent = ConfirmCut(cut.applied, cut.checksum, "liar:1", {"127.0.0.1:1"}, probe,
+                                   kParams, milliseconds(300));
   EXPECT_EQ(silent.code(), absl::StatusCode::kUnavailable) << silent;
 }
 
@@ -715,11 +768,12 @@ TEST(Lanes, TwoNodesOverGrpcSendOnLanesAndEndIdentical) {
     // (repairs_sent 1) while every message still arrived exactly once.
     EXPECT_EQ(c.repairs_resent(), 0u);
     EXPECT_GT(c.lane_update_frames_sent(), uint64_t{kMessages} / 2);
-    std::printf("FIGURES lanes over loopback: %llu of %d Updates sent on lanes; %llu repairs "
-                "(first copies sent late), %llu queue drops\n",
-                static_cast<unsigned long long>(c.lane_update_frames_sent()), kMessages,
-                static_cast<unsigned long long>(c.repairs_sent()),
-                static_cast<unsigned long long>(c.queue_drops()));
+    std::printf(
+        "FIGURES lanes over loopback: %llu of %d Updates sent on lanes; %llu repairs "
+        "(first copies sent late), %llu queue drops\n",
+        static_cast<unsigned long long>(c.lane_update_frames_sent()), kMessages,
+        static_cast<unsigned long long>(c.repairs_sent()),
+        static_cast<unsigned long long>(c.queue_drops()));
   }
   EXPECT_EQ(a.node()->MirrorHash(), b.node()->MirrorHash());
 }
@@ -907,8 +961,8 @@ TEST(HostilePeer, LyingSnapshotSourcesAreRefused) {
     ScriptedServer server(&source);
     v1::SnapshotRequest request;
     *request.mutable_fingerprint() = Fingerprint();
-    absl::StatusOr<FetchedSnapshot> got = FetchSnapshot(server.address(), request, kParams,
-                                                        seconds(10));
+    absl::StatusOr<FetchedSnapshot> got =
+        FetchSnapshot(server.address(), request, kParams, seconds(10));
     EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
     EXPECT_NE(got.status().message().find(says), std::string::npos) << got.status();
   }
@@ -1034,8 +1088,8 @@ class StripingSource final : public v1::Gossip::Service {
       absl::MutexLock lock(&mu_);
       peers_.insert(ctx->peer());
     }
-    const uint32_t stripes = lie_ == kMoreStripesThanAsked ? request->stripes() + 1
-                                                            : request->stripes();
+    const uint32_t stripes =
+        lie_ == kMoreStripesThanAsked ? request->stripes() + 1 : request->stripes();
     v1::SnapshotChunk header;
     header.mutable_header()->set_param_count(kParams);
     header.mutable_header()->set_weights_sha256(codec::WeightHashOf(weights_));

@@ -116,6 +116,22 @@ if (!sts) {
     const port = pm.spec.podMetricsEndpoints[0].port;
     if (!worker.ports.some((p) => p.name === port)) fail(`PodMonitor port ${port}: not a container port`);
   }
+  for (const np of find("NetworkPolicy")) {
+    if (!matches(np.spec.podSelector.matchLabels, podLabels)) fail("the NetworkPolicy does not select the pods");
+    const gossip = np.spec.ingress.find((r) => r.ports?.some((p) => p.port === "gossip"));
+    if (!gossip || !gossip.from?.length || !gossip.from.every((f) => matches(f.podSelector?.matchLabels, podLabels))) {
+      fail("the NetworkPolicy lets others than the workers reach the gossip port");
+    }
+    for (const rule of np.spec.ingress) {
+      for (const p of rule.ports ?? []) {
+        if (!worker.ports.some((c) => c.name === p.port)) fail(`NetworkPolicy port ${p.port}: not a container port`);
+      }
+    }
+    if (!np.spec.ingress.some((r) => !r.from && r.ports?.some((p) => p.port === "http"))) {
+      fail("the NetworkPolicy keeps Prometheus and the probes from the HTTP port");
+    }
+  }
+  if (find("NetworkPolicy").length === 0) fail("no NetworkPolicy");
   if (find("PodMonitor").length === 0) fail("no PodMonitor");
   if (find("PodDisruptionBudget").length === 0) fail("no PodDisruptionBudget");
   const referenced = [
