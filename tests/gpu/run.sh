@@ -8,6 +8,7 @@
 #
 #   OUT/summary.md  one row a step: exit status, seconds, the figure it gave
 #   bench_gpu.json  reckonctl bench gpu --json
+#   bench_inbound.json  reckonctl bench inbound --json (every core of the host)
 #   logs.tar.gz     every step's log, gtest's JSON and the workers' summaries
 #
 # and prints OUT/summary.md last. Without a GPU (or without the pack's
@@ -157,6 +158,16 @@ step strom2015_four_workers 240 'json_field "$log.json" test_accuracy hashes_equ
   -- "$bin/reckonctl" local --workers 4 --worker-binary "$bin/reckon-worker" --work-dir "$logs/strom4" \
      --summary-json "$logs/strom2015_four_workers.log.json" --timeout-s 230 --recipe strom2015 \
      "${train[@]}"
+
+# The node's receive path on this host's cores (issue 33): 1, 2 and every
+# core's receive threads at Strom's size; tests/bench/scaling_model.py
+# --inbound-json reads it (this VM has two cores: the fit to them is poor).
+step bench_inbound 60 'python3 -c "
+import json,sys
+rows=[json.loads(l) for l in open(sys.argv[1]) if l.startswith(\"{\")]
+print(\"; \".join(\"%s %s %d threads %.0f msg/s\" % (r[\"size\"], r[\"path\"], r[\"threads\"], r[\"messages_per_s\"]) for r in rows if r.get(\"size\")==\"strom\"))" "$log.json" || tail -2 "$log"' \
+  -- bash -c "$bin/reckonctl bench inbound --messages 100 --train-steps 300 --json > $logs/bench_inbound.log.json"
+cp "$logs/bench_inbound.log.json" "$out/bench_inbound.json" 2> /dev/null
 
 echo "| total | $failed | $(( $(date +%s) - started )) | budget ${budget_s} s |" >> "$summary"
 tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
