@@ -4,15 +4,20 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/test_process.h"
 #include "worker/data_identity.h"
 #include "worker/npy.h"
+#include "worker/samples.h"
 
 namespace reckon::worker {
 namespace {
@@ -81,6 +86,86 @@ TEST(NpyDataset, AFolderIsInspectedAndReadWithItsShards) {
   EXPECT_EQ(train->labels, (std::vector<int32_t>{3, 1, 0}));
 }
 
+// A mapped split (samples.h) gives what the split read into memory gives, bit
+// for bit: the same statistics (the same sums in the same order), the same
+// standardized floats for every row gathered, the same labels; and what the
+// trainer says it will need next is read ahead.
+TEST(NpyDataset, MappedRowsAreTheInMemoryRowsBitForBit) {
+  NpyFolder f;
+  constexpr uint64_t kFeatures = 7;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> value(-40, 300);
+  std::vector<uint16_t> halves(400 * kFeatures);
+  for (uint16_t& h : halves) h = static_cast<uint16_t>(0x3C00 + rng() % 0x1000);  // 1 .. 2^4
+  std::vector<uint8_t> bytes(300 * kFeatures);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  std::vector<float> floats(500 * kFeatures);
+  for (float& x : floats) x = value(rng);
+  auto labels = [&](size_t n) {
+    std::vector<int64_t> y(n);
+    for (int64_t& l : y) l = static_cast<int64_t>(rng() % 4);
+    return y;
+  };
+  f.Put<uint16_t>("train_x-00000.npy", NpyType::kFloat16, {400, kFeatures}, halves);
+  f.Put<int64_t>("train_y-00000.npy", NpyType::kInt64, {400}, labels(400));
+  f.Put<uint8_t>("train_x-00001.npy", NpyType::kUint8, {300, kFeatures}, bytes);
+  f.Put<int64_t>("train_y-00001.npy", NpyType::kInt64, {300}, labels(300));
+  f.Put<float>("train_x-00002.npy", NpyType::kFloat32, {500, kFeatures}, floats);
+  f.Put<int64_t>("train_y-00002.npy", NpyType::kInt64, {500}, labels(500));
+  f.Put<float>("test_x.npy", NpyType::kFloat32, {90, kFeatures},
+               std::vector<float>(floats.begin(), floats.begin() + 90 * kFeatures));
+  f.Put<int64_t>("test_y.npy", NpyType::kInt64, {90}, labels(90));
+
+  absl::StatusOr<NpyDatasetShape> shape = InspectNpyDataset(f.dir());
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  absl::StatusOr<Dataset> train = LoadNpyDataset(*shape, "train", 4);
+  ASSERT_TRUE(train.ok()) << train.status();
+  absl::StatusOr<Dataset> test = LoadNpyDataset(*shape, "test", 4);
+  ASSERT_TRUE(test.ok()) << test.status();
+  const FeatureStats in_memory = ComputeFeatureStats(*train);
+  MappedSplitScan scan;
+  absl::StatusOr<std::unique_ptr<MappedNpySamples>> mapped =
+      MappedNpySamples::Open(*shape, "train", 4, &scan);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  absl::StatusOr<std::unique_ptr<MappedNpySamples>> mapped_test =
+      MappedNpySamples::Open(*shape, "test", 4);
+  ASSERT_TRUE(mapped_test.ok()) << mapped_test.status();
+  EXPECT_EQ(scan.rows, 1200u);
+  EXPECT_EQ(scan.stats.mean, in_memory.mean);
+  EXPECT_EQ(scan.stats.stddev, in_memory.stddev);
+  const InputTransform t = TransformOf(in_memory);
+  Standardize(t, &*train);
+  Standardize(t, &*test);
+  (*mapped)->SetTransform(t);
+  (*mapped_test)->SetTransform(t);
+  const InMemorySamples memory(*train), memory_test(*test);
+  ASSERT_EQ((*mapped)->size(), memory.size());
+  ASSERT_EQ((*mapped)->features(), memory.features());
+
+  std::vector<uint32_t> order(memory.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  SeededShuffle(order, 11);
+  std::vector<float> x_mapped(order.size() * kFeatures), x_memory(order.size() * kFeatures);
+  std::vector<int32_t> y_mapped(order.size()), y_memory(order.size());
+  (*mapped)->Gather(order, x_mapped.data(), y_mapped.data());
+  memory.Gather(order, x_memory.data(), y_memory.data());
+  EXPECT_EQ(std::memcmp(x_mapped.data(), x_memory.data(), x_mapped.size() * sizeof(float)), 0);
+  EXPECT_EQ(y_mapped, y_memory);
+  std::vector<float> t_mapped(90 * kFeatures), t_memory(90 * kFeatures);
+  std::vector<int32_t> l_mapped(90), l_memory(90);
+  (*mapped_test)->Range(0, 90, t_mapped.data(), l_mapped.data());
+  memory_test.Range(0, 90, t_memory.data(), l_memory.data());
+  EXPECT_EQ(std::memcmp(t_mapped.data(), t_memory.data(), t_mapped.size() * sizeof(float)), 0);
+  EXPECT_EQ(l_mapped, l_memory);
+
+  (*mapped)->WillNeed(std::span<const uint32_t>(order).first(100));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((*mapped)->pages_read_ahead() < 100 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE((*mapped)->pages_read_ahead(), 100u) << "a page of features and one of labels a row";
+}
+
 TEST(NpyDataset, EveryFaultIsRefusedNamingTheFile) {
   auto fault = [](const std::function<void(NpyFolder&)>& spoil) {
     NpyFolder f;
@@ -90,6 +175,16 @@ TEST(NpyDataset, EveryFaultIsRefusedNamingTheFile) {
     absl::StatusOr<Dataset> test = LoadNpyDataset(f.dir(), "test", 5);
     const absl::Status s = !train.ok() ? train.status() : test.status();
     EXPECT_FALSE(s.ok());
+    // A mapped dataset (samples.h) refuses the same files with the same words.
+    const absl::Status mapped = [&]() -> absl::Status {
+      absl::StatusOr<NpyDatasetShape> shape = InspectNpyDataset(f.dir());
+      if (!shape.ok()) return shape.status();
+      absl::StatusOr<std::unique_ptr<MappedNpySamples>> split =
+          MappedNpySamples::Open(*shape, "train", 5);
+      if (!split.ok()) return split.status();
+      return MappedNpySamples::Open(*shape, "test", 5).status();
+    }();
+    EXPECT_EQ(mapped.message(), s.message());
     std::string message(s.message());
     for (size_t at; (at = message.find(f.dir())) != std::string::npos;) {
       message.replace(at, f.dir().size(), "DIR");

@@ -401,6 +401,7 @@ TEST(Pretrain, GrowsTheNetworkOneHiddenLayerAtATime) {
   Standardize(pixels, &*test);
   std::vector<uint32_t> samples(3000);
   for (uint32_t i = 0; i < samples.size(); ++i) samples[i] = i;
+  const InMemorySamples train_samples(*train);
   PretrainOptions p;
   p.backend = "cpu";
   p.config.shape = *model::ModelShape::Parse("784,32,32,32,10", "sigmoid");
@@ -408,7 +409,7 @@ TEST(Pretrain, GrowsTheNetworkOneHiddenLayerAtATime) {
   p.batch = 25;
   p.learning_rate = 0.1f;
   std::ostringstream log;
-  absl::StatusOr<std::vector<int64_t>> weights = PretrainLayerwise(p, *train, samples, log);
+  absl::StatusOr<std::vector<int64_t>> weights = PretrainLayerwise(p, train_samples, samples, log);
   ASSERT_TRUE(weights.ok()) << weights.status();
   for (const char* stage : {"stage 1 of 3 (784,32,10/sigmoid): 3000 samples",
                             "stage 2 of 3 (784,32,32,10/sigmoid): 3000 samples",
@@ -433,22 +434,23 @@ TEST(Pretrain, GrowsTheNetworkOneHiddenLayerAtATime) {
               eval.correct / 20.0);
   EXPECT_GT(eval.correct, 2000 * 0.65);
   std::ostringstream again;
-  EXPECT_EQ(*PretrainLayerwise(p, *train, samples, again), *weights);
+  EXPECT_EQ(*PretrainLayerwise(p, train_samples, samples, again), *weights);
 
   // SIGTERM while pre-training: it stops within a step, not after the
   // stages (minutes at Strom's size), and says so.
   std::atomic<bool> stop{true};
   PretrainOptions stopped = p;
   stopped.stop = &stop;
-  EXPECT_EQ(PretrainLayerwise(stopped, *train, samples, again).status().message(),
+  EXPECT_EQ(PretrainLayerwise(stopped, train_samples, samples, again).status().message(),
             "pre-training stage 1 (784,32,10/sigmoid): stopped by a signal after 0 of 120 steps");
 
   PretrainOptions flat = p;
   flat.config.shape = *model::ModelShape::Parse("784,10", "sigmoid");
-  EXPECT_EQ(PretrainLayerwise(flat, *train, samples, again).status().message(),
+  EXPECT_EQ(PretrainLayerwise(flat, train_samples, samples, again).status().message(),
             "--pretrain-samples: the model 784,10/sigmoid has no hidden layer to pre-train");
-  EXPECT_EQ(PretrainLayerwise(p, *train, std::span(samples).first(24), again).status().message(),
-            "--pretrain-samples: 24 samples are less than a batch of 25");
+  EXPECT_EQ(
+      PretrainLayerwise(p, train_samples, std::span(samples).first(24), again).status().message(),
+      "--pretrain-samples: 24 samples are less than a batch of 25");
 }
 
 // The trainer pre-trains before its first step and starts from the result:
@@ -618,7 +620,7 @@ TEST_F(Training, StoppedAnywhereAndResumedEndsAsTheUninterruptedRun) {
   TrainerOptions o = Small(model::UpdateMode::kThreshold);  // 6000 samples a shard, --batch 50
   o.backend_config.optimizer.kind = model::OptimizerKind::kMomentum;
   o.backend_config.optimizer.momentum = 0.9;
-  o.target_density = 4e-3;  // the density controller's state, too
+  o.target_density = 4e-3;   // the density controller's state, too
   o.pretrain_samples = 500;  // 50 steps of 10
   o.warmup_batch = 10;       // the first 1000 samples of epoch 1: 100 steps of 10
   o.auto_batch = {25, 50, 100};
@@ -633,13 +635,13 @@ TEST_F(Training, StoppedAnywhereAndResumedEndsAsTheUninterruptedRun) {
   const int64_t pretrain = 50, trials = 35;
   const int64_t after_ramp = 5000 / full->batch_choices[0];  // epoch 1's steps after the ramp
   const int64_t stops[] = {
-      30,                        // inside pre-training: resumes at the start, pre-trains again
-      pretrain + 12,             // inside epoch 1's first trial, the pre-trained start applied
-      trials + 40,               // inside the ramp (step 40 of 100)
-      60 + 7,                    // the ramp's other 60 steps, then mid-epoch
-      after_ramp - 7,            // during the epoch's last step: epoch 2 starts afresh
-      12,                        // inside epoch 2's first trial
-      trials + 10,               // mid-epoch 2
+      30,              // inside pre-training: resumes at the start, pre-trains again
+      pretrain + 12,   // inside epoch 1's first trial, the pre-trained start applied
+      trials + 40,     // inside the ramp (step 40 of 100)
+      60 + 7,          // the ramp's other 60 steps, then mid-epoch
+      after_ramp - 7,  // during the epoch's last step: epoch 2 starts afresh
+      12,              // inside epoch 2's first trial
+      trials + 10,     // mid-epoch 2
   };
   const std::string checkpoint = (dir_ / "ck").string();
   for (size_t part = 0; part <= std::size(stops); ++part) {

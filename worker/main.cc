@@ -49,6 +49,10 @@ ABSL_FLAG(std::string, data_dir, reckon::worker::kDefaultDataDir,
           "directory with the IDX files (train-*, t10k-*), gzip'd or not, or a NumPy dataset "
           "(train_x.npy, train_y.npy or their shards train_x-00000.npy, ...; test_x.npy, "
           "test_y.npy)");
+ABSL_FLAG(bool, data_in_memory, false,
+          "read a NumPy dataset whole into memory at the start; by default it is memory-mapped "
+          "and read as the epochs ask for its rows, so a dataset larger than memory trains "
+          "(IDX files are always read whole)");
 ABSL_FLAG(std::string, layers, "784,512,512,10", "layer widths, input first");
 ABSL_FLAG(std::string, activation, "relu", "hidden units: relu or sigmoid");
 ABSL_FLAG(std::string, optimizer, "momentum", "sgd, momentum or adagrad");
@@ -312,6 +316,7 @@ absl::StatusOr<std::vector<int>> ParseBatchCandidates(const std::string& text) {
 absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   TrainerOptions o;
   o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.data_in_memory = absl::GetFlag(FLAGS_data_in_memory);
   RECKON_RETURN_IF_ERROR(ParseShard(absl::GetFlag(FLAGS_shard), &o.shard, &o.shards));
   o.seed = absl::GetFlag(FLAGS_seed);
   o.epochs = absl::GetFlag(FLAGS_epochs);

@@ -380,6 +380,10 @@ int64_t NpyFile::IntegerAt(uint64_t i) const {
   return 0;
 }
 
+void NpyFile::Advise(int advice) const {
+  if (map_ != nullptr) madvise(map_, map_bytes_, advice);
+}
+
 void NpyFile::RowAsFloats(uint64_t row, float* out) const {
   const uint64_t n = row_elements(), first = row * n;
   if (header_.type == NpyType::kFloat32) {

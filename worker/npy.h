@@ -85,6 +85,9 @@ class NpyFile {
   void RowAsFloats(uint64_t row, float* out) const;
   // The mapped data (header().elements() x NpyTypeSize bytes).
   const uint8_t* data() const { return data_; }
+  // madvise(2) on the whole mapping (MADV_RANDOM: no read-around on a
+  // fault, for rows read in a shuffled order).
+  void Advise(int advice) const;
 
  private:
   NpyFile() = default;

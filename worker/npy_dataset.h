@@ -5,9 +5,9 @@
 // D; labels are integers of shape [N]; the class count is the largest
 // label plus one.
 //
-// This part checks a folder whole, before anything trains on it, and reads
-// it into memory (a dataset larger than memory is read as it trains: not
-// yet). Every refusal names the file and what is wrong with it.
+// This part checks a folder's files (their headers), and reads a split
+// into memory (--data-in-memory; samples.h maps it and reads it as it
+// trains instead). Every refusal names the file and what is wrong with it.
 #ifndef RECKON_WORKER_NPY_DATASET_H_
 #define RECKON_WORKER_NPY_DATASET_H_
 

@@ -27,7 +27,7 @@ absl::StatusOr<model::ModelShape> StageShape(const model::ModelShape& full, size
 // classified right, as the steps saw them.
 absl::StatusOr<std::pair<double, double>> TrainOnePass(const PretrainOptions& options,
                                                        model::Backend& backend,
-                                                       const Dataset& train,
+                                                       const Samples& train,
                                                        std::span<const uint32_t> samples) {
   const size_t features = static_cast<size_t>(train.features());
   const int batch = options.batch;
@@ -45,12 +45,8 @@ absl::StatusOr<std::pair<double, double>> TrainOnePass(const PretrainOptions& op
       return absl::CancelledError(
           absl::StrCat("stopped by a signal after ", step, " of ", steps, " steps"));
     }
-    for (int b = 0; b < batch; ++b) {
-      const uint32_t idx = samples[size_t(step) * batch + b];
-      std::memcpy(&images[size_t(b) * features], &train.images[size_t(idx) * features],
-                  sizeof(float) * features);
-      labels[b] = train.labels[idx];
-    }
+    train.Gather(samples.subspan(size_t(step) * batch, size_t(batch)), images.data(),
+                 labels.data());
     RECKON_ASSIGN_OR_RETURN(
         const model::BatchStats stats,
         backend.TrainStep(images.data(), labels.data(), batch,
@@ -66,7 +62,7 @@ absl::StatusOr<std::pair<double, double>> TrainOnePass(const PretrainOptions& op
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> PretrainLayerwise(const PretrainOptions& options,
-                                                       const Dataset& train,
+                                                       const Samples& train,
                                                        std::span<const uint32_t> samples,
                                                        std::ostream& log) {
   const model::ModelShape& full = options.config.shape;

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "model/backend.h"
 #include "worker/dataset.h"
+#include "worker/samples.h"
 
 namespace reckon::worker {
 
@@ -59,7 +60,7 @@ struct PretrainOptions {
 // (NaN) is an error naming the stage; the stop flag set is kCancelled
 // naming the stage.
 absl::StatusOr<std::vector<int64_t>> PretrainLayerwise(const PretrainOptions& options,
-                                                       const Dataset& train,
+                                                       const Samples& train,
                                                        std::span<const uint32_t> samples,
                                                        std::ostream& log);
 

@@ -128,22 +128,39 @@ absl::Status Trainer::LoadNpyData() {
         "the model takes ", shape.inputs(), " inputs (--layers) but ", dir, " has ", data.features,
         " features a sample: give --layers ", data.features, ",...,CLASSES"));
   }
-  auto load = [&](const char* split) -> absl::StatusOr<Dataset> {
-    absl::StatusOr<Dataset> ds = LoadNpyDataset(data, split, shape.classes());
-    if (!ds.ok() && ds.status().code() == absl::StatusCode::kDataLoss) {
-      return absl::Status(ds.status().code(),
-                          absl::StrCat(ds.status().message(), " (the model, --layers, has ",
-                                       shape.classes(), " classes)"));
-    }
-    return ds;
+  auto name_classes = [&](const absl::Status& s) {
+    if (s.code() != absl::StatusCode::kDataLoss) return s;
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (the model, --layers, has ",
+                                               shape.classes(), " classes)"));
   };
-  RECKON_ASSIGN_OR_RETURN(train_, load("train"));
-  RECKON_ASSIGN_OR_RETURN(test_, load("test"));
-  // Each feature standardized by the training split's statistics: the
-  // same numbers on every worker, which all read the same files.
-  input_ = TransformOf(ComputeFeatureStats(train_));
-  Standardize(input_, &train_);
-  Standardize(input_, &test_);
+  if (options_.data_in_memory) {
+    absl::StatusOr<Dataset> train = LoadNpyDataset(data, "train", shape.classes());
+    if (!train.ok()) return name_classes(train.status());
+    absl::StatusOr<Dataset> test = LoadNpyDataset(data, "test", shape.classes());
+    if (!test.ok()) return name_classes(test.status());
+    // Each feature standardized by the training split's statistics: the
+    // same numbers on every worker, which all read the same files.
+    input_ = TransformOf(ComputeFeatureStats(*train));
+    Standardize(input_, &*train);
+    Standardize(input_, &*test);
+    train_ = std::make_unique<InMemorySamples>(std::move(*train));
+    test_ = std::make_unique<InMemorySamples>(std::move(*test));
+    return absl::OkStatus();
+  }
+  // Mapped, read as the epochs ask (samples.h): checked and its statistics
+  // taken in one pass each, the same numbers as in memory.
+  MappedSplitScan scan;
+  absl::StatusOr<std::unique_ptr<MappedNpySamples>> train =
+      MappedNpySamples::Open(data, "train", shape.classes(), &scan);
+  if (!train.ok()) return name_classes(train.status());
+  absl::StatusOr<std::unique_ptr<MappedNpySamples>> test =
+      MappedNpySamples::Open(data, "test", shape.classes());
+  if (!test.ok()) return name_classes(test.status());
+  input_ = TransformOf(scan.stats);
+  (*train)->SetTransform(input_);
+  (*test)->SetTransform(input_);
+  train_ = std::move(*train);
+  test_ = std::move(*test);
   return absl::OkStatus();
 }
 
@@ -152,19 +169,21 @@ absl::Status Trainer::LoadData() {
   if (IsNpyDataset(options_.data_dir)) {
     RECKON_RETURN_IF_ERROR(LoadNpyData());
   } else {
-    RECKON_ASSIGN_OR_RETURN(train_, LoadIdxDataset(options_.data_dir, "train"));
-    RECKON_ASSIGN_OR_RETURN(test_, LoadIdxDataset(options_.data_dir, "t10k"));
-    if (train_.features() != shape.inputs() || test_.features() != shape.inputs()) {
+    RECKON_ASSIGN_OR_RETURN(Dataset train, LoadIdxDataset(options_.data_dir, "train"));
+    RECKON_ASSIGN_OR_RETURN(Dataset test, LoadIdxDataset(options_.data_dir, "t10k"));
+    if (train.features() != shape.inputs() || test.features() != shape.inputs()) {
       return absl::InvalidArgumentError(absl::StrCat("the model takes ", shape.inputs(),
                                                      " inputs but the images have ",
-                                                     train_.features(), " pixels"));
+                                                     train.features(), " pixels"));
     }
-    input_ = TransformOf(ComputePixelStats(train_), shape.inputs());
-    Standardize(input_, &train_);
-    Standardize(input_, &test_);
+    input_ = TransformOf(ComputePixelStats(train), shape.inputs());
+    Standardize(input_, &train);
+    Standardize(input_, &test);
+    train_ = std::make_unique<InMemorySamples>(std::move(train));
+    test_ = std::make_unique<InMemorySamples>(std::move(test));
   }
   RECKON_ASSIGN_OR_RETURN(
-      shard_, ShardIndices(train_.size(), options_.shard, options_.shards, options_.seed));
+      shard_, ShardIndices(train_->size(), options_.shard, options_.shards, options_.seed));
   if (shard_.size() < static_cast<size_t>(config_.max_batch)) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard ", options_.shard, "/", options_.shards, " has ", shard_.size(),
@@ -176,8 +195,8 @@ absl::Status Trainer::LoadData() {
         options_.shards, " has ", shard_.size(), " samples (give 0 to ", shard_.size(), ")"));
   }
   order_ = shard_;
-  eval_count_ = options_.eval_samples > 0 ? std::min<size_t>(options_.eval_samples, test_.size())
-                                          : test_.size();
+  eval_count_ = options_.eval_samples > 0 ? std::min<size_t>(options_.eval_samples, test_->size())
+                                          : test_->size();
   batch_images_.resize(size_t(config_.max_batch) * shape.inputs());
   batch_labels_.resize(config_.max_batch);
   if (!options_.auto_batch.empty()) {
@@ -191,14 +210,9 @@ absl::Status Trainer::LoadData() {
     std::vector<uint32_t> judges = shard_;
     SeededShuffle(judges, options_.seed * 0xD1B54A32D192ED03ull + 0x5EEDull);
     judges.resize(std::min<size_t>(judges.size(), options_.auto_batch_eval));
-    const size_t features = static_cast<size_t>(shape.inputs());
-    judge_images_.resize(judges.size() * features);
+    judge_images_.resize(judges.size() * static_cast<size_t>(shape.inputs()));
     judge_labels_.resize(judges.size());
-    for (size_t j = 0; j < judges.size(); ++j) {
-      std::memcpy(&judge_images_[j * features], &train_.images[size_t(judges[j]) * features],
-                  sizeof(float) * features);
-      judge_labels_[j] = train_.labels[judges[j]];
-    }
+    train_->Gather(judges, judge_images_.data(), judge_labels_.data());
   }
   return absl::OkStatus();
 }
@@ -393,7 +407,7 @@ absl::Status Trainer::MaybePretrain() {
   p.learning_rate = static_cast<float>(config_.optimizer.learning_rate * BatchSizeFactor(p.batch));
   p.stop = options_.stop;
   p.wrap_backend = options_.wrap_backend;
-  absl::StatusOr<std::vector<int64_t>> pretrained = PretrainLayerwise(p, train_, samples, log_);
+  absl::StatusOr<std::vector<int64_t>> pretrained = PretrainLayerwise(p, *train_, samples, log_);
   summary_.pretrain_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (pretrained.status().code() == absl::StatusCode::kCancelled) {
     // SIGTERM: nothing published; the epoch loop stops before its first step.
@@ -621,12 +635,13 @@ float Trainer::StepLearningRate(int epoch, int batch) const {
 }
 
 void Trainer::FillBatch(size_t first, int batch) {
-  const size_t features = static_cast<size_t>(config_.shape.inputs());
-  for (int b = 0; b < batch; ++b) {
-    const uint32_t idx = order_[first + b];
-    std::memcpy(&batch_images_[size_t(b) * features], &train_.images[size_t(idx) * features],
-                sizeof(float) * features);
-    batch_labels_[b] = train_.labels[idx];
+  const std::span<const uint32_t> order(order_);
+  train_->Gather(order.subspan(first, size_t(batch)), batch_images_.data(), batch_labels_.data());
+  // The batches after this one, read ahead while it trains (a mapped
+  // dataset; in memory, nothing to do).
+  const size_t ahead = std::min(order.size(), first + size_t(batch) * (1 + kBatchesReadAhead));
+  if (first + size_t(batch) < ahead) {
+    train_->WillNeed(order.subspan(first + size_t(batch), ahead - first - size_t(batch)));
   }
 }
 
@@ -883,11 +898,24 @@ absl::Status Trainer::FinishWithPeers() {
 }
 
 absl::Status Trainer::Evaluate() {
-  RECKON_ASSIGN_OR_RETURN(
-      const model::BatchStats eval,
-      backend_->Evaluate(test_.images.data(), test_.labels.data(), eval_count_));
-  summary_.test_accuracy = double(eval.correct) / eval_count_;
-  summary_.test_loss = eval.loss_sum / eval_count_;
+  // In chunks of at most 64 MiB of features, whether the test split is in
+  // memory or mapped (the same sums either way); Fashion-MNIST's is one.
+  const size_t width = static_cast<size_t>(config_.shape.inputs());
+  const size_t chunk = std::max<size_t>(1, (size_t{64} << 20) / (sizeof(float) * width));
+  std::vector<float> images(std::min(chunk, eval_count_) * width);
+  std::vector<int32_t> labels(std::min(chunk, eval_count_));
+  int64_t correct = 0;
+  double loss_sum = 0;
+  for (size_t first = 0; first < eval_count_; first += chunk) {
+    const size_t count = std::min(chunk, eval_count_ - first);
+    test_->Range(first, count, images.data(), labels.data());
+    RECKON_ASSIGN_OR_RETURN(const model::BatchStats eval,
+                            backend_->Evaluate(images.data(), labels.data(), count));
+    correct += eval.correct;
+    loss_sum += eval.loss_sum;
+  }
+  summary_.test_accuracy = double(correct) / eval_count_;
+  summary_.test_loss = loss_sum / eval_count_;
   return absl::OkStatus();
 }
 

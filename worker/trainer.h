@@ -25,6 +25,7 @@
 #include "worker/density_controller.h"
 #include "worker/metrics.h"
 #include "worker/npy_dataset.h"
+#include "worker/samples.h"
 #include "worker/summary.h"
 
 namespace reckon::worker {
@@ -70,6 +71,10 @@ class TrainingPeers {
 
 struct TrainerOptions {
   std::string data_dir = kDefaultDataDir;
+  // A NumPy dataset read whole into memory at the start (--data-in-memory);
+  // false: mapped, read as the epochs ask for its rows (samples.h), so a
+  // dataset larger than memory trains. IDX files are always read whole.
+  bool data_in_memory = false;
   int shard = 0, shards = 1;
   uint64_t seed = 1;
   int epochs = 10;
@@ -249,7 +254,11 @@ class Trainer {
   const TrainerOptions options_;
   std::ostream& log_;
   model::BackendConfig config_;  // options.backend_config, sized for the batch
-  Dataset train_, test_;
+  // The splits (samples.h): in memory, or mapped and read as they train.
+  std::unique_ptr<Samples> train_, test_;
+  // How many batches past the one being filled FillBatch asks a mapped
+  // split to read ahead.
+  static constexpr size_t kBatchesReadAhead = 4;
   // What train_ and test_ are of the raw features (LoadData): kept in the
   // checkpoint, so that exports take raw features.
   InputTransform input_;

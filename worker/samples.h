@@ -1,0 +1,129 @@
+// Where a worker's training and evaluation read their samples (issue 35):
+// one split's rows of standardized float32 features and their labels, by
+// index. Two kinds:
+//
+// - InMemorySamples: a Dataset read whole and standardized at the start
+//   (IDX files; a NumPy dataset with --data-in-memory).
+// - MappedNpySamples: a NumPy dataset's files memory-mapped (npy.h) and
+//   read as the epoch asks for its rows, each converted and standardized
+//   as it is gathered, with the next batches' pages read ahead on a thread
+//   of its own: a dataset larger than the machine's memory trains, the
+//   kernel keeping what fits in its page cache.
+//
+// Both give the same floats for a row, bit for bit (the same conversion
+// and the same x = (raw - mean) * inv_stddev in float32), so a run's
+// replica does not depend on which one read its data.
+//
+// Threads: one caller at a time (the training thread). MappedNpySamples'
+// read-ahead thread only touches pages.
+#ifndef RECKON_WORKER_SAMPLES_H_
+#define RECKON_WORKER_SAMPLES_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/dataset.h"
+#include "worker/npy.h"
+#include "worker/npy_dataset.h"
+
+namespace reckon::worker {
+
+class Samples {
+ public:
+  virtual ~Samples() = default;
+  virtual size_t size() const = 0;
+  virtual int features() const = 0;
+  // Rows `indices` (each < size()), standardized, to `x` (indices.size() x
+  // features() floats) and their labels to `y`.
+  virtual void Gather(std::span<const uint32_t> indices, float* x, int32_t* y) const = 0;
+  // Rows [first, first + count) the same way (REQUIRES: first + count <= size()).
+  virtual void Range(size_t first, size_t count, float* x, int32_t* y) const = 0;
+  // Rows the caller will Gather soon (the next batches of the epoch's
+  // order): advice, which a mapped split reads ahead. No-op in memory.
+  virtual void WillNeed(std::span<const uint32_t> /*indices*/) const {}
+};
+
+class InMemorySamples final : public Samples {
+ public:
+  explicit InMemorySamples(Dataset data) : data_(std::move(data)) {}
+  size_t size() const override { return data_.size(); }
+  int features() const override { return data_.features(); }
+  void Gather(std::span<const uint32_t> indices, float* x, int32_t* y) const override;
+  void Range(size_t first, size_t count, float* x, int32_t* y) const override;
+  const Dataset& data() const { return data_; }
+
+ private:
+  const Dataset data_;
+};
+
+// The statistics of a split read once, streaming, in row order: the same
+// sums ComputeFeatureStats makes of the split in memory.
+struct MappedSplitScan {
+  FeatureStats stats;
+  uint64_t rows = 0;
+};
+
+class MappedNpySamples final : public Samples {
+ public:
+  // Maps split "train" or "test" of `shape` (InspectNpyDataset checked its
+  // headers) and reads it once, in order: every feature finite and every
+  // label in [0, max_classes), or kDataLoss naming the file and the sample
+  // (as LoadNpyDataset's); `scan`, when given, gets the features' means and
+  // standard deviations (the training split's standardize both splits).
+  // Standardization starts once SetTransform gives it.
+  static absl::StatusOr<std::unique_ptr<MappedNpySamples>> Open(const NpyDatasetShape& shape,
+                                                                const std::string& split,
+                                                                int max_classes,
+                                                                MappedSplitScan* scan = nullptr);
+  ~MappedNpySamples() override;
+
+  // x = (raw - mean) * inv_stddev from now on (`t` from the training split).
+  void SetTransform(const InputTransform& t);
+
+  size_t size() const override { return total_rows_; }
+  int features() const override { return static_cast<int>(features_); }
+  void Gather(std::span<const uint32_t> indices, float* x, int32_t* y) const override;
+  void Range(size_t first, size_t count, float* x, int32_t* y) const override;
+  void WillNeed(std::span<const uint32_t> indices) const override;
+
+  // Pages the read-ahead thread has touched (for tests and the benchmark).
+  uint64_t pages_read_ahead() const;
+
+ private:
+  struct Shard {
+    NpyFile x, y;
+    uint64_t first_row = 0;  // of the split
+  };
+  MappedNpySamples() = default;
+  // The shard holding split row `row`, and the row within it.
+  std::pair<const Shard*, uint64_t> Locate(uint64_t row) const;
+  void Row(uint64_t row, float* x, int32_t* y) const;
+  void ReadAheadLoop();
+
+  std::vector<Shard> shards_;
+  uint64_t total_rows_ = 0, features_ = 0;
+  std::vector<float> mean_, inv_stddev_;  // empty until SetTransform
+
+  // The read-ahead thread: byte ranges of the mapping to touch, a page at a
+  // time, newest requests replacing what it has not reached (the epoch
+  // moved on).
+  mutable std::mutex mu_;
+  mutable std::condition_variable wake_;
+  mutable std::deque<std::pair<const uint8_t*, size_t>> ahead_;
+  mutable uint64_t pages_touched_ = 0;
+  bool stop_ = false;
+  std::thread reader_;
+};
+
+}  // namespace reckon::worker
+
+#endif  // RECKON_WORKER_SAMPLES_H_
