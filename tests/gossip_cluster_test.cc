@@ -2,8 +2,10 @@
 // loopback, training on the real Fashion-MNIST files.
 // A smaller model (784-128-10) and bounded steps keep each test to seconds;
 // the bounds below were set from runs of this exact setup.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -22,6 +24,7 @@
 #include "tests/gossip_harness.h"
 #include "tests/test_process.h"
 #include "worker/dataset.h"
+#include "worker/npy.h"
 
 namespace reckon {
 namespace {
@@ -584,6 +587,165 @@ TEST(GossipCluster, WorkersTrainOverMutualTlsWithSignedUpdates) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--tls-cert, --tls-key and --tls-ca go together"), std::string::npos)
       << r.err;
+}
+
+// A memory cgroup of its own for a child process (v1's memory controller,
+// or v2's), under this process's: what a container's memory limit is.
+// Removed when destroyed (its processes have exited by then).
+class MemoryCgroup {
+ public:
+  // Empty `error()`: made, with `limit_bytes`; else why not.
+  explicit MemoryCgroup(uint64_t limit_bytes) {
+    std::ifstream cgroups("/proc/self/cgroup");
+    std::string line, v1_path, v2_path;
+    while (std::getline(cgroups, line)) {
+      const size_t a = line.find(':'), b = line.find(':', a + 1);
+      if (a == std::string::npos || b == std::string::npos) continue;
+      const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+      if (controllers == "memory") v1_path = path;
+      if (line.rfind("0::", 0) == 0) v2_path = path;
+    }
+    std::string limit_file;
+    if (!v1_path.empty() &&
+        std::filesystem::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) {
+      dir_ =
+          absl::StrCat("/sys/fs/cgroup/memory", v1_path, "/reckon-test-", getpid(), "-", ++made_);
+      limit_file = "memory.limit_in_bytes";
+    } else if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) {
+      dir_ = absl::StrCat("/sys/fs/cgroup", v2_path, "/reckon-test-", getpid(), "-", ++made_);
+      limit_file = "memory.max";
+    } else {
+      error_ = "no memory cgroup controller is mounted";
+      return;
+    }
+    std::error_code ec;
+    if (!std::filesystem::create_directory(dir_, ec) || ec) {
+      error_ = absl::StrCat("cannot create ", dir_, ": ", ec ? ec.message() : "it exists");
+      dir_.clear();
+      return;
+    }
+    std::ofstream(absl::StrCat(dir_, "/", limit_file)) << limit_bytes;
+    std::ifstream read_back(absl::StrCat(dir_, "/", limit_file));
+    uint64_t set = 0;
+    read_back >> set;
+    if (set != limit_bytes) error_ = absl::StrCat(dir_, "/", limit_file, " did not take the limit");
+  }
+  ~MemoryCgroup() {
+    if (dir_.empty()) return;
+    for (int i = 0; i < 100 && rmdir(dir_.c_str()) != 0; ++i) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  }
+  const std::string& error() const { return error_; }
+  // How often its usage met the limit (and the kernel reclaimed to stay
+  // under it): v1's memory.failcnt, v2's memory.events "max".
+  uint64_t TimesAtTheLimit() const {
+    std::ifstream v1(absl::StrCat(dir_, "/memory.failcnt"));
+    uint64_t n = 0;
+    if (v1 >> n) return n;
+    std::ifstream v2(absl::StrCat(dir_, "/memory.events"));
+    for (std::string key; v2 >> key >> n;) {
+      if (key == "max") return n;
+    }
+    return 0;
+  }
+  // A command prefix that moves the process it runs into this cgroup and
+  // then execs the rest (Cluster::Place's exec prefix).
+  std::vector<std::string> ExecPrefix() const {
+    return {"/bin/sh", "-c",
+            absl::StrCat("echo $$ > ", dir_, "/cgroup.procs && exec \"$0\" \"$@\"")};
+  }
+
+ private:
+  static inline int made_ = 0;  // cgroups this process made: each its own name
+  std::string dir_, error_;
+};
+
+// Issue 35: two workers train on NumPy data nearly four times each one's
+// memory limit (a cgroup's, as a container's), mapped and read as
+// they train, and end identical. The same limit kills a worker that reads
+// the data into memory (--data-in-memory): the limit is real.
+TEST(GossipCluster, WorkersTrainOnNumpyDataLargerThanTheirMemoryLimit) {
+  constexpr uint64_t kLimit = uint64_t{128} << 20;
+  MemoryCgroup probe(kLimit);
+  if (!probe.error().empty()) {
+    GTEST_SKIP() << "needs a memory cgroup of its own (root, a memory controller): "
+                 << probe.error();
+  }
+  ::reckon::testing::ScratchDir scratch;
+  const std::filesystem::path data = scratch / "data";
+  std::filesystem::create_directories(data);
+  // 800,000 samples of 640 uint8 features (512 MB), 10 classes, each
+  // class lifting its own 20 features above noise.
+  constexpr uint64_t kSamples = 800000, kFeatures = 640;
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    const std::string path = (data / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    // Out of this process's page cache: the workers read it from the disk,
+    // charged to their own cgroups.
+    const int fd = open(path.c_str(), O_RDONLY);
+    fdatasync(fd);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+  };
+  auto split = [&](const std::string& name, uint64_t samples, uint64_t seed) {
+    std::string x(samples * kFeatures, '\0');
+    std::vector<int64_t> y(samples);
+    uint64_t state = seed;
+    for (uint64_t i = 0; i < samples; ++i) {
+      y[i] = static_cast<int64_t>(i % 10);
+      uint8_t* row = reinterpret_cast<uint8_t*>(x.data()) + i * kFeatures;
+      for (uint64_t j = 0; j < kFeatures; j += 8) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        const uint64_t noise = state & 0x3F3F3F3F3F3F3F3Full;  // 0 .. 63 a byte
+        std::memcpy(row + j, &noise, 8);
+      }
+      for (uint64_t j = 0; j < 20; ++j) row[y[i] * 60 + j] += 100;
+    }
+    write(name + "_x.npy", worker::NpyBytes(worker::NpyType::kUint8, {samples, kFeatures}, x));
+    write(name + "_y.npy",
+          worker::NpyBytes(worker::NpyType::kInt64, {samples},
+                           std::string(reinterpret_cast<const char*>(y.data()), y.size() * 8)));
+  };
+  split("train", kSamples, 0x9E3779B97F4A7C15ull);
+  split("test", 2000, 0xD1B54A32D192ED03ull);
+  ASSERT_GT(std::filesystem::file_size(data / "train_x.npy"), 3 * kLimit);
+
+  const std::vector<std::string> training = {
+      "--data-dir", data.string(), "--layers", "640,32,10", "--epochs",
+      "1",          "--max-steps", "600",      "--threads", "1"};
+  Cluster c(2);
+  std::vector<std::unique_ptr<MemoryCgroup>> limits;
+  for (int i = 0; i < 2; ++i) {
+    limits.push_back(std::make_unique<MemoryCgroup>(kLimit));
+    ASSERT_EQ(limits.back()->error(), "");
+    c.Place(i, c.address(i), limits.back()->ExecPrefix());
+  }
+  for (int i = 0; i < 2; ++i) c.Start(i, 2, training);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(c.Wait(i, seconds(240)), 0) << "w" << i << ": " << c.Err(i);
+  }
+  c.ExpectIdentical({0, 1});
+  EXPECT_GT(Number(c.Summary(0), "test_accuracy"), 0.9) << c.Summary(0);
+  // The limit bound: the kernel reclaimed the mapped pages to keep each
+  // worker under it.
+  for (int i = 0; i < 2; ++i) EXPECT_GT(limits[i]->TimesAtTheLimit(), 0u) << "w" << i;
+  std::printf(
+      "FIGURES 512 MB of NumPy data under a 128 MiB limit a worker: %.0f samples/s, at the limit "
+      "%llu and %llu times\n",
+      Number(c.Summary(0), "samples_per_s"),
+      static_cast<unsigned long long>(limits[0]->TimesAtTheLimit()),
+      static_cast<unsigned long long>(limits[1]->TimesAtTheLimit()));
+
+  // The same limit, the data read into memory: killed (2 GB of floats).
+  Cluster whole(1);
+  MemoryCgroup limit(kLimit);
+  ASSERT_EQ(limit.error(), "");
+  whole.Place(0, whole.address(0), limit.ExecPrefix());
+  std::vector<std::string> in_memory = training;
+  in_memory.insert(in_memory.end(), {"--data-in-memory", "--standalone"});
+  whole.Start(0, 1, in_memory);
+  EXPECT_EQ(whole.Wait(0, seconds(120)), 128 + SIGKILL) << whole.Err(0);
 }
 
 }  // namespace

@@ -90,6 +90,15 @@ TEST_F(ReckonWorker, TrainsOnANumpyDatasetOfAnyWidthAndClassCount) {
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(json->at("params"), 5 * 32 + 32 + 32 * 3 + 3) << json->dump();
   EXPECT_GT(double(json->at("test_accuracy")), 0.9) << json->dump();
+  // Read into memory instead of mapped (samples.h): the same run, bit for bit.
+  const std::string whole = (dir_ / "in_memory.json").string();
+  r = Run({"--standalone", "--data-dir", data.string(), "--layers", "5,32,3", "--epochs", "5",
+           "--summary-json", whole, "--data-in-memory"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<::reckon::base::Json> in_memory = ::reckon::base::ReadJsonFile(whole);
+  ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+  EXPECT_EQ(in_memory->at("weight_hash"), json->at("weight_hash"));
+  EXPECT_EQ(in_memory->at("test_loss"), json->at("test_loss"));
 
   r = Run({"--standalone", "--data-dir", data.string(), "--epochs", "1"});
   EXPECT_NE(r.exit_code, 0);
