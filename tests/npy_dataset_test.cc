@@ -163,7 +163,7 @@ TEST(NpyDataset, MappedRowsAreTheInMemoryRowsBitForBit) {
   while ((*mapped)->pages_read_ahead() < 100 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  EXPECT_GE((*mapped)->pages_read_ahead(), 100u) << "a page of features and one of labels a row";
+  EXPECT_GE((*mapped)->pages_read_ahead(), 100u) << "a page of features a row at least";
 }
 
 TEST(NpyDataset, EveryFaultIsRefusedNamingTheFile) {

@@ -6,9 +6,10 @@
 //   (IDX files; a NumPy dataset with --data-in-memory).
 // - MappedNpySamples: a NumPy dataset's files memory-mapped (npy.h) and
 //   read as the epoch asks for its rows, each converted and standardized
-//   as it is gathered, with the next batches' pages read ahead on a thread
-//   of its own: a dataset larger than the machine's memory trains, the
-//   kernel keeping what fits in its page cache.
+//   as it is gathered, with the next batches' pages asked of the kernel
+//   ahead (MADV_WILLNEED, from a thread of its own: many reads in flight,
+//   not one fault at a time): a dataset larger than the machine's memory
+//   trains, the kernel keeping what fits in its page cache.
 //
 // Both give the same floats for a row, bit for bit (the same conversion
 // and the same x = (raw - mean) * inv_stddev in float32), so a run's
@@ -95,7 +96,7 @@ class MappedNpySamples final : public Samples {
   void Range(size_t first, size_t count, float* x, int32_t* y) const override;
   void WillNeed(std::span<const uint32_t> indices) const override;
 
-  // Pages the read-ahead thread has touched (for tests and the benchmark).
+  // Pages the read-ahead thread has asked for (for tests and the benchmark).
   uint64_t pages_read_ahead() const;
 
  private:
@@ -113,9 +114,8 @@ class MappedNpySamples final : public Samples {
   uint64_t total_rows_ = 0, features_ = 0;
   std::vector<float> mean_, inv_stddev_;  // empty until SetTransform
 
-  // The read-ahead thread: byte ranges of the mapping to touch, a page at a
-  // time, newest requests replacing what it has not reached (the epoch
-  // moved on).
+  // The read-ahead thread: byte ranges of the mappings to ask the kernel
+  // for, the oldest dropped past kMaxAheadRanges (it fell behind).
   mutable std::mutex mu_;
   mutable std::condition_variable wake_;
   mutable std::deque<std::pair<const uint8_t*, size_t>> ahead_;

@@ -638,10 +638,16 @@ void Trainer::FillBatch(size_t first, int batch) {
   const std::span<const uint32_t> order(order_);
   train_->Gather(order.subspan(first, size_t(batch)), batch_images_.data(), batch_labels_.data());
   // The batches after this one, read ahead while it trains (a mapped
-  // dataset; in memory, nothing to do).
-  const size_t ahead = std::min(order.size(), first + size_t(batch) * (1 + kBatchesReadAhead));
-  if (first + size_t(batch) < ahead) {
-    train_->WillNeed(order.subspan(first + size_t(batch), ahead - first - size_t(batch)));
+  // dataset; in memory, nothing to do): each row asked for once, as it
+  // comes within kBatchesReadAhead batches. A new epoch (or a resume)
+  // starts again where it begins.
+  const size_t end = first + size_t(batch);
+  if (first < read_ahead_from_ || read_ahead_until_ < end) read_ahead_until_ = end;
+  read_ahead_from_ = first;
+  const size_t ahead = std::min(order.size(), end + size_t(batch) * kBatchesReadAhead);
+  if (read_ahead_until_ < ahead) {
+    train_->WillNeed(order.subspan(read_ahead_until_, ahead - read_ahead_until_));
+    read_ahead_until_ = ahead;
   }
 }
 

@@ -258,7 +258,10 @@ class Trainer {
   std::unique_ptr<Samples> train_, test_;
   // How many batches past the one being filled FillBatch asks a mapped
   // split to read ahead.
-  static constexpr size_t kBatchesReadAhead = 4;
+  static constexpr size_t kBatchesReadAhead = 8;
+  // order_[read_ahead_from_ ..) is the batch FillBatch filled last, and
+  // order_[.. read_ahead_until_) has been asked for.
+  size_t read_ahead_from_ = 0, read_ahead_until_ = 0;
   // What train_ and test_ are of the raw features (LoadData): kept in the
   // checkpoint, so that exports take raw features.
   InputTransform input_;
