@@ -20,3 +20,22 @@ ABSL_FLAG(std::string, input, "",
           "float16 or an integer type)");
 ABSL_FLAG(std::string, format, "",
           "codec encode: rice or packed32 (default rice); export: onnx or npz");
+ABSL_FLAG(std::string, peer, "", "host:port of a worker's gossip service");
+ABSL_FLAG(int64_t, timeout_ms, 2000, "give up after this long");
+ABSL_FLAG(std::string, tls_cert, "", "with a TLS cluster: a certificate of its CA (PEM)");
+ABSL_FLAG(std::string, tls_key, "", "its key (PEM)");
+ABSL_FLAG(std::string, tls_ca, "", "the cluster CA's certificate (PEM)");
+ABSL_FLAG(std::string, cluster_token, "",
+          "the cluster's --cluster-token, when it has one (a worker refuses a status or an export "
+          "without it)");
+
+namespace reckon::ctl {
+
+absl::StatusOr<server::TlsConfig> ClientTlsFromFlags() {
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key),
+                    ca = absl::GetFlag(FLAGS_tls_ca);
+  if (cert.empty() && key.empty() && ca.empty()) return server::TlsConfig{};
+  return server::LoadTls(ca, cert, key);
+}
+
+}  // namespace reckon::ctl

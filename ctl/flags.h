@@ -8,6 +8,8 @@
 #include <string>
 
 #include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "server/tls.h"
 
 ABSL_DECLARE_FLAG(bool, json);           // every bench: JSON instead of a table
 ABSL_DECLARE_FLAG(int64_t, steps);       // bench train, bench transport
@@ -18,5 +20,18 @@ ABSL_DECLARE_FLAG(int64_t, link_mtu);    // local, lab
 ABSL_DECLARE_FLAG(std::string, out);     // certs, export
 ABSL_DECLARE_FLAG(std::string, format);  // codec encode, export
 ABSL_DECLARE_FLAG(std::string, input);   // codec, predict
+// status, export --peer: a worker's gossip service, and what it asks of us.
+ABSL_DECLARE_FLAG(std::string, peer);
+ABSL_DECLARE_FLAG(int64_t, timeout_ms);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
+ABSL_DECLARE_FLAG(std::string, tls_ca);
+ABSL_DECLARE_FLAG(std::string, cluster_token);
+
+namespace reckon::ctl {
+// --tls-cert, --tls-key, --tls-ca loaded (none given: no TLS); an error
+// names the file.
+absl::StatusOr<server::TlsConfig> ClientTlsFromFlags();
+}  // namespace reckon::ctl
 
 #endif  // RECKON_CTL_FLAGS_H_

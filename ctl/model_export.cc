@@ -3,14 +3,18 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <cstring>
 #include <exception>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/zip_writer.h"
 #include "codec/fixed_point.h"
+#include "server/grpc_clients.h"
+#include "server/version_vector.h"
 #include "worker/checkpoint.h"
 #include "worker/npy.h"
 
@@ -29,54 +33,108 @@ const char* ActivationName(model::Activation a) {
 
 }  // namespace
 
+namespace {
+
+// The model `weights` (quanta with `fraction_bits`) of `model_name`
+// ("LAYERS/ACT") make behind `input`; `where` names the file or the peer in
+// refusals (kDataLoss: not a model, other sizes; kFailedPrecondition: no
+// standardization).
+absl::StatusOr<ExportedModel> ModelOf(const std::string& where, const std::string& model_name,
+                                      int fraction_bits, std::span<const int64_t> weights,
+                                      worker::InputTransform input, std::string weight_hash,
+                                      std::string source, const std::string& no_input_why) {
+  const size_t slash = model_name.rfind('/');
+  if (slash == std::string::npos) {
+    return absl::DataLossError(absl::StrCat(where, ": model '", model_name, "' is not LAYERS/ACT"));
+  }
+  absl::StatusOr<model::ModelShape> shape =
+      model::ModelShape::Parse(model_name.substr(0, slash), model_name.substr(slash + 1));
+  if (!shape.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(where, ": model '", model_name, "': ", shape.status().message()));
+  }
+  if (weights.size() != shape->param_count()) {
+    return absl::DataLossError(absl::StrCat(where, ": ", weights.size(), " weights for a model of ",
+                                            shape->param_count()));
+  }
+  if (fraction_bits < 0 || fraction_bits > codec::kMaxFractionBits) {
+    return absl::DataLossError(absl::StrCat(where, ": fraction bits ", fraction_bits));
+  }
+  if (codec::WeightHashOf(weights) != weight_hash) {
+    return absl::DataLossError(
+        absl::StrCat(where, ": the weights do not match their recorded hash ", weight_hash));
+  }
+  if (input.mean.empty()) return absl::FailedPreconditionError(absl::StrCat(where, no_input_why));
+  if (input.mean.size() != size_t(shape->inputs()) ||
+      input.inv_stddev.size() != input.mean.size()) {
+    return absl::DataLossError(absl::StrCat(where, ": standardization of ", input.mean.size(),
+                                            " features for a model of ", shape->inputs(),
+                                            " inputs"));
+  }
+  ExportedModel m{
+      *std::move(shape), {}, std::move(input), std::move(weight_hash), std::move(source)};
+  const double quantum = std::ldexp(1.0, -fraction_bits);
+  m.params.resize(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    m.params[i] = codec::QuantaToFloat(weights[i], quantum);
+  }
+  return m;
+}
+
+}  // namespace
+
 absl::StatusOr<ExportedModel> ModelFromCheckpoint(const std::string& path) {
   RECKON_ASSIGN_OR_RETURN(worker::StoredCheckpoint stored, worker::LoadCheckpoint(path));
   const v1::Checkpoint& h = stored.header;
-  const size_t slash = h.model().rfind('/');
-  if (slash == std::string::npos) {
-    return absl::DataLossError(absl::StrCat(path, ": model '", h.model(), "' is not LAYERS/ACT"));
+  return ModelOf(path, h.model(), h.fraction_bits(), stored.weights, worker::InputTransformOf(h),
+                 h.weight_hash(), absl::StrCat("checkpoint ", path, " (step ", h.steps_done(), ")"),
+                 " holds no input standardization (checkpoints before 2026-11-27 did not): an "
+                 "export of it would not take raw features. Resume it for a step with this "
+                 "version to write one that does");
+}
+
+absl::StatusOr<ExportedModel> ModelFromPeer(const std::string& address,
+                                            const server::TlsConfig& tls,
+                                            const std::string& cluster_token,
+                                            std::chrono::milliseconds timeout) {
+  v1::SnapshotRequest request;
+  request.set_for_export(true);
+  request.set_cluster_token(cluster_token);
+  request.mutable_requester()->set_node_id("reckonctl");
+  request.set_header_only(true);
+  // The header first: the model's size, before the weights are asked for.
+  RECKON_ASSIGN_OR_RETURN(const server::FetchedSnapshot probe,
+                          server::FetchSnapshot(address, request, 0, timeout, tls));
+  const v1::SnapshotChunk::Header& first = probe.header;
+  if (first.joining()) {
+    return absl::UnavailableError(
+        absl::StrCat(address, " is still joining its cluster: it holds no model yet"));
   }
-  absl::StatusOr<model::ModelShape> shape =
-      model::ModelShape::Parse(h.model().substr(0, slash), h.model().substr(slash + 1));
-  if (!shape.ok()) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": model '", h.model(), "': ", shape.status().message()));
+  if (first.param_count() > kMaxExportParams) {
+    return absl::DataLossError(absl::StrCat(address, ": ", first.param_count(),
+                                            " parameters, over the ", kMaxExportParams,
+                                            " an export takes"));
   }
-  if (stored.weights.size() != shape->param_count()) {
-    return absl::DataLossError(absl::StrCat(path, ": ", stored.weights.size(),
-                                            " weights for a model of ", shape->param_count()));
+  request.set_header_only(false);
+  RECKON_ASSIGN_OR_RETURN(
+      const server::FetchedSnapshot snapshot,
+      server::FetchSnapshot(address, request, first.param_count(), timeout, tls));
+  const v1::SnapshotChunk::Header& h = snapshot.header;
+  if (h.fingerprint().model() != first.fingerprint().model()) {
+    return absl::DataLossError(absl::StrCat(address, ": the model changed between two answers ('",
+                                            first.fingerprint().model(), "', then '",
+                                            h.fingerprint().model(), "')"));
   }
-  if (h.fraction_bits() < 0 || h.fraction_bits() > codec::kMaxFractionBits) {
-    return absl::DataLossError(absl::StrCat(path, ": fraction bits ", h.fraction_bits()));
-  }
-  ExportedModel m{*std::move(shape),
-                  {},
-                  worker::InputTransformOf(h),
-                  h.weight_hash(),
-                  absl::StrCat("checkpoint ", path, " (step ", h.steps_done(), ")")};
-  if (codec::WeightHashOf(stored.weights) != h.weight_hash()) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": the weights do not match their recorded hash ", h.weight_hash()));
-  }
-  if (m.input.mean.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path,
-        " holds no input standardization (checkpoints before 2026-11-27 did not): an "
-        "export of it would not take raw features. Resume it for a step with this version "
-        "to write one that does"));
-  }
-  if (m.input.mean.size() != size_t(m.shape.inputs()) ||
-      m.input.inv_stddev.size() != m.input.mean.size()) {
-    return absl::DataLossError(absl::StrCat(path, ": standardization of ", m.input.mean.size(),
-                                            " features for a model of ", m.shape.inputs(),
-                                            " inputs"));
-  }
-  const double quantum = std::ldexp(1.0, -h.fraction_bits());
-  m.params.resize(stored.weights.size());
-  for (size_t i = 0; i < stored.weights.size(); ++i) {
-    m.params[i] = codec::QuantaToFloat(stored.weights[i], quantum);
-  }
-  return m;
+  worker::InputTransform input;
+  input.divisor = h.input().divisor();
+  input.mean.assign(h.input().mean().begin(), h.input().mean().end());
+  input.inv_stddev.assign(h.input().inv_stddev().begin(), h.input().inv_stddev().end());
+  return ModelOf(address, h.fingerprint().model(), h.fingerprint().fraction_bits(),
+                 snapshot.weights, std::move(input), h.weights_sha256(),
+                 absl::StrCat("peer ", address, " (", h.source_node_id().substr(0, 64),
+                              ") at version vector ", server::VersionJson(snapshot.applied)),
+                 " serves no input standardization (a --synthetic member, or a worker that has "
+                 "not read its data yet): export another worker, or its checkpoint");
 }
 
 absl::StatusOr<std::string> OnnxBytes(const ExportedModel& m) {

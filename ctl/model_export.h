@@ -6,11 +6,14 @@
 #ifndef RECKON_CTL_MODEL_EXPORT_H_
 #define RECKON_CTL_MODEL_EXPORT_H_
 
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/model.h"
+#include "server/tls.h"
 #include "worker/dataset.h"
 
 namespace reckon::ctl {
@@ -30,6 +33,20 @@ struct ExportedModel {
 // kFailedPrecondition for one written before the standardization was kept
 // in checkpoints (2026-11-27): without it raw features cannot go in.
 absl::StatusOr<ExportedModel> ModelFromCheckpoint(const std::string& path);
+
+// The model a worker of a running cluster holds (reckonctl export --peer):
+// its replica at a version vector it names (in `source`), and the
+// standardization its worker trains behind, by a Snapshot call made for an
+// export (SnapshotRequest.for_export: the cluster token, or a certificate
+// of its CA). kUnavailable when unreachable or still joining;
+// kPermissionDenied without the token; kDataLoss for an answer that is not
+// a model or not its hash; kFailedPrecondition for a peer without a
+// standardization (a --synthetic member).
+inline constexpr uint64_t kMaxExportParams = uint64_t{1} << 31;  // 16 GiB of quanta
+absl::StatusOr<ExportedModel> ModelFromPeer(const std::string& address,
+                                            const server::TlsConfig& tls,
+                                            const std::string& cluster_token,
+                                            std::chrono::milliseconds timeout);
 
 // An ONNX model (opset kOnnxOpset): input "features" [batch, inputs] of raw
 // float32 features, output "probabilities" [batch, classes]; Div, Sub and

@@ -154,7 +154,8 @@ absl::StatusOr<Header> ReadSnapshotStream(
     if (chunk.has_header()) {
       if (have_header) {
         wrong = absl::DataLossError(absl::StrCat(address, ": two snapshot headers"));
-      } else if (chunk.header().param_count() != param_count) {
+      } else if ((param_count != 0 || !request.header_only()) &&
+                 chunk.header().param_count() != param_count) {
         wrong = absl::DataLossError(absl::StrCat("snapshot from ", address, " has ",
                                                  chunk.header().param_count(),
                                                  " parameters, expected ", param_count));

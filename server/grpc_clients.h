@@ -41,7 +41,8 @@ struct FetchedSnapshot {
 // kDataLoss (the weights do not match the header's SHA-256 or size, a
 // stripe is not of its cut), kCancelled naming the address once `*stop`
 // (when given) is set: the calls are cancelled within about 50 ms.
-// `request.cut_id()` must be 0.
+// `request.cut_id()` must be 0. A header-only request with `param_count` 0
+// takes the header's count (reckonctl export learns it so).
 absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
                                               const v1::SnapshotRequest& request,
                                               uint64_t param_count,

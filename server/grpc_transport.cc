@@ -166,9 +166,13 @@ class GrpcService final : public v1::Gossip::CallbackService {
     if (node == nullptr || (!node->started() && !request->header_only())) {
       return RefuseSnapshot(grpc::Status(grpc::StatusCode::UNAVAILABLE, "joining"));
     }
-    absl::Status s = node->CheckPeer(request->fingerprint(), request->cluster_token(),
-                                     request->requester().node_id());
-    if (s.ok() && tls_) {
+    // An export (reckonctl) asks as Status does: the token, or any
+    // certificate of the CA; a member's request is checked as its Hello.
+    absl::Status s = request->for_export()
+                         ? node->CheckToken(request->cluster_token())
+                         : node->CheckPeer(request->fingerprint(), request->cluster_token(),
+                                           request->requester().node_id());
+    if (s.ok() && tls_ && !request->for_export()) {
       const std::string identity = PeerIdentity(*ctx->auth_context());
       if (identity != request->requester().node_id()) {
         s = absl::PermissionDeniedError(
@@ -203,8 +207,11 @@ class GrpcService final : public v1::Gossip::CallbackService {
                                   "busy: too many status and snapshot calls queued"));
       return writer;
     }
-    // Admitted: a worker on its way in, whom a finished node waits for.
-    node->NoteJoiner(request->requester().node_id(), request->requester().incarnation());
+    // Admitted: a worker on its way in, whom a finished node waits for
+    // (an export is nobody's way in).
+    if (!request->for_export()) {
+      node->NoteJoiner(request->requester().node_id(), request->requester().incarnation());
+    }
     return writer;
   }
 

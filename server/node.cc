@@ -453,6 +453,16 @@ VersionMap GossipNode::Applied() {
   return replica_.applied();
 }
 
+v1::InputStandardization GossipNode::InputStandardization() {
+  absl::MutexLock l(&mu_);
+  return input_;
+}
+
+void GossipNode::SetInputStandardization(v1::InputStandardization input) {
+  absl::MutexLock l(&mu_);
+  input_ = std::move(input);
+}
+
 std::string GossipNode::MirrorHash() {
   absl::MutexLock l(&mu_);
   return replica_.mirror().WeightHash();

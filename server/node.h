@@ -327,6 +327,10 @@ class GossipNode final : public NodeService {
   void Log(const std::string& line) override;
 
   VersionMap Applied() override;
+  v1::InputStandardization InputStandardization() override;
+  // The worker's standardization of raw features, once its data is read:
+  // what an export (SnapshotRequest.for_export) serves with the weights.
+  void SetInputStandardization(v1::InputStandardization input);
   std::string MirrorHash();
   // The counters (proto/reckon.proto NodeCounters: one list, with each
   // one's help, for status, the worker's summary and /metrics).
@@ -577,6 +581,7 @@ class GossipNode final : public NodeService {
   // the replica's SHA-256 there.
   Settlement settlement_ ABSL_GUARDED_BY(mu_);
   Counters counters_ ABSL_GUARDED_BY(mu_);
+  v1::InputStandardization input_ ABSL_GUARDED_BY(mu_);
   Clock::time_point started_;
   mutable absl::Mutex log_mu_;
 };

@@ -57,6 +57,9 @@ class NodeService : public LinkEvents {
   // messages give it (nullopt: not applied that far, or no longer known).
   virtual std::optional<uint64_t> ChecksumAt(const VersionMap& at) = 0;
   virtual VersionMap Applied() = 0;
+  // What the worker's model takes of raw features (an export's header);
+  // empty until the worker has said (GossipNode::SetInputStandardization).
+  virtual v1::InputStandardization InputStandardization() = 0;
   // A worker admitted by CheckPeer asked for a snapshot: on its way in.
   virtual void NoteJoiner(const std::string& node_id, uint64_t incarnation) = 0;
 

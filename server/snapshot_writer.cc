@@ -34,6 +34,7 @@ SnapshotWriter::SnapshotWriter(const v1::SnapshotRequest& request, SnapshotCuts*
                        : std::nullopt),
       cuts_(cuts),
       header_only_(request.header_only()),
+      for_export_(request.for_export()),
       stripes_(std::clamp<uint32_t>(request.stripes(), 1, kMaxSnapshotStripes)),
       cut_id_(request.cut_id()),
       stripe_(request.stripe()),
@@ -52,6 +53,7 @@ void SnapshotWriter::Start(NodeService* node) {
   *h->mutable_fingerprint() = node->fingerprint();
   h->set_source_node_id(node->node_id());
   h->set_param_count(node->fingerprint().param_count());
+  if (for_export_) *h->mutable_input() = node->InputStandardization();
   if (!node->started()) {
     // Joining: it holds nothing yet. Only a probe gets this far.
     h->set_joining(true);

@@ -104,6 +104,7 @@ class SnapshotWriter final : public grpc::ServerWriteReactor<v1::SnapshotChunk> 
   size_t offset_ = 0;
   size_t end_ = 0;
   const bool header_only_;
+  const bool for_export_;  // SnapshotRequest.for_export: the header carries the input
   const uint32_t stripes_;
   const uint64_t cut_id_;
   const uint32_t stripe_;

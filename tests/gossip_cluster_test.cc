@@ -23,6 +23,7 @@
 #include "server/grpc_transport.h"
 #include "tests/gossip_harness.h"
 #include "tests/test_process.h"
+#include "worker/checkpoint.h"
 #include "worker/dataset.h"
 #include "worker/npy.h"
 
@@ -374,7 +375,11 @@ TEST(GossipCluster, LateJoinerCatchesUp) {
 // summaries at that second agreement, so all three report one final replica.
 TEST(GossipCluster, WorkerJoiningServingPeersAfterTheyFinishedEndsIdentical) {
   Cluster c(3);
-  c.Start(0, 3, {"--max-steps", "40", "--bootstrap", "--after-training", "serve"});
+  ::reckon::testing::ScratchDir scratch;
+  const std::string checkpoint = (scratch / "w0.ck").string();
+  c.Start(0, 3,
+          {"--max-steps", "40", "--bootstrap", "--after-training", "serve", "--checkpoint",
+           checkpoint});
   c.Start(1, 3, {"--max-steps", "40", "--bootstrap", "--after-training", "serve"});
   for (int i = 0; i < 2; ++i) {
     for (int t = 0; t < 600 && c.Summary(i).empty(); ++t)
@@ -393,6 +398,13 @@ TEST(GossipCluster, WorkerJoiningServingPeersAfterTheyFinishedEndsIdentical) {
     ASSERT_TRUE(status.has_value());
     EXPECT_EQ(status->weight_hash(), w2_hash) << "w" << i;
     EXPECT_TRUE(c.WaitForOutput(i, "cluster agreed again (agreement 2: 30 more steps")) << c.Out(i);
+  }
+  // w0's checkpoint followed: it holds the second agreement's replica.
+  ASSERT_TRUE(c.WaitForOutput(0, "holds the cluster's final replica (agreement 2)")) << c.Out(0);
+  absl::StatusOr<worker::StoredCheckpoint> stored = worker::LoadCheckpoint(checkpoint);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->header.weight_hash(), w2_hash);
+  for (int i = 0; i < 2; ++i) {
     c.process(i).Signal(SIGTERM);
   }
   for (int i = 0; i < 2; ++i) EXPECT_EQ(c.Wait(i, seconds(30)), 0) << c.Logs();

@@ -110,6 +110,7 @@ class MadeUpSnapshotSource final : public server::NodeService {
     return witness_says_;
   }
   server::VersionMap Applied() override { return applied_; }
+  v1::InputStandardization InputStandardization() override { return {}; }
   void NoteJoiner(const std::string&, uint64_t) override {}
   void FillStatus(v1::NodeStatus* out, bool) override { out->set_node_id("liar"); }
   void Count(int, uint64_t) override {}

@@ -88,6 +88,7 @@ class StandInNode final : public NodeService {
     return checksum_.Of(weights_);
   }
   VersionMap Applied() override { return {{OriginKey{"w9", 1}, 4}}; }
+  v1::InputStandardization InputStandardization() override { return {}; }
   void NoteJoiner(const std::string& node_id, uint64_t) override {
     absl::MutexLock l(&mu_);
     joiners_.push_back(node_id);

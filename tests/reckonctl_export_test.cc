@@ -5,14 +5,17 @@
 // same predictions, and the accuracy the worker's summary printed, to the
 // sample. What cannot be exported is refused, naming why.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/json.h"
+#include "base/process.h"
 #include "codec/fixed_point.h"
 #include "tests/test_process.h"
 #include "worker/checkpoint.h"
@@ -194,6 +197,73 @@ TEST_F(ReckonctlExport, TheReadmeExampleRuns) {
   EXPECT_NE(evaluated.out.find(absl::StrCat("(", correct, " of 10000)")), std::string::npos)
       << "w0's summary said " << correct << ": " << evaluated.out;
   std::printf("FIGURES the README example: %s", evaluated.out.c_str());
+}
+
+// A running worker's model (--peer): its replica at the version vector it
+// names, with its standardization, asked for with the cluster token, and
+// not taken for a worker joining. Checked as a checkpoint's export is.
+TEST_F(ReckonctlExport, FromARunningPeerItsReplicaAtTheVectorItNames) {
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  const int port = reckon::base::FreeLoopbackPorts(1).value()[0];
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  const std::string summary = (dir_ / "s.json").string();
+  absl::StatusOr<reckon::base::ChildProcess> worker = reckon::base::ChildProcess::Spawn(
+      RECKON_WORKER_PATH, {"--node-id",   "w0",
+                           "--listen",    address,
+                           "--peers",     address,
+                           "--bootstrap", "--after-training",
+                           "serve",       "--cluster-token",
+                           "the token",   "--data-dir",
+                           data,          "--layers",
+                           "784,32,10",   "--max-steps",
+                           "120",         "--epochs",
+                           "1",           "--summary-json",
+                           summary,       "--http-listen=127.0.0.1:0"},
+      (dir_ / "w0.out").string(), (dir_ / "w0.err").string());
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  for (int i = 0; i < 600 && !fs::exists(summary); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(fs::exists(summary)) << reckon::testing::ReadWholeFile(dir_ / "w0.err");
+  absl::StatusOr<reckon::base::Json> s = reckon::base::ReadJsonFile(summary);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_NE(reckon::testing::ReadWholeFile(dir_ / "w0.out").find("reckonctl export --peer"),
+            std::string::npos)
+      << "a serving worker says how to export it";
+
+  const std::string onnx = (dir_ / "model.onnx").string(), npz = (dir_ / "model.npz").string();
+  ProcessResult r = Ctl({"export", "--peer", address, "--format", "onnx", "--out", onnx});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cluster token does not match"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(onnx));
+  r = Ctl({"export", "--peer", address, "--checkpoint", "ck", "--out", onnx});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("give --checkpoint FILE or --peer HOST:PORT (one of them)"),
+            std::string::npos)
+      << r.err;
+  for (const std::string& out : {onnx, npz}) {
+    r = Ctl({"export", "--peer", address, "--cluster-token", "the token", "--format",
+             out == onnx ? "onnx" : "npz", "--out", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string vector = s->at("version_vector").dump();
+    EXPECT_NE(r.out.find(absl::StrCat("peer ", address, " (w0) at version vector ", vector)),
+              std::string::npos)
+        << r.out << " (the summary's vector " << vector << ")";
+  }
+  const long correct = std::lround(double(s->at("test_accuracy")) * 10000.0);
+  const ProcessResult check = RunProcess(
+      kPython, {CHECK_EXPORT_PY, onnx, npz, data, "--expect-correct", std::to_string(correct)},
+      dir_.path());
+  ASSERT_FALSE(check.out.empty()) << check.err;
+  const reckon::base::Json got = reckon::base::Json::parse(check.out);
+  EXPECT_EQ(got.at("onnx_correct"), correct) << check.out;
+  EXPECT_EQ(got.at("npz_correct"), correct) << check.out;
+  EXPECT_EQ(std::string(got.at("weight_hash")), std::string(s->at("weight_hash")));
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  worker->Signal(SIGTERM);
+  EXPECT_EQ(worker->Wait(std::chrono::seconds(30)), 0);
+  EXPECT_EQ(reckon::testing::ReadWholeFile(dir_ / "w0.err").find("is joining"), std::string::npos)
+      << "an export was taken for a worker joining";
 }
 
 TEST_F(ReckonctlExport, RefusesWhatItCannotExportNamingIt) {

@@ -574,6 +574,14 @@ absl::Status GossipPeers::Serve(model::Backend& backend, const std::atomic<bool>
   return absl::OkStatus();
 }
 
+void GossipPeers::DescribeInput(const InputTransform& input) {
+  v1::InputStandardization proto;
+  proto.set_divisor(input.divisor);
+  proto.mutable_mean()->Assign(input.mean.begin(), input.mean.end());
+  proto.mutable_inv_stddev()->Assign(input.inv_stddev.begin(), input.inv_stddev.end());
+  node_->SetInputStandardization(std::move(proto));
+}
+
 int GossipPeers::TrainingMembers() { return node_->TrainingMembers(); }
 
 bool GossipPeers::HoldsMessages() { return TotalSeqs(node_->Applied()) > 0; }

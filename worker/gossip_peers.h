@@ -95,10 +95,14 @@ class GossipPeers final : public TrainingPeers {
                       const std::atomic<bool>* stop) override;
   absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop,
                      const std::function<absl::Status()>& on_agreement) override;
+  void DescribeInput(const InputTransform& input) override;
   int TrainingMembers() override;
   bool HoldsMessages() override;
   uint64_t PublishedByEarlierLives() override;
   // The node, for status and metrics; valid while this object lives.
+  // The address peers dial to reach this worker (--advertise, or --listen
+  // with the port it got).
+  const std::string& address() const { return options_.node.listen_address; }
   server::GossipNode* node() { return node_.get(); }
   base::Json VersionVector() override;
   base::Json Counters() override;

@@ -658,8 +658,14 @@ absl::StatusOr<int> Run(TrainerOptions& options, std::optional<PeerOptions> peer
   if (summary->stopped_early) return kExitStopped;
   if (!serve || g_stop.load()) return kExitDone;
   if (observability != nullptr) observability->metrics().OnTrainingFinished();
-  std::cout << "reckon-worker: training is over; serving until SIGTERM (--after-training serve)\n"
-            << std::flush;
+  std::cout << "reckon-worker: training is over; serving until SIGTERM (--after-training serve)\n";
+  if (peers != nullptr) {
+    std::cout << "reckon-worker: its model, while it serves: reckonctl export --peer "
+              << peers->address()
+              << (absl::GetFlag(FLAGS_cluster_token).empty() ? "" : " --cluster-token TOKEN")
+              << " --format onnx --out model.onnx\n";
+  }
+  std::cout << std::flush;
   RECKON_RETURN_IF_ERROR((*trainer)->Serve(Report));
   std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n" << std::flush;
   return kExitDone;

@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   RECKON_RETURN_IF_ERROR(CheckAutoBatchOptions(options));
   std::unique_ptr<Trainer> trainer(new Trainer(options, log));
   RECKON_RETURN_IF_ERROR(trainer->LoadData());
+  if (options.peers != nullptr) options.peers->DescribeInput(trainer->input_);
   RECKON_RETURN_IF_ERROR(trainer->MakeReplica());
   if (!options.resume_path.empty()) RECKON_RETURN_IF_ERROR(trainer->Resume());
   return trainer;
@@ -328,7 +329,6 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   published_ = options_.peers != nullptr ? 0 : static_cast<uint64_t>(steps_done_);
   if (options_.peers != nullptr) ContinueShard();
   RECKON_RETURN_IF_ERROR(MaybePretrain());
-  std::optional<std::pair<int, EpochTally>> saved;  // the epoch the checkpoint holds
   for (int epoch = first_epoch_; epoch < options_.epochs && !stopped_; ++epoch) {
     // --max-steps reached on the previous epoch's last step: no empty epoch
     // (its log line, its summary and its checkpoint would all be wrong).
@@ -337,7 +337,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     RECKON_RETURN_IF_ERROR(EndEpoch(epoch, tally));
     if (!options_.checkpoint_path.empty()) {
       RECKON_RETURN_IF_ERROR(SaveCheckpointAt(epoch, tally));
-      saved.emplace(epoch, tally);
+      checkpointed_.emplace(epoch, tally);
     }
   }
   if (options_.peers != nullptr) {
@@ -345,8 +345,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     // The checkpoint was this worker's replica at its last step; the peers'
     // last messages came after. What reckonctl export takes from it must be
     // the cluster's final replica, the one the summary reports.
-    if (saved && summary_.final_replica) {
-      RECKON_RETURN_IF_ERROR(SaveCheckpointAt(saved->first, saved->second));
+    if (checkpointed_ && summary_.final_replica) {
+      RECKON_RETURN_IF_ERROR(SaveCheckpointAt(checkpointed_->first, checkpointed_->second));
       log_ << "reckon-worker: checkpoint " << options_.checkpoint_path
            << " holds the cluster's final replica\n";
     }
@@ -380,6 +380,13 @@ absl::Status Trainer::ReportNewAgreement(
       "restarted): test %.2f%%  weights %s\n",
       summary_.agreements, TotalSteps(summary_.version_vector) - before,
       100 * summary_.test_accuracy, hash.substr(0, 16));
+  // The checkpoint follows the summary: what reckonctl export takes from
+  // it is the replica the cluster agreed on last.
+  if (checkpointed_) {
+    RECKON_RETURN_IF_ERROR(SaveCheckpointAt(checkpointed_->first, checkpointed_->second));
+    log_ << "reckon-worker: checkpoint " << options_.checkpoint_path
+         << " holds the cluster's final replica (agreement " << summary_.agreements << ")\n";
+  }
   RECKON_ASSIGN_OR_RETURN(const TrainSummary summary, Summarize());
   RECKON_RETURN_IF_ERROR(report(summary));
   log_ << std::flush;  // a serving worker's log is read while it runs

@@ -53,6 +53,9 @@ class TrainingPeers {
   // the backend holding that agreed replica); its error ends Serve.
   virtual absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop,
                              const std::function<absl::Status()>& on_agreement) = 0;
+  // The trainer read its data: what its model takes of raw features, for
+  // the peers to serve with the weights (reckonctl export --peer).
+  virtual void DescribeInput(const InputTransform& /*input*/) {}
   // Workers training now, this one included (>= 1): what the momentum
   // rule is matched to (MatchMomentumToCluster).
   virtual int TrainingMembers() = 0;
@@ -304,6 +307,9 @@ class Trainer {
   double momentum_now_ = 0;  // the backend's momentum coefficient
 
   TrainSummary summary_;
+  // The epoch and tally the checkpoint was last written at (--checkpoint):
+  // written again with the cluster's replica whenever it agrees.
+  std::optional<std::pair<int, EpochTally>> checkpointed_;
 };
 
 // The auto-batch options (TrainerOptions::auto_batch...) each checked, with
