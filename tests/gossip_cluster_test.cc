@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/process.h"
 #include "server/grpc_transport.h"
@@ -673,7 +674,7 @@ class MemoryCgroup {
   std::string dir_, error_;
 };
 
-// Issue 35: two workers train on NumPy data nearly four times each one's
+// Issue 35: two workers train on NumPy shards nearly four times each one's
 // memory limit (a cgroup's, as a container's), mapped and read as
 // they train, and end identical. The same limit kills a worker that reads
 // the data into memory (--data-in-memory): the limit is real.
@@ -687,8 +688,8 @@ TEST(GossipCluster, WorkersTrainOnNumpyDataLargerThanTheirMemoryLimit) {
   ::reckon::testing::ScratchDir scratch;
   const std::filesystem::path data = scratch / "data";
   std::filesystem::create_directories(data);
-  // 800,000 samples of 640 uint8 features (512 MB), 10 classes, each
-  // class lifting its own 20 features above noise.
+  // 800,000 samples of 640 uint8 features (512 MB, in four shards), 10
+  // classes, each class lifting its own 20 features above noise.
   constexpr uint64_t kSamples = 800000, kFeatures = 640;
   auto write = [&](const std::string& name, const std::string& bytes) {
     const std::string path = (data / name).string();
@@ -700,7 +701,9 @@ TEST(GossipCluster, WorkersTrainOnNumpyDataLargerThanTheirMemoryLimit) {
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     close(fd);
   };
-  auto split = [&](const std::string& name, uint64_t samples, uint64_t seed) {
+  // One file pair: PREFIX_x[SUFFIX].npy and PREFIX_y[SUFFIX].npy.
+  auto split = [&](const std::string& prefix, const std::string& suffix, uint64_t samples,
+                   uint64_t seed) {
     std::string x(samples * kFeatures, '\0');
     std::vector<int64_t> y(samples);
     uint64_t state = seed;
@@ -714,14 +717,22 @@ TEST(GossipCluster, WorkersTrainOnNumpyDataLargerThanTheirMemoryLimit) {
       }
       for (uint64_t j = 0; j < 20; ++j) row[y[i] * 60 + j] += 100;
     }
-    write(name + "_x.npy", worker::NpyBytes(worker::NpyType::kUint8, {samples, kFeatures}, x));
-    write(name + "_y.npy",
+    write(absl::StrCat(prefix, "_x", suffix, ".npy"),
+          worker::NpyBytes(worker::NpyType::kUint8, {samples, kFeatures}, x));
+    write(absl::StrCat(prefix, "_y", suffix, ".npy"),
           worker::NpyBytes(worker::NpyType::kInt64, {samples},
                            std::string(reinterpret_cast<const char*>(y.data()), y.size() * 8)));
   };
-  split("train", kSamples, 0x9E3779B97F4A7C15ull);
-  split("test", 2000, 0xD1B54A32D192ED03ull);
-  ASSERT_GT(std::filesystem::file_size(data / "train_x.npy"), 3 * kLimit);
+  // The training split in four shards (train_x-00000.npy, ...).
+  for (int shard = 0; shard < 4; ++shard) {
+    split("train", absl::StrFormat("-%05d", shard), kSamples / 4, 0x9E3779B97F4A7C15ull + shard);
+  }
+  split("test", "", 2000, 0xD1B54A32D192ED03ull);
+  uint64_t train_bytes = 0;
+  for (const auto& file : std::filesystem::directory_iterator(data)) {
+    if (file.path().filename().string().rfind("train_x-", 0) == 0) train_bytes += file.file_size();
+  }
+  ASSERT_GT(train_bytes, 3 * kLimit);
 
   const std::vector<std::string> training = {
       "--data-dir", data.string(), "--layers", "640,32,10", "--epochs",
