@@ -55,10 +55,12 @@ uint32_t Crc32cPortable(const void* data, size_t size, uint32_t crc) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(const void* data, size_t size,
-                                                          uint32_t crc) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t c = ~crc;
+namespace {
+
+// One chain of crc32 instructions over `size` bytes from state `c` (no
+// inversion at either end): the raw update.
+__attribute__((target("sse4.2"))) uint64_t HardwareChain(uint64_t c, const unsigned char* p,
+                                                         size_t size) {
   while (size >= 8) {
     uint64_t v;
     std::memcpy(&v, p, 8);
@@ -68,7 +70,68 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cHardware(const void* data, size
   }
   uint32_t c32 = static_cast<uint32_t>(c);
   while (size-- > 0) c32 = _mm_crc32_u8(c32, *p++);
-  return ~c32;
+  return c32;
+}
+
+// The raw state after appending kCrc32cStreamBytes zero bytes, as a linear
+// map of the state before (a CRC's update is linear over GF(2)): four
+// tables, one per byte of the state, each entry the XOR of the basis
+// vectors' images its bits select.
+struct ZerosOperator {
+  std::array<std::array<uint32_t, 256>, 4> table{};
+  ZerosOperator() {
+    std::array<unsigned char, kCrc32cStreamBytes> zeros{};
+    std::array<uint32_t, 32> basis{};
+    for (int bit = 0; bit < 32; ++bit) {
+      basis[bit] =
+          static_cast<uint32_t>(HardwareChain(uint64_t{1} << bit, zeros.data(), zeros.size()));
+    }
+    for (int k = 0; k < 4; ++k) {
+      for (uint32_t b = 0; b < 256; ++b) {
+        uint32_t image = 0;
+        for (int j = 0; j < 8; ++j) {
+          if (b & (1u << j)) image ^= basis[8 * k + j];
+        }
+        table[k][b] = image;
+      }
+    }
+  }
+  uint32_t Apply(uint32_t s) const {
+    return table[0][s & 0xFF] ^ table[1][(s >> 8) & 0xFF] ^ table[2][(s >> 16) & 0xFF] ^
+           table[3][s >> 24];
+  }
+};
+
+}  // namespace
+
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(const void* data, size_t size,
+                                                          uint32_t crc) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t c = ~crc;
+  if (size >= 3 * kCrc32cStreamBytes) {
+    static const ZerosOperator shift;
+    // Rounds of three streams: the first continues the running state, the
+    // others start from zero; crc(A B C) = shift(shift(a) ^ b) ^ c.
+    while (size >= 3 * kCrc32cStreamBytes) {
+      uint64_t a = c, b = 0, d = 0;
+      const unsigned char* pb = p + kCrc32cStreamBytes;
+      const unsigned char* pd = p + 2 * kCrc32cStreamBytes;
+      for (size_t i = 0; i < kCrc32cStreamBytes; i += 8) {
+        uint64_t va, vb, vd;
+        std::memcpy(&va, p + i, 8);
+        std::memcpy(&vb, pb + i, 8);
+        std::memcpy(&vd, pd + i, 8);
+        a = _mm_crc32_u64(a, va);
+        b = _mm_crc32_u64(b, vb);
+        d = _mm_crc32_u64(d, vd);
+      }
+      c = shift.Apply(shift.Apply(static_cast<uint32_t>(a)) ^ static_cast<uint32_t>(b)) ^
+          static_cast<uint32_t>(d);
+      p += 3 * kCrc32cStreamBytes;
+      size -= 3 * kCrc32cStreamBytes;
+    }
+  }
+  return ~static_cast<uint32_t>(HardwareChain(c, p, size));
 }
 
 bool Crc32cHardwareAvailable() {

@@ -38,6 +38,31 @@ TEST(Crc32c, HardwareAndPortableAgreeOnEveryLengthAndOffset) {
   EXPECT_EQ(Crc32c(data.data() + 100, 900, Crc32c(data.data(), 100)), Crc32c(data));
 }
 
+// Long buffers go through the hardware path's three interleaved streams
+// (rounds of kCrc32cStreamBytes x 3, then the rest on one): every length
+// around a round's edge, from any continuing crc, gives the portable bytes.
+TEST(Crc32c, ThreeStreamsGiveOneStreamsCrcAtEveryRoundEdge) {
+  const size_t round = 3 * kCrc32cStreamBytes;
+  std::string data(4 * round + 64, '\0');
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (char& c : data) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  for (const size_t len : {round - 1, round, round + 1, round + 8, 2 * round - 3, 2 * round,
+                           2 * round + 17, 4 * round, 4 * round + 63}) {
+    for (const uint32_t from : {0u, 0xE3069283u}) {
+      for (const size_t off : {size_t{0}, size_t{1}}) {
+        const uint32_t portable = Crc32cPortable(data.data() + off, len, from);
+        EXPECT_EQ(Crc32c(data.data() + off, len, from), portable) << len << " " << off;
+        if (Crc32cHardwareAvailable()) {
+          EXPECT_EQ(Crc32cHardware(data.data() + off, len, from), portable) << len << " " << off;
+        }
+      }
+    }
+  }
+}
+
 v1::Update Encoded(v1::Codec codec, uint64_t count = 300, uint64_t params = 100'000) {
   v1::Update msg;
   msg.mutable_origin()->set_node_id("w0");
