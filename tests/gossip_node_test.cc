@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -789,6 +790,55 @@ void JoinFromASnapshotAt(GossipNode* node, const OriginKey& origin, uint64_t seq
                   .ok());
 }
 
+// One node (failure timeout 3 s, on a ManualClock) that joined from a
+// snapshot at seq 10 of origin a; b comes, behind that cut (a:5), saying
+// nothing of whom it hears. Step(by): b speaks (and a, when it is
+// `reached`: alive to the node), then the clock moves one heartbeat
+// interval `by`. Resyncs(): what b was told to re-join for.
+class BehindTheCut {
+ public:
+  explicit BehindTheCut(bool reached)
+      : nodes_(1, milliseconds(0), [this](int, NodeOptions& o) {
+          o.clock = clock_.Function();
+          o.failure_timeout = seconds(3);
+        }) {
+    nodes_.Start();
+    JoinFromASnapshotAt(node(), a_, 10);
+    if (reached) origin_.emplace(node(), "a", 7, "inproc:a");
+    newcomer_.emplace(node(), "b", 8, "inproc:b");
+  }
+  GossipNode* node() { return nodes_.node(0); }
+  void Step(milliseconds by) {
+    const uint64_t received = node()->counters().bytes_received();
+    uint64_t sent = 0;
+    if (origin_) {
+      v1::GossipFrame alive;
+      alive.mutable_heartbeat()->set_local_steps(1);
+      sent += alive.ByteSizeLong();
+      origin_->Send(alive);
+    }
+    v1::GossipFrame behind;
+    ToProto({{a_, 5}}, behind.mutable_heartbeat()->mutable_applied());
+    sent += behind.ByteSizeLong();
+    newcomer_->Send(behind);
+    ASSERT_TRUE(Eventually([&] { return node()->counters().bytes_received() >= received + sent; }));
+    const size_t before = newcomer_->link().sent().size();
+    clock_.Advance(by);
+    ASSERT_TRUE(Eventually([&] { return newcomer_->link().sent().size() > before; }));
+  }
+  int Resyncs() {
+    int n = 0;
+    for (const auto& frame : newcomer_->link().sent()) n += frame->has_resync();
+    return n;
+  }
+
+ private:
+  ManualClock clock_;
+  Nodes nodes_;
+  const OriginKey a_{"a", 7};
+  std::optional<ScriptedPeer> origin_, newcomer_;
+};
+
 // A member that has just come (its heartbeats have not said yet whom it
 // hears) is not told to re-join for a live origin either: within a failure
 // timeout of its coming it may still be connecting to that origin, which
@@ -796,43 +846,12 @@ void JoinFromASnapshotAt(GossipNode* node, const OriginKey& origin, uint64_t seq
 // snapshots under ASan: a joiner's first heartbeat reached another joiner
 // before its handshake with the origin. Driven by the node's clock.
 TEST(GossipNode, NoResyncToAMemberNotYetKnownToHearALiveOrigin) {
-  ManualClock clock;
-  Nodes c(1, milliseconds(0), [&](int, NodeOptions& o) {
-    o.clock = clock.Function();
-    o.failure_timeout = seconds(3);
-  });
-  c.Start();
-  GossipNode* node = c.node(0);
-  const OriginKey a{"a", 7};
-  JoinFromASnapshotAt(node, a, 10);
-  ScriptedPeer origin(node, "a", 7, "inproc:a");
-  ScriptedPeer newcomer(node, "b", 8, "inproc:b");
-  auto resyncs = [&] {
-    int n = 0;
-    for (const auto& frame : newcomer.link().sent()) n += frame->has_resync();
-    return n;
-  };
-  // Both speak (a stays alive), b behind our log on a, saying nothing yet
-  // of whom it hears; then the clock moves one heartbeat interval.
-  auto step = [&](milliseconds by) {
-    const uint64_t received = node->counters().bytes_received();
-    v1::GossipFrame alive;
-    alive.mutable_heartbeat()->set_local_steps(1);
-    v1::GossipFrame behind;
-    ToProto({{a, 5}}, behind.mutable_heartbeat()->mutable_applied());
-    const uint64_t both = alive.ByteSizeLong() + behind.ByteSizeLong();
-    origin.Send(alive);
-    newcomer.Send(behind);
-    ASSERT_TRUE(Eventually([&] { return node->counters().bytes_received() >= received + both; }));
-    const size_t before = newcomer.link().sent().size();
-    clock.Advance(by);
-    ASSERT_TRUE(Eventually([&] { return newcomer.link().sent().size() > before; }));
-  };
-  for (int i = 0; i < 10; ++i) step(milliseconds(250));  // 2.5 s: still new
-  EXPECT_EQ(resyncs(), 0) << "told to re-join while it may still be reaching a";
+  BehindTheCut t(/*reached=*/true);
+  for (int i = 0; i < 10; ++i) t.Step(milliseconds(250));  // 2.5 s: still new
+  EXPECT_EQ(t.Resyncs(), 0) << "told to re-join while it may still be reaching a";
   // A failure timeout with us and still not hearing a: we are its only way.
-  step(milliseconds(600));
-  ASSERT_TRUE(Eventually([&] { return resyncs() == 1; }));
+  t.Step(milliseconds(600));
+  ASSERT_TRUE(Eventually([&] { return t.Resyncs() == 1; }));
 }
 
 // A node that has just started (joined from a snapshot, its dials still
@@ -844,40 +863,13 @@ TEST(GossipNode, NoResyncToAMemberNotYetKnownToHearALiveOrigin) {
 // failure timeout to reach the origin and has not is it presumed gone, and
 // the member told to re-join.
 TEST(GossipNode, NoResyncForAnOriginNotReachedYetWithinAFailureTimeoutOfTheStart) {
-  ManualClock clock;
-  Nodes c(1, milliseconds(0), [&](int, NodeOptions& o) {
-    o.clock = clock.Function();
-    o.failure_timeout = seconds(3);
-  });
-  c.Start();
-  GossipNode* node = c.node(0);
-  const OriginKey a{"a", 7};
-  JoinFromASnapshotAt(node, a, 10);  // a itself is never reached
-  ScriptedPeer newcomer(node, "b", 8, "inproc:b");
-  auto resyncs = [&] {
-    int n = 0;
-    for (const auto& frame : newcomer.link().sent()) n += frame->has_resync();
-    return n;
-  };
-  // b, behind our cut on a, speaks every heartbeat interval (it is never
-  // silent long enough to be marked dead); the clock moves after each.
-  auto step = [&](milliseconds by) {
-    const uint64_t received = node->counters().bytes_received();
-    v1::GossipFrame behind;
-    ToProto({{a, 5}}, behind.mutable_heartbeat()->mutable_applied());
-    newcomer.Send(behind);
-    ASSERT_TRUE(Eventually(
-        [&] { return node->counters().bytes_received() >= received + behind.ByteSizeLong(); }));
-    const size_t before = newcomer.link().sent().size();
-    clock.Advance(by);
-    ASSERT_TRUE(Eventually([&] { return newcomer.link().sent().size() > before; }));
-  };
-  for (int i = 0; i < 10; ++i) step(milliseconds(250));  // 2.5 s since the start
-  EXPECT_EQ(resyncs(), 0) << "told to re-join for an origin we may still be reaching";
+  BehindTheCut t(/*reached=*/false);
+  for (int i = 0; i < 10; ++i) t.Step(milliseconds(250));  // 2.5 s since the start
+  EXPECT_EQ(t.Resyncs(), 0) << "told to re-join for an origin we may still be reaching";
   // A failure timeout since the start and a never reached: presumed gone,
   // and we are b's only way.
-  step(milliseconds(600));
-  ASSERT_TRUE(Eventually([&] { return resyncs() == 1; }));
+  t.Step(milliseconds(600));
+  ASSERT_TRUE(Eventually([&] { return t.Resyncs() == 1; }));
 }
 
 TEST(GossipNode, NoResyncForALiveOriginTheMemberHears) {
