@@ -73,9 +73,10 @@ absl::StatusOr<std::unique_ptr<MappedNpySamples>> MappedNpySamples::Open(
                                                 " is outside [0, ", max_classes, ")"));
       }
     }
-    // The pass read every page once: advise the kernel that what follows
-    // is random access, so it does not read ahead around each row.
-    x.Advise(MADV_RANDOM);
+    // The training split is read in a shuffled order from now on: no
+    // read-around on a fault (the read-ahead thread asks for the rows
+    // themselves). The test split is read in order: the kernel's default.
+    if (train) x.Advise(MADV_RANDOM);
     Shard shard{std::move(x), std::move(y), out->total_rows_};
     out->total_rows_ += shard.x.rows();
     out->shards_.push_back(std::move(shard));
