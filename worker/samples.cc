@@ -159,6 +159,15 @@ uint64_t MappedNpySamples::pages_read_ahead() const {
 }
 
 void MappedNpySamples::ReadAheadLoop() {
+  // Whether the rows are in the page cache already, sampled: one range in
+  // kSampleEvery is looked up (mincore) and the share found cached kept as
+  // a moving average. While nearly all are (the data fits in memory), the
+  // ranges are not asked for: a system call a row would cost more than the
+  // faults it saves (a tiny model on cached data ran at 0.5-0.95x).
+  constexpr int kSampleEvery = 16;
+  constexpr double kCachedEnough = 0.95;
+  int since_sample = 0;
+  double cached_share = 0;
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     wake_.wait(l, [&] { return stop_ || !ahead_.empty(); });
@@ -166,15 +175,27 @@ void MappedNpySamples::ReadAheadLoop() {
     const auto [bytes, length] = ahead_.front();
     ahead_.pop_front();
     l.unlock();
+    const uintptr_t first = reinterpret_cast<uintptr_t>(bytes) / kPage;
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(bytes) + length - 1) / kPage;
+    bool ask = cached_share < kCachedEnough;
+    if (++since_sample >= kSampleEvery) {
+      since_sample = 0;
+      unsigned char resident = 0;
+      const bool cached = mincore(reinterpret_cast<void*>(first * kPage), kPage, &resident) == 0 &&
+                          (resident & 1) != 0;
+      cached_share = 0.9 * cached_share + 0.1 * (cached ? 1.0 : 0.0);
+      ask = ask || !cached;
+    }
     // The pages asked of the kernel without waiting for them
     // (MADV_WILLNEED starts their reads): many rows' reads in flight at
     // once, not one fault at a time in the training thread's gather.
-    const uintptr_t first = reinterpret_cast<uintptr_t>(bytes) / kPage;
-    const uintptr_t last = (reinterpret_cast<uintptr_t>(bytes) + length - 1) / kPage;
-    madvise(reinterpret_cast<void*>(first * kPage), (last - first + 1) * kPage, MADV_WILLNEED);
-    const uint64_t touched = last - first + 1;
+    uint64_t asked = 0;
+    if (ask) {
+      madvise(reinterpret_cast<void*>(first * kPage), (last - first + 1) * kPage, MADV_WILLNEED);
+      asked = last - first + 1;
+    }
     l.lock();
-    pages_touched_ += touched;
+    pages_touched_ += asked;
   }
 }
 
