@@ -266,6 +266,63 @@ TEST_F(ReckonctlExport, FromARunningPeerItsReplicaAtTheVectorItNames) {
       << "an export was taken for a worker joining";
 }
 
+// With TLS, reckonctl's certificate of the cluster's CA (reckonctl certs)
+// is what an export asks for; without one the TLS handshake refuses it.
+TEST_F(ReckonctlExport, FromARunningTlsPeerWithReckonctlsCertificate) {
+  const std::string certs = (dir_ / "certs").string();
+  ASSERT_EQ(Ctl({"certs", "--out", certs, "--nodes", "w0"}).exit_code, 0);
+  const int port = reckon::base::FreeLoopbackPorts(1).value()[0];
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  const std::string summary = (dir_ / "s.json").string();
+  absl::StatusOr<reckon::base::ChildProcess> worker =
+      reckon::base::ChildProcess::Spawn(RECKON_WORKER_PATH,
+                                        {"--node-id",
+                                         "w0",
+                                         "--listen",
+                                         address,
+                                         "--peers",
+                                         address,
+                                         "--bootstrap",
+                                         "--after-training",
+                                         "serve",
+                                         "--tls-cert",
+                                         certs + "/w0.pem",
+                                         "--tls-key",
+                                         certs + "/w0.key",
+                                         "--tls-ca",
+                                         certs + "/ca.pem",
+                                         "--layers",
+                                         "784,16,10",
+                                         "--max-steps",
+                                         "50",
+                                         "--epochs",
+                                         "1",
+                                         "--summary-json",
+                                         summary,
+                                         "--http-listen=127.0.0.1:0"},
+                                        (dir_ / "w0.out").string(), (dir_ / "w0.err").string());
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  for (int i = 0; i < 600 && !fs::exists(summary); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(fs::exists(summary)) << reckon::testing::ReadWholeFile(dir_ / "w0.err");
+  absl::StatusOr<reckon::base::Json> s = reckon::base::ReadJsonFile(summary);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string npz = (dir_ / "model.npz").string();
+  ProcessResult r =
+      Ctl({"export", "--peer", address, "--timeout-ms", "3000", "--format", "npz", "--out", npz});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_FALSE(fs::exists(npz));
+  r = Ctl({"export", "--peer", address, "--tls-cert", certs + "/reckonctl.pem", "--tls-key",
+           certs + "/reckonctl.key", "--tls-ca", certs + "/ca.pem", "--format", "npz", "--out",
+           npz});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(std::string(s->at("weight_hash")).substr(0, 16)), std::string::npos)
+      << r.out;
+  worker->Signal(SIGTERM);
+  EXPECT_EQ(worker->Wait(std::chrono::seconds(30)), 0);
+}
+
 TEST_F(ReckonctlExport, RefusesWhatItCannotExportNamingIt) {
   const std::string ck = (dir_ / "ck").string(), out = (dir_ / "m.onnx").string();
   ProcessResult r = Export(ck, "onnx", out);
