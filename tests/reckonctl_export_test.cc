@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -99,7 +100,43 @@ class ReckonctlExport : public ::testing::Test {
     EXPECT_EQ(std::string(got.at("weight_hash")), std::string(s->at("weight_hash")));
     EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   }
+  // Starts w0 alone in its cluster (--bootstrap), serving once it has
+  // trained one epoch with `flags` (--after-training serve), and waits for
+  // its summary: then `serving_` is the process, `serving_address_` its
+  // gossip address, `serving_summary_` what it reported.
+  void StartServingWorker(const std::vector<std::string>& flags) {
+    serving_address_ = absl::StrCat("127.0.0.1:", reckon::base::FreeLoopbackPorts(1).value()[0]);
+    const std::string summary = (dir_ / "s.json").string();
+    std::vector<std::string> args = {"--node-id",   "w0",
+                                     "--listen",    serving_address_,
+                                     "--peers",     serving_address_,
+                                     "--bootstrap", "--after-training",
+                                     "serve",       "--epochs",
+                                     "1",           "--summary-json",
+                                     summary,       "--http-listen=127.0.0.1:0"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    absl::StatusOr<reckon::base::ChildProcess> worker = reckon::base::ChildProcess::Spawn(
+        RECKON_WORKER_PATH, args, (dir_ / "w0.out").string(), (dir_ / "w0.err").string());
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    serving_.emplace(*std::move(worker));
+    for (int i = 0; i < 600 && !fs::exists(summary); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(fs::exists(summary)) << reckon::testing::ReadWholeFile(dir_ / "w0.err");
+    absl::StatusOr<reckon::base::Json> s = reckon::base::ReadJsonFile(summary);
+    ASSERT_TRUE(s.ok()) << s.status();
+    serving_summary_ = *std::move(s);
+  }
+  // SIGTERM to the serving worker: it leaves and exits 0.
+  void StopServingWorker() {
+    serving_->Signal(SIGTERM);
+    EXPECT_EQ(serving_->Wait(std::chrono::seconds(30)), 0);
+  }
+
   reckon::testing::ScratchDir dir_;
+  std::optional<reckon::base::ChildProcess> serving_;
+  std::string serving_address_;
+  reckon::base::Json serving_summary_;
 };
 
 // Fashion-MNIST's IDX files: raw pixels 0..255 go in (the export divides by
@@ -204,29 +241,10 @@ TEST_F(ReckonctlExport, TheReadmeExampleRuns) {
 // not taken for a worker joining. Checked as a checkpoint's export is.
 TEST_F(ReckonctlExport, FromARunningPeerItsReplicaAtTheVectorItNames) {
   const std::string data = "/usr/share/datasets/fashion-mnist";
-  const int port = reckon::base::FreeLoopbackPorts(1).value()[0];
-  const std::string address = absl::StrCat("127.0.0.1:", port);
-  const std::string summary = (dir_ / "s.json").string();
-  absl::StatusOr<reckon::base::ChildProcess> worker = reckon::base::ChildProcess::Spawn(
-      RECKON_WORKER_PATH, {"--node-id",   "w0",
-                           "--listen",    address,
-                           "--peers",     address,
-                           "--bootstrap", "--after-training",
-                           "serve",       "--cluster-token",
-                           "the token",   "--data-dir",
-                           data,          "--layers",
-                           "784,32,10",   "--max-steps",
-                           "120",         "--epochs",
-                           "1",           "--summary-json",
-                           summary,       "--http-listen=127.0.0.1:0"},
-      (dir_ / "w0.out").string(), (dir_ / "w0.err").string());
-  ASSERT_TRUE(worker.ok()) << worker.status();
-  for (int i = 0; i < 600 && !fs::exists(summary); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(fs::exists(summary)) << reckon::testing::ReadWholeFile(dir_ / "w0.err");
-  absl::StatusOr<reckon::base::Json> s = reckon::base::ReadJsonFile(summary);
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_NO_FATAL_FAILURE(StartServingWorker({"--cluster-token", "the token", "--data-dir", data,
+                                              "--layers", "784,32,10", "--max-steps", "120"}));
+  const std::string& address = serving_address_;
+  const reckon::base::Json* s = &serving_summary_;
   EXPECT_NE(reckon::testing::ReadWholeFile(dir_ / "w0.out").find("reckonctl export --peer"),
             std::string::npos)
       << "a serving worker says how to export it";
@@ -260,8 +278,7 @@ TEST_F(ReckonctlExport, FromARunningPeerItsReplicaAtTheVectorItNames) {
   EXPECT_EQ(got.at("npz_correct"), correct) << check.out;
   EXPECT_EQ(std::string(got.at("weight_hash")), std::string(s->at("weight_hash")));
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
-  worker->Signal(SIGTERM);
-  EXPECT_EQ(worker->Wait(std::chrono::seconds(30)), 0);
+  StopServingWorker();
   EXPECT_EQ(reckon::testing::ReadWholeFile(dir_ / "w0.err").find("is joining"), std::string::npos)
       << "an export was taken for a worker joining";
 }
@@ -271,43 +288,11 @@ TEST_F(ReckonctlExport, FromARunningPeerItsReplicaAtTheVectorItNames) {
 TEST_F(ReckonctlExport, FromARunningTlsPeerWithReckonctlsCertificate) {
   const std::string certs = (dir_ / "certs").string();
   ASSERT_EQ(Ctl({"certs", "--out", certs, "--nodes", "w0"}).exit_code, 0);
-  const int port = reckon::base::FreeLoopbackPorts(1).value()[0];
-  const std::string address = absl::StrCat("127.0.0.1:", port);
-  const std::string summary = (dir_ / "s.json").string();
-  absl::StatusOr<reckon::base::ChildProcess> worker =
-      reckon::base::ChildProcess::Spawn(RECKON_WORKER_PATH,
-                                        {"--node-id",
-                                         "w0",
-                                         "--listen",
-                                         address,
-                                         "--peers",
-                                         address,
-                                         "--bootstrap",
-                                         "--after-training",
-                                         "serve",
-                                         "--tls-cert",
-                                         certs + "/w0.pem",
-                                         "--tls-key",
-                                         certs + "/w0.key",
-                                         "--tls-ca",
-                                         certs + "/ca.pem",
-                                         "--layers",
-                                         "784,16,10",
-                                         "--max-steps",
-                                         "50",
-                                         "--epochs",
-                                         "1",
-                                         "--summary-json",
-                                         summary,
-                                         "--http-listen=127.0.0.1:0"},
-                                        (dir_ / "w0.out").string(), (dir_ / "w0.err").string());
-  ASSERT_TRUE(worker.ok()) << worker.status();
-  for (int i = 0; i < 600 && !fs::exists(summary); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(fs::exists(summary)) << reckon::testing::ReadWholeFile(dir_ / "w0.err");
-  absl::StatusOr<reckon::base::Json> s = reckon::base::ReadJsonFile(summary);
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_NO_FATAL_FAILURE(StartServingWorker({"--tls-cert", certs + "/w0.pem", "--tls-key",
+                                              certs + "/w0.key", "--tls-ca", certs + "/ca.pem",
+                                              "--layers", "784,16,10", "--max-steps", "50"}));
+  const std::string& address = serving_address_;
+  const reckon::base::Json* s = &serving_summary_;
   const std::string npz = (dir_ / "model.npz").string();
   ProcessResult r =
       Ctl({"export", "--peer", address, "--timeout-ms", "3000", "--format", "npz", "--out", npz});
@@ -319,8 +304,7 @@ TEST_F(ReckonctlExport, FromARunningTlsPeerWithReckonctlsCertificate) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(std::string(s->at("weight_hash")).substr(0, 16)), std::string::npos)
       << r.out;
-  worker->Signal(SIGTERM);
-  EXPECT_EQ(worker->Wait(std::chrono::seconds(30)), 0);
+  StopServingWorker();
 }
 
 TEST_F(ReckonctlExport, RefusesWhatItCannotExportNamingIt) {
