@@ -194,26 +194,25 @@ void Standardize(const PixelStats& stats, Dataset* ds) {
   Standardize(TransformOf(stats, ds->features()), ds);
 }
 
-FeatureStats ComputeFeatureStats(const Dataset& ds) {
-  const size_t width = static_cast<size_t>(ds.features());
-  std::vector<double> sum(width, 0.0), sum_sq(width, 0.0);
-  for (size_t i = 0; i < ds.size(); ++i) {
-    const float* row = &ds.images[i * width];
-    for (size_t j = 0; j < width; ++j) {
-      sum[j] += row[j];
-      sum_sq[j] += double(row[j]) * row[j];
-    }
-  }
+FeatureStats FeatureSums::Stats() const {
+  const size_t width = sum_.size();
   FeatureStats stats;
   stats.mean.resize(width);
   stats.stddev.resize(width);
-  const double n = std::max<double>(1, double(ds.size()));
+  const double n = std::max<double>(1, double(rows_));
   for (size_t j = 0; j < width; ++j) {
-    stats.mean[j] = sum[j] / n;
-    const double variance = sum_sq[j] / n - stats.mean[j] * stats.mean[j];
+    stats.mean[j] = sum_[j] / n;
+    const double variance = sum_sq_[j] / n - stats.mean[j] * stats.mean[j];
     stats.stddev[j] = variance > 1e-12 ? std::sqrt(variance) : 1.0;
   }
   return stats;
+}
+
+FeatureStats ComputeFeatureStats(const Dataset& ds) {
+  const size_t width = static_cast<size_t>(ds.features());
+  FeatureSums sums(width);
+  for (size_t i = 0; i < ds.size(); ++i) sums.Add(&ds.images[i * width]);
+  return sums.Stats();
 }
 
 void Standardize(const FeatureStats& stats, Dataset* ds) { Standardize(TransformOf(stats), ds); }

@@ -91,6 +91,25 @@ struct FeatureStats {
   std::vector<double> mean, stddev;
 };
 FeatureStats ComputeFeatureStats(const Dataset& ds);
+// The sums behind FeatureStats, row by row in the split's order (a mapped
+// split is summed as it is read: samples.h), so that every reader gets the
+// same statistics bit for bit.
+class FeatureSums {
+ public:
+  explicit FeatureSums(size_t width) : sum_(width, 0.0), sum_sq_(width, 0.0) {}
+  void Add(const float* row) {
+    for (size_t j = 0; j < sum_.size(); ++j) {
+      sum_[j] += row[j];
+      sum_sq_[j] += double(row[j]) * row[j];
+    }
+    ++rows_;
+  }
+  FeatureStats Stats() const;
+
+ private:
+  std::vector<double> sum_, sum_sq_;
+  uint64_t rows_ = 0;
+};
 // x_j = (x_j - mean_j) / stddev_j. REQUIRES: stats of ds's width.
 void Standardize(const FeatureStats& stats, Dataset* ds);
 

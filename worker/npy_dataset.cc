@@ -132,6 +132,25 @@ absl::StatusOr<NpyDatasetShape> InspectNpyDataset(const std::string& dir) {
   return s;
 }
 
+absl::Status CheckSample(const std::string& x_path, uint64_t sample, const float* row,
+                         uint64_t width) {
+  for (uint64_t j = 0; j < width; ++j) {
+    if (!std::isfinite(row[j])) {
+      return absl::DataLossError(absl::StrCat(x_path, ": sample ", sample, " has ",
+                                              std::isnan(row[j]) ? "NaN" : "an infinity",
+                                              " at feature ", j));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLabel(const std::string& y_path, uint64_t sample, int64_t label,
+                        int max_classes) {
+  if (label >= 0 && label < max_classes) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(y_path, ": label ", label, " of sample ", sample,
+                                          " is outside [0, ", max_classes, ")"));
+}
+
 absl::StatusOr<Dataset> LoadNpyDataset(const std::string& dir, const std::string& split,
                                        int max_classes) {
   RECKON_ASSIGN_OR_RETURN(const NpyDatasetShape shape, InspectNpyDataset(dir));
@@ -161,18 +180,9 @@ absl::StatusOr<Dataset> LoadNpyDataset(const NpyDatasetShape& shape, const std::
     for (uint64_t r = 0; r < x.rows(); ++r, ++at) {
       float* row = &ds.images[at * shape.features];
       x.RowAsFloats(r, row);
-      for (uint64_t j = 0; j < shape.features; ++j) {
-        if (!std::isfinite(row[j])) {
-          return absl::DataLossError(absl::StrCat(xs[f], ": sample ", r, " has ",
-                                                  std::isnan(row[j]) ? "NaN" : "an infinity",
-                                                  " at feature ", j));
-        }
-      }
+      RECKON_RETURN_IF_ERROR(CheckSample(xs[f], r, row, shape.features));
       const int64_t label = y.IntegerAt(r);
-      if (label < 0 || label >= max_classes) {
-        return absl::DataLossError(absl::StrCat(ys[f], ": label ", label, " of sample ", r,
-                                                " is outside [0, ", max_classes, ")"));
-      }
+      RECKON_RETURN_IF_ERROR(CheckLabel(ys[f], r, label, max_classes));
       ds.labels[at] = static_cast<int32_t>(label);
     }
   }

@@ -39,6 +39,14 @@ struct NpyDatasetShape {
 // splits or shards with different feature widths.
 absl::StatusOr<NpyDatasetShape> InspectNpyDataset(const std::string& dir);
 
+// The checks every reader of a split makes of a sample, as it reads it:
+// kDataLoss naming `x_path` and the sample and feature for a NaN or
+// infinite feature (`row`, `width` floats); naming `y_path` and the sample
+// for a label outside [0, max_classes).
+absl::Status CheckSample(const std::string& x_path, uint64_t sample, const float* row,
+                         uint64_t width);
+absl::Status CheckLabel(const std::string& y_path, uint64_t sample, int64_t label, int max_classes);
+
 // Reads split "train" or "test" of `dir` into memory (Dataset: rows 1 and
 // cols D). kDataLoss naming the file and the row for a feature that is NaN
 // or infinite, and the file and the index for a label outside

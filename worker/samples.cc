@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<MappedNpySamples>> MappedNpySamples::Open(
   const size_t width = static_cast<size_t>(shape.features);
   // One pass, in row order: the checks LoadNpyDataset makes, and the sums
   // ComputeFeatureStats makes, in its order (the same statistics).
-  std::vector<double> sum(width, 0.0), sum_sq(width, 0.0);
+  FeatureSums sums(width);
   std::vector<float> row(width);
   for (size_t f = 0; f < xs.size(); ++f) {
     RECKON_ASSIGN_OR_RETURN(NpyFile x, NpyFile::Open(xs[f]));
@@ -58,20 +58,9 @@ absl::StatusOr<std::unique_ptr<MappedNpySamples>> MappedNpySamples::Open(
     }
     for (uint64_t r = 0; r < x.rows(); ++r) {
       x.RowAsFloats(r, row.data());
-      for (size_t j = 0; j < width; ++j) {
-        if (!std::isfinite(row[j])) {
-          return absl::DataLossError(absl::StrCat(xs[f], ": sample ", r, " has ",
-                                                  std::isnan(row[j]) ? "NaN" : "an infinity",
-                                                  " at feature ", j));
-        }
-        sum[j] += row[j];
-        sum_sq[j] += double(row[j]) * row[j];
-      }
-      const int64_t label = y.IntegerAt(r);
-      if (label < 0 || label >= max_classes) {
-        return absl::DataLossError(absl::StrCat(ys[f], ": label ", label, " of sample ", r,
-                                                " is outside [0, ", max_classes, ")"));
-      }
+      RECKON_RETURN_IF_ERROR(CheckSample(xs[f], r, row.data(), width));
+      RECKON_RETURN_IF_ERROR(CheckLabel(ys[f], r, y.IntegerAt(r), max_classes));
+      sums.Add(row.data());
     }
     // The training split is read in a shuffled order from now on: no
     // read-around on a fault (the read-ahead thread asks for the rows
@@ -88,14 +77,7 @@ absl::StatusOr<std::unique_ptr<MappedNpySamples>> MappedNpySamples::Open(
   }
   if (scan != nullptr) {
     scan->rows = out->total_rows_;
-    scan->stats.mean.resize(width);
-    scan->stats.stddev.resize(width);
-    const double n = std::max<double>(1, double(out->total_rows_));
-    for (size_t j = 0; j < width; ++j) {
-      scan->stats.mean[j] = sum[j] / n;
-      const double variance = sum_sq[j] / n - scan->stats.mean[j] * scan->stats.mean[j];
-      scan->stats.stddev[j] = variance > 1e-12 ? std::sqrt(variance) : 1.0;
-    }
+    scan->stats = sums.Stats();
   }
   out->reader_ = std::thread([p = out.get()] { p->ReadAheadLoop(); });
   return out;
