@@ -129,6 +129,7 @@ class CpuBackend final : public model::Backend {
                             pool_.ParallelFor(n, fn, /*min_chunk=*/kStripedApplyUpdates);
                           });
   }
+  uint64_t WeightsWrapped() const override { return replica_.wrapped(); }
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
     return replica_.ApplyDense(quanta,
                                [this](size_t n, const auto& fn) { pool_.ParallelFor(n, fn); });

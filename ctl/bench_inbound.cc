@@ -14,7 +14,9 @@
 // receive_path): `before`, the node thread validating and applying each
 // Update under the node lock into a mirror with a float copy; `after`, each
 // batch validated off the lock on 1, 2 and every core's threads, the mirror
-// quanta-only and applied with prefetching.
+// quanta-only and applied with prefetching; `worker`, as `after` with no
+// mirror at all (NodeOptions::Replica::kTrainingThread, a worker's node:
+// the drain's replica is the only one, checked against the node's ledger).
 //
 // Then the training thread's side (--train-steps): the CPU backend trains
 // the default model (784,512,512,10, batch 100, threshold codec) alone, and
@@ -73,9 +75,12 @@ struct Size {
 };
 
 struct Path {
-  const char* name;  // "before", "after"
+  const char* name;  // "before", "after", "worker"
   server::NodeOptions::ReceivePath receive_path;
   int threads;
+  // "worker": the node keeps no mirror (NodeOptions::Replica::
+  // kTrainingThread), as a worker's does: the drain's replica is the only one.
+  server::NodeOptions::Replica replica = server::NodeOptions::Replica::kMirror;
 };
 
 struct Figures {
@@ -254,6 +259,7 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   o.fingerprint = Fingerprint(size.params);
   o.receive_path = path.receive_path;
   o.receive_threads = path.threads;
+  o.replica = path.replica;
   const std::vector<int64_t> initial(size.params, 0);
   RECKON_ASSIGN_OR_RETURN(Receiver receiver, StartReceiver(o, initial, origins));
   server::GossipNode* node = receiver.node.get();
@@ -266,6 +272,8 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   uint64_t drained = 0;
   absl::Status drain_status;
   std::string drain_hash;
+  uint64_t drain_checksum = 0;   // the drain's replica measured
+  uint64_t ledger_checksum = 0;  // what the messages it took give
   std::thread drain([&] {
     codec::FixedPointReplica replica =
         *codec::FixedPointReplica::Create(size.params, kFractionBits);
@@ -276,10 +284,12 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
         if (absl::Status s = codec::ApplyDecoded(*update, &replica); !s.ok()) drain_status = s;
         ++drained;
       }
+      ledger_checksum = got.checksum;
       if (got.updates.empty()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     drain_cpu_ns = OwnCpuNs() - start;
     drain_hash = replica.WeightHash();  // after the timing
+    drain_checksum = node->weight_checksum().Of(replica.quanta());
   });
   const uint64_t node_cpu_before = ThreadCpuNs("reckon-gossip");
   const uint64_t recv_cpu_before = ThreadCpuNs("reckon-recv");
@@ -304,14 +314,21 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   const uint64_t applied = node->counters().updates_applied();
   // The node's mirror (applied in stripes on the receive threads when the
   // messages are large) and the drain's replica (one thread) took the same
-  // messages: they must be the same bit for bit.
-  const std::string mirror_hash = node->MirrorHash();
+  // messages: they must be the same bit for bit. Without a mirror, the
+  // drain's replica must measure what the node's ledger says.
+  const std::string mirror_hash =
+      path.replica == server::NodeOptions::Replica::kMirror ? node->MirrorHash() : drain_hash;
   senders.clear();
   node->Stop(false, std::chrono::milliseconds(0));
   receiver.server->Shutdown(std::chrono::milliseconds(1000));
   if (applied < expected) {
     return absl::DeadlineExceededError(
         absl::StrCat("the node accepted ", applied, " of ", expected, " messages in 5 minutes"));
+  }
+  if (drain_checksum != ledger_checksum) {
+    return absl::DataLossError(absl::StrCat("the drain's replica has checksum ", drain_checksum,
+                                            " but the ", expected, " messages it applied give ",
+                                            ledger_checksum));
   }
   if (mirror_hash != drain_hash) {
     return absl::DataLossError(absl::StrCat("the node's mirror (", mirror_hash,
@@ -434,6 +451,7 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
   o.node_id = "trainer";
   o.incarnation = 1;
   o.fingerprint = Fingerprint(shape.param_count());
+  o.replica = server::NodeOptions::Replica::kTrainingThread;  // a worker's node
   RECKON_ASSIGN_OR_RETURN(Receiver receiver, StartReceiver(o, init.quanta(), origins));
   server::GossipNode* node = receiver.node.get();
   std::vector<std::unique_ptr<Origin>>& senders = receiver.origins;
@@ -559,17 +577,23 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
   const std::vector<Size> sizes = {{"strom", 14'600'000, 44'000}, {"default", 669'706, 2'018}};
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   using ReceivePath = server::NodeOptions::ReceivePath;
+  constexpr auto kNoMirror = server::NodeOptions::Replica::kTrainingThread;
   std::vector<Path> paths = {{"before", ReceivePath::kSerial, 1},
                              {"after", ReceivePath::kParallel, 1},
                              {"after", ReceivePath::kParallel, 2}};
   if (cores > 2) paths.push_back({"after", ReceivePath::kParallel, cores});
+  paths.push_back({"worker", ReceivePath::kParallel, 1, kNoMirror});
+  paths.push_back({"worker", ReceivePath::kParallel, 2, kNoMirror});
+  if (cores > 2) paths.push_back({"worker", ReceivePath::kParallel, cores, kNoMirror});
   if (!json) {
     out << absl::StrFormat(
         "One node taking in %d origins' messages (%d each) over gRPC on loopback. before: the node "
         "thread validates and applies each under the node lock; after: validated off the lock on "
         "`threads` threads, a quanta-only mirror applied with prefetching, a large message in "
         "stripes "
-        "on those threads; the node's mirror checked against the drain's replica\n"
+        "on those threads; the node's mirror checked against the drain's replica; worker: as "
+        "after, with no mirror (a worker's node: the drain's replica is the only one, checked "
+        "against the node's ledger)\n"
         "  size       params  updates/msg  msg bytes  path   threads    msg/s  updates/s  "
         "node CPU/msg  validation CPU/msg  drain CPU/msg\n",
         origins, messages);

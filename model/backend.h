@@ -84,6 +84,11 @@ class Backend {
   // its status, never zeros in place of the values.
   virtual absl::StatusOr<std::vector<int64_t>> ReadWeights() const = 0;
   virtual absl::StatusOr<std::string> WeightHash() const = 0;
+  // Additions to the replica that passed the int64 range and wrapped since
+  // it was made (a member sent a step no training makes; the gossip node
+  // counts them in `weights_wrapped`, as a worker's node keeps no mirror to
+  // see them). 0 where a backend cannot tell (the CUDA backend, so far).
+  virtual uint64_t WeightsWrapped() const { return 0; }
   // The replica checksum (codec/weight_checksum.h) of the weights. This
   // default reads them to the host; a backend may compute it in place.
   virtual absl::StatusOr<uint64_t> Checksum(const codec::WeightChecksum& checksum) const {

@@ -6,12 +6,21 @@
 // applied (validation, signatures, the origin cap, early arrivals) is the
 // node's; this part keeps the three consistent.
 //
+// A worker's node keeps no mirror (NodeOptions::Replica::kTrainingThread):
+// its training thread's replica is the only one, and this part keeps the
+// vector and the ledger alone; a snapshot's replay then hands the replayed
+// messages back, for the training thread to apply after the snapshot's
+// weights.
+//
 // Not thread-safe: GossipNode owns one and calls it under its lock.
 #ifndef RECKON_SERVER_APPLIED_REPLICA_H_
 #define RECKON_SERVER_APPLIED_REPLICA_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -32,16 +41,22 @@ class AppliedReplica {
   using Prefetch = codec::FixedPointReplica::Prefetch;
   AppliedReplica(codec::FixedPointReplica mirror, const codec::WeightChecksum& checksum,
                  Prefetch prefetch = Prefetch::kOn);
+  // No mirror: `initial_checksum` is the checksum of the initial weights.
+  AppliedReplica(uint64_t param_count, uint64_t initial_checksum);
 
   const VersionMap& applied() const { return applied_; }
   const ChecksumLedger& ledger() const { return ledger_; }
-  const codec::FixedPointReplica& mirror() const { return mirror_; }
+  bool has_mirror() const { return mirror_.has_value(); }
+  uint64_t param_count() const { return param_count_; }
+  // REQUIRES: has_mirror().
+  const codec::FixedPointReplica& mirror() const { return *mirror_; }
   // The replica checksum the applied messages give (docs/protocol.md 4a).
   uint64_t checksum() const { return ledger_.total(); }
 
   // Applies seq `seq` of `origin` (decoded, and `contribution` its checksum
   // contribution, both checked by the caller). How many weights wrapped
-  // past the int64 range. kFailedPrecondition, and nothing changed, unless
+  // past the int64 range (0 without a mirror: the training replica's apply
+  // counts them). kFailedPrecondition, and nothing changed, unless
   // it is the next of its origin (seq == applied + 1); an error of the
   // mirror (a message for another model) changes nothing either.
   // `parallel_for`: the mirror's apply in stripes on the caller's threads
@@ -54,13 +69,18 @@ class AppliedReplica {
   // Replaces the replica by `weights` at `cut` whose checksum is `checksum`
   // (measured by the caller), then replays what `log` holds beyond the cut,
   // in order per origin. On any error (weights of another size, a logged
-  // message that does not replay) nothing changed.
+  // message that does not replay) nothing changed. Without a mirror
+  // `weights` are not kept (the caller hands them to the training thread)
+  // and `replayed` (not null then) gets the replayed messages, decoded, in
+  // the order they apply after the weights.
   absl::Status Install(std::span<const int64_t> weights, const VersionMap& cut, uint64_t checksum,
-                       const MessageLog& log);
+                       const MessageLog& log,
+                       std::vector<std::shared_ptr<const codec::DecodedUpdate>>* replayed = nullptr);
 
  private:
-  codec::FixedPointReplica mirror_;
+  std::optional<codec::FixedPointReplica> mirror_;
   Prefetch prefetch_;
+  uint64_t param_count_;
   VersionMap applied_;
   ChecksumLedger ledger_;
 };

@@ -133,17 +133,20 @@ class ServiceThread {
 class GrpcService final : public v1::Gossip::CallbackService {
  public:
   GrpcService(std::shared_ptr<std::atomic<int>> live, bool tls,
-              std::chrono::milliseconds snapshot_deadline, size_t snapshot_chunk_bytes)
+              std::chrono::milliseconds snapshot_deadline, size_t snapshot_chunk_bytes,
+              std::chrono::milliseconds training_cut_wait)
       : live_(std::move(live)),
         tls_(tls),
         snapshot_deadline_(snapshot_deadline),
-        snapshot_chunk_bytes_(snapshot_chunk_bytes) {
+        snapshot_chunk_bytes_(snapshot_chunk_bytes),
+        training_cut_wait_(training_cut_wait) {
     worker_.SetSweep([this] {
       const int expired = deadlines_.CancelExpired(Clock::now());
       NodeService* node = node_.load();
       if (expired > 0 && node != nullptr) {
         node->Count(v1::NodeCounters::kSnapshotsExpiredFieldNumber, expired);
       }
+      if (node != nullptr) RetryWaiting(node);
     });
   }
   void SetNode(NodeService* node, LinkEvents* events) {
@@ -200,8 +203,11 @@ class GrpcService final : public v1::Gossip::CallbackService {
     }
     auto* writer =
         new SnapshotWriter(*request, &cuts_, live_, cuts ? cuts_in_flight_ : nullptr, &deadlines_,
-                           ctx, Clock::now() + snapshot_deadline_, snapshot_chunk_bytes_);
-    if (!worker_.Post([writer, node] { writer->Start(node); })) {
+                           ctx, Clock::now() + snapshot_deadline_, snapshot_chunk_bytes_,
+                           training_cut_wait_);
+    if (!worker_.Post([this, writer, node] {
+          if (writer->Start(node) == SnapshotWriter::Progress::kWaiting) waiting_.push_back(writer);
+        })) {
       node->Count(v1::NodeCounters::kRequestsRefusedFieldNumber);
       writer->Refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                   "busy: too many status and snapshot calls queued"));
@@ -245,6 +251,20 @@ class GrpcService final : public v1::Gossip::CallbackService {
   }
 
  private:
+  // Service thread: the writers waiting for a worker's training thread to
+  // cut its replica are started again (each ends within its cut wait).
+  void RetryWaiting(NodeService* node) {
+    std::vector<SnapshotWriter*> waiting;
+    waiting.swap(waiting_);
+    for (SnapshotWriter* writer : waiting) {
+      if (writer->Start(node) == SnapshotWriter::Progress::kWaiting) waiting_.push_back(writer);
+    }
+  }
+
+  // Snapshot writers whose cut is not there yet (SnapshotWriter::Start):
+  // alive until started again, since a call not finished is not deleted.
+  // Only the service thread touches it.
+  std::vector<SnapshotWriter*> waiting_;
   // Snapshot cuts kept for their other stripes: a few, for a minute (the
   // joiner's whole fetch has that long: worker/gossip_peers.cc).
   SnapshotCuts cuts_{4, std::chrono::seconds(60)};
@@ -259,6 +279,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
   const bool tls_;
   const std::chrono::milliseconds snapshot_deadline_;
   const size_t snapshot_chunk_bytes_;
+  const std::chrono::milliseconds training_cut_wait_;
 };
 
 absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::string& listen,
@@ -268,7 +289,8 @@ absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::str
   server->options_ = options;
   server->service_ = std::make_unique<GrpcService>(server->live_streams_, options.tls.enabled(),
                                                    options.snapshot_deadline,
-                                                   SnapshotChunkBytes(options.max_message_bytes));
+                                                   SnapshotChunkBytes(options.max_message_bytes),
+                                                   options.training_cut_wait);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, MakeServerCredentials(options.tls), bound_port);
   builder.RegisterService(server->service_.get());

@@ -59,6 +59,12 @@ struct TransportOptions {
   // connection lives. Above the joiner's own 60 s (worker/gossip_peers.cc).
   // Counted: snapshots_expired.
   std::chrono::milliseconds snapshot_deadline{90000};
+  // A worker's node keeps no mirror (NodeOptions::Replica::kTrainingThread):
+  // a snapshot it serves is cut from the training replica at its next step
+  // boundary. A call whose cut is not there within this long (the worker is
+  // evaluating, re-joining or leaving) ends UNAVAILABLE, so the joiner asks
+  // another peer within its own 60 s. Counted: snapshots_expired.
+  std::chrono::milliseconds training_cut_wait{20000};
   // A connection accepted that has not finished its TLS handshake and sent
   // HTTP/2's SETTINGS within this long is closed (gRPC's default: 2 min).
   std::chrono::milliseconds connection_handshake_timeout{10000};

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "codec/codec.h"
+#include "codec/update_words.h"
 #include "server/anti_entropy.h"
 #include "server/lanes.h"
 #include "server/membership.h"
@@ -56,12 +57,25 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
   // The node never reads the float copy: on the parallel path it keeps none.
   const bool serial = options.receive_path == NodeOptions::ReceivePath::kSerial;
   absl::StatusOr<codec::FixedPointReplica> mirror =
-      codec::FixedPointReplica::Create(initial.size(), fraction_bits,
+      codec::FixedPointReplica::Create(options.replica == NodeOptions::Replica::kMirror
+                                           ? initial.size()
+                                           : 0,  // only fraction_bits is checked
+                                       fraction_bits,
                                        serial ? codec::FixedPointReplica::FloatCopy::kKept
                                               : codec::FixedPointReplica::FloatCopy::kNone);
   if (!mirror.ok()) return mirror.status();
-  absl::Status s = mirror->Load(initial);
-  if (!s.ok()) return s;
+  if (initial.size() > codec::kMaxParamCount) {
+    return absl::InvalidArgumentError(absl::StrCat("param_count ", initial.size(), " exceeds 2^31"));
+  }
+  std::optional<AppliedReplica> replica;
+  if (options.replica == NodeOptions::Replica::kMirror) {
+    absl::Status s = mirror->Load(initial);
+    if (!s.ok()) return s;
+    replica.emplace(*std::move(mirror), codec::WeightChecksum(options.fingerprint.seed()),
+                    serial ? AppliedReplica::Prefetch::kOff : AppliedReplica::Prefetch::kOn);
+  } else {
+    replica.emplace(initial.size(), codec::WeightChecksum(options.fingerprint.seed()).Of(initial));
+  }
   std::unique_ptr<UpdateSigner> signer;
   if (options.tls.enabled()) {
     absl::StatusOr<std::unique_ptr<UpdateSigner>> made = UpdateSigner::Create(options.tls.key_pem);
@@ -70,7 +84,7 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
   }
   const bool clock_injected = static_cast<bool>(options.clock);
   auto node = std::unique_ptr<GossipNode>(
-      new GossipNode(std::move(options), *std::move(mirror), clock_injected));
+      new GossipNode(std::move(options), *std::move(replica), clock_injected));
   if (signer) {
     node->signer_ = std::move(signer);
     absl::MutexLock l(&node->mu_);
@@ -100,7 +114,7 @@ std::unique_ptr<cpu::ThreadPool> ValidationPool(const NodeOptions& o) {
 
 }  // namespace
 
-GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror, bool clock_injected)
+GossipNode::GossipNode(NodeOptions options, AppliedReplica replica, bool clock_injected)
     : NodeService(options.fingerprint, options.node_id),
       options_(WithClock(std::move(options))),
       self_{options_.node_id, options_.incarnation},
@@ -111,12 +125,9 @@ GossipNode::GossipNode(NodeOptions options, codec::FixedPointReplica mirror, boo
           options_.inbox_byte_cap, options_.clock,
           clock_injected ? Clock::duration(std::chrono::milliseconds(1)) : Clock::duration::max()),
       checksum_(options_.fingerprint.seed()),
-      param_count_(mirror.param_count()),
+      param_count_(replica.param_count()),
       validators_(ValidationPool(options_)),
-      replica_(std::move(mirror), checksum_,
-               options_.receive_path == NodeOptions::ReceivePath::kSerial
-                   ? AppliedReplica::Prefetch::kOff
-                   : AppliedReplica::Prefetch::kOn),
+      replica_(std::move(replica)),
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
       log_(options_.log_byte_cap, options_.log_min_retention),
       members_(MemberTable::Options{
@@ -378,6 +389,7 @@ void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::
 void GossipNode::Tick(Clock::time_point now) {
   ++ticks_;
   UpdateSettled();
+  handoff_.DropCut(Clock::now() - kTrainingCutKept);  // steady time, as it was made
   auto heartbeat = MakeHeartbeat();
   // Frames that arrived but wait in the inbox count as heard.
   const std::map<const Link*, Clock::time_point> arrivals = inbox_.LastArrivals();
@@ -465,7 +477,8 @@ void GossipNode::SetInputStandardization(v1::InputStandardization input) {
 
 std::string GossipNode::MirrorHash() {
   absl::MutexLock l(&mu_);
-  return replica_.mirror().WeightHash();
+  if (replica_.has_mirror()) return replica_.mirror().WeightHash();
+  return settlement_.SettledAt(replica_.applied()) ? settlement_.hash() : "";
 }
 
 GossipNode::Counters GossipNode::counters() {
@@ -515,13 +528,20 @@ void GossipNode::FillCounters(v1::NodeStatus* out) {
 void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   if (with_weight_hash) {
     // Computed on a copy, outside the lock: SHA-256 of the whole replica
-    // must not stall the node thread (status is polled).
+    // must not stall the node thread (status is polled). Without a mirror:
+    // the training replica's, where this node settled with it (empty while
+    // it trains).
     std::vector<int64_t> weights;
+    std::optional<std::string> hash;
     {
       absl::MutexLock l(&mu_);
-      weights.assign(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end());
+      if (replica_.has_mirror()) {
+        weights.assign(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end());
+      } else {
+        hash = settlement_.SettledAt(replica_.applied()) ? settlement_.hash() : "";
+      }
     }
-    out->set_weight_hash(codec::WeightHashOf(weights));
+    out->set_weight_hash(hash ? *hash : codec::WeightHashOf(weights));
   }
   absl::MutexLock l(&mu_);
   const auto now = Now();

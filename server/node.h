@@ -14,11 +14,14 @@
 // public methods are thread-safe and none blocks for long: the only blocking
 // calls (WaitWhileLagging, WaitQuiescent) take a deadline.
 //
-// The node keeps its own fixed-point mirror of the replica: the initial
-// weights plus every message it has accepted. Snapshots are cut from it under
-// the node's lock, so they are consistent with the version vector whatever
-// the training thread is doing. The training thread applies the same
-// messages to its backend (TakeReceived); at quiescence both hashes match.
+// With NodeOptions::Replica::kMirror the node keeps its own fixed-point
+// mirror of the replica: the initial weights plus every message it has
+// accepted. Snapshots are cut from it under the node's lock, so they are
+// consistent with the version vector whatever the training thread is doing.
+// The training thread applies the same messages to its backend
+// (TakeReceived); at quiescence both hashes match. A worker's node keeps
+// none (kTrainingThread): its training thread cuts snapshots of its own
+// replica at a step boundary and hashes it for quiescence.
 #ifndef RECKON_SERVER_NODE_H_
 #define RECKON_SERVER_NODE_H_
 
@@ -168,6 +171,19 @@ struct NodeOptions {
   enum class ReceivePath { kSerial, kParallel };
   ReceivePath receive_path = ReceivePath::kParallel;
   int receive_threads = 0;  // 0: one per core
+  // Which replica holds the weights (docs/architecture.md "The receive
+  // path"). kMirror: the node keeps its own fixed-point mirror, applies
+  // every message to it and cuts snapshots and hashes from it under its
+  // lock (a node without a training thread: tests, benchmarks, synthetic
+  // members). kTrainingThread: a worker's node keeps only the version
+  // vector and the checksum ledger; the training thread's replica is the
+  // only one (each peer message applied once, by the training thread: on a
+  // GPU worker, none on the CPU). Snapshots are then cut from it at a step
+  // boundary (Received::weights_wanted, OfferTrainingCut: TakeSnapshot says
+  // `pending` until one is there), and the hash quiescence compares is the
+  // training replica's, taken in WaitQuiescent.
+  enum class Replica { kMirror, kTrainingThread };
+  Replica replica = Replica::kMirror;
 };
 
 // [A-Za-z0-9._-]{1,63}: safe in logs, JSON and metric labels.
@@ -205,8 +221,17 @@ class GossipNode final : public NodeService {
   // `decoded` is `update` decoded (the caller has it already).
   absl::Status Publish(const v1::Update& update, const codec::DecodedUpdate& decoded);
   // Moves out what arrived since the last call; `with_cut` also copies the
-  // version vector (for a replica check).
+  // version vector (for a replica check). Without a mirror, when a
+  // snapshot waits for the training replica, Received::weights_wanted is
+  // set (and the cut copied): once it is applied, the caller copies its
+  // replica's weights to OfferTrainingCut.
   Received TakeReceived(bool with_cut = false);
+  // The training replica's weights once it applied everything up to `at`
+  // (Received::cut) whose checksum is `checksum` (Received::checksum): the
+  // snapshots asked for since are served from them (NodeOptions::Replica::
+  // kTrainingThread). Kept kTrainingCutKept for the snapshots asked meanwhile.
+  void OfferTrainingCut(VersionMap at, uint64_t checksum, std::vector<int64_t> weights);
+  static constexpr std::chrono::seconds kTrainingCutKept{5};
   // The training thread measured its replica after applying everything up
   // to `at` (Received::cut): `measured` against `expected`
   // (Received::checksum), in `ms`. Counted; a passed check is announced to
@@ -240,8 +265,14 @@ class GossipNode final : public NodeService {
   // and every live member it knows reported itself settled at the same
   // vector with the same weight hash. A member settled at the same vector
   // with another hash is a divergence: kDataLoss, naming both.
-  absl::Status WaitQuiescent(Clock::time_point deadline,
-                             const std::function<absl::Status(Received&)>& drain);
+  // Without a mirror the training thread also serves, from here, what the
+  // node needs of its replica while it waits: `drain` gets a Received with
+  // weights_wanted for a snapshot, and `replica_hash` (required then) is
+  // called, with everything taken applied, for the SHA-256 this node
+  // settles with.
+  absl::Status WaitQuiescent(
+      Clock::time_point deadline, const std::function<absl::Status(Received&)>& drain,
+      const std::function<absl::StatusOr<std::string>()>& replica_hash = nullptr);
   // A peer told us we fell out of its log: the address to re-join from.
   std::optional<std::string> ResyncSource();
   // Fetching or installing the snapshot from `source` (ResyncSource) failed:
@@ -302,7 +333,7 @@ class GossipNode final : public NodeService {
   std::optional<uint64_t> TicksForTesting() const;
   // A consistent cut. `with_weights` copies the replica (MiBs: a join's
   // probe needs only the vector).
-  Snapshot TakeSnapshot(bool with_weights) override;
+  Snapshot TakeSnapshot(bool with_weights, Clock::time_point asked_at = {}) override;
   // The service measured a cut's weights before serving them: a mismatch
   // means this node's mirror is wrong. Counted and logged; the node then
   // re-joins from a peer (ResyncSource). Returns measured == snapshot.checksum.
@@ -331,6 +362,8 @@ class GossipNode final : public NodeService {
   // The worker's standardization of raw features, once its data is read:
   // what an export (SnapshotRequest.for_export) serves with the weights.
   void SetInputStandardization(v1::InputStandardization input);
+  // The mirror's SHA-256; without a mirror, the training replica's as the
+  // node last settled with it at its current vector ("" if it has not).
   std::string MirrorHash();
   // The counters (proto/reckon.proto NodeCounters: one list, with each
   // one's help, for status, the worker's summary and /metrics).
@@ -344,7 +377,14 @@ class GossipNode final : public NodeService {
 
  private:
   // `clock_injected`: options.clock was given (not the steady clock).
-  GossipNode(NodeOptions options, codec::FixedPointReplica mirror, bool clock_injected);
+  GossipNode(NodeOptions options, AppliedReplica replica, bool clock_injected);
+  // What the training thread takes (TakeReceived, WaitQuiescent): the cut
+  // copied when asked or when a snapshot waits for the training replica.
+  Received TakeLocked(bool with_cut) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The hash quiescence compares, at the current vector: the mirror's, or
+  // the training replica's when it reported one there (else it is asked
+  // for: nullopt).
+  std::optional<std::string> SettledHashLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Protocol time (NodeOptions::clock).
   Clock::time_point Now() const { return options_.clock(); }
 

@@ -185,11 +185,23 @@ void GossipNode::UpdateSettled() {
   // settles at a new vector.
   settlement_.Record(SettledLocked(&why), replica_.applied(),
                      [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu_ is held
-                       return replica_.mirror().WeightHash();
+                       return SettledHashLocked();
                      });
   if (settlement_.settled()) {
     for (const auto& [id, m] : members_) CheckSettledHash(m);
   }
+}
+
+std::optional<std::string> GossipNode::SettledHashLocked() {
+  if (replica_.has_mirror()) return replica_.mirror().WeightHash();
+  if (std::optional<std::string> hash = handoff_.HashAt(replica_.applied())) return hash;
+  // Settled: the training thread is in WaitQuiescent, which hashes its
+  // replica once it applied everything taken.
+  if (!handoff_.hash_wanted()) {
+    handoff_.WantHash();
+    changed_.SignalAll();
+  }
+  return std::nullopt;
 }
 
 void GossipNode::CheckSettledHash(const Member& m) {
@@ -206,17 +218,41 @@ bool GossipNode::QuiescentLocked(std::string* why) {
   return Quiescent(LocalQuiescenceLocked(), members_.members(), why);
 }
 
-absl::Status GossipNode::WaitQuiescent(Clock::time_point deadline,
-                                       const std::function<absl::Status(Received&)>& drain) {
+absl::Status GossipNode::WaitQuiescent(
+    Clock::time_point deadline, const std::function<absl::Status(Received&)>& drain,
+    const std::function<absl::StatusOr<std::string>()>& replica_hash) {
   std::string why;
   for (;;) {
     Received got;
+    std::optional<VersionMap> hash_at;
     {
       absl::MutexLock l(&mu_);
       if (!fatal_.ok()) return fatal_;
-      if (QuiescentLocked(&why)) return absl::OkStatus();
-      got = handoff_.Take(replica_.ledger().total());
-      if (!got.replace_weights && got.updates.empty()) {
+      // Without a mirror, what the node needs of the training replica comes
+      // first: a finished worker still serves snapshots, and settles only
+      // with its replica's hash. Everything taken was applied (by `drain`,
+      // before this turn), so with nothing pending the training replica is
+      // at the node's vector.
+      if (handoff_.hash_wanted() && !handoff_.pending() && replica_hash) {
+        hash_at = replica_.applied();
+      } else if (!handoff_.weights_wanted() && QuiescentLocked(&why)) {
+        return absl::OkStatus();
+      }
+    }
+    if (hash_at) {
+      // SHA-256 of the whole replica, off the lock; only this thread takes
+      // what the training replica applies, so it stays at `hash_at`.
+      absl::StatusOr<std::string> hash = replica_hash();
+      if (!hash.ok()) return hash.status();
+      absl::MutexLock l(&mu_);
+      handoff_.RecordHash(*std::move(hash_at), *std::move(hash));
+      UpdateSettled();
+      continue;
+    }
+    {
+      absl::MutexLock l(&mu_);
+      got = TakeLocked(/*with_cut=*/false);
+      if (!got.replace_weights && got.updates.empty() && !got.weights_wanted) {
         if (Clock::now() >= deadline) {
           return absl::DeadlineExceededError(
               absl::StrCat("cluster not quiescent before the deadline: ", why));

@@ -71,7 +71,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   // Validate everything before anything is kept (docs/wire.md §3.2): done
   // off the lock already on the parallel receive path.
   if (!validated) {
-    validated = ValidateUpdate(update, replica_.mirror().param_count(), checksum_);
+    validated = ValidateUpdate(update, param_count_, checksum_);
   }
   if (!validated->status.ok()) {
     counters_.set_decode_errors(counters_.decode_errors() + 1);
@@ -191,8 +191,20 @@ void GossipNode::PushPublished() {
 
 Received GossipNode::TakeReceived(bool with_cut) {
   absl::MutexLock l(&mu_);
+  return TakeLocked(with_cut);
+}
+
+Received GossipNode::TakeLocked(bool with_cut) {
+  with_cut = with_cut || handoff_.weights_wanted();
   return handoff_.Take(replica_.ledger().total(),
                        with_cut ? std::optional<VersionMap>(replica_.applied()) : std::nullopt);
+}
+
+void GossipNode::OfferTrainingCut(VersionMap at, uint64_t checksum, std::vector<int64_t> weights) {
+  auto cut = std::make_shared<TrainingCut>(
+      TrainingCut{std::move(at), checksum, std::move(weights), Clock::now()});
+  absl::MutexLock l(&mu_);
+  handoff_.OfferWeights(std::move(cut));
 }
 
 }  // namespace reckon::server

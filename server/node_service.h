@@ -11,6 +11,7 @@
 #ifndef RECKON_SERVER_NODE_SERVICE_H_
 #define RECKON_SERVER_NODE_SERVICE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,8 @@
 
 namespace reckon::server {
 
+using Clock = std::chrono::steady_clock;
+
 class NodeService : public LinkEvents {
  public:
   // The service checks what it serves before it sends it: `weights` against
@@ -32,6 +35,10 @@ class NodeService : public LinkEvents {
     VersionMap applied;
     uint64_t checksum = 0;         // the messages' checksum at `applied`
     std::vector<int64_t> weights;  // empty unless asked for
+    // The weights are not cut yet: a worker's training thread cuts its
+    // replica at its next step boundary. Ask again (the service does, every
+    // 100 ms, up to TransportOptions::training_cut_wait).
+    bool pending = false;
   };
 
   const v1::ClusterFingerprint& fingerprint() const { return fingerprint_; }
@@ -47,8 +54,9 @@ class NodeService : public LinkEvents {
                                  const std::string& peer) const = 0;
   virtual absl::Status CheckToken(const std::string& token) const = 0;
 
-  // A consistent cut; `with_weights` copies the replica.
-  virtual Snapshot TakeSnapshot(bool with_weights) = 0;
+  // A consistent cut; `with_weights` copies the replica: one cut at or
+  // after `asked_at` (steady clock), or `pending`.
+  virtual Snapshot TakeSnapshot(bool with_weights, Clock::time_point asked_at) = 0;
   // The service measured a cut's weights before serving them: false (and
   // counted, logged, a re-join started) when they are not its checksum.
   virtual bool CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) = 0;

@@ -63,10 +63,23 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
                                                       " and our log no longer holds them"));
   }
   // All or nothing: the log's messages beyond the cut (our own above all:
-  // the snapshot's source may not have them yet) are replayed onto it.
-  if (absl::Status s = replica_.Install(weights, applied, checksum, log_); !s.ok()) return s;
-  handoff_.ReplaceWeights(
-      std::vector<int64_t>(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end()));
+  // the snapshot's source may not have them yet) are replayed onto it
+  // (without a mirror: by the training thread, after the weights).
+  std::vector<std::shared_ptr<const codec::DecodedUpdate>> replayed;
+  if (absl::Status s = replica_.Install(weights, applied, checksum, log_,
+                                        replica_.has_mirror() ? nullptr : &replayed);
+      !s.ok()) {
+    return s;
+  }
+  if (replica_.has_mirror()) {
+    handoff_.ReplaceWeights(
+        std::vector<int64_t>(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end()));
+  } else {
+    handoff_.ReplaceWeights(std::vector<int64_t>(weights.begin(), weights.end()));
+    const auto now = Clock::now();
+    for (auto& decoded : replayed) handoff_.Queue(std::move(decoded), now);
+  }
+  handoff_.DropCut();  // of the replica this one replaces
   for (const OriginKey& origin : early_.Origins()) AcceptWaiting(origin);
   for (auto& [id, m] : members_) {
     m.links.state().ForgetPushed();
@@ -88,19 +101,37 @@ uint64_t GossipNode::OwnMessagesBeyond(const VersionMap& applied) const {
   return seq;
 }
 
-GossipNode::Snapshot GossipNode::TakeSnapshot(bool with_weights) {
-  absl::MutexLock l(&mu_);
-  Snapshot out{replica_.applied(), replica_.ledger().total(), {}};
-  if (with_weights)
-    out.weights.assign(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end());
-  return out;
+GossipNode::Snapshot GossipNode::TakeSnapshot(bool with_weights, Clock::time_point asked_at) {
+  std::shared_ptr<const TrainingCut> cut;
+  {
+    absl::MutexLock l(&mu_);
+    if (!with_weights || replica_.has_mirror()) {
+      Snapshot out{replica_.applied(), replica_.ledger().total(), {}};
+      if (with_weights)
+        out.weights.assign(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end());
+      return out;
+    }
+    cut = handoff_.CutSince(asked_at);
+    if (cut == nullptr) {
+      // The training thread cuts its replica at its next step boundary
+      // (TakeReceived), or in WaitQuiescent once it finished.
+      handoff_.WantWeights();
+      changed_.SignalAll();
+      Snapshot pending;
+      pending.pending = true;
+      return pending;
+    }
+  }
+  // Copied outside the lock: the cut is immutable, and shared by every
+  // snapshot asked for before it was made.
+  return Snapshot{cut->at, cut->checksum, cut->weights};
 }
 
 bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) {
   if (measured == snapshot.checksum) return true;
   absl::MutexLock l(&mu_);
   counters_.set_replica_check_failures(counters_.replica_check_failures() + 1);
-  Log(absl::StrCat("REPLICA CHECK FAILED: this node's mirror has checksum ",
+  Log(absl::StrCat("REPLICA CHECK FAILED: this node's replica has checksum ",
                    codec::ChecksumHex(measured), " but its messages give ",
                    codec::ChecksumHex(snapshot.checksum), " at ", VersionJson(snapshot.applied),
                    ": snapshot refused; re-joining from a peer"));

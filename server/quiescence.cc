@@ -114,10 +114,15 @@ bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::strin
 }
 
 bool Settlement::Record(bool settled, const VersionMap& applied,
-                        const std::function<std::string()>& hash) {
+                        const std::function<std::optional<std::string>()>& hash) {
   const bool anew = settled && !SettledAt(applied);
   if (anew) {
-    hash_ = hash();
+    std::optional<std::string> taken = hash();
+    if (!taken) {
+      settled_ = false;
+      return false;
+    }
+    hash_ = *std::move(taken);
     at_ = applied;
   }
   settled_ = settled;

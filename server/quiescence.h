@@ -55,8 +55,10 @@ class Settlement {
  public:
   // Records phase one's verdict `settled` at `applied`; `hash` is called
   // only when the hash must be taken (settled at a vector it was not
-  // settled at). True when it was.
-  bool Record(bool settled, const VersionMap& applied, const std::function<std::string()>& hash);
+  // settled at). True when it was. A hash not there yet (nullopt: the
+  // training replica is hashed on its own thread) leaves it unsettled.
+  bool Record(bool settled, const VersionMap& applied,
+              const std::function<std::optional<std::string>()>& hash);
   bool settled() const { return settled_; }
   const VersionMap& at() const { return at_; }
   const std::string& hash() const { return hash_; }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 #include "codec/fixed_point.h"
 #include "codec/weight_checksum.h"
 
@@ -26,7 +28,8 @@ SnapshotWriter::SnapshotWriter(const v1::SnapshotRequest& request, SnapshotCuts*
                                std::shared_ptr<std::atomic<int>> live,
                                std::shared_ptr<std::atomic<int>> cutting,
                                SnapshotDeadlines* deadlines, grpc::CallbackServerContext* context,
-                               Clock::time_point deadline, size_t chunk_bytes)
+                               Clock::time_point deadline, size_t chunk_bytes,
+                               std::chrono::milliseconds cut_wait)
     : chunk_bytes_(chunk_bytes),
       deadlines_(deadlines),
       count_(std::move(live)),
@@ -40,14 +43,34 @@ SnapshotWriter::SnapshotWriter(const v1::SnapshotRequest& request, SnapshotCuts*
       stripe_(request.stripe()),
       checksum_at_(request.has_checksum_at()
                        ? std::optional<VersionMap>(FromProto(request.checksum_at()))
-                       : std::nullopt) {
+                       : std::nullopt),
+      asked_at_(Clock::now()),
+      cut_wait_(cut_wait) {
   deadlines_->Add(this, context, deadline);
 }
 
-void SnapshotWriter::Start(NodeService* node) {
+SnapshotWriter::Progress SnapshotWriter::Start(NodeService* node) {
   if (cut_id_ != 0 && !header_only_) {
     StartStripe();
-    return;
+    return Progress::kStarted;
+  }
+  std::optional<NodeService::Snapshot> snap;
+  if (node->started() && !header_only_) {
+    // The cut first: without a mirror it may not be there yet.
+    snap = node->TakeSnapshot(/*with_weights=*/true, asked_at_);
+    if (snap->pending) {
+      if (cancelled_.load()) {
+        Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while the replica was cut"));
+        return Progress::kStarted;
+      }
+      if (Clock::now() - asked_at_ < cut_wait_) return Progress::kWaiting;
+      node->Count(v1::NodeCounters::kSnapshotsExpiredFieldNumber);
+      Finish(grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("this worker's training thread did not cut its replica within ",
+                       cut_wait_.count(), " ms (evaluating, re-joining or leaving); ask another peer")));
+      return Progress::kStarted;
+    }
   }
   v1::SnapshotChunk::Header* h = chunk_.mutable_header();
   *h->mutable_fingerprint() = node->fingerprint();
@@ -65,20 +88,20 @@ void SnapshotWriter::Start(NodeService* node) {
     }
     ToProto(node->Applied(), h->mutable_applied());
   } else {
-    NodeService::Snapshot snap = node->TakeSnapshot(!header_only_);
-    ToProto(snap.applied, h->mutable_applied());
-    h->set_checksum(snap.checksum);
+    if (!snap) snap = node->TakeSnapshot(/*with_weights=*/false, asked_at_);
+    ToProto(snap->applied, h->mutable_applied());
+    h->set_checksum(snap->checksum);
     if (!header_only_) {
       // A replica that is not what its messages say is never handed on.
-      if (!node->CheckSnapshotServed(snap, node->weight_checksum().Of(snap.weights))) {
+      if (!node->CheckSnapshotServed(*snap, node->weight_checksum().Of(snap->weights))) {
         Finish(grpc::Status(grpc::StatusCode::DATA_LOSS,
                             "this node's replica failed its checksum; ask another peer"));
-        return;
+        return Progress::kStarted;
       }
       SnapshotCut cut;
-      h->set_param_count(snap.weights.size());
-      h->set_weights_sha256(codec::WeightHashOf(snap.weights));
-      cut.weights = std::move(snap.weights);
+      h->set_param_count(snap->weights.size());
+      h->set_weights_sha256(codec::WeightHashOf(snap->weights));
+      cut.weights = std::move(snap->weights);
       cut.header = *h;
       if (stripes_ > 1) {
         cut.header.set_stripes(stripes_);
@@ -92,6 +115,7 @@ void SnapshotWriter::Start(NodeService* node) {
   }
   BeginWeights(0);
   StartWrite(&chunk_);
+  return Progress::kStarted;
 }
 
 void SnapshotWriter::OnWriteDone(bool ok) {

@@ -78,11 +78,20 @@ class SnapshotWriter final : public grpc::ServerWriteReactor<v1::SnapshotChunk> 
   SnapshotWriter(const v1::SnapshotRequest& request, SnapshotCuts* cuts,
                  std::shared_ptr<std::atomic<int>> live, std::shared_ptr<std::atomic<int>> cutting,
                  SnapshotDeadlines* deadlines, grpc::CallbackServerContext* context,
-                 Clock::time_point deadline, size_t chunk_bytes);
+                 Clock::time_point deadline, size_t chunk_bytes,
+                 std::chrono::milliseconds cut_wait = std::chrono::milliseconds(30000));
   // Ends the call before it started (the service is too busy).
   void Refuse(const grpc::Status& status) { Finish(status); }
-  void Start(NodeService* node);
+  // Starts the call, or says kWaiting: the node's cut is not there yet (a
+  // worker's training thread cuts its replica at its next step boundary:
+  // NodeService::Snapshot::pending). The service calls Start again, on its
+  // thread, until it is not waiting; the call then ends on its own (its
+  // writes, its cancellation, or `cut_wait` since it was created:
+  // UNAVAILABLE, naming why).
+  enum class Progress { kStarted, kWaiting };
+  Progress Start(NodeService* node);
   void OnWriteDone(bool ok) override;
+  void OnCancel() override { cancelled_.store(true); }
   void OnDone() override {
     deadlines_->Remove(this);
     delete this;
@@ -109,6 +118,9 @@ class SnapshotWriter final : public grpc::ServerWriteReactor<v1::SnapshotChunk> 
   const uint64_t cut_id_;
   const uint32_t stripe_;
   const std::optional<VersionMap> checksum_at_;  // a witness is asked
+  const Clock::time_point asked_at_;             // when the call came
+  const std::chrono::milliseconds cut_wait_;
+  std::atomic<bool> cancelled_{false};
 };
 
 // A Snapshot call refused before it started (its status says why). The

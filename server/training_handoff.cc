@@ -21,7 +21,33 @@ Received TrainingHandoff::Take(uint64_t checksum, std::optional<VersionMap> cut)
   received_ = Received{};
   out.checksum = checksum;
   out.cut = std::move(cut);
+  out.weights_wanted = weights_wanted_;
   return out;
+}
+
+void TrainingHandoff::OfferWeights(std::shared_ptr<const TrainingCut> cut) {
+  cut_ = std::move(cut);
+  weights_wanted_ = false;
+}
+
+std::shared_ptr<const TrainingCut> TrainingHandoff::CutSince(
+    std::chrono::steady_clock::time_point since) const {
+  if (cut_ == nullptr || cut_->made < since) return nullptr;
+  return cut_;
+}
+
+void TrainingHandoff::DropCut(std::chrono::steady_clock::time_point before) {
+  if (cut_ != nullptr && cut_->made < before) cut_.reset();
+}
+
+void TrainingHandoff::RecordHash(VersionMap at, std::string hash) {
+  hash_.emplace(std::move(at), std::move(hash));
+  hash_wanted_ = false;
+}
+
+std::optional<std::string> TrainingHandoff::HashAt(const VersionMap& at) const {
+  if (!hash_ || !SameVersions(hash_->first, at)) return std::nullopt;
+  return hash_->second;
 }
 
 void TrainingHandoff::RecordCheck(const VersionMap& at, uint64_t measured, bool passed, double ms) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codec/update_message.h"
@@ -38,6 +39,19 @@ struct Received {
   // the version vector it is then at (only when asked for: a copy).
   uint64_t checksum = 0;
   std::optional<VersionMap> cut;
+  // A snapshot waits for the training replica (the node keeps no mirror):
+  // once the above is applied, its weights at `cut` (set) go to
+  // GossipNode::OfferTrainingCut.
+  bool weights_wanted = false;
+};
+
+// The training replica's weights at a step boundary, for the snapshots of a
+// node that keeps no mirror.
+struct TrainingCut {
+  VersionMap at;
+  uint64_t checksum = 0;  // the ledger's at `at`
+  std::vector<int64_t> weights;
+  std::chrono::steady_clock::time_point made;
 };
 
 class TrainingHandoff {
@@ -53,7 +67,28 @@ class TrainingHandoff {
   bool pending() const { return !received_.updates.empty() || received_.replace_weights; }
   // Moves out what was queued; `checksum` and `cut` are the node's replica
   // as of now (what the training replica is at once it applied the rest).
+  // Received::weights_wanted says whether a cut of it is wanted.
   Received Take(uint64_t checksum, std::optional<VersionMap> cut = std::nullopt);
+
+  // --- the training replica, where the node keeps no mirror ---
+  // A snapshot waits for the training replica's weights: the next Take
+  // says so, until a cut is offered.
+  void WantWeights() { weights_wanted_ = true; }
+  bool weights_wanted() const { return weights_wanted_; }
+  void OfferWeights(std::shared_ptr<const TrainingCut> cut);
+  // The cut made at or after `since`, if one is kept.
+  std::shared_ptr<const TrainingCut> CutSince(std::chrono::steady_clock::time_point since) const;
+  // Lets go of a cut made before `before` (or of any, by default: after a
+  // re-join, it is of a replica that is gone).
+  void DropCut(std::chrono::steady_clock::time_point before =
+                   std::chrono::steady_clock::time_point::max());
+  // The training replica's SHA-256 at a vector, for quiescence: asked by
+  // the node when it settles, given by the training thread.
+  void WantHash() { hash_wanted_ = true; }
+  bool hash_wanted() const { return hash_wanted_; }
+  void RecordHash(VersionMap at, std::string hash);
+  // The hash recorded at exactly `at`, if that is where it was taken.
+  std::optional<std::string> HashAt(const VersionMap& at) const;
 
   // --- what the training thread reports ---
   // A replica check took `ms`; a passed one (at `at`, checksum `measured`)
@@ -86,6 +121,10 @@ class TrainingHandoff {
   uint64_t local_steps_ = 0;
   bool done_ = false;
   std::optional<std::string> resync_source_;
+  bool weights_wanted_ = false;
+  std::shared_ptr<const TrainingCut> cut_;
+  bool hash_wanted_ = false;
+  std::optional<std::pair<VersionMap, std::string>> hash_;
 };
 
 }  // namespace reckon::server

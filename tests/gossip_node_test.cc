@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
 #include "server/fault_link.h"
@@ -65,6 +66,172 @@ TEST(GossipNode, DivergedReplicasAreReportedNotQuiescent) {
   const std::string line(results[0].message());
   EXPECT_NE(line.find("n1 has weights " + c.node(1)->MirrorHash()), std::string::npos) << line;
   EXPECT_NE(line.find("n0 has " + c.node(0)->MirrorHash()), std::string::npos) << line;
+}
+
+// A worker's training replica in front of a node that keeps no mirror
+// (NodeOptions::Replica::kTrainingThread), as worker/gossip_peers.cc keeps
+// it: its own messages applied before they are published, the node's
+// applied as taken, a cut offered whenever the node wants one.
+class TrainingReplica {
+ public:
+  explicit TrainingReplica(const std::vector<int64_t>& initial)
+      : replica_(*codec::FixedPointReplica::Create(kParams, kFractionBits)) {
+    EXPECT_TRUE(replica_.Load(initial).ok());
+  }
+  absl::Status Drain(GossipNode* node, Received& got) {
+    if (got.replace_weights) RECKON_RETURN_IF_ERROR(replica_.Load(*got.replace_weights));
+    for (const auto& u : got.updates) RECKON_RETURN_IF_ERROR(codec::ApplyDecoded(*u, &replica_));
+    if (got.weights_wanted) {
+      node->OfferTrainingCut(*got.cut, got.checksum, Weights());
+      ++cuts_offered_;
+    }
+    return absl::OkStatus();
+  }
+  // One step boundary: what arrived is taken and applied.
+  absl::Status Step(GossipNode* node) {
+    Received got = node->TakeReceived();
+    return Drain(node, got);
+  }
+  void Publish(GossipNode* node, const NodeOptions& o, uint64_t first, int count) {
+    std::mt19937_64 rng(first * 31 + o.incarnation);
+    for (int k = 0; k < count; ++k) {
+      Message m = MakeMessage(o, first + k, rng);
+      ASSERT_TRUE(codec::ApplyDecoded(m.decoded, &replica_).ok());
+      ASSERT_TRUE(node->Publish(m.update, m.decoded).ok());
+    }
+  }
+  absl::Status Quiesce(GossipNode* node, milliseconds timeout) {
+    node->SetTrainingDone(0);
+    return node->WaitQuiescent(
+        Clock::now() + timeout, [&](Received& r) { return Drain(node, r); },
+        [&]() -> absl::StatusOr<std::string> { return replica_.WeightHash(); });
+  }
+  std::vector<int64_t> Weights() const {
+    return std::vector<int64_t>(replica_.quanta().begin(), replica_.quanta().end());
+  }
+  std::string Hash() const { return replica_.WeightHash(); }
+  int cuts_offered() const { return cuts_offered_; }
+
+ private:
+  codec::FixedPointReplica replica_;
+  int cuts_offered_ = 0;
+};
+
+void NoMirror(int, NodeOptions& o) { o.replica = NodeOptions::Replica::kTrainingThread; }
+
+std::vector<absl::Status> QuiesceWithTrainingReplicas(Nodes& c,
+                                                      std::vector<TrainingReplica>& replicas,
+                                                      milliseconds timeout) {
+  std::vector<absl::Status> results(c.size());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < c.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = replicas[i].Quiesce(c.node(i), timeout); });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+// Nodes without a mirror settle with their training replicas' hash, taken
+// by the training thread in WaitQuiescent: the cluster agrees, and the hash
+// each announces is its training replica's.
+TEST(GossipNode, NodesWithoutAMirrorAgreeWithTheirTrainingReplicasHash) {
+  Nodes c(3, milliseconds(0), NoMirror);
+  std::vector<TrainingReplica> replicas(3, TrainingReplica(InitialWeights()));
+  c.Start();
+  for (int i = 0; i < 3; ++i) replicas[i].Publish(c.node(i), c.options(i), 1, 30);
+  for (const absl::Status& s : QuiesceWithTrainingReplicas(c, replicas, seconds(20))) {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(replicas[i].Hash(), replicas[0].Hash()) << i;
+    EXPECT_EQ(c.node(i)->MirrorHash(), replicas[i].Hash()) << i;  // what it settled with
+    EXPECT_EQ(c.node(i)->counters().updates_applied(), 60u) << i;
+  }
+}
+
+// The training replica is what is compared: one that differs (its node's
+// vector and ledger are right) is reported, never quiescent. With a mirror
+// this went unseen: the mirrors agreed.
+TEST(GossipNode, ADivergedTrainingReplicaIsReportedWithoutAMirror) {
+  Nodes c(2, milliseconds(0), NoMirror);
+  std::vector<int64_t> off_by_one = InitialWeights();
+  off_by_one[123] += 1;
+  std::vector<TrainingReplica> replicas = {TrainingReplica(InitialWeights()),
+                                           TrainingReplica(off_by_one)};
+  c.Start();
+  replicas[0].Publish(c.node(0), c.options(0), 1, 10);
+  replicas[1].Publish(c.node(1), c.options(1), 1, 10);
+  const std::vector<absl::Status> results = QuiesceWithTrainingReplicas(c, replicas, seconds(5));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(results[i].code(), absl::StatusCode::kDataLoss) << i << ": " << results[i];
+    EXPECT_NE(results[i].message().find("replicas diverged"), std::string::npos) << results[i];
+  }
+  EXPECT_NE(std::string(results[0].message()).find(replicas[1].Hash()), std::string::npos);
+}
+
+// A snapshot of a node without a mirror is cut from the training replica at
+// its next step boundary: pending until then, then that replica's weights
+// at the vector it was at; a later ask waits for a later cut.
+TEST(GossipNode, ASnapshotWithoutAMirrorIsTheTrainingReplicaAtAStepBoundary) {
+  Nodes c(2, milliseconds(0), NoMirror);
+  std::vector<TrainingReplica> replicas(2, TrainingReplica(InitialWeights()));
+  c.Start();
+  replicas[0].Publish(c.node(0), c.options(0), 1, 5);
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 5; }));
+  const auto asked = Clock::now();
+  EXPECT_TRUE(c.node(1)->TakeSnapshot(/*with_weights=*/true, asked).pending);
+  // Header-only answers need no cut.
+  const GossipNode::Snapshot header = c.node(1)->TakeSnapshot(/*with_weights=*/false, asked);
+  EXPECT_FALSE(header.pending);
+  EXPECT_EQ(SeqOf(header.applied, {"n0", 1000}), 5u);
+  ASSERT_TRUE(replicas[1].Step(c.node(1)).ok());
+  EXPECT_EQ(replicas[1].cuts_offered(), 1);
+  const GossipNode::Snapshot snap = c.node(1)->TakeSnapshot(/*with_weights=*/true, asked);
+  ASSERT_FALSE(snap.pending);
+  EXPECT_EQ(snap.weights, replicas[1].Weights());
+  EXPECT_EQ(SeqOf(snap.applied, {"n0", 1000}), 5u);
+  EXPECT_EQ(snap.checksum, c.node(1)->weight_checksum().Of(snap.weights));
+  EXPECT_NE(snap.weights, InitialWeights());
+  // The next step offers nothing more unless asked again.
+  ASSERT_TRUE(replicas[1].Step(c.node(1)).ok());
+  EXPECT_EQ(replicas[1].cuts_offered(), 1);
+  EXPECT_TRUE(c.node(1)->TakeSnapshot(true, Clock::now() + milliseconds(1)).pending);
+}
+
+// A snapshot installed on a node without a mirror goes to the training
+// thread as its weights, followed by the log's messages beyond its cut (our
+// own): the training replica ends where it was, with the snapshot's vector.
+TEST(GossipNode, ASnapshotInstalledWithoutAMirrorIsReplayedByTheTrainingThread) {
+  Nodes c(1, milliseconds(0), NoMirror);
+  TrainingReplica replica(InitialWeights());
+  replica.Publish(c.node(0), c.options(0), 1, 3);
+  ASSERT_TRUE(replica.Step(c.node(0)).ok());
+  const std::vector<int64_t> before = replica.Weights();
+  // The replica after seq 1 only, as a peer would serve it.
+  TrainingReplica at_one(InitialWeights());
+  {
+    std::mt19937_64 rng(1 * 31 + c.options(0).incarnation);
+    Message m = MakeMessage(c.options(0), 1, rng);
+    codec::FixedPointReplica r = *codec::FixedPointReplica::Create(kParams, kFractionBits);
+    ASSERT_TRUE(r.Load(InitialWeights()).ok());
+    ASSERT_TRUE(codec::ApplyDecoded(m.decoded, &r).ok());
+    Received load;
+    load.replace_weights.emplace(r.quanta().begin(), r.quanta().end());
+    ASSERT_TRUE(at_one.Drain(c.node(0), load).ok());
+  }
+  const std::vector<int64_t> snapshot = at_one.Weights();
+  ASSERT_TRUE(c.node(0)
+                  ->InstallSnapshot(snapshot, {{{"n0", 1000}, 1}},
+                                    c.node(0)->weight_checksum().Of(snapshot), "peer")
+                  .ok());
+  Received got = c.node(0)->TakeReceived();
+  ASSERT_TRUE(got.replace_weights.has_value());
+  EXPECT_EQ(*got.replace_weights, snapshot);
+  EXPECT_EQ(got.updates.size(), 2u);  // seqs 2 and 3, ours, from the log
+  ASSERT_TRUE(replica.Drain(c.node(0), got).ok());
+  EXPECT_EQ(replica.Weights(), before);
+  EXPECT_EQ(SeqOf(c.node(0)->Applied(), {"n0", 1000}), 3u);
+  EXPECT_EQ(got.checksum, c.node(0)->weight_checksum().Of(before));
 }
 
 // A member that gives no address could be reached by one node only and stay

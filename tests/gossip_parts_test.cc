@@ -313,6 +313,16 @@ TEST(Quiescence, TheSettlementHashesOnlyAtANewVector) {
   EXPECT_FALSE(s.SettledAt(v2));
   EXPECT_TRUE(s.Record(true, v2, hash));  // settled again: taken again
   EXPECT_EQ(hashed, 3);
+  // A hash not there yet (the training replica's, hashed on its own
+  // thread): not settled, and asked again at the next tick.
+  const VersionMap v3 = {{kA, 7}};
+  auto not_yet = [] { return std::optional<std::string>(); };
+  EXPECT_FALSE(s.Record(true, v3, not_yet));
+  EXPECT_FALSE(s.settled());
+  EXPECT_FALSE(s.SettledAt(v3));
+  EXPECT_TRUE(s.Record(true, v3, hash));
+  EXPECT_TRUE(s.SettledAt(v3));
+  EXPECT_EQ(s.hash(), "h4");
 }
 
 // A member that said "settled at your vector with your hash" and then went
@@ -1199,6 +1209,67 @@ TEST(AppliedReplica, AppliesOnlyTheNextMessageAndInstallsAllOrNothing) {
   EXPECT_TRUE(untouched.applied().empty());
   EXPECT_EQ(weights(untouched), t::InitialWeights());
   EXPECT_EQ(untouched.checksum(), initial);
+}
+
+// Without a mirror (a worker's node: the training replica is the only one)
+// the vector and the ledger move as with one, and a snapshot's replay hands
+// back the replayed messages: the snapshot's weights plus those, applied in
+// that order, are the replica a mirror would have installed.
+TEST(AppliedReplica, WithoutAMirrorTheReplayIsHandedToTheTrainingReplica) {
+  namespace t = ::reckon::server::testing;
+  const codec::WeightChecksum checksum(t::Fingerprint().seed());
+  codec::FixedPointReplica kept = *codec::FixedPointReplica::Create(t::kParams, t::kFractionBits);
+  ASSERT_TRUE(kept.Load(t::InitialWeights()).ok());
+  AppliedReplica with(std::move(kept), checksum);
+  AppliedReplica without(t::kParams, checksum.Of(t::InitialWeights()));
+  EXPECT_FALSE(without.has_mirror());
+  EXPECT_EQ(without.checksum(), with.checksum());
+  const NodeOptions a = t::Options(0, 1);
+  const OriginKey origin{a.node_id, a.incarnation};
+  std::mt19937_64 rng(4);
+  std::vector<t::Message> m;
+  for (uint64_t seq = 1; seq <= 3; ++seq) m.push_back(t::MakeMessage(a, seq, rng));
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    ASSERT_TRUE(with.Apply(origin, seq, m[seq - 1].update.checksum_delta(), m[seq - 1].decoded).ok());
+    ASSERT_TRUE(
+        without.Apply(origin, seq, m[seq - 1].update.checksum_delta(), m[seq - 1].decoded).ok());
+  }
+  EXPECT_EQ(without.applied(), with.applied());
+  EXPECT_EQ(without.checksum(), with.checksum());
+  EXPECT_EQ(without.Apply(origin, 5, 0, m[0].decoded).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // The snapshot at seq 1 (as the mirror had it), seqs 2 and 3 in the log.
+  codec::FixedPointReplica at_one = *codec::FixedPointReplica::Create(t::kParams, t::kFractionBits);
+  ASSERT_TRUE(at_one.Load(t::InitialWeights()).ok());
+  ASSERT_TRUE(codec::ApplyDecoded(m[0].decoded, &at_one).ok());
+  const std::vector<int64_t> snapshot(at_one.quanta().begin(), at_one.quanta().end());
+  MessageLog log(size_t{1} << 20, std::chrono::seconds(1));
+  for (uint64_t seq = 2; seq <= 3; ++seq) {
+    auto frame = std::make_shared<v1::GossipFrame>();
+    *frame->mutable_update() = m[seq - 1].update;
+    log.Add(origin, frame, Clock::now());
+  }
+  const VersionMap cut = {{origin, 1}};
+  AppliedReplica joined(t::kParams, checksum.Of(t::InitialWeights()));
+  // Without a mirror the replay must go somewhere.
+  EXPECT_FALSE(joined.Install(snapshot, cut, checksum.Of(snapshot), log).ok());
+  std::vector<std::shared_ptr<const codec::DecodedUpdate>> replayed;
+  ASSERT_TRUE(joined.Install(snapshot, cut, checksum.Of(snapshot), log, &replayed).ok());
+  EXPECT_EQ(joined.applied(), with.applied());
+  EXPECT_EQ(joined.checksum(), with.checksum());
+  ASSERT_EQ(replayed.size(), 2u);
+  for (const auto& decoded : replayed) ASSERT_TRUE(codec::ApplyDecoded(*decoded, &at_one).ok());
+  EXPECT_EQ(std::vector<int64_t>(at_one.quanta().begin(), at_one.quanta().end()),
+            std::vector<int64_t>(with.mirror().quanta().begin(), with.mirror().quanta().end()));
+
+  // Weights of another size: refused, nothing changed.
+  replayed.clear();
+  AppliedReplica untouched(t::kParams, checksum.Of(t::InitialWeights()));
+  EXPECT_EQ(untouched.Install(std::vector<int64_t>(10), cut, 0, log, &replayed).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(untouched.applied().empty());
+  EXPECT_TRUE(replayed.empty());
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -33,6 +35,116 @@ bool Eventually(const std::function<bool()>& done) {
 // does not answer is not fatal: the step goes on, and the next attempt goes
 // to another live member. (Seen with 64 members on two cores: the source was
 // too busy to answer, and the worker exited 1.)
+// A worker alone on loopback with a CPU backend of the 8,4,2 model (its
+// checks off: a test steps it).
+struct LoneWorker {
+  explicit LoneWorker(std::chrono::milliseconds training_cut_wait = std::chrono::seconds(20)) {
+    config.shape = *model::ModelShape::Parse("8,4,2", "relu");
+    config.threads = 1;
+    o.node.node_id = "w0";
+    o.node.incarnation = 1;
+    o.node.fingerprint.set_model(config.shape.ToString());
+    o.node.fingerprint.set_param_count(config.shape.param_count());
+    o.node.fingerprint.set_fraction_bits(config.fraction_bits);
+    o.node.fingerprint.set_codec(v1::CODEC_THRESHOLD_RICE);
+    o.node.fingerprint.set_seed(1);
+    o.node.fingerprint.set_protocol_version(1);
+    o.listen = "127.0.0.1:0";
+    o.check_interval = std::chrono::milliseconds(0);
+    o.transport.training_cut_wait = training_cut_wait;
+    initial = *model::InitialWeights(config.shape, config.fraction_bits, 1);
+    absl::StatusOr<std::unique_ptr<GossipPeers>> made =
+        GossipPeers::Create(o, initial, config.fraction_bits, log);
+    EXPECT_TRUE(made.ok()) << made.status();
+    peers = *std::move(made);
+    backend = *cpu::MakeCpuBackend(config);
+    EXPECT_TRUE(backend->LoadWeights(initial).ok());
+  }
+  // What a joiner asks of it: the whole snapshot.
+  absl::StatusOr<server::FetchedSnapshot> Fetch() const {
+    v1::SnapshotRequest request;
+    *request.mutable_fingerprint() = o.node.fingerprint;
+    request.mutable_requester()->set_node_id("joiner");
+    request.mutable_requester()->set_incarnation(5);
+    return server::FetchSnapshot(peers->address(), request, config.shape.param_count(),
+                                 std::chrono::seconds(30));
+  }
+
+  model::BackendConfig config;
+  PeerOptions o;
+  std::vector<int64_t> initial;
+  std::ostringstream log;
+  std::unique_ptr<GossipPeers> peers;
+  std::unique_ptr<model::Backend> backend;
+};
+
+// A worker's node keeps no mirror: a snapshot it serves over gRPC is its
+// training replica, cut at the training thread's next step boundary, and
+// checked against the messages' checksum before it is sent (a replica that
+// fails is never handed on). Without a step boundary within the cut wait
+// the call ends UNAVAILABLE, saying why.
+TEST(GossipPeers, ASnapshotIsCutFromTheTrainingReplicaAtAStepBoundary) {
+  LoneWorker w(std::chrono::milliseconds(600));
+  ASSERT_NE(w.peers, nullptr);
+  std::atomic<bool> stepping{true};
+  std::thread training([&] {
+    while (stepping.load()) {
+      EXPECT_TRUE(w.peers->BeforeStep(*w.backend, 0).ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  absl::StatusOr<server::FetchedSnapshot> got = w.Fetch();
+  ASSERT_TRUE(got.ok()) << got.status() << "\n" << w.log.str();
+  EXPECT_EQ(got->weights, *w.backend->ReadWeights());
+  EXPECT_EQ(got->header.checksum(), w.peers->node()->weight_checksum().Of(w.initial));
+  stepping = false;
+  training.join();
+
+  // No step boundary: refused once the cut wait is over.
+  const auto start = std::chrono::steady_clock::now();
+  got = w.Fetch();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+  EXPECT_NE(got.status().message().find("did not cut its replica within 600 ms"),
+            std::string::npos)
+      << got.status();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+
+  // A training replica that is not what its messages say is not served.
+  std::vector<int64_t> corrupt = w.initial;
+  corrupt[3] += 1;
+  ASSERT_TRUE(w.backend->LoadWeights(corrupt).ok());
+  stepping = true;
+  std::thread corrupted([&] {
+    while (stepping.load()) {
+      (void)w.peers->BeforeStep(*w.backend, 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  got = w.Fetch();
+  stepping = false;
+  corrupted.join();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
+  EXPECT_EQ(w.peers->node()->counters().replica_check_failures(), 1u);
+}
+
+// The node keeps no mirror to see a weight wrap past the int64 range: the
+// training replica's are counted into its weights_wrapped (and said once).
+TEST(GossipPeers, WeightsThatWrapInTheTrainingReplicaAreCountedByTheNode) {
+  LoneWorker w;
+  ASSERT_NE(w.peers, nullptr);
+  std::vector<int64_t> near_the_top = w.initial;
+  near_the_top[0] = std::numeric_limits<int64_t>::max();
+  ASSERT_TRUE(w.backend->LoadWeights(near_the_top).ok());
+  ASSERT_TRUE(w.backend->ApplyUpdates(int64_t{1} << 24, std::vector<uint32_t>{0}).ok());
+  EXPECT_EQ(w.backend->WeightsWrapped(), 1u);
+  ASSERT_TRUE(w.peers->BeforeStep(*w.backend, 0).ok());
+  EXPECT_EQ(w.peers->node()->counters().weights_wrapped(), 1u);
+  ASSERT_TRUE(w.peers->BeforeStep(*w.backend, 1).ok());  // counted once
+  EXPECT_EQ(w.peers->node()->counters().weights_wrapped(), 1u);
+  EXPECT_NE(w.log.str().find("1 weight additions passed the int64 range"), std::string::npos)
+      << w.log.str();
+}
+
 TEST(GossipPeers, ARejoinWhoseSourceDoesNotAnswerIsTriedElsewhere) {
   model::BackendConfig config;
   config.shape = *model::ModelShape::Parse("8,4,2", "relu");
@@ -98,7 +210,7 @@ class MadeUpSnapshotSource final : public server::NodeService {
     return absl::OkStatus();
   }
   absl::Status CheckToken(const std::string&) const override { return absl::OkStatus(); }
-  Snapshot TakeSnapshot(bool with_weights) override {
+  Snapshot TakeSnapshot(bool with_weights, server::Clock::time_point) override {
     Snapshot s{applied_, checksum_.Of(weights_), {}};
     if (with_weights) s.weights = weights_;
     return s;
@@ -201,9 +313,13 @@ TEST(GossipPeers, AFirstJoinIsWitnessedByTheOtherSeeds) {
       JoinerOptions({liar_served.address, honest.address, other_served.address}),
       t::InitialWeights(), t::kFractionBits, log);
   ASSERT_TRUE(joiner.ok()) << joiner.status() << "\n" << log.str();
-  const server::GossipNode::Snapshot joined = (*joiner)->node()->TakeSnapshot(true);
-  EXPECT_EQ(joined.weights, honest.truth.weights) << log.str();
-  EXPECT_EQ(joined.applied, honest.truth.applied);
+  // The worker's node keeps no mirror: what it installed waits for the
+  // training thread.
+  server::Received joined = (*joiner)->node()->TakeReceived();
+  ASSERT_TRUE(joined.replace_weights.has_value()) << log.str();
+  EXPECT_EQ(*joined.replace_weights, honest.truth.weights) << log.str();
+  EXPECT_TRUE(joined.updates.empty());
+  EXPECT_EQ((*joiner)->node()->Applied(), honest.truth.applied);
   EXPECT_NE(log.str().find(absl::StrCat("snapshot from ", liar_served.address, " NOT INSTALLED")),
             std::string::npos)
       << log.str();

@@ -74,7 +74,7 @@ class StandInNode final : public NodeService {
     if (token == "the token") return absl::OkStatus();
     return absl::PermissionDeniedError("cluster token does not match");
   }
-  Snapshot TakeSnapshot(bool with_weights) override {
+  Snapshot TakeSnapshot(bool with_weights, Clock::time_point) override {
     Snapshot s{Applied(), checksum_.Of(weights_), {}};
     if (with_weights) s.weights = weights_;
     return s;

@@ -106,5 +106,40 @@ TEST(TrainingHandoff, StepsAndDoneAreWhatTheTrainingThreadLastSaid) {
   EXPECT_EQ(handoff.local_steps(), 12u);
 }
 
+// Where the node keeps no mirror: a wanted cut is said by every Take until
+// one is offered; a cut serves what was asked before it was made, and is let
+// go; a hash is the training replica's at exactly the vector it was taken at.
+TEST(TrainingHandoff, ACutIsWantedUntilOfferedAndServesWhatWasAskedBeforeIt) {
+  using std::chrono::milliseconds;
+  TrainingHandoff handoff;
+  EXPECT_FALSE(handoff.Take(1).weights_wanted);
+  const auto asked = std::chrono::steady_clock::now();
+  EXPECT_EQ(handoff.CutSince(asked), nullptr);
+  handoff.WantWeights();
+  EXPECT_TRUE(handoff.Take(1).weights_wanted);
+  EXPECT_TRUE(handoff.Take(1).weights_wanted);  // until offered
+  VersionMap at;
+  at[OriginKey{"a", 1}] = 3;
+  handoff.OfferWeights(std::make_shared<TrainingCut>(TrainingCut{at, 42, {1, 2}, asked}));
+  EXPECT_FALSE(handoff.Take(1).weights_wanted);
+  ASSERT_NE(handoff.CutSince(asked), nullptr);
+  EXPECT_EQ(handoff.CutSince(asked)->weights, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(handoff.CutSince(asked + milliseconds(1)), nullptr);  // asked after it was made
+  handoff.DropCut(asked);                                         // not older than that: kept
+  EXPECT_NE(handoff.CutSince(asked), nullptr);
+  handoff.DropCut(asked + milliseconds(1));
+  EXPECT_EQ(handoff.CutSince(asked), nullptr);
+
+  EXPECT_FALSE(handoff.hash_wanted());
+  handoff.WantHash();
+  EXPECT_TRUE(handoff.hash_wanted());
+  handoff.RecordHash(at, "abc");
+  EXPECT_FALSE(handoff.hash_wanted());
+  EXPECT_EQ(handoff.HashAt(at), "abc");
+  VersionMap later = at;
+  later[OriginKey{"a", 1}] = 4;
+  EXPECT_EQ(handoff.HashAt(later), std::nullopt);
+}
+
 }  // namespace
 }  // namespace reckon::server

@@ -100,6 +100,10 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
     if (seed != advertise) seeds.push_back(seed);
   }
   options.node.seeds = seeds;
+  // The training replica is the only one: the node keeps no mirror to apply
+  // every message to a second time (docs/architecture.md "The receive
+  // path"); it asks this worker's training thread for cuts and hashes.
+  options.node.replica = server::NodeOptions::Replica::kTrainingThread;
 
   RECKON_ASSIGN_OR_RETURN(peers->node_,
                           server::GossipNode::Create(options.node, initial, fraction_bits));
@@ -427,11 +431,30 @@ absl::Status GossipPeers::Apply(model::Backend& backend, server::Received& recei
   batch.reserve(received.updates.size());
   for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words, u->quanta});
   RECKON_RETURN_IF_ERROR(backend.ApplyUpdateBatch(batch));
+  // The node keeps no mirror: the wraps are the training replica's to see
+  // (our own messages' included, as the node counted them).
+  if (const uint64_t wrapped = backend.WeightsWrapped(); wrapped > wrapped_counted_) {
+    node_->Count(v1::NodeCounters::kWeightsWrappedFieldNumber, wrapped - wrapped_counted_);
+    if (wrapped_counted_ == 0 || wrapped / 1000 != wrapped_counted_ / 1000) {  // not a flood
+      *log_ << "reckon-worker: " << wrapped - wrapped_counted_
+            << " weight additions passed the int64 range and wrapped (" << wrapped
+            << " so far): a member sent a step no training makes\n"
+            << std::flush;
+    }
+    wrapped_counted_ = wrapped;
+  }
   if (options_.metrics != nullptr) {
     const auto now = server::Clock::now();
     for (const auto& accepted : received.accepted_at) {
       options_.metrics->OnApplied(std::chrono::duration<double>(now - accepted).count());
     }
+  }
+  if (received.weights_wanted) {
+    // A snapshot waits for this replica: at a step boundary, it is at the
+    // cut the node gave with what was just applied (one copy; on a GPU one
+    // copy off the device).
+    RECKON_ASSIGN_OR_RETURN(std::vector<int64_t> weights, backend.ReadWeights());
+    node_->OfferTrainingCut(*std::move(received.cut), received.checksum, std::move(weights));
   }
   return absl::OkStatus();
 }
@@ -532,15 +555,20 @@ absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
       return s;
     }
   }
-  return CheckBackendIsMirror(backend);
+  return CheckReplicaAtQuiescence(backend);
 }
 
-absl::Status GossipPeers::CheckBackendIsMirror(model::Backend& backend) {
-  const std::string mirror = node_->MirrorHash();
-  RECKON_ASSIGN_OR_RETURN(const std::string ours, backend.WeightHash());
-  if (ours != mirror) {
-    return absl::InternalError(
-        absl::StrCat("backend replica ", ours, " differs from the node's mirror ", mirror));
+absl::Status GossipPeers::CheckReplicaAtQuiescence(model::Backend& backend) {
+  // Quiescent: nothing left to take, so the replica is at the node's vector
+  // and must have the checksum its messages give (the node settled with
+  // this replica's own hash: the checksum is the independent check).
+  server::Received rest = node_->TakeReceived();
+  RECKON_RETURN_IF_ERROR(Apply(backend, rest));
+  RECKON_ASSIGN_OR_RETURN(const uint64_t measured, backend.Checksum(node_->weight_checksum()));
+  if (measured != rest.checksum) {
+    return absl::InternalError(absl::StrCat("the replica has checksum ", codec::ChecksumHex(measured),
+                                            " but the messages it applied give ",
+                                            codec::ChecksumHex(rest.checksum)));
   }
   return absl::OkStatus();
 }
@@ -548,7 +576,9 @@ absl::Status GossipPeers::CheckBackendIsMirror(model::Backend& backend) {
 absl::Status GossipPeers::ApplyUntilQuiescent(model::Backend& backend,
                                               server::Clock::time_point until) {
   RECKON_RETURN_IF_ERROR(ResyncIfAsked());
-  return node_->WaitQuiescent(until, [&](server::Received& r) { return Apply(backend, r); });
+  return node_->WaitQuiescent(
+      until, [&](server::Received& r) { return Apply(backend, r); },
+      [&] { return backend.WeightHash(); });
 }
 
 absl::Status GossipPeers::Serve(model::Backend& backend, const std::atomic<bool>& stop,
@@ -562,7 +592,7 @@ absl::Status GossipPeers::Serve(model::Backend& backend, const std::atomic<bool>
     if (s.ok()) {
       if (server::VersionMap now = node_->Applied(); now != agreed) {
         // Agreed again, at another vector: the caller reports it.
-        RECKON_RETURN_IF_ERROR(CheckBackendIsMirror(backend));
+        RECKON_RETURN_IF_ERROR(CheckReplicaAtQuiescence(backend));
         agreed = std::move(now);
         RECKON_RETURN_IF_ERROR(on_agreement());
       }

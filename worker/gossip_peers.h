@@ -110,9 +110,9 @@ class GossipPeers final : public TrainingPeers {
  private:
   GossipPeers() = default;
   absl::Status Apply(model::Backend& backend, server::Received& received);
-  // OK when the backend's replica hashes as the node's mirror (it applied
-  // exactly what the mirror holds); kInternal naming both hashes otherwise.
-  absl::Status CheckBackendIsMirror(model::Backend& backend);
+  // At quiescence: OK when the backend's replica has the checksum the
+  // messages it applied give; kInternal naming both otherwise.
+  absl::Status CheckReplicaAtQuiescence(model::Backend& backend);
   // Calls `wait` (a node wait with a deadline; true: go on) until it says go
   // on, applying what arrives between calls.
   bool Stopped() const { return options_.stop != nullptr && options_.stop->load(); }
@@ -185,6 +185,8 @@ class GossipPeers final : public TrainingPeers {
   std::unique_ptr<server::GossipNode> node_;
   std::ostream* log_ = nullptr;
   server::Clock::time_point next_check_{};
+  // Backend::WeightsWrapped as last counted into the node's weights_wrapped.
+  uint64_t wrapped_counted_ = 0;
 };
 
 }  // namespace reckon::worker
