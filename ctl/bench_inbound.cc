@@ -16,7 +16,9 @@
 // batch validated off the lock on 1, 2 and every core's threads, the mirror
 // quanta-only and applied with prefetching; `worker`, as `after` with no
 // mirror at all (NodeOptions::Replica::kTrainingThread, a worker's node:
-// the drain's replica is the only one, checked against the node's ledger).
+// the drain's replica is the only one, checked against the node's ledger);
+// `gpu-host`, a worker's node whose drain takes and applies nothing, as a
+// GPU worker's host (its apply runs on the device): the node's CPU alone.
 //
 // Then the training thread's side (--train-steps): the CPU backend trains
 // the default model (784,512,512,10, batch 100, threshold codec) alone, and
@@ -75,12 +77,16 @@ struct Size {
 };
 
 struct Path {
-  const char* name;  // "before", "after", "worker"
+  const char* name;  // "before", "after", "worker", "gpu-host"
   server::NodeOptions::ReceivePath receive_path;
   int threads;
   // "worker": the node keeps no mirror (NodeOptions::Replica::
   // kTrainingThread), as a worker's does: the drain's replica is the only one.
   server::NodeOptions::Replica replica = server::NodeOptions::Replica::kMirror;
+  // False: the drain takes what the node accepted and applies none of it,
+  // as a GPU worker's host does (its apply runs on the device): what is
+  // measured is the node's own CPU.
+  bool drain_applies = true;
 };
 
 struct Figures {
@@ -281,7 +287,9 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
     while (drained < expected && !done.load()) {
       server::Received got = node->TakeReceived(false);
       for (const auto& update : got.updates) {
-        if (absl::Status s = codec::ApplyDecoded(*update, &replica); !s.ok()) drain_status = s;
+        if (path.drain_applies) {
+          if (absl::Status s = codec::ApplyDecoded(*update, &replica); !s.ok()) drain_status = s;
+        }
         ++drained;
       }
       ledger_checksum = got.checksum;
@@ -325,12 +333,12 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
     return absl::DeadlineExceededError(
         absl::StrCat("the node accepted ", applied, " of ", expected, " messages in 5 minutes"));
   }
-  if (drain_checksum != ledger_checksum) {
+  if (path.drain_applies && drain_checksum != ledger_checksum) {
     return absl::DataLossError(absl::StrCat("the drain's replica has checksum ", drain_checksum,
                                             " but the ", expected, " messages it applied give ",
                                             ledger_checksum));
   }
-  if (mirror_hash != drain_hash) {
+  if (path.drain_applies && mirror_hash != drain_hash) {
     return absl::DataLossError(absl::StrCat("the node's mirror (", mirror_hash,
                                             ") is not the replica the drain applied the same ",
                                             expected, " messages to (", drain_hash, ")"));
@@ -349,6 +357,8 @@ void Print(const Figures& f, bool json, std::ostream& out) {
                       {"message_bytes", f.message_bytes},
                       {"path", f.path.name},
                       {"threads", f.path.threads},
+                      {"node_mirror", f.path.replica == server::NodeOptions::Replica::kMirror},
+                      {"drain", f.path.drain_applies ? "cpu-apply" : "take-only"},
                       {"origins", f.origins},
                       {"messages_per_origin", f.messages},
                       {"updates_per_s", f.updates_per_s()},
@@ -361,7 +371,7 @@ void Print(const Figures& f, bool json, std::ostream& out) {
     return;
   }
   out << absl::StrFormat(
-      "  %-8s %8llu %12llu %10.0f  %-6s %7d %8.1f %10.3g %10.3f ms %16.3f ms %11.3f ms\n",
+      "  %-8s %8llu %12llu %10.0f  %-8s %7d %8.1f %10.3g %10.3f ms %16.3f ms %11.3f ms\n",
       f.size.name, static_cast<unsigned long long>(f.size.params),
       static_cast<unsigned long long>(f.size.updates), f.message_bytes, f.path.name, f.path.threads,
       f.messages_per_s(), f.updates_per_s(), f.node_cpu_ms_per_message,
@@ -582,9 +592,12 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
                              {"after", ReceivePath::kParallel, 1},
                              {"after", ReceivePath::kParallel, 2}};
   if (cores > 2) paths.push_back({"after", ReceivePath::kParallel, cores});
-  paths.push_back({"worker", ReceivePath::kParallel, 1, kNoMirror});
-  paths.push_back({"worker", ReceivePath::kParallel, 2, kNoMirror});
-  if (cores > 2) paths.push_back({"worker", ReceivePath::kParallel, cores, kNoMirror});
+  for (bool applies : {true, false}) {
+    const char* name = applies ? "worker" : "gpu-host";
+    paths.push_back({name, ReceivePath::kParallel, 1, kNoMirror, applies});
+    paths.push_back({name, ReceivePath::kParallel, 2, kNoMirror, applies});
+    if (cores > 2) paths.push_back({name, ReceivePath::kParallel, cores, kNoMirror, applies});
+  }
   if (!json) {
     out << absl::StrFormat(
         "One node taking in %d origins' messages (%d each) over gRPC on loopback. before: the node "
@@ -593,8 +606,9 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
         "stripes "
         "on those threads; the node's mirror checked against the drain's replica; worker: as "
         "after, with no mirror (a worker's node: the drain's replica is the only one, checked "
-        "against the node's ledger)\n"
-        "  size       params  updates/msg  msg bytes  path   threads    msg/s  updates/s  "
+        "against the node's ledger); gpu-host: a worker's node whose drain applies nothing (a "
+        "GPU worker's host: its apply runs on the device)\n"
+        "  size       params  updates/msg  msg bytes  path     threads    msg/s  updates/s  "
         "node CPU/msg  validation CPU/msg  drain CPU/msg\n",
         origins, messages);
   }

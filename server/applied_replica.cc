@@ -52,8 +52,8 @@ absl::Status AppliedReplica::Install(
     previous.assign(mirror_->quanta().begin(), mirror_->quanta().end());
     if (absl::Status s = mirror_->Load(weights); !s.ok()) return s;
   } else if (weights.size() != param_count_) {
-    return absl::InvalidArgumentError(absl::StrCat("a snapshot of ", weights.size(),
-                                                   " weights for a model of ", param_count_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a snapshot of ", weights.size(), " weights for a model of ", param_count_));
   }
   std::vector<std::shared_ptr<const codec::DecodedUpdate>> replay;
   ChecksumLedger ledger;

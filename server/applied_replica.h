@@ -36,7 +36,7 @@ namespace reckon::server {
 class AppliedReplica {
  public:
   // `mirror`: the initial weights, no message applied. `checksum` measures
-  // weights (the cluster's seed) and must outlive this. `prefetch`: how
+  // weights (the cluster's seed): the initial ones' is the ledger's start. `prefetch`: how
   // messages are applied (kOff only for the benchmark's "before" path).
   using Prefetch = codec::FixedPointReplica::Prefetch;
   AppliedReplica(codec::FixedPointReplica mirror, const codec::WeightChecksum& checksum,
@@ -73,9 +73,10 @@ class AppliedReplica {
   // `weights` are not kept (the caller hands them to the training thread)
   // and `replayed` (not null then) gets the replayed messages, decoded, in
   // the order they apply after the weights.
-  absl::Status Install(std::span<const int64_t> weights, const VersionMap& cut, uint64_t checksum,
-                       const MessageLog& log,
-                       std::vector<std::shared_ptr<const codec::DecodedUpdate>>* replayed = nullptr);
+  absl::Status Install(
+      std::span<const int64_t> weights, const VersionMap& cut, uint64_t checksum,
+      const MessageLog& log,
+      std::vector<std::shared_ptr<const codec::DecodedUpdate>>* replayed = nullptr);
 
  private:
   std::optional<codec::FixedPointReplica> mirror_;

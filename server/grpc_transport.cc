@@ -201,10 +201,9 @@ class GrpcService final : public v1::Gossip::CallbackService {
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("busy: ", kMaxCutsInFlight, " snapshots being served; ask another peer")));
     }
-    auto* writer =
-        new SnapshotWriter(*request, &cuts_, live_, cuts ? cuts_in_flight_ : nullptr, &deadlines_,
-                           ctx, Clock::now() + snapshot_deadline_, snapshot_chunk_bytes_,
-                           training_cut_wait_);
+    auto* writer = new SnapshotWriter(*request, &cuts_, live_, cuts ? cuts_in_flight_ : nullptr,
+                                      &deadlines_, ctx, Clock::now() + snapshot_deadline_,
+                                      snapshot_chunk_bytes_, training_cut_wait_);
     if (!worker_.Post([this, writer, node] {
           if (writer->Start(node) == SnapshotWriter::Progress::kWaiting) waiting_.push_back(writer);
         })) {
@@ -287,10 +286,9 @@ absl::StatusOr<std::unique_ptr<GossipServer>> GossipServer::Start(const std::str
                                                                   int* bound_port) {
   std::unique_ptr<GossipServer> server(new GossipServer());
   server->options_ = options;
-  server->service_ = std::make_unique<GrpcService>(server->live_streams_, options.tls.enabled(),
-                                                   options.snapshot_deadline,
-                                                   SnapshotChunkBytes(options.max_message_bytes),
-                                                   options.training_cut_wait);
+  server->service_ = std::make_unique<GrpcService>(
+      server->live_streams_, options.tls.enabled(), options.snapshot_deadline,
+      SnapshotChunkBytes(options.max_message_bytes), options.training_cut_wait);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, MakeServerCredentials(options.tls), bound_port);
   builder.RegisterService(server->service_.get());

@@ -54,27 +54,29 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
     return absl::InvalidArgumentError(
         absl::StrCat("node id '", options.node_id, "' must be 1-63 characters of [A-Za-z0-9._-]"));
   }
-  // The node never reads the float copy: on the parallel path it keeps none.
-  const bool serial = options.receive_path == NodeOptions::ReceivePath::kSerial;
-  absl::StatusOr<codec::FixedPointReplica> mirror =
-      codec::FixedPointReplica::Create(options.replica == NodeOptions::Replica::kMirror
-                                           ? initial.size()
-                                           : 0,  // only fraction_bits is checked
-                                       fraction_bits,
-                                       serial ? codec::FixedPointReplica::FloatCopy::kKept
-                                              : codec::FixedPointReplica::FloatCopy::kNone);
-  if (!mirror.ok()) return mirror.status();
   if (initial.size() > codec::kMaxParamCount) {
-    return absl::InvalidArgumentError(absl::StrCat("param_count ", initial.size(), " exceeds 2^31"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("param_count ", initial.size(), " exceeds 2^31"));
   }
+  const codec::WeightChecksum checksum(options.fingerprint.seed());
   std::optional<AppliedReplica> replica;
   if (options.replica == NodeOptions::Replica::kMirror) {
-    absl::Status s = mirror->Load(initial);
-    if (!s.ok()) return s;
-    replica.emplace(*std::move(mirror), codec::WeightChecksum(options.fingerprint.seed()),
+    // The node never reads the float copy: on the parallel path it keeps none.
+    const bool serial = options.receive_path == NodeOptions::ReceivePath::kSerial;
+    absl::StatusOr<codec::FixedPointReplica> mirror =
+        codec::FixedPointReplica::Create(initial.size(), fraction_bits,
+                                         serial ? codec::FixedPointReplica::FloatCopy::kKept
+                                                : codec::FixedPointReplica::FloatCopy::kNone);
+    if (!mirror.ok()) return mirror.status();
+    if (absl::Status s = mirror->Load(initial); !s.ok()) return s;
+    replica.emplace(*std::move(mirror), checksum,
                     serial ? AppliedReplica::Prefetch::kOff : AppliedReplica::Prefetch::kOn);
   } else {
-    replica.emplace(initial.size(), codec::WeightChecksum(options.fingerprint.seed()).Of(initial));
+    // Checked as a mirror's would be: the cluster's fraction bits.
+    if (absl::Status s = codec::FixedPointReplica::Create(0, fraction_bits).status(); !s.ok()) {
+      return s;
+    }
+    replica.emplace(initial.size(), checksum.Of(initial));
   }
   std::unique_ptr<UpdateSigner> signer;
   if (options.tls.enabled()) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-
 #include "codec/fixed_point.h"
 #include "codec/weight_checksum.h"
 
@@ -65,10 +64,11 @@ SnapshotWriter::Progress SnapshotWriter::Start(NodeService* node) {
       }
       if (Clock::now() - asked_at_ < cut_wait_) return Progress::kWaiting;
       node->Count(v1::NodeCounters::kSnapshotsExpiredFieldNumber);
-      Finish(grpc::Status(
-          grpc::StatusCode::UNAVAILABLE,
-          absl::StrCat("this worker's training thread did not cut its replica within ",
-                       cut_wait_.count(), " ms (evaluating, re-joining or leaving); ask another peer")));
+      Finish(
+          grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                       absl::StrCat("this worker's training thread did not cut its replica within ",
+                                    cut_wait_.count(),
+                                    " ms (evaluating, re-joining or leaving); ask another peer")));
       return Progress::kStarted;
     }
   }

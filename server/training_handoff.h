@@ -80,8 +80,8 @@ class TrainingHandoff {
   std::shared_ptr<const TrainingCut> CutSince(std::chrono::steady_clock::time_point since) const;
   // Lets go of a cut made before `before` (or of any, by default: after a
   // re-join, it is of a replica that is gone).
-  void DropCut(std::chrono::steady_clock::time_point before =
-                   std::chrono::steady_clock::time_point::max());
+  void DropCut(
+      std::chrono::steady_clock::time_point before = std::chrono::steady_clock::time_point::max());
   // The training replica's SHA-256 at a vector, for quiescence: asked by
   // the node when it settles, given by the training thread.
   void WantHash() { hash_wanted_ = true; }

@@ -1230,7 +1230,8 @@ TEST(AppliedReplica, WithoutAMirrorTheReplayIsHandedToTheTrainingReplica) {
   std::vector<t::Message> m;
   for (uint64_t seq = 1; seq <= 3; ++seq) m.push_back(t::MakeMessage(a, seq, rng));
   for (uint64_t seq = 1; seq <= 3; ++seq) {
-    ASSERT_TRUE(with.Apply(origin, seq, m[seq - 1].update.checksum_delta(), m[seq - 1].decoded).ok());
+    ASSERT_TRUE(
+        with.Apply(origin, seq, m[seq - 1].update.checksum_delta(), m[seq - 1].decoded).ok());
     ASSERT_TRUE(
         without.Apply(origin, seq, m[seq - 1].update.checksum_delta(), m[seq - 1].decoded).ok());
   }

@@ -104,8 +104,7 @@ TEST(GossipPeers, ASnapshotIsCutFromTheTrainingReplicaAtAStepBoundary) {
   const auto start = std::chrono::steady_clock::now();
   got = w.Fetch();
   EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
-  EXPECT_NE(got.status().message().find("did not cut its replica within 600 ms"),
-            std::string::npos)
+  EXPECT_NE(got.status().message().find("did not cut its replica within 600 ms"), std::string::npos)
       << got.status();
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
 

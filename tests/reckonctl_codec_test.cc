@@ -230,6 +230,10 @@ TEST_F(ReckonctlCodec, BenchInboundReportsEverySizeItAccepted) {
     runs.push_back(absl::StrCat(std::string(row.at("size")), " ", std::string(row.at("path")), " ",
                                 int(row.at("threads"))));
     EXPECT_EQ(row.at("origins"), 2) << line;
+    // A worker's node keeps no mirror; a GPU worker's host applies nothing.
+    const std::string path = row.at("path");
+    EXPECT_EQ(bool(row.at("node_mirror")), path == "before" || path == "after") << line;
+    EXPECT_EQ(std::string(row.at("drain")), path == "gpu-host" ? "take-only" : "cpu-apply") << line;
     const double messages = row.at("messages_per_s"), updates = row.at("updates_per_s");
     const double per_message = row.at("updates_per_message");
     EXPECT_GT(messages, 0) << line;
@@ -237,15 +241,18 @@ TEST_F(ReckonctlCodec, BenchInboundReportsEverySizeItAccepted) {
     EXPECT_GT(double(row.at("node_cpu_ms_per_message")), 0) << line;
     EXPECT_GT(double(row.at("message_bytes")), per_message) << line;  // Rice: > 8 bits an update
   }
-  // Both sizes, each on the path before and after with 1 and 2 threads (and
-  // every core, where there are more than 2).
+  // Both sizes, each on the path before with one thread, and after, worker
+  // and gpu-host with 1 and 2 threads (and every core, where there are more
+  // than 2).
   std::vector<std::string> expected;
   for (const char* size : {"strom", "default"}) {
     expected.push_back(absl::StrCat(size, " before 1"));
-    expected.push_back(absl::StrCat(size, " after 1"));
-    expected.push_back(absl::StrCat(size, " after 2"));
-    if (std::thread::hardware_concurrency() > 2) {
-      expected.push_back(absl::StrCat(size, " after ", std::thread::hardware_concurrency()));
+    for (const char* path : {"after", "worker", "gpu-host"}) {
+      expected.push_back(absl::StrCat(size, " ", path, " 1"));
+      expected.push_back(absl::StrCat(size, " ", path, " 2"));
+      if (std::thread::hardware_concurrency() > 2) {
+        expected.push_back(absl::StrCat(size, " ", path, " ", std::thread::hardware_concurrency()));
+      }
     }
   }
   EXPECT_EQ(runs, expected);

@@ -566,9 +566,9 @@ absl::Status GossipPeers::CheckReplicaAtQuiescence(model::Backend& backend) {
   RECKON_RETURN_IF_ERROR(Apply(backend, rest));
   RECKON_ASSIGN_OR_RETURN(const uint64_t measured, backend.Checksum(node_->weight_checksum()));
   if (measured != rest.checksum) {
-    return absl::InternalError(absl::StrCat("the replica has checksum ", codec::ChecksumHex(measured),
-                                            " but the messages it applied give ",
-                                            codec::ChecksumHex(rest.checksum)));
+    return absl::InternalError(
+        absl::StrCat("the replica has checksum ", codec::ChecksumHex(measured),
+                     " but the messages it applied give ", codec::ChecksumHex(rest.checksum)));
   }
   return absl::OkStatus();
 }

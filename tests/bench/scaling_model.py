@@ -8,10 +8,11 @@ update +-tau updates, out; N-1 such in):
   training thread  t_c + (N-1) u / gpu_apply      the GPU step, then the
                    peers' messages applied to the training replica (between
                    steps: not overlapped until issue 16's double buffering)
-  node             (N-1) u / inbound(c)   each peer message validated,
-                   ordered and applied to the node's mirror (CPU, overlapped
-                   with the training thread), at the rate `reckonctl bench
-                   inbound` measured, with c receive threads (below)
+  node             (N-1) u / inbound(c)   each peer message validated and
+                   ordered (CPU, overlapped with the training thread; a
+                   worker's node keeps no mirror since 2026-11-27, so a GPU
+                   worker's host applies nothing), at the rate `reckonctl
+                   bench inbound` measured, with c receive threads (below)
   link             (N-1) M / (link - heartbeats), each way: every message to
                    every peer, and in from every peer (overlapped)
   heartbeats       hz x S(N) x H(N) bytes/s, H(N) = h0 + h1 x N (measured);
@@ -27,8 +28,10 @@ N x t_c / step and the efficiency t_c / step.
 The node's inbound rate is measured, not guessed: updates per second the
 node accepted at Strom's size (14.6M parameters, 44,000 updates a message)
 with 1 and 2 receive threads, from `reckonctl bench inbound --json` (the
-`after` rows; `--inbound-json FILE`) or, without a file, the figures
-docs/benchmarks.md records. How it grows with cores is fitted to those two
+`gpu-host` rows: a worker's node with no mirror whose drain applies
+nothing, as a GPU worker's host; the `after` rows of an older bench;
+`--inbound-json FILE`) or, without a file, the figures docs/benchmarks.md
+records. How it grows with cores is fitted to those two
 points (Amdahl: a share p of the work runs in parallel, r(c) = r(1) /
 ((1 - p) + p / c)); `--node-cores` says how many the node has.
 
@@ -84,13 +87,14 @@ def heartbeat_bytes_per_s(nodes, overlay="mesh"):
     return HEARTBEAT_HZ * beating_streams(nodes, overlay) * (H0 + H1 * nodes)
 
 
-# `reckonctl bench inbound --messages 100`, 2-core AMD EPYC VM, 2026-11-26,
-# replicas on 2 MB pages (docs/benchmarks.md): Strom's size, the `after`
-# path, messages a second with 1 and 2 receive threads (the middle of
-# three runs' ranges, 672-879 and 942-1,060), times 44,000 updates.
-MEASURED_INBOUND = {1: 775.5 * 44000, 2: 1001.0 * 44000}
-MEASURED_INBOUND_SOURCE = ("docs/benchmarks.md (reckonctl bench inbound, 2-core AMD EPYC VM, "
-                           "2026-11-26)")
+# `reckonctl bench inbound --messages 100`, 2-core AMD EPYC VM, 2026-11-27
+# (docs/benchmarks.md "A worker's node without a mirror"): Strom's size, the
+# `gpu-host` path (a worker's node, no mirror, its apply on the device),
+# messages a second with 1 and 2 receive threads (the middle of three runs,
+# 2,544-3,193 and 3,407-4,031), times 44,000 updates.
+MEASURED_INBOUND = {1: 2649.7 * 44000, 2: 3904.0 * 44000}
+MEASURED_INBOUND_SOURCE = ("docs/benchmarks.md (reckonctl bench inbound, gpu-host rows, "
+                           "2-core AMD EPYC VM, 2026-11-27)")
 
 
 class Inbound:
@@ -121,20 +125,24 @@ class Inbound:
 
 
 def read_inbound_json(path):
-    """The `after` rows at Strom's size of `reckonctl bench inbound --json`
-    output: updates/s by threads (averaged over repeated rows)."""
-    sums = {}
+    """The `gpu-host` rows (else the `after` rows, from a bench before
+    2026-11-27) at Strom's size of `reckonctl bench inbound --json` output:
+    updates/s by threads (averaged over repeated rows)."""
+    sums = {"gpu-host": {}, "after": {}}
     with open(path) as f:
         for line in f:
             line = line.strip()
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
-            if r.get("size") != "strom" or r.get("path") != "after":
+            if r.get("size") != "strom" or r.get("path") not in sums:
                 continue
-            total, n = sums.get(r["threads"], (0.0, 0))
-            sums[r["threads"]] = (total + r["updates_per_s"], n + 1)
-    return Inbound({t: total / n for t, (total, n) in sums.items()}, path)
+            by_threads = sums[r["path"]]
+            total, n = by_threads.get(r["threads"], (0.0, 0))
+            by_threads[r["threads"]] = (total + r["updates_per_s"], n + 1)
+    chosen = "gpu-host" if sums["gpu-host"] else "after"
+    return Inbound({t: total / n for t, (total, n) in sums[chosen].items()},
+                   f"{path}, {chosen} rows")
 
 
 class Rates:

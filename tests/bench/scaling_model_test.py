@@ -56,6 +56,22 @@ class ReadInboundJson(unittest.TestCase):
             os.unlink(f.name)
         self.assertEqual(inbound.by_threads, {1: 32e6, 2: 44e6})
 
+    def test_the_gpu_host_rows_come_first_where_there_are_some(self):
+        # A worker's node without a mirror whose drain applies nothing: a
+        # GPU worker's host, what the model's node term is.
+        lines = [bench_row("strom", "after", 1, 30e6), bench_row("strom", "after", 2, 44e6),
+                 bench_row("strom", "worker", 1, 90e6), bench_row("strom", "worker", 2, 120e6),
+                 bench_row("strom", "gpu-host", 1, 110e6), bench_row("strom", "gpu-host", 2, 170e6),
+                 bench_row("strom", "gpu-host", 2, 180e6)]
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write("\n".join(lines) + "\n")
+        try:
+            inbound = model.read_inbound_json(f.name)
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(inbound.by_threads, {1: 110e6, 2: 175e6})
+        self.assertIn("gpu-host rows", inbound.source)
+
 
 class NodeTerm(unittest.TestCase):
     def test_the_node_term_is_the_peers_updates_over_the_measured_rate(self):

@@ -161,8 +161,9 @@ step strom2015_four_workers 240 'json_field "$log.json" test_accuracy hashes_equ
 
 # The node's receive path on this host's cores (issue 33): 1, 2 and every
 # core's receive threads at Strom's size; tests/bench/scaling_model.py
-# --inbound-json reads it (this VM has two cores: the fit to them is poor).
-step bench_inbound 60 'python3 -c "
+# --inbound-json reads its gpu-host rows (a worker's node, no mirror, the
+# apply on the device; this VM has two cores: the fit to them is poor).
+step bench_inbound 90 'python3 -c "
 import json,sys
 rows=[json.loads(l) for l in open(sys.argv[1]) if l.startswith(\"{\")]
 print(\"; \".join(\"%s %s %d threads %.0f msg/s\" % (r[\"size\"], r[\"path\"], r[\"threads\"], r[\"messages_per_s\"]) for r in rows if r.get(\"size\")==\"strom\"))" "$log.json" || tail -2 "$log"' \
