@@ -35,11 +35,15 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/flags.h"
 #include "base/json.h"
 #include "base/status_macros.h"
@@ -60,6 +64,8 @@ ABSL_FLAG(int64_t, messages, 30, "messages each origin sends (bench inbound)");
 ABSL_FLAG(int64_t, train_steps, 300,
           "training steps timed alone and while absorbing peers (bench inbound; 0: skip)");
 ABSL_FLAG(int64_t, train_origins, 8, "peers sending to the training worker (bench inbound)");
+ABSL_FLAG(std::string, paths, "before,after,worker,gpu-host",
+          "the receive paths measured, comma-separated (bench inbound; a profile takes one)");
 ABSL_FLAG(int64_t, train_threads, 0,
           "the training worker's CPU backend threads (bench inbound; 0: every core)");
 
@@ -566,9 +572,14 @@ void PrintTraining(const TrainingFigures& f, bool json, std::ostream& out) {
 }  // namespace
 
 int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  const base::FlagScope scope{
-      "reckonctl bench inbound",
-      {{"json"}, {"origins"}, {"messages"}, {"train_steps"}, {"train_origins"}, {"train_threads"}}};
+  const base::FlagScope scope{"reckonctl bench inbound",
+                              {{"json"},
+                               {"origins"},
+                               {"messages"},
+                               {"train_steps"},
+                               {"train_origins"},
+                               {"train_threads"},
+                               {"paths"}}};
   if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
   const bool json = absl::GetFlag(FLAGS_json);
   const int64_t origins = absl::GetFlag(FLAGS_origins), messages = absl::GetFlag(FLAGS_messages);
@@ -598,6 +609,17 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
     paths.push_back({name, ReceivePath::kParallel, 2, kNoMirror, applies});
     if (cores > 2) paths.push_back({name, ReceivePath::kParallel, cores, kNoMirror, applies});
   }
+  std::set<std::string> wanted;
+  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_paths), ',')) {
+    const std::string path(absl::StripAsciiWhitespace(name));
+    if (path != "before" && path != "after" && path != "worker" && path != "gpu-host") {
+      err << "reckonctl bench inbound: --paths: '" << path.substr(0, 32)
+          << "' is not a path (before, after, worker, gpu-host)\n";
+      return kExitUsage;
+    }
+    wanted.insert(path);
+  }
+  std::erase_if(paths, [&](const Path& p) { return !wanted.count(p.name); });
   if (!json) {
     out << absl::StrFormat(
         "One node taking in %d origins' messages (%d each) over gRPC on loopback. before: the node "

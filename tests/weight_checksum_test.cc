@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "codec/fixed_point.h"
@@ -46,6 +47,28 @@ TEST(WeightChecksum, IsLinearSoEachMessageCarriesItsOwnContribution) {
     expected += checksum.OfUpdate(step, words);
   }
   EXPECT_EQ(checksum.Of(r.quanta()), expected);
+}
+
+// An update's contribution, written the slow way: +-step times the
+// coefficient of each index, mod 2^64, at steps that wrap and at both signs.
+TEST(WeightChecksum, AnUpdatesContributionIsItsSignedStepsTimesTheirCoefficients) {
+  const WeightChecksum checksum(11);
+  for (const int64_t step :
+       {int64_t{1}, int64_t{1} << 24, -(int64_t{1} << 40), std::numeric_limits<int64_t>::max(),
+        std::numeric_limits<int64_t>::min()}) {
+    for (uint64_t m = 0; m < 8; ++m) {
+      const std::vector<uint32_t> words =
+          RandomUpdates(1 + 997 * m, 1u << 20, 500 + m, /*all_negative=*/m == 3);
+      uint64_t expected = 0;
+      for (const uint32_t w : words) {
+        const uint64_t signed_step =
+            (w >> 31) != 0 ? 0 - static_cast<uint64_t>(step) : static_cast<uint64_t>(step);
+        expected += checksum.Coefficient(w & 0x7FFFFFFFu) * signed_step;
+      }
+      EXPECT_EQ(checksum.OfUpdate(step, words), expected) << "step " << step << ", message " << m;
+    }
+  }
+  EXPECT_EQ(checksum.OfUpdate(5, {}), 0u);
 }
 
 TEST(WeightChecksum, SeesOneQuantumAnywhereAndDependsOnTheSeed) {

@@ -87,12 +87,12 @@ def heartbeat_bytes_per_s(nodes, overlay="mesh"):
     return HEARTBEAT_HZ * beating_streams(nodes, overlay) * (H0 + H1 * nodes)
 
 
-# `reckonctl bench inbound --messages 100`, 2-core AMD EPYC VM, 2026-11-27
-# (docs/benchmarks.md "A worker's node without a mirror"): Strom's size, the
-# `gpu-host` path (a worker's node, no mirror, its apply on the device),
-# messages a second with 1 and 2 receive threads (the middle of three runs,
-# 2,544-3,193 and 3,407-4,031), times 44,000 updates.
-MEASURED_INBOUND = {1: 2649.7 * 44000, 2: 3904.0 * 44000}
+# `reckonctl bench inbound --paths gpu-host --messages 100`, 2-core AMD EPYC
+# VM, 2026-11-27 (docs/benchmarks.md "What the profile showed then"):
+# Strom's size, a worker's node without a mirror whose apply runs on the
+# device, messages a second with 1 and 2 receive threads (the middle of
+# three runs, 2,069-2,736 and 4,085-4,661), times 44,000 updates.
+MEASURED_INBOUND = {1: 2487.2 * 44000, 2: 4645.3 * 44000}
 MEASURED_INBOUND_SOURCE = ("docs/benchmarks.md (reckonctl bench inbound, gpu-host rows, "
                            "2-core AMD EPYC VM, 2026-11-27)")
 
