@@ -1,0 +1,107 @@
+#include "python/flat_peer.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "codec/quantizer.h"
+#include "codec/update_message.h"
+
+namespace reckon::python {
+
+absl::StatusOr<std::unique_ptr<FlatReplica>> FlatReplica::Create(uint64_t param_count,
+                                                                 int fraction_bits) {
+  RECKON_ASSIGN_OR_RETURN(
+      codec::FixedPointReplica replica,
+      codec::FixedPointReplica::Create(param_count, fraction_bits,
+                                       codec::FixedPointReplica::FloatCopy::kKept));
+  return std::unique_ptr<FlatReplica>(new FlatReplica(std::move(replica)));
+}
+
+absl::StatusOr<std::unique_ptr<FlatPeer>> FlatPeer::Create(FlatPeerOptions options,
+                                                           std::span<const float> initial,
+                                                           std::ostream& log) {
+  const v1::ClusterFingerprint& fingerprint = options.peers.node.fingerprint;
+  if (fingerprint.param_count() == 0 || initial.size() != fingerprint.param_count()) {
+    return absl::InvalidArgumentError(absl::StrCat("initial parameters: ", initial.size(),
+                                                   " for a fingerprint of ",
+                                                   fingerprint.param_count()));
+  }
+  std::unique_ptr<FlatPeer> peer(new FlatPeer());
+  peer->param_count_ = initial.size();
+  const int fraction_bits = static_cast<int>(fingerprint.fraction_bits());
+  RECKON_ASSIGN_OR_RETURN(peer->step_, codec::MakeThresholdStep(options.threshold, fraction_bits));
+  RECKON_ASSIGN_OR_RETURN(peer->replica_, FlatReplica::Create(initial.size(), fraction_bits));
+  // On the grid: every peer that starts from the same floats starts from
+  // the same quanta.
+  const double scale = std::ldexp(1.0, fraction_bits);
+  std::vector<int64_t> quanta(initial.size());
+  for (size_t i = 0; i < initial.size(); ++i) {
+    if (!std::isfinite(initial[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("initial parameter ", i, " is ", initial[i], ": not finite"));
+    }
+    quanta[i] = std::llround(static_cast<double>(initial[i]) * scale);
+  }
+  RECKON_RETURN_IF_ERROR(peer->replica_->LoadWeights(quanta));
+  RECKON_ASSIGN_OR_RETURN(peer->peers_,
+                          worker::GossipPeers::Create(options.peers, quanta, fraction_bits, log));
+  peer->residual_.assign(initial.size(), 0.0f);
+  peer->message_.mutable_origin()->set_node_id(options.peers.node.node_id);
+  peer->message_.mutable_origin()->set_incarnation(options.peers.node.incarnation);
+  // Joined from a snapshot: its weights (and what followed it) first.
+  RECKON_RETURN_IF_ERROR(peer->peers_->BeforeStep(*peer->replica_, 0));
+  peer->options_ = std::move(options);
+  return peer;
+}
+
+FlatPeer::~FlatPeer() = default;
+
+absl::Status FlatPeer::CheckCount(std::span<const float> params) const {
+  if (params.size() != param_count_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(params.size(), " parameters given to a peer of ", param_count_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FlatPeer::ReadInto(std::span<float> params) const {
+  RECKON_RETURN_IF_ERROR(CheckCount(params));
+  const std::span<const float> replica = replica_->floats();
+  std::copy(replica.begin(), replica.end(), params.begin());
+  return absl::OkStatus();
+}
+
+absl::Status FlatPeer::Step(std::span<float> params) {
+  RECKON_RETURN_IF_ERROR(CheckCount(params));
+  const std::span<const float> replica = replica_->floats();
+  // Checked before the residual takes anything: all or nothing.
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!std::isfinite(params[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter ", i, " is ", params[i], " after the optimizer's step: nothing published"));
+    }
+  }
+  for (size_t i = 0; i < params.size(); ++i) residual_[i] += params[i] - replica[i];
+  RECKON_RETURN_IF_ERROR(codec::QuantizeResidual(residual_, step_, &words_));
+  message_.set_seq(++steps_);
+  RECKON_RETURN_IF_ERROR(codec::EncodeThresholdUpdate(words_, step_.step_quanta, param_count_,
+                                                      options_.wire_codec, &message_));
+  RECKON_RETURN_IF_ERROR(codec::DecodeUpdate(message_, &decoded_));
+  RECKON_RETURN_IF_ERROR(replica_->ApplyUpdates(decoded_.step_quanta, decoded_.words));
+  RECKON_RETURN_IF_ERROR(peers_->Publish(message_, decoded_));
+  updates_sent_ += decoded_.words.size();
+  bytes_sent_ += message_.ByteSizeLong();
+  // The peers' messages accepted since the last step (and a re-join, a
+  // replica check, backpressure: as a worker's step boundary).
+  RECKON_RETURN_IF_ERROR(peers_->BeforeStep(*replica_, steps_));
+  return ReadInto(params);
+}
+
+absl::Status FlatPeer::Finish(std::span<float> params, const std::atomic<bool>* stop) {
+  RECKON_RETURN_IF_ERROR(CheckCount(params));
+  RECKON_RETURN_IF_ERROR(peers_->Finish(*replica_, steps_, stop));
+  return ReadInto(params);
+}
+
+}  // namespace reckon::python

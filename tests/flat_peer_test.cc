@@ -1,0 +1,144 @@
+// A peer over a framework's flat parameters (python/flat_peer.h), the core
+// of reckon for PyTorch: real gossip nodes on loopback, each peer's training
+// loop on a thread of its own (as each framework process has one), moving
+// its parameters with an optimizer of its own.
+#include "python/flat_peer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace reckon::python {
+namespace {
+
+constexpr uint64_t kParams = 5000;
+
+FlatPeerOptions Options(const std::string& id, const std::vector<std::string>& seeds) {
+  FlatPeerOptions o;
+  o.peers.node.node_id = id;
+  o.peers.node.incarnation = 1;
+  o.peers.node.fingerprint.set_model("flat test: w[5000]");
+  o.peers.node.fingerprint.set_param_count(kParams);
+  o.peers.node.fingerprint.set_fraction_bits(32);
+  o.peers.node.fingerprint.set_codec(v1::CODEC_THRESHOLD_RICE);
+  o.peers.node.fingerprint.set_seed(1);
+  o.peers.node.fingerprint.set_protocol_version(1);
+  o.peers.node.seeds = seeds;
+  o.peers.listen = "127.0.0.1:0";
+  o.peers.bootstrap = seeds.empty();
+  o.peers.node.failure_timeout = std::chrono::milliseconds(1500);
+  o.peers.quiesce_timeout = std::chrono::seconds(60);
+  o.threshold = 0.001;
+  return o;
+}
+
+// The same start on every peer.
+std::vector<float> Initial() {
+  std::vector<float> w(kParams);
+  for (uint64_t i = 0; i < kParams; ++i) w[i] = 0.01f * static_cast<float>((i * 37) % 101) - 0.5f;
+  return w;
+}
+
+// One peer's "optimizer": gradient descent on its own quadratic, pulling
+// each parameter towards a target of its own.
+void OptimizerStep(std::vector<float>& params, int peer) {
+  for (uint64_t i = 0; i < params.size(); ++i) {
+    const float target = 0.3f * std::sin(0.001f * float(i) * float(peer + 1));
+    params[i] -= 0.05f * (params[i] - target);
+  }
+}
+
+// Two peers, the second joining while the first trains: every step each
+// publishes what its optimizer changed as +-tau steps, takes the other's,
+// and trains on the replica; at the end both hold the same replica, bit
+// for bit, and the parameters are it.
+TEST(FlatPeer, TwoFrameworkPeersEndWithTheSameReplica) {
+  std::ostringstream log0, log1;
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p0 =
+      FlatPeer::Create(Options("p0", {}), Initial(), log0);
+  ASSERT_TRUE(p0.ok()) << p0.status() << "\n" << log0.str();
+  std::vector<float> params0 = Initial();
+  constexpr int kSteps = 150;
+  std::atomic<bool> p1_started{false};
+  absl::Status result0;
+  std::thread training0([&] {
+    for (int s = 0; s < kSteps && result0.ok(); ++s) {
+      OptimizerStep(params0, 0);
+      result0 = (*p0)->Step(params0);
+      // Slow enough that p1 joins while p0 trains; p0 goes on meanwhile.
+      if (!p1_started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (result0.ok()) result0 = (*p0)->Finish(params0);
+  });
+  while ((*p0)->steps() < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p1 =
+      FlatPeer::Create(Options("p1", {(*p0)->peers().address()}), Initial(), log1);
+  p1_started = true;
+  ASSERT_TRUE(p1.ok()) << p1.status() << "\n" << log1.str();
+  // Joined from p0's snapshot: p0 had trained.
+  EXPECT_NE(log1.str().find("snapshot from p0"), std::string::npos) << log1.str();
+  std::vector<float> params1(kParams);
+  ASSERT_TRUE((*p1)->ReadInto(params1).ok());
+  EXPECT_NE(params1, Initial());
+  absl::Status result1;
+  for (int s = 0; s < kSteps && result1.ok(); ++s) {
+    OptimizerStep(params1, 1);
+    result1 = (*p1)->Step(params1);
+  }
+  if (result1.ok()) result1 = (*p1)->Finish(params1);
+  training0.join();
+  ASSERT_TRUE(result0.ok()) << result0 << "\n" << log0.str();
+  ASSERT_TRUE(result1.ok()) << result1 << "\n" << log1.str();
+  EXPECT_EQ(*(*p0)->WeightHash(), *(*p1)->WeightHash());
+  EXPECT_EQ(params0, params1);
+  // The parameters are the replica, and training moved it.
+  std::vector<float> replica(kParams);
+  ASSERT_TRUE((*p0)->ReadInto(replica).ok());
+  EXPECT_EQ(params0, replica);
+  EXPECT_NE(params0, Initial());
+  // Each sent a fraction of what dense float steps would have.
+  for (FlatPeer* p : {p0->get(), p1->get()}) {
+    EXPECT_GT(p->updates_sent(), 0u);
+    EXPECT_LT(p->bytes_sent(), uint64_t{kSteps} * kParams * sizeof(float) / 10);
+    std::printf(
+        "FIGURES flat peer: %llu steps, %llu updates, %llu bytes sent (dense float: %llu)\n",
+        static_cast<unsigned long long>(p->steps()),
+        static_cast<unsigned long long>(p->updates_sent()),
+        static_cast<unsigned long long>(p->bytes_sent()),
+        static_cast<unsigned long long>(p->steps() * kParams * sizeof(float)));
+  }
+}
+
+// A parameter the optimizer made NaN or Inf is refused by name: nothing
+// published, the residual and the parameters as they were.
+TEST(FlatPeer, ANonFiniteParameterIsRefusedAndNothingIsPublished) {
+  std::ostringstream log;
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p = FlatPeer::Create(Options("p0", {}), Initial(), log);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<float> params = Initial();
+  OptimizerStep(params, 0);
+  params[3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> given = params;
+  const absl::Status s = (*p)->Step(params);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("parameter 3 is nan"), std::string::npos) << s;
+  EXPECT_EQ((*p)->steps(), 0u);
+  EXPECT_TRUE(std::isnan(params[3]));
+  params[3] = given[3] = 0;
+  EXPECT_EQ(std::vector<float>(params.begin() + 4, params.end()),
+            std::vector<float>(given.begin() + 4, given.end()));
+  // Another count: refused too.
+  std::vector<float> short_params(10);
+  EXPECT_EQ((*p)->Step(short_params).code(), absl::StatusCode::kInvalidArgument);
+  // A good step then goes through as the first.
+  ASSERT_TRUE((*p)->Step(params).ok());
+  EXPECT_EQ((*p)->steps(), 1u);
+}
+
+}  // namespace
+}  // namespace reckon::python
