@@ -65,6 +65,8 @@ if [ "$profile" = all ]; then
     # the export test runs the exported model in other runtimes: OpenCV's
     # dnn (ONNX), numpy (.npz), the onnx package's checker (Debian's python3)
     python3-numpy python3-onnx python3-opencv
+    # reckon for PyTorch (python/): the module and its tests
+    pybind11-dev python3-dev python3-torch
     "${container_packages[@]}"      # the deploy tests: image, Compose
   )
   # The Kubernetes manifests' schema check (tests/deploy) runs on Node.js:

@@ -1,0 +1,165 @@
+// The Python module `reckon._reckon` (pybind11): python/flat_peer.h for
+// Python, exchanging parameters through the buffer protocol (a contiguous
+// float32 buffer: a NumPy array, or a CPU torch tensor's .numpy()), so
+// that it depends on no framework's C++ ABI. python/reckon/torch.py is the
+// PyTorch entry point built on it.
+//
+// Threads: a Peer is used from one Python thread; the GIL is released
+// while it steps, joins or waits for the cluster (the gossip node's own
+// threads never call into Python).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <iostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "python/flat_peer.h"
+#include "worker/gossip_peers.h"
+
+namespace py = pybind11;
+
+namespace reckon::python {
+namespace {
+
+// A writable, contiguous float32 buffer as a span (what a step writes into).
+std::span<float> FloatBuffer(py::buffer buffer, const char* what) {
+  py::buffer_info info = buffer.request(/*writable=*/true);
+  if (info.format != py::format_descriptor<float>::format() || info.itemsize != sizeof(float)) {
+    throw py::type_error(
+        absl::StrCat(what, ": a float32 buffer is needed, not format '", info.format, "'"));
+  }
+  // C-contiguous: the strides of a dense row-major array.
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] > 1 && info.strides[d] != expected) {
+      throw py::value_error(absl::StrCat(what, ": the buffer must be contiguous"));
+    }
+    expected *= info.shape[d];
+  }
+  return {static_cast<float*>(info.ptr), static_cast<size_t>(info.size)};
+}
+
+void ThrowIfError(const absl::Status& s) {
+  if (s.ok()) return;
+  const std::string message(s.message());
+  if (s.code() == absl::StatusCode::kInvalidArgument) throw py::value_error(message);
+  throw std::runtime_error(absl::StrCat(absl::StatusCodeToString(s.code()), ": ", message));
+}
+
+v1::Codec WireCodec(const std::string& name) {
+  if (name == "rice") return v1::CODEC_THRESHOLD_RICE;
+  if (name == "packed32") return v1::CODEC_THRESHOLD_PACKED32;
+  throw py::value_error(absl::StrCat("codec '", name, "': rice or packed32"));
+}
+
+class PyPeer {
+ public:
+  PyPeer(const std::string& node_id, const std::string& model, py::buffer initial,
+         const std::string& listen, const std::vector<std::string>& peers, uint64_t incarnation,
+         const std::string& cluster_token, double threshold, const std::string& codec,
+         bool bootstrap, uint64_t seed, int fraction_bits, double failure_timeout_s,
+         double quiesce_timeout_s) {
+    std::span<float> start = FloatBuffer(initial, "initial");
+    FlatPeerOptions o;
+    o.peers.node.node_id = node_id;
+    // A new incarnation for every process start (0), as reckon-worker's:
+    // wall-clock nanoseconds.
+    o.peers.node.incarnation =
+        incarnation != 0
+            ? incarnation
+            : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+    v1::ClusterFingerprint& f = o.peers.node.fingerprint;
+    f.set_model(model);
+    f.set_param_count(start.size());
+    f.set_fraction_bits(fraction_bits);
+    f.set_codec(v1::CODEC_THRESHOLD_RICE);  // the cluster's family: threshold steps
+    f.set_seed(seed);
+    f.set_protocol_version(1);
+    o.peers.node.cluster_token = cluster_token;
+    o.peers.node.failure_timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(failure_timeout_s * 1000));
+    o.peers.quiesce_timeout = std::chrono::seconds(static_cast<int64_t>(quiesce_timeout_s));
+    o.peers.listen = listen;
+    o.peers.bootstrap = bootstrap;
+    o.threshold = threshold;
+    o.wire_codec = WireCodec(codec);
+    absl::StatusOr<std::vector<std::string>> resolved =
+        worker::ResolvePeers(absl::StrJoin(peers, ","));
+    ThrowIfError(resolved.status());
+    o.peers.node.seeds = *resolved;
+    absl::StatusOr<std::unique_ptr<FlatPeer>> made;
+    {
+      py::gil_scoped_release release;
+      made = FlatPeer::Create(std::move(o), start, std::cerr);
+    }
+    ThrowIfError(made.status());
+    peer_ = *std::move(made);
+  }
+
+  void Step(py::buffer params) {
+    std::span<float> p = FloatBuffer(params, "params");
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = peer_->Step(p);
+    }
+    ThrowIfError(s);
+  }
+  void Finish(py::buffer params) {
+    std::span<float> p = FloatBuffer(params, "params");
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = peer_->Finish(p);
+    }
+    ThrowIfError(s);
+  }
+  void ReadInto(py::buffer params) { ThrowIfError(peer_->ReadInto(FloatBuffer(params, "params"))); }
+  std::string WeightHash() {
+    absl::StatusOr<std::string> h = peer_->WeightHash();
+    ThrowIfError(h.status());
+    return *h;
+  }
+  uint64_t steps() const { return peer_->steps(); }
+  uint64_t updates_sent() const { return peer_->updates_sent(); }
+  uint64_t bytes_sent() const { return peer_->bytes_sent(); }
+  uint64_t param_count() const { return peer_->param_count(); }
+  std::string address() { return peer_->peers().address(); }
+
+ private:
+  std::unique_ptr<FlatPeer> peer_;
+};
+
+}  // namespace
+}  // namespace reckon::python
+
+PYBIND11_MODULE(_reckon, m) {
+  using reckon::python::PyPeer;
+  m.doc() = "reckon: Strom's threshold gossip for a framework's flat float32 parameters";
+  py::class_<PyPeer>(m, "FlatPeer")
+      .def(py::init<const std::string&, const std::string&, py::buffer, const std::string&,
+                    const std::vector<std::string>&, uint64_t, const std::string&, double,
+                    const std::string&, bool, uint64_t, int, double, double>(),
+           py::arg("node_id"), py::arg("model"), py::arg("initial"),
+           py::arg("listen") = "0.0.0.0:7070", py::arg("peers") = std::vector<std::string>{},
+           py::arg("incarnation") = 0, py::arg("cluster_token") = "", py::arg("threshold") = 0.005,
+           py::arg("codec") = "rice", py::arg("bootstrap") = false, py::arg("seed") = 1,
+           py::arg("fraction_bits") = 32, py::arg("failure_timeout_s") = 3.0,
+           py::arg("quiesce_timeout_s") = 600.0)
+      .def("step", &PyPeer::Step, py::arg("params"))
+      .def("finish", &PyPeer::Finish, py::arg("params"))
+      .def("read_into", &PyPeer::ReadInto, py::arg("params"))
+      .def("weight_hash", &PyPeer::WeightHash)
+      .def_property_readonly("steps", &PyPeer::steps)
+      .def_property_readonly("updates_sent", &PyPeer::updates_sent)
+      .def_property_readonly("bytes_sent", &PyPeer::bytes_sent)
+      .def_property_readonly("param_count", &PyPeer::param_count)
+      .def_property_readonly("address", &PyPeer::address);
+}

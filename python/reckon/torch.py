@@ -1,0 +1,95 @@
+"""reckon for PyTorch: a training loop's parameters on a reckon cluster.
+
+    import torch, reckon.torch
+    model = Net()
+    peer = reckon.torch.Peer(model, node_id="w0", listen="0.0.0.0:7070",
+                             peers=["w1:7070", "w2:7070"], threshold=0.005)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+        peer.step()          # publish this step, apply the peers', sync
+    peer.finish()            # the cluster's final agreement
+
+The parameters become views into one flat float32 buffer (their order and
+shapes are the cluster's layout and go into its fingerprint), which the
+peer reads and writes in place through the buffer protocol: no dependency
+on torch's C++ ABI. CPU tensors; a model on a GPU is refused for now.
+"""
+import torch
+
+from reckon._reckon import FlatPeer
+
+
+def describe(named_parameters):
+    """The layout as the fingerprint names it: `name:shape` in order."""
+    return ";".join(f"{name}:{'x'.join(str(d) for d in p.shape)}" for name, p in named_parameters)
+
+
+class Peer:
+    """A reckon peer for `module`'s parameters (or an iterable of
+    (name, parameter) pairs). Keyword arguments are reckon-worker's: node_id,
+    listen, peers (host:port list), cluster_token, threshold (tau), codec
+    ("rice" or "packed32"), bootstrap, seed, fraction_bits,
+    failure_timeout_s, quiesce_timeout_s; `model` overrides the fingerprint's
+    model string (a cluster of reckon-worker processes names its own, e.g.
+    "784,512,512,10 relu")."""
+
+    def __init__(self, module, *, node_id, model=None, **options):
+        named = list(module.named_parameters() if isinstance(module, torch.nn.Module)
+                     else module)
+        if not named:
+            raise ValueError("reckon.torch.Peer: no parameters")
+        for name, p in named:
+            if p.device.type != "cpu":
+                raise ValueError(f"reckon.torch.Peer: parameter {name} is on {p.device}: "
+                                 "CPU tensors only for now")
+            if p.dtype != torch.float32:
+                raise ValueError(f"reckon.torch.Peer: parameter {name} is {p.dtype}: float32 only")
+        total = sum(p.numel() for _, p in named)
+        self._flat = torch.empty(total, dtype=torch.float32)
+        offset = 0
+        with torch.no_grad():
+            for _, p in named:
+                n = p.numel()
+                self._flat[offset:offset + n].copy_(p.reshape(-1))
+                # The parameter lives in the flat buffer from now on: what the
+                # optimizer writes, the peer reads, and the other way round.
+                p.data = self._flat[offset:offset + n].view_as(p)
+                offset += n
+        self.layout = describe(named)
+        self._array = self._flat.numpy()  # shares the memory
+        self._peer = FlatPeer(node_id, model if model is not None else self.layout, self._array,
+                              **options)
+        # Joined from a peer's snapshot: its weights, not ours.
+        self._peer.read_into(self._array)
+
+    def step(self):
+        """After the optimizer's step: publish what it changed, apply the
+        peers' updates, and set the parameters to the replica."""
+        self._peer.step(self._array)
+
+    def finish(self):
+        """Training is over: wait for the cluster's final agreement and set
+        the parameters to the final replica, identical on every peer."""
+        self._peer.finish(self._array)
+
+    def weight_hash(self):
+        return self._peer.weight_hash()
+
+    @property
+    def address(self):
+        return self._peer.address
+
+    @property
+    def steps(self):
+        return self._peer.steps
+
+    @property
+    def bytes_sent(self):
+        return self._peer.bytes_sent
+
+    @property
+    def updates_sent(self):
+        return self._peer.updates_sent

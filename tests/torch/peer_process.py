@@ -1,0 +1,62 @@
+"""One PyTorch training process on a reckon cluster (tests/torch/
+torch_peers_test.py starts several): a small MLP on its shard of real
+Fashion-MNIST, SGD, `reckon.torch.Peer` after every optimizer step, then
+the cluster's final agreement. Prints one JSON line: the weight hash, the
+steps, the bytes sent and the test accuracy.
+
+    peer_process.py NODE_ID PORT SEED_ADDRESSES SHARD SHARDS
+"""
+import gzip
+import json
+import sys
+
+import numpy as np
+import torch
+
+import reckon.torch
+
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def idx(path, offset):
+    with gzip.open(f"{DATA}/{path}") as f:
+        return np.frombuffer(f.read(), dtype=np.uint8, offset=offset)
+
+
+def main():
+    node_id, port, seeds, shard, shards = sys.argv[1:6]
+    shard, shards = int(shard), int(shards)
+    images = idx("train-images-idx3-ubyte.gz", 16).reshape(-1, 784)[:6000]
+    labels = idx("train-labels-idx1-ubyte.gz", 8)[:6000]
+    test_images = idx("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 784)[:2000]
+    test_labels = idx("t10k-labels-idx1-ubyte.gz", 8)[:2000]
+    x = torch.tensor(images[shard::shards], dtype=torch.float32) / 255.0
+    y = torch.tensor(labels[shard::shards], dtype=torch.int64)
+
+    torch.manual_seed(0)  # every peer builds the same start
+    model = torch.nn.Sequential(torch.nn.Linear(784, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    peer = reckon.torch.Peer(model, node_id=node_id, listen=f"127.0.0.1:{port}",
+                             peers=[s for s in seeds.split(",") if s], bootstrap=shard == 0,
+                             threshold=0.002, failure_timeout_s=2.0, quiesce_timeout_s=120)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for epoch in range(2):
+        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(epoch))
+        for b in range(0, len(x) - 63, 64):
+            i = order[b:b + 64]
+            opt.zero_grad()
+            loss_fn(model(x[i]), y[i]).backward()
+            opt.step()
+            peer.step()
+    peer.finish()
+    with torch.no_grad():
+        xt = torch.tensor(test_images, dtype=torch.float32) / 255.0
+        accuracy = (model(xt).argmax(1).numpy() == test_labels).mean()
+    print(json.dumps({"node_id": node_id, "weight_hash": peer.weight_hash(), "steps": peer.steps,
+                      "bytes_sent": peer.bytes_sent, "updates_sent": peer.updates_sent,
+                      "params": sum(p.numel() for p in model.parameters()),
+                      "accuracy": float(accuracy)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
