@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "python/flat_peer.h"
+#include "worker/data_identity.h"
 #include "worker/gossip_peers.h"
 
 namespace py = pybind11;
@@ -62,8 +63,8 @@ class PyPeer {
   PyPeer(const std::string& node_id, const std::string& model, py::buffer initial,
          const std::string& listen, const std::vector<std::string>& peers, uint64_t incarnation,
          const std::string& cluster_token, double threshold, const std::string& codec,
-         bool bootstrap, uint64_t seed, int fraction_bits, double failure_timeout_s,
-         double quiesce_timeout_s) {
+         bool bootstrap, uint64_t join_after_messages, const std::string& data, uint64_t seed,
+         int fraction_bits, double failure_timeout_s, double quiesce_timeout_s) {
     std::span<float> start = FloatBuffer(initial, "initial");
     FlatPeerOptions o;
     o.peers.node.node_id = node_id;
@@ -79,7 +80,9 @@ class PyPeer {
     f.set_model(model);
     f.set_param_count(start.size());
     f.set_fraction_bits(fraction_bits);
-    f.set_codec(v1::CODEC_THRESHOLD_RICE);  // the cluster's family: threshold steps
+    o.wire_codec = WireCodec(codec);
+    f.set_codec(o.wire_codec);
+    f.set_data(data);  // reckon-worker's: data_identity(dir) of its data
     f.set_seed(seed);
     f.set_protocol_version(1);
     o.peers.node.cluster_token = cluster_token;
@@ -88,8 +91,9 @@ class PyPeer {
     o.peers.quiesce_timeout = std::chrono::seconds(static_cast<int64_t>(quiesce_timeout_s));
     o.peers.listen = listen;
     o.peers.bootstrap = bootstrap;
+    o.peers.join_after_messages = join_after_messages;
+    if (join_after_messages > 0) o.peers.join_after_why = "join_after_messages";
     o.threshold = threshold;
-    o.wire_codec = WireCodec(codec);
     absl::StatusOr<std::vector<std::string>> resolved =
         worker::ResolvePeers(absl::StrJoin(peers, ","));
     ThrowIfError(resolved.status());
@@ -143,14 +147,26 @@ class PyPeer {
 PYBIND11_MODULE(_reckon, m) {
   using reckon::python::PyPeer;
   m.doc() = "reckon: Strom's threshold gossip for a framework's flat float32 parameters";
+  // What reckon-worker puts in its fingerprint for the data in `dir` (a
+  // peer joining its cluster passes it as `data`).
+  m.def(
+      "data_identity",
+      [](const std::string& dir) {
+        absl::StatusOr<std::string> id = reckon::worker::DataIdentity(dir);
+        reckon::python::ThrowIfError(id.status());
+        return *id;
+      },
+      py::arg("dir"));
   py::class_<PyPeer>(m, "FlatPeer")
       .def(py::init<const std::string&, const std::string&, py::buffer, const std::string&,
                     const std::vector<std::string>&, uint64_t, const std::string&, double,
-                    const std::string&, bool, uint64_t, int, double, double>(),
+                    const std::string&, bool, uint64_t, const std::string&, uint64_t, int, double,
+                    double>(),
            py::arg("node_id"), py::arg("model"), py::arg("initial"),
            py::arg("listen") = "0.0.0.0:7070", py::arg("peers") = std::vector<std::string>{},
            py::arg("incarnation") = 0, py::arg("cluster_token") = "", py::arg("threshold") = 0.005,
-           py::arg("codec") = "rice", py::arg("bootstrap") = false, py::arg("seed") = 1,
+           py::arg("codec") = "rice", py::arg("bootstrap") = false,
+           py::arg("join_after_messages") = 0, py::arg("data") = "", py::arg("seed") = 1,
            py::arg("fraction_bits") = 32, py::arg("failure_timeout_s") = 3.0,
            py::arg("quiesce_timeout_s") = 600.0)
       .def("step", &PyPeer::Step, py::arg("params"))

@@ -31,10 +31,13 @@ class Peer:
     """A reckon peer for `module`'s parameters (or an iterable of
     (name, parameter) pairs). Keyword arguments are reckon-worker's: node_id,
     listen, peers (host:port list), cluster_token, threshold (tau), codec
-    ("rice" or "packed32"), bootstrap, seed, fraction_bits,
-    failure_timeout_s, quiesce_timeout_s; `model` overrides the fingerprint's
-    model string (a cluster of reckon-worker processes names its own, e.g.
-    "784,512,512,10 relu")."""
+    ("rice" or "packed32"), bootstrap, join_after_messages (join only from a
+    peer that has applied that many messages: never from this process's own
+    start), seed, fraction_bits, failure_timeout_s, quiesce_timeout_s. To
+    join a cluster of reckon-worker processes, `model` is their fingerprint's
+    model string (e.g. "784,512,512,10/relu", whose layout, each layer's
+    weight [out, in] then its bias, is torch.nn.Linear's) and `data`
+    reckon._reckon.data_identity(their --data-dir)."""
 
     def __init__(self, module, *, node_id, model=None, **options):
         named = list(module.named_parameters() if isinstance(module, torch.nn.Module)
