@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "codec/codec.h"
 #include "codec/quantizer.h"
 #include "codec/update_message.h"
 
@@ -44,8 +45,21 @@ absl::StatusOr<std::unique_ptr<FlatPeer>> FlatPeer::Create(FlatPeerOptions optio
     quanta[i] = std::llround(static_cast<double>(initial[i]) * scale);
   }
   RECKON_RETURN_IF_ERROR(peer->replica_->LoadWeights(quanta));
+  if (!options.http_listen.empty()) {
+    RECKON_ASSIGN_OR_RETURN(
+        peer->observability_,
+        worker::Observability::Start(options.http_listen, options.peers.node.node_id,
+                                     /*ready_max_behind=*/1000));
+    options.peers.metrics = &peer->observability_->metrics();
+    peer->observability_->metrics().SetBuildInfo("flat", codec::CodecFlagName(options.wire_codec),
+                                                 "framework");
+    log << "reckon: HTTP on port " << peer->observability_->port()
+        << " (/metrics /healthz /readyz /status)\n";
+  }
+  options.peers.stop = options.stop;
   RECKON_ASSIGN_OR_RETURN(peer->peers_,
                           worker::GossipPeers::Create(options.peers, quanta, fraction_bits, log));
+  if (peer->observability_) peer->observability_->AttachNode(peer->peers_->node());
   peer->residual_.assign(initial.size(), 0.0f);
   peer->message_.mutable_origin()->set_node_id(options.peers.node.node_id);
   peer->message_.mutable_origin()->set_incarnation(options.peers.node.incarnation);
@@ -55,7 +69,10 @@ absl::StatusOr<std::unique_ptr<FlatPeer>> FlatPeer::Create(FlatPeerOptions optio
   return peer;
 }
 
-FlatPeer::~FlatPeer() = default;
+FlatPeer::~FlatPeer() {
+  // The endpoint lets go of the node before the node goes (peers_ leaves).
+  if (observability_) observability_->DetachNode();
+}
 
 absl::Status FlatPeer::CheckCount(std::span<const float> params) const {
   if (params.size() != param_count_) {
@@ -72,7 +89,7 @@ absl::Status FlatPeer::ReadInto(std::span<float> params) const {
   return absl::OkStatus();
 }
 
-absl::Status FlatPeer::Step(std::span<float> params) {
+absl::Status FlatPeer::Step(std::span<float> params, int samples, double loss_sum) {
   RECKON_RETURN_IF_ERROR(CheckCount(params));
   const std::span<const float> replica = replica_->floats();
   // Checked before the residual takes anything: all or nothing.
@@ -92,6 +109,17 @@ absl::Status FlatPeer::Step(std::span<float> params) {
   RECKON_RETURN_IF_ERROR(peers_->Publish(message_, decoded_));
   updates_sent_ += decoded_.words.size();
   bytes_sent_ += message_.ByteSizeLong();
+  if (observability_) {
+    // A step is the time from the last one: the framework's pass and ours.
+    const auto now = std::chrono::steady_clock::now();
+    observability_->metrics().OnStep(std::chrono::duration<double>(now - last_step_).count(),
+                                     samples, loss_sum);
+    last_step_ = now;
+    observability_->metrics().OnEmitted(
+        options_.wire_codec == v1::CODEC_THRESHOLD_RICE ? "rice" : "packed32",
+        decoded_.words.size(), message_.ByteSizeLong(), param_count_ * sizeof(float),
+        double(decoded_.words.size()) / double(param_count_), step_.tau);
+  }
   // The peers' messages accepted since the last step (and a re-join, a
   // replica check, backpressure: as a worker's step boundary).
   RECKON_RETURN_IF_ERROR(peers_->BeforeStep(*replica_, steps_));
@@ -100,7 +128,8 @@ absl::Status FlatPeer::Step(std::span<float> params) {
 
 absl::Status FlatPeer::Finish(std::span<float> params, const std::atomic<bool>* stop) {
   RECKON_RETURN_IF_ERROR(CheckCount(params));
-  RECKON_RETURN_IF_ERROR(peers_->Finish(*replica_, steps_, stop));
+  RECKON_RETURN_IF_ERROR(peers_->Finish(*replica_, steps_, stop != nullptr ? stop : options_.stop));
+  if (observability_) observability_->metrics().OnTrainingFinished();
   return ReadInto(params);
 }
 

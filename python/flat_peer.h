@@ -20,6 +20,7 @@
 #define RECKON_PYTHON_FLAT_PEER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -32,6 +33,7 @@
 #include "model/backend.h"
 #include "proto/reckon.pb.h"
 #include "worker/gossip_peers.h"
+#include "worker/observability.h"
 
 namespace reckon::python {
 
@@ -93,6 +95,12 @@ struct FlatPeerOptions {
   // The threshold step, in weight units (--threshold).
   double threshold = 0.005;
   v1::Codec wire_codec = v1::CODEC_THRESHOLD_RICE;
+  // /metrics, /healthz, /readyz and /status on this address, as
+  // reckon-worker's --http-listen (empty: none; port 0: a free one).
+  std::string http_listen;
+  // Set (SIGTERM): a join or a wait ends promptly, Finish says kCancelled
+  // (null: never). PeerOptions::stop is set to it.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class FlatPeer {
@@ -109,8 +117,9 @@ class FlatPeer {
   // After the framework's optimizer step (see above); `params` (param_count
   // floats) then hold the replica. kInvalidArgument naming the first
   // parameter that is NaN or Inf, with nothing published and `params` left
-  // as they were; kInvalidArgument for another count.
-  absl::Status Step(std::span<float> params);
+  // as they were; kInvalidArgument for another count. `samples` and
+  // `loss_sum` (the step's, when the framework says) go to /metrics.
+  absl::Status Step(std::span<float> params, int samples = 0, double loss_sum = 0);
   // Training is over: waits for the cluster's final agreement (every peer
   // done, the same version vector, the same weight hash) and writes the
   // final replica into `params`. kCancelled once `*stop` is set (SIGTERM).
@@ -124,12 +133,17 @@ class FlatPeer {
   uint64_t bytes_sent() const { return bytes_sent_; }
   absl::StatusOr<std::string> WeightHash() const { return replica_->WeightHash(); }
   worker::GossipPeers& peers() { return *peers_; }
+  // The HTTP endpoint's port (0: none).
+  int http_port() const { return observability_ ? observability_->port() : 0; }
 
  private:
   FlatPeer() = default;
   absl::Status CheckCount(std::span<const float> params) const;
 
   FlatPeerOptions options_;
+  // Before the peers: the endpoint outlives the node it reads (detached in
+  // the destructor first).
+  std::unique_ptr<worker::Observability> observability_;
   uint64_t param_count_ = 0;
   codec::ThresholdStep step_;
   std::unique_ptr<FlatReplica> replica_;
@@ -139,6 +153,7 @@ class FlatPeer {
   codec::DecodedUpdate decoded_;
   std::vector<uint32_t> words_;
   uint64_t steps_ = 0;
+  std::chrono::steady_clock::time_point last_step_ = std::chrono::steady_clock::now();
   uint64_t updates_sent_ = 0;
   uint64_t bytes_sent_ = 0;
 };

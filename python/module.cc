@@ -10,7 +10,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <iostream>
 #include <span>
 #include <string>
@@ -45,9 +47,30 @@ std::span<float> FloatBuffer(py::buffer buffer, const char* what) {
   return {static_cast<float*>(info.ptr), static_cast<size_t>(info.size)};
 }
 
+// reckon.Stopped: a SIGTERM came before the cluster agreed (the replica is
+// not final).
+class Stopped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Set by the SIGTERM handler a Peer installs (handle_sigterm): a C handler,
+// since Python's run only between bytecodes, and a Peer waits in C++ with
+// the GIL released. Every Peer of the process reads it.
+std::atomic<bool> g_sigterm{false};
+extern "C" void OnSigterm(int) { g_sigterm.store(true); }
+
+void InstallSigtermHandler() {
+  struct sigaction action = {};
+  action.sa_handler = OnSigterm;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
 void ThrowIfError(const absl::Status& s) {
   if (s.ok()) return;
   const std::string message(s.message());
+  if (s.code() == absl::StatusCode::kCancelled && g_sigterm.load()) throw Stopped(message);
   if (s.code() == absl::StatusCode::kInvalidArgument) throw py::value_error(message);
   throw std::runtime_error(absl::StrCat(absl::StatusCodeToString(s.code()), ": ", message));
 }
@@ -64,7 +87,8 @@ class PyPeer {
          const std::string& listen, const std::vector<std::string>& peers, uint64_t incarnation,
          const std::string& cluster_token, double threshold, const std::string& codec,
          bool bootstrap, uint64_t join_after_messages, const std::string& data, uint64_t seed,
-         int fraction_bits, double failure_timeout_s, double quiesce_timeout_s) {
+         int fraction_bits, double failure_timeout_s, double quiesce_timeout_s,
+         const std::string& http_listen, bool handle_sigterm) {
     std::span<float> start = FloatBuffer(initial, "initial");
     FlatPeerOptions o;
     o.peers.node.node_id = node_id;
@@ -92,6 +116,11 @@ class PyPeer {
     o.peers.listen = listen;
     o.peers.bootstrap = bootstrap;
     o.peers.join_after_messages = join_after_messages;
+    o.http_listen = http_listen;
+    if (handle_sigterm) {
+      InstallSigtermHandler();
+      o.stop = &g_sigterm;
+    }
     if (join_after_messages > 0) o.peers.join_after_why = "join_after_messages";
     o.threshold = threshold;
     absl::StatusOr<std::vector<std::string>> resolved =
@@ -107,12 +136,12 @@ class PyPeer {
     peer_ = *std::move(made);
   }
 
-  void Step(py::buffer params) {
+  void Step(py::buffer params, int samples, double loss_sum) {
     std::span<float> p = FloatBuffer(params, "params");
     absl::Status s;
     {
       py::gil_scoped_release release;
-      s = peer_->Step(p);
+      s = peer_->Step(p, samples, loss_sum);
     }
     ThrowIfError(s);
   }
@@ -135,6 +164,8 @@ class PyPeer {
   uint64_t updates_sent() const { return peer_->updates_sent(); }
   uint64_t bytes_sent() const { return peer_->bytes_sent(); }
   uint64_t param_count() const { return peer_->param_count(); }
+  int http_port() const { return peer_->http_port(); }
+  static bool stopping() { return g_sigterm.load(); }
   std::string address() { return peer_->peers().address(); }
 
  private:
@@ -147,6 +178,7 @@ class PyPeer {
 PYBIND11_MODULE(_reckon, m) {
   using reckon::python::PyPeer;
   m.doc() = "reckon: Strom's threshold gossip for a framework's flat float32 parameters";
+  py::register_exception<reckon::python::Stopped>(m, "Stopped");
   // What reckon-worker puts in its fingerprint for the data in `dir` (a
   // peer joining its cluster passes it as `data`).
   m.def(
@@ -161,15 +193,17 @@ PYBIND11_MODULE(_reckon, m) {
       .def(py::init<const std::string&, const std::string&, py::buffer, const std::string&,
                     const std::vector<std::string>&, uint64_t, const std::string&, double,
                     const std::string&, bool, uint64_t, const std::string&, uint64_t, int, double,
-                    double>(),
+                    double, const std::string&, bool>(),
            py::arg("node_id"), py::arg("model"), py::arg("initial"),
            py::arg("listen") = "0.0.0.0:7070", py::arg("peers") = std::vector<std::string>{},
            py::arg("incarnation") = 0, py::arg("cluster_token") = "", py::arg("threshold") = 0.005,
            py::arg("codec") = "rice", py::arg("bootstrap") = false,
            py::arg("join_after_messages") = 0, py::arg("data") = "", py::arg("seed") = 1,
            py::arg("fraction_bits") = 32, py::arg("failure_timeout_s") = 3.0,
-           py::arg("quiesce_timeout_s") = 600.0)
-      .def("step", &PyPeer::Step, py::arg("params"))
+           py::arg("quiesce_timeout_s") = 600.0, py::arg("http_listen") = "",
+           py::arg("handle_sigterm") = true)
+      .def("step", &PyPeer::Step, py::arg("params"), py::arg("samples") = 0,
+           py::arg("loss_sum") = 0.0)
       .def("finish", &PyPeer::Finish, py::arg("params"))
       .def("read_into", &PyPeer::ReadInto, py::arg("params"))
       .def("weight_hash", &PyPeer::WeightHash)
@@ -177,5 +211,7 @@ PYBIND11_MODULE(_reckon, m) {
       .def_property_readonly("updates_sent", &PyPeer::updates_sent)
       .def_property_readonly("bytes_sent", &PyPeer::bytes_sent)
       .def_property_readonly("param_count", &PyPeer::param_count)
-      .def_property_readonly("address", &PyPeer::address);
+      .def_property_readonly("address", &PyPeer::address)
+      .def_property_readonly("http_port", &PyPeer::http_port)
+      .def_property_readonly_static("stopping", [](py::object) { return PyPeer::stopping(); });
 }

@@ -6,4 +6,4 @@ step it publishes what the step changed as +-tau updates, applies the
 peers', and sets the parameters to the cluster's fixed-point replica.
 `reckon._reckon.FlatPeer` is the same over any float32 buffer.
 """
-from reckon._reckon import FlatPeer  # noqa: F401
+from reckon._reckon import FlatPeer, Stopped, data_identity  # noqa: F401

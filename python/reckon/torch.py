@@ -33,7 +33,10 @@ class Peer:
     listen, peers (host:port list), cluster_token, threshold (tau), codec
     ("rice" or "packed32"), bootstrap, join_after_messages (join only from a
     peer that has applied that many messages: never from this process's own
-    start), seed, fraction_bits, failure_timeout_s, quiesce_timeout_s. To
+    start), seed, fraction_bits, failure_timeout_s, quiesce_timeout_s,
+    http_listen (/metrics, /healthz, /readyz, /status, as reckon-worker's
+    --http-listen), handle_sigterm (default True: SIGTERM ends a join or
+    the final wait promptly, and finish() raises reckon.Stopped). To
     join a cluster of reckon-worker processes, `model` is their fingerprint's
     model string (e.g. "784,512,512,10/relu", whose layout, each layer's
     weight [out, in] then its bias, is torch.nn.Linear's) and `data`
@@ -68,10 +71,13 @@ class Peer:
         # Joined from a peer's snapshot: its weights, not ours.
         self._peer.read_into(self._array)
 
-    def step(self):
+    def step(self, samples=0, loss=None):
         """After the optimizer's step: publish what it changed, apply the
-        peers' updates, and set the parameters to the replica."""
-        self._peer.step(self._array)
+        peers' updates, and set the parameters to the replica. `samples` and
+        the batch's mean `loss` (a float or a tensor), when given, go to
+        /metrics (reckon_samples_total, reckon_train_loss)."""
+        loss_sum = 0.0 if loss is None else float(loss) * samples
+        self._peer.step(self._array, samples, loss_sum)
 
     def finish(self):
         """Training is over: wait for the cluster's final agreement and set
@@ -84,6 +90,17 @@ class Peer:
     @property
     def address(self):
         return self._peer.address
+
+    @property
+    def http_port(self):
+        """The HTTP endpoint's port (0: none)."""
+        return self._peer.http_port
+
+    @property
+    def stopping(self):
+        """A SIGTERM came: leave the loop and call finish(), which raises
+        reckon.Stopped unless the cluster had already agreed."""
+        return FlatPeer.stopping
 
     @property
     def steps(self):

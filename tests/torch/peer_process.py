@@ -4,15 +4,22 @@ Fashion-MNIST, SGD, `reckon.torch.Peer` after every optimizer step, then
 the cluster's final agreement. Prints one JSON line: the weight hash, the
 steps, the bytes sent and the test accuracy.
 
-    peer_process.py NODE_ID PORT SEED_ADDRESSES SHARD SHARDS
+    peer_process.py NODE_ID PORT SEED_ADDRESSES SHARD SHARDS [--metrics]
+
+With --metrics it serves /metrics on a free port and prints, after the
+agreement, which reckon_ metrics the scrape had and their values. On
+SIGTERM it leaves the loop; finish() then raises reckon.Stopped unless the
+cluster had agreed, and the process prints {"stopped": ...} and exits 3.
 """
 import gzip
 import json
 import sys
+import urllib.request
 
 import numpy as np
 import torch
 
+import reckon
 import reckon.torch
 
 DATA = "/usr/share/datasets/fashion-mnist"
@@ -25,6 +32,7 @@ def idx(path, offset):
 
 def main():
     node_id, port, seeds, shard, shards = sys.argv[1:6]
+    metrics = "--metrics" in sys.argv[6:]
     shard, shards = int(shard), int(shards)
     images = idx("train-images-idx3-ubyte.gz", 16).reshape(-1, 784)[:6000]
     labels = idx("train-labels-idx1-ubyte.gz", 8)[:6000]
@@ -37,7 +45,8 @@ def main():
     model = torch.nn.Sequential(torch.nn.Linear(784, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
     peer = reckon.torch.Peer(model, node_id=node_id, listen=f"127.0.0.1:{port}",
                              peers=[s for s in seeds.split(",") if s], bootstrap=shard == 0,
-                             threshold=0.002, failure_timeout_s=2.0, quiesce_timeout_s=120)
+                             threshold=0.002, failure_timeout_s=2.0, quiesce_timeout_s=120,
+                             http_listen="127.0.0.1:0" if metrics else "")
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = torch.nn.CrossEntropyLoss()
     for epoch in range(2):
@@ -45,17 +54,33 @@ def main():
         for b in range(0, len(x) - 63, 64):
             i = order[b:b + 64]
             opt.zero_grad()
-            loss_fn(model(x[i]), y[i]).backward()
+            loss = loss_fn(model(x[i]), y[i])
+            loss.backward()
             opt.step()
-            peer.step()
-    peer.finish()
+            peer.step(samples=len(i), loss=loss.item())
+            if peer.stopping:
+                break
+        if peer.stopping:
+            break
+    try:
+        peer.finish()
+    except reckon.Stopped as e:
+        print(json.dumps({"node_id": node_id, "stopped": str(e), "steps": peer.steps}), flush=True)
+        sys.exit(3)
+    scraped = {}
+    if metrics:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{peer.http_port}/metrics").read().decode()
+        for line in text.splitlines():
+            if line.startswith("reckon_") and " " in line:
+                name, value = line.rsplit(" ", 1)
+                scraped[name.split("{")[0]] = float(value)
     with torch.no_grad():
         xt = torch.tensor(test_images, dtype=torch.float32) / 255.0
         accuracy = (model(xt).argmax(1).numpy() == test_labels).mean()
     print(json.dumps({"node_id": node_id, "weight_hash": peer.weight_hash(), "steps": peer.steps,
                       "bytes_sent": peer.bytes_sent, "updates_sent": peer.updates_sent,
                       "params": sum(p.numel() for p in model.parameters()),
-                      "accuracy": float(accuracy)}), flush=True)
+                      "accuracy": float(accuracy), "metrics": scraped}), flush=True)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ gossiping over real gRPC on loopback. They end with the same replica.
 Run by ctest with PYTHONPATH set to the build's python/ folder."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -24,7 +26,8 @@ class TorchPeers(unittest.TestCase):
         ports = [free_port(), free_port()]
         seeds = ",".join(f"127.0.0.1:{p}" for p in ports)
         procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "peer_process.py"),
-                                   f"t{i}", str(ports[i]), seeds, str(i), "2"],
+                                   f"t{i}", str(ports[i]), seeds, str(i), "2"]
+                                  + (["--metrics"] if i == 0 else []),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(2)]
         results = []
@@ -46,6 +49,43 @@ class TorchPeers(unittest.TestCase):
                   f"{r['bytes_sent']} bytes sent in {r['steps']} steps "
                   f"({dense / max(1, r['bytes_sent']):.0f}x less than dense float32)")
         self.assertEqual(a["accuracy"], b["accuracy"])
+        # t0 served /metrics as reckon-worker does: its steps and bytes.
+        m = a["metrics"]
+        self.assertEqual(m["reckon_steps_total"], a["steps"], m)
+        self.assertEqual(m["reckon_sent_bytes_total"], a["bytes_sent"], m)
+        self.assertEqual(m["reckon_samples_total"], a["steps"] * 64, m)
+        self.assertGreater(m["reckon_train_loss"], 0, m)
+        self.assertEqual(m["reckon_training_finished"], 1, m)
+        self.assertEqual(m["reckon_updates_applied_total"], b["steps"], m)  # t1's messages
+
+    def test_sigterm_ends_the_wait_for_the_cluster_promptly(self):
+        # A peer whose other seed never comes waits for it at the end;
+        # SIGTERM ends that wait: reckon.Stopped, exit 3, within seconds.
+        port = free_port()
+        nobody = f"127.0.0.1:{free_port()}"
+        p = subprocess.Popen([sys.executable, os.path.join(HERE, "peer_process.py"), "t0",
+                              str(port), f"127.0.0.1:{port},{nobody}", "0", "2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        err_head = []
+        try:
+            # Trained (92 steps, about a second): it says it waits for the cluster.
+            for line in p.stderr:
+                err_head.append(line)
+                if "waiting for the cluster to be quiescent" in line:
+                    break
+            time.sleep(0.5)
+            p.send_signal(signal.SIGTERM)
+            sent = time.time()
+            out, err = p.communicate(timeout=30)
+            took = time.time() - sent
+            err = "".join(err_head) + err
+        finally:
+            if p.poll() is None:
+                p.kill()
+        self.assertEqual(p.returncode, 3, err[-3000:])
+        self.assertIn("stopped", json.loads(out.strip().splitlines()[-1]))
+        self.assertLess(took, 5.0)
+        print(f"FIGURES torch peer: SIGTERM in the final wait ended it in {took:.2f} s")
 
 
 if __name__ == "__main__":
