@@ -88,7 +88,8 @@ class PyPeer {
          const std::string& cluster_token, double threshold, const std::string& codec,
          bool bootstrap, uint64_t join_after_messages, const std::string& data, uint64_t seed,
          int fraction_bits, double failure_timeout_s, double quiesce_timeout_s,
-         const std::string& http_listen, bool handle_sigterm) {
+         const std::string& http_listen, bool handle_sigterm, const std::string& tls_ca,
+         const std::string& tls_cert, const std::string& tls_key) {
     std::span<float> start = FloatBuffer(initial, "initial");
     FlatPeerOptions o;
     o.peers.node.node_id = node_id;
@@ -123,6 +124,14 @@ class PyPeer {
     }
     if (join_after_messages > 0) o.peers.join_after_why = "join_after_messages";
     o.threshold = threshold;
+    worker::TlsFiles tls;
+    tls.ca = tls_ca;
+    tls.cert = tls_cert;
+    tls.key = tls_key;
+    tls.cert_name = "tls_cert";
+    tls.all_names = "tls_cert, tls_key and tls_ca";
+    tls.node_id_name = "node_id";
+    ThrowIfError(worker::UseTls(tls, &o.peers));
     absl::StatusOr<std::vector<std::string>> resolved =
         worker::ResolvePeers(absl::StrJoin(peers, ","));
     ThrowIfError(resolved.status());
@@ -193,7 +202,8 @@ PYBIND11_MODULE(_reckon, m) {
       .def(py::init<const std::string&, const std::string&, py::buffer, const std::string&,
                     const std::vector<std::string>&, uint64_t, const std::string&, double,
                     const std::string&, bool, uint64_t, const std::string&, uint64_t, int, double,
-                    double, const std::string&, bool>(),
+                    double, const std::string&, bool, const std::string&, const std::string&,
+                    const std::string&>(),
            py::arg("node_id"), py::arg("model"), py::arg("initial"),
            py::arg("listen") = "0.0.0.0:7070", py::arg("peers") = std::vector<std::string>{},
            py::arg("incarnation") = 0, py::arg("cluster_token") = "", py::arg("threshold") = 0.005,
@@ -201,7 +211,8 @@ PYBIND11_MODULE(_reckon, m) {
            py::arg("join_after_messages") = 0, py::arg("data") = "", py::arg("seed") = 1,
            py::arg("fraction_bits") = 32, py::arg("failure_timeout_s") = 3.0,
            py::arg("quiesce_timeout_s") = 600.0, py::arg("http_listen") = "",
-           py::arg("handle_sigterm") = true)
+           py::arg("handle_sigterm") = true, py::arg("tls_ca") = "", py::arg("tls_cert") = "",
+           py::arg("tls_key") = "")
       .def("step", &PyPeer::Step, py::arg("params"), py::arg("samples") = 0,
            py::arg("loss_sum") = 0.0)
       .def("finish", &PyPeer::Finish, py::arg("params"))

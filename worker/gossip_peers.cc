@@ -31,6 +31,26 @@ uint64_t TotalSeqs(const server::VersionMap& map) {
 
 }  // namespace
 
+absl::Status UseTls(const TlsFiles& files, PeerOptions* options) {
+  if (files.ca.empty() && files.cert.empty() && files.key.empty()) return absl::OkStatus();
+  if (files.ca.empty() || files.cert.empty() || files.key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(files.all_names, " go together"));
+  }
+  absl::StatusOr<server::TlsConfig> tls = server::LoadTls(files.ca, files.cert, files.key);
+  if (!tls.ok()) return absl::InvalidArgumentError(tls.status().message());
+  server::NodeOptions& n = options->node;
+  if (tls->identity != n.node_id) {
+    return absl::InvalidArgumentError(absl::StrCat(files.cert_name, " ", files.cert, " is for '",
+                                                   tls->identity, "', not ", files.node_id_name,
+                                                   " '", n.node_id,
+                                                   "': peers would refuse this worker"));
+  }
+  n.tls = *tls;  // signs our Updates, verifies everyone's
+  options->transport.tls = *std::move(tls);
+  n.require_peer_identity = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::string>> ResolvePeers(const std::string& list) {
   std::vector<std::string> out;
   std::set<std::string> seen;

@@ -75,6 +75,19 @@ struct PeerOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
+// Mutual TLS and signed updates from PEM files (reckon-worker's --tls-ca,
+// --tls-cert, --tls-key; a Python peer's tls_ca, tls_cert, tls_key): all
+// three or none (none: nothing changes). The certificate must name the
+// node id, or peers would refuse it. Errors call the files and the node id
+// by the caller's names.
+struct TlsFiles {
+  std::string ca, cert, key;
+  std::string cert_name = "--tls-cert";
+  std::string all_names = "--tls-cert, --tls-key and --tls-ca";
+  std::string node_id_name = "--node-id";
+};
+absl::Status UseTls(const TlsFiles& files, PeerOptions* options);
+
 // "host:port,host:port" (a host may be a DNS name resolving to several
 // addresses, e.g. a Kubernetes headless Service): every address, as
 // "ip:port". kInvalidArgument for an entry without a port.

@@ -369,27 +369,11 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
 
 // --tls-cert, --tls-key, --tls-ca: mutual TLS and signed updates, all or none.
 absl::Status TlsFromFlags(PeerOptions* peer_options) {
-  PeerOptions& p = *peer_options;
-  reckon::server::NodeOptions& n = p.node;
-  const std::string tls_cert = absl::GetFlag(FLAGS_tls_cert),
-                    tls_key = absl::GetFlag(FLAGS_tls_key), tls_ca = absl::GetFlag(FLAGS_tls_ca);
-  if (!tls_cert.empty() || !tls_key.empty() || !tls_ca.empty()) {
-    if (tls_cert.empty() || tls_key.empty() || tls_ca.empty()) {
-      return absl::InvalidArgumentError("--tls-cert, --tls-key and --tls-ca go together");
-    }
-    absl::StatusOr<reckon::server::TlsConfig> tls =
-        reckon::server::LoadTls(tls_ca, tls_cert, tls_key);
-    if (!tls.ok()) return absl::InvalidArgumentError(tls.status().message());
-    if (tls->identity != n.node_id) {
-      return absl::InvalidArgumentError(absl::StrCat("--tls-cert ", tls_cert, " is for '",
-                                                     tls->identity, "', not --node-id '", n.node_id,
-                                                     "': peers would refuse this worker"));
-    }
-    n.tls = *tls;  // signs our Updates, verifies everyone's
-    p.transport.tls = *std::move(tls);
-    n.require_peer_identity = true;
-  }
-  return absl::OkStatus();
+  reckon::worker::TlsFiles files;
+  files.ca = absl::GetFlag(FLAGS_tls_ca);
+  files.cert = absl::GetFlag(FLAGS_tls_cert);
+  files.key = absl::GetFlag(FLAGS_tls_key);
+  return reckon::worker::UseTls(files, peer_options);
 }
 
 // The test-only --fault-* flags of the gossip links.

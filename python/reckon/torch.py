@@ -36,7 +36,9 @@ class Peer:
     start), seed, fraction_bits, failure_timeout_s, quiesce_timeout_s,
     http_listen (/metrics, /healthz, /readyz, /status, as reckon-worker's
     --http-listen), handle_sigterm (default True: SIGTERM ends a join or
-    the final wait promptly, and finish() raises reckon.Stopped). To
+    the final wait promptly, and finish() raises reckon.Stopped), tls_ca,
+    tls_cert, tls_key (mutual TLS and signed updates, as reckon-worker's
+    --tls-*: PEM files, the certificate naming node_id). To
     join a cluster of reckon-worker processes, `model` is their fingerprint's
     model string (e.g. "784,512,512,10/relu", whose layout, each layer's
     weight [out, in] then its bias, is torch.nn.Linear's) and `data`

@@ -4,7 +4,10 @@ Fashion-MNIST, SGD, `reckon.torch.Peer` after every optimizer step, then
 the cluster's final agreement. Prints one JSON line: the weight hash, the
 steps, the bytes sent and the test accuracy.
 
-    peer_process.py NODE_ID PORT SEED_ADDRESSES SHARD SHARDS [--metrics]
+    peer_process.py NODE_ID PORT SEED_ADDRESSES SHARD SHARDS [--metrics] [--tls DIR]
+
+With --tls DIR, mutual TLS with DIR/ca.pem and DIR/NODE_ID.pem, .key
+(`reckonctl certs --out DIR`).
 
 With --metrics it serves /metrics on a free port and prints, after the
 agreement, which reckon_ metrics the scrape had and their values. On
@@ -33,6 +36,11 @@ def idx(path, offset):
 def main():
     node_id, port, seeds, shard, shards = sys.argv[1:6]
     metrics = "--metrics" in sys.argv[6:]
+    tls = {}
+    if "--tls" in sys.argv[6:]:
+        d = sys.argv[sys.argv.index("--tls") + 1]
+        tls = {"tls_ca": f"{d}/ca.pem", "tls_cert": f"{d}/{node_id}.pem",
+               "tls_key": f"{d}/{node_id}.key"}
     shard, shards = int(shard), int(shards)
     images = idx("train-images-idx3-ubyte.gz", 16).reshape(-1, 784)[:6000]
     labels = idx("train-labels-idx1-ubyte.gz", 8)[:6000]
@@ -46,7 +54,7 @@ def main():
     peer = reckon.torch.Peer(model, node_id=node_id, listen=f"127.0.0.1:{port}",
                              peers=[s for s in seeds.split(",") if s], bootstrap=shard == 0,
                              threshold=0.002, failure_timeout_s=2.0, quiesce_timeout_s=120,
-                             http_listen="127.0.0.1:0" if metrics else "")
+                             http_listen="127.0.0.1:0" if metrics else "", **tls)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = torch.nn.CrossEntropyLoss()
     for epoch in range(2):

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -21,21 +22,28 @@ def free_port():
         return s.getsockname()[1]
 
 
+def run_two(extra):
+    """Two peer processes t0 (with /metrics) and t1, each with `extra`
+    arguments; their outputs' last lines as JSON, or the failure."""
+    ports = [free_port(), free_port()]
+    seeds = ",".join(f"127.0.0.1:{p}" for p in ports)
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "peer_process.py"),
+                               f"t{i}", str(ports[i]), seeds, str(i), "2"]
+                              + (["--metrics"] if i == 0 else []) + extra,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        if p.returncode != 0:
+            raise AssertionError(f"exit {p.returncode}: {err[-3000:]}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
 class TorchPeers(unittest.TestCase):
     def test_two_torch_processes_end_with_the_same_replica(self):
-        ports = [free_port(), free_port()]
-        seeds = ",".join(f"127.0.0.1:{p}" for p in ports)
-        procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "peer_process.py"),
-                                   f"t{i}", str(ports[i]), seeds, str(i), "2"]
-                                  + (["--metrics"] if i == 0 else []),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for i in range(2)]
-        results = []
-        for p in procs:
-            out, err = p.communicate(timeout=300)
-            self.assertEqual(p.returncode, 0, err[-3000:])
-            results.append(json.loads(out.strip().splitlines()[-1]))
-        a, b = results
+        a, b = results = run_two([])
         self.assertEqual(a["weight_hash"], b["weight_hash"])
         for r in results:
             # 2 epochs of a 3,000-sample shard in batches of 64.
@@ -57,6 +65,28 @@ class TorchPeers(unittest.TestCase):
         self.assertGreater(m["reckon_train_loss"], 0, m)
         self.assertEqual(m["reckon_training_finished"], 1, m)
         self.assertEqual(m["reckon_updates_applied_total"], b["steps"], m)  # t1's messages
+
+    def test_with_mutual_tls_they_end_with_the_same_replica(self):
+        # Certificates from `reckonctl certs`, as reckon-worker's: the
+        # streams are TLS, every update signed and verified.
+        ctl = os.environ.get("RECKONCTL")
+        self.assertTrue(ctl, "RECKONCTL (the reckonctl binary) is not set")
+        certs = tempfile.mkdtemp(prefix="reckon-torch-tls-")
+        subprocess.run([ctl, "certs", "--out", certs, "--nodes", "t0,t1"], check=True,
+                       capture_output=True)
+        a, b = run_two(["--tls", certs])
+        self.assertEqual(a["weight_hash"], b["weight_hash"])
+        self.assertEqual(a["metrics"]["reckon_signature_errors_total"], 0)
+        self.assertEqual(a["metrics"]["reckon_updates_applied_total"], b["steps"])
+        # A certificate of another node is refused by name.
+        wrong = subprocess.run(
+            [sys.executable, "-c",
+             "import reckon, numpy\n"
+             f"reckon.FlatPeer('t0', 'm', numpy.zeros(4, numpy.float32), listen='127.0.0.1:0',"
+             f" tls_ca='{certs}/ca.pem', tls_cert='{certs}/t1.pem', tls_key='{certs}/t1.key')"],
+            capture_output=True, text=True)
+        self.assertNotEqual(wrong.returncode, 0)
+        self.assertIn("is for 't1', not node_id 't0'", wrong.stderr)
 
     def test_sigterm_ends_the_wait_for_the_cluster_promptly(self):
         # A peer whose other seed never comes waits for it at the end;
