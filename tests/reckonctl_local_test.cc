@@ -315,7 +315,12 @@ TEST_P(SyntheticWorkers, MeasureTheGossipLayer) {
     EXPECT_EQ(arrivals, w.at("node").at("updates_applied").get<size_t>());
   }
   EXPECT_GE(sent, 4 * wire);
-  EXPECT_LE(received, sent);
+  // Nothing is received that was not sent, give or take the frames a
+  // worker sends after its summary took its count (heartbeats until its
+  // Leave, and the Leave) to a member that is still counting: CI once saw
+  // 86 bytes more received than sent of 765 KB. Counting a frame twice
+  // would be far more than 1%.
+  EXPECT_LE(received, 1.01 * sent);
   EXPECT_GE(received, 0.9 * sent);
   // First copies: 6 x 40 messages to 5 members each, less the late joiners'
   // snapshots, plus the odd repair of a message lost while a stream was
