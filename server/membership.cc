@@ -3,7 +3,9 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "server/node.h"
 
@@ -14,6 +16,21 @@ bool TokenMatches(const std::string& given, const std::string& token) {
   SHA256(reinterpret_cast<const unsigned char*>(given.data()), given.size(), a);
   SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), b);
   return CRYPTO_memcmp(a, b, sizeof(a)) == 0;
+}
+
+std::optional<std::string> DescribeModelDifference(const std::string& theirs,
+                                                   const std::string& ours) {
+  auto quote = [](absl::string_view s) { return absl::StrCat("'", s.substr(0, 64), "'"); };
+  if (!absl::StrContains(theirs, ':') || !absl::StrContains(ours, ':')) return std::nullopt;
+  const std::vector<absl::string_view> a = absl::StrSplit(theirs, ';');
+  const std::vector<absl::string_view> b = absl::StrSplit(ours, ';');
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i < a.size() && i < b.size() && a[i] == b[i]) continue;
+    if (i >= a.size()) return absl::StrCat("tensor ", i, " ", quote(b[i]), " only here");
+    if (i >= b.size()) return absl::StrCat("tensor ", i, " ", quote(a[i]), " only there");
+    return absl::StrCat("tensor ", i, " is ", quote(a[i]), " there but ", quote(b[i]), " here");
+  }
+  return absl::StrCat(quote(theirs), " there but ", quote(ours), " here");
 }
 
 HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {

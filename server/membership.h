@@ -51,6 +51,16 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& context);
 // cannot learn the token a byte at a time from how long refusals take.
 bool TokenMatches(const std::string& given, const std::string& token);
 
+// Two fingerprints' model strings that differ, said so that the reader
+// finds the difference: where both are a framework's layout ("name:shape"
+// entries joined by ';', python/reckon/torch.py), the first tensor that
+// differs, by position and name, or the first one only one side has;
+// nullopt for other model strings (reckon-worker's "784,512,512,10/relu":
+// both are said whole). `theirs` comes from the network: at most 64
+// characters of a part of it are quoted.
+std::optional<std::string> DescribeModelDifference(const std::string& theirs,
+                                                   const std::string& ours);
+
 // What the member list of a heartbeat from `from` (a member this node,
 // `self_id`, reached) teaches, applied to `members`: `from.hears` becomes
 // the entries it hears; an id never seen becomes a member (connecting,

@@ -66,7 +66,15 @@ absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const s
   if (theirs.protocol_version() != ours.protocol_version()) {
     return differs("protocol version", theirs.protocol_version(), ours.protocol_version());
   }
-  if (theirs.model() != ours.model()) return differs("model", theirs.model(), ours.model());
+  if (theirs.model() != ours.model()) {
+    // A framework's layout: the tensor that differs, by name.
+    if (std::optional<std::string> tensor = DescribeModelDifference(theirs.model(), ours.model())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cluster fingerprint mismatch: the model differs: ", *tensor, " (there: '",
+                       peer.substr(0, 64), "', here: '", self_.node_id, "')"));
+    }
+    return differs("model", theirs.model().substr(0, 96), ours.model());
+  }
   if (theirs.param_count() != ours.param_count()) {
     return differs("param count", theirs.param_count(), ours.param_count());
   }

@@ -1211,6 +1211,23 @@ TEST(AppliedReplica, AppliesOnlyTheNextMessageAndInstallsAllOrNothing) {
   EXPECT_EQ(untouched.checksum(), initial);
 }
 
+// A framework's layouts that differ are said by the first tensor that
+// differs; reckon-worker's model strings are left whole (nullopt).
+TEST(Membership, AModelDifferenceNamesTheFirstTensorThatDiffers) {
+  EXPECT_EQ(DescribeModelDifference("0.weight:64x784;0.bias:64;2.weight:10x64",
+                                    "0.weight:64x784;0.bias:32;2.weight:10x32"),
+            "tensor 1 is '0.bias:64' there but '0.bias:32' here");
+  EXPECT_EQ(DescribeModelDifference("a:3;b:4", "a:3;b:4;c:5"), "tensor 2 'c:5' only here");
+  EXPECT_EQ(DescribeModelDifference("a:3;b:4;c:5", "a:3;b:4"), "tensor 2 'c:5' only there");
+  EXPECT_EQ(DescribeModelDifference("784,64,10/relu", "784,128,10/relu"), std::nullopt);
+  // What a peer sends is quoted at most 64 characters a part.
+  const std::string long_name(1000, 'x');
+  const std::optional<std::string> said =
+      DescribeModelDifference(absl::StrCat(long_name, ":1"), "y:1");
+  ASSERT_TRUE(said.has_value());
+  EXPECT_LT(said->size(), 200u);
+}
+
 // Without a mirror (a worker's node: the training replica is the only one)
 // the vector and the ledger move as with one, and a snapshot's replay hands
 // back the replayed messages: the snapshot's weights plus those, applied in

@@ -88,6 +88,22 @@ class TorchPeers(unittest.TestCase):
         self.assertNotEqual(wrong.returncode, 0)
         self.assertIn("is for 't1', not node_id 't0'", wrong.stderr)
 
+    def test_a_model_of_other_shapes_is_refused_naming_the_tensor(self):
+        import torch
+        import reckon.torch
+        port = free_port()
+        torch.manual_seed(0)
+        a = reckon.torch.Peer(torch.nn.Linear(784, 64), node_id="a",
+                              listen=f"127.0.0.1:{port}", bootstrap=True)
+        self.assertEqual(a.address, f"127.0.0.1:{port}")
+        with self.assertRaises(RuntimeError) as refused:
+            reckon.torch.Peer(torch.nn.Linear(784, 32), node_id="b",
+                              listen=f"127.0.0.1:{free_port()}", peers=[a.address])
+        said = str(refused.exception)
+        self.assertIn("the model differs: tensor 0 is", said)
+        self.assertIn("'weight:32x784'", said)
+        self.assertIn("'weight:64x784'", said)
+
     def test_sigterm_ends_the_wait_for_the_cluster_promptly(self):
         # A peer whose other seed never comes waits for it at the end;
         # SIGTERM ends that wait: reckon.Stopped, exit 3, within seconds.
