@@ -43,32 +43,32 @@ class InboundFit(unittest.TestCase):
             model.Inbound({2: 45e6}, "test")
 
 
+def read_lines(lines):
+    """read_inbound_json of a file holding `lines`."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        return model.read_inbound_json(f.name)
+    finally:
+        os.unlink(f.name)
+
+
 class ReadInboundJson(unittest.TestCase):
     def test_only_the_after_rows_at_strom_size_count_averaged_by_threads(self):
-        lines = [bench_row("strom", "before", 1, 20e6), bench_row("strom", "after", 1, 30e6),
-                 bench_row("strom", "after", 1, 34e6), bench_row("strom", "after", 2, 44e6),
-                 bench_row("default", "after", 2, 99e6), "a log line, not JSON"]
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            f.write("\n".join(lines) + "\n")
-        try:
-            inbound = model.read_inbound_json(f.name)
-        finally:
-            os.unlink(f.name)
+        inbound = read_lines(
+            [bench_row("strom", "before", 1, 20e6), bench_row("strom", "after", 1, 30e6),
+             bench_row("strom", "after", 1, 34e6), bench_row("strom", "after", 2, 44e6),
+             bench_row("default", "after", 2, 99e6), "a log line, not JSON"])
         self.assertEqual(inbound.by_threads, {1: 32e6, 2: 44e6})
 
     def test_the_gpu_host_rows_come_first_where_there_are_some(self):
         # A worker's node without a mirror whose drain applies nothing: a
         # GPU worker's host, what the model's node term is.
-        lines = [bench_row("strom", "after", 1, 30e6), bench_row("strom", "after", 2, 44e6),
-                 bench_row("strom", "worker", 1, 90e6), bench_row("strom", "worker", 2, 120e6),
-                 bench_row("strom", "gpu-host", 1, 110e6), bench_row("strom", "gpu-host", 2, 170e6),
-                 bench_row("strom", "gpu-host", 2, 180e6)]
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            f.write("\n".join(lines) + "\n")
-        try:
-            inbound = model.read_inbound_json(f.name)
-        finally:
-            os.unlink(f.name)
+        inbound = read_lines(
+            [bench_row("strom", "after", 1, 30e6), bench_row("strom", "after", 2, 44e6),
+             bench_row("strom", "worker", 1, 90e6), bench_row("strom", "worker", 2, 120e6),
+             bench_row("strom", "gpu-host", 1, 110e6), bench_row("strom", "gpu-host", 2, 170e6),
+             bench_row("strom", "gpu-host", 2, 180e6)])
         self.assertEqual(inbound.by_threads, {1: 110e6, 2: 175e6})
         self.assertIn("gpu-host rows", inbound.source)
 
