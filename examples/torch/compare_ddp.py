@@ -65,6 +65,8 @@ def train(rank, args, mode, ports, results):
     torch.set_num_threads(1)
     x, y = load("train")
     x, y = x[rank::args.workers], y[rank::args.workers]
+    if args.limit:
+        x, y = x[:args.limit], y[:args.limit]
     torch.manual_seed(args.seed)  # the same start everywhere
     model = cnn()
     sent = None
@@ -146,6 +148,7 @@ def main():
     p.add_argument("--tau", type=float, default=0.001, help="reckon's threshold")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--runs", default="ddp,reckon")
+    p.add_argument("--limit", type=int, default=0, help="samples per worker (0: its whole shard)")
     args = p.parse_args()
     for mode in args.runs.split(","):
         if mode not in ("ddp", "reckon"):
