@@ -27,12 +27,12 @@ N x t_c / step and the efficiency t_c / step.
 
 The node's inbound rate is measured, not guessed: updates per second the
 node accepted at Strom's size (14.6M parameters, 44,000 updates a message)
-with 1 and 2 receive threads, from `reckonctl bench inbound --json` (the
+with 1, 2 and 16 receive threads, from `reckonctl bench inbound --json` (the
 `gpu-host` rows: a worker's node with no mirror whose drain applies
 nothing, as a GPU worker's host; the `after` rows of an older bench;
-`--inbound-json FILE`) or, without a file, the figures docs/benchmarks.md
-records. How it grows with cores is fitted to those two
-points (Amdahl: a share p of the work runs in parallel, r(c) = r(1) /
+`--inbound-json FILE`) or, without a file, the figures the H100 host gave
+(docs/benchmarks.md). How it grows with cores is fitted to one thread's
+rate and the most threads' (Amdahl: a share p of the work runs in parallel, r(c) = r(1) /
 ((1 - p) + p / c)); `--node-cores` says how many the node has.
 
 Checked against what the lab measured (docs/scaling.md): `--check` prints the
@@ -40,7 +40,7 @@ model beside the 100 Mbit/s runs and the synthetic members' bytes.
 
 Usage: scaling_model.py [--nodes 10,80,1000] [--link-gbit 10] [--step-ms 3.8]
                         [--message-kb 69] [--batch 1024] [--overlay mesh|tree]
-                        [--inbound-json FILE] [--node-cores 2] [--check]
+                        [--inbound-json FILE] [--node-cores 16] [--check]
 """
 import argparse
 import json
@@ -87,14 +87,16 @@ def heartbeat_bytes_per_s(nodes, overlay="mesh"):
     return HEARTBEAT_HZ * beating_streams(nodes, overlay) * (H0 + H1 * nodes)
 
 
-# `reckonctl bench inbound --paths gpu-host --messages 100`, 2-core AMD EPYC
-# VM, 2026-11-27 (docs/benchmarks.md "What the profile showed then"):
-# Strom's size, a worker's node without a mirror whose apply runs on the
-# device, messages a second with 1 and 2 receive threads (the middle of
-# three runs, 2,069-2,736 and 4,085-4,661), times 44,000 updates.
-MEASURED_INBOUND = {1: 2487.2 * 44000, 2: 4645.3 * 44000}
-MEASURED_INBOUND_SOURCE = ("docs/benchmarks.md (reckonctl bench inbound, gpu-host rows, "
-                           "2-core AMD EPYC VM, 2026-11-27)")
+# `reckonctl bench inbound --messages 100 --train-steps 300 --json` on the
+# device machine's host (one H100, 16 cores), 2026-11-27 (tests/gpu/run.sh;
+# docs/benchmarks.md "The CUDA backend on an H100"): Strom's size, the
+# `gpu-host` rows (a worker's node without a mirror whose apply runs on the
+# device), updates a second with 1, 2 and 16 receive threads. One run; the
+# 2-core VM measured 109 and 204 M with 1 and 2 threads the same day.
+MEASURED_INBOUND = {1: 94.10e6, 2: 173.89e6, 16: 589.26e6}
+MEASURED_INBOUND_SOURCE = ("docs/figures/bench-inbound-h100-2026-11-27.jsonl (reckonctl bench "
+                           "inbound, gpu-host rows, the H100 host's 16 cores)")
+MEASURED_INBOUND_CORES = 16
 
 
 class Inbound:
@@ -149,7 +151,7 @@ class Rates:
     """Per-update rates: Rice's size, the node's measured inbound rate with
     `node_cores` receive threads, and the H100's batched apply (issue 16)."""
 
-    def __init__(self, inbound=None, node_cores=2):
+    def __init__(self, inbound=None, node_cores=MEASURED_INBOUND_CORES):
         self.bits_per_update = 12.5  # Rice at p = 1e-3
         self.inbound = inbound or Inbound(MEASURED_INBOUND, MEASURED_INBOUND_SOURCE)
         self.node_cores = node_cores
@@ -272,8 +274,8 @@ def main():
     p.add_argument("--inbound-json", metavar="FILE",
                    help="`reckonctl bench inbound --json` output: the node's measured rate "
                         "(default: the figures docs/benchmarks.md records)")
-    p.add_argument("--node-cores", type=float, default=2,
-                   help="receive threads a node has (default 2: as measured)")
+    p.add_argument("--node-cores", type=float, default=MEASURED_INBOUND_CORES,
+                   help="receive threads a node has (default 16: the H100 host measured)")
     p.add_argument("--check", action="store_true",
                    help="print the model beside the lab's measurements")
     args = p.parse_args()
