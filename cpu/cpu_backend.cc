@@ -220,6 +220,11 @@ absl::StatusOr<std::unique_ptr<model::Backend>> MakeCpuBackend(const model::Back
       codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits);
   if (!replica.ok()) return replica.status();
   if (config.max_batch < 1) return absl::InvalidArgumentError("batch size must be at least 1");
+  if (config.gemm_precision != model::GemmPrecision::kFp32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gemm-precision ", model::GemmPrecisionName(config.gemm_precision),
+                     " runs on the cuda backend only; the cpu backend computes in fp32"));
+  }
   const int threads = config.threads > 0
                           ? config.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

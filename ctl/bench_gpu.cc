@@ -1,16 +1,22 @@
 // reckonctl bench gpu [--json]: the CUDA backend's hot paths, side by side
 // in one process, at Strom's model size (14.6M parameters) and at 100M:
-//   - the threshold pass + compaction (both methods) in bytes/s over the
+//   - the threshold pass + compaction (every method) in bytes/s over the
 //     bytes it must touch (delta and residual read, residual written: 12 per
 //     element, plus 4 per emitted word), against a device-to-device
 //     cudaMemcpy (its bytes read + written);
+//   - the fused optimizer pass (ThresholdPass::LaunchFused: SGD 12 bytes an
+//     element, momentum 20) against the optimizer kernel followed by the
+//     pass (20 and 28), for both single-pass methods;
 //   - plain cub::DeviceSelect::If on the residual alone;
-//   - pass + copy-out of the words + Rice encoding on the host, as a
-//     fraction of one training step of a ~14.2M-parameter MLP
-//     (784-2048-2048-2048-2048-10, batch 256), and that step's FLOP/s
-//     against cuBLAS sgemm on the same GEMM shapes;
-//   - the batched apply in updates/s.
+//   - the batched apply in updates/s, of one pass's words (8 messages) and
+//     of 80 peers' Strom-size messages at once (79 x 44,000 updates);
+//   - one training step of Strom's network (784-1800x5-10, sigmoid, 14.4M
+//     parameters) at batch 1,024 with fp32 and with tf32 GEMMs, its FLOP/s
+//     against cuBLAS sgemm on the same shapes in the same precision, and
+//     the pass + copy-out + Rice encoding on the host at that size as a
+//     fraction of the fp32 step.
 // Where no GPU answers it says so and exits 1.
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -46,13 +52,34 @@ namespace reckon::ctl {
 #if RECKON_HAVE_CUDA
 namespace {
 
+constexpr cuda::CompactionMethod kMethods[] = {cuda::CompactionMethod::kCubSelect,
+                                               cuda::CompactionMethod::kSinglePass,
+                                               cuda::CompactionMethod::kSinglePassWide};
+constexpr int kMethodCount = 3;
+constexpr cuda::CompactionMethod kSinglePassMethods[] = {cuda::CompactionMethod::kSinglePass,
+                                                         cuda::CompactionMethod::kSinglePassWide};
+
+// The fused pass against the optimizer kernel then the pass, one rule and
+// one single-pass method.
+struct FusedRow {
+  cuda::CompactionMethod method;
+  std::string optimizer;
+  double bytes_per_element = 0;  // what the fused pass must touch
+  double fused_s = 0, separate_s = 0;
+  double fused_bps = 0;
+};
+
 struct SizeRow {
   uint64_t params = 0;
   uint64_t emitted = 0;
   double memcpy_bps = 0;
-  double pass_bps[2] = {0, 0};  // kCubSelect, kSinglePass
-  double select_if_s = 0, pass_s[2] = {0, 0};
+  double pass_bps[kMethodCount] = {};  // by kMethods
+  double pass_s[kMethodCount] = {};
+  double select_if_s = 0;
   double apply_updates_per_s = 0;
+  uint64_t apply_80_peers_updates = 0;
+  double apply_80_peers_s = 0;
+  std::vector<FusedRow> fused;
 };
 
 template <typename T>
@@ -92,11 +119,9 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
         cudaMemcpy(work.ptr, pristine.ptr, n * sizeof(float), cudaMemcpyDeviceToDevice));
     return absl::OkStatus();
   };
-  const cuda::CompactionMethod methods[2] = {cuda::CompactionMethod::kCubSelect,
-                                             cuda::CompactionMethod::kSinglePass};
-  for (int m = 0; m < 2; ++m) {
+  for (int m = 0; m < kMethodCount; ++m) {
     absl::StatusOr<std::unique_ptr<cuda::ThresholdPass>> pass =
-        cuda::ThresholdPass::Create(n, methods[m], nullptr);
+        cuda::ThresholdPass::Create(n, kMethods[m], nullptr);
     if (!pass.ok()) return pass.status();
     // One Finish per Launch (threshold_pass.h): each timed launch is
     // finished, untimed, before the next run's reset.
@@ -120,6 +145,75 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
     row.emitted = *count;
     row.pass_s[m] = *s;
     row.pass_bps[m] = (12.0 * n + 4.0 * *count) / *s;
+  }
+
+  // The fused optimizer pass against the optimizer kernel then the pass.
+  // The gradient is small against tau (lr 1), so the residual's density
+  // stays the pristine one's.
+  {
+    std::vector<float> grad(n);
+    for (float& g : grad) g = (u(rng) - 0.5f) * tau * 0.01f;
+    DeviceMemory<float> pristine_grad, work_grad, state;
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&pristine_grad.ptr, n * sizeof(float)));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&work_grad.ptr, n * sizeof(float)));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&state.ptr, n * sizeof(float)));
+    RECKON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(pristine_grad.ptr, grad.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    auto reset_all = [&]() -> absl::Status {
+      RECKON_RETURN_IF_ERROR(reset());
+      RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpy(work_grad.ptr, pristine_grad.ptr, n * sizeof(float),
+                                             cudaMemcpyDeviceToDevice));
+      RECKON_CUDA_RETURN_IF_ERROR(cudaMemset(state.ptr, 0, n * sizeof(float)));
+      return absl::OkStatus();
+    };
+    for (const cuda::CompactionMethod method : kSinglePassMethods) {
+      for (const int kind : {0, 1}) {
+        cuda::OptimizerRule rule;
+        rule.kind = kind;
+        rule.lr = 1.0f;
+        rule.momentum = 0.9f;
+        absl::StatusOr<std::unique_ptr<cuda::ThresholdPass>> pass =
+            cuda::ThresholdPass::Create(n, method, nullptr);
+        if (!pass.ok()) return pass.status();
+        bool launched = false;
+        auto finish_and_reset = [&]() -> absl::Status {
+          if (launched) {
+            launched = false;
+            RECKON_RETURN_IF_ERROR((*pass)->FinishOnDevice().status());
+          }
+          return reset_all();
+        };
+        float* state_ptr = kind == 0 ? nullptr : state.ptr;
+        absl::StatusOr<double> fused =
+            cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
+              RECKON_RETURN_IF_ERROR(
+                  (*pass)->LaunchFused(rule, work_grad.ptr, state_ptr, nullptr, work.ptr, n, tau));
+              launched = true;
+              return absl::OkStatus();
+            });
+        if (!fused.ok()) return fused.status();
+        absl::StatusOr<uint64_t> count = (*pass)->FinishOnDevice();
+        if (!count.ok()) return count.status();
+        absl::StatusOr<double> separate =
+            cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
+              RECKON_RETURN_IF_ERROR(
+                  cuda::LaunchOptimizerDelta(rule, nullptr, state_ptr, work_grad.ptr, n, nullptr));
+              RECKON_RETURN_IF_ERROR((*pass)->Launch(work_grad.ptr, work.ptr, n, tau));
+              launched = true;
+              return absl::OkStatus();
+            });
+        if (!separate.ok()) return separate.status();
+        RECKON_RETURN_IF_ERROR(finish_and_reset());
+        FusedRow f;
+        f.method = method;
+        f.optimizer = kind == 0 ? "sgd" : "momentum";
+        f.bytes_per_element = kind == 0 ? 12 : 20;
+        f.fused_s = *fused;
+        f.separate_s = *separate;
+        f.fused_bps = (f.bytes_per_element * n + 4.0 * *count) / *fused;
+        row.fused.push_back(f);
+      }
+    }
   }
   absl::StatusOr<double> select = cuda::TimeSelectIfOnResidual(pristine.ptr, n, tau, reps);
   if (!select.ok()) return select.status();
@@ -154,6 +248,48 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
   });
   if (!apply_s.ok()) return apply_s.status();
   row.apply_updates_per_s = *count / *apply_s;
+
+  // 80 peers' worth at once: 79 messages of 44,000 updates (Strom's 69 KB
+  // at 12.5 bits an update), each ascending, indices drawn at random.
+  {
+    constexpr int kPeers = 79;
+    constexpr uint64_t kPerMessage = 44'000;
+    std::vector<uint32_t> words;
+    words.reserve(kPeers * kPerMessage);
+    std::vector<uint64_t> h_peer_ends(kPeers);
+    std::vector<int64_t> h_peer_steps(kPeers, int64_t{1} << 25);
+    std::uniform_int_distribution<uint32_t> index(0, static_cast<uint32_t>(n - 1));
+    for (int m = 0; m < kPeers; ++m) {
+      std::vector<uint32_t> message(kPerMessage);
+      for (uint32_t& w : message) w = index(rng);
+      std::sort(message.begin(), message.end());
+      message.erase(std::unique(message.begin(), message.end()), message.end());
+      for (const uint32_t i : message) words.push_back(i | (u(rng) < 0.5f ? 0x80000000u : 0u));
+      h_peer_ends[m] = words.size();
+    }
+    DeviceMemory<uint32_t> d_words;
+    DeviceMemory<uint64_t> d_ends;
+    DeviceMemory<int64_t> d_steps;
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_words.ptr, words.size() * sizeof(uint32_t)));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_ends.ptr, kPeers * sizeof(uint64_t)));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_steps.ptr, kPeers * sizeof(int64_t)));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_words.ptr, words.data(),
+                                           words.size() * sizeof(uint32_t),
+                                           cudaMemcpyHostToDevice));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_ends.ptr, h_peer_ends.data(),
+                                           kPeers * sizeof(uint64_t), cudaMemcpyHostToDevice));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_steps.ptr, h_peer_steps.data(),
+                                           kPeers * sizeof(int64_t), cudaMemcpyHostToDevice));
+    absl::StatusOr<double> peers_s = cuda::BestEventSeconds(reps, nothing, [&]() -> absl::Status {
+      RECKON_RETURN_IF_ERROR(cuda::LaunchApplyWords(d_words.ptr, words.size(), d_ends.ptr,
+                                                    d_steps.ptr, kPeers, quanta.ptr, nullptr));
+      return cuda::LaunchRefreshTouched(d_words.ptr, words.size(), quanta.ptr, copy.ptr,
+                                        1.0 / 4294967296.0, nullptr);
+    });
+    if (!peers_s.ok()) return peers_s.status();
+    row.apply_80_peers_updates = words.size();
+    row.apply_80_peers_s = *peers_s;
+  }
   return row;
 }
 
@@ -162,22 +298,27 @@ struct StepRow {
   double step_s = 0, pass_copy_encode_s = 0, flops = 0, sgemm_flops = 0;
 };
 
-// One training step of a ~14.2M-parameter MLP on the CUDA backend, and the
-// threshold pass + copy-out + Rice encoding of that size alone.
-absl::StatusOr<StepRow> MeasureStep(int reps) {
+constexpr char kStromLayers[] = "784,1800,1800,1800,1800,1800,10";
+constexpr int kStepBatch = 1024;
+
+// One training step of Strom's network on the CUDA backend at batch 1,024
+// with GEMMs of `precision`, and cuBLAS sgemm alone on the same shapes in
+// the same math mode; with `with_pass`, the threshold pass + copy-out +
+// Rice encoding of that size alone too.
+absl::StatusOr<StepRow> MeasureStep(int reps, model::GemmPrecision precision, bool with_pass) {
   StepRow row;
   model::BackendConfig config;
-  absl::StatusOr<model::ModelShape> shape =
-      model::ModelShape::Parse("784,2048,2048,2048,2048,10", "relu");
+  absl::StatusOr<model::ModelShape> shape = model::ModelShape::Parse(kStromLayers, "sigmoid");
   if (!shape.ok()) return shape.status();
   config.shape = *shape;
-  config.max_batch = 256;
+  config.max_batch = kStepBatch;
   config.step = *codec::MakeThresholdStep(0.01, 32);
+  config.gemm_precision = precision;
   absl::StatusOr<std::unique_ptr<model::Backend>> backend = cuda::MakeCudaBackend(config);
   if (!backend.ok()) return backend.status();
   row.params = shape->param_count();
-  std::vector<float> images(256 * 784);
-  std::vector<int32_t> labels(256);
+  std::vector<float> images(size_t{kStepBatch} * 784);
+  std::vector<int32_t> labels(kStepBatch);
   std::mt19937 rng(1);
   for (float& x : images) x = std::uniform_real_distribution<float>(0, 1)(rng);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
@@ -187,7 +328,7 @@ absl::StatusOr<StepRow> MeasureStep(int reps) {
   for (int r = 0; r < reps + 2; ++r) {  // two warm-up steps
     const auto t0 = Clock::now();
     absl::StatusOr<model::BatchStats> s =
-        (*backend)->TrainStep(images.data(), labels.data(), 256, 0.01f, &emission);
+        (*backend)->TrainStep(images.data(), labels.data(), kStepBatch, 0.01f, &emission);
     if (!s.ok()) return s.status();
     if (r >= 2) best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
   }
@@ -196,7 +337,7 @@ absl::StatusOr<StepRow> MeasureStep(int reps) {
   double macs = 0;
   const auto& layers = shape->layers();
   for (size_t l = 0; l < layers.size(); ++l) {
-    macs += 256.0 * layers[l].in * layers[l].out * (l == 0 ? 2 : 3);
+    macs += double{kStepBatch} * layers[l].in * layers[l].out * (l == 0 ? 2 : 3);
   }
   row.flops = 2 * macs / row.step_s;
 
@@ -208,31 +349,39 @@ absl::StatusOr<StepRow> MeasureStep(int reps) {
   RECKON_CUBLAS_RETURN_IF_ERROR(api.create(&handle));
   // Destroyed on every return below.
   std::unique_ptr<cublasContext, decltype(api.destroy)> handle_owner(handle, api.destroy);
-  RECKON_CUBLAS_RETURN_IF_ERROR(api.set_math_mode(handle, CUBLAS_PEDANTIC_MATH));
+  RECKON_CUBLAS_RETURN_IF_ERROR(api.set_math_mode(
+      handle, precision == model::GemmPrecision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                       : CUBLAS_PEDANTIC_MATH));
+  size_t widest = 0;
+  for (const auto& l : layers) widest = std::max<size_t>(widest, size_t(l.in) * l.out);
+  const size_t activations = size_t{kStepBatch} * 1800;
   DeviceMemory<float> a, b, c;
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&a.ptr, 2048 * 2048 * sizeof(float)));
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.ptr, 2048 * 2048 * sizeof(float)));
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&c.ptr, 2048 * 2048 * sizeof(float)));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&a.ptr, widest * sizeof(float)));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.ptr, std::max(widest, activations) * sizeof(float)));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&c.ptr, std::max(widest, activations) * sizeof(float)));
   const float one = 1, zero = 0;
   absl::StatusOr<double> gemm_s = cuda::BestEventSeconds(
       reps, [] { return absl::OkStatus(); },
       [&]() -> absl::Status {
         for (size_t l = 0; l < layers.size(); ++l) {
           const int in = layers[l].in, out = layers[l].out;
-          RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, 256, in,
-                                                    &one, a.ptr, in, b.ptr, in, &zero, c.ptr, out));
-          RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, in, out, 256,
-                                                    &one, b.ptr, in, a.ptr, out, &zero, c.ptr, in));
+          RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out,
+                                                    kStepBatch, in, &one, a.ptr, in, b.ptr, in,
+                                                    &zero, c.ptr, out));
+          RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, in, out,
+                                                    kStepBatch, &one, b.ptr, in, c.ptr, out,
+                                                    &zero, a.ptr, in));
           if (l > 0) {
-            RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, in, 256,
-                                                      out, &one, a.ptr, in, b.ptr, out, &zero,
-                                                      c.ptr, in));
+            RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, in,
+                                                      kStepBatch, out, &one, a.ptr, in, c.ptr,
+                                                      out, &zero, b.ptr, in));
           }
         }
         return absl::OkStatus();
       });
   if (!gemm_s.ok()) return gemm_s.status();
   row.sgemm_flops = 2 * macs / *gemm_s;
+  if (!with_pass) return row;
 
   // Pass + copy-out + Rice encoding at this size, at a density of 1e-3.
   const uint64_t n = row.params;
@@ -291,55 +440,101 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
     }
     rows.push_back(*row);
   }
-  absl::StatusOr<StepRow> step = MeasureStep(static_cast<int>(reps));
-  if (!step.ok()) {
-    err << "reckonctl bench gpu: " << step.status().message() << "\n";
+  absl::StatusOr<StepRow> step =
+      MeasureStep(static_cast<int>(reps), model::GemmPrecision::kFp32, /*with_pass=*/true);
+  absl::StatusOr<StepRow> step_tf32 =
+      step.ok() ? MeasureStep(static_cast<int>(reps), model::GemmPrecision::kTf32, false)
+                : step.status();
+  if (!step_tf32.ok()) {
+    err << "reckonctl bench gpu: " << step_tf32.status().message() << "\n";
     return kExitBadInput;
   }
+  const double apply_80_ms = rows[0].apply_80_peers_s * 1e3;
   if (json) {
     base::Json sizes = base::Json::array();
     for (const SizeRow& r : rows) {
+      base::Json methods = base::Json::object();
+      for (int m = 0; m < kMethodCount; ++m) {
+        methods[cuda::CompactionMethodName(kMethods[m])] = {
+            {"seconds", r.pass_s[m]},
+            {"bytes_per_s", r.pass_bps[m]},
+            {"vs_memcpy", r.pass_bps[m] / r.memcpy_bps}};
+      }
+      base::Json fused = base::Json::array();
+      for (const FusedRow& f : r.fused) {
+        fused.push_back({{"method", cuda::CompactionMethodName(f.method)},
+                         {"optimizer", f.optimizer},
+                         {"bytes_per_element", f.bytes_per_element},
+                         {"fused_s", f.fused_s},
+                         {"separate_s", f.separate_s},
+                         {"speedup", f.separate_s / f.fused_s},
+                         {"fused_vs_memcpy", f.fused_bps / r.memcpy_bps}});
+      }
       sizes.push_back({{"params", r.params},
                        {"emitted", r.emitted},
                        {"memcpy_bytes_per_s", r.memcpy_bps},
-                       {"cub_select_pass_bytes_per_s", r.pass_bps[0]},
-                       {"single_pass_bytes_per_s", r.pass_bps[1]},
+                       {"methods", methods},
                        {"single_pass_vs_memcpy", r.pass_bps[1] / r.memcpy_bps},
+                       {"single_pass_wide_vs_memcpy", r.pass_bps[2] / r.memcpy_bps},
                        {"select_if_residual_s", r.select_if_s},
-                       {"single_pass_s", r.pass_s[1]},
-                       {"cub_select_pass_s", r.pass_s[0]},
-                       {"apply_updates_per_s", r.apply_updates_per_s}});
+                       {"fused", fused},
+                       {"apply_updates_per_s", r.apply_updates_per_s},
+                       {"apply_80_peers_updates", r.apply_80_peers_updates},
+                       {"apply_80_peers_s", r.apply_80_peers_s}});
     }
-    const base::Json figures = {
-        {"device", device->name},
-        {"density", density},
-        {"sizes", sizes},
-        {"step",
-         {{"params", step->params},
-          {"step_s", step->step_s},
-          {"pass_copy_encode_s", step->pass_copy_encode_s},
-          {"fraction", step->pass_copy_encode_s / step->step_s},
-          {"flops", step->flops},
-          {"sgemm_flops", step->sgemm_flops},
-          {"ratio", step->flops / step->sgemm_flops}}}};
+    auto step_json = [](const StepRow& s) {
+      return base::Json{{"params", s.params},
+                        {"batch", kStepBatch},
+                        {"step_s", s.step_s},
+                        {"flops", s.flops},
+                        {"sgemm_flops", s.sgemm_flops},
+                        {"ratio", s.flops / s.sgemm_flops}};
+    };
+    base::Json fp32 = step_json(*step);
+    fp32["pass_copy_encode_s"] = step->pass_copy_encode_s;
+    fp32["fraction"] = step->pass_copy_encode_s / step->step_s;
+    fp32["apply_80_peers_fraction"] = rows[0].apply_80_peers_s / step->step_s;
+    const base::Json figures = {{"device", device->name},
+                                {"density", density},
+                                {"sizes", sizes},
+                                {"step", fp32},
+                                {"step_tf32", step_json(*step_tf32)}};
     out << figures.dump() << "\n";
     return kExitOk;
   }
   out << absl::StrFormat("GPU: %s, density %g, best of %d\n", device->name, density, reps);
-  out << "  params      memcpy GB/s  cub-select GB/s  single-pass GB/s  vs memcpy  "
-         "select-if(resid) ms  single-pass ms  apply upd/s\n";
   for (const SizeRow& r : rows) {
-    out << absl::StrFormat("  %-10d  %11.1f  %15.1f  %16.1f  %8.2fx  %19.3f  %14.3f  %11.3g\n",
-                           r.params, r.memcpy_bps / 1e9, r.pass_bps[0] / 1e9, r.pass_bps[1] / 1e9,
-                           r.pass_bps[1] / r.memcpy_bps, r.select_if_s * 1e3, r.pass_s[1] * 1e3,
-                           r.apply_updates_per_s);
+    out << absl::StrFormat("%d params: memcpy %.1f GB/s; select-if on the residual %.3f ms\n",
+                           r.params, r.memcpy_bps / 1e9, r.select_if_s * 1e3);
+    for (int m = 0; m < kMethodCount; ++m) {
+      out << absl::StrFormat("  pass %-17s %8.3f ms  %7.1f GB/s  %.2fx memcpy (target 0.85x)\n",
+                             cuda::CompactionMethodName(kMethods[m]), r.pass_s[m] * 1e3,
+                             r.pass_bps[m] / 1e9, r.pass_bps[m] / r.memcpy_bps);
+    }
+    for (const FusedRow& f : r.fused) {
+      out << absl::StrFormat(
+          "  fused %-8s %-17s %8.3f ms against %.3f separate (%.2fx), %.2fx memcpy\n",
+          f.optimizer, cuda::CompactionMethodName(f.method), f.fused_s * 1e3, f.separate_s * 1e3,
+          f.separate_s / f.fused_s, f.fused_bps / r.memcpy_bps);
+    }
+    out << absl::StrFormat("  apply: %.3g updates/s (one pass's words); 80 peers' %d updates "
+                           "in %.3f ms (%.3g updates/s)\n",
+                           r.apply_updates_per_s, r.apply_80_peers_updates,
+                           r.apply_80_peers_s * 1e3,
+                           r.apply_80_peers_updates / r.apply_80_peers_s);
+  }
+  for (const StepRow* s : {&*step, &*step_tf32}) {
+    out << absl::StrFormat(
+        "Strom's network (%d params), batch %d, %s GEMMs: step %.3f ms, %.3g FLOP/s vs sgemm "
+        "%.3g = %.2fx (target >= 0.6x)\n",
+        s->params, kStepBatch, s == &*step ? "fp32" : "tf32", s->step_s * 1e3, s->flops,
+        s->sgemm_flops, s->flops / s->sgemm_flops);
   }
   out << absl::StrFormat(
-      "Training step, %d params, batch 256: %.3f ms; pass + copy-out + Rice %.3f ms = %.2f%% "
-      "(target <= 2%%); %.3g FLOP/s vs sgemm %.3g = %.2fx (target >= 0.6x)\n",
-      step->params, step->step_s * 1e3, step->pass_copy_encode_s * 1e3,
-      100 * step->pass_copy_encode_s / step->step_s, step->flops, step->sgemm_flops,
-      step->flops / step->sgemm_flops);
+      "pass + copy-out + Rice %.3f ms = %.2f%% of the fp32 step (target <= 3%%); 80 peers' "
+      "apply %.3f ms = %.1f%% of it\n",
+      step->pass_copy_encode_s * 1e3, 100 * step->pass_copy_encode_s / step->step_s, apply_80_ms,
+      100 * rows[0].apply_80_peers_s / step->step_s);
   return kExitOk;
 #endif
 }

@@ -21,6 +21,7 @@
 #include "cuda/cublas_api.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
+#include "cuda/elementwise.h"
 #include "cuda/kernels.h"
 #include "cuda/threshold_pass.h"
 
@@ -104,8 +105,12 @@ class CudaBackend final : public model::Backend {
     blas_ = *blas;
     RECKON_CUBLAS_RETURN_IF_ERROR(blas_->create(&cublas_));
     RECKON_CUBLAS_RETURN_IF_ERROR(blas_->set_stream(cublas_, stream_));
-    // Plain fp32 GEMMs: no TF32, so the CPU twin bounds the difference.
-    RECKON_CUBLAS_RETURN_IF_ERROR(blas_->set_math_mode(cublas_, CUBLAS_PEDANTIC_MATH));
+    // fp32 (the default): plain fp32 GEMMs, no TF32, so the CPU twin bounds
+    // the difference. tf32: the tensor cores, asked for explicitly.
+    RECKON_CUBLAS_RETURN_IF_ERROR(blas_->set_math_mode(
+        cublas_, config_.gemm_precision == model::GemmPrecision::kTf32
+                     ? CUBLAS_TF32_TENSOR_OP_MATH
+                     : CUBLAS_PEDANTIC_MATH));
     const size_t n = config_.shape.param_count();
     RECKON_RETURN_IF_ERROR(quanta_.Resize(n));
     RECKON_RETURN_IF_ERROR(weights_.Resize(n));
@@ -136,8 +141,9 @@ class CudaBackend final : public model::Backend {
   }
 
   std::string Describe() const override {
-    return absl::StrCat("cuda (", device_.name, ", sm_", device_.compute_major,
-                        device_.compute_minor, ", cuBLAS)");
+    return absl::StrCat(
+        "cuda (", device_.name, ", sm_", device_.compute_major, device_.compute_minor, ", cuBLAS",
+        config_.gemm_precision == model::GemmPrecision::kTf32 ? " tf32" : "", ")");
   }
 
   absl::Status LoadWeights(std::span<const int64_t> quanta) override {
@@ -210,15 +216,7 @@ class CudaBackend final : public model::Backend {
     if (absl::Status s = Forward(batch, &train_, /*with_delta=*/true); !s.ok()) return s;
     if (absl::Status s = Backward(batch, &train_); !s.ok()) return s;
     const size_t n = config_.shape.param_count();
-    const auto& o = config_.optimizer;
-    const int kind = o.kind == OptimizerKind::kSgd ? 0 : o.kind == OptimizerKind::kMomentum ? 1 : 2;
-    if (absl::Status s = LaunchOptimizerDelta(kind, learning_rate, static_cast<float>(o.momentum),
-                                              static_cast<float>(o.adagrad_eps),
-                                              static_cast<float>(o.weight_decay), weights_.get(),
-                                              state_.get(), grad_.get(), n, stream_);
-        !s.ok()) {
-      return s;
-    }
+    const OptimizerRule rule = Rule(learning_rate);
     // The loss and hits cross while the pass runs.
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(train_.h_loss.get(), train_.row_loss.get(),
                                                 batch * sizeof(float), cudaMemcpyDeviceToHost,
@@ -227,15 +225,16 @@ class CudaBackend final : public model::Backend {
                                                 batch * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                                 stream_));
     if (config_.mode == UpdateMode::kThreshold) {
+      // The optimizer, the residual and Strom's threshold in one pass.
       out->dense.clear();
-      if (absl::Status s = pass_->Launch(grad_.get(), residual_.get(), n, config_.step.tau);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = pass_->Finish(&out->words); !s.ok()) return s;
+      RECKON_RETURN_IF_ERROR(pass_->LaunchFused(rule, grad_.get(), state_.get(), weights_.get(),
+                                                residual_.get(), n, config_.step.tau));
+      RECKON_RETURN_IF_ERROR(pass_->Finish(&out->words));
     } else {
       out->words.clear();
-      if (absl::Status s = CodecEmit(out); !s.ok()) return s;
+      RECKON_RETURN_IF_ERROR(
+          LaunchOptimizerDelta(rule, weights_.get(), state_.get(), grad_.get(), n, stream_));
+      RECKON_RETURN_IF_ERROR(CodecEmit(out));
     }
     return SumStats(train_, batch);
   }
@@ -352,6 +351,17 @@ class CudaBackend final : public model::Backend {
 
  private:
   static constexpr int kEvalChunk = 1000;
+
+  OptimizerRule Rule(float learning_rate) const {
+    const auto& o = config_.optimizer;
+    OptimizerRule rule;
+    rule.kind = o.kind == OptimizerKind::kSgd ? 0 : o.kind == OptimizerKind::kMomentum ? 1 : 2;
+    rule.lr = learning_rate;
+    rule.momentum = static_cast<float>(o.momentum);
+    rule.eps = static_cast<float>(o.adagrad_eps);
+    rule.weight_decay = static_cast<float>(o.weight_decay);
+    return rule;
+  }
 
   struct Batch {
     int capacity = 0;

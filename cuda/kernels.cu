@@ -2,6 +2,7 @@
 #include <climits>
 
 #include "cuda/cuda_check.h"
+#include "cuda/elementwise.h"
 #include "cuda/kernels.h"
 
 namespace reckon::cuda {
@@ -90,25 +91,13 @@ __global__ void ActivationBackwardKernel(const float* __restrict__ pre,
   }
 }
 
-__global__ void OptimizerKernel(int kind, float lr, float momentum, float eps, float wd,
-                                const float* __restrict__ weights, float* __restrict__ state,
-                                float* __restrict__ g_io, uint64_t n) {
+__global__ void OptimizerKernel(OptimizerRule rule, const float* __restrict__ weights,
+                                float* __restrict__ state, float* __restrict__ g_io, uint64_t n) {
   RECKON_FOR_EACH(i, n) {
-    float g = g_io[i];
-    if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, weights[i]));
-    float delta;
-    if (kind == 0) {
-      delta = __fmul_rn(-lr, g);
-    } else if (kind == 1) {
-      const float v = __fsub_rn(__fmul_rn(momentum, state[i]), __fmul_rn(lr, g));
-      state[i] = v;
-      delta = v;
-    } else {
-      const float h = __fadd_rn(state[i], __fmul_rn(g, g));
-      state[i] = h;
-      delta = __fdiv_rn(__fmul_rn(-lr, g), __fadd_rn(__fsqrt_rn(h), eps));
-    }
-    g_io[i] = delta;
+    const float g = WithWeightDecay(rule, g_io[i], rule.weight_decay != 0.0f ? weights[i] : 0.0f);
+    float s = rule.kind != 0 ? state[i] : 0.0f;
+    g_io[i] = OptimizerDelta(rule, g, &s);
+    if (rule.kind != 0) state[i] = s;
   }
 }
 
@@ -206,12 +195,10 @@ absl::Status LaunchActivationBackward(const float* pre, const float* post, float
   return absl::OkStatus();
 }
 
-absl::Status LaunchOptimizerDelta(int kind, float lr, float momentum, float eps, float weight_decay,
-                                  const float* weights, float* state, float* grad_to_delta,
-                                  size_t n, cudaStream_t stream) {
+absl::Status LaunchOptimizerDelta(const OptimizerRule& rule, const float* weights, float* state,
+                                  float* grad_to_delta, size_t n, cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
-  OptimizerKernel<<<Blocks(n), kThreads, 0, stream>>>(kind, lr, momentum, eps, weight_decay,
-                                                      weights, state, grad_to_delta, n);
+  OptimizerKernel<<<Blocks(n), kThreads, 0, stream>>>(rule, weights, state, grad_to_delta, n);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("OptimizerKernel");
   return absl::OkStatus();
 }

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "cuda/elementwise.h"
 
 namespace reckon::cuda {
 
@@ -48,14 +49,15 @@ absl::Status LaunchActivationBackward(const float* pre, const float* post, float
                                       int activation, cudaStream_t stream);
 
 // The optimizer's delta, in place of the gradient (model::AccumulateDelta
-// without the final residual add, which the threshold pass does):
+// without the final residual add; cuda/elementwise.h OptimizerDelta):
 //   g = grad + weight_decay * weights   (weights only read when wd != 0)
 //   kind 0 sgd:      delta = -lr g
 //   kind 1 momentum: v = momentum v - lr g; delta = v
 //   kind 2 adagrad:  h += g^2; delta = -lr g / (sqrt(h) + eps)
-absl::Status LaunchOptimizerDelta(int kind, float lr, float momentum, float eps, float weight_decay,
-                                  const float* weights, float* state, float* grad_to_delta,
-                                  size_t n, cudaStream_t stream);
+// The threshold mode fuses this into the pass (ThresholdPass::LaunchFused);
+// the quanta codecs and the benchmark's unfused baseline use it.
+absl::Status LaunchOptimizerDelta(const OptimizerRule& rule, const float* weights, float* state,
+                                  float* grad_to_delta, size_t n, cudaStream_t stream);
 
 // residual[i] += delta[i] (the quanta codecs' accumulate; threshold mode's
 // is fused into the threshold pass).

@@ -6,8 +6,12 @@
 #include <cub/device/device_select.cuh>
 #include <cuda/std/functional>
 
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "cuda/cuda_check.h"
+#include "cuda/elementwise.h"
 #include "cuda/event_timer.h"
 #include "cuda/threshold_pass.h"
 
@@ -23,37 +27,31 @@ constexpr unsigned long long kNoBadIndex = ~0ull;
 constexpr int kFusedThreads = 256;
 constexpr int kFusedItems = 4;
 
-// The single-pass kernel's tile: 256 threads x 8 consecutive elements each.
+// The single-pass kernels' tiles: 256 threads x kItems consecutive
+// elements each. kSinglePass loads through shared memory (warp transpose),
+// 8 items; kSinglePassWide loads each thread's 16 straight into registers
+// as four float4s (no shared memory, no barrier between loads) and has half
+// as many tiles, so half as many look-backs.
 constexpr int kTileThreads = 256;
-constexpr int kTileItems = 8;
-constexpr int kTileElements = kTileThreads * kTileItems;
+constexpr int kNarrowItems = 8;
+constexpr int kWideItems = 16;
 
 using TileState = cub::ScanTileState<int>;
 using PlusInt = ::cuda::std::plus<int>;
 
-// Strom's rule on one accumulated residual value, exactly as
-// codec::QuantizeResidual: >= tau and <= -tau, then one IEEE float32
-// subtraction or addition (the _rn intrinsics forbid any contraction).
-// Non-finite values emit nothing and record the lowest such index.
+// Strom's rule on one accumulated residual value (cuda/elementwise.h
+// ThresholdElement, bit-exact with codec::QuantizeResidual); non-finite
+// values emit nothing and record the lowest such index.
 __device__ __forceinline__ bool Threshold(uint32_t index, float r, float tau, float* out,
                                           uint32_t* word, unsigned long long* first_bad) {
-  if (!isfinite(r)) {
+  const int sign = ThresholdElement(r, tau, out);
+  if (sign == kThresholdNonFinite) {
     atomicMin(first_bad, static_cast<unsigned long long>(index));
-    *out = r;
     return false;
   }
-  if (r >= tau) {
-    *out = __fsub_rn(r, tau);
-    *word = index;
-    return true;
-  }
-  if (r <= -tau) {
-    *out = __fadd_rn(r, tau);
-    *word = kSign | index;
-    return true;
-  }
-  *out = r;
-  return false;
+  if (sign == 0) return false;
+  *word = sign > 0 ? index : (kSign | index);
+  return true;
 }
 
 // kCubSelect, step 1: every element's word (or kNoWord) into all_words.
@@ -96,21 +94,38 @@ __global__ void InitTileStateKernel(TileState tile_state, int num_tiles) {
   tile_state.InitializeStatus(num_tiles);
 }
 
-// kSinglePass: the pass and the compaction in one kernel. A tile's elements
-// are loaded coalesced and transposed so that each thread holds
-// kTileItems consecutive ones; a block scan of the per-thread counts, seeded
-// by the decoupled look-back over earlier tiles, gives each emitted word its
+// Where the pass's addend comes from. DeltaSource: a delta computed
+// before (or none: the residual alone). OptimizerSource: the optimizer's
+// rule applied here, from the gradient and its state (and the weights for
+// weight decay), the state written back: the fused pass.
+struct DeltaSource {
+  const float* delta;  // may be null
+};
+struct OptimizerSource {
+  OptimizerRule rule;
+  const float* grad;
+  float* state;          // null for sgd
+  const float* weights;  // read only when rule.weight_decay != 0
+};
+
+// kSinglePass, kSinglePassWide: the pass and the compaction in one kernel.
+// A tile's elements are loaded coalesced so that each thread holds kItems
+// consecutive ones; a block scan of the per-thread counts, seeded by the
+// decoupled look-back over earlier tiles, gives each emitted word its
 // slot, so words come out in ascending index order. The last tile writes
 // the total count.
+template <int kItems, cub::BlockLoadAlgorithm kLoadAlgorithm,
+          cub::BlockStoreAlgorithm kStoreAlgorithm, typename Source>
 __global__ void __launch_bounds__(kTileThreads)
-    SinglePassThresholdKernel(TileState tile_state, const float* __restrict__ delta,
-                              float* __restrict__ residual, uint32_t* __restrict__ words_out,
-                              float* __restrict__ stash, uint32_t n, float tau,
-                              unsigned long long* counters) {
-  using Load = cub::BlockLoad<float, kTileThreads, kTileItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
-  using Store = cub::BlockStore<float, kTileThreads, kTileItems, cub::BLOCK_STORE_WARP_TRANSPOSE>;
+    SinglePassThresholdKernel(TileState tile_state, Source source, float* __restrict__ residual,
+                              uint32_t* __restrict__ words_out, float* __restrict__ stash,
+                              uint32_t n, float tau, unsigned long long* counters) {
+  constexpr int kTileElements = kTileThreads * kItems;
+  using Load = cub::BlockLoad<float, kTileThreads, kItems, kLoadAlgorithm>;
+  using Store = cub::BlockStore<float, kTileThreads, kItems, kStoreAlgorithm>;
   using Scan = cub::BlockScan<int, kTileThreads>;
   using Prefix = cub::TilePrefixCallbackOp<int, PlusInt, TileState>;
+  constexpr bool kSharedLoads = kLoadAlgorithm == cub::BLOCK_LOAD_WARP_TRANSPOSE;
   __shared__ union {
     typename Load::TempStorage load;
     typename Store::TempStorage store;
@@ -125,25 +140,48 @@ __global__ void __launch_bounds__(kTileThreads)
   const uint64_t tile_base = uint64_t(tile) * kTileElements;
   const uint64_t remaining = n - tile_base;
   const int valid = remaining < kTileElements ? static_cast<int>(remaining) : kTileElements;
+  // Loads kItems of `from`'s tile; the barrier only where loads share memory.
+  auto load = [&](const float* from, float (&into)[kItems]) {
+    Load(temp.load).Load(from + tile_base, into, valid, 0.0f);
+    if constexpr (kSharedLoads) __syncthreads();
+  };
 
-  float r[kTileItems];
-  Load(temp.load).Load(residual + tile_base, r, valid, 0.0f);
-  __syncthreads();
-  if (delta != nullptr) {
-    float d[kTileItems];
-    Load(temp.load).Load(delta + tile_base, d, valid, 0.0f);
-    __syncthreads();
+  float r[kItems];
+  load(residual, r);
+  if constexpr (std::is_same_v<Source, DeltaSource>) {
+    if (source.delta != nullptr) {
+      float d[kItems];
+      load(source.delta, d);
 #pragma unroll
-    for (int k = 0; k < kTileItems; ++k) r[k] = __fadd_rn(r[k], d[k]);
+      for (int k = 0; k < kItems; ++k) r[k] = AddRn(r[k], d[k]);
+    }
+  } else {
+    const OptimizerRule& rule = source.rule;
+    float g[kItems];
+    load(source.grad, g);
+    if (rule.weight_decay != 0.0f) {
+      float w[kItems];
+      load(source.weights, w);
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) g[k] = WithWeightDecay(rule, g[k], w[k]);
+    }
+    float state[kItems] = {};
+    if (rule.kind != 0) load(source.state, state);
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) r[k] = AddRn(r[k], OptimizerDelta(rule, g[k], &state[k]));
+    if (rule.kind != 0) {
+      Store(temp.store).Store(source.state + tile_base, state, valid);
+      __syncthreads();
+    }
   }
 
-  uint32_t words[kTileItems];
-  float out[kTileItems];
+  uint32_t words[kItems];
+  float out[kItems];
   int emitted = 0;
-  unsigned emitted_mask = 0;
+  uint32_t emitted_mask = 0;
 #pragma unroll
-  for (int k = 0; k < kTileItems; ++k) {
-    const int local = threadIdx.x * kTileItems + k;
+  for (int k = 0; k < kItems; ++k) {
+    const int local = threadIdx.x * kItems + k;
     out[k] = r[k];
     if (local < valid) {
       const uint64_t i = tile_base + local;
@@ -173,7 +211,7 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   __syncthreads();
 #pragma unroll
-  for (int k = 0; k < kTileItems; ++k) {
+  for (int k = 0; k < kItems; ++k) {
     if (emitted_mask & (1u << k)) words_out[offset++] = words[k];
   }
   if (tile + 1 == static_cast<int>(gridDim.x) && threadIdx.x == 0) {
@@ -191,12 +229,24 @@ __global__ void RestoreKernel(const uint32_t* __restrict__ words, uint64_t count
   }
 }
 
-int NumTiles(uint64_t n) { return static_cast<int>((n + kTileElements - 1) / kTileElements); }
+int TileElements(CompactionMethod method) {
+  return kTileThreads * (method == CompactionMethod::kSinglePassWide ? kWideItems : kNarrowItems);
+}
+
+int NumTiles(uint64_t n, CompactionMethod method) {
+  const uint64_t per_tile = static_cast<uint64_t>(TileElements(method));
+  return static_cast<int>((n + per_tile - 1) / per_tile);
+}
 
 }  // namespace
 
 std::string CompactionMethodName(CompactionMethod method) {
-  return method == CompactionMethod::kCubSelect ? "cub-select" : "single-pass";
+  switch (method) {
+    case CompactionMethod::kCubSelect: return "cub-select";
+    case CompactionMethod::kSinglePass: return "single-pass";
+    case CompactionMethod::kSinglePassWide: return "single-pass-wide";
+  }
+  return "?";
 }
 
 absl::StatusOr<std::unique_ptr<ThresholdPass>> ThresholdPass::Create(uint64_t capacity,
@@ -223,7 +273,7 @@ absl::Status ThresholdPass::Allocate() {
                                                       d_counters_, static_cast<int64_t>(n),
                                                       IsWord{}, stream_));
   } else {
-    RECKON_CUDA_RETURN_IF_ERROR(TileState::AllocationSize(NumTiles(n), temp_bytes_));
+    RECKON_CUDA_RETURN_IF_ERROR(TileState::AllocationSize(NumTiles(n, method_), temp_bytes_));
   }
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_temp_, std::max<size_t>(temp_bytes_, 1)));
   // Room for a density of 1/64 up front; Finish grows it if ever needed.
@@ -243,7 +293,7 @@ ThresholdPass::~ThresholdPass() {
   cudaFreeHost(h_words_);
 }
 
-absl::Status ThresholdPass::Launch(const float* d_delta, float* d_residual, uint64_t n, float tau) {
+absl::Status ThresholdPass::Begin(float* d_residual, uint64_t n, float tau) {
   if (n > capacity_) {
     return absl::InvalidArgumentError(
         absl::StrCat("residual of ", n, " elements, pass sized for ", capacity_));
@@ -257,31 +307,67 @@ absl::Status ThresholdPass::Launch(const float* d_delta, float* d_residual, uint
       cudaMemsetAsync(d_counters_ + 1, 0xFF, sizeof(unsigned long long), stream_));
   launched_ = true;
   launched_residual_ = d_residual;
-  if (n == 0) return absl::OkStatus();
-  const uint32_t n32 = static_cast<uint32_t>(n);
-  if (method_ == CompactionMethod::kCubSelect) {
-    const uint64_t chunks = (n + kFusedThreads * kFusedItems - 1) / (kFusedThreads * kFusedItems);
-    const unsigned grid = static_cast<unsigned>(std::min<uint64_t>(chunks, 1u << 20));
-    FusedThresholdKernel<<<grid, kFusedThreads, 0, stream_>>>(d_delta, d_residual, d_all_words_,
-                                                              d_stash_, n32, tau, d_counters_ + 1);
-    RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("FusedThresholdKernel");
-    size_t bytes = temp_bytes_;
-    RECKON_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(d_temp_, bytes, d_all_words_, d_words_,
-                                                      d_counters_, static_cast<int64_t>(n),
-                                                      IsWord{}, stream_));
-  } else {
-    const int tiles = NumTiles(n);
-    TileState tile_state;
-    RECKON_CUDA_RETURN_IF_ERROR(tile_state.Init(tiles, d_temp_, temp_bytes_));
-    constexpr int kInitThreads = 128;
-    InitTileStateKernel<<<(tiles + kInitThreads - 1) / kInitThreads, kInitThreads, 0, stream_>>>(
-        tile_state, tiles);
-    RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("InitTileStateKernel");
-    SinglePassThresholdKernel<<<tiles, kTileThreads, 0, stream_>>>(
-        tile_state, d_delta, d_residual, d_words_, d_stash_, n32, tau, d_counters_);
-    RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("SinglePassThresholdKernel");
-  }
   return absl::OkStatus();
+}
+
+template <typename Source>
+absl::Status ThresholdPass::LaunchSinglePass(const Source& source, float* d_residual, uint64_t n,
+                                             float tau) {
+  const int tiles = NumTiles(n, method_);
+  TileState tile_state;
+  RECKON_CUDA_RETURN_IF_ERROR(tile_state.Init(tiles, d_temp_, temp_bytes_));
+  constexpr int kInitThreads = 128;
+  InitTileStateKernel<<<(tiles + kInitThreads - 1) / kInitThreads, kInitThreads, 0, stream_>>>(
+      tile_state, tiles);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("InitTileStateKernel");
+  const uint32_t n32 = static_cast<uint32_t>(n);
+  if (method_ == CompactionMethod::kSinglePassWide) {
+    SinglePassThresholdKernel<kWideItems, cub::BLOCK_LOAD_VECTORIZE, cub::BLOCK_STORE_VECTORIZE>
+        <<<tiles, kTileThreads, 0, stream_>>>(tile_state, source, d_residual, d_words_, d_stash_,
+                                              n32, tau, d_counters_);
+  } else {
+    SinglePassThresholdKernel<kNarrowItems, cub::BLOCK_LOAD_WARP_TRANSPOSE,
+                              cub::BLOCK_STORE_WARP_TRANSPOSE>
+        <<<tiles, kTileThreads, 0, stream_>>>(tile_state, source, d_residual, d_words_, d_stash_,
+                                              n32, tau, d_counters_);
+  }
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("SinglePassThresholdKernel");
+  return absl::OkStatus();
+}
+
+absl::Status ThresholdPass::Launch(const float* d_delta, float* d_residual, uint64_t n, float tau) {
+  RECKON_RETURN_IF_ERROR(Begin(d_residual, n, tau));
+  if (n == 0) return absl::OkStatus();
+  if (method_ != CompactionMethod::kCubSelect) {
+    return LaunchSinglePass(DeltaSource{d_delta}, d_residual, n, tau);
+  }
+  const uint64_t chunks = (n + kFusedThreads * kFusedItems - 1) / (kFusedThreads * kFusedItems);
+  const unsigned grid = static_cast<unsigned>(std::min<uint64_t>(chunks, 1u << 20));
+  FusedThresholdKernel<<<grid, kFusedThreads, 0, stream_>>>(
+      d_delta, d_residual, d_all_words_, d_stash_, static_cast<uint32_t>(n), tau, d_counters_ + 1);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("FusedThresholdKernel");
+  size_t bytes = temp_bytes_;
+  RECKON_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(d_temp_, bytes, d_all_words_, d_words_,
+                                                    d_counters_, static_cast<int64_t>(n), IsWord{},
+                                                    stream_));
+  return absl::OkStatus();
+}
+
+absl::Status ThresholdPass::LaunchFused(const OptimizerRule& rule, const float* d_grad,
+                                        float* d_state, const float* d_weights, float* d_residual,
+                                        uint64_t n, float tau) {
+  if (method_ == CompactionMethod::kCubSelect) {
+    return absl::FailedPreconditionError(
+        "the fused optimizer pass needs a single-pass method, not cub-select");
+  }
+  if (rule.kind < 0 || rule.kind > 2 || (rule.kind != 0 && d_state == nullptr) ||
+      (rule.weight_decay != 0 && d_weights == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fused pass: optimizer kind ", rule.kind, " without the state or weights it reads"));
+  }
+  RECKON_RETURN_IF_ERROR(Begin(d_residual, n, tau));
+  if (n == 0) return absl::OkStatus();
+  return LaunchSinglePass(OptimizerSource{rule, d_grad, d_state, d_weights}, d_residual, n, tau);
 }
 
 absl::StatusOr<uint64_t> ThresholdPass::FinishOnDevice() {

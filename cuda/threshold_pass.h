@@ -12,8 +12,23 @@
 //                words: 16 bytes per element plus CUB's own pass.
 //   kSinglePass: one kernel does the pass and the compaction, tile by tile,
 //                with a block scan and decoupled look-back across tiles
-//                (CUB's ScanTileState): 12 bytes per element.
-// Both emit the same words and leave the same residual.
+//                (CUB's ScanTileState): 12 bytes per element. Tiles of
+//                2,048, loaded through shared memory (warp transpose).
+//   kSinglePassWide: the same kernel with tiles of 4,096, each thread's 16
+//                elements loaded and stored as float4s straight from and to
+//                registers (no shared memory between loads), and half the
+//                look-backs.
+// All emit the same words and leave the same residual.
+//
+// LaunchFused folds the optimizer into the single pass (issue 37): the
+// gradient and the optimizer's state are read, the state written back, and
+// the optimizer's change added into the residual in the same kernel, so the
+// delta never exists in memory. SGD: 12 bytes an element (gradient and
+// residual read, residual written) where the optimizer kernel and the pass
+// took 20 (gradient read, delta written, then delta and residual read,
+// residual written); momentum and AdaGrad: 20 for 28. Weight decay reads
+// the weights too (4 more in both). Bit-exact with model::AccumulateDelta
+// followed by codec::QuantizeResidual (cuda/elementwise.h).
 //
 // All or nothing, as on the CPU: a NaN or Inf in R_i + delta_i anywhere
 // makes Finish return kInvalidArgument naming the first such index, with no
@@ -43,10 +58,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cuda/elementwise.h"
 
 namespace reckon::cuda {
 
-enum class CompactionMethod { kCubSelect, kSinglePass };
+enum class CompactionMethod { kCubSelect, kSinglePass, kSinglePassWide };
 std::string CompactionMethodName(CompactionMethod method);
 
 // The largest residual the device pass takes: 2^31 - 1 elements, so that the
@@ -74,6 +90,15 @@ class ThresholdPass {
   // not ready until Finish. REQUIRES: n <= capacity, one Launch per Finish.
   absl::Status Launch(const float* d_delta, float* d_residual, uint64_t n, float tau);
 
+  // The fused pass: like Launch with delta = the optimizer's change
+  // (cuda/elementwise.h OptimizerDelta of `rule`) computed here from
+  // d_grad (not written), d_state (read and written; REQUIRES non-null
+  // unless rule.kind is sgd) and d_weights (read only when
+  // rule.weight_decay != 0). On NaN/Inf the state keeps its update, as on
+  // the CPU. A single-pass method only (FailedPrecondition for kCubSelect).
+  absl::Status LaunchFused(const OptimizerRule& rule, const float* d_grad, float* d_state,
+                           const float* d_weights, float* d_residual, uint64_t n, float tau);
+
   // Waits for the last Launch. OK: `*words` holds the emitted words,
   // ascending, copied from the device through pinned memory. NaN/Inf: see
   // above. `device_words()` then holds the same `*words` on the device.
@@ -89,6 +114,10 @@ class ThresholdPass {
   ThresholdPass(uint64_t capacity, CompactionMethod method, cudaStream_t stream)
       : capacity_(capacity), method_(method), stream_(stream) {}
   absl::Status Allocate();
+  // Checks the arguments, resets the counters, marks the pass launched.
+  absl::Status Begin(float* d_residual, uint64_t n, float tau);
+  template <typename Source>
+  absl::Status LaunchSinglePass(const Source& source, float* d_residual, uint64_t n, float tau);
   absl::Status RestoreAndReport(float* d_residual);
 
   uint64_t capacity_;

@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +37,17 @@ enum class UpdateMode {
   kThreshold,  // Strom: apply only the +-tau steps
 };
 
+enum class GemmPrecision { kFp32, kTf32 };
+inline absl::StatusOr<GemmPrecision> ParseGemmPrecision(std::string_view name) {
+  if (name == "fp32") return GemmPrecision::kFp32;
+  if (name == "tf32") return GemmPrecision::kTf32;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--gemm-precision '", std::string(name), "' is none of fp32, tf32"));
+}
+inline std::string GemmPrecisionName(GemmPrecision precision) {
+  return precision == GemmPrecision::kTf32 ? "tf32" : "fp32";
+}
+
 struct BackendConfig {
   ModelShape shape;
   OptimizerConfig optimizer;
@@ -45,6 +57,10 @@ struct BackendConfig {
   codec::CodecOptions codec;  // kCodec only (its fraction_bits and layout are filled in)
   int max_batch = 100;        // largest training batch
   int threads = 0;            // CPU threads; 0 = all cores
+  // The GEMMs' arithmetic (--gemm-precision): kFp32 everywhere; kTf32 the
+  // CUDA backend's tensor cores, 10 bits of mantissa in the products (the
+  // CPU backend refuses it).
+  GemmPrecision gemm_precision = GemmPrecision::kFp32;
 };
 
 // config.codec with the model's tensor layout and the replica's fraction

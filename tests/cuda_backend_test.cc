@@ -25,6 +25,7 @@
 #include "cuda/threshold_pass.h"
 #include "model/backend.h"
 #include "model/model.h"
+#include "model/optimizer.h"
 #include "tests/reference_step.h"
 #include "tests/test_process.h"
 #include "tests/test_util.h"
@@ -173,12 +174,81 @@ TEST_P(ThresholdPassTest, NanOrInfEmitsNothingAndKeepsTheResidual) {
   }
 }
 
+// The fused pass (optimizer + residual + threshold in one kernel) against
+// the CPU's model::AccumulateDelta then codec::QuantizeResidual: the words,
+// the residual and the optimizer's state, bit for bit, for every rule.
+TEST_P(ThresholdPassTest, TheFusedOptimizerPassIsBitExactWithTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const absl::StatusOr<codec::ThresholdStep> step = codec::MakeThresholdStep(0.01, 32);
+  ASSERT_TRUE(step.ok());
+  const float lr = 0.05f;
+  for (const model::OptimizerKind kind : {model::OptimizerKind::kSgd,
+                                          model::OptimizerKind::kMomentum,
+                                          model::OptimizerKind::kAdagrad}) {
+    for (const double weight_decay : {0.0, 1e-3}) {
+      for (const size_t n : {size_t{1}, size_t{33}, (size_t{1} << 20) + 7}) {
+        SCOPED_TRACE(::testing::Message() << model::OptimizerName(kind) << " wd " << weight_decay
+                                          << " n " << n);
+        model::OptimizerConfig config;
+        config.kind = kind;
+        config.momentum = 0.9;
+        config.weight_decay = weight_decay;
+        std::vector<float> residual = MakeValues(n, step->tau, Fill::kRandom, n + 11);
+        const std::vector<float> grad = MakeValues(n, step->tau * 4, Fill::kRandom, n + 12);
+        const std::vector<float> weights = MakeValues(n, 1.0f, Fill::kRandom, n + 13);
+        std::vector<float> state = MakeValues(n, step->tau, Fill::kRandom, n + 14);
+        if (kind == model::OptimizerKind::kAdagrad) {
+          for (float& h : state) h = std::fabs(h);
+        }
+        DeviceArray<float> d_residual(residual), d_grad(grad), d_weights(weights),
+            d_state(state);
+        absl::StatusOr<std::unique_ptr<ThresholdPass>> pass =
+            ThresholdPass::Create(n, GetParam(), nullptr);
+        ASSERT_TRUE(pass.ok()) << pass.status();
+        OptimizerRule rule;
+        rule.kind = static_cast<int>(kind == model::OptimizerKind::kSgd        ? 0
+                                     : kind == model::OptimizerKind::kMomentum ? 1
+                                                                               : 2);
+        rule.lr = lr;
+        rule.momentum = static_cast<float>(config.momentum);
+        rule.eps = static_cast<float>(config.adagrad_eps);
+        rule.weight_decay = static_cast<float>(weight_decay);
+        const absl::Status launched =
+            (*pass)->LaunchFused(rule, d_grad.ptr, d_state.ptr, d_weights.ptr, d_residual.ptr, n,
+                                 step->tau);
+        if (GetParam() == CompactionMethod::kCubSelect) {
+          EXPECT_EQ(launched.code(), absl::StatusCode::kFailedPrecondition) << launched;
+          return;
+        }
+        ASSERT_TRUE(launched.ok()) << launched;
+        std::vector<uint32_t> gpu_words;
+        ASSERT_TRUE((*pass)->Finish(&gpu_words).ok());
+
+        model::AccumulateDelta(config, lr, grad, weights, state, residual, {});
+        std::vector<uint32_t> cpu_words;
+        ASSERT_TRUE(codec::QuantizeResidual(residual, *step, &cpu_words).ok());
+        EXPECT_EQ(gpu_words, cpu_words);
+        EXPECT_FALSE(cpu_words.empty());
+        EXPECT_TRUE(SameBits(d_residual.Read(), residual)) << "residuals differ";
+        if (kind != model::OptimizerKind::kSgd) {
+          EXPECT_TRUE(SameBits(d_state.Read(), state)) << "optimizer states differ";
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Methods, ThresholdPassTest,
                          ::testing::Values(CompactionMethod::kCubSelect,
-                                           CompactionMethod::kSinglePass),
+                                           CompactionMethod::kSinglePass,
+                                           CompactionMethod::kSinglePassWide),
                          [](const auto& info) {
-                           return info.param == CompactionMethod::kCubSelect ? "CubSelect"
-                                                                             : "SinglePass";
+                           switch (info.param) {
+                             case CompactionMethod::kCubSelect: return "CubSelect";
+                             case CompactionMethod::kSinglePass: return "SinglePass";
+                             case CompactionMethod::kSinglePassWide: return "SinglePassWide";
+                           }
+                           return "Unknown";
                          });
 
 model::BackendConfig SmallConfig(model::UpdateMode mode) {

@@ -63,6 +63,9 @@ ABSL_FLAG(std::string, adagrad_placement, "local",
           "--optimizer adagrad: feed AdaGrad this worker's own gradient (local), or the "
           "cluster's aggregate as it arrives, own gradient plus the peers' quantized steps "
           "(aggregate; Seide 2014 section 4; docs/training.md)");
+ABSL_FLAG(std::string, gemm_precision, "fp32",
+          "the GEMMs' arithmetic: fp32 (default), or tf32 (--backend cuda: the tensor cores, "
+          "10-bit mantissas in the products; docs/cuda.md)");
 ABSL_FLAG(bool, match_momentum_to_cluster, true,
           "with peers: the N workers training share one worker's momentum (per-update "
           "momentum less the staleness of asynchrony, to the N-th power per own step, lr "
@@ -241,6 +244,8 @@ absl::Status ModelFromFlags(TrainerOptions* options) {
         "--adagrad-placement aggregate needs --optimizer adagrad (it says where AdaGrad's "
         "accumulator is fed from)");
   }
+  RECKON_ASSIGN_OR_RETURN(b.gemm_precision,
+                          ParseGemmPrecision(absl::GetFlag(FLAGS_gemm_precision)));
   o.match_momentum_to_cluster = absl::GetFlag(FLAGS_match_momentum_to_cluster);
   if (!(b.optimizer.weight_decay >= 0)) {
     return absl::InvalidArgumentError("--weight_decay must be >= 0");

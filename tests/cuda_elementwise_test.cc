@@ -1,0 +1,116 @@
+// The CUDA kernels' per-element arithmetic (cuda/elementwise.h) against the
+// CPU backend's own code, bit for bit, on the host: what the device computes
+// element by element is checked in every build, GPU or not. (The kernels
+// that call these functions are checked on a GPU by cuda_backend_test.)
+#include "cuda/elementwise.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "codec/quantizer.h"
+#include "model/optimizer.h"
+
+namespace reckon::cuda {
+namespace {
+
+std::vector<float> Normal(size_t n, float scale, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+OptimizerRule RuleOf(const model::OptimizerConfig& config, float lr) {
+  OptimizerRule rule;
+  rule.kind = config.kind == model::OptimizerKind::kSgd        ? 0
+              : config.kind == model::OptimizerKind::kMomentum ? 1
+                                                               : 2;
+  rule.lr = lr;
+  rule.momentum = static_cast<float>(config.momentum);
+  rule.eps = static_cast<float>(config.adagrad_eps);
+  rule.weight_decay = static_cast<float>(config.weight_decay);
+  return rule;
+}
+
+TEST(CudaElementwise, TheOptimizerRulesAreBitExactWithAccumulateDelta) {
+  const size_t n = 100'000;
+  const float lr = 0.037f;
+  for (const model::OptimizerKind kind : {model::OptimizerKind::kSgd,
+                                          model::OptimizerKind::kMomentum,
+                                          model::OptimizerKind::kAdagrad}) {
+    for (const double weight_decay : {0.0, 3e-4}) {
+      SCOPED_TRACE(::testing::Message() << model::OptimizerName(kind) << " wd " << weight_decay);
+      model::OptimizerConfig config;
+      config.kind = kind;
+      config.momentum = 0.9;
+      config.weight_decay = weight_decay;
+      const std::vector<float> grad = Normal(n, 0.05f, 1), weights = Normal(n, 0.3f, 2);
+      std::vector<float> state = Normal(n, 0.01f, 3), residual = Normal(n, 0.002f, 4);
+      if (kind == model::OptimizerKind::kAdagrad) {
+        for (float& h : state) h = std::fabs(h);
+      }
+      std::vector<float> device_state = state, device_residual = residual;
+      const OptimizerRule rule = RuleOf(config, lr);
+      for (size_t i = 0; i < n; ++i) {
+        const float g = WithWeightDecay(rule, grad[i], weights[i]);
+        device_residual[i] = AddRn(device_residual[i], OptimizerDelta(rule, g, &device_state[i]));
+      }
+      model::AccumulateDelta(config, lr, grad, weights, state, residual, {});
+      size_t differ = 0;
+      for (size_t i = 0; i < n; ++i) {
+        differ += !SameBits(device_residual[i], residual[i]) ||
+                  (kind != model::OptimizerKind::kSgd && !SameBits(device_state[i], state[i]));
+      }
+      EXPECT_EQ(differ, 0u) << "elements whose residual or state differ";
+    }
+  }
+}
+
+TEST(CudaElementwise, TheThresholdRuleIsBitExactWithQuantizeResidual) {
+  const absl::StatusOr<codec::ThresholdStep> step = codec::MakeThresholdStep(0.01, 32);
+  ASSERT_TRUE(step.ok());
+  const float tau = step->tau;
+  std::vector<float> residual = Normal(200'000, 2 * tau, 5);
+  // The edges: exactly +-tau, the floats beside them, zero and minus zero.
+  const float edges[] = {tau,
+                         -tau,
+                         std::nextafter(tau, 0.0f),
+                         std::nextafter(-tau, 0.0f),
+                         std::nextafter(tau, 1.0f),
+                         0.0f,
+                         -0.0f};
+  for (size_t k = 0; k < std::size(edges); ++k) residual[k * 1000] = edges[k];
+  std::vector<float> device = residual;
+  std::vector<uint32_t> device_words;
+  for (size_t i = 0; i < device.size(); ++i) {
+    const int sign = ThresholdElement(device[i], tau, &device[i]);
+    ASSERT_NE(sign, kThresholdNonFinite);
+    if (sign != 0) device_words.push_back((sign < 0 ? 0x80000000u : 0u) | uint32_t(i));
+  }
+  std::vector<uint32_t> words;
+  ASSERT_TRUE(codec::QuantizeResidual(residual, *step, &words).ok());
+  EXPECT_EQ(device_words, words);
+  EXPECT_EQ(std::memcmp(device.data(), residual.data(), residual.size() * sizeof(float)), 0);
+  EXPECT_GT(words.size(), 1000u);
+}
+
+TEST(CudaElementwise, ANonFiniteValueIsReportedAndKept) {
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    float out = 0;
+    EXPECT_EQ(ThresholdElement(bad, 0.01f, &out), kThresholdNonFinite);
+    EXPECT_EQ(std::isnan(out), std::isnan(bad));
+    if (!std::isnan(bad)) {
+      EXPECT_EQ(out, bad);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace reckon::cuda
