@@ -16,6 +16,9 @@
 # and why, and stops: exit 0 when everything started, 1 otherwise. With a
 # GPU: exit 1 when a step failed.
 #
+# RECKON_GPU_STEPS=REGEX runs only the steps whose names match (bash =~),
+# for a second, shorter call: the others are listed as skipped.
+#
 # RECKON_GPU_DRY_RUN=1 runs every step without a GPU, training on the CPU
 # backend for 300 steps: the script itself checked on the CPU, so that a
 # mistake in it does not cost device time (the GPU steps fail or skip).
@@ -68,6 +71,10 @@ step() {
   local name=$1 limit=$2 result_cmd=$3
   shift 4
   local log=$logs/$name.log left=$((budget_s - ($(date +%s) - started)))
+  if [ -n "${RECKON_GPU_STEPS:-}" ] && ! [[ $name =~ $RECKON_GPU_STEPS ]]; then
+    echo "| $name | - | - | skipped: not in RECKON_GPU_STEPS |" >> "$summary"
+    return
+  fi
   if [ "$left" -lt 20 ]; then
     echo "| $name | - | - | not run: the budget of ${budget_s} s is spent |" >> "$summary"
     return
