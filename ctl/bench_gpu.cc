@@ -194,6 +194,7 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
         if (!fused.ok()) return fused.status();
         absl::StatusOr<uint64_t> count = (*pass)->FinishOnDevice();
         if (!count.ok()) return count.status();
+        launched = false;  // finished just above
         absl::StatusOr<double> separate =
             cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
               RECKON_RETURN_IF_ERROR(

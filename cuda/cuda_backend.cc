@@ -239,12 +239,82 @@ class CudaBackend final : public model::Backend {
     return SumStats(train_, batch);
   }
 
+  absl::StatusOr<BatchStats> TrainStepLocally(const float* images, const int32_t* labels,
+                                               int batch, float learning_rate,
+                                               Emission* scratch) override {
+    if (config_.mode != UpdateMode::kCodec || config_.codec.codec != v1::CODEC_DENSE_FP32 ||
+        !config_.codec.error_feedback) {
+      return Backend::TrainStepLocally(images, labels, batch, learning_rate, scratch);
+    }
+    if (batch < 1 || batch > config_.max_batch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
+    }
+    scratch->words.clear();
+    scratch->dense.clear();
+    RECKON_RETURN_IF_ERROR(Upload(images, labels, batch, &train_));
+    RECKON_RETURN_IF_ERROR(Forward(batch, &train_, /*with_delta=*/true));
+    RECKON_RETURN_IF_ERROR(Backward(batch, &train_));
+    const size_t n = config_.shape.param_count();
+    RECKON_RETURN_IF_ERROR(LaunchOptimizerDelta(Rule(learning_rate), weights_.get(), state_.get(),
+                                                grad_.get(), n, stream_));
+    RECKON_RETURN_IF_ERROR(counters_.Resize(1));
+    RECKON_RETURN_IF_ERROR(h_counters_.Resize(1));
+    RECKON_RETURN_IF_ERROR(LaunchDenseApplyLocal(grad_.get(), residual_.get(), quanta_.get(),
+                                                 weights_.get(), n, config_.fraction_bits,
+                                                 counters_.get(), stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_counters_.get(), counters_.get(),
+                                                sizeof(unsigned long long),
+                                                cudaMemcpyDeviceToHost, stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(train_.h_loss.get(), train_.row_loss.get(),
+                                                batch * sizeof(float), cudaMemcpyDeviceToHost,
+                                                stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(train_.h_correct.get(), train_.row_correct.get(),
+                                                batch * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                                stream_));
+    absl::StatusOr<BatchStats> stats = SumStats(train_, batch);  // waits for the stream
+    if (!stats.ok()) return stats;
+    if (const unsigned long long bad = h_counters_.get()[0]; bad != ~0ull) {
+      float value = 0;
+      RECKON_RETURN_IF_ERROR(CopyOut(residual_.get() + bad, &value, sizeof(value), "the residual"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("residual element ", bad, " is ", value,
+                       "; nothing was emitted (diverged training? lower the learning rate)"));
+    }
+    return stats;
+  }
+
   void SetThresholdStep(const codec::ThresholdStep& step) override { config_.step = step; }
   void SetMomentum(double momentum) override { config_.optimizer.momentum = momentum; }
 
   absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
     const model::UpdateRef one{step_quanta, words, {}};
     return ApplyUpdateBatch(std::span<const model::UpdateRef>(&one, 1));
+  }
+
+  // The last step's words, already on the device: one message applied from
+  // there (its end and step cross, 16 bytes), when `words` are those words.
+  absl::Status ApplyOwnEmission(int64_t step_quanta, std::span<const uint32_t> words) override {
+    const uint64_t count = pass_ != nullptr ? pass_->finished_count() : 0;
+    if (count == 0 || words.size() != count || step_quanta <= 0 ||
+        std::memcmp(words.data(), pass_->host_words(), words.size_bytes()) != 0) {
+      return ApplyUpdates(step_quanta, words);
+    }
+    RECKON_RETURN_IF_ERROR(apply_ends_.Resize(1));
+    RECKON_RETURN_IF_ERROR(apply_steps_.Resize(1));
+    RECKON_RETURN_IF_ERROR(h_apply_meta_.Resize(2));
+    h_apply_meta_.get()[0] = static_cast<int64_t>(count);
+    h_apply_meta_.get()[1] = step_quanta;
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_ends_.get(), h_apply_meta_.get(),
+                                                sizeof(uint64_t), cudaMemcpyHostToDevice,
+                                                stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_steps_.get(), h_apply_meta_.get() + 1,
+                                                sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
+    RECKON_RETURN_IF_ERROR(LaunchApplyWords(pass_->device_words(), count, apply_ends_.get(),
+                                            apply_steps_.get(), 1, quanta_.get(), stream_));
+    RECKON_RETURN_IF_ERROR(LaunchRefreshTouched(pass_->device_words(), count, quanta_.get(),
+                                                weights_.get(), quantum_, stream_));
+    return Sync();
   }
 
   // All messages in one launch; all or nothing across the batch.
@@ -552,6 +622,8 @@ class CudaBackend final : public model::Backend {
   DeviceBuffer<int64_t> apply_steps_;
   PinnedBuffer<uint32_t> h_apply_words_;
   PinnedBuffer<int64_t> h_apply_meta_;
+  DeviceBuffer<unsigned long long> counters_;   // TrainStepLocally's refused index
+  PinnedBuffer<unsigned long long> h_counters_;
   Batch train_, eval_;
 };
 

@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define RECKON_HOST_DEVICE __host__ __device__ __forceinline__
@@ -87,6 +88,40 @@ RECKON_HOST_DEVICE int ThresholdElement(float r, float tau, float* out) {
   }
   *out = r;
   return 0;
+}
+
+// The dense fp32 codec with error feedback, one element, as
+// codec::EncodeWithFeedback runs it with CODEC_DENSE_FP32
+// (codec/elementwise.cc EncodeDenseBody, then SubtractQuanta):
+//   - refused when |r| * 2^fb >= 2^62, NaN or Inf (DenseLimitBits: the
+//     float bits of 2^(62 - fb); compared on the magnitude's bits);
+//   - q = r * 2^fb rounded to an integer, ties to even, in float32;
+//   - the residual keeps r - (float)((double)q * quantum).
+RECKON_HOST_DEVICE int32_t DenseLimitBits(int fraction_bits) {
+  return static_cast<int32_t>(static_cast<uint32_t>(127 + 62 - fraction_bits) << 23);
+}
+RECKON_HOST_DEVICE bool DenseValueRefused(float r, int32_t limit_bits) {
+  int32_t bits;
+  memcpy(&bits, &r, sizeof(bits));
+  return (bits & 0x7FFFFFFF) >= limit_bits;
+}
+// REQUIRES: !DenseValueRefused(r, DenseLimitBits(fraction_bits)).
+RECKON_HOST_DEVICE int64_t DenseQuanta(float r, int fraction_bits) {
+  const uint32_t scale_bits = static_cast<uint32_t>(127 + fraction_bits) << 23;
+  float scale;
+  memcpy(&scale, &scale_bits, sizeof(scale));
+  const float x = MulRn(r, scale);  // exact: a power of two
+  const float magnitude = x < 0 ? -x : x;
+  const float rounded =
+      magnitude < 8388608.0f ? SubRn(AddRn(magnitude, 8388608.0f), 8388608.0f) : magnitude;
+  return static_cast<int64_t>(x < 0 ? -rounded : rounded);
+}
+RECKON_HOST_DEVICE float DenseFeedback(float r, int64_t q, double quantum) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(r, __double2float_rn(__dmul_rn(static_cast<double>(q), quantum)));
+#else
+  return r - static_cast<float>(static_cast<double>(q) * quantum);
+#endif
 }
 
 }  // namespace reckon::cuda

@@ -1,5 +1,6 @@
 #include <cfloat>
 #include <climits>
+#include <cmath>
 
 #include "cuda/cuda_check.h"
 #include "cuda/elementwise.h"
@@ -156,9 +157,54 @@ __global__ void RefreshTouchedKernel(const uint32_t* __restrict__ words, uint64_
   }
 }
 
+// The dense codec applied locally, phase 1: residual += delta, and the
+// lowest index whose value the codec refuses (its payload limit, NaN, Inf).
+__global__ void DenseAccumulateCheckKernel(const float* __restrict__ delta,
+                                           float* __restrict__ residual, uint64_t n,
+                                           int32_t limit_bits, unsigned long long* first_bad) {
+  RECKON_FOR_EACH(i, n) {
+    const float r = AddRn(residual[i], delta[i]);
+    residual[i] = r;
+    if (DenseValueRefused(r, limit_bits)) {
+      atomicMin(first_bad, static_cast<unsigned long long>(i));
+    }
+  }
+}
+
+// Phase 2, only when phase 1 refused nothing: the quanta into the replica
+// (modulo 2^64), their value out of the residual, the float copy refreshed.
+__global__ void DenseApplyLocalKernel(float* __restrict__ residual, int64_t* __restrict__ quanta,
+                                      float* __restrict__ weights, uint64_t n, int fraction_bits,
+                                      double quantum, const unsigned long long* first_bad) {
+  if (*first_bad != ~0ull) return;
+  RECKON_FOR_EACH(i, n) {
+    const float r = residual[i];
+    const int64_t q = DenseQuanta(r, fraction_bits);
+    residual[i] = DenseFeedback(r, q, quantum);
+    const int64_t sum = static_cast<int64_t>(static_cast<unsigned long long>(quanta[i]) +
+                                             static_cast<unsigned long long>(q));
+    quanta[i] = sum;
+    weights[i] = QuantaToFloat(sum, quantum);
+  }
+}
+
 #undef RECKON_FOR_EACH
 
 }  // namespace
+
+absl::Status LaunchDenseApplyLocal(const float* delta, float* residual, int64_t* quanta,
+                                   float* weights, size_t n, int fraction_bits,
+                                   unsigned long long* first_bad, cudaStream_t stream) {
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(first_bad, 0xFF, sizeof(*first_bad), stream));
+  if (n == 0) return absl::OkStatus();
+  DenseAccumulateCheckKernel<<<Blocks(n), kThreads, 0, stream>>>(
+      delta, residual, n, DenseLimitBits(fraction_bits), first_bad);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("DenseAccumulateCheckKernel");
+  DenseApplyLocalKernel<<<Blocks(n), kThreads, 0, stream>>>(
+      residual, quanta, weights, n, fraction_bits, std::ldexp(1.0, -fraction_bits), first_bad);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("DenseApplyLocalKernel");
+  return absl::OkStatus();
+}
 
 absl::Status LaunchBiasActivation(const float* bias, float* pre, float* post, int rows, int cols,
                                   int activation, cudaStream_t stream) {

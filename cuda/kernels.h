@@ -86,6 +86,20 @@ absl::Status LaunchRefreshTouched(const uint32_t* words, uint64_t total_words,
                                   const int64_t* quanta, float* weights, double quantum,
                                   cudaStream_t stream);
 
+// A dense fp32 step applied to this replica alone (pre-training: its
+// emission goes nowhere else), bit for bit what TrainStep's codec path
+// (codec::EncodeWithFeedback with CODEC_DENSE_FP32 and error feedback) and
+// ApplyDense of its quanta leave, without the residual crossing to the
+// host: residual += delta; then, unless some value is refused (its index,
+// the lowest, into *first_bad, else ~0: the caller reads it and reports;
+// the residual then holds R + delta and the replica is untouched, as on
+// the CPU), q = the dense codec's quanta of the residual, the residual
+// keeps what q does not carry, quanta += q modulo 2^64, weights refreshed.
+// cuda/elementwise.h holds the per-element rules.
+absl::Status LaunchDenseApplyLocal(const float* delta, float* residual, int64_t* quanta,
+                                   float* weights, size_t n, int fraction_bits,
+                                   unsigned long long* first_bad, cudaStream_t stream);
+
 }  // namespace reckon::cuda
 
 #endif  // RECKON_CUDA_KERNELS_H_

@@ -307,6 +307,7 @@ absl::Status ThresholdPass::Begin(float* d_residual, uint64_t n, float tau) {
       cudaMemsetAsync(d_counters_ + 1, 0xFF, sizeof(unsigned long long), stream_));
   launched_ = true;
   launched_residual_ = d_residual;
+  finished_count_ = 0;
   return absl::OkStatus();
 }
 
@@ -414,6 +415,7 @@ absl::Status ThresholdPass::Finish(std::vector<uint32_t>* words) {
                                               cudaMemcpyDeviceToHost, stream_));
   RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   words->assign(h_words_, h_words_ + *count);
+  finished_count_ = *count;
   return absl::OkStatus();
 }
 

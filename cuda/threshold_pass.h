@@ -109,6 +109,10 @@ class ThresholdPass {
   absl::StatusOr<uint64_t> FinishOnDevice();
 
   const uint32_t* device_words() const { return d_words_; }
+  // After an OK Finish: the words it returned, still in pinned host memory
+  // (valid until the next Launch), and their count.
+  const uint32_t* host_words() const { return h_words_; }
+  uint64_t finished_count() const { return finished_count_; }
 
  private:
   ThresholdPass(uint64_t capacity, CompactionMethod method, cudaStream_t stream)
@@ -139,6 +143,7 @@ class ThresholdPass {
   uint64_t h_words_capacity_ = 0;
 
   // The last Launch.
+  uint64_t finished_count_ = 0;
   float* launched_residual_ = nullptr;
   bool launched_ = false;
 };

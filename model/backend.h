@@ -128,6 +128,26 @@ class Backend {
   virtual absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels,
                                                int batch, float learning_rate, Emission* out) = 0;
 
+  // A step whose emission is applied to this replica and nowhere else (the
+  // layer-wise pre-training), in the quanta-codec mode (kCodec; REQUIRES
+  // it): the same as TrainStep into `*scratch` and then ApplyDense of its
+  // quanta, which is what this default does. The CUDA backend keeps the
+  // dense fp32 codec's step on the device (the residual need not cross to
+  // the host and back every step), leaving `*scratch` empty.
+  virtual absl::StatusOr<BatchStats> TrainStepLocally(const float* images,
+                                                      const int32_t* labels, int batch,
+                                                      float learning_rate, Emission* scratch) {
+    absl::StatusOr<BatchStats> stats = TrainStep(images, labels, batch, learning_rate, scratch);
+    if (!stats.ok()) return stats;
+    if (!scratch->words.empty()) {
+      return absl::FailedPreconditionError(
+          "TrainStepLocally is for the quanta codecs' mode; a threshold step's words need its "
+          "step_quanta (ApplyUpdates)");
+    }
+    if (absl::Status applied = ApplyDense(scratch->dense); !applied.ok()) return applied;
+    return stats;
+  }
+
   // Changes the momentum coefficient (--optimizer momentum) for the
   // following steps; the velocity is kept.
   virtual void SetMomentum(double momentum) = 0;
@@ -137,6 +157,14 @@ class Backend {
 
   // Applies a threshold update to the replica, all or nothing.
   virtual absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) = 0;
+  // Applies this worker's own threshold emission, `words` being the last
+  // TrainStep's (as the wire decoded them: the same words): the same as
+  // ApplyUpdates, which this default is. The CUDA backend applies them from
+  // the device, where its pass left them, instead of uploading them again
+  // (it checks that they are the same words, else it uploads).
+  virtual absl::Status ApplyOwnEmission(int64_t step_quanta, std::span<const uint32_t> words) {
+    return ApplyUpdates(step_quanta, words);
+  }
   // Applies several threshold updates (from many peers) at once. The CUDA
   // backend does it in one launch, all or nothing across the batch; this
   // default applies them in order, each all or nothing, and stops at the

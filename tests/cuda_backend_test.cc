@@ -228,7 +228,9 @@ TEST_P(ThresholdPassTest, TheFusedOptimizerPassIsBitExactWithTheCpu) {
         std::vector<uint32_t> cpu_words;
         ASSERT_TRUE(codec::QuantizeResidual(residual, *step, &cpu_words).ok());
         EXPECT_EQ(gpu_words, cpu_words);
-        EXPECT_FALSE(cpu_words.empty());
+        if (n > 1000) {
+          EXPECT_FALSE(cpu_words.empty()) << "a test that emits nothing shows little";
+        }
         EXPECT_TRUE(SameBits(d_residual.Read(), residual)) << "residuals differ";
         if (kind != model::OptimizerKind::kSgd) {
           EXPECT_TRUE(SameBits(d_state.Read(), state)) << "optimizer states differ";
@@ -385,6 +387,94 @@ std::string WorkerPath() {
 std::string DataDir() {
   const char* from_env = std::getenv("RECKON_DATA_DIR");
   return from_env != nullptr && *from_env != '\0' ? from_env : "/usr/share/datasets/fashion-mnist";
+}
+
+// Pre-training's step on the device (the dense codec's quantization, error
+// feedback and apply without the residual leaving the GPU) against the
+// same backend's TrainStep + ApplyDense: weights, residual and optimizer
+// state bit for bit, and the same refusal of a NaN.
+TEST(CudaBackend, TrainStepLocallyIsBitExactWithTrainStepThenApplyDense) {
+  SKIP_WITHOUT_GPU();
+  for (const auto kind : {model::OptimizerKind::kSgd, model::OptimizerKind::kMomentum}) {
+    model::BackendConfig config = SmallConfig(model::UpdateMode::kCodec);
+    config.optimizer.kind = kind;
+    config.codec.codec = v1::CODEC_DENSE_FP32;
+    config.codec.error_feedback = true;
+    const uint64_t n = config.shape.param_count();
+    absl::StatusOr<codec::FixedPointReplica> init = codec::FixedPointReplica::Create(n, 32);
+    ASSERT_TRUE(model::InitializeModel(config.shape, 5, &*init).ok());
+    absl::StatusOr<std::unique_ptr<model::Backend>> host = MakeCudaBackend(config);
+    absl::StatusOr<std::unique_ptr<model::Backend>> local = MakeCudaBackend(config);
+    ASSERT_TRUE(host.ok() && local.ok()) << local.status();
+    ASSERT_TRUE((*host)->LoadWeights(init->quanta()).ok());
+    ASSERT_TRUE((*local)->LoadWeights(init->quanta()).ok());
+    std::vector<float> images;
+    std::vector<int32_t> labels;
+    ::reckon::testing::SyntheticBatch(100, 784, &images, &labels);
+    for (int step = 0; step < 4; ++step) {
+      model::Emission a, b;
+      absl::StatusOr<model::BatchStats> sa =
+          (*host)->TrainStep(images.data(), labels.data(), 100, 0.05f, &a);
+      ASSERT_TRUE(sa.ok()) << sa.status();
+      ASSERT_TRUE((*host)->ApplyDense(a.dense).ok());
+      absl::StatusOr<model::BatchStats> sb =
+          (*local)->TrainStepLocally(images.data(), labels.data(), 100, 0.05f, &b);
+      ASSERT_TRUE(sb.ok()) << sb.status();
+      EXPECT_EQ(sa->loss_sum, sb->loss_sum);
+      EXPECT_EQ(sa->correct, sb->correct);
+      EXPECT_EQ(*(*host)->ReadWeights(), *(*local)->ReadWeights()) << "step " << step;
+      EXPECT_TRUE(SameBits(*(*host)->ReadResidual(), *(*local)->ReadResidual())) << step;
+      EXPECT_TRUE(SameBits(*(*host)->ReadOptimizerState(), *(*local)->ReadOptimizerState()));
+    }
+    // A NaN in the batch: refused, naming the element, the replica as it was.
+    const std::vector<int64_t> before = *(*local)->ReadWeights();
+    images[3] = std::nanf("");
+    model::Emission c;
+    const absl::StatusOr<model::BatchStats> refused =
+        (*local)->TrainStepLocally(images.data(), labels.data(), 100, 0.05f, &c);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+    EXPECT_NE(refused.status().message().find("residual element"), std::string_view::npos);
+    EXPECT_EQ(*(*local)->ReadWeights(), before);
+  }
+}
+
+// A worker's own emission applied from the device (where the pass left its
+// words) against uploading the same words: the same replica, and other
+// words than the last step's are uploaded, not confused with them.
+TEST(CudaBackend, TheOwnEmissionAppliedFromTheDeviceIsTheUploadedOne) {
+  SKIP_WITHOUT_GPU();
+  model::BackendConfig config = SmallConfig(model::UpdateMode::kThreshold);
+  config.step = *codec::MakeThresholdStep(0.001, 32);
+  const uint64_t n = config.shape.param_count();
+  absl::StatusOr<codec::FixedPointReplica> init = codec::FixedPointReplica::Create(n, 32);
+  ASSERT_TRUE(model::InitializeModel(config.shape, 6, &*init).ok());
+  absl::StatusOr<std::unique_ptr<model::Backend>> uploaded = MakeCudaBackend(config);
+  absl::StatusOr<std::unique_ptr<model::Backend>> own = MakeCudaBackend(config);
+  ASSERT_TRUE(uploaded.ok() && own.ok()) << own.status();
+  ASSERT_TRUE((*uploaded)->LoadWeights(init->quanta()).ok());
+  ASSERT_TRUE((*own)->LoadWeights(init->quanta()).ok());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  ::reckon::testing::SyntheticBatch(100, 784, &images, &labels);
+  for (int step = 0; step < 3; ++step) {
+    model::Emission a, b;
+    ASSERT_TRUE((*uploaded)->TrainStep(images.data(), labels.data(), 100, 0.05f, &a).ok());
+    ASSERT_TRUE((*own)->TrainStep(images.data(), labels.data(), 100, 0.05f, &b).ok());
+    ASSERT_EQ(a.words, b.words);
+    ASSERT_FALSE(a.words.empty());
+    ASSERT_TRUE((*uploaded)->ApplyUpdates(config.step.step_quanta, a.words).ok());
+    ASSERT_TRUE((*own)->ApplyOwnEmission(config.step.step_quanta, b.words).ok());
+    EXPECT_EQ(*(*uploaded)->ReadWeights(), *(*own)->ReadWeights()) << "step " << step;
+  }
+  // Other words of the same count: applied as given (uploaded).
+  model::Emission c;
+  ASSERT_TRUE((*own)->TrainStep(images.data(), labels.data(), 100, 0.05f, &c).ok());
+  ASSERT_TRUE((*uploaded)->TrainStep(images.data(), labels.data(), 100, 0.05f, &c).ok());
+  std::vector<uint32_t> other(c.words.size());
+  for (size_t k = 0; k < other.size(); ++k) other[k] = static_cast<uint32_t>(k);
+  ASSERT_TRUE((*uploaded)->ApplyUpdates(config.step.step_quanta, other).ok());
+  ASSERT_TRUE((*own)->ApplyOwnEmission(config.step.step_quanta, other).ok());
+  EXPECT_EQ(*(*uploaded)->ReadWeights(), *(*own)->ReadWeights());
 }
 
 TEST(CudaBackend, FashionMnistRunMatchesTheCpu) {

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "codec/codec.h"
 #include "codec/quantizer.h"
 #include "model/optimizer.h"
 
@@ -99,6 +100,68 @@ TEST(CudaElementwise, TheThresholdRuleIsBitExactWithQuantizeResidual) {
   EXPECT_EQ(device_words, words);
   EXPECT_EQ(std::memcmp(device.data(), residual.data(), residual.size() * sizeof(float)), 0);
   EXPECT_GT(words.size(), 1000u);
+}
+
+// The dense fp32 codec with error feedback (pre-training's step on the
+// device) against codec::EncodeWithFeedback, at two grids.
+TEST(CudaElementwise, TheDenseCodecIsBitExactWithEncodeWithFeedback) {
+  for (const int fraction_bits : {32, 8}) {
+    SCOPED_TRACE(::testing::Message() << "fraction bits " << fraction_bits);
+    const double quantum = std::ldexp(1.0, -fraction_bits);
+    std::vector<float> residual = Normal(100'000, static_cast<float>(40 * quantum), 6);
+    // Ties (half quanta, both signs), beside them, large values, zeros.
+    const float q = static_cast<float>(quantum);
+    const float edges[] = {0.5f * q,  -0.5f * q, 1.5f * q,    -2.5f * q,          0.0f,
+                           -0.0f,     3e5f * q,  -7.25e6f * q, 1.0e7f * q + 0.5f * q};
+    for (size_t k = 0; k < std::size(edges); ++k) residual[k * 997] = edges[k];
+    std::vector<float> device = residual;
+    std::vector<int64_t> device_quanta(residual.size());
+    const int32_t limit = DenseLimitBits(fraction_bits);
+    for (size_t i = 0; i < device.size(); ++i) {
+      ASSERT_FALSE(DenseValueRefused(device[i], limit)) << i;
+      device_quanta[i] = DenseQuanta(device[i], fraction_bits);
+      device[i] = DenseFeedback(device[i], device_quanta[i], quantum);
+    }
+    codec::CodecOptions options;
+    options.codec = v1::CODEC_DENSE_FP32;
+    options.fraction_bits = fraction_bits;
+    options.error_feedback = true;
+    options.layout = {{1, static_cast<uint32_t>(residual.size())}};
+    absl::StatusOr<std::unique_ptr<codec::Codec>> dense = codec::MakeCodec(options);
+    ASSERT_TRUE(dense.ok()) << dense.status();
+    v1::Update message;
+    std::vector<int64_t> quanta;
+    const absl::Status encoded = codec::EncodeWithFeedback(**dense, options, residual, &message, &quanta);
+    ASSERT_TRUE(encoded.ok()) << encoded;
+    EXPECT_EQ(device_quanta, quanta);
+    EXPECT_EQ(std::memcmp(device.data(), residual.data(), residual.size() * sizeof(float)), 0)
+        << "residuals differ";
+  }
+}
+
+TEST(CudaElementwise, TheDenseCodecRefusesWhatEncodeWithFeedbackRefuses) {
+  const int fraction_bits = 32;
+  const int32_t limit = DenseLimitBits(fraction_bits);
+  const float at_limit = std::ldexp(1.0f, 62 - fraction_bits);
+  for (const float v : {at_limit, -at_limit, std::nanf(""), INFINITY}) {
+    EXPECT_TRUE(DenseValueRefused(v, limit)) << v;
+  }
+  const float below = std::nextafter(at_limit, 0.0f);
+  EXPECT_FALSE(DenseValueRefused(below, limit));
+  EXPECT_FALSE(DenseValueRefused(-below, limit));
+  // The CPU: the same two sides of the limit.
+  codec::CodecOptions options;
+  options.fraction_bits = fraction_bits;
+  options.layout = {{1, 2}};
+  absl::StatusOr<std::unique_ptr<codec::Codec>> dense = codec::MakeCodec(options);
+  ASSERT_TRUE(dense.ok());
+  v1::Update message;
+  std::vector<int64_t> quanta;
+  std::vector<float> refused = {0.0f, at_limit};
+  EXPECT_FALSE(codec::EncodeWithFeedback(**dense, options, refused, &message, &quanta).ok());
+  std::vector<float> taken = {0.0f, below};
+  EXPECT_TRUE(codec::EncodeWithFeedback(**dense, options, taken, &message, &quanta).ok());
+  EXPECT_EQ(quanta[1], DenseQuanta(below, fraction_bits));
 }
 
 TEST(CudaElementwise, ANonFiniteValueIsReportedAndKept) {

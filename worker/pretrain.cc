@@ -49,9 +49,9 @@ absl::StatusOr<std::pair<double, double>> TrainOnePass(const PretrainOptions& op
                  labels.data());
     RECKON_ASSIGN_OR_RETURN(
         const model::BatchStats stats,
-        backend.TrainStep(images.data(), labels.data(), batch,
-                          static_cast<float>(model::LearningRate(rate, 0, step)), &emission));
-    RECKON_RETURN_IF_ERROR(backend.ApplyDense(emission.dense));
+        backend.TrainStepLocally(images.data(), labels.data(), batch,
+                                 static_cast<float>(model::LearningRate(rate, 0, step)),
+                                 &emission));
     loss += stats.loss_sum;
     correct += stats.correct;
     seen += batch;

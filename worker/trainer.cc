@@ -776,7 +776,7 @@ absl::Status Trainer::ApplyAndPublish(EpochTally& tally) {
                                                       config_.shape.param_count(),
                                                       options_.wire_codec, &message_));
   RECKON_RETURN_IF_ERROR(codec::DecodeUpdate(message_, &decoded_));
-  RECKON_RETURN_IF_ERROR(backend_->ApplyUpdates(decoded_.step_quanta, decoded_.words));
+  RECKON_RETURN_IF_ERROR(backend_->ApplyOwnEmission(decoded_.step_quanta, decoded_.words));
   if (options_.peers != nullptr)
     RECKON_RETURN_IF_ERROR(options_.peers->Publish(message_, decoded_));
   tally.updates += decoded_.words.size();
