@@ -20,8 +20,9 @@
 // `gpu-host`, a worker's node whose drain takes and applies nothing, as a
 // GPU worker's host (its apply runs on the device): the node's CPU alone.
 //
-// Then the training thread's side (--train-steps): the CPU backend trains
-// the default model (784,512,512,10, batch 100, threshold codec) alone, and
+// Then the training thread's side (--train-steps): a backend (--train-backend,
+// the CPU's by default) trains a model (--train-layers, the default model
+// 784,512,512,10 by default; batch 100, threshold codec) alone, and
 // again as a worker's training thread does with gossip on (the peers'
 // messages applied before each step, its own encoded and published after)
 // while `--train-origins` origins each send one message a step of the size
@@ -58,6 +59,7 @@
 #include "proto/reckon.grpc.pb.h"
 #include "server/grpc_transport.h"
 #include "server/node.h"
+#include "worker/backend_factory.h"
 
 ABSL_FLAG(int64_t, origins, 4, "peers sending to the node (bench inbound)");
 ABSL_FLAG(int64_t, messages, 30, "messages each origin sends (bench inbound)");
@@ -68,6 +70,13 @@ ABSL_FLAG(std::string, paths, "before,after,worker,gpu-host",
           "the receive paths measured, comma-separated (bench inbound; a profile takes one)");
 ABSL_FLAG(int64_t, train_threads, 0,
           "the training worker's CPU backend threads (bench inbound; 0: every core)");
+ABSL_FLAG(std::string, train_backend, "cpu",
+          "the training worker's backend: cpu, cuda or auto (bench inbound)");
+ABSL_FLAG(std::string, train_layers, "784,512,512,10",
+          "the training worker's model (bench inbound; 784,1800,1800,1800,1800,1800,10 with "
+          "--train-activation sigmoid is Strom's)");
+ABSL_FLAG(std::string, train_activation, "relu",
+          "the training worker's hidden activation, relu or sigmoid (bench inbound)");
 
 namespace reckon::ctl {
 namespace {
@@ -398,22 +407,31 @@ struct TrainingFigures {
   uint64_t messages_absorbed = 0;     // peers' messages the trainer applied
   double offered_messages_per_s = 0;  // origins / step_ms_alone
   double node_cpu_ms_per_message = 0, validation_cpu_ms_per_message = 0;
+  std::string backend;  // its Describe()
 };
 
 double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// The default model, batch 100, threshold 0.005, on random standardized
-// inputs (20 batches, cycled: the arithmetic is that of real data).
-absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int threads) {
+struct TrainingModel {
+  std::string backend = "cpu";
+  std::string layers = "784,512,512,10";
+  std::string activation = "relu";
+};
+
+// The model (the default one unless --train-layers), batch 100, threshold
+// 0.005, on random standardized inputs (20 batches, cycled: the arithmetic
+// is that of real data), on the backend asked for.
+absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int threads,
+                                                const TrainingModel& model) {
   TrainingFigures out;
   out.origins = origins;
   out.steps = steps;
   out.threads = threads;
   constexpr int kBatch = 100, kBatches = 20;
   RECKON_ASSIGN_OR_RETURN(model::ModelShape shape,
-                          model::ModelShape::Parse("784,512,512,10", "relu"));
+                          model::ModelShape::Parse(model.layers, model.activation));
   out.params = shape.param_count();
   model::BackendConfig config;
   config.shape = shape;
@@ -423,7 +441,10 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
   RECKON_ASSIGN_OR_RETURN(config.step, codec::MakeThresholdStep(0.005, kFractionBits));
   config.optimizer.learning_rate = 0.01;
   config.threads = threads;
-  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend, cpu::MakeCpuBackend(config));
+  std::string chosen;
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
+                          worker::MakeBackend(model.backend, config, &chosen));
+  out.backend = backend->Describe();
   RECKON_ASSIGN_OR_RETURN(codec::FixedPointReplica init,
                           codec::FixedPointReplica::Create(shape.param_count(), kFractionBits));
   RECKON_RETURN_IF_ERROR(model::InitializeModel(shape, kSeed, &init));
@@ -443,7 +464,7 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
         backend->TrainStep(x.data() + b * kBatch * shape.inputs(), labels.data() + b * kBatch,
                            kBatch, 0.01f, &emission));
     (void)stats;
-    return backend->ApplyUpdates(config.step.step_quanta, emission.words);
+    return backend->ApplyOwnEmission(config.step.step_quanta, emission.words);
   };
   for (int i = 0; i < 5; ++i) RECKON_RETURN_IF_ERROR(train());  // warm-up
   double emitted = 0;
@@ -537,6 +558,7 @@ void PrintTraining(const TrainingFigures& f, bool json, std::ostream& out) {
   if (json) {
     out << base::Json{{"section", "training"},
                       {"params", f.params},
+                      {"backend", f.backend},
                       {"origins", f.origins},
                       {"steps", f.steps},
                       {"threads", f.threads},
@@ -555,14 +577,15 @@ void PrintTraining(const TrainingFigures& f, bool json, std::ostream& out) {
     return;
   }
   out << absl::StrFormat(
-      "Training while absorbing (CPU backend, 784,512,512,10, batch 100, threshold 0.005, %d "
-      "steps, %s):\n"
+      "Training while absorbing (%s, %d parameters, batch 100, threshold 0.005, %d steps, "
+      "%s):\n"
       "  alone: %.3f ms a step, %.0f updates emitted a step\n"
       "  with %d origins each sending one such message a step (%.0f msg/s): %.3f ms a step "
       "(%.3fx alone), of which %.3f ms applying the peers' messages and %.3f ms encoding and "
       "publishing its own; %llu of %d messages applied by the trainer; node CPU %.3f ms and "
       "validation CPU %.3f ms a message\n",
-      f.steps, f.threads > 0 ? absl::StrCat(f.threads, " threads") : "every core", f.step_ms_alone,
+      f.backend, f.params, f.steps,
+      f.threads > 0 ? absl::StrCat(f.threads, " threads") : "every core", f.step_ms_alone,
       f.emitted_updates, f.origins, f.offered_messages_per_s, f.step_ms_absorbing,
       f.step_ms_absorbing / f.step_ms_alone, f.apply_ms_absorbing, f.publish_ms_absorbing,
       static_cast<unsigned long long>(f.messages_absorbed), f.origins * f.steps,
@@ -579,6 +602,9 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
                                {"train_steps"},
                                {"train_origins"},
                                {"train_threads"},
+                               {"train_backend"},
+                               {"train_layers"},
+                               {"train_activation"},
                                {"paths"}}};
   if (int code = base::ParseFlagsOrExit(scope, args, out, err); code >= 0) return code;
   const bool json = absl::GetFlag(FLAGS_json);
@@ -653,7 +679,10 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
   if (train_steps > 0) {
     absl::StatusOr<TrainingFigures> t =
         MeasureTraining(static_cast<int>(train_origins), static_cast<int>(train_steps),
-                        static_cast<int>(train_threads));
+                        static_cast<int>(train_threads),
+                        TrainingModel{absl::GetFlag(FLAGS_train_backend),
+                                      absl::GetFlag(FLAGS_train_layers),
+                                      absl::GetFlag(FLAGS_train_activation)});
     if (!t.ok()) {
       err << "reckonctl bench inbound: training: " << t.status().message() << "\n";
       return kExitBadInput;

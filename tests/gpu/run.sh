@@ -9,6 +9,8 @@
 #   OUT/summary.md  one row a step: exit status, seconds, the figure it gave
 #   bench_gpu.json  reckonctl bench gpu --json
 #   bench_inbound.json  reckonctl bench inbound --json (every core of the host)
+#   absorbing_gpu.json  the same bench's training section on the GPU (Strom's
+#                   network absorbing 8 peers)
 #   logs.tar.gz     every step's log, gtest's JSON and the workers' summaries
 #
 # and prints OUT/summary.md last. Without a GPU (or without the pack's
@@ -178,6 +180,17 @@ step strom2015_four_workers 240 'json_field "$log.json" test_accuracy hashes_equ
   -- "$bin/reckonctl" local --workers 4 --worker-binary "$bin/reckon-worker" --work-dir "$logs/strom4" \
      --summary-json "$logs/strom2015_four_workers.log.json" --timeout-s 230 --recipe strom2015 \
      "${train[@]}"
+
+# The training thread on the GPU while its node absorbs 8 peers' Strom-size
+# messages (issue 37's overlap: the step with gossip on against off).
+step absorbing_gpu 120 'python3 -c "
+import json,sys
+r=[j for j in (json.loads(l) for l in open(sys.argv[1]) if l.startswith(\"{\")) if j.get(\"section\")==\"training\"][0]
+print(\"%s: alone %.3f ms, absorbing %d origins %.3f ms (%.3fx), apply %.3f ms, publish %.3f ms a step\" % (r[\"backend\"], r[\"step_ms_alone\"], r[\"origins\"], r[\"step_ms_absorbing\"], r[\"step_ratio\"], r[\"apply_ms_per_step\"], r[\"publish_ms_per_step\"]))" "$log.json" || tail -2 "$log"' \
+  -- bash -c "$bin/reckonctl bench inbound --paths gpu-host --messages 10 --train-steps 200 \
+     --train-backend $backend --train-layers 784,1800,1800,1800,1800,1800,10 \
+     --train-activation sigmoid --json > $logs/absorbing_gpu.log.json"
+cp "$logs/absorbing_gpu.log.json" "$out/absorbing_gpu.json" 2> /dev/null
 
 # The node's receive path on this host's cores (issue 33): 1, 2 and every
 # core's receive threads at Strom's size; tests/bench/scaling_model.py
