@@ -6,7 +6,7 @@
 //     cudaMemcpy (its bytes read + written);
 //   - the fused optimizer pass (ThresholdPass::LaunchFused: SGD 12 bytes an
 //     element, momentum 20) against the optimizer kernel followed by the
-//     pass (20 and 28), for both single-pass methods;
+//     pass (20 and 28);
 //   - plain cub::DeviceSelect::If on the residual alone;
 //   - the batched apply in updates/s, of one pass's words (8 messages) and
 //     of 80 peers' Strom-size messages at once (79 x 44,000 updates);
@@ -53,16 +53,11 @@ namespace reckon::ctl {
 namespace {
 
 constexpr cuda::CompactionMethod kMethods[] = {cuda::CompactionMethod::kCubSelect,
-                                               cuda::CompactionMethod::kSinglePass,
-                                               cuda::CompactionMethod::kSinglePassWide};
-constexpr int kMethodCount = 3;
-constexpr cuda::CompactionMethod kSinglePassMethods[] = {cuda::CompactionMethod::kSinglePass,
-                                                         cuda::CompactionMethod::kSinglePassWide};
+                                               cuda::CompactionMethod::kSinglePass};
+constexpr int kMethodCount = 2;
 
-// The fused pass against the optimizer kernel then the pass, one rule and
-// one single-pass method.
+// The fused pass against the optimizer kernel then the pass, one rule.
 struct FusedRow {
-  cuda::CompactionMethod method;
   std::string optimizer;
   double bytes_per_element = 0;  // what the fused pass must touch
   double fused_s = 0, separate_s = 0;
@@ -166,54 +161,51 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
       RECKON_CUDA_RETURN_IF_ERROR(cudaMemset(state.ptr, 0, n * sizeof(float)));
       return absl::OkStatus();
     };
-    for (const cuda::CompactionMethod method : kSinglePassMethods) {
-      for (const int kind : {0, 1}) {
-        cuda::OptimizerRule rule;
-        rule.kind = kind;
-        rule.lr = 1.0f;
-        rule.momentum = 0.9f;
-        absl::StatusOr<std::unique_ptr<cuda::ThresholdPass>> pass =
-            cuda::ThresholdPass::Create(n, method, nullptr);
-        if (!pass.ok()) return pass.status();
-        bool launched = false;
-        auto finish_and_reset = [&]() -> absl::Status {
-          if (launched) {
-            launched = false;
-            RECKON_RETURN_IF_ERROR((*pass)->FinishOnDevice().status());
-          }
-          return reset_all();
-        };
-        float* state_ptr = kind == 0 ? nullptr : state.ptr;
-        absl::StatusOr<double> fused =
-            cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
-              RECKON_RETURN_IF_ERROR(
-                  (*pass)->LaunchFused(rule, work_grad.ptr, state_ptr, nullptr, work.ptr, n, tau));
-              launched = true;
-              return absl::OkStatus();
-            });
-        if (!fused.ok()) return fused.status();
-        absl::StatusOr<uint64_t> count = (*pass)->FinishOnDevice();
-        if (!count.ok()) return count.status();
-        launched = false;  // finished just above
-        absl::StatusOr<double> separate =
-            cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
-              RECKON_RETURN_IF_ERROR(
-                  cuda::LaunchOptimizerDelta(rule, nullptr, state_ptr, work_grad.ptr, n, nullptr));
-              RECKON_RETURN_IF_ERROR((*pass)->Launch(work_grad.ptr, work.ptr, n, tau));
-              launched = true;
-              return absl::OkStatus();
-            });
-        if (!separate.ok()) return separate.status();
-        RECKON_RETURN_IF_ERROR(finish_and_reset());
-        FusedRow f;
-        f.method = method;
-        f.optimizer = kind == 0 ? "sgd" : "momentum";
-        f.bytes_per_element = kind == 0 ? 12 : 20;
-        f.fused_s = *fused;
-        f.separate_s = *separate;
-        f.fused_bps = (f.bytes_per_element * n + 4.0 * *count) / *fused;
-        row.fused.push_back(f);
-      }
+    for (const int kind : {0, 1}) {
+      cuda::OptimizerRule rule;
+      rule.kind = kind;
+      rule.lr = 1.0f;
+      rule.momentum = 0.9f;
+      absl::StatusOr<std::unique_ptr<cuda::ThresholdPass>> pass =
+          cuda::ThresholdPass::Create(n, cuda::CompactionMethod::kSinglePass, nullptr);
+      if (!pass.ok()) return pass.status();
+      bool launched = false;
+      auto finish_and_reset = [&]() -> absl::Status {
+        if (launched) {
+          launched = false;
+          RECKON_RETURN_IF_ERROR((*pass)->FinishOnDevice().status());
+        }
+        return reset_all();
+      };
+      float* state_ptr = kind == 0 ? nullptr : state.ptr;
+      absl::StatusOr<double> fused =
+          cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
+            RECKON_RETURN_IF_ERROR(
+                (*pass)->LaunchFused(rule, work_grad.ptr, state_ptr, nullptr, work.ptr, n, tau));
+            launched = true;
+            return absl::OkStatus();
+          });
+      if (!fused.ok()) return fused.status();
+      absl::StatusOr<uint64_t> count = (*pass)->FinishOnDevice();
+      if (!count.ok()) return count.status();
+      launched = false;  // finished just above
+      absl::StatusOr<double> separate =
+          cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
+            RECKON_RETURN_IF_ERROR(
+                cuda::LaunchOptimizerDelta(rule, nullptr, state_ptr, work_grad.ptr, n, nullptr));
+            RECKON_RETURN_IF_ERROR((*pass)->Launch(work_grad.ptr, work.ptr, n, tau));
+            launched = true;
+            return absl::OkStatus();
+          });
+      if (!separate.ok()) return separate.status();
+      RECKON_RETURN_IF_ERROR(finish_and_reset());
+      FusedRow f;
+      f.optimizer = kind == 0 ? "sgd" : "momentum";
+      f.bytes_per_element = kind == 0 ? 12 : 20;
+      f.fused_s = *fused;
+      f.separate_s = *separate;
+      f.fused_bps = (f.bytes_per_element * n + 4.0 * *count) / *fused;
+      row.fused.push_back(f);
     }
   }
   absl::StatusOr<double> select = cuda::TimeSelectIfOnResidual(pristine.ptr, n, tau, reps);
@@ -274,9 +266,8 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
     RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_words.ptr, words.size() * sizeof(uint32_t)));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_ends.ptr, kPeers * sizeof(uint64_t)));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_steps.ptr, kPeers * sizeof(int64_t)));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_words.ptr, words.data(),
-                                           words.size() * sizeof(uint32_t),
-                                           cudaMemcpyHostToDevice));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpy(
+        d_words.ptr, words.data(), words.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_ends.ptr, h_peer_ends.data(),
                                            kPeers * sizeof(uint64_t), cudaMemcpyHostToDevice));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_steps.ptr, h_peer_steps.data(),
@@ -350,9 +341,9 @@ absl::StatusOr<StepRow> MeasureStep(int reps, model::GemmPrecision precision, bo
   RECKON_CUBLAS_RETURN_IF_ERROR(api.create(&handle));
   // Destroyed on every return below.
   std::unique_ptr<cublasContext, decltype(api.destroy)> handle_owner(handle, api.destroy);
-  RECKON_CUBLAS_RETURN_IF_ERROR(api.set_math_mode(
-      handle, precision == model::GemmPrecision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                       : CUBLAS_PEDANTIC_MATH));
+  RECKON_CUBLAS_RETURN_IF_ERROR(api.set_math_mode(handle, precision == model::GemmPrecision::kTf32
+                                                              ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                              : CUBLAS_PEDANTIC_MATH));
   size_t widest = 0;
   for (const auto& l : layers) widest = std::max<size_t>(widest, size_t(l.in) * l.out);
   const size_t activations = size_t{kStepBatch} * 1800;
@@ -366,16 +357,16 @@ absl::StatusOr<StepRow> MeasureStep(int reps, model::GemmPrecision precision, bo
       [&]() -> absl::Status {
         for (size_t l = 0; l < layers.size(); ++l) {
           const int in = layers[l].in, out = layers[l].out;
-          RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out,
-                                                    kStepBatch, in, &one, a.ptr, in, b.ptr, in,
-                                                    &zero, c.ptr, out));
+          RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, kStepBatch,
+                                                  in, &one, a.ptr, in, b.ptr, in, &zero, c.ptr,
+                                                  out));
           RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, in, out,
-                                                    kStepBatch, &one, b.ptr, in, c.ptr, out,
-                                                    &zero, a.ptr, in));
+                                                  kStepBatch, &one, b.ptr, in, c.ptr, out, &zero,
+                                                  a.ptr, in));
           if (l > 0) {
             RECKON_CUBLAS_RETURN_IF_ERROR(api.sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, in,
-                                                      kStepBatch, out, &one, a.ptr, in, c.ptr,
-                                                      out, &zero, b.ptr, in));
+                                                    kStepBatch, out, &one, a.ptr, in, c.ptr, out,
+                                                    &zero, b.ptr, in));
           }
         }
         return absl::OkStatus();
@@ -463,8 +454,7 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
       }
       base::Json fused = base::Json::array();
       for (const FusedRow& f : r.fused) {
-        fused.push_back({{"method", cuda::CompactionMethodName(f.method)},
-                         {"optimizer", f.optimizer},
+        fused.push_back({{"optimizer", f.optimizer},
                          {"bytes_per_element", f.bytes_per_element},
                          {"fused_s", f.fused_s},
                          {"separate_s", f.separate_s},
@@ -476,7 +466,6 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
                        {"memcpy_bytes_per_s", r.memcpy_bps},
                        {"methods", methods},
                        {"single_pass_vs_memcpy", r.pass_bps[1] / r.memcpy_bps},
-                       {"single_pass_wide_vs_memcpy", r.pass_bps[2] / r.memcpy_bps},
                        {"select_if_residual_s", r.select_if_s},
                        {"fused", fused},
                        {"apply_updates_per_s", r.apply_updates_per_s},
@@ -484,12 +473,9 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
                        {"apply_80_peers_s", r.apply_80_peers_s}});
     }
     auto step_json = [](const StepRow& s) {
-      return base::Json{{"params", s.params},
-                        {"batch", kStepBatch},
-                        {"step_s", s.step_s},
-                        {"flops", s.flops},
-                        {"sgemm_flops", s.sgemm_flops},
-                        {"ratio", s.flops / s.sgemm_flops}};
+      return base::Json{{"params", s.params},           {"batch", kStepBatch},
+                        {"step_s", s.step_s},           {"flops", s.flops},
+                        {"sgemm_flops", s.sgemm_flops}, {"ratio", s.flops / s.sgemm_flops}};
     };
     base::Json fp32 = step_json(*step);
     fp32["pass_copy_encode_s"] = step->pass_copy_encode_s;
@@ -513,16 +499,15 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
                              r.pass_bps[m] / 1e9, r.pass_bps[m] / r.memcpy_bps);
     }
     for (const FusedRow& f : r.fused) {
-      out << absl::StrFormat(
-          "  fused %-8s %-17s %8.3f ms against %.3f separate (%.2fx), %.2fx memcpy\n",
-          f.optimizer, cuda::CompactionMethodName(f.method), f.fused_s * 1e3, f.separate_s * 1e3,
-          f.separate_s / f.fused_s, f.fused_bps / r.memcpy_bps);
+      out << absl::StrFormat("  fused %-8s %8.3f ms against %.3f separate (%.2fx), %.2fx memcpy\n",
+                             f.optimizer, f.fused_s * 1e3, f.separate_s * 1e3,
+                             f.separate_s / f.fused_s, f.fused_bps / r.memcpy_bps);
     }
-    out << absl::StrFormat("  apply: %.3g updates/s (one pass's words); 80 peers' %d updates "
-                           "in %.3f ms (%.3g updates/s)\n",
-                           r.apply_updates_per_s, r.apply_80_peers_updates,
-                           r.apply_80_peers_s * 1e3,
-                           r.apply_80_peers_updates / r.apply_80_peers_s);
+    out << absl::StrFormat(
+        "  apply: %.3g updates/s (one pass's words); 80 peers' %d updates "
+        "in %.3f ms (%.3g updates/s)\n",
+        r.apply_updates_per_s, r.apply_80_peers_updates, r.apply_80_peers_s * 1e3,
+        r.apply_80_peers_updates / r.apply_80_peers_s);
   }
   for (const StepRow* s : {&*step, &*step_tf32}) {
     out << absl::StrFormat(

@@ -6,8 +6,6 @@
 #include <cub/device/device_select.cuh>
 #include <cuda/std/functional>
 
-#include <type_traits>
-
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "cuda/cuda_check.h"
@@ -27,14 +25,13 @@ constexpr unsigned long long kNoBadIndex = ~0ull;
 constexpr int kFusedThreads = 256;
 constexpr int kFusedItems = 4;
 
-// The single-pass kernels' tiles: 256 threads x kItems consecutive
-// elements each. kSinglePass loads through shared memory (warp transpose),
-// 8 items; kSinglePassWide loads each thread's 16 straight into registers
-// as four float4s (no shared memory, no barrier between loads) and has half
-// as many tiles, so half as many look-backs.
+// The single-pass kernel's tile: 256 threads x 8 consecutive elements each,
+// loaded and stored through shared memory (warp transpose). Measured on the
+// H100 (docs/cuda.md): 16 elements a thread loaded as float4s straight into
+// registers, with half the tiles, ran at 0.32-0.44x of this.
 constexpr int kTileThreads = 256;
-constexpr int kNarrowItems = 8;
-constexpr int kWideItems = 16;
+constexpr int kTileItems = 8;
+constexpr int kTileElements = kTileThreads * kTileItems;
 
 using TileState = cub::ScanTileState<int>;
 using PlusInt = ::cuda::std::plus<int>;
@@ -108,83 +105,132 @@ struct OptimizerSource {
   const float* weights;  // read only when rule.weight_decay != 0
 };
 
-// kSinglePass, kSinglePassWide: the pass and the compaction in one kernel.
-// A tile's elements are loaded coalesced so that each thread holds kItems
-// consecutive ones; a block scan of the per-thread counts, seeded by the
-// decoupled look-back over earlier tiles, gives each emitted word its
-// slot, so words come out in ascending index order. The last tile writes
-// the total count.
-template <int kItems, cub::BlockLoadAlgorithm kLoadAlgorithm,
-          cub::BlockStoreAlgorithm kStoreAlgorithm, typename Source>
+using TileLoad = cub::BlockLoad<float, kTileThreads, kTileItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
+using TileStore = cub::BlockStore<float, kTileThreads, kTileItems, cub::BLOCK_STORE_WARP_TRANSPOSE>;
+using TileScan = cub::BlockScan<int, kTileThreads>;
+using TilePrefix = cub::TilePrefixCallbackOp<int, PlusInt, TileState>;
+
+// One tile's shared memory: the loads, the stores and the scan take turns.
+union TileTemp {
+  TileLoad::TempStorage load;
+  TileStore::TempStorage store;
+  struct {
+    TileScan::TempStorage scan;
+    TilePrefix::TempStorage prefix;
+  } scan;
+};
+
+// Where a tile is and how many of its elements are real.
+struct Tile {
+  int index;
+  uint64_t base;
+  int valid;
+};
+
+// kTileItems consecutive elements of `from` for each thread (through shared
+// memory: a barrier after, so the storage can be reused).
+__device__ __forceinline__ void LoadTile(TileTemp& temp, const Tile& tile, const float* from,
+                                         float (&into)[kTileItems]) {
+  TileLoad(temp.load).Load(from + tile.base, into, tile.valid, 0.0f);
+  __syncthreads();
+}
+
+// r += the delta (none when it is null).
+__device__ __forceinline__ void AddFrom(const DeltaSource& source, TileTemp& temp, const Tile& tile,
+                                        float (&r)[kTileItems]) {
+  if (source.delta == nullptr) return;
+  float d[kTileItems];
+  LoadTile(temp, tile, source.delta, d);
+#pragma unroll
+  for (int k = 0; k < kTileItems; ++k) r[k] = AddRn(r[k], d[k]);
+}
+
+// r += the optimizer's change, computed here; its state written back.
+__device__ __forceinline__ void AddFrom(const OptimizerSource& source, TileTemp& temp,
+                                        const Tile& tile, float (&r)[kTileItems]) {
+  const OptimizerRule& rule = source.rule;
+  float g[kTileItems];
+  LoadTile(temp, tile, source.grad, g);
+  if (rule.weight_decay != 0.0f) {
+    float w[kTileItems];
+    LoadTile(temp, tile, source.weights, w);
+#pragma unroll
+    for (int k = 0; k < kTileItems; ++k) g[k] = WithWeightDecay(rule, g[k], w[k]);
+  }
+  float state[kTileItems] = {};
+  if (rule.kind != 0) LoadTile(temp, tile, source.state, state);
+#pragma unroll
+  for (int k = 0; k < kTileItems; ++k) r[k] = AddRn(r[k], OptimizerDelta(rule, g[k], &state[k]));
+  if (rule.kind != 0) {
+    TileStore(temp.store).Store(source.state + tile.base, state, tile.valid);
+    __syncthreads();
+  }
+}
+
+// The emitted words of this thread, in index order: a block scan of the
+// per-thread counts seeded by the decoupled look-back over earlier tiles
+// gives each its slot. The last tile writes the total count.
+__device__ __forceinline__ void WriteWordsInOrder(TileState tile_state, TileTemp& temp,
+                                                  const Tile& tile, int emitted,
+                                                  uint32_t emitted_mask,
+                                                  const uint32_t (&words)[kTileItems],
+                                                  uint32_t* __restrict__ words_out,
+                                                  unsigned long long* counters) {
+  __shared__ int tile_total;
+  int offset = 0;
+  if (tile.index == 0) {
+    int aggregate = 0;
+    TileScan(temp.scan.scan).ExclusiveSum(emitted, offset, aggregate);
+    if (threadIdx.x == 0) {
+      if (gridDim.x > 1) tile_state.SetInclusive(0, aggregate);
+      tile_total = aggregate;
+    }
+  } else {
+    TilePrefix prefix(tile_state, temp.scan.prefix, PlusInt{}, tile.index);
+    TileScan(temp.scan.scan).ExclusiveScan(emitted, offset, PlusInt{}, prefix);
+    __syncthreads();
+    if (threadIdx.x == 0) tile_total = prefix.GetInclusivePrefix();
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kTileItems; ++k) {
+    if (emitted_mask & (1u << k)) words_out[offset++] = words[k];
+  }
+  if (tile.index + 1 == static_cast<int>(gridDim.x) && threadIdx.x == 0) {
+    counters[0] = static_cast<unsigned long long>(tile_total);
+  }
+}
+
+// kSinglePass: the pass and the compaction in one kernel. A tile's
+// elements are loaded coalesced and transposed so that each thread holds
+// kTileItems consecutive ones, the addend joins them, Strom's rule
+// thresholds them, and the words go out in ascending index order.
+template <typename Source>
 __global__ void __launch_bounds__(kTileThreads)
     SinglePassThresholdKernel(TileState tile_state, Source source, float* __restrict__ residual,
                               uint32_t* __restrict__ words_out, float* __restrict__ stash,
                               uint32_t n, float tau, unsigned long long* counters) {
-  constexpr int kTileElements = kTileThreads * kItems;
-  using Load = cub::BlockLoad<float, kTileThreads, kItems, kLoadAlgorithm>;
-  using Store = cub::BlockStore<float, kTileThreads, kItems, kStoreAlgorithm>;
-  using Scan = cub::BlockScan<int, kTileThreads>;
-  using Prefix = cub::TilePrefixCallbackOp<int, PlusInt, TileState>;
-  constexpr bool kSharedLoads = kLoadAlgorithm == cub::BLOCK_LOAD_WARP_TRANSPOSE;
-  __shared__ union {
-    typename Load::TempStorage load;
-    typename Store::TempStorage store;
-    struct {
-      typename Scan::TempStorage scan;
-      typename Prefix::TempStorage prefix;
-    } scan;
-  } temp;
-  __shared__ int tile_total;
+  __shared__ TileTemp temp;
+  Tile tile;
+  tile.index = static_cast<int>(blockIdx.x);
+  tile.base = uint64_t(tile.index) * kTileElements;
+  const uint64_t remaining = n - tile.base;
+  tile.valid = remaining < kTileElements ? static_cast<int>(remaining) : kTileElements;
 
-  const int tile = static_cast<int>(blockIdx.x);
-  const uint64_t tile_base = uint64_t(tile) * kTileElements;
-  const uint64_t remaining = n - tile_base;
-  const int valid = remaining < kTileElements ? static_cast<int>(remaining) : kTileElements;
-  // Loads kItems of `from`'s tile; the barrier only where loads share memory.
-  auto load = [&](const float* from, float (&into)[kItems]) {
-    Load(temp.load).Load(from + tile_base, into, valid, 0.0f);
-    if constexpr (kSharedLoads) __syncthreads();
-  };
+  float r[kTileItems];
+  LoadTile(temp, tile, residual, r);
+  AddFrom(source, temp, tile, r);
 
-  float r[kItems];
-  load(residual, r);
-  if constexpr (std::is_same_v<Source, DeltaSource>) {
-    if (source.delta != nullptr) {
-      float d[kItems];
-      load(source.delta, d);
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) r[k] = AddRn(r[k], d[k]);
-    }
-  } else {
-    const OptimizerRule& rule = source.rule;
-    float g[kItems];
-    load(source.grad, g);
-    if (rule.weight_decay != 0.0f) {
-      float w[kItems];
-      load(source.weights, w);
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) g[k] = WithWeightDecay(rule, g[k], w[k]);
-    }
-    float state[kItems] = {};
-    if (rule.kind != 0) load(source.state, state);
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) r[k] = AddRn(r[k], OptimizerDelta(rule, g[k], &state[k]));
-    if (rule.kind != 0) {
-      Store(temp.store).Store(source.state + tile_base, state, valid);
-      __syncthreads();
-    }
-  }
-
-  uint32_t words[kItems];
-  float out[kItems];
+  uint32_t words[kTileItems];
+  float out[kTileItems];
   int emitted = 0;
   uint32_t emitted_mask = 0;
 #pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const int local = threadIdx.x * kItems + k;
+  for (int k = 0; k < kTileItems; ++k) {
+    const int local = threadIdx.x * kTileItems + k;
     out[k] = r[k];
-    if (local < valid) {
-      const uint64_t i = tile_base + local;
+    if (local < tile.valid) {
+      const uint64_t i = tile.base + local;
       if (Threshold(static_cast<uint32_t>(i), r[k], tau, &out[k], &words[k], &counters[1])) {
         stash[i] = r[k];
         emitted_mask |= 1u << k;
@@ -192,31 +238,9 @@ __global__ void __launch_bounds__(kTileThreads)
       }
     }
   }
-  Store(temp.store).Store(residual + tile_base, out, valid);
+  TileStore(temp.store).Store(residual + tile.base, out, tile.valid);
   __syncthreads();
-
-  int offset = 0;
-  if (tile == 0) {
-    int aggregate = 0;
-    Scan(temp.scan.scan).ExclusiveSum(emitted, offset, aggregate);
-    if (threadIdx.x == 0) {
-      if (gridDim.x > 1) tile_state.SetInclusive(0, aggregate);
-      tile_total = aggregate;
-    }
-  } else {
-    Prefix prefix(tile_state, temp.scan.prefix, PlusInt{}, tile);
-    Scan(temp.scan.scan).ExclusiveScan(emitted, offset, PlusInt{}, prefix);
-    __syncthreads();
-    if (threadIdx.x == 0) tile_total = prefix.GetInclusivePrefix();
-  }
-  __syncthreads();
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    if (emitted_mask & (1u << k)) words_out[offset++] = words[k];
-  }
-  if (tile + 1 == static_cast<int>(gridDim.x) && threadIdx.x == 0) {
-    counters[0] = static_cast<unsigned long long>(tile_total);
-  }
+  WriteWordsInOrder(tile_state, temp, tile, emitted, emitted_mask, words, words_out, counters);
 }
 
 // NaN/Inf: put back the pre-subtraction value of every emitted element.
@@ -229,24 +253,12 @@ __global__ void RestoreKernel(const uint32_t* __restrict__ words, uint64_t count
   }
 }
 
-int TileElements(CompactionMethod method) {
-  return kTileThreads * (method == CompactionMethod::kSinglePassWide ? kWideItems : kNarrowItems);
-}
-
-int NumTiles(uint64_t n, CompactionMethod method) {
-  const uint64_t per_tile = static_cast<uint64_t>(TileElements(method));
-  return static_cast<int>((n + per_tile - 1) / per_tile);
-}
+int NumTiles(uint64_t n) { return static_cast<int>((n + kTileElements - 1) / kTileElements); }
 
 }  // namespace
 
 std::string CompactionMethodName(CompactionMethod method) {
-  switch (method) {
-    case CompactionMethod::kCubSelect: return "cub-select";
-    case CompactionMethod::kSinglePass: return "single-pass";
-    case CompactionMethod::kSinglePassWide: return "single-pass-wide";
-  }
-  return "?";
+  return method == CompactionMethod::kCubSelect ? "cub-select" : "single-pass";
 }
 
 absl::StatusOr<std::unique_ptr<ThresholdPass>> ThresholdPass::Create(uint64_t capacity,
@@ -273,7 +285,7 @@ absl::Status ThresholdPass::Allocate() {
                                                       d_counters_, static_cast<int64_t>(n),
                                                       IsWord{}, stream_));
   } else {
-    RECKON_CUDA_RETURN_IF_ERROR(TileState::AllocationSize(NumTiles(n, method_), temp_bytes_));
+    RECKON_CUDA_RETURN_IF_ERROR(TileState::AllocationSize(NumTiles(n), temp_bytes_));
   }
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_temp_, std::max<size_t>(temp_bytes_, 1)));
   // Room for a density of 1/64 up front; Finish grows it if ever needed.
@@ -314,7 +326,7 @@ absl::Status ThresholdPass::Begin(float* d_residual, uint64_t n, float tau) {
 template <typename Source>
 absl::Status ThresholdPass::LaunchSinglePass(const Source& source, float* d_residual, uint64_t n,
                                              float tau) {
-  const int tiles = NumTiles(n, method_);
+  const int tiles = NumTiles(n);
   TileState tile_state;
   RECKON_CUDA_RETURN_IF_ERROR(tile_state.Init(tiles, d_temp_, temp_bytes_));
   constexpr int kInitThreads = 128;
@@ -322,16 +334,8 @@ absl::Status ThresholdPass::LaunchSinglePass(const Source& source, float* d_resi
       tile_state, tiles);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("InitTileStateKernel");
   const uint32_t n32 = static_cast<uint32_t>(n);
-  if (method_ == CompactionMethod::kSinglePassWide) {
-    SinglePassThresholdKernel<kWideItems, cub::BLOCK_LOAD_VECTORIZE, cub::BLOCK_STORE_VECTORIZE>
-        <<<tiles, kTileThreads, 0, stream_>>>(tile_state, source, d_residual, d_words_, d_stash_,
-                                              n32, tau, d_counters_);
-  } else {
-    SinglePassThresholdKernel<kNarrowItems, cub::BLOCK_LOAD_WARP_TRANSPOSE,
-                              cub::BLOCK_STORE_WARP_TRANSPOSE>
-        <<<tiles, kTileThreads, 0, stream_>>>(tile_state, source, d_residual, d_words_, d_stash_,
-                                              n32, tau, d_counters_);
-  }
+  SinglePassThresholdKernel<<<tiles, kTileThreads, 0, stream_>>>(
+      tile_state, source, d_residual, d_words_, d_stash_, n32, tau, d_counters_);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("SinglePassThresholdKernel");
   return absl::OkStatus();
 }

@@ -12,13 +12,8 @@
 //                words: 16 bytes per element plus CUB's own pass.
 //   kSinglePass: one kernel does the pass and the compaction, tile by tile,
 //                with a block scan and decoupled look-back across tiles
-//                (CUB's ScanTileState): 12 bytes per element. Tiles of
-//                2,048, loaded through shared memory (warp transpose).
-//   kSinglePassWide: the same kernel with tiles of 4,096, each thread's 16
-//                elements loaded and stored as float4s straight from and to
-//                registers (no shared memory between loads), and half the
-//                look-backs.
-// All emit the same words and leave the same residual.
+//                (CUB's ScanTileState): 12 bytes per element.
+// Both emit the same words and leave the same residual.
 //
 // LaunchFused folds the optimizer into the single pass (issue 37): the
 // gradient and the optimizer's state are read, the state written back, and
@@ -62,7 +57,7 @@
 
 namespace reckon::cuda {
 
-enum class CompactionMethod { kCubSelect, kSinglePass, kSinglePassWide };
+enum class CompactionMethod { kCubSelect, kSinglePass };
 std::string CompactionMethodName(CompactionMethod method);
 
 // The largest residual the device pass takes: 2^31 - 1 elements, so that the

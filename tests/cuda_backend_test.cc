@@ -242,15 +242,10 @@ TEST_P(ThresholdPassTest, TheFusedOptimizerPassIsBitExactWithTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Methods, ThresholdPassTest,
                          ::testing::Values(CompactionMethod::kCubSelect,
-                                           CompactionMethod::kSinglePass,
-                                           CompactionMethod::kSinglePassWide),
+                                           CompactionMethod::kSinglePass),
                          [](const auto& info) {
-                           switch (info.param) {
-                             case CompactionMethod::kCubSelect: return "CubSelect";
-                             case CompactionMethod::kSinglePass: return "SinglePass";
-                             case CompactionMethod::kSinglePassWide: return "SinglePassWide";
-                           }
-                           return "Unknown";
+                           return info.param == CompactionMethod::kCubSelect ? "CubSelect"
+                                                                             : "SinglePass";
                          });
 
 model::BackendConfig SmallConfig(model::UpdateMode mode) {

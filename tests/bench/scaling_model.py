@@ -7,7 +7,7 @@ Per node and minibatch (one step, one message of M bytes, u = 8M / bits per
 update +-tau updates, out; N-1 such in):
   training thread  t_c + (N-1) u / gpu_apply      the GPU step, then the
                    peers' messages applied to the training replica (between
-                   steps: not overlapped until issue 16's double buffering)
+                   steps: not overlapped yet, issue 37's double buffering)
   node             (N-1) u / inbound(c)   each peer message validated and
                    ordered (CPU, overlapped with the training thread; a
                    worker's node keeps no mirror since 2026-11-27, so a GPU
@@ -38,7 +38,7 @@ rate and the most threads' (Amdahl: a share p of the work runs in parallel, r(c)
 Checked against what the lab measured (docs/scaling.md): `--check` prints the
 model beside the 100 Mbit/s runs and the synthetic members' bytes.
 
-Usage: scaling_model.py [--nodes 10,80,1000] [--link-gbit 10] [--step-ms 3.8]
+Usage: scaling_model.py [--nodes 10,80,1000] [--link-gbit 10] [--step-ms 2.96]
                         [--message-kb 69] [--batch 1024] [--overlay mesh|tree]
                         [--inbound-json FILE] [--node-cores 16] [--check]
 """
@@ -155,7 +155,9 @@ class Rates:
         self.bits_per_update = 12.5  # Rice at p = 1e-3
         self.inbound = inbound or Inbound(MEASURED_INBOUND, MEASURED_INBOUND_SOURCE)
         self.node_cores = node_cores
-        self.gpu_apply_per_s = 1.75e9  # batched apply on the H100 (issue 16)
+        # The H100's batched apply of 80 peers' messages at once (79 x 44,000
+        # updates in 0.526 ms; reckonctl bench gpu, 2026-11-27).
+        self.gpu_apply_per_s = 6.59e9
 
     def node_per_s(self):
         return self.inbound.per_s(self.node_cores)
@@ -264,9 +266,9 @@ def main():
     p.add_argument("--nodes", default="10,80,1000",
                    type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--link-gbit", type=float, default=10.0)
-    p.add_argument("--step-ms", type=float, default=3.8,
-                   help="compute per minibatch per node (H100, 14.2M parameters: "
-                        "0.948 ms at batch 256, x4 for 1024)")
+    p.add_argument("--step-ms", type=float, default=2.96,
+                   help="compute per minibatch per node (H100, Strom's network at batch "
+                        "1,024, fp32: 2.96 ms, reckonctl bench gpu, 2026-11-27)")
     p.add_argument("--message-kb", type=float, default=69.0,
                    help="update message per minibatch (Strom Table 3, tau 4)")
     p.add_argument("--batch", type=int, default=1024)

@@ -146,7 +146,7 @@ import json,sys; j=json.load(open(sys.argv[1]))
 parts=[]
 for s in j[\"sizes\"]:
     m=s[\"methods\"]
-    f=\"; \".join(\"fused %s %s %.2fx\" % (x[\"optimizer\"], x[\"method\"], x[\"speedup\"]) for x in s[\"fused\"])
+    f=\"; \".join(\"fused %s %.2fx\" % (x[\"optimizer\"], x[\"speedup\"]) for x in s[\"fused\"])
     parts.append(\"%s params: pass vs memcpy %s; %s; 80 peers apply %.3f ms\" % (s[\"params\"], \", \".join(\"%s %.2fx\" % (k, v[\"vs_memcpy\"]) for k, v in m.items()), f, s[\"apply_80_peers_s\"]*1e3))
 st=j[\"step\"]; t=j[\"step_tf32\"]
 parts.append(\"Strom step b1024 fp32 %.3f ms (%.2fx sgemm), tf32 %.3f ms; pass+copy+Rice %.1f%%\" % (st[\"step_s\"]*1e3, st[\"ratio\"], t[\"step_s\"]*1e3, 100*st[\"fraction\"]))
