@@ -677,12 +677,11 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
     }
   }
   if (train_steps > 0) {
-    absl::StatusOr<TrainingFigures> t =
-        MeasureTraining(static_cast<int>(train_origins), static_cast<int>(train_steps),
-                        static_cast<int>(train_threads),
-                        TrainingModel{absl::GetFlag(FLAGS_train_backend),
-                                      absl::GetFlag(FLAGS_train_layers),
-                                      absl::GetFlag(FLAGS_train_activation)});
+    absl::StatusOr<TrainingFigures> t = MeasureTraining(
+        static_cast<int>(train_origins), static_cast<int>(train_steps),
+        static_cast<int>(train_threads),
+        TrainingModel{absl::GetFlag(FLAGS_train_backend), absl::GetFlag(FLAGS_train_layers),
+                      absl::GetFlag(FLAGS_train_activation)});
     if (!t.ok()) {
       err << "reckonctl bench inbound: training: " << t.status().message() << "\n";
       return kExitBadInput;

@@ -108,9 +108,8 @@ class CudaBackend final : public model::Backend {
     // fp32 (the default): plain fp32 GEMMs, no TF32, so the CPU twin bounds
     // the difference. tf32: the tensor cores, asked for explicitly.
     RECKON_CUBLAS_RETURN_IF_ERROR(blas_->set_math_mode(
-        cublas_, config_.gemm_precision == model::GemmPrecision::kTf32
-                     ? CUBLAS_TF32_TENSOR_OP_MATH
-                     : CUBLAS_PEDANTIC_MATH));
+        cublas_, config_.gemm_precision == model::GemmPrecision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                       : CUBLAS_PEDANTIC_MATH));
     const size_t n = config_.shape.param_count();
     RECKON_RETURN_IF_ERROR(quanta_.Resize(n));
     RECKON_RETURN_IF_ERROR(weights_.Resize(n));
@@ -141,9 +140,9 @@ class CudaBackend final : public model::Backend {
   }
 
   std::string Describe() const override {
-    return absl::StrCat(
-        "cuda (", device_.name, ", sm_", device_.compute_major, device_.compute_minor, ", cuBLAS",
-        config_.gemm_precision == model::GemmPrecision::kTf32 ? " tf32" : "", ")");
+    return absl::StrCat("cuda (", device_.name, ", sm_", device_.compute_major,
+                        device_.compute_minor, ", cuBLAS",
+                        config_.gemm_precision == model::GemmPrecision::kTf32 ? " tf32" : "", ")");
   }
 
   absl::Status LoadWeights(std::span<const int64_t> quanta) override {
@@ -239,9 +238,8 @@ class CudaBackend final : public model::Backend {
     return SumStats(train_, batch);
   }
 
-  absl::StatusOr<BatchStats> TrainStepLocally(const float* images, const int32_t* labels,
-                                               int batch, float learning_rate,
-                                               Emission* scratch) override {
+  absl::StatusOr<BatchStats> TrainStepLocally(const float* images, const int32_t* labels, int batch,
+                                              float learning_rate, Emission* scratch) override {
     if (config_.mode != UpdateMode::kCodec || config_.codec.codec != v1::CODEC_DENSE_FP32 ||
         !config_.codec.error_feedback) {
       return Backend::TrainStepLocally(images, labels, batch, learning_rate, scratch);
@@ -264,8 +262,8 @@ class CudaBackend final : public model::Backend {
                                                  weights_.get(), n, config_.fraction_bits,
                                                  counters_.get(), stream_));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_counters_.get(), counters_.get(),
-                                                sizeof(unsigned long long),
-                                                cudaMemcpyDeviceToHost, stream_));
+                                                sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                                stream_));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(train_.h_loss.get(), train_.row_loss.get(),
                                                 batch * sizeof(float), cudaMemcpyDeviceToHost,
                                                 stream_));
@@ -306,8 +304,7 @@ class CudaBackend final : public model::Backend {
     h_apply_meta_.get()[0] = static_cast<int64_t>(count);
     h_apply_meta_.get()[1] = step_quanta;
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_ends_.get(), h_apply_meta_.get(),
-                                                sizeof(uint64_t), cudaMemcpyHostToDevice,
-                                                stream_));
+                                                sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_steps_.get(), h_apply_meta_.get() + 1,
                                                 sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
     RECKON_RETURN_IF_ERROR(LaunchApplyWords(pass_->device_words(), count, apply_ends_.get(),
@@ -622,7 +619,7 @@ class CudaBackend final : public model::Backend {
   DeviceBuffer<int64_t> apply_steps_;
   PinnedBuffer<uint32_t> h_apply_words_;
   PinnedBuffer<int64_t> h_apply_meta_;
-  DeviceBuffer<unsigned long long> counters_;   // TrainStepLocally's refused index
+  DeviceBuffer<unsigned long long> counters_;  // TrainStepLocally's refused index
   PinnedBuffer<unsigned long long> h_counters_;
   Batch train_, eval_;
 };

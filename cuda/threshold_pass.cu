@@ -367,8 +367,8 @@ absl::Status ThresholdPass::LaunchFused(const OptimizerRule& rule, const float* 
   }
   if (rule.kind < 0 || rule.kind > 2 || (rule.kind != 0 && d_state == nullptr) ||
       (rule.weight_decay != 0 && d_weights == nullptr)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fused pass: optimizer kind ", rule.kind, " without the state or weights it reads"));
+    return absl::InvalidArgumentError(absl::StrCat("fused pass: optimizer kind ", rule.kind,
+                                                   " without the state or weights it reads"));
   }
   RECKON_RETURN_IF_ERROR(Begin(d_residual, n, tau));
   if (n == 0) return absl::OkStatus();

@@ -134,9 +134,9 @@ class Backend {
   // quanta, which is what this default does. The CUDA backend keeps the
   // dense fp32 codec's step on the device (the residual need not cross to
   // the host and back every step), leaving `*scratch` empty.
-  virtual absl::StatusOr<BatchStats> TrainStepLocally(const float* images,
-                                                      const int32_t* labels, int batch,
-                                                      float learning_rate, Emission* scratch) {
+  virtual absl::StatusOr<BatchStats> TrainStepLocally(const float* images, const int32_t* labels,
+                                                      int batch, float learning_rate,
+                                                      Emission* scratch) {
     absl::StatusOr<BatchStats> stats = TrainStep(images, labels, batch, learning_rate, scratch);
     if (!stats.ok()) return stats;
     if (!scratch->words.empty()) {

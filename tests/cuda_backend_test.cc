@@ -182,13 +182,13 @@ TEST_P(ThresholdPassTest, TheFusedOptimizerPassIsBitExactWithTheCpu) {
   const absl::StatusOr<codec::ThresholdStep> step = codec::MakeThresholdStep(0.01, 32);
   ASSERT_TRUE(step.ok());
   const float lr = 0.05f;
-  for (const model::OptimizerKind kind : {model::OptimizerKind::kSgd,
-                                          model::OptimizerKind::kMomentum,
-                                          model::OptimizerKind::kAdagrad}) {
+  for (const model::OptimizerKind kind :
+       {model::OptimizerKind::kSgd, model::OptimizerKind::kMomentum,
+        model::OptimizerKind::kAdagrad}) {
     for (const double weight_decay : {0.0, 1e-3}) {
       for (const size_t n : {size_t{1}, size_t{33}, (size_t{1} << 20) + 7}) {
-        SCOPED_TRACE(::testing::Message() << model::OptimizerName(kind) << " wd " << weight_decay
-                                          << " n " << n);
+        SCOPED_TRACE(::testing::Message()
+                     << model::OptimizerName(kind) << " wd " << weight_decay << " n " << n);
         model::OptimizerConfig config;
         config.kind = kind;
         config.momentum = 0.9;
@@ -200,8 +200,7 @@ TEST_P(ThresholdPassTest, TheFusedOptimizerPassIsBitExactWithTheCpu) {
         if (kind == model::OptimizerKind::kAdagrad) {
           for (float& h : state) h = std::fabs(h);
         }
-        DeviceArray<float> d_residual(residual), d_grad(grad), d_weights(weights),
-            d_state(state);
+        DeviceArray<float> d_residual(residual), d_grad(grad), d_weights(weights), d_state(state);
         absl::StatusOr<std::unique_ptr<ThresholdPass>> pass =
             ThresholdPass::Create(n, GetParam(), nullptr);
         ASSERT_TRUE(pass.ok()) << pass.status();
@@ -213,9 +212,8 @@ TEST_P(ThresholdPassTest, TheFusedOptimizerPassIsBitExactWithTheCpu) {
         rule.momentum = static_cast<float>(config.momentum);
         rule.eps = static_cast<float>(config.adagrad_eps);
         rule.weight_decay = static_cast<float>(weight_decay);
-        const absl::Status launched =
-            (*pass)->LaunchFused(rule, d_grad.ptr, d_state.ptr, d_weights.ptr, d_residual.ptr, n,
-                                 step->tau);
+        const absl::Status launched = (*pass)->LaunchFused(
+            rule, d_grad.ptr, d_state.ptr, d_weights.ptr, d_residual.ptr, n, step->tau);
         if (GetParam() == CompactionMethod::kCubSelect) {
           EXPECT_EQ(launched.code(), absl::StatusCode::kFailedPrecondition) << launched;
           return;

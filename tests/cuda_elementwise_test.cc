@@ -2,8 +2,6 @@
 // CPU backend's own code, bit for bit, on the host: what the device computes
 // element by element is checked in every build, GPU or not. (The kernels
 // that call these functions are checked on a GPU by cuda_backend_test.)
-#include "cuda/elementwise.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +11,7 @@
 
 #include "codec/codec.h"
 #include "codec/quantizer.h"
+#include "cuda/elementwise.h"
 #include "model/optimizer.h"
 
 namespace reckon::cuda {
@@ -43,9 +42,9 @@ OptimizerRule RuleOf(const model::OptimizerConfig& config, float lr) {
 TEST(CudaElementwise, TheOptimizerRulesAreBitExactWithAccumulateDelta) {
   const size_t n = 100'000;
   const float lr = 0.037f;
-  for (const model::OptimizerKind kind : {model::OptimizerKind::kSgd,
-                                          model::OptimizerKind::kMomentum,
-                                          model::OptimizerKind::kAdagrad}) {
+  for (const model::OptimizerKind kind :
+       {model::OptimizerKind::kSgd, model::OptimizerKind::kMomentum,
+        model::OptimizerKind::kAdagrad}) {
     for (const double weight_decay : {0.0, 3e-4}) {
       SCOPED_TRACE(::testing::Message() << model::OptimizerName(kind) << " wd " << weight_decay);
       model::OptimizerConfig config;
@@ -80,13 +79,9 @@ TEST(CudaElementwise, TheThresholdRuleIsBitExactWithQuantizeResidual) {
   const float tau = step->tau;
   std::vector<float> residual = Normal(200'000, 2 * tau, 5);
   // The edges: exactly +-tau, the floats beside them, zero and minus zero.
-  const float edges[] = {tau,
-                         -tau,
-                         std::nextafter(tau, 0.0f),
-                         std::nextafter(-tau, 0.0f),
-                         std::nextafter(tau, 1.0f),
-                         0.0f,
-                         -0.0f};
+  const float edges[] = {
+      tau,  -tau, std::nextafter(tau, 0.0f), std::nextafter(-tau, 0.0f), std::nextafter(tau, 1.0f),
+      0.0f, -0.0f};
   for (size_t k = 0; k < std::size(edges); ++k) residual[k * 1000] = edges[k];
   std::vector<float> device = residual;
   std::vector<uint32_t> device_words;
@@ -111,8 +106,9 @@ TEST(CudaElementwise, TheDenseCodecIsBitExactWithEncodeWithFeedback) {
     std::vector<float> residual = Normal(100'000, static_cast<float>(40 * quantum), 6);
     // Ties (half quanta, both signs), beside them, large values, zeros.
     const float q = static_cast<float>(quantum);
-    const float edges[] = {0.5f * q,  -0.5f * q, 1.5f * q,    -2.5f * q,          0.0f,
-                           -0.0f,     3e5f * q,  -7.25e6f * q, 1.0e7f * q + 0.5f * q};
+    const float edges[] = {0.5f * q,  -0.5f * q,    1.5f * q,
+                           -2.5f * q, 0.0f,         -0.0f,
+                           3e5f * q,  -7.25e6f * q, 1.0e7f * q + 0.5f * q};
     for (size_t k = 0; k < std::size(edges); ++k) residual[k * 997] = edges[k];
     std::vector<float> device = residual;
     std::vector<int64_t> device_quanta(residual.size());
@@ -131,7 +127,8 @@ TEST(CudaElementwise, TheDenseCodecIsBitExactWithEncodeWithFeedback) {
     ASSERT_TRUE(dense.ok()) << dense.status();
     v1::Update message;
     std::vector<int64_t> quanta;
-    const absl::Status encoded = codec::EncodeWithFeedback(**dense, options, residual, &message, &quanta);
+    const absl::Status encoded =
+        codec::EncodeWithFeedback(**dense, options, residual, &message, &quanta);
     ASSERT_TRUE(encoded.ok()) << encoded;
     EXPECT_EQ(device_quanta, quanta);
     EXPECT_EQ(std::memcmp(device.data(), residual.data(), residual.size() * sizeof(float)), 0)

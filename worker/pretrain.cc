@@ -47,11 +47,10 @@ absl::StatusOr<std::pair<double, double>> TrainOnePass(const PretrainOptions& op
     }
     train.Gather(samples.subspan(size_t(step) * batch, size_t(batch)), images.data(),
                  labels.data());
-    RECKON_ASSIGN_OR_RETURN(
-        const model::BatchStats stats,
-        backend.TrainStepLocally(images.data(), labels.data(), batch,
-                                 static_cast<float>(model::LearningRate(rate, 0, step)),
-                                 &emission));
+    RECKON_ASSIGN_OR_RETURN(const model::BatchStats stats,
+                            backend.TrainStepLocally(
+                                images.data(), labels.data(), batch,
+                                static_cast<float>(model::LearningRate(rate, 0, step)), &emission));
     loss += stats.loss_sum;
     correct += stats.correct;
     seen += batch;
