@@ -257,6 +257,21 @@ def run(args, faults, folder, rng, epochs):
                 inject(workers, lab, rng, events, must_hold, injected, now, args)
             time.sleep(0.25)
         wall = time.monotonic() - start
+        # The faults end: a partition still in place is healed and a stopped
+        # worker continued now, not when their events fall due. A worker cut
+        # off after it ended holds the first agreement until it hears the
+        # others' later one (a member that was cut off or stopped added steps
+        # after it): the promise is about the cluster once the faults are
+        # over, so they are over before it is checked.
+        for when, what, w in list(events):
+            if what == "heal":
+                lab.command("heal")
+                lab.partitioned = False
+                events.remove((when, what, w))
+            elif what == "cont":
+                w.process.send_signal(signal.SIGCONT)
+                w.stopped = False
+                events.remove((when, what, w))
         # A worker that ended last (cut off, or restarted late) ends when the
         # serving others agree with it; they rewrite their summaries a moment
         # later ("cluster agreed again"): give them that moment.
@@ -500,6 +515,10 @@ def main():
               f"vector holds ({sum(a for a, _ in countable)})")
         for f in failures:
             print(f"soak: FAILED: {f}", file=sys.stderr)
+        if failures:
+            # What was done to whom, and when (seconds into the chaos run).
+            print("soak: faults: " + "; ".join(" ".join(map(str, f)) for f in chaos["faults"]),
+                  file=sys.stderr)
         if args.json:
             with open(args.json, "w") as out:
                 json.dump(figures, out, indent=2)
