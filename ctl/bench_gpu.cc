@@ -83,6 +83,37 @@ struct DeviceMemory {
   ~DeviceMemory() { cudaFree(ptr); }
 };
 
+// A timed pass: the best seconds of `reps` runs of `launch` (one Launch or
+// LaunchFused of `pass`, maybe after other kernels), and what the last run
+// emitted. One Finish per Launch (threshold_pass.h): each run's launch is
+// finished, untimed, before the next run's `reset`, and the last after.
+struct PassTiming {
+  double seconds = 0;
+  uint64_t emitted = 0;
+};
+template <typename Reset, typename LaunchFn>
+absl::StatusOr<PassTiming> TimePass(cuda::ThresholdPass& pass, int reps, Reset reset,
+                                    LaunchFn launch) {
+  bool launched = false;
+  auto finish_and_reset = [&]() -> absl::Status {
+    if (launched) {
+      launched = false;
+      RECKON_RETURN_IF_ERROR(pass.FinishOnDevice().status());
+    }
+    return reset();
+  };
+  absl::StatusOr<double> seconds =
+      cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
+        RECKON_RETURN_IF_ERROR(launch());
+        launched = true;
+        return absl::OkStatus();
+      });
+  if (!seconds.ok()) return seconds.status();
+  absl::StatusOr<uint64_t> emitted = pass.FinishOnDevice();
+  if (!emitted.ok()) return emitted.status();
+  return PassTiming{*seconds, *emitted};
+}
+
 absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
   SizeRow row;
   row.params = n;
@@ -118,28 +149,12 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
     absl::StatusOr<std::unique_ptr<cuda::ThresholdPass>> pass =
         cuda::ThresholdPass::Create(n, kMethods[m], nullptr);
     if (!pass.ok()) return pass.status();
-    // One Finish per Launch (threshold_pass.h): each timed launch is
-    // finished, untimed, before the next run's reset.
-    bool launched = false;
-    auto finish_and_reset = [&]() -> absl::Status {
-      if (launched) {
-        launched = false;
-        RECKON_RETURN_IF_ERROR((*pass)->FinishOnDevice().status());
-      }
-      return reset();
-    };
-    absl::StatusOr<double> s =
-        cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
-          RECKON_RETURN_IF_ERROR((*pass)->Launch(delta.ptr, work.ptr, n, tau));
-          launched = true;
-          return absl::OkStatus();
-        });
-    if (!s.ok()) return s.status();
-    absl::StatusOr<uint64_t> count = (*pass)->FinishOnDevice();
-    if (!count.ok()) return count.status();
-    row.emitted = *count;
-    row.pass_s[m] = *s;
-    row.pass_bps[m] = (12.0 * n + 4.0 * *count) / *s;
+    absl::StatusOr<PassTiming> timed =
+        TimePass(**pass, reps, reset, [&] { return (*pass)->Launch(delta.ptr, work.ptr, n, tau); });
+    if (!timed.ok()) return timed.status();
+    row.emitted = timed->emitted;
+    row.pass_s[m] = timed->seconds;
+    row.pass_bps[m] = (12.0 * n + 4.0 * timed->emitted) / timed->seconds;
   }
 
   // The fused optimizer pass against the optimizer kernel then the pass.
@@ -169,42 +184,25 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
       absl::StatusOr<std::unique_ptr<cuda::ThresholdPass>> pass =
           cuda::ThresholdPass::Create(n, cuda::CompactionMethod::kSinglePass, nullptr);
       if (!pass.ok()) return pass.status();
-      bool launched = false;
-      auto finish_and_reset = [&]() -> absl::Status {
-        if (launched) {
-          launched = false;
-          RECKON_RETURN_IF_ERROR((*pass)->FinishOnDevice().status());
-        }
-        return reset_all();
-      };
       float* state_ptr = kind == 0 ? nullptr : state.ptr;
-      absl::StatusOr<double> fused =
-          cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
-            RECKON_RETURN_IF_ERROR(
-                (*pass)->LaunchFused(rule, work_grad.ptr, state_ptr, nullptr, work.ptr, n, tau));
-            launched = true;
-            return absl::OkStatus();
-          });
+      absl::StatusOr<PassTiming> fused = TimePass(**pass, reps, reset_all, [&] {
+        return (*pass)->LaunchFused(rule, work_grad.ptr, state_ptr, nullptr, work.ptr, n, tau);
+      });
       if (!fused.ok()) return fused.status();
-      absl::StatusOr<uint64_t> count = (*pass)->FinishOnDevice();
-      if (!count.ok()) return count.status();
-      launched = false;  // finished just above
-      absl::StatusOr<double> separate =
-          cuda::BestEventSeconds(reps, finish_and_reset, [&]() -> absl::Status {
+      absl::StatusOr<PassTiming> separate =
+          TimePass(**pass, reps, reset_all, [&]() -> absl::Status {
             RECKON_RETURN_IF_ERROR(
                 cuda::LaunchOptimizerDelta(rule, nullptr, state_ptr, work_grad.ptr, n, nullptr));
-            RECKON_RETURN_IF_ERROR((*pass)->Launch(work_grad.ptr, work.ptr, n, tau));
-            launched = true;
-            return absl::OkStatus();
+            return (*pass)->Launch(work_grad.ptr, work.ptr, n, tau);
           });
       if (!separate.ok()) return separate.status();
-      RECKON_RETURN_IF_ERROR(finish_and_reset());
+      RECKON_RETURN_IF_ERROR(reset_all());
       FusedRow f;
       f.optimizer = kind == 0 ? "sgd" : "momentum";
       f.bytes_per_element = kind == 0 ? 12 : 20;
-      f.fused_s = *fused;
-      f.separate_s = *separate;
-      f.fused_bps = (f.bytes_per_element * n + 4.0 * *count) / *fused;
+      f.fused_s = fused->seconds;
+      f.separate_s = separate->seconds;
+      f.fused_bps = (f.bytes_per_element * n + 4.0 * fused->emitted) / fused->seconds;
       row.fused.push_back(f);
     }
   }

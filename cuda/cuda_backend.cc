@@ -216,13 +216,7 @@ class CudaBackend final : public model::Backend {
     if (absl::Status s = Backward(batch, &train_); !s.ok()) return s;
     const size_t n = config_.shape.param_count();
     const OptimizerRule rule = Rule(learning_rate);
-    // The loss and hits cross while the pass runs.
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(train_.h_loss.get(), train_.row_loss.get(),
-                                                batch * sizeof(float), cudaMemcpyDeviceToHost,
-                                                stream_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(train_.h_correct.get(), train_.row_correct.get(),
-                                                batch * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                                stream_));
+    RECKON_RETURN_IF_ERROR(CopyStatsOut(batch, train_));  // while the pass runs
     if (config_.mode == UpdateMode::kThreshold) {
       // The optimizer, the residual and Strom's threshold in one pass.
       out->dense.clear();
@@ -264,12 +258,7 @@ class CudaBackend final : public model::Backend {
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_counters_.get(), counters_.get(),
                                                 sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                                 stream_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(train_.h_loss.get(), train_.row_loss.get(),
-                                                batch * sizeof(float), cudaMemcpyDeviceToHost,
-                                                stream_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(train_.h_correct.get(), train_.row_correct.get(),
-                                                batch * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                                stream_));
+    RECKON_RETURN_IF_ERROR(CopyStatsOut(batch, train_));
     absl::StatusOr<BatchStats> stats = SumStats(train_, batch);  // waits for the stream
     if (!stats.ok()) return stats;
     if (const unsigned long long bad = h_counters_.get()[0]; bad != ~0ull) {
@@ -395,16 +384,7 @@ class CudaBackend final : public model::Backend {
       absl::Status s = ResizeBatch(kEvalChunk, &eval_);
       if (s.ok()) s = Upload(images + begin * features, labels + begin, n, &eval_);
       if (s.ok()) s = Forward(n, &eval_, /*with_delta=*/false);
-      if (s.ok()) {
-        s = CudaStatus(cudaMemcpyAsync(eval_.h_loss.get(), eval_.row_loss.get(), n * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream_),
-                       "copy of the loss", __FILE__, __LINE__);
-      }
-      if (s.ok()) {
-        s = CudaStatus(cudaMemcpyAsync(eval_.h_correct.get(), eval_.row_correct.get(),
-                                       n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
-                       "copy of the hits", __FILE__, __LINE__);
-      }
+      if (s.ok()) s = CopyStatsOut(n, eval_);
       absl::StatusOr<BatchStats> part = s.ok() ? SumStats(eval_, n) : s;
       if (!part.ok()) {
         return absl::Status(part.status().code(),
@@ -573,6 +553,18 @@ class CudaBackend final : public model::Backend {
                                                      &out->encoded, &out->dense));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         residual_.get(), h_residual_.get(), n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    return absl::OkStatus();
+  }
+
+  // Enqueues the copy of each row's loss and hit to the pinned host side
+  // (SumStats waits for it and sums).
+  absl::Status CopyStatsOut(int rows, Batch& b) {
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.h_loss.get(), b.row_loss.get(),
+                                                rows * sizeof(float), cudaMemcpyDeviceToHost,
+                                                stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.h_correct.get(), b.row_correct.get(),
+                                                rows * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                                stream_));
     return absl::OkStatus();
   }
 

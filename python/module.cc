@@ -11,6 +11,7 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <iostream>
@@ -89,7 +90,7 @@ class PyPeer {
          bool bootstrap, uint64_t join_after_messages, const std::string& data, uint64_t seed,
          int fraction_bits, double failure_timeout_s, double quiesce_timeout_s,
          const std::string& http_listen, bool handle_sigterm, const std::string& tls_ca,
-         const std::string& tls_cert, const std::string& tls_key) {
+         const std::string& tls_cert, const std::string& tls_key, int heartbeat_ms) {
     std::span<float> start = FloatBuffer(initial, "initial");
     FlatPeerOptions o;
     o.peers.node.node_id = node_id;
@@ -111,8 +112,16 @@ class PyPeer {
     f.set_seed(seed);
     f.set_protocol_version(1);
     o.peers.node.cluster_token = cluster_token;
-    o.peers.node.failure_timeout =
-        std::chrono::milliseconds(static_cast<int64_t>(failure_timeout_s * 1000));
+    // reckon-worker's rule (--heartbeat-ms, --failure-timeout-ms): a
+    // failure timeout of at least two heartbeats.
+    const int64_t failure_ms = static_cast<int64_t>(failure_timeout_s * 1000);
+    if (heartbeat_ms < 1 || failure_ms < 2 * int64_t{heartbeat_ms}) {
+      throw py::value_error(absl::StrCat("heartbeat_ms ", heartbeat_ms,
+                                         " must be >= 1 and failure_timeout_s at least twice it"));
+    }
+    o.peers.node.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+    o.peers.node.failure_timeout = std::chrono::milliseconds(failure_ms);
+    o.peers.node.repair_timeout = std::chrono::milliseconds(std::max(5 * heartbeat_ms, 200));
     o.peers.quiesce_timeout = std::chrono::seconds(static_cast<int64_t>(quiesce_timeout_s));
     o.peers.listen = listen;
     o.peers.bootstrap = bootstrap;
@@ -203,7 +212,7 @@ PYBIND11_MODULE(_reckon, m) {
                     const std::vector<std::string>&, uint64_t, const std::string&, double,
                     const std::string&, bool, uint64_t, const std::string&, uint64_t, int, double,
                     double, const std::string&, bool, const std::string&, const std::string&,
-                    const std::string&>(),
+                    const std::string&, int>(),
            py::arg("node_id"), py::arg("model"), py::arg("initial"),
            py::arg("listen") = "0.0.0.0:7070", py::arg("peers") = std::vector<std::string>{},
            py::arg("incarnation") = 0, py::arg("cluster_token") = "", py::arg("threshold") = 0.005,
@@ -212,7 +221,7 @@ PYBIND11_MODULE(_reckon, m) {
            py::arg("fraction_bits") = 32, py::arg("failure_timeout_s") = 3.0,
            py::arg("quiesce_timeout_s") = 600.0, py::arg("http_listen") = "",
            py::arg("handle_sigterm") = true, py::arg("tls_ca") = "", py::arg("tls_cert") = "",
-           py::arg("tls_key") = "")
+           py::arg("tls_key") = "", py::arg("heartbeat_ms") = 100)
       .def("step", &PyPeer::Step, py::arg("params"), py::arg("samples") = 0,
            py::arg("loss_sum") = 0.0)
       .def("finish", &PyPeer::Finish, py::arg("params"))

@@ -5,11 +5,18 @@ disjoint shards, the same seed, model, batch, learning rate and epochs;
 once with DDP over gloo (gradients averaged every step), once with
 reckon.torch (each step's change published as +-tau updates). Prints one
 JSON line per run: test accuracy, samples/s of the whole cluster, and the
-bytes that went over loopback meanwhile (measured: /sys/class/net/lo
-counters, so nothing else should use loopback during a run), beside what
-each process says it sent.
+bytes that went over the network meanwhile, beside what each process says
+it sent.
+
+On loopback (the default) the bytes are loopback's counters
+(/sys/class/net/lo), so nothing else should use loopback during a run.
+With --link SHAPE (root: `reckonctl lab`, ctl/net_lab.h) every process
+runs in a network namespace of its own behind a link of that shape, e.g.
+`rate=100mbit,delay=1ms` each way, and the bytes are what the lab's switch
+forwarded.
 
     examples/torch/compare_ddp.py [--workers 4] [--epochs 1] [--runs ddp,reckon]
+                                  [--link rate=100mbit,delay=1ms [--reckonctl PATH]]
 
 Needs Debian's python3 with python3-torch and the reckon package (the
 README's main set-up command installs it; or PYTHONPATH=build/python).
@@ -20,12 +27,12 @@ import gzip
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 
 import numpy as np
 import torch
-import torch.multiprocessing as mp
 
 DATA = "/usr/share/datasets/fashion-mnist"
 
@@ -61,7 +68,20 @@ def lo_bytes():
         return int(f.read())
 
 
-def train(rank, args, mode, ports, results):
+def interface_of(ip):
+    """The network interface holding `ip` (ip -o -4 addr show)."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[3].split("/")[0] == ip:
+            return fields[1]
+    raise RuntimeError(f"no interface holds {ip}")
+
+
+def train(rank, args):
+    """One process of a run (--child): trains its shard, prints its result
+    as one JSON line."""
     torch.set_num_threads(1)
     x, y = load("train")
     x, y = x[rank::args.workers], y[rank::args.workers]
@@ -70,18 +90,22 @@ def train(rank, args, mode, ports, results):
     torch.manual_seed(args.seed)  # the same start everywhere
     model = cnn()
     sent = None
-    if mode == "ddp":
+    addresses = args.addresses.split(",")
+    if args.mode == "ddp":
+        host = addresses[rank].rsplit(":", 1)[0]
+        if host != "127.0.0.1":
+            # In the lab: gloo talks over this namespace's one interface.
+            os.environ["GLOO_SOCKET_IFNAME"] = interface_of(host)
         torch.distributed.init_process_group(
-            "gloo", init_method=f"tcp://127.0.0.1:{ports[0]}", rank=rank,
-            world_size=args.workers)
+            "gloo", init_method=f"tcp://{addresses[0]}", rank=rank, world_size=args.workers)
         net = torch.nn.parallel.DistributedDataParallel(model)
     else:
         import reckon.torch
         net = model
         peer = reckon.torch.Peer(
-            model, node_id=f"w{rank}", listen=f"127.0.0.1:{ports[rank]}",
-            peers=[f"127.0.0.1:{p}" for p in ports], bootstrap=rank == 0,
-            threshold=args.tau, quiesce_timeout_s=600)
+            model, node_id=f"w{rank}", listen=addresses[rank], peers=addresses,
+            bootstrap=rank == 0, threshold=args.tau, heartbeat_ms=args.heartbeat_ms,
+            quiesce_timeout_s=600)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = torch.nn.CrossEntropyLoss()
     start = time.time()
@@ -94,10 +118,10 @@ def train(rank, args, mode, ports, results):
             loss = loss_fn(net(x[i]), y[i])
             loss.backward()
             opt.step()
-            if mode == "reckon":
+            if args.mode == "reckon":
                 peer.step(samples=len(i), loss=loss.item())
             samples += len(i)
-    if mode == "reckon":
+    if args.mode == "reckon":
         peer.finish()
         sent = peer.bytes_sent
     else:
@@ -107,33 +131,75 @@ def train(rank, args, mode, ports, results):
     with torch.no_grad():
         accuracy = float((model(xt).argmax(1) == yt).float().mean())
     digest = float(sum(p.double().sum() for p in model.parameters()))
-    results.put({"rank": rank, "samples": samples, "seconds": seconds, "accuracy": accuracy,
-                 "sent": sent, "digest": digest})
-    if mode == "ddp":
+    if args.mode == "ddp":
         torch.distributed.destroy_process_group()
+    print(json.dumps({"rank": rank, "samples": samples, "seconds": seconds, "accuracy": accuracy,
+                      "sent": sent, "digest": digest}), flush=True)
 
 
-def run(args, mode):
-    ports = [free_port() for _ in range(args.workers)]
-    results = mp.get_context("spawn").Queue()
-    before = lo_bytes()
-    procs = [mp.get_context("spawn").Process(target=train, args=(r, args, mode, ports, results))
+class Lab:
+    """`reckonctl lab`: a network namespace per process behind a shaped
+    switch (ctl/lab_command.cc), torn down when its stdin closes."""
+
+    def __init__(self, reckonctl, workers, link):
+        self.process = subprocess.Popen([reckonctl, "lab", "--workers", str(workers), "--link",
+                                         link], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"reckonctl lab exited {self.process.wait()} (root is needed)")
+        self.description = json.loads(line)
+
+    def forwarded_bytes(self):
+        self.process.stdin.write("counters\n")
+        self.process.stdin.flush()
+        answer = json.loads(self.process.stdout.readline())
+        if "error" in answer:
+            raise RuntimeError(f"reckonctl lab: counters: {answer['error']}")
+        return answer["bytes"]
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def run(args, mode, lab):
+    """One run: N child processes (in the lab's namespaces with --link)."""
+    if lab:
+        ips = lab.description["ip"]
+        addresses = [f"{ip}:{7070 if mode == 'reckon' else 29500}" for ip in ips]
+        prefixes = lab.description["exec"]
+        before = lab.forwarded_bytes()
+    else:
+        addresses = [f"127.0.0.1:{free_port()}" for _ in range(args.workers)]
+        prefixes = [[] for _ in range(args.workers)]
+        before = lo_bytes()
+    common = [f"--{k}={v}" for k, v in (("workers", args.workers), ("epochs", args.epochs),
+                                         ("batch", args.batch), ("lr", args.lr),
+                                         ("momentum", args.momentum), ("tau", args.tau),
+                                         ("seed", args.seed), ("limit", args.limit),
+                                         ("heartbeat-ms", args.heartbeat_ms))]
+    procs = [subprocess.Popen(prefixes[r] + [sys.executable, os.path.abspath(__file__),
+                                             f"--child={r}", f"--mode={mode}",
+                                             f"--addresses={','.join(addresses)}"] + common,
+                              stdout=subprocess.PIPE, text=True, env=dict(os.environ))
              for r in range(args.workers)]
-    for p in procs:
-        p.start()
-    got = [results.get(timeout=3600) for _ in procs]
-    for p in procs:
-        p.join()
-    on_loopback = lo_bytes() - before
-    got.sort(key=lambda r: r["rank"])
+    got = []
+    for r, p in enumerate(procs):
+        out, _ = p.communicate(timeout=3600)
+        if p.returncode != 0:
+            raise RuntimeError(f"{mode} process {r} exited {p.returncode}")
+        got.append(json.loads(out.strip().splitlines()[-1]))
+    on_network = (lab.forwarded_bytes() if lab else lo_bytes()) - before
     params = sum(p.numel() for p in cnn().parameters())
     return {
         "run": mode, "workers": args.workers, "epochs": args.epochs, "params": params,
+        "link": args.link or "loopback",
         "accuracy": got[0]["accuracy"],
         "accuracies": [r["accuracy"] for r in got],
         "replicas_identical": len({r["digest"] for r in got}) == 1,
         "samples_per_s": sum(r["samples"] for r in got) / max(r["seconds"] for r in got),
-        "loopback_bytes": on_loopback,
+        "network_bytes": on_network,
         "reckon_bytes_sent": sum(r["sent"] for r in got) if mode == "reckon" else None,
     }
 
@@ -147,13 +213,33 @@ def main():
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--tau", type=float, default=0.001, help="reckon's threshold")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--heartbeat-ms", type=int, default=100,
+                   help="reckon's heartbeat on each peer stream (failure detection)")
     p.add_argument("--runs", default="ddp,reckon")
     p.add_argument("--limit", type=int, default=0, help="samples per worker (0: its whole shard)")
+    p.add_argument("--link", default="",
+                   help="a link shape for `reckonctl lab` (root), e.g. rate=100mbit,delay=1ms; "
+                        "empty: loopback")
+    p.add_argument("--reckonctl", default=os.environ.get("RECKONCTL", "reckonctl"),
+                   help="the reckonctl that runs the lab (default $RECKONCTL, else on PATH)")
+    p.add_argument("--child", type=int, default=-1, help=argparse.SUPPRESS)
+    p.add_argument("--mode", default="", help=argparse.SUPPRESS)
+    p.add_argument("--addresses", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
-    for mode in args.runs.split(","):
+    if args.child >= 0:
+        train(args.child, args)
+        return
+    runs = args.runs.split(",")
+    for mode in runs:
         if mode not in ("ddp", "reckon"):
             sys.exit(f"--runs: '{mode}' is not ddp or reckon")
-        print(json.dumps(run(args, mode)), flush=True)
+    lab = Lab(args.reckonctl, args.workers, args.link) if args.link else None
+    try:
+        for mode in runs:
+            print(json.dumps(run(args, mode, lab)), flush=True)
+    finally:
+        if lab:
+            lab.close()
 
 
 if __name__ == "__main__":

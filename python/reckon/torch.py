@@ -33,7 +33,10 @@ class Peer:
     listen, peers (host:port list), cluster_token, threshold (tau), codec
     ("rice" or "packed32"), bootstrap, join_after_messages (join only from a
     peer that has applied that many messages: never from this process's own
-    start), seed, fraction_bits, failure_timeout_s, quiesce_timeout_s,
+    start), seed, fraction_bits, failure_timeout_s, heartbeat_ms (the
+    failure detector's beat on every peer stream, default 100; what an idle
+    cluster sends: fewer beats, fewer bytes, slower to notice a death),
+    quiesce_timeout_s,
     http_listen (/metrics, /healthz, /readyz, /status, as reckon-worker's
     --http-listen), handle_sigterm (default True: SIGTERM ends a join or
     the final wait promptly, and finish() raises reckon.Stopped), tls_ca,

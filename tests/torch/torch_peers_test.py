@@ -104,6 +104,21 @@ class TorchPeers(unittest.TestCase):
         self.assertIn("'weight:32x784'", said)
         self.assertIn("'weight:64x784'", said)
 
+    def test_a_heartbeat_the_failure_timeout_cannot_hold_twice_is_refused(self):
+        import numpy
+        import reckon
+        with self.assertRaises(ValueError) as refused:
+            reckon.FlatPeer("h", "m", numpy.zeros(4, numpy.float32),
+                            listen=f"127.0.0.1:{free_port()}", heartbeat_ms=2000,
+                            failure_timeout_s=3.0)
+        self.assertIn("heartbeat_ms 2000 must be >= 1 and failure_timeout_s at least twice it",
+                      str(refused.exception))
+        # A slower beat the timeout holds: a peer that starts and says so.
+        peer = reckon.FlatPeer("h", "m", numpy.zeros(4, numpy.float32),
+                               listen=f"127.0.0.1:{free_port()}", heartbeat_ms=500,
+                               bootstrap=True)
+        self.assertTrue(peer.address.startswith("127.0.0.1:"))
+
     def test_sigterm_ends_the_wait_for_the_cluster_promptly(self):
         # A peer whose other seed never comes waits for it at the end;
         # SIGTERM ends that wait: reckon.Stopped, exit 3, within seconds.
