@@ -559,9 +559,8 @@ class CudaBackend final : public model::Backend {
   // Enqueues the copy of each row's loss and hit to the pinned host side
   // (SumStats waits for it and sums).
   absl::Status CopyStatsOut(int rows, Batch& b) {
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.h_loss.get(), b.row_loss.get(),
-                                                rows * sizeof(float), cudaMemcpyDeviceToHost,
-                                                stream_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        b.h_loss.get(), b.row_loss.get(), rows * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.h_correct.get(), b.row_correct.get(),
                                                 rows * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                                 stream_));
