@@ -26,10 +26,12 @@ import argparse
 import gzip
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import numpy as np
 import torch
@@ -102,10 +104,12 @@ def train(rank, args):
     else:
         import reckon.torch
         net = model
+        host = addresses[rank].rsplit(":", 1)[0]
+        metrics = f"{host}:{free_port() if host == '127.0.0.1' else 9100}"
         peer = reckon.torch.Peer(
             model, node_id=f"w{rank}", listen=addresses[rank], peers=addresses,
             bootstrap=rank == 0, threshold=args.tau, heartbeat_ms=args.heartbeat_ms,
-            quiesce_timeout_s=600)
+            quiesce_timeout_s=600, http_listen=metrics)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = torch.nn.CrossEntropyLoss()
     start = time.time()
@@ -121,9 +125,16 @@ def train(rank, args):
             if args.mode == "reckon":
                 peer.step(samples=len(i), loss=loss.item())
             samples += len(i)
+    frames = None
     if args.mode == "reckon":
         peer.finish()
         sent = peer.bytes_sent
+        # Every gossip frame this peer sent (serialized: its updates to each
+        # peer, heartbeats, relays), from its own /metrics.
+        with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        frames = sum(float(v) for v in re.findall(
+            r"^reckon_gossip_sent_bytes_total(?:\{[^}]*\})? (\S+)$", text, re.M))
     else:
         torch.distributed.barrier()
     seconds = time.time() - start
@@ -134,7 +145,7 @@ def train(rank, args):
     if args.mode == "ddp":
         torch.distributed.destroy_process_group()
     print(json.dumps({"rank": rank, "samples": samples, "seconds": seconds, "accuracy": accuracy,
-                      "sent": sent, "digest": digest}), flush=True)
+                      "sent": sent, "frames": frames, "digest": digest}), flush=True)
 
 
 class Lab:
@@ -201,6 +212,7 @@ def run(args, mode, lab):
         "samples_per_s": sum(r["samples"] for r in got) / max(r["seconds"] for r in got),
         "network_bytes": on_network,
         "reckon_bytes_sent": sum(r["sent"] for r in got) if mode == "reckon" else None,
+        "reckon_gossip_frame_bytes": sum(r["frames"] for r in got) if mode == "reckon" else None,
     }
 
 

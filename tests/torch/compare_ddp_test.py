@@ -27,6 +27,11 @@ class CompareDdp(unittest.TestCase):
             self.assertGreater(r["samples_per_s"], 0, r)
             self.assertGreater(r["network_bytes"], 0, r)
         self.assertGreater(rows["reckon"]["reckon_bytes_sent"], 0)
+        # The gossip frames the peers sent (what a joiner took in a snapshot
+        # was never sent as frames) are part of what the network carried.
+        frames = rows["reckon"]["reckon_gossip_frame_bytes"]
+        self.assertGreater(frames, 0)
+        self.assertGreater(rows["reckon"]["network_bytes"], frames)
         self.assertLess(rows["reckon"]["network_bytes"], rows["ddp"]["network_bytes"])
 
     def test_behind_a_shaped_link_both_runs_end_identical(self):
