@@ -75,6 +75,17 @@ bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::strin
     // Nobody ever heard it (a name in a member list): not a member that
     // could be training on anywhere; it counts for nothing.
     if (m.state == MemberState::kDead && !m.vouched) continue;
+    if (m.state == MemberState::kLeft) {
+      // Left after saying it settled at our vector with our hash: it ended
+      // here and agreed (it may well have seen our agreement before we saw
+      // its). One that left otherwise is gone for good and counts for
+      // nothing.
+      if (m.settled && SameVersions(m.applied, self.applied) &&
+          m.weight_hash == self.settled_hash) {
+        ++agreeing;
+      }
+      continue;
+    }
     if (m.state == MemberState::kDead) {
       // Gone silent after saying it settled at our vector with our hash: it
       // agreed, and with every member's training done it cannot have moved
@@ -97,8 +108,8 @@ bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::strin
     }
     ++agreeing;
   }
-  // A majority of the members that have not left, this node included, must
-  // agree. Dead is not gone: a member cut off by a partition looks dead and
+  // A majority of the members that have not left (and of those that left
+  // agreeing), this node included, must agree. Dead is not gone: a member cut off by a partition looks dead and
   // may be training on and ending on its side. Two disjoint majorities
   // cannot exist, so at most one side of any partition ends; the other
   // waits for the heal (or its quiesce timeout, exit 1). A node alone among
