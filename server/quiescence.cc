@@ -109,11 +109,12 @@ bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::strin
     ++agreeing;
   }
   // A majority of the members that have not left (and of those that left
-  // agreeing), this node included, must agree. Dead is not gone: a member cut off by a partition looks dead and
-  // may be training on and ending on its side. Two disjoint majorities
-  // cannot exist, so at most one side of any partition ends; the other
-  // waits for the heal (or its quiesce timeout, exit 1). A node alone among
-  // dead members (stopped, cut off) never ends as if it agreed with them.
+  // agreeing), this node included, must agree. Dead is not gone: a member
+  // cut off by a partition looks dead and may be training on and ending on
+  // its side. Two disjoint majorities cannot exist, so at most one side of
+  // any partition ends; the other waits for the heal (or its quiesce
+  // timeout, exit 1). A node alone among dead members (stopped, cut off)
+  // never ends as if it agreed with them.
   const size_t counted = 1 + agreeing + dead.size();
   if (2 * (1 + static_cast<size_t>(agreeing)) <= counted) {
     *why = absl::StrCat("only ", 1 + agreeing, " of ", counted,
