@@ -87,6 +87,12 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
   const bool clock_injected = static_cast<bool>(options.clock);
   auto node = std::unique_ptr<GossipNode>(
       new GossipNode(std::move(options), *std::move(replica), clock_injected));
+  {
+    // O(param_count), once: a probe's answer says it (a join by replay).
+    std::string initial_sha256 = codec::WeightHashOf(initial);
+    absl::MutexLock l(&node->mu_);
+    node->initial_sha256_ = std::move(initial_sha256);
+  }
   if (signer) {
     node->signer_ = std::move(signer);
     absl::MutexLock l(&node->mu_);

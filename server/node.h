@@ -358,6 +358,12 @@ class GossipNode final : public NodeService {
   void Log(const std::string& line) override;
 
   VersionMap Applied() override;
+  Replay ReplayOf(const VersionMap& applied, uint64_t limit) override;
+  // ReplayOf's initial_sha256: what this node's own join compares.
+  std::string InitialSha256() {
+    absl::MutexLock l(&mu_);
+    return initial_sha256_;
+  }
   v1::InputStandardization InputStandardization() override;
   // The worker's standardization of raw features, once its data is read:
   // what an export (SnapshotRequest.for_export) serves with the weights.
@@ -600,6 +606,9 @@ class GossipNode final : public NodeService {
   AppliedReplica replica_ ABSL_GUARDED_BY(mu_);
   EarlyArrivals early_ ABSL_GUARDED_BY(mu_);
   MessageLog log_ ABSL_GUARDED_BY(mu_);
+  // The SHA-256 of the initial weights the replica started from (a join by
+  // replay, ReplayOf); empty once a snapshot replaced them.
+  std::string initial_sha256_ ABSL_GUARDED_BY(mu_);
   // Every other member and the streams waiting for their Hello
   // (member_table.h).
   MemberTable members_ ABSL_GUARDED_BY(mu_);

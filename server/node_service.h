@@ -65,6 +65,21 @@ class NodeService : public LinkEvents {
   // messages give it (nullopt: not applied that far, or no longer known).
   virtual std::optional<uint64_t> ChecksumAt(const VersionMap& at) = 0;
   virtual VersionMap Applied() = 0;
+  // A join by replay (docs/protocol.md section 5): what a probe's header
+  // says. The SHA-256 of the initial weights this node's replica started
+  // from (hex; empty once it installed a snapshot), and the bytes of the
+  // messages `applied` names when its log holds every one of them from seq
+  // 1 and they come to fewer than `limit` bytes (nullopt otherwise). The
+  // defaults: it cannot serve a replay.
+  struct Replay {
+    std::string initial_sha256;
+    std::optional<uint64_t> bytes;
+  };
+  virtual Replay ReplayOf(const VersionMap& applied, uint64_t limit) {
+    (void)applied;
+    (void)limit;
+    return {};
+  }
   // What the worker's model takes of raw features (an export's header);
   // empty until the worker has said (GossipNode::SetInputStandardization).
   virtual v1::InputStandardization InputStandardization() = 0;

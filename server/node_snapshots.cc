@@ -86,6 +86,9 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   }
   handoff_.ResyncDone();
   counters_.set_snapshots_loaded(counters_.snapshots_loaded() + 1);
+  // The replica no longer rests on our initial weights (whatever the
+  // cluster's were, we cannot vouch for them now).
+  initial_sha256_.clear();
   Log(absl::StrCat("installed a snapshot from ", source, ": ", VersionJson(replica_.applied())));
   changed_.SignalAll();
   return absl::OkStatus();
@@ -139,6 +142,30 @@ bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured
     if (std::optional<std::string> source = RepairSourceLocked()) handoff_.AskResync(*source);
   }
   return false;
+}
+
+NodeService::Replay GossipNode::ReplayOf(const VersionMap& applied, uint64_t limit) {
+  absl::MutexLock l(&mu_);
+  Replay replay;
+  replay.initial_sha256 = initial_sha256_;
+  if (initial_sha256_.empty()) return replay;
+  // Every message of the cut from seq 1, without a gap; bounded by `limit`
+  // (a log of Strom's messages holds millions: a probe stops early).
+  uint64_t bytes = 0;
+  for (const auto& [origin, seq] : applied) {
+    if (seq == 0) continue;
+    const MessageLog::Entries* held = log_.Find(origin);
+    if (held == nullptr || held->empty() || held->begin()->first != 1) return replay;
+    uint64_t expected = 1;
+    for (auto it = held->begin(); it != held->end() && it->first <= seq; ++it, ++expected) {
+      if (it->first != expected) return replay;
+      bytes += it->second.bytes;
+      if (bytes >= limit) return replay;
+    }
+    if (expected != seq + 1) return replay;
+  }
+  replay.bytes = bytes;
+  return replay;
 }
 
 }  // namespace reckon::server

@@ -91,6 +91,14 @@ SnapshotWriter::Progress SnapshotWriter::Start(NodeService* node) {
     if (!snap) snap = node->TakeSnapshot(/*with_weights=*/false, asked_at_);
     ToProto(snap->applied, h->mutable_applied());
     h->set_checksum(snap->checksum);
+    if (header_only_) {
+      // A join probe: may the joiner start from its initial weights and be
+      // sent this cut's messages instead (fewer bytes than the weights)?
+      const uint64_t weight_bytes = node->fingerprint().param_count() * sizeof(int64_t);
+      NodeService::Replay replay = node->ReplayOf(snap->applied, weight_bytes);
+      h->set_initial_sha256(std::move(replay.initial_sha256));
+      h->set_replay_bytes(replay.bytes.value_or(0));
+    }
     if (!header_only_) {
       // A replica that is not what its messages say is never handed on.
       if (!node->CheckSnapshotServed(*snap, node->weight_checksum().Of(snap->weights))) {

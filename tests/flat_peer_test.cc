@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -53,10 +54,19 @@ void OptimizerStep(std::vector<float>& params, int peer) {
   }
 }
 
-// Two peers, the second joining while the first trains: every step each
-// publishes what its optimizer changed as +-tau steps, takes the other's,
-// and trains on the replica; at the end both hold the same replica, bit
-// for bit, and the parameters are it.
+// Initial() with every parameter moved: a framework that started elsewhere
+// (another torch seed).
+std::vector<float> OtherInitial() {
+  std::vector<float> w = Initial();
+  for (float& v : w) v += 0.125f;
+  return w;
+}
+
+// Two peers, the second joining while the first trains, from another start
+// (so from the first's snapshot): every step each publishes what its
+// optimizer changed as +-tau steps, takes the other's, and trains on the
+// replica; at the end both hold the same replica, bit for bit, and the
+// parameters are it.
 TEST(FlatPeer, TwoFrameworkPeersEndWithTheSameReplica) {
   std::ostringstream log0, log1;
   absl::StatusOr<std::unique_ptr<FlatPeer>> p0 =
@@ -77,14 +87,16 @@ TEST(FlatPeer, TwoFrameworkPeersEndWithTheSameReplica) {
   });
   while ((*p0)->steps() < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   absl::StatusOr<std::unique_ptr<FlatPeer>> p1 =
-      FlatPeer::Create(Options("p1", {(*p0)->peers().address()}), Initial(), log1);
+      FlatPeer::Create(Options("p1", {(*p0)->peers().address()}), OtherInitial(), log1);
   p1_started = true;
   ASSERT_TRUE(p1.ok()) << p1.status() << "\n" << log1.str();
-  // Joined from p0's snapshot: p0 had trained.
+  // Joined from p0's snapshot: p0 had trained, from other initial weights.
   EXPECT_NE(log1.str().find("snapshot from p0"), std::string::npos) << log1.str();
+  EXPECT_EQ(log1.str().find("joining by replay"), std::string::npos) << log1.str();
   std::vector<float> params1(kParams);
   ASSERT_TRUE((*p1)->ReadInto(params1).ok());
   EXPECT_NE(params1, Initial());
+  EXPECT_NE(params1, OtherInitial());
   absl::Status result1;
   for (int s = 0; s < kSteps && result1.ok(); ++s) {
     OptimizerStep(params1, 1);
@@ -112,6 +124,77 @@ TEST(FlatPeer, TwoFrameworkPeersEndWithTheSameReplica) {
         static_cast<unsigned long long>(p->bytes_sent()),
         static_cast<unsigned long long>(p->steps() * kParams * sizeof(float)));
   }
+}
+
+// A join by replay (docs/protocol.md section 5): a peer that starts from
+// the weights the cluster started from, joining a peer whose log holds its
+// whole cut in fewer bytes than the weights, is sent the cut's messages and
+// loads no snapshot; it starts at that cut all the same. One that started
+// elsewhere loads the snapshot. All three end with the same replica.
+TEST(FlatPeer, AJoinerThatStartedWhereTheClusterDidIsSentTheCutNotTheSnapshot) {
+  std::ostringstream log0, log1, log2;
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p0 =
+      FlatPeer::Create(Options("p0", {}), Initial(), log0);
+  ASSERT_TRUE(p0.ok()) << p0.status() << "\n" << log0.str();
+  std::vector<float> params0 = Initial();
+  for (int s = 0; s < 3; ++s) {
+    OptimizerStep(params0, 0);
+    ASSERT_TRUE((*p0)->Step(params0).ok());
+  }
+  const std::vector<std::string> seeds = {(*p0)->peers().address()};
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p1 =
+      FlatPeer::Create(Options("p1", seeds), Initial(), log1);
+  ASSERT_TRUE(p1.ok()) << p1.status() << "\n" << log1.str();
+  EXPECT_NE(log1.str().find("joining by replay"), std::string::npos) << log1.str();
+  EXPECT_NE(log1.str().find("arrived from the members' logs: 3 messages applied"),
+            std::string::npos)
+      << log1.str();
+  EXPECT_EQ((*p1)->peers().node()->counters().snapshots_loaded(), 0u);
+  EXPECT_EQ((*p0)->peers().node()->counters().snapshots_served(), 0u);
+  // It starts at p0's cut: p0's three steps applied to the same start.
+  std::vector<float> params1(kParams);
+  ASSERT_TRUE((*p1)->ReadInto(params1).ok());
+  EXPECT_EQ(params1, params0);
+
+  // Another start: the snapshot (p0 steps meanwhile, so that it cuts).
+  std::atomic<bool> joined{false};
+  absl::Status result0;
+  std::thread training0([&] {
+    while (!joined.load() && result0.ok()) {
+      result0 = (*p0)->Step(params0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p2 =
+      FlatPeer::Create(Options("p2", seeds), OtherInitial(), log2);
+  joined = true;
+  training0.join();
+  ASSERT_TRUE(p2.ok()) << p2.status() << "\n" << log2.str();
+  ASSERT_TRUE(result0.ok()) << result0;
+  EXPECT_EQ(log2.str().find("joining by replay"), std::string::npos) << log2.str();
+  EXPECT_EQ((*p2)->peers().node()->counters().snapshots_loaded(), 1u);
+
+  // Each trains a few steps of its own, then all agree.
+  std::vector<std::vector<float>> params = {params0, params1, std::vector<float>(kParams)};
+  ASSERT_TRUE((*p2)->ReadInto(params[2]).ok());
+  std::vector<FlatPeer*> peers = {p0->get(), p1->get(), p2->get()};
+  std::vector<absl::Status> results(3);
+  std::vector<std::thread> loops;
+  for (int p = 0; p < 3; ++p) {
+    loops.emplace_back([&, p] {
+      for (int s = 0; s < 20 && results[p].ok(); ++s) {
+        OptimizerStep(params[p], p);
+        results[p] = peers[p]->Step(params[p]);
+      }
+      if (results[p].ok()) results[p] = peers[p]->Finish(params[p]);
+    });
+  }
+  for (std::thread& t : loops) t.join();
+  for (int p = 0; p < 3; ++p) ASSERT_TRUE(results[p].ok()) << "p" << p << ": " << results[p];
+  EXPECT_EQ(*peers[0]->WeightHash(), *peers[1]->WeightHash());
+  EXPECT_EQ(*peers[0]->WeightHash(), *peers[2]->WeightHash());
+  EXPECT_EQ(params[0], params[1]);
+  EXPECT_EQ(params[0], params[2]);
 }
 
 // A parameter the optimizer made NaN or Inf is refused by name: nothing

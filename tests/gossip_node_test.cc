@@ -46,6 +46,40 @@ TEST(GossipNode, ThreeNodesAgreeAtQuiescence) {
   }
 }
 
+// A join probe's answer (NodeService::ReplayOf): the initial weights' hash,
+// and the bytes of a cut's messages when the log holds each from seq 1,
+// below a limit; nothing once a snapshot replaced the initial weights.
+TEST(GossipNode, AReplayIsOfferedOnlyWhenTheLogHoldsTheWholeCutInFewerBytes) {
+  Nodes c(2);
+  c.Start();
+  c.Publish(0, 1, 5);
+  for (const absl::Status& s : c.Quiesce()) ASSERT_TRUE(s.ok()) << s;
+  const VersionMap cut = c.node(0)->Applied();
+  ASSERT_EQ(SeqOf(cut, {"n0", 1000}), 5u);
+  const NodeService::Replay whole = c.node(0)->ReplayOf(cut, uint64_t{1} << 40);
+  EXPECT_EQ(whole.initial_sha256, codec::WeightHashOf(InitialWeights()));
+  ASSERT_TRUE(whole.bytes.has_value());
+  EXPECT_GT(*whole.bytes, 5u * 8);
+  // Its peer holds the same messages in its log.
+  EXPECT_EQ(c.node(1)->ReplayOf(cut, uint64_t{1} << 40).bytes, whole.bytes);
+  // Not below the limit (the weights' bytes, in a probe), or not all held.
+  EXPECT_FALSE(c.node(0)->ReplayOf(cut, *whole.bytes).bytes.has_value());
+  VersionMap beyond = cut;
+  beyond[{"n0", 1000}] = 6;
+  EXPECT_FALSE(c.node(0)->ReplayOf(beyond, uint64_t{1} << 40).bytes.has_value());
+  beyond = cut;
+  beyond[{"n7", 1}] = 1;
+  EXPECT_FALSE(c.node(0)->ReplayOf(beyond, uint64_t{1} << 40).bytes.has_value());
+  // A replica that a snapshot replaced no longer rests on those weights.
+  std::vector<int64_t> weights = InitialWeights();
+  ASSERT_TRUE(c.node(1)
+                  ->InstallSnapshot(weights, {}, c.node(1)->weight_checksum().Of(weights), "test")
+                  .ok());
+  const NodeService::Replay after = c.node(1)->ReplayOf(cut, uint64_t{1} << 40);
+  EXPECT_EQ(after.initial_sha256, "");
+  EXPECT_FALSE(after.bytes.has_value());
+}
+
 // Two replicas that applied the same messages but hold different weights (a
 // bad GPU, memory corruption, a bug: here one quantum at one index of the
 // initial replica) must never both report success.

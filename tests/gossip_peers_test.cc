@@ -78,6 +78,41 @@ struct LoneWorker {
   std::unique_ptr<model::Backend> backend;
 };
 
+// A join by replay is chosen only on the source's word that its log holds
+// the cut in fewer bytes than the weights, with our initial weights, and
+// against no other seed that answered naming other initial weights (a
+// joining seed, or one that joined from a snapshot and names none, says
+// nothing either way).
+TEST(GossipPeers, AJoinByReplayNeedsTheSourcesLogAndOurInitialWeightsUncontradicted) {
+  const std::string ours(64, 'a');
+  const std::string other(64, 'b');
+  auto probe = [](const std::string& initial, uint64_t replay_bytes, bool joining = false) {
+    server::FetchedSnapshot p;
+    p.header.set_initial_sha256(initial);
+    p.header.set_replay_bytes(replay_bytes);
+    p.header.set_joining(joining);
+    return absl::StatusOr<server::FetchedSnapshot>(p);
+  };
+  using Probes = std::vector<absl::StatusOr<server::FetchedSnapshot>>;
+  EXPECT_TRUE(GossipPeers::MayJoinByReplay(ours, 0, Probes{probe(ours, 900)}));
+  // The source cannot serve it, or started elsewhere, or says nothing.
+  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 0, Probes{probe(ours, 0)}));
+  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 0, Probes{probe(other, 900)}));
+  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 0, Probes{probe("", 900)}));
+  EXPECT_FALSE(GossipPeers::MayJoinByReplay("", 0, Probes{probe("", 900)}));
+  // A witness that started elsewhere contradicts it.
+  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 0, Probes{probe(ours, 900), probe(other, 0)}));
+  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 1, Probes{probe(other, 0), probe(ours, 900)}));
+  // Agreeing, silent, joining or unreachable seeds do not.
+  EXPECT_TRUE(GossipPeers::MayJoinByReplay(
+      ours, 1,
+      Probes{probe(ours, 0), probe(ours, 900), probe("", 0), probe(other, 0, /*joining=*/true),
+             absl::UnavailableError("no answer")}));
+  // Out of range, or the source's probe failed.
+  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 1, Probes{probe(ours, 900)}));
+  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 0, Probes{absl::UnavailableError("gone")}));
+}
+
 // A worker's node keeps no mirror: a snapshot it serves over gRPC is its
 // training replica, cut at the training thread's next step boundary, and
 // checked against the messages' checksum before it is sent (a replica that
@@ -271,6 +306,14 @@ PeerOptions JoinerOptions(std::vector<std::string> seeds) {
   return o;
 }
 
+// Initial weights that are not the seeds': the joiner loads a snapshot (a
+// join by replay needs the cluster's start).
+std::vector<int64_t> OtherInitialWeights() {
+  std::vector<int64_t> w = server::testing::InitialWeights();
+  for (int64_t& q : w) q += 12345;
+  return w;
+}
+
 // A worker's first join used to install its source's snapshot unwitnessed
 // (it has no members yet): a seed that made its weights up was trained on.
 // The other seeds that answered the probe witness the cut now; the liar is
@@ -290,7 +333,7 @@ TEST(GossipPeers, AFirstJoinIsWitnessedByTheOtherSeeds) {
   std::ostringstream log;
   absl::StatusOr<std::unique_ptr<GossipPeers>> joiner = GossipPeers::Create(
       JoinerOptions({liar_served.address, honest.address, other_served.address}),
-      t::InitialWeights(), t::kFractionBits, log);
+      OtherInitialWeights(), t::kFractionBits, log);
   ASSERT_TRUE(joiner.ok()) << joiner.status() << "\n" << log.str();
   // The worker's node keeps no mirror: what it installed waits for the
   // training thread.
@@ -303,6 +346,31 @@ TEST(GossipPeers, AFirstJoinIsWitnessedByTheOtherSeeds) {
             std::string::npos)
       << log.str();
   EXPECT_NE(log.str().find("confirmed by another member"), std::string::npos) << log.str();
+}
+
+// The same liar before a joiner that started where the honest seed did:
+// its snapshot is refused as above, and then the honest seed's log sends
+// the cut (a join by replay): nothing of any source's weights is installed.
+TEST(GossipPeers, AfterALiarsSnapshotTheJoinerIsSentTheCutByTheHonestLog) {
+  namespace t = server::testing;
+  HonestSeed honest;
+  std::vector<int64_t> made_up = honest.truth.weights;
+  made_up[7] += int64_t{1} << 40;
+  MadeUpSnapshotSource liar(honest.truth.applied, made_up);
+  Served liar_served(&liar);
+  std::ostringstream log;
+  absl::StatusOr<std::unique_ptr<GossipPeers>> joiner =
+      GossipPeers::Create(JoinerOptions({liar_served.address, honest.address}),
+                          t::InitialWeights(), t::kFractionBits, log);
+  ASSERT_TRUE(joiner.ok()) << joiner.status() << "\n" << log.str();
+  server::Received joined = (*joiner)->node()->TakeReceived();
+  EXPECT_FALSE(joined.replace_weights.has_value()) << log.str();
+  EXPECT_EQ(joined.updates.size(), 3u) << log.str();
+  EXPECT_EQ((*joiner)->node()->Applied(), honest.truth.applied);
+  EXPECT_NE(log.str().find(absl::StrCat("snapshot from ", liar_served.address, " NOT INSTALLED")),
+            std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("joining by replay"), std::string::npos) << log.str();
 }
 
 // Once a witness contradicted a snapshot, one of the two lied and the
@@ -323,7 +391,7 @@ TEST(GossipPeers, AfterAContradictionOnlyAWitnessedSnapshotIsInstalled) {
   o.join_timeout = std::chrono::seconds(2);
   std::ostringstream log;
   absl::StatusOr<std::unique_ptr<GossipPeers>> joiner =
-      GossipPeers::Create(o, t::InitialWeights(), t::kFractionBits, log);
+      GossipPeers::Create(o, OtherInitialWeights(), t::kFractionBits, log);
   ASSERT_FALSE(joiner.ok()) << "installed a snapshot after a contradiction:\n" << log.str();
   EXPECT_EQ(joiner.status().code(), absl::StatusCode::kUnavailable) << joiner.status();
   EXPECT_NE(joiner.status().message().find("contradict"), std::string::npos) << joiner.status();

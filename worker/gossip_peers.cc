@@ -146,6 +146,7 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
   server::Dialer dialer = peers->server_->MakeDialer(events);
   if (peers->faults_) dialer = peers->faults_->Wrap(std::move(dialer));
   peers->node_->Start(std::move(dialer));
+  if (!peers->replay_.replay_cut.empty()) RECKON_RETURN_IF_ERROR(peers->AwaitReplay());
   return peers;
 }
 
@@ -162,6 +163,17 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
             << (source.answers.empty() ? std::string("no seed")
                                        : absl::StrJoin(source.answers, ", "))
             << "): starting from the seed's weights\n";
+      break;
+    }
+    if (!source.replay_cut.empty()) {
+      *log_ << "reckon-worker: joining by replay: starting from the seed's weights, which are "
+            << source.address << "'s initial weights; the members' logs send its cut's "
+            << TotalSeqs(source.replay_cut) << " messages ("
+            << absl::StrFormat("%.1f KB", source.replay_bytes / 1e3) << ", the snapshot: "
+            << absl::StrFormat(
+                   "%.1f MB", options_.node.fingerprint.param_count() * sizeof(int64_t) / 1e6)
+            << ")\n";
+      replay_ = std::move(source);
       break;
     }
     if (!refused.empty() && source.witnesses.empty()) {
@@ -247,8 +259,9 @@ std::vector<absl::StatusOr<server::FetchedSnapshot>> GossipPeers::ProbeSeeds(
 
 absl::Status GossipPeers::ChooseSource(
     const std::vector<std::string>& seeds,
-    const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes, JoinSource* source,
-    uint64_t* best_total, std::vector<std::string>* silent) {
+    const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes,
+    const std::string& own_initial, JoinSource* source, uint64_t* best_total,
+    std::vector<std::string>* silent) {
   size_t best = seeds.size();
   std::vector<std::string> answers;
   for (size_t i = 0; i < seeds.size(); ++i) {
@@ -287,8 +300,49 @@ absl::Status GossipPeers::ChooseSource(
       }
       source->witnesses.push_back(seeds[i]);
     }
+    if (MayJoinByReplay(own_initial, best, probes)) {
+      source->replay_cut = probes[best]->applied;
+      source->replay_bytes = probes[best]->header.replay_bytes();
+    }
   }
   return absl::OkStatus();
+}
+
+bool GossipPeers::MayJoinByReplay(
+    const std::string& own_initial, size_t source,
+    const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes) {
+  if (own_initial.empty() || source >= probes.size() || !probes[source].ok()) return false;
+  const v1::SnapshotChunk::Header& header = probes[source]->header;
+  if (header.replay_bytes() == 0 || header.initial_sha256() != own_initial) return false;
+  for (const absl::StatusOr<server::FetchedSnapshot>& probe : probes) {
+    if (!probe.ok() || probe->header.joining() || probe->header.initial_sha256().empty()) continue;
+    if (probe->header.initial_sha256() != own_initial) return false;
+  }
+  return true;
+}
+
+absl::Status GossipPeers::AwaitReplay() {
+  const auto until = server::Clock::now() + kReplayWait;
+  for (;;) {
+    const server::VersionMap applied = node_->Applied();
+    bool all = true;
+    for (const auto& [origin, seq] : replay_.replay_cut) {
+      if (server::SeqOf(applied, origin) < seq) all = false;
+    }
+    if (all) {
+      *log_ << "reckon-worker: the cut of " << replay_.address
+            << " arrived from the members' logs: " << TotalSeqs(applied) << " messages applied\n";
+      return absl::OkStatus();
+    }
+    if (Stopped()) {
+      return absl::CancelledError("stopped by a signal while the cut's messages arrived");
+    }
+    if (server::Clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  *log_ << "reckon-worker: the cut of " << replay_.address << " did not arrive within "
+        << kReplayWait.count() << " s; loading its snapshot instead\n";
+  return Resync(replay_.address, replay_.witnesses);
 }
 
 absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& all_seeds,
@@ -300,11 +354,13 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& all_see
   }
   auto backoff = std::chrono::milliseconds(200);
   auto last_said = start - std::chrono::hours(1);
+  const std::string own_initial = node_->InitialSha256();
   for (int round = 1;; ++round) {
     const std::vector<absl::StatusOr<server::FetchedSnapshot>> probes = ProbeSeeds(seeds);
     uint64_t best_total = 0;
     std::vector<std::string> silent;
-    RECKON_RETURN_IF_ERROR(ChooseSource(seeds, probes, source, &best_total, &silent));
+    RECKON_RETURN_IF_ERROR(
+        ChooseSource(seeds, probes, own_initial, source, &best_total, &silent));
     for (const std::string& seed : refused) {
       silent.push_back(absl::StrCat(seed, " (refused: a witness contradicted its snapshot)"));
     }

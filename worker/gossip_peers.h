@@ -8,7 +8,11 @@
 //     advanced one that answered, once another seed that answered (and is
 //     not joining) confirms its cut from its own messages; a seed whose
 //     snapshot is contradicted is not asked again, and the worker probes
-//     the others;
+//     the others. A join by replay instead, when that seed's log holds its
+//     whole cut in fewer bytes than the weights and the seeds that say so
+//     started from our initial weights: start from them, and let the
+//     members' logs send the cut's messages (anti-entropy), waited for
+//     before the first step (kReplayWait; then the snapshot after all);
 //   - every seed answered and none has trained (each is joining too, or
 //     holds nothing), or --bootstrap: start from the seed's weights; but
 //     with join_after_messages, keep probing until a seed has applied that
@@ -175,7 +179,25 @@ class GossipPeers final : public TrainingPeers {
     // applied)", or joining), for the log: a start from the seed's weights
     // names the answers it rests on.
     std::vector<std::string> answers;
+    // A join by replay (MayJoinByReplay): the source's cut and its bytes;
+    // empty and 0 when the snapshot is to be loaded.
+    server::VersionMap replay_cut;
+    uint64_t replay_bytes = 0;
   };
+ public:
+  // How long a join by replay waits for the cut's messages after the node
+  // starts; then it loads the source's snapshot after all.
+  static constexpr std::chrono::seconds kReplayWait{10};
+  // Whether a first join may start from its own initial weights (SHA-256
+  // hex `own_initial`) and be sent the cut of probe `source` by the logs
+  // instead of loading its snapshot: the source's log holds the whole cut
+  // in fewer bytes than the weights (its replay_bytes), its initial weights
+  // are ours, and no other seed that answered (not joining) names other
+  // initial weights (one that joined from a snapshot names none).
+  static bool MayJoinByReplay(const std::string& own_initial, size_t source,
+                              const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes);
+
+ private:
   // Probes the seeds but `refused` until conclusive (see above); the join's
   // timeout counts from `start`. A refused seed had trained, so with one the
   // worker never starts from the seed's weights.
@@ -187,8 +209,13 @@ class GossipPeers final : public TrainingPeers {
   // another cluster is an error.
   static absl::Status ChooseSource(
       const std::vector<std::string>& seeds,
-      const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes, JoinSource* source,
-      uint64_t* best_total, std::vector<std::string>* silent);
+      const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes,
+      const std::string& own_initial, JoinSource* source, uint64_t* best_total,
+      std::vector<std::string>* silent);
+  // After a join by replay, once the node has started: waits until the node
+  // has applied `replay_.replay_cut` (the members' logs send it); after
+  // kReplayWait, loads the source's snapshot instead.
+  absl::Status AwaitReplay();
 
   PeerOptions options_;
   // Declared first, destroyed last: the node and the server's streams hold
@@ -198,6 +225,8 @@ class GossipPeers final : public TrainingPeers {
   std::unique_ptr<server::GossipNode> node_;
   std::ostream* log_ = nullptr;
   server::Clock::time_point next_check_{};
+  // The first join's source when it joined by replay (AwaitReplay).
+  JoinSource replay_;
   // Backend::WeightsWrapped as last counted into the node's weights_wrapped.
   uint64_t wrapped_counted_ = 0;
 };

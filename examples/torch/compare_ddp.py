@@ -52,11 +52,19 @@ def load(split):
     return (x - 0.286) / 0.353, torch.tensor(y, dtype=torch.int64)
 
 
-def cnn():
+def cnn(name):
+    """`tiny`: 18,378 parameters; `small`: 184,586 (LeNet's shape: two
+    convolutions, then a hidden layer of 128)."""
+    if name == "tiny":
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(1, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(), torch.nn.Linear(32 * 4 * 4, 10))
     return torch.nn.Sequential(
-        torch.nn.Conv2d(1, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(16, 32, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(32 * 4 * 4, 10))
+        torch.nn.Conv2d(1, 32, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(64 * 4 * 4, 128), torch.nn.ReLU(),
+        torch.nn.Linear(128, 10))
 
 
 def free_port():
@@ -90,7 +98,7 @@ def train(rank, args):
     if args.limit:
         x, y = x[:args.limit], y[:args.limit]
     torch.manual_seed(args.seed)  # the same start everywhere
-    model = cnn()
+    model = cnn(args.model)
     sent = None
     addresses = args.addresses.split(",")
     if args.mode == "ddp":
@@ -189,7 +197,7 @@ def run(args, mode, lab):
                                          ("batch", args.batch), ("lr", args.lr),
                                          ("momentum", args.momentum), ("tau", args.tau),
                                          ("seed", args.seed), ("limit", args.limit),
-                                         ("heartbeat-ms", args.heartbeat_ms))]
+                                         ("heartbeat-ms", args.heartbeat_ms), ("model", args.model))]
     procs = [subprocess.Popen(prefixes[r] + [sys.executable, os.path.abspath(__file__),
                                              f"--child={r}", f"--mode={mode}",
                                              f"--addresses={','.join(addresses)}"] + common,
@@ -202,9 +210,9 @@ def run(args, mode, lab):
             raise RuntimeError(f"{mode} process {r} exited {p.returncode}")
         got.append(json.loads(out.strip().splitlines()[-1]))
     on_network = (lab.forwarded_bytes() if lab else lo_bytes()) - before
-    params = sum(p.numel() for p in cnn().parameters())
+    params = sum(p.numel() for p in cnn(args.model).parameters())
     return {
-        "run": mode, "workers": args.workers, "epochs": args.epochs, "params": params,
+        "run": mode, "model": args.model, "workers": args.workers, "epochs": args.epochs, "params": params,
         "link": args.link or "loopback",
         "accuracy": got[0]["accuracy"],
         "accuracies": [r["accuracy"] for r in got],
@@ -227,6 +235,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--heartbeat-ms", type=int, default=100,
                    help="reckon's heartbeat on each peer stream (failure detection)")
+    p.add_argument("--model", default="tiny", choices=("tiny", "small"),
+                   help="the CNN: tiny (18,378 parameters) or small (184,586)")
     p.add_argument("--runs", default="ddp,reckon")
     p.add_argument("--limit", type=int, default=0, help="samples per worker (0: its whole shard)")
     p.add_argument("--link", default="",
