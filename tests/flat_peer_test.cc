@@ -146,7 +146,7 @@ TEST(FlatPeer, AJoinerThatStartedWhereTheClusterDidIsSentTheCutNotTheSnapshot) {
       FlatPeer::Create(Options("p1", seeds), Initial(), log1);
   ASSERT_TRUE(p1.ok()) << p1.status() << "\n" << log1.str();
   EXPECT_NE(log1.str().find("joining by replay"), std::string::npos) << log1.str();
-  EXPECT_NE(log1.str().find("arrived from the members' logs: 3 messages applied"),
+  EXPECT_NE(log1.str().find("arrived from the members' logs, 3 messages applied"),
             std::string::npos)
       << log1.str();
   EXPECT_EQ((*p1)->peers().node()->counters().snapshots_loaded(), 0u);

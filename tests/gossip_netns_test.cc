@@ -172,7 +172,8 @@ TEST_F(GossipNetns, SigtermWhileFetchingASnapshotEndsPromptly) {
   c.Start(0, 2, {"--max-steps", "1000000", "--bootstrap"});
   ASSERT_TRUE(c.WaitForSteps(0, 100)) << c.Logs();
   lab_->Shape({.rate_bits_per_s = 200e3, .queue = milliseconds(500)});
-  c.Start(1, 2, {"--max-steps", "100"});
+  // The snapshot, not w0's log (a join by replay, which the stop ends too).
+  c.Start(1, 2, {"--max-steps", "100", "--join-by-replay=false"});
   // w0 hears of w1 when it asks for a snapshot: its header-only probe, then
   // the whole replica, which takes half a minute at this rate.
   const auto asked_at = std::chrono::steady_clock::now();

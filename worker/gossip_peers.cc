@@ -165,9 +165,9 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
             << "): starting from the seed's weights\n";
       break;
     }
-    if (!source.replay_cut.empty()) {
-      *log_ << "reckon-worker: joining by replay: starting from the seed's weights, which are "
-            << source.address << "'s initial weights; the members' logs send its cut's "
+    if (options_.join_by_replay && !source.replay_cut.empty()) {
+      *log_ << "reckon-worker: joining by replay: our initial weights are "
+            << source.address << "'s; the members' logs send its cut's "
             << TotalSeqs(source.replay_cut) << " messages ("
             << absl::StrFormat("%.1f KB", source.replay_bytes / 1e3) << ", the snapshot: "
             << absl::StrFormat(
@@ -330,8 +330,10 @@ absl::Status GossipPeers::AwaitReplay() {
       if (server::SeqOf(applied, origin) < seq) all = false;
     }
     if (all) {
+      node_->Count(v1::NodeCounters::kJoinsByReplayFieldNumber);
       *log_ << "reckon-worker: the cut of " << replay_.address
-            << " arrived from the members' logs: " << TotalSeqs(applied) << " messages applied\n";
+            << " arrived from the members' logs, " << TotalSeqs(applied)
+            << " messages applied; training starts there\n";
       return absl::OkStatus();
     }
     if (Stopped()) {

@@ -58,6 +58,8 @@ struct PeerOptions {
   // even if some did not answer (the first worker of a cluster whose other
   // members are not up yet, with no way to know they will not have trained).
   bool bootstrap = false;
+  // A first join may be a join by replay (see above; --join-by-replay).
+  bool join_by_replay = true;
   // Join only from a seed that has applied at least this many messages,
   // never from the seed's weights, however the seeds answer (0: the rules
   // above). The workers other than shard 0's when the cluster pre-trains

@@ -154,6 +154,10 @@ ABSL_FLAG(std::string, peers, "",
 ABSL_FLAG(bool, bootstrap, false,
           "start a new cluster from the seed's weights when no seed that answers has trained, "
           "even if some seeds do not answer (without it, only every seed saying so counts)");
+ABSL_FLAG(bool, join_by_replay, true,
+          "on a first join, start from the seed's weights and be sent a seed's cut by the "
+          "members' logs when that is fewer bytes than its snapshot and the seeds started from "
+          "the same weights (false: always load the snapshot)");
 ABSL_FLAG(int32_t, join_timeout_s, 0,
           "give up joining (exit 1) when the seeds' answers are not conclusive after this long "
           "(0: keep probing)");
@@ -529,6 +533,7 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
   RECKON_RETURN_IF_ERROR(ConnectionsFromFlags(&p));
   p.max_lag = absl::GetFlag(FLAGS_max_lag);
   p.bootstrap = absl::GetFlag(FLAGS_bootstrap);
+  p.join_by_replay = absl::GetFlag(FLAGS_join_by_replay);
   RECKON_RETURN_IF_ERROR(JoinRuleFromFlags(o, &p));
   const int join_timeout = absl::GetFlag(FLAGS_join_timeout_s);
   if (join_timeout < 0) return absl::InvalidArgumentError("--join-timeout-s must be >= 0");
