@@ -186,9 +186,16 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     PushPublished();  // our last messages go before our Leave
     auto leave_frame = std::make_shared<v1::GossipFrame>();
     leave_frame->mutable_leave()->set_reason("shutting down");
+    // Our last word before the Leave: where we settled, and with which
+    // hash. A node that saw the agreement and leaves before its next
+    // heartbeat fell due would otherwise leave without having said it
+    // settled, and a member waiting for a majority would not count it
+    // (docs/protocol.md section 6).
+    const std::shared_ptr<const v1::GossipFrame> last_word = leave ? MakeHeartbeat() : nullptr;
     for (auto& [id, m] : members_) {
       if (!m.links.connected()) continue;
       if (leave) {
+        SendCounted(*m.links.stream(), HeartbeatFor(m, *last_word));
         SendCounted(*m.links.stream(), leave_frame);
         told.push_back(m.links.stream());
       }
