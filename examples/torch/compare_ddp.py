@@ -133,7 +133,7 @@ def train(rank, args):
             if args.mode == "reckon":
                 peer.step(samples=len(i), loss=loss.item())
             samples += len(i)
-    frames = None
+    frames = replayed = None
     if args.mode == "reckon":
         peer.finish()
         sent = peer.bytes_sent
@@ -143,6 +143,10 @@ def train(rank, args):
             text = r.read().decode()
         frames = sum(float(v) for v in re.findall(
             r"^reckon_gossip_sent_bytes_total(?:\{[^}]*\})? (\S+)$", text, re.M))
+        # Joined from the initial weights with the cut sent by the logs, not
+        # a snapshot (docs/protocol.md section 5).
+        replayed = sum(float(v) for v in re.findall(
+            r"^reckon_joins_by_replay_total(?:\{[^}]*\})? (\S+)$", text, re.M))
     else:
         torch.distributed.barrier()
     seconds = time.time() - start
@@ -153,7 +157,8 @@ def train(rank, args):
     if args.mode == "ddp":
         torch.distributed.destroy_process_group()
     print(json.dumps({"rank": rank, "samples": samples, "seconds": seconds, "accuracy": accuracy,
-                      "sent": sent, "frames": frames, "digest": digest}), flush=True)
+                      "sent": sent, "frames": frames, "replayed": replayed,
+                      "digest": digest}), flush=True)
 
 
 class Lab:
@@ -221,6 +226,7 @@ def run(args, mode, lab):
         "network_bytes": on_network,
         "reckon_bytes_sent": sum(r["sent"] for r in got) if mode == "reckon" else None,
         "reckon_gossip_frame_bytes": sum(r["frames"] for r in got) if mode == "reckon" else None,
+        "reckon_joins_by_replay": sum(r["replayed"] for r in got) if mode == "reckon" else None,
     }
 
 

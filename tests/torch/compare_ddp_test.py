@@ -1,5 +1,5 @@
 """examples/torch/compare_ddp.py runs (issue 36): both runs, 2 processes, 640
-samples each, and says what the docs' table says: the accuracy of replicas
+or 1,920 samples each, and says what the docs' table says: the accuracy of replicas
 that ended identical, samples/s, the bytes on the network, and reckon's
 fewer; on loopback, and behind the lab's 100 Mbit/s link (root, RECKONCTL).
 
@@ -16,14 +16,18 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e
 
 class CompareDdp(unittest.TestCase):
     def test_both_runs_report_identical_replicas_and_reckon_sends_less(self):
-        out = subprocess.run([sys.executable, SCRIPT, "--workers", "2", "--limit", "640"],
+        # The small CNN here (184,586 parameters; 30 steps, where 10 reach
+        # only 31-33%), the tiny one in the lab.
+        out = subprocess.run([sys.executable, SCRIPT, "--workers", "2", "--limit", "1920",
+                              "--model", "small"],
                              capture_output=True, text=True, timeout=600)
         self.assertEqual(out.returncode, 0, out.stderr[-3000:])
         rows = {r["run"]: r for r in map(json.loads, out.stdout.strip().splitlines())}
         self.assertEqual(set(rows), {"ddp", "reckon"})
         for r in rows.values():
+            self.assertEqual((r["model"], r["params"]), ("small", 184586), r)
             self.assertTrue(r["replicas_identical"], r)
-            self.assertGreater(r["accuracy"], 0.3, r)  # 10 steps of 64 already learn
+            self.assertGreater(r["accuracy"], 0.45, r)  # 30 steps of 64: 56-64%
             self.assertGreater(r["samples_per_s"], 0, r)
             self.assertGreater(r["network_bytes"], 0, r)
         self.assertGreater(rows["reckon"]["reckon_bytes_sent"], 0)
@@ -32,6 +36,7 @@ class CompareDdp(unittest.TestCase):
         frames = rows["reckon"]["reckon_gossip_frame_bytes"]
         self.assertGreater(frames, 0)
         self.assertGreater(rows["reckon"]["network_bytes"], frames)
+        self.assertIn(rows["reckon"]["reckon_joins_by_replay"], (0, 1))
         self.assertLess(rows["reckon"]["network_bytes"], rows["ddp"]["network_bytes"])
 
     def test_behind_a_shaped_link_both_runs_end_identical(self):
