@@ -220,7 +220,8 @@ TEST(GossipCluster, RestartedWorkerWaitsForPeersThatDoNotAnswer) {
   EXPECT_NE(waiting.find("waiting for the seeds to answer"), std::string::npos) << waiting;
   for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
   c.ExpectIdentical({0, 1, 2});
-  EXPECT_EQ(Counter(c.Summary(2), "snapshots_loaded") + Counter(c.Summary(2), "joins_by_replay"), 1) << c.Summary(2);
+  EXPECT_EQ(Counter(c.Summary(2), "snapshots_loaded") + Counter(c.Summary(2), "joins_by_replay"), 1)
+      << c.Summary(2);
 }
 
 // A worker whose seeds never answer: without --bootstrap it does not start
@@ -307,8 +308,9 @@ TEST(GossipCluster, ShardZeroPublishesThePretrainedStartAndTheOthersJoinFromIt) 
   for (int i = 1; i < 3; ++i) {
     const std::string s = c.Summary(i);
     EXPECT_EQ(Field(s, "pretrained"), "false") << s;
-    EXPECT_EQ(Counter(s, "snapshots_loaded") + Counter(s, "joins_by_replay"), 1) << s << "\nw" << i << "'s log:\n"
-                                                 << c.Out(i) << c.Err(i);
+    EXPECT_EQ(Counter(s, "snapshots_loaded") + Counter(s, "joins_by_replay"), 1)
+        << s << "\nw" << i << "'s log:\n"
+        << c.Out(i) << c.Err(i);
     EXPECT_EQ(c.Out(i).find("starting from the seed's weights"), std::string::npos) << c.Out(i);
   }
   // The start is w0's message 1: its steps are 2 to 101.
@@ -339,8 +341,9 @@ TEST(GossipCluster, WorkersBeyondStartWorkersJoinAfterTheWarmUp) {
   for (int i = 1; i < 3; ++i) {
     const std::string s = c.Summary(i);
     EXPECT_EQ(Number(s, "samples"), 600 * 100) << "w" << i << " had no ramp: " << s;
-    EXPECT_EQ(Counter(s, "snapshots_loaded") + Counter(s, "joins_by_replay"), 1) << s << "\nw" << i << "'s log:\n"
-                                                 << c.Out(i) << c.Err(i);
+    EXPECT_EQ(Counter(s, "snapshots_loaded") + Counter(s, "joins_by_replay"), 1)
+        << s << "\nw" << i << "'s log:\n"
+        << c.Out(i) << c.Err(i);
     const std::string out = c.Out(i);
     const size_t at = out.find("messages applied;");
     ASSERT_NE(at, std::string::npos) << out;
@@ -363,7 +366,8 @@ TEST(GossipCluster, LateJoinerCatchesUp) {
   c.Start(2, 3, {"--max-steps", "80"});
   for (int i = 0; i < 3; ++i) ASSERT_EQ(c.Wait(i), 0) << "w" << i << ": " << c.Err(i);
   c.ExpectIdentical({0, 1, 2});
-  EXPECT_EQ(Counter(c.Summary(2), "snapshots_loaded") + Counter(c.Summary(2), "joins_by_replay"), 1) << c.Summary(2);
+  EXPECT_EQ(Counter(c.Summary(2), "snapshots_loaded") + Counter(c.Summary(2), "joins_by_replay"), 1)
+      << c.Summary(2);
   for (const auto& [origin, seq] : Versions(c.Summary(2))) {
     EXPECT_EQ(seq, origin.rfind("w2#", 0) == 0 ? 80u : 1200u) << origin;
   }

@@ -360,8 +360,8 @@ TEST(GossipPeers, AfterALiarsSnapshotTheJoinerIsSentTheCutByTheHonestLog) {
   Served liar_served(&liar);
   std::ostringstream log;
   absl::StatusOr<std::unique_ptr<GossipPeers>> joiner =
-      GossipPeers::Create(JoinerOptions({liar_served.address, honest.address}),
-                          t::InitialWeights(), t::kFractionBits, log);
+      GossipPeers::Create(JoinerOptions({liar_served.address, honest.address}), t::InitialWeights(),
+                          t::kFractionBits, log);
   ASSERT_TRUE(joiner.ok()) << joiner.status() << "\n" << log.str();
   server::Received joined = (*joiner)->node()->TakeReceived();
   EXPECT_FALSE(joined.replace_weights.has_value()) << log.str();

@@ -166,12 +166,12 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
       break;
     }
     if (options_.join_by_replay && !source.replay_cut.empty()) {
-      *log_ << "reckon-worker: joining by replay: our initial weights are "
-            << source.address << "'s; the members' logs send its cut's "
-            << TotalSeqs(source.replay_cut) << " messages ("
-            << absl::StrFormat("%.1f KB", source.replay_bytes / 1e3) << ", the snapshot: "
-            << absl::StrFormat(
-                   "%.1f MB", options_.node.fingerprint.param_count() * sizeof(int64_t) / 1e6)
+      *log_ << "reckon-worker: joining by replay: our initial weights are " << source.address
+            << "'s; the members' logs send its cut's " << TotalSeqs(source.replay_cut)
+            << " messages (" << absl::StrFormat("%.1f KB", source.replay_bytes / 1e3)
+            << ", the snapshot: "
+            << absl::StrFormat("%.1f MB",
+                               options_.node.fingerprint.param_count() * sizeof(int64_t) / 1e6)
             << ")\n";
       replay_ = std::move(source);
       break;
@@ -361,8 +361,7 @@ absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& all_see
     const std::vector<absl::StatusOr<server::FetchedSnapshot>> probes = ProbeSeeds(seeds);
     uint64_t best_total = 0;
     std::vector<std::string> silent;
-    RECKON_RETURN_IF_ERROR(
-        ChooseSource(seeds, probes, own_initial, source, &best_total, &silent));
+    RECKON_RETURN_IF_ERROR(ChooseSource(seeds, probes, own_initial, source, &best_total, &silent));
     for (const std::string& seed : refused) {
       silent.push_back(absl::StrCat(seed, " (refused: a witness contradicted its snapshot)"));
     }

@@ -126,6 +126,18 @@ class GossipPeers final : public TrainingPeers {
   base::Json VersionVector() override;
   base::Json Counters() override;
 
+  // How long a join by replay waits for the cut's messages after the node
+  // starts; then it loads the source's snapshot after all.
+  static constexpr std::chrono::seconds kReplayWait{10};
+  // Whether a first join may start from its own initial weights (SHA-256
+  // hex `own_initial`) and be sent the cut of probe `source` by the logs
+  // instead of loading its snapshot: the source's log holds the whole cut
+  // in fewer bytes than the weights (its replay_bytes), its initial weights
+  // are ours, and no other seed that answered (not joining) names other
+  // initial weights (one that joined from a snapshot names none).
+  static bool MayJoinByReplay(const std::string& own_initial, size_t source,
+                              const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes);
+
  private:
   GossipPeers() = default;
   absl::Status Apply(model::Backend& backend, server::Received& received);
@@ -186,20 +198,6 @@ class GossipPeers final : public TrainingPeers {
     server::VersionMap replay_cut;
     uint64_t replay_bytes = 0;
   };
- public:
-  // How long a join by replay waits for the cut's messages after the node
-  // starts; then it loads the source's snapshot after all.
-  static constexpr std::chrono::seconds kReplayWait{10};
-  // Whether a first join may start from its own initial weights (SHA-256
-  // hex `own_initial`) and be sent the cut of probe `source` by the logs
-  // instead of loading its snapshot: the source's log holds the whole cut
-  // in fewer bytes than the weights (its replay_bytes), its initial weights
-  // are ours, and no other seed that answered (not joining) names other
-  // initial weights (one that joined from a snapshot names none).
-  static bool MayJoinByReplay(const std::string& own_initial, size_t source,
-                              const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes);
-
- private:
   // Probes the seeds but `refused` until conclusive (see above); the join's
   // timeout counts from `start`. A refused seed had trained, so with one the
   // worker never starts from the seed's weights.
