@@ -236,6 +236,7 @@ class MadeUpSnapshotSource final : public server::NodeService {
     return witness_says_;
   }
   server::VersionMap Applied() override { return applied_; }
+  Replay ReplayOf(const server::VersionMap&, uint64_t) override { return claims_replay; }
   v1::InputStandardization InputStandardization() override { return {}; }
   void NoteJoiner(const std::string&, uint64_t) override {}
   void FillStatus(v1::NodeStatus* out, bool) override { out->set_node_id("liar"); }
@@ -244,6 +245,9 @@ class MadeUpSnapshotSource final : public server::NodeService {
   void OnLinkUp(const std::shared_ptr<server::Link>&) override {}
   bool OnFrame(const std::shared_ptr<server::Link>&, v1::GossipFrame) override { return true; }
   void OnLinkClosed(const std::shared_ptr<server::Link>&, const std::string&) override {}
+
+  // What its probe answers say of a join by replay (default: none).
+  Replay claims_replay;
 
  private:
   const codec::WeightChecksum checksum_;
@@ -371,6 +375,34 @@ TEST(GossipPeers, AfterALiarsSnapshotTheJoinerIsSentTheCutByTheHonestLog) {
             std::string::npos)
       << log.str();
   EXPECT_NE(log.str().find("joining by replay"), std::string::npos) << log.str();
+}
+
+// A source that says its log holds the cut but whose messages never come
+// (here: it sends none at all): the joiner waits kReplayWait without one
+// arriving, then loads the snapshot after all (the only seed: unwitnessed).
+TEST(GossipPeers, AJoinByReplayWhoseMessagesDoNotComeLoadsTheSnapshot) {
+  namespace t = server::testing;
+  HonestSeed honest;
+  MadeUpSnapshotSource mute(honest.truth.applied, honest.truth.weights);
+  mute.claims_replay.initial_sha256 = codec::WeightHashOf(t::InitialWeights());
+  mute.claims_replay.bytes = 300;
+  Served mute_served(&mute);
+  std::ostringstream log;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<GossipPeers>> joiner = GossipPeers::Create(
+      JoinerOptions({mute_served.address}), t::InitialWeights(), t::kFractionBits, log);
+  ASSERT_TRUE(joiner.ok()) << joiner.status() << "\n" << log.str();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, GossipPeers::kReplayWait);
+  EXPECT_NE(log.str().find("joining by replay"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("0 of the 3 messages of the cut of " + mute_served.address +
+                           " arrived, then none for 10 s; loading its snapshot instead"),
+            std::string::npos)
+      << log.str();
+  server::Received joined = (*joiner)->node()->TakeReceived();
+  ASSERT_TRUE(joined.replace_weights.has_value()) << log.str();
+  EXPECT_EQ(*joined.replace_weights, honest.truth.weights);
+  EXPECT_EQ((*joiner)->node()->Applied(), honest.truth.applied);
+  EXPECT_EQ((*joiner)->node()->counters().joins_by_replay(), 0u);
 }
 
 // Once a witness contradicted a snapshot, one of the two lied and the

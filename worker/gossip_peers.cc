@@ -322,12 +322,22 @@ bool GossipPeers::MayJoinByReplay(
 }
 
 absl::Status GossipPeers::AwaitReplay() {
-  const auto until = server::Clock::now() + kReplayWait;
+  // A large cut on a slow link takes long, but keeps arriving: the wait
+  // ends only after kReplayWait without a message of the cut.
+  auto until = server::Clock::now() + kReplayWait;
+  uint64_t arrived = 0;
   for (;;) {
     const server::VersionMap applied = node_->Applied();
     bool all = true;
+    uint64_t of_cut = 0;
     for (const auto& [origin, seq] : replay_.replay_cut) {
-      if (server::SeqOf(applied, origin) < seq) all = false;
+      const uint64_t have = server::SeqOf(applied, origin);
+      if (have < seq) all = false;
+      of_cut += std::min(have, seq);
+    }
+    if (of_cut > arrived) {
+      arrived = of_cut;
+      until = server::Clock::now() + kReplayWait;
     }
     if (all) {
       node_->Count(v1::NodeCounters::kJoinsByReplayFieldNumber);
@@ -342,7 +352,8 @@ absl::Status GossipPeers::AwaitReplay() {
     if (server::Clock::now() >= until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  *log_ << "reckon-worker: the cut of " << replay_.address << " did not arrive within "
+  *log_ << "reckon-worker: " << arrived << " of the " << TotalSeqs(replay_.replay_cut)
+        << " messages of the cut of " << replay_.address << " arrived, then none for "
         << kReplayWait.count() << " s; loading its snapshot instead\n";
   return Resync(replay_.address, replay_.witnesses);
 }

@@ -12,7 +12,8 @@
 //     whole cut in fewer bytes than the weights and the seeds that say so
 //     started from our initial weights: start from them, and let the
 //     members' logs send the cut's messages (anti-entropy), waited for
-//     before the first step (kReplayWait; then the snapshot after all);
+//     before the first step (kReplayWait without one arriving: then the
+//     snapshot after all);
 //   - every seed answered and none has trained (each is joining too, or
 //     holds nothing), or --bootstrap: start from the seed's weights; but
 //     with join_after_messages, keep probing until a seed has applied that
@@ -126,8 +127,8 @@ class GossipPeers final : public TrainingPeers {
   base::Json VersionVector() override;
   base::Json Counters() override;
 
-  // How long a join by replay waits for the cut's messages after the node
-  // starts; then it loads the source's snapshot after all.
+  // How long a join by replay waits without a message of the cut arriving
+  // (after the node starts); then it loads the source's snapshot after all.
   static constexpr std::chrono::seconds kReplayWait{10};
   // Whether a first join may start from its own initial weights (SHA-256
   // hex `own_initial`) and be sent the cut of probe `source` by the logs
@@ -214,7 +215,7 @@ class GossipPeers final : public TrainingPeers {
       std::vector<std::string>* silent);
   // After a join by replay, once the node has started: waits until the node
   // has applied `replay_.replay_cut` (the members' logs send it); after
-  // kReplayWait, loads the source's snapshot instead.
+  // kReplayWait without progress, loads the source's snapshot instead.
   absl::Status AwaitReplay();
 
   PeerOptions options_;
