@@ -395,7 +395,7 @@ TEST(GossipPeers, AJoinByReplayWhoseMessagesDoNotComeLoadsTheSnapshot) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, GossipPeers::kReplayWait);
   EXPECT_NE(log.str().find("joining by replay"), std::string::npos) << log.str();
   EXPECT_NE(log.str().find("0 of the 3 messages of the cut of " + mute_served.address +
-                           " arrived, then none for 10 s; loading its snapshot instead"),
+                           " arrived (then none for 10 s); loading its snapshot instead"),
             std::string::npos)
       << log.str();
   server::Received joined = (*joiner)->node()->TakeReceived();

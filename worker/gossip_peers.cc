@@ -323,7 +323,9 @@ bool GossipPeers::MayJoinByReplay(
 
 absl::Status GossipPeers::AwaitReplay() {
   // A large cut on a slow link takes long, but keeps arriving: the wait
-  // ends only after kReplayWait without a message of the cut.
+  // ends after kReplayWait without a message of the cut, or after
+  // kReplayDeadline in all (a member trickling it does not hold the join).
+  const auto give_up = server::Clock::now() + kReplayDeadline;
   auto until = server::Clock::now() + kReplayWait;
   uint64_t arrived = 0;
   for (;;) {
@@ -349,12 +351,15 @@ absl::Status GossipPeers::AwaitReplay() {
     if (Stopped()) {
       return absl::CancelledError("stopped by a signal while the cut's messages arrived");
     }
-    if (server::Clock::now() >= until) break;
+    if (server::Clock::now() >= std::min(until, give_up)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   *log_ << "reckon-worker: " << arrived << " of the " << TotalSeqs(replay_.replay_cut)
-        << " messages of the cut of " << replay_.address << " arrived, then none for "
-        << kReplayWait.count() << " s; loading its snapshot instead\n";
+        << " messages of the cut of " << replay_.address << " arrived ("
+        << (server::Clock::now() >= give_up
+                ? absl::StrCat(kReplayDeadline.count(), " s in all")
+                : absl::StrCat("then none for ", kReplayWait.count(), " s"))
+        << "); loading its snapshot instead\n";
   return Resync(replay_.address, replay_.witnesses);
 }
 

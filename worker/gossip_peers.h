@@ -130,6 +130,8 @@ class GossipPeers final : public TrainingPeers {
   // How long a join by replay waits without a message of the cut arriving
   // (after the node starts); then it loads the source's snapshot after all.
   static constexpr std::chrono::seconds kReplayWait{10};
+  // The most a join by replay waits in all, as a snapshot's whole fetch.
+  static constexpr std::chrono::seconds kReplayDeadline{60};
   // Whether a first join may start from its own initial weights (SHA-256
   // hex `own_initial`) and be sent the cut of probe `source` by the logs
   // instead of loading its snapshot: the source's log holds the whole cut
