@@ -284,6 +284,12 @@ struct HonestSeed {
   std::unique_ptr<server::GossipNode> node;
   std::string address;
   server::GossipNode::Snapshot truth;
+  // What a liar serves as this seed's cut: one weight moved far.
+  std::vector<int64_t> MadeUpWeights() const {
+    std::vector<int64_t> w = truth.weights;
+    w[7] += int64_t{1} << 40;
+    return w;
+  }
 };
 
 // Serves `node` on loopback for as long as it lives.
@@ -298,6 +304,12 @@ struct Served {
   std::unique_ptr<server::GossipServer> server;
   std::string address;
 };
+
+// A first join's log says the snapshot of `source` was refused.
+void ExpectRefused(const std::string& log, const std::string& source) {
+  EXPECT_NE(log.find(absl::StrCat("snapshot from ", source, " NOT INSTALLED")), std::string::npos)
+      << log;
+}
 
 PeerOptions JoinerOptions(std::vector<std::string> seeds) {
   PeerOptions o;
@@ -326,8 +338,7 @@ std::vector<int64_t> OtherInitialWeights() {
 TEST(GossipPeers, AFirstJoinIsWitnessedByTheOtherSeeds) {
   namespace t = server::testing;
   HonestSeed honest;
-  std::vector<int64_t> made_up = honest.truth.weights;
-  made_up[7] += int64_t{1} << 40;
+  const std::vector<int64_t> made_up = honest.MadeUpWeights();
   MadeUpSnapshotSource liar(honest.truth.applied, made_up);
   Served liar_served(&liar);
   MadeUpSnapshotSource other(honest.truth.applied, honest.truth.weights, honest.truth.checksum,
@@ -346,9 +357,7 @@ TEST(GossipPeers, AFirstJoinIsWitnessedByTheOtherSeeds) {
   EXPECT_EQ(*joined.replace_weights, honest.truth.weights) << log.str();
   EXPECT_TRUE(joined.updates.empty());
   EXPECT_EQ((*joiner)->node()->Applied(), honest.truth.applied);
-  EXPECT_NE(log.str().find(absl::StrCat("snapshot from ", liar_served.address, " NOT INSTALLED")),
-            std::string::npos)
-      << log.str();
+  ExpectRefused(log.str(), liar_served.address);
   EXPECT_NE(log.str().find("confirmed by another member"), std::string::npos) << log.str();
 }
 
@@ -358,8 +367,7 @@ TEST(GossipPeers, AFirstJoinIsWitnessedByTheOtherSeeds) {
 TEST(GossipPeers, AfterALiarsSnapshotTheJoinerIsSentTheCutByTheHonestLog) {
   namespace t = server::testing;
   HonestSeed honest;
-  std::vector<int64_t> made_up = honest.truth.weights;
-  made_up[7] += int64_t{1} << 40;
+  const std::vector<int64_t> made_up = honest.MadeUpWeights();
   MadeUpSnapshotSource liar(honest.truth.applied, made_up);
   Served liar_served(&liar);
   std::ostringstream log;
@@ -371,9 +379,7 @@ TEST(GossipPeers, AfterALiarsSnapshotTheJoinerIsSentTheCutByTheHonestLog) {
   EXPECT_FALSE(joined.replace_weights.has_value()) << log.str();
   EXPECT_EQ(joined.updates.size(), 3u) << log.str();
   EXPECT_EQ((*joiner)->node()->Applied(), honest.truth.applied);
-  EXPECT_NE(log.str().find(absl::StrCat("snapshot from ", liar_served.address, " NOT INSTALLED")),
-            std::string::npos)
-      << log.str();
+  ExpectRefused(log.str(), liar_served.address);
   EXPECT_NE(log.str().find("joining by replay"), std::string::npos) << log.str();
 }
 
@@ -414,8 +420,7 @@ TEST(GossipPeers, AJoinByReplayWhoseMessagesDoNotComeLoadsTheSnapshot) {
 TEST(GossipPeers, AfterAContradictionOnlyAWitnessedSnapshotIsInstalled) {
   namespace t = server::testing;
   HonestSeed honest;
-  std::vector<int64_t> made_up = honest.truth.weights;
-  made_up[7] += int64_t{1} << 40;
+  const std::vector<int64_t> made_up = honest.MadeUpWeights();
   const uint64_t made_up_checksum = codec::WeightChecksum(t::Fingerprint().seed()).Of(made_up);
   MadeUpSnapshotSource liar(honest.truth.applied, made_up, made_up_checksum);
   Served liar_served(&liar);
