@@ -21,6 +21,8 @@
 #include "cuda/cublas_api.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
+#include "cuda/device_buffer.h"
+#include "cuda/device_replica.h"
 #include "cuda/elementwise.h"
 #include "cuda/kernels.h"
 #include "cuda/threshold_pass.h"
@@ -35,59 +37,12 @@ using model::Emission;
 using model::OptimizerKind;
 using model::UpdateMode;
 
-enum class Memory { kDevice, kPinnedHost };
-
-// A growable buffer in device memory or pinned host memory. Resize keeps
-// nothing (callers refill); it allocates only when asked for more.
-template <typename T, Memory kWhere>
-class CudaBuffer {
- public:
-  CudaBuffer() = default;
-  CudaBuffer(const CudaBuffer&) = delete;
-  CudaBuffer& operator=(const CudaBuffer&) = delete;
-  ~CudaBuffer() { Free(); }
-  absl::Status Resize(size_t n) {
-    if (n <= size_ && ptr_ != nullptr) return absl::OkStatus();
-    Free();
-    const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
-    if constexpr (kWhere == Memory::kDevice) {
-      RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr_, bytes));
-    } else {
-      RECKON_CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, bytes));
-    }
-    size_ = n;
-    return absl::OkStatus();
-  }
-  T* get() const { return ptr_; }
-  friend void swap(CudaBuffer& a, CudaBuffer& b) noexcept {
-    std::swap(a.ptr_, b.ptr_);
-    std::swap(a.size_, b.size_);
-  }
-
- private:
-  void Free() {
-    if constexpr (kWhere == Memory::kDevice) {
-      cudaFree(ptr_);
-    } else {
-      cudaFreeHost(ptr_);
-    }
-    ptr_ = nullptr;
-    size_ = 0;
-  }
-  T* ptr_ = nullptr;
-  size_t size_ = 0;
-};
-template <typename T>
-using DeviceBuffer = CudaBuffer<T, Memory::kDevice>;
-template <typename T>
-using PinnedBuffer = CudaBuffer<T, Memory::kPinnedHost>;
-
 int ActivationCode(Activation a) { return a == Activation::kRelu ? 1 : 2; }
 
 class CudaBackend final : public model::Backend {
  public:
   explicit CudaBackend(const BackendConfig& config, const DeviceInfo& device)
-      : config_(config), device_(device), quantum_(std::ldexp(1.0, -config.fraction_bits)) {
+      : config_(config), device_(device) {
     config_.codec = model::FilledCodecOptions(config);
   }
 
@@ -111,15 +66,12 @@ class CudaBackend final : public model::Backend {
         cublas_, config_.gemm_precision == model::GemmPrecision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                        : CUBLAS_PEDANTIC_MATH));
     const size_t n = config_.shape.param_count();
-    RECKON_RETURN_IF_ERROR(quanta_.Resize(n));
-    RECKON_RETURN_IF_ERROR(weights_.Resize(n));
+    RECKON_ASSIGN_OR_RETURN(replica_, DeviceReplica::Create(n, config_.fraction_bits, stream_));
     RECKON_RETURN_IF_ERROR(residual_.Resize(n));
     RECKON_RETURN_IF_ERROR(grad_.Resize(n));
     if (config_.optimizer.kind != OptimizerKind::kSgd) {
       RECKON_RETURN_IF_ERROR(state_.Resize(n));
     }
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(quanta_.get(), 0, n * sizeof(int64_t), stream_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(weights_.get(), 0, n * sizeof(float), stream_));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(residual_.get(), 0, n * sizeof(float), stream_));
     if (state_.get() != nullptr) {
       RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state_.get(), 0, n * sizeof(float), stream_));
@@ -146,31 +98,10 @@ class CudaBackend final : public model::Backend {
   }
 
   absl::Status LoadWeights(std::span<const int64_t> quanta) override {
-    if (quanta.size() != config_.shape.param_count()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "weights have ", quanta.size(), " values, replica has ", config_.shape.param_count()));
-    }
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(quanta_.get(), quanta.data(), quanta.size_bytes(),
-                                                cudaMemcpyHostToDevice, stream_));
-    if (absl::Status s =
-            LaunchRefreshWeights(quanta_.get(), weights_.get(), quanta.size(), quantum_, stream_);
-        !s.ok()) {
-      return s;
-    }
-    return Sync();
+    return replica_->Load(quanta);
   }
-
-  absl::StatusOr<std::vector<int64_t>> ReadWeights() const override {
-    std::vector<int64_t> out(config_.shape.param_count());
-    RECKON_RETURN_IF_ERROR(
-        CopyOut(quanta_.get(), out.data(), out.size() * sizeof(int64_t), "the weights"));
-    return out;
-  }
-  absl::StatusOr<std::string> WeightHash() const override {
-    absl::StatusOr<std::vector<int64_t>> weights = ReadWeights();
-    if (!weights.ok()) return weights.status();
-    return codec::WeightHashOf(*weights);
-  }
+  absl::StatusOr<std::vector<int64_t>> ReadWeights() const override { return replica_->Read(); }
+  absl::StatusOr<std::string> WeightHash() const override { return replica_->Hash(); }
   absl::StatusOr<std::vector<float>> ReadResidual() const override {
     std::vector<float> out(config_.shape.param_count());
     RECKON_RETURN_IF_ERROR(
@@ -220,13 +151,14 @@ class CudaBackend final : public model::Backend {
     if (config_.mode == UpdateMode::kThreshold) {
       // The optimizer, the residual and Strom's threshold in one pass.
       out->dense.clear();
-      RECKON_RETURN_IF_ERROR(pass_->LaunchFused(rule, grad_.get(), state_.get(), weights_.get(),
-                                                residual_.get(), n, config_.step.tau));
+      RECKON_RETURN_IF_ERROR(pass_->LaunchFused(rule, grad_.get(), state_.get(),
+                                                replica_->weights(), residual_.get(), n,
+                                                config_.step.tau));
       RECKON_RETURN_IF_ERROR(pass_->Finish(&out->words));
     } else {
       out->words.clear();
       RECKON_RETURN_IF_ERROR(
-          LaunchOptimizerDelta(rule, weights_.get(), state_.get(), grad_.get(), n, stream_));
+          LaunchOptimizerDelta(rule, replica_->weights(), state_.get(), grad_.get(), n, stream_));
       RECKON_RETURN_IF_ERROR(CodecEmit(out));
     }
     return SumStats(train_, batch);
@@ -248,12 +180,12 @@ class CudaBackend final : public model::Backend {
     RECKON_RETURN_IF_ERROR(Forward(batch, &train_, /*with_delta=*/true));
     RECKON_RETURN_IF_ERROR(Backward(batch, &train_));
     const size_t n = config_.shape.param_count();
-    RECKON_RETURN_IF_ERROR(LaunchOptimizerDelta(Rule(learning_rate), weights_.get(), state_.get(),
-                                                grad_.get(), n, stream_));
+    RECKON_RETURN_IF_ERROR(LaunchOptimizerDelta(Rule(learning_rate), replica_->weights(),
+                                                state_.get(), grad_.get(), n, stream_));
     RECKON_RETURN_IF_ERROR(counters_.Resize(1));
     RECKON_RETURN_IF_ERROR(h_counters_.Resize(1));
-    RECKON_RETURN_IF_ERROR(LaunchDenseApplyLocal(grad_.get(), residual_.get(), quanta_.get(),
-                                                 weights_.get(), n, config_.fraction_bits,
+    RECKON_RETURN_IF_ERROR(LaunchDenseApplyLocal(grad_.get(), residual_.get(), replica_->quanta(),
+                                                 replica_->weights(), n, config_.fraction_bits,
                                                  counters_.get(), stream_));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_counters_.get(), counters_.get(),
                                                 sizeof(unsigned long long), cudaMemcpyDeviceToHost,
@@ -287,20 +219,7 @@ class CudaBackend final : public model::Backend {
         std::memcmp(words.data(), pass_->host_words(), words.size_bytes()) != 0) {
       return ApplyUpdates(step_quanta, words);
     }
-    RECKON_RETURN_IF_ERROR(apply_ends_.Resize(1));
-    RECKON_RETURN_IF_ERROR(apply_steps_.Resize(1));
-    RECKON_RETURN_IF_ERROR(h_apply_meta_.Resize(2));
-    h_apply_meta_.get()[0] = static_cast<int64_t>(count);
-    h_apply_meta_.get()[1] = step_quanta;
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_ends_.get(), h_apply_meta_.get(),
-                                                sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_steps_.get(), h_apply_meta_.get() + 1,
-                                                sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
-    RECKON_RETURN_IF_ERROR(LaunchApplyWords(pass_->device_words(), count, apply_ends_.get(),
-                                            apply_steps_.get(), 1, quanta_.get(), stream_));
-    RECKON_RETURN_IF_ERROR(LaunchRefreshTouched(pass_->device_words(), count, quanta_.get(),
-                                                weights_.get(), quantum_, stream_));
-    return Sync();
+    return replica_->ApplyDeviceWords(pass_->device_words(), count, step_quanta);
   }
 
   // All messages in one launch; all or nothing across the batch.
@@ -310,69 +229,11 @@ class CudaBackend final : public model::Backend {
     for (const model::UpdateRef& u : updates) {
       if (!u.quanta.empty()) return Backend::ApplyUpdateBatch(updates);
     }
-    const uint64_t n = config_.shape.param_count();
-    uint64_t total = 0;
-    for (size_t m = 0; m < updates.size(); ++m) {
-      if (updates[m].step_quanta <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("update ", m, ": step_quanta ", updates[m].step_quanta, " must be > 0"));
-      }
-      if (absl::Status s = codec::ValidateUpdateWords(updates[m].words, n); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("update ", m, ": ", s.message()));
-      }
-      total += updates[m].words.size();
-    }
-    if (total == 0) return absl::OkStatus();
-    const size_t messages = updates.size();
-    RECKON_RETURN_IF_ERROR(apply_words_.Resize(total));
-    RECKON_RETURN_IF_ERROR(apply_ends_.Resize(messages));
-    RECKON_RETURN_IF_ERROR(apply_steps_.Resize(messages));
-    RECKON_RETURN_IF_ERROR(h_apply_words_.Resize(total));
-    RECKON_RETURN_IF_ERROR(h_apply_meta_.Resize(2 * messages));
-    uint32_t* staged = h_apply_words_.get();
-    uint64_t* ends = reinterpret_cast<uint64_t*>(h_apply_meta_.get());
-    int64_t* steps = h_apply_meta_.get() + messages;
-    uint64_t at = 0;
-    for (size_t m = 0; m < messages; ++m) {
-      std::memcpy(staged + at, updates[m].words.data(), updates[m].words.size_bytes());
-      at += updates[m].words.size();
-      ends[m] = at;
-      steps[m] = updates[m].step_quanta;
-    }
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        apply_words_.get(), staged, total * sizeof(uint32_t), cudaMemcpyHostToDevice, stream_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        apply_ends_.get(), ends, messages * sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        apply_steps_.get(), steps, messages * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
-    // Apply modulo 2^64 (as every replica does: nothing to refuse or take
-    // back), refresh the touched floats, one wait.
-    RECKON_RETURN_IF_ERROR(LaunchApplyWords(apply_words_.get(), total, apply_ends_.get(),
-                                            apply_steps_.get(), static_cast<int>(messages),
-                                            quanta_.get(), stream_));
-    RECKON_RETURN_IF_ERROR(LaunchRefreshTouched(apply_words_.get(), total, quanta_.get(),
-                                                weights_.get(), quantum_, stream_));
-    return Sync();
+    return replica_->ApplyBatch(updates);
   }
 
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
-    const size_t n = config_.shape.param_count();
-    if (quanta.size() != n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dense update has ", quanta.size(), " values, replica has ", n));
-    }
-    RECKON_RETURN_IF_ERROR(dense_in_.Resize(n));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_in_.get(), quanta.data(), quanta.size_bytes(),
-                                                cudaMemcpyHostToDevice, stream_));
-    // Modulo 2^64, as every replica adds.
-    if (absl::Status s = LaunchAddDense(dense_in_.get(), quanta_.get(), n, stream_); !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = LaunchRefreshWeights(quanta_.get(), weights_.get(), n, quantum_, stream_);
-        !s.ok()) {
-      return s;
-    }
-    return Sync();
+    return replica_->ApplyDense(quanta);
   }
 
   absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels,
@@ -481,12 +342,12 @@ class CudaBackend final : public model::Backend {
       const model::LayerLayout& layer = layers[l];
       float* z = b->pre[l]->get();
       // z (batch x out, row-major) = a W^T: column-major z^T = W a^T.
-      RECKON_CUBLAS_RETURN_IF_ERROR(
-          blas_->sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, layer.out, batch, layer.in, &one,
-                       weights_.get() + layer.weights, layer.in, a, layer.in, &zero, z, layer.out));
+      RECKON_CUBLAS_RETURN_IF_ERROR(blas_->sgemm(
+          cublas_, CUBLAS_OP_T, CUBLAS_OP_N, layer.out, batch, layer.in, &one,
+          replica_->weights() + layer.weights, layer.in, a, layer.in, &zero, z, layer.out));
       const bool last = l + 1 == layers.size();
       if (absl::Status s = LaunchBiasActivation(
-              weights_.get() + layer.bias, z, b->post[l]->get(), batch, layer.out,
+              replica_->weights() + layer.bias, z, b->post[l]->get(), batch, layer.out,
               last ? 0 : ActivationCode(config_.shape.activation()), stream_);
           !s.ok()) {
         return s;
@@ -524,9 +385,9 @@ class CudaBackend final : public model::Backend {
       if (l == 0) break;
       // d_prev (batch x in) = d W: column-major d_prev^T = W^T d^T.
       float* dp = b->delta_prev.get();
-      RECKON_CUBLAS_RETURN_IF_ERROR(blas_->sgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, layer.in, batch,
-                                                 layer.out, &one, weights_.get() + layer.weights,
-                                                 layer.in, d, layer.out, &zero, dp, layer.in));
+      RECKON_CUBLAS_RETURN_IF_ERROR(blas_->sgemm(
+          cublas_, CUBLAS_OP_N, CUBLAS_OP_N, layer.in, batch, layer.out, &one,
+          replica_->weights() + layer.weights, layer.in, d, layer.out, &zero, dp, layer.in));
       if (absl::Status s = LaunchActivationBackward(
               b->pre[l - 1]->get(), b->post[l - 1]->get(), dp, size_t(batch) * layer.in,
               ActivationCode(config_.shape.activation()), stream_);
@@ -587,29 +448,20 @@ class CudaBackend final : public model::Backend {
   // Copies `bytes` of device memory to the host and waits: an error names
   // `what` was being read (nothing of the host buffer is to be trusted).
   absl::Status CopyOut(const void* device, void* host, size_t bytes, const char* what) const {
-    cudaError_t err = cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_);
-    if (err == cudaSuccess) err = cudaStreamSynchronize(stream_);
-    return CudaStatus(err, absl::StrCat("reading ", what, " from the device").c_str(), __FILE__,
-                      __LINE__);
+    return CopyToHost(device, host, bytes, stream_, what);
   }
 
   BackendConfig config_;
   DeviceInfo device_;
-  double quantum_;
   cudaStream_t stream_ = nullptr;
   const CublasApi* blas_ = nullptr;  // set by Init
   cublasHandle_t cublas_ = nullptr;
-  DeviceBuffer<int64_t> quanta_;
-  DeviceBuffer<float> weights_, residual_, grad_, state_;
+  // The replica: quanta, their float copy, the batched apply.
+  std::unique_ptr<DeviceReplica> replica_;
+  DeviceBuffer<float> residual_, grad_, state_;
   std::unique_ptr<ThresholdPass> pass_;
-  DeviceBuffer<int64_t> dense_in_;
   std::unique_ptr<codec::Codec> codec_;  // kCodec only
   PinnedBuffer<float> h_residual_;       // kCodec only
-  DeviceBuffer<uint32_t> apply_words_;
-  DeviceBuffer<uint64_t> apply_ends_;
-  DeviceBuffer<int64_t> apply_steps_;
-  PinnedBuffer<uint32_t> h_apply_words_;
-  PinnedBuffer<int64_t> h_apply_meta_;
   DeviceBuffer<unsigned long long> counters_;  // TrainStepLocally's refused index
   PinnedBuffer<unsigned long long> h_counters_;
   Batch train_, eval_;

@@ -5,7 +5,7 @@
 
 namespace reckon::cuda {
 
-absl::StatusOr<DeviceInfo> ProbeDevice() {
+absl::StatusOr<DeviceInfo> ProbeDevice(int ordinal) {
   DeviceInfo info;
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
@@ -34,13 +34,17 @@ absl::StatusOr<DeviceInfo> ProbeDevice() {
         absl::StrCat("CUDA unavailable: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
   }
   if (count == 0) return absl::UnavailableError("no CUDA device found");
+  if (ordinal < 0 || ordinal >= count) {
+    return absl::UnavailableError(
+        absl::StrCat("no CUDA device ", ordinal, ": this machine has ", count));
+  }
   cudaDeviceProp prop{};
-  err = cudaGetDeviceProperties(&prop, 0);
+  err = cudaGetDeviceProperties(&prop, ordinal);
   if (err != cudaSuccess) {
     cudaGetLastError();
     return absl::InternalError(absl::StrCat("cudaGetDeviceProperties: ", cudaGetErrorString(err)));
   }
-  info.ordinal = 0;
+  info.ordinal = ordinal;
   info.name = prop.name;
   info.compute_major = prop.major;
   info.compute_minor = prop.minor;

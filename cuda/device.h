@@ -22,9 +22,10 @@ struct DeviceInfo {
   int runtime_version = 0;
 };
 
-// The first CUDA device. kUnavailable, with the driver's own words, when there
-// is no driver or no device; kInternal for any other CUDA error. Thread-safe.
-absl::StatusOr<DeviceInfo> ProbeDevice();
+// The CUDA device `ordinal` (the first by default). kUnavailable, with the
+// driver's own words, when there is no driver or no such device; kInternal
+// for any other CUDA error. Thread-safe.
+absl::StatusOr<DeviceInfo> ProbeDevice(int ordinal = 0);
 
 }  // namespace reckon::cuda
 

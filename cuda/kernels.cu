@@ -188,6 +188,19 @@ __global__ void DenseApplyLocalKernel(float* __restrict__ residual, int64_t* __r
   }
 }
 
+// delta = params - replica (float32, rounded to nearest: the host's
+// `params[i] - replica[i]`), and the lowest index of a parameter that is
+// NaN or Inf.
+__global__ void FlatDifferenceKernel(const float* __restrict__ params,
+                                     const float* __restrict__ replica, float* __restrict__ delta,
+                                     uint64_t n, unsigned long long* first_bad) {
+  RECKON_FOR_EACH(i, n) {
+    const float p = params[i];
+    if (!isfinite(p)) atomicMin(first_bad, static_cast<unsigned long long>(i));
+    delta[i] = __fsub_rn(p, replica[i]);
+  }
+}
+
 #undef RECKON_FOR_EACH
 
 }  // namespace
@@ -203,6 +216,15 @@ absl::Status LaunchDenseApplyLocal(const float* delta, float* residual, int64_t*
   DenseApplyLocalKernel<<<Blocks(n), kThreads, 0, stream>>>(
       residual, quanta, weights, n, fraction_bits, std::ldexp(1.0, -fraction_bits), first_bad);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("DenseApplyLocalKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchFlatDifference(const float* params, const float* replica, float* delta, size_t n,
+                                  unsigned long long* first_bad, cudaStream_t stream) {
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(first_bad, 0xFF, sizeof(*first_bad), stream));
+  if (n == 0) return absl::OkStatus();
+  FlatDifferenceKernel<<<Blocks(n), kThreads, 0, stream>>>(params, replica, delta, n, first_bad);
+  RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("FlatDifferenceKernel");
   return absl::OkStatus();
 }
 

@@ -100,6 +100,13 @@ absl::Status LaunchDenseApplyLocal(const float* delta, float* residual, int64_t*
                                    float* weights, size_t n, int fraction_bits,
                                    unsigned long long* first_bad, cudaStream_t stream);
 
+// A framework's step as a delta for the threshold pass (the flat replica,
+// cuda/flat_replica.h): delta[i] = params[i] - replica[i] in float32, the
+// host's arithmetic; *first_bad = the lowest i whose params[i] is NaN or
+// Inf, else ~0 (the caller reads it before the residual takes the delta).
+absl::Status LaunchFlatDifference(const float* params, const float* replica, float* delta, size_t n,
+                                  unsigned long long* first_bad, cudaStream_t stream);
+
 }  // namespace reckon::cuda
 
 #endif  // RECKON_CUDA_KERNELS_H_

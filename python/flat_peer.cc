@@ -5,19 +5,29 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "codec/codec.h"
-#include "codec/quantizer.h"
 #include "codec/update_message.h"
+#if RECKON_HAVE_CUDA
+#include "cuda/flat_replica.h"
+#endif
 
 namespace reckon::python {
 
-absl::StatusOr<std::unique_ptr<FlatReplica>> FlatReplica::Create(uint64_t param_count,
-                                                                 int fraction_bits) {
-  RECKON_ASSIGN_OR_RETURN(
-      codec::FixedPointReplica replica,
-      codec::FixedPointReplica::Create(param_count, fraction_bits,
-                                       codec::FixedPointReplica::FloatCopy::kKept));
-  return std::unique_ptr<FlatReplica>(new FlatReplica(std::move(replica)));
+namespace {
+
+// The replica where the parameters are (FlatPeerOptions::device).
+absl::StatusOr<std::unique_ptr<model::FlatReplica>> MakeReplica(uint64_t param_count,
+                                                                int fraction_bits, int device) {
+  if (device < 0) return model::MakeHostFlatReplica(param_count, fraction_bits);
+#if RECKON_HAVE_CUDA
+  return cuda::MakeCudaFlatReplica(param_count, fraction_bits, device);
+#else
+  return absl::FailedPreconditionError(
+      absl::StrCat("parameters on CUDA device ", device,
+                   ": this reckon was built without CUDA (no nvcc when it was built)"));
+#endif
 }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<FlatPeer>> FlatPeer::Create(FlatPeerOptions options,
                                                            std::span<const float> initial,
@@ -32,7 +42,8 @@ absl::StatusOr<std::unique_ptr<FlatPeer>> FlatPeer::Create(FlatPeerOptions optio
   peer->param_count_ = initial.size();
   const int fraction_bits = static_cast<int>(fingerprint.fraction_bits());
   RECKON_ASSIGN_OR_RETURN(peer->step_, codec::MakeThresholdStep(options.threshold, fraction_bits));
-  RECKON_ASSIGN_OR_RETURN(peer->replica_, FlatReplica::Create(initial.size(), fraction_bits));
+  RECKON_ASSIGN_OR_RETURN(peer->replica_,
+                          MakeReplica(initial.size(), fraction_bits, options.device));
   // On the grid: every peer that starts from the same floats starts from
   // the same quanta.
   const double scale = std::ldexp(1.0, fraction_bits);
@@ -60,7 +71,6 @@ absl::StatusOr<std::unique_ptr<FlatPeer>> FlatPeer::Create(FlatPeerOptions optio
   RECKON_ASSIGN_OR_RETURN(peer->peers_,
                           worker::GossipPeers::Create(options.peers, quanta, fraction_bits, log));
   if (peer->observability_) peer->observability_->AttachNode(peer->peers_->node());
-  peer->residual_.assign(initial.size(), 0.0f);
   peer->message_.mutable_origin()->set_node_id(options.peers.node.node_id);
   peer->message_.mutable_origin()->set_incarnation(options.peers.node.incarnation);
   // Joined from a snapshot: its weights (and what followed it) first.
@@ -82,30 +92,21 @@ absl::Status FlatPeer::CheckCount(std::span<const float> params) const {
   return absl::OkStatus();
 }
 
-absl::Status FlatPeer::ReadInto(std::span<float> params) const {
+absl::Status FlatPeer::ReadInto(std::span<float> params) {
   RECKON_RETURN_IF_ERROR(CheckCount(params));
-  const std::span<const float> replica = replica_->floats();
-  std::copy(replica.begin(), replica.end(), params.begin());
-  return absl::OkStatus();
+  return replica_->WriteInto(params);
 }
 
 absl::Status FlatPeer::Step(std::span<float> params, int samples, double loss_sum) {
   RECKON_RETURN_IF_ERROR(CheckCount(params));
-  const std::span<const float> replica = replica_->floats();
-  // Checked before the residual takes anything: all or nothing.
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!std::isfinite(params[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameter ", i, " is ", params[i], " after the optimizer's step: nothing published"));
-    }
-  }
-  for (size_t i = 0; i < params.size(); ++i) residual_[i] += params[i] - replica[i];
-  RECKON_RETURN_IF_ERROR(codec::QuantizeResidual(residual_, step_, &words_));
+  // All or nothing: a NaN or Inf leaves the residual as it was.
+  RECKON_RETURN_IF_ERROR(replica_->Emit(params, step_, &words_));
   message_.set_seq(++steps_);
   RECKON_RETURN_IF_ERROR(codec::EncodeThresholdUpdate(words_, step_.step_quanta, param_count_,
                                                       options_.wire_codec, &message_));
   RECKON_RETURN_IF_ERROR(codec::DecodeUpdate(message_, &decoded_));
-  RECKON_RETURN_IF_ERROR(replica_->ApplyUpdates(decoded_.step_quanta, decoded_.words));
+  // On a GPU, from where the pass left the words.
+  RECKON_RETURN_IF_ERROR(replica_->ApplyOwnEmission(decoded_.step_quanta, decoded_.words));
   RECKON_RETURN_IF_ERROR(peers_->Publish(message_, decoded_));
   updates_sent_ += decoded_.words.size();
   bytes_sent_ += message_.ByteSizeLong();

@@ -14,6 +14,12 @@
 // worker's own (worker::GossipPeers over server::GossipNode): a flat peer is
 // a member like any reckon-worker whose fingerprint matches.
 //
+// The replica and residual live where the parameters do
+// (model/flat_replica.h): in host memory, or on the GPU that holds them
+// (cuda/flat_replica.h; FlatPeerOptions::device), where the step's
+// arithmetic runs as kernels and only the emitted words and the peers'
+// messages cross to and from the host.
+//
 // Threads: one thread calls every method (the framework's training loop);
 // the gossip node runs its own.
 #ifndef RECKON_PYTHON_FLAT_PEER_H_
@@ -30,62 +36,12 @@
 
 #include "absl/status/statusor.h"
 #include "codec/fixed_point.h"
-#include "model/backend.h"
+#include "model/flat_replica.h"
 #include "proto/reckon.pb.h"
 #include "worker/gossip_peers.h"
 #include "worker/observability.h"
 
 namespace reckon::python {
-
-// The replica as a flat fixed-point vector and its float32 view: the parts
-// of model::Backend a peer uses (load, read, hash, apply). The forward and
-// backward passes are the framework's: TrainStep and Evaluate are
-// kUnimplemented. Training thread only.
-class FlatReplica final : public model::Backend {
- public:
-  static absl::StatusOr<std::unique_ptr<FlatReplica>> Create(uint64_t param_count,
-                                                             int fraction_bits);
-
-  std::span<const float> floats() const { return replica_.weights(); }
-  std::span<const int64_t> quanta() const { return replica_.quanta(); }
-
-  std::string Describe() const override { return "flat (a framework's parameters)"; }
-  absl::Status LoadWeights(std::span<const int64_t> quanta) override {
-    return replica_.Load(quanta);
-  }
-  absl::StatusOr<std::vector<int64_t>> ReadWeights() const override {
-    return std::vector<int64_t>(replica_.quanta().begin(), replica_.quanta().end());
-  }
-  absl::StatusOr<std::string> WeightHash() const override { return replica_.WeightHash(); }
-  uint64_t WeightsWrapped() const override { return replica_.wrapped(); }
-  absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
-    return replica_.Apply(step_quanta, words);
-  }
-  absl::Status ApplyDense(std::span<const int64_t> quanta) override {
-    return replica_.ApplyDense(quanta);
-  }
-  // The residual is the peer's (FlatPeer), not the replica's.
-  absl::StatusOr<std::vector<float>> ReadResidual() const override { return std::vector<float>(); }
-  absl::StatusOr<std::vector<float>> ReadOptimizerState() const override {
-    return std::vector<float>();
-  }
-  absl::Status LoadTrainingState(std::span<const float>, std::span<const float>) override {
-    return absl::UnimplementedError("a flat replica keeps no training state");
-  }
-  absl::StatusOr<model::BatchStats> TrainStep(const float*, const int32_t*, int, float,
-                                              model::Emission*) override {
-    return absl::UnimplementedError("a flat replica does not train: its framework does");
-  }
-  void SetMomentum(double) override {}
-  void SetThresholdStep(const codec::ThresholdStep&) override {}
-  absl::StatusOr<model::BatchStats> Evaluate(const float*, const int32_t*, size_t) override {
-    return absl::UnimplementedError("a flat replica does not evaluate: its framework does");
-  }
-
- private:
-  explicit FlatReplica(codec::FixedPointReplica replica) : replica_(std::move(replica)) {}
-  codec::FixedPointReplica replica_;
-};
 
 struct FlatPeerOptions {
   // The node (id, incarnation, seeds, fingerprint: its `model` names the
@@ -101,6 +57,11 @@ struct FlatPeerOptions {
   // Set (SIGTERM): a join or a wait ends promptly, Finish says kCancelled
   // (null: never). PeerOptions::stop is set to it.
   const std::atomic<bool>* stop = nullptr;
+  // Where the parameters are: -1, host memory; else the CUDA device of
+  // that ordinal, whose memory every `params` span below then points into
+  // (kFailedPrecondition from Create when this build has no CUDA;
+  // kUnavailable when there is no such device).
+  int device = -1;
 };
 
 class FlatPeer {
@@ -108,7 +69,8 @@ class FlatPeer {
   // Joins the cluster (worker::GossipPeers::Create: a snapshot from a peer
   // that has trained, else `initial`). `initial`: the parameters every peer
   // starts from, param_count of them (fingerprint().param_count()),
-  // rounded to the fixed-point grid. `log`: join and progress lines.
+  // rounded to the fixed-point grid; in host memory wherever the
+  // parameters are. `log`: join and progress lines.
   static absl::StatusOr<std::unique_ptr<FlatPeer>> Create(FlatPeerOptions options,
                                                           std::span<const float> initial,
                                                           std::ostream& log);
@@ -119,15 +81,24 @@ class FlatPeer {
   // parameter that is NaN or Inf, with nothing published and `params` left
   // as they were; kInvalidArgument for another count. `samples` and
   // `loss_sum` (the step's, when the framework says) go to /metrics.
+  // When Step returns, `params` are written (on a GPU too).
   absl::Status Step(std::span<float> params, int samples = 0, double loss_sum = 0);
+  // Parameters on a GPU: the work the framework enqueued so far on its
+  // stream `stream` (a cudaStream_t as an integer; 0 the legacy default
+  // stream), such as the optimizer's step, comes before what the next
+  // Step, ReadInto or Finish does with the parameters. A no-op for host
+  // memory.
+  absl::Status OrderAfter(uintptr_t stream) { return replica_->OrderAfter(stream); }
   // Training is over: waits for the cluster's final agreement (every peer
   // done, the same version vector, the same weight hash) and writes the
   // final replica into `params`. kCancelled once `*stop` is set (SIGTERM).
   absl::Status Finish(std::span<float> params, const std::atomic<bool>* stop = nullptr);
   // Writes the replica into `params` (after a join, before the first step).
-  absl::Status ReadInto(std::span<float> params) const;
+  absl::Status ReadInto(std::span<float> params);
 
   uint64_t param_count() const { return param_count_; }
+  // FlatPeerOptions::device: -1 host memory, else the CUDA device.
+  int device() const { return options_.device; }
   uint64_t steps() const { return steps_; }
   uint64_t updates_sent() const { return updates_sent_; }
   uint64_t bytes_sent() const { return bytes_sent_; }
@@ -146,9 +117,8 @@ class FlatPeer {
   std::unique_ptr<worker::Observability> observability_;
   uint64_t param_count_ = 0;
   codec::ThresholdStep step_;
-  std::unique_ptr<FlatReplica> replica_;
+  std::unique_ptr<model::FlatReplica> replica_;
   std::unique_ptr<worker::GossipPeers> peers_;
-  std::vector<float> residual_;
   v1::Update message_;
   codec::DecodedUpdate decoded_;
   std::vector<uint32_t> words_;

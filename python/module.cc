@@ -1,8 +1,11 @@
 // The Python module `reckon._reckon` (pybind11): python/flat_peer.h for
 // Python, exchanging parameters through the buffer protocol (a contiguous
-// float32 buffer: a NumPy array, or a CPU torch tensor's .numpy()), so
-// that it depends on no framework's C++ ABI. python/reckon/torch.py is the
-// PyTorch entry point built on it.
+// float32 buffer: a NumPy array, or a CPU torch tensor's .numpy()) or, for
+// parameters on a GPU, a device address, a count and the framework's
+// stream as integers (a CUDA torch tensor's data_ptr(), numel() and
+// torch.cuda.current_stream().cuda_stream), so that it depends on no
+// framework's C++ ABI. python/reckon/torch.py is the PyTorch entry point
+// built on it.
 //
 // Threads: a Peer is used from one Python thread; the GIL is released
 // while it steps, joins or waits for the cluster (the gossip node's own
@@ -90,7 +93,7 @@ class PyPeer {
          bool bootstrap, uint64_t join_after_messages, const std::string& data, uint64_t seed,
          int fraction_bits, double failure_timeout_s, double quiesce_timeout_s,
          const std::string& http_listen, bool handle_sigterm, const std::string& tls_ca,
-         const std::string& tls_cert, const std::string& tls_key, int heartbeat_ms) {
+         const std::string& tls_cert, const std::string& tls_key, int heartbeat_ms, int device) {
     std::span<float> start = FloatBuffer(initial, "initial");
     FlatPeerOptions o;
     o.peers.node.node_id = node_id;
@@ -145,6 +148,7 @@ class PyPeer {
         worker::ResolvePeers(absl::StrJoin(peers, ","));
     ThrowIfError(resolved.status());
     o.peers.node.seeds = *resolved;
+    o.device = device;
     absl::StatusOr<std::unique_ptr<FlatPeer>> made;
     {
       py::gil_scoped_release release;
@@ -155,24 +159,21 @@ class PyPeer {
   }
 
   void Step(py::buffer params, int samples, double loss_sum) {
-    std::span<float> p = FloatBuffer(params, "params");
-    absl::Status s;
-    {
-      py::gil_scoped_release release;
-      s = peer_->Step(p, samples, loss_sum);
-    }
-    ThrowIfError(s);
+    StepAt(HostParams(params), samples, loss_sum);
   }
-  void Finish(py::buffer params) {
-    std::span<float> p = FloatBuffer(params, "params");
-    absl::Status s;
-    {
-      py::gil_scoped_release release;
-      s = peer_->Finish(p);
-    }
-    ThrowIfError(s);
+  void Finish(py::buffer params) { FinishAt(HostParams(params)); }
+  void ReadInto(py::buffer params) { ThrowIfError(peer_->ReadInto(HostParams(params))); }
+  // Parameters on the peer's GPU: `address` of `count` float32 in its
+  // memory; the framework's work on `stream` so far comes first.
+  void StepCuda(uintptr_t address, uint64_t count, uintptr_t stream, int samples, double loss_sum) {
+    StepAt(DeviceParams(address, count, stream), samples, loss_sum);
   }
-  void ReadInto(py::buffer params) { ThrowIfError(peer_->ReadInto(FloatBuffer(params, "params"))); }
+  void FinishCuda(uintptr_t address, uint64_t count, uintptr_t stream) {
+    FinishAt(DeviceParams(address, count, stream));
+  }
+  void ReadIntoCuda(uintptr_t address, uint64_t count, uintptr_t stream) {
+    ThrowIfError(peer_->ReadInto(DeviceParams(address, count, stream)));
+  }
   std::string WeightHash() {
     absl::StatusOr<std::string> h = peer_->WeightHash();
     ThrowIfError(h.status());
@@ -185,8 +186,43 @@ class PyPeer {
   int http_port() const { return peer_->http_port(); }
   static bool stopping() { return g_sigterm.load(); }
   std::string address() { return peer_->peers().address(); }
+  int device() const { return peer_->device(); }
 
  private:
+  std::span<float> HostParams(py::buffer params) {
+    if (peer_->device() >= 0) {
+      throw py::value_error(absl::StrCat("this peer's parameters are on cuda:", peer_->device(),
+                                         ": step_cuda, finish_cuda, read_into_cuda"));
+    }
+    return FloatBuffer(params, "params");
+  }
+  std::span<float> DeviceParams(uintptr_t address, uint64_t count, uintptr_t stream) {
+    if (peer_->device() < 0) {
+      throw py::value_error("this peer's parameters are in host memory: step, finish, read_into");
+    }
+    if (address == 0 || address % alignof(float) != 0) {
+      throw py::value_error(absl::StrCat("device address ", address, " is not a float32 array's"));
+    }
+    ThrowIfError(peer_->OrderAfter(stream));
+    return {reinterpret_cast<float*>(address), count};
+  }
+  void StepAt(std::span<float> p, int samples, double loss_sum) {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = peer_->Step(p, samples, loss_sum);
+    }
+    ThrowIfError(s);
+  }
+  void FinishAt(std::span<float> p) {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = peer_->Finish(p);
+    }
+    ThrowIfError(s);
+  }
+
   std::unique_ptr<FlatPeer> peer_;
 };
 
@@ -197,6 +233,8 @@ PYBIND11_MODULE(_reckon, m) {
   using reckon::python::PyPeer;
   m.doc() = "reckon: Strom's threshold gossip for a framework's flat float32 parameters";
   py::register_exception<reckon::python::Stopped>(m, "Stopped");
+  // Whether parameters on a GPU can be taken (this build had nvcc).
+  m.attr("built_with_cuda") = bool(RECKON_HAVE_CUDA);
   // What reckon-worker puts in its fingerprint for the data in `dir` (a
   // peer joining its cluster passes it as `data`).
   m.def(
@@ -212,7 +250,7 @@ PYBIND11_MODULE(_reckon, m) {
                     const std::vector<std::string>&, uint64_t, const std::string&, double,
                     const std::string&, bool, uint64_t, const std::string&, uint64_t, int, double,
                     double, const std::string&, bool, const std::string&, const std::string&,
-                    const std::string&, int>(),
+                    const std::string&, int, int>(),
            py::arg("node_id"), py::arg("model"), py::arg("initial"),
            py::arg("listen") = "0.0.0.0:7070", py::arg("peers") = std::vector<std::string>{},
            py::arg("incarnation") = 0, py::arg("cluster_token") = "", py::arg("threshold") = 0.005,
@@ -221,11 +259,18 @@ PYBIND11_MODULE(_reckon, m) {
            py::arg("fraction_bits") = 32, py::arg("failure_timeout_s") = 3.0,
            py::arg("quiesce_timeout_s") = 600.0, py::arg("http_listen") = "",
            py::arg("handle_sigterm") = true, py::arg("tls_ca") = "", py::arg("tls_cert") = "",
-           py::arg("tls_key") = "", py::arg("heartbeat_ms") = 100)
+           py::arg("tls_key") = "", py::arg("heartbeat_ms") = 100, py::arg("device") = -1)
       .def("step", &PyPeer::Step, py::arg("params"), py::arg("samples") = 0,
            py::arg("loss_sum") = 0.0)
       .def("finish", &PyPeer::Finish, py::arg("params"))
       .def("read_into", &PyPeer::ReadInto, py::arg("params"))
+      .def("step_cuda", &PyPeer::StepCuda, py::arg("address"), py::arg("count"), py::arg("stream"),
+           py::arg("samples") = 0, py::arg("loss_sum") = 0.0)
+      .def("finish_cuda", &PyPeer::FinishCuda, py::arg("address"), py::arg("count"),
+           py::arg("stream"))
+      .def("read_into_cuda", &PyPeer::ReadIntoCuda, py::arg("address"), py::arg("count"),
+           py::arg("stream"))
+      .def_property_readonly("device", &PyPeer::device)
       .def("weight_hash", &PyPeer::WeightHash)
       .def_property_readonly("steps", &PyPeer::steps)
       .def_property_readonly("updates_sent", &PyPeer::updates_sent)

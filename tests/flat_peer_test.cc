@@ -13,6 +13,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#if RECKON_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "cuda/device.h"
+#endif
 
 namespace reckon::python {
 namespace {
@@ -222,6 +227,123 @@ TEST(FlatPeer, ANonFiniteParameterIsRefusedAndNothingIsPublished) {
   ASSERT_TRUE((*p)->Step(params).ok());
   EXPECT_EQ((*p)->steps(), 1u);
 }
+
+// A peer on a GPU that is not there is refused, naming the device, before
+// it joins anything: kUnavailable in a build with CUDA, kFailedPrecondition
+// in one without.
+TEST(FlatPeer, APeerOnAGpuThatIsNotThereIsRefusedSayingWhy) {
+  FlatPeerOptions o = Options("p0", {});
+  o.device = 999;
+  std::ostringstream log;
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p = FlatPeer::Create(o, Initial(), log);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), RECKON_HAVE_CUDA ? absl::StatusCode::kUnavailable
+                                                : absl::StatusCode::kFailedPrecondition)
+      << p.status();
+  EXPECT_NE(p.status().message().find("CUDA device"), std::string::npos) << p.status();
+}
+
+#if RECKON_HAVE_CUDA
+// A framework's parameters in GPU memory, and the host copy its "optimizer"
+// (OptimizerStep) works on.
+struct GpuParams {
+  GpuParams() { EXPECT_EQ(cudaMalloc(&device, kParams * sizeof(float)), cudaSuccess); }
+  ~GpuParams() { cudaFree(device); }
+  std::span<float> span() { return {device, kParams}; }
+  void Upload() {
+    ASSERT_EQ(cudaMemcpy(device, host.data(), kParams * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  void Download() {
+    ASSERT_EQ(cudaMemcpy(host.data(), device, kParams * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+  }
+  float* device = nullptr;
+  std::vector<float> host = std::vector<float>(kParams);
+};
+
+// Peers whose parameters are on a GPU (cuda/flat_replica.h) in a cluster
+// with one whose parameters are in host memory: one GPU peer joins by
+// replay (the cluster's initial weights: the messages are applied on the
+// device), one from a snapshot (other initial weights: loaded onto the
+// device), and all three end with the same replica, bit for bit, in their
+// parameters.
+TEST(FlatPeer, PeersOnAGpuAndOnTheHostEndWithTheSameReplica) {
+  const absl::StatusOr<cuda::DeviceInfo> gpu = cuda::ProbeDevice();
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU here: " << gpu.status().message();
+  std::ostringstream log0, log1, log2;
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p0 =
+      FlatPeer::Create(Options("host", {}), Initial(), log0);
+  ASSERT_TRUE(p0.ok()) << p0.status() << "\n" << log0.str();
+  std::vector<float> params0 = Initial();
+  for (int s = 0; s < 3; ++s) {
+    OptimizerStep(params0, 0);
+    ASSERT_TRUE((*p0)->Step(params0).ok());
+  }
+  const std::vector<std::string> seeds = {(*p0)->peers().address()};
+  FlatPeerOptions on_gpu = Options("gpu-replay", seeds);
+  on_gpu.device = 0;
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p1 = FlatPeer::Create(on_gpu, Initial(), log1);
+  ASSERT_TRUE(p1.ok()) << p1.status() << "\n" << log1.str();
+  EXPECT_NE(log1.str().find("joining by replay"), std::string::npos) << log1.str();
+  // Another start: the snapshot (the host peer steps meanwhile, so that it
+  // cuts; so does the first GPU peer, which must keep up).
+  std::atomic<bool> joined{false};
+  absl::Status stepping;
+  std::thread cutting([&] {
+    while (!joined.load() && stepping.ok()) {
+      stepping = (*p0)->Step(params0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  on_gpu.peers.node.node_id = "gpu-snapshot";
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p2 = FlatPeer::Create(on_gpu, OtherInitial(), log2);
+  joined = true;
+  cutting.join();
+  ASSERT_TRUE(stepping.ok()) << stepping;
+  ASSERT_TRUE(p2.ok()) << p2.status() << "\n" << log2.str();
+  EXPECT_EQ((*p2)->peers().node()->counters().snapshots_loaded(), 1u) << log2.str();
+  GpuParams params1, params2;
+  ASSERT_TRUE((*p1)->ReadInto(params1.span()).ok());
+  params1.Download();
+  ASSERT_TRUE((*p2)->ReadInto(params2.span()).ok());
+  params2.Download();
+  EXPECT_NE(params2.host, OtherInitial());  // the host peer's snapshot
+
+  std::vector<absl::Status> results(3);
+  std::thread host_loop([&] {
+    for (int s = 0; s < 30 && results[0].ok(); ++s) {
+      OptimizerStep(params0, 0);
+      results[0] = (*p0)->Step(params0);
+    }
+    if (results[0].ok()) results[0] = (*p0)->Finish(params0);
+  });
+  std::vector<std::thread> gpu_loops;
+  for (int p : {1, 2}) {
+    gpu_loops.emplace_back([&, p] {
+      FlatPeer* peer = p == 1 ? p1->get() : p2->get();
+      GpuParams& params = p == 1 ? params1 : params2;
+      for (int s = 0; s < 30 && results[p].ok(); ++s) {
+        OptimizerStep(params.host, p);
+        params.Upload();
+        results[p] = peer->Step(params.span());
+        params.Download();
+      }
+      if (results[p].ok()) results[p] = peer->Finish(params.span());
+      params.Download();
+    });
+  }
+  host_loop.join();
+  for (std::thread& t : gpu_loops) t.join();
+  for (int p = 0; p < 3; ++p) ASSERT_TRUE(results[p].ok()) << "p" << p << ": " << results[p];
+  EXPECT_EQ(*(*p1)->WeightHash(), *(*p0)->WeightHash());
+  EXPECT_EQ(*(*p2)->WeightHash(), *(*p0)->WeightHash());
+  EXPECT_EQ(params1.host, params0);
+  EXPECT_EQ(params2.host, params0);
+  EXPECT_GT((*p1)->updates_sent(), 0u);
+  EXPECT_GT((*p2)->updates_sent(), 0u);
+}
+#endif  // RECKON_HAVE_CUDA
 
 }  // namespace
 }  // namespace reckon::python

@@ -14,12 +14,16 @@
 
 The parameters become views into one flat float32 buffer (their order and
 shapes are the cluster's layout and go into its fingerprint), which the
-peer reads and writes in place through the buffer protocol: no dependency
-on torch's C++ ABI. CPU tensors; a model on a GPU is refused for now.
+peer reads and writes in place: through the buffer protocol on the CPU,
+by its device address on a GPU (reckon built with CUDA): no dependency on
+torch's C++ ABI. On a GPU the replica, the residual and Strom's threshold
+pass stay on that GPU (cuda/flat_replica.h): a step moves only the words
+it emits and the peers' messages across PCIe, ordered after the work on
+torch's current stream (the optimizer's step).
 """
 import torch
 
-from reckon._reckon import FlatPeer
+from reckon._reckon import FlatPeer, built_with_cuda
 
 
 def describe(named_parameters):
@@ -52,14 +56,23 @@ class Peer:
                      else module)
         if not named:
             raise ValueError("reckon.torch.Peer: no parameters")
+        device = named[0][1].device
         for name, p in named:
-            if p.device.type != "cpu":
-                raise ValueError(f"reckon.torch.Peer: parameter {name} is on {p.device}: "
-                                 "CPU tensors only for now")
+            if p.device != device:
+                raise ValueError(f"reckon.torch.Peer: parameter {name} is on {p.device}, "
+                                 f"{named[0][0]} on {device}: one device for all")
             if p.dtype != torch.float32:
                 raise ValueError(f"reckon.torch.Peer: parameter {name} is {p.dtype}: float32 only")
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"reckon.torch.Peer: parameters on {device}: cpu or cuda")
+        if device.type == "cuda" and not built_with_cuda:
+            raise ValueError(f"reckon.torch.Peer: parameters on {device}, but this reckon was "
+                             "built without CUDA (no nvcc when it was built)")
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        self._device = device
         total = sum(p.numel() for _, p in named)
-        self._flat = torch.empty(total, dtype=torch.float32)
+        self._flat = torch.empty(total, dtype=torch.float32, device=device)
         offset = 0
         with torch.no_grad():
             for _, p in named:
@@ -70,11 +83,17 @@ class Peer:
                 p.data = self._flat[offset:offset + n].view_as(p)
                 offset += n
         self.layout = describe(named)
-        self._array = self._flat.numpy()  # shares the memory
-        self._peer = FlatPeer(node_id, model if model is not None else self.layout, self._array,
+        if device.type == "cuda":
+            self._array = None
+            initial = self._flat.cpu().numpy()  # waits for the copies above
+            options["device"] = device.index
+        else:
+            self._array = self._flat.numpy()  # shares the memory
+            initial = self._array
+        self._peer = FlatPeer(node_id, model if model is not None else self.layout, initial,
                               **options)
         # Joined from a peer's snapshot: its weights, not ours.
-        self._peer.read_into(self._array)
+        self._call("read_into")
 
     def step(self, samples=0, loss=None):
         """After the optimizer's step: publish what it changed, apply the
@@ -82,12 +101,26 @@ class Peer:
         the batch's mean `loss` (a float or a tensor), when given, go to
         /metrics (reckon_samples_total, reckon_train_loss)."""
         loss_sum = 0.0 if loss is None else float(loss) * samples
-        self._peer.step(self._array, samples, loss_sum)
+        self._call("step", samples, loss_sum)
 
     def finish(self):
         """Training is over: wait for the cluster's final agreement and set
         the parameters to the final replica, identical on every peer."""
-        self._peer.finish(self._array)
+        self._call("finish")
+
+    def _call(self, method, *args):
+        """The module's `method` on the flat buffer: its array on the CPU;
+        on a GPU its address, after the work on torch's current stream."""
+        if self._array is not None:
+            return getattr(self._peer, method)(self._array, *args)
+        stream = torch.cuda.current_stream(self._device).cuda_stream
+        return getattr(self._peer, method + "_cuda")(self._flat.data_ptr(), self._flat.numel(),
+                                                    stream, *args)
+
+    @property
+    def device(self):
+        """Where the parameters, the replica and the residual are."""
+        return self._device
 
     def weight_hash(self):
         return self._peer.weight_hash()

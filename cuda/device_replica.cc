@@ -1,0 +1,141 @@
+#include "cuda/device_replica.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "codec/fixed_point.h"
+#include "codec/update_words.h"
+#include "cuda/kernels.h"
+
+namespace reckon::cuda {
+
+absl::StatusOr<std::unique_ptr<DeviceReplica>> DeviceReplica::Create(uint64_t param_count,
+                                                                     int fraction_bits,
+                                                                     cudaStream_t stream) {
+  std::unique_ptr<DeviceReplica> r(
+      new DeviceReplica(param_count, std::ldexp(1.0, -fraction_bits), stream));
+  RECKON_RETURN_IF_ERROR(r->quanta_.Resize(param_count));
+  RECKON_RETURN_IF_ERROR(r->weights_.Resize(param_count));
+  RECKON_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(r->quanta_.get(), 0, param_count * sizeof(int64_t), stream));
+  RECKON_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(r->weights_.get(), 0, param_count * sizeof(float), stream));
+  RECKON_RETURN_IF_ERROR(r->Sync());
+  return r;
+}
+
+absl::Status DeviceReplica::Sync() const {
+  RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceReplica::Load(std::span<const int64_t> quanta) {
+  if (quanta.size() != param_count_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights have ", quanta.size(), " values, replica has ", param_count_));
+  }
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(quanta_.get(), quanta.data(), quanta.size_bytes(),
+                                              cudaMemcpyHostToDevice, stream_));
+  RECKON_RETURN_IF_ERROR(
+      LaunchRefreshWeights(quanta_.get(), weights_.get(), param_count_, quantum_, stream_));
+  return Sync();
+}
+
+absl::StatusOr<std::vector<int64_t>> DeviceReplica::Read() const {
+  std::vector<int64_t> out(param_count_);
+  RECKON_RETURN_IF_ERROR(
+      CopyToHost(quanta_.get(), out.data(), out.size() * sizeof(int64_t), stream_, "the weights"));
+  return out;
+}
+
+absl::StatusOr<std::string> DeviceReplica::Hash() const {
+  RECKON_ASSIGN_OR_RETURN(std::vector<int64_t> quanta, Read());
+  return codec::WeightHashOf(quanta);
+}
+
+absl::Status DeviceReplica::ApplyBatch(std::span<const model::UpdateRef> updates) {
+  uint64_t total = 0;
+  for (size_t m = 0; m < updates.size(); ++m) {
+    if (updates[m].step_quanta <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update ", m, ": step_quanta ", updates[m].step_quanta, " must be > 0"));
+    }
+    if (!updates[m].quanta.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update ", m, ": a dense message in a batch of threshold ones"));
+    }
+    if (absl::Status s = codec::ValidateUpdateWords(updates[m].words, param_count_); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("update ", m, ": ", s.message()));
+    }
+    total += updates[m].words.size();
+  }
+  if (total == 0) return absl::OkStatus();
+  const size_t messages = updates.size();
+  RECKON_RETURN_IF_ERROR(apply_words_.Resize(total));
+  RECKON_RETURN_IF_ERROR(apply_ends_.Resize(messages));
+  RECKON_RETURN_IF_ERROR(apply_steps_.Resize(messages));
+  RECKON_RETURN_IF_ERROR(h_apply_words_.Resize(total));
+  RECKON_RETURN_IF_ERROR(h_apply_meta_.Resize(2 * messages));
+  uint32_t* staged = h_apply_words_.get();
+  uint64_t* ends = reinterpret_cast<uint64_t*>(h_apply_meta_.get());
+  int64_t* steps = h_apply_meta_.get() + messages;
+  uint64_t at = 0;
+  for (size_t m = 0; m < messages; ++m) {
+    std::memcpy(staged + at, updates[m].words.data(), updates[m].words.size_bytes());
+    at += updates[m].words.size();
+    ends[m] = at;
+    steps[m] = updates[m].step_quanta;
+  }
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_words_.get(), staged, total * sizeof(uint32_t),
+                                              cudaMemcpyHostToDevice, stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_ends_.get(), ends, messages * sizeof(uint64_t),
+                                              cudaMemcpyHostToDevice, stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_steps_.get(), steps, messages * sizeof(int64_t),
+                                              cudaMemcpyHostToDevice, stream_));
+  // Apply modulo 2^64 (as every replica does: nothing to refuse or take
+  // back), refresh the touched floats, one wait.
+  RECKON_RETURN_IF_ERROR(LaunchApplyWords(apply_words_.get(), total, apply_ends_.get(),
+                                          apply_steps_.get(), static_cast<int>(messages),
+                                          quanta_.get(), stream_));
+  RECKON_RETURN_IF_ERROR(LaunchRefreshTouched(apply_words_.get(), total, quanta_.get(),
+                                              weights_.get(), quantum_, stream_));
+  return Sync();
+}
+
+absl::Status DeviceReplica::ApplyDeviceWords(const uint32_t* d_words, uint64_t count,
+                                             int64_t step_quanta) {
+  if (count == 0) return absl::OkStatus();
+  RECKON_RETURN_IF_ERROR(apply_ends_.Resize(1));
+  RECKON_RETURN_IF_ERROR(apply_steps_.Resize(1));
+  RECKON_RETURN_IF_ERROR(h_apply_meta_.Resize(2));
+  h_apply_meta_.get()[0] = static_cast<int64_t>(count);
+  h_apply_meta_.get()[1] = step_quanta;
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_ends_.get(), h_apply_meta_.get(),
+                                              sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_steps_.get(), h_apply_meta_.get() + 1,
+                                              sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
+  RECKON_RETURN_IF_ERROR(LaunchApplyWords(d_words, count, apply_ends_.get(), apply_steps_.get(), 1,
+                                          quanta_.get(), stream_));
+  RECKON_RETURN_IF_ERROR(
+      LaunchRefreshTouched(d_words, count, quanta_.get(), weights_.get(), quantum_, stream_));
+  return Sync();
+}
+
+absl::Status DeviceReplica::ApplyDense(std::span<const int64_t> quanta) {
+  if (quanta.size() != param_count_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dense update has ", quanta.size(), " values, replica has ", param_count_));
+  }
+  RECKON_RETURN_IF_ERROR(dense_in_.Resize(param_count_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_in_.get(), quanta.data(), quanta.size_bytes(),
+                                              cudaMemcpyHostToDevice, stream_));
+  // Modulo 2^64, as every replica adds.
+  RECKON_RETURN_IF_ERROR(LaunchAddDense(dense_in_.get(), quanta_.get(), param_count_, stream_));
+  RECKON_RETURN_IF_ERROR(
+      LaunchRefreshWeights(quanta_.get(), weights_.get(), param_count_, quantum_, stream_));
+  return Sync();
+}
+
+}  // namespace reckon::cuda

@@ -1,0 +1,78 @@
+// The fixed-point replica in device memory (codec/fixed_point.h's contract
+// on a GPU): the int64 quanta, the float32 copy the model reads, always
+// (float)((double)q * 2^-fraction_bits), and the staging of the batched
+// apply (cuda/kernels.h LaunchApplyWords). The CUDA backend and the flat
+// replica (cuda/flat_replica.h) each hold one.
+//
+// Applies add modulo 2^64, as every replica does, so nothing is refused
+// after the words pass their checks and nothing is half-applied.
+//
+// Threading: one thread calls it; every call enqueues on the stream given
+// to Create (not owned) and waits for it before returning. Host C++20.
+#ifndef RECKON_CUDA_DEVICE_REPLICA_H_
+#define RECKON_CUDA_DEVICE_REPLICA_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cuda/device_buffer.h"
+#include "model/backend.h"
+
+namespace reckon::cuda {
+
+class DeviceReplica {
+ public:
+  // All zeros. kInternal (CUDA's words) when an allocation fails.
+  static absl::StatusOr<std::unique_ptr<DeviceReplica>> Create(uint64_t param_count,
+                                                               int fraction_bits,
+                                                               cudaStream_t stream);
+
+  uint64_t param_count() const { return param_count_; }
+  double quantum() const { return quantum_; }
+  // Device pointers, param_count each. Who writes quanta() directly (the
+  // backend's local dense apply) refreshes weights() in the same launch.
+  int64_t* quanta() const { return quanta_.get(); }
+  float* weights() const { return weights_.get(); }
+
+  // kInvalidArgument for another count.
+  absl::Status Load(std::span<const int64_t> quanta);
+  absl::StatusOr<std::vector<int64_t>> Read() const;
+  absl::StatusOr<std::string> Hash() const;
+  // Threshold messages (no quanta), in one launch: all or nothing across
+  // the batch (kInvalidArgument naming the message whose step or words are
+  // wrong; nothing applied then).
+  absl::Status ApplyBatch(std::span<const model::UpdateRef> updates);
+  // One message whose `count` words are already on the device (a threshold
+  // pass's output): only its end and step cross.
+  absl::Status ApplyDeviceWords(const uint32_t* d_words, uint64_t count, int64_t step_quanta);
+  // quanta += `quanta` (a dense message), weights refreshed.
+  absl::Status ApplyDense(std::span<const int64_t> quanta);
+
+ private:
+  DeviceReplica(uint64_t param_count, double quantum, cudaStream_t stream)
+      : param_count_(param_count), quantum_(quantum), stream_(stream) {}
+  absl::Status Sync() const;
+
+  uint64_t param_count_;
+  double quantum_;
+  cudaStream_t stream_;
+  DeviceBuffer<int64_t> quanta_;
+  DeviceBuffer<float> weights_;
+  DeviceBuffer<int64_t> dense_in_;
+  DeviceBuffer<uint32_t> apply_words_;
+  DeviceBuffer<uint64_t> apply_ends_;
+  DeviceBuffer<int64_t> apply_steps_;
+  PinnedBuffer<uint32_t> h_apply_words_;
+  PinnedBuffer<int64_t> h_apply_meta_;
+};
+
+}  // namespace reckon::cuda
+
+#endif  // RECKON_CUDA_DEVICE_REPLICA_H_
