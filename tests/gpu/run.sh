@@ -109,9 +109,9 @@ PY
 export -f json_field
 
 # Every program starts: the pack's libraries resolve on this machine.
-step starts 30 'grep -c "started" "$log" | sed "s/$/ of 5 programs started/"' -- bash -c "
+step starts 30 'grep -c "started" "$log" | sed "s/$/ of 7 programs started/"' -- bash -c "
   for p in reckon-worker reckonctl; do $bin/\$p --help > /dev/null 2>&1 && echo \"\$p started\" || { echo \"\$p did not start:\"; $bin/\$p --help 2>&1 | head -3; }; done
-  for t in cuda_device_test cublas_loader_test cuda_backend_test; do $bin/\$t --gtest_list_tests > /dev/null 2>&1 && echo \"\$t started\" || { echo \"\$t did not start:\"; $bin/\$t --gtest_list_tests 2>&1 | head -3; }; done"
+  for t in cuda_device_test cublas_loader_test cuda_backend_test cuda_flat_replica_test flat_peer_test; do $bin/\$t --gtest_list_tests > /dev/null 2>&1 && echo \"\$t started\" || { echo \"\$t did not start:\"; $bin/\$t --gtest_list_tests 2>&1 | head -3; }; done"
 grep -q "did not start" "$logs/starts.log" && failed=1
 
 # Is there a GPU? The device probe's own words (cuda/device.h) when not.
@@ -140,6 +140,27 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
   true
 
 step cublas_loader 60 "$gtest_result" -- "$bin/cublas_loader_test"
+# reckon for PyTorch with parameters on the GPU (cuda/flat_replica.h, issue
+# 36): the replica against the host's bit for bit, peers on the GPU and the
+# host in one cluster, then torch processes with CUDA tensors.
+step flat_replica_tests 60 "$gtest_result" -- "$bin/cuda_flat_replica_test"
+step flat_peer_gpu 90 "$gtest_result" -- "$bin/flat_peer_test" --gtest_filter='*Gpu*'
+if [ -d "$unpacked/python/reckon" ]; then
+  step torch_cuda 120 'grep -E "^(FIGURES|OK|FAILED|Ran )" "$log" | tr "\n" " "' \
+    -- env PYTHONPATH="$unpacked/python" PYTHONUNBUFFERED=1 python3 -c "
+import sys, unittest
+sys.path.insert(0, '$unpacked/python/torch_tests')
+import torch_peers_test as t
+names = ['test_on_a_gpu_and_on_the_cpu_they_end_with_the_same_replica',
+         'test_parameters_on_no_device_reckon_takes_are_refused_by_name']
+r = unittest.TextTestRunner(verbosity=2).run(
+    unittest.TestSuite(t.TorchPeers(n) for n in names))
+sys.exit(0 if r.wasSuccessful() and not r.skipped else 1)"
+else
+  echo "| torch_cuda | - | - | not run: the pack has no Python module |" >> "$summary"
+fi
+step flat_memcheck 90 'grep -E "ERROR SUMMARY|\[  (PASSED|FAILED)" "$log" | tr "\n" " " | grep . || tail -2 "$log"' \
+  -- compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_flat_replica_test"
 step backend_tests 240 "$gtest_result" -- "$bin/cuda_backend_test" --gtest_output="json:$logs/cuda_backend_test.json"
 step bench_gpu 150 'python3 -c "
 import json,sys; j=json.load(open(sys.argv[1]))

@@ -5,9 +5,11 @@ the cluster's final agreement. Prints one JSON line: the weight hash, the
 steps, the bytes sent and the test accuracy.
 
     peer_process.py NODE_ID PORT SEED_ADDRESSES SHARD SHARDS [--metrics] [--tls DIR]
+                    [--device cuda]
 
 With --tls DIR, mutual TLS with DIR/ca.pem and DIR/NODE_ID.pem, .key
-(`reckonctl certs --out DIR`).
+(`reckonctl certs --out DIR`). With --device cuda the model, its batches
+and reckon's replica are on the GPU (reckon built with CUDA).
 
 With --metrics it serves /metrics on a free port and prints, after the
 agreement, which reckon_ metrics the scrape had and their values. On
@@ -16,6 +18,7 @@ cluster had agreed, and the process prints {"stopped": ...} and exits 3.
 """
 import gzip
 import json
+import os
 import sys
 import urllib.request
 
@@ -25,7 +28,9 @@ import torch
 import reckon
 import reckon.torch
 
-DATA = "/usr/share/datasets/fashion-mnist"
+# Debian's dataset-fashion-mnist; RECKON_DATA_DIR for a machine without it
+# (the device run's pack: tests/gpu/run.sh).
+DATA = os.environ.get("RECKON_DATA_DIR", "/usr/share/datasets/fashion-mnist")
 
 
 def idx(path, offset):
@@ -41,16 +46,20 @@ def main():
         d = sys.argv[sys.argv.index("--tls") + 1]
         tls = {"tls_ca": f"{d}/ca.pem", "tls_cert": f"{d}/{node_id}.pem",
                "tls_key": f"{d}/{node_id}.key"}
+    device = "cpu"
+    if "--device" in sys.argv[6:]:
+        device = sys.argv[sys.argv.index("--device") + 1]
     shard, shards = int(shard), int(shards)
     images = idx("train-images-idx3-ubyte.gz", 16).reshape(-1, 784)[:6000]
     labels = idx("train-labels-idx1-ubyte.gz", 8)[:6000]
     test_images = idx("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 784)[:2000]
     test_labels = idx("t10k-labels-idx1-ubyte.gz", 8)[:2000]
-    x = torch.tensor(images[shard::shards], dtype=torch.float32) / 255.0
-    y = torch.tensor(labels[shard::shards], dtype=torch.int64)
+    x = (torch.tensor(images[shard::shards], dtype=torch.float32) / 255.0).to(device)
+    y = torch.tensor(labels[shard::shards], dtype=torch.int64).to(device)
 
     torch.manual_seed(0)  # every peer builds the same start
     model = torch.nn.Sequential(torch.nn.Linear(784, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    model.to(device)
     peer = reckon.torch.Peer(model, node_id=node_id, listen=f"127.0.0.1:{port}",
                              peers=[s for s in seeds.split(",") if s], bootstrap=shard == 0,
                              threshold=0.002, failure_timeout_s=2.0, quiesce_timeout_s=120,
@@ -60,7 +69,7 @@ def main():
     for epoch in range(2):
         order = torch.randperm(len(x), generator=torch.Generator().manual_seed(epoch))
         for b in range(0, len(x) - 63, 64):
-            i = order[b:b + 64]
+            i = order[b:b + 64].to(device)
             opt.zero_grad()
             loss = loss_fn(model(x[i]), y[i])
             loss.backward()
@@ -83,9 +92,10 @@ def main():
                 name, value = line.rsplit(" ", 1)
                 scraped[name.split("{")[0]] = float(value)
     with torch.no_grad():
-        xt = torch.tensor(test_images, dtype=torch.float32) / 255.0
-        accuracy = (model(xt).argmax(1).numpy() == test_labels).mean()
-    print(json.dumps({"node_id": node_id, "weight_hash": peer.weight_hash(), "steps": peer.steps,
+        xt = (torch.tensor(test_images, dtype=torch.float32) / 255.0).to(device)
+        accuracy = (model(xt).argmax(1).cpu().numpy() == test_labels).mean()
+    print(json.dumps({"node_id": node_id, "device": str(peer.device),
+                      "weight_hash": peer.weight_hash(), "steps": peer.steps,
                       "bytes_sent": peer.bytes_sent, "updates_sent": peer.updates_sent,
                       "params": sum(p.numel() for p in model.parameters()),
                       "accuracy": float(accuracy), "metrics": scraped}), flush=True)

@@ -22,14 +22,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_two(extra):
+def run_two(extra, extra_of=lambda i: []):
     """Two peer processes t0 (with /metrics) and t1, each with `extra`
-    arguments; their outputs' last lines as JSON, or the failure."""
+    arguments and its own, extra_of(i); their outputs' last lines as JSON,
+    or the failure."""
     ports = [free_port(), free_port()]
     seeds = ",".join(f"127.0.0.1:{p}" for p in ports)
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "peer_process.py"),
                                f"t{i}", str(ports[i]), seeds, str(i), "2"]
-                              + (["--metrics"] if i == 0 else []) + extra,
+                              + (["--metrics"] if i == 0 else []) + extra + extra_of(i),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(2)]
     results = []
@@ -87,6 +88,44 @@ class TorchPeers(unittest.TestCase):
             capture_output=True, text=True)
         self.assertNotEqual(wrong.returncode, 0)
         self.assertIn("is for 't1', not node_id 't0'", wrong.stderr)
+
+    def test_on_a_gpu_and_on_the_cpu_they_end_with_the_same_replica(self):
+        # t0's model, batches and replica on the GPU (cuda/flat_replica.h),
+        # t1's on the CPU: the same replica at the end, bit for bit.
+        import torch
+        import reckon
+        if not reckon.built_with_cuda:
+            self.skipTest("this reckon was built without CUDA (no nvcc)")
+        if not torch.cuda.is_available():
+            self.skipTest(f"no GPU for torch {torch.__version__} here")
+        a, b = run_two([], lambda i: ["--device", "cuda"] if i == 0 else [])
+        self.assertEqual(a["device"], "cuda:0")
+        self.assertEqual(b["device"], "cpu")
+        self.assertEqual(a["weight_hash"], b["weight_hash"])
+        for r in (a, b):
+            self.assertEqual(r["steps"], 2 * (3000 // 64))
+            self.assertGreater(r["accuracy"], 0.70, r)
+        self.assertEqual(a["metrics"]["reckon_updates_applied_total"], b["steps"])
+        print(f"FIGURES torch peers on cuda and cpu: accuracy {a['accuracy']:.4f} and "
+              f"{b['accuracy']:.4f}, {a['bytes_sent']} and {b['bytes_sent']} bytes sent")
+
+    def test_parameters_on_no_device_reckon_takes_are_refused_by_name(self):
+        import torch
+        import reckon.torch
+        listen = f"127.0.0.1:{free_port()}"
+        meta = torch.nn.Linear(4, 2, device="meta")
+        with self.assertRaises(ValueError) as refused:
+            reckon.torch.Peer(meta, node_id="m", listen=listen, bootstrap=True)
+        self.assertIn("parameters on meta: cpu or cuda", str(refused.exception))
+        mixed = torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.Linear(2, 2, device="meta"))
+        with self.assertRaises(ValueError) as refused:
+            reckon.torch.Peer(mixed, node_id="m", listen=listen, bootstrap=True)
+        self.assertIn("parameter 1.weight is on meta, 0.weight on cpu: one device for all",
+                      str(refused.exception))
+        half = torch.nn.Linear(4, 2).half()
+        with self.assertRaises(ValueError) as refused:
+            reckon.torch.Peer(half, node_id="m", listen=listen, bootstrap=True)
+        self.assertIn("parameter weight is torch.float16: float32 only", str(refused.exception))
 
     def test_a_model_of_other_shapes_is_refused_naming_the_tensor(self):
         import torch
