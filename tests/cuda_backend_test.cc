@@ -26,18 +26,13 @@
 #include "model/backend.h"
 #include "model/model.h"
 #include "model/optimizer.h"
+#include "tests/gpu_skip.h"
 #include "tests/reference_step.h"
 #include "tests/test_process.h"
 #include "tests/test_util.h"
 
 namespace reckon::cuda {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                          \
-  do {                                                                              \
-    const absl::StatusOr<DeviceInfo> device = ProbeDevice();                        \
-    if (!device.ok()) GTEST_SKIP() << "no GPU here: " << device.status().message(); \
-  } while (0)
 
 // Device copies for a test, freed at scope exit.
 template <typename T>

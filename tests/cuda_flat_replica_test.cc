@@ -14,15 +14,10 @@
 #include "codec/update_words.h"
 #include "cuda/device.h"
 #include "cuda/flat_replica.h"
+#include "tests/gpu_skip.h"
 
 namespace reckon::cuda {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                          \
-  do {                                                                              \
-    const absl::StatusOr<DeviceInfo> device = ProbeDevice();                        \
-    if (!device.ok()) GTEST_SKIP() << "no GPU here: " << device.status().message(); \
-  } while (0)
 
 // A float32 array in device memory, freed at scope exit.
 struct DeviceFloats {

@@ -16,7 +16,7 @@
 #if RECKON_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "cuda/device.h"
+#include "tests/gpu_skip.h"
 #endif
 
 namespace reckon::python {
@@ -65,6 +65,44 @@ std::vector<float> OtherInitial() {
   std::vector<float> w = Initial();
   for (float& v : w) v += 0.125f;
   return w;
+}
+
+// The first peer of a cluster, three steps in (its log holds them all: a
+// joiner that starts from Initial() joins by replay); `params` its
+// parameters.
+absl::StatusOr<std::unique_ptr<FlatPeer>> FirstPeerThreeStepsIn(std::vector<float>& params,
+                                                                std::ostream& log) {
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p = FlatPeer::Create(Options("p0", {}), Initial(), log);
+  if (!p.ok()) return p;
+  params = Initial();
+  for (int s = 0; s < 3; ++s) {
+    OptimizerStep(params, 0);
+    if (absl::Status stepped = (*p)->Step(params); !stepped.ok()) return stepped;
+  }
+  return p;
+}
+
+// A peer made with `options` from `initial` while `source` steps on
+// `source_params` (a snapshot is cut at a step boundary).
+absl::StatusOr<std::unique_ptr<FlatPeer>> JoinWhileStepping(FlatPeer& source,
+                                                            std::vector<float>& source_params,
+                                                            FlatPeerOptions options,
+                                                            std::span<const float> initial,
+                                                            std::ostream& log) {
+  std::atomic<bool> joined{false};
+  absl::Status stepping;
+  std::thread cutting([&] {
+    while (!joined.load() && stepping.ok()) {
+      stepping = source.Step(source_params);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  absl::StatusOr<std::unique_ptr<FlatPeer>> joiner =
+      FlatPeer::Create(std::move(options), initial, log);
+  joined = true;
+  cutting.join();
+  if (!stepping.ok()) return stepping;
+  return joiner;
 }
 
 // Two peers, the second joining while the first trains, from another start
@@ -138,14 +176,9 @@ TEST(FlatPeer, TwoFrameworkPeersEndWithTheSameReplica) {
 // elsewhere loads the snapshot. All three end with the same replica.
 TEST(FlatPeer, AJoinerThatStartedWhereTheClusterDidIsSentTheCutNotTheSnapshot) {
   std::ostringstream log0, log1, log2;
-  absl::StatusOr<std::unique_ptr<FlatPeer>> p0 =
-      FlatPeer::Create(Options("p0", {}), Initial(), log0);
+  std::vector<float> params0;
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p0 = FirstPeerThreeStepsIn(params0, log0);
   ASSERT_TRUE(p0.ok()) << p0.status() << "\n" << log0.str();
-  std::vector<float> params0 = Initial();
-  for (int s = 0; s < 3; ++s) {
-    OptimizerStep(params0, 0);
-    ASSERT_TRUE((*p0)->Step(params0).ok());
-  }
   const std::vector<std::string> seeds = {(*p0)->peers().address()};
   absl::StatusOr<std::unique_ptr<FlatPeer>> p1 =
       FlatPeer::Create(Options("p1", seeds), Initial(), log1);
@@ -162,20 +195,9 @@ TEST(FlatPeer, AJoinerThatStartedWhereTheClusterDidIsSentTheCutNotTheSnapshot) {
   EXPECT_EQ(params1, params0);
 
   // Another start: the snapshot (p0 steps meanwhile, so that it cuts).
-  std::atomic<bool> joined{false};
-  absl::Status result0;
-  std::thread training0([&] {
-    while (!joined.load() && result0.ok()) {
-      result0 = (*p0)->Step(params0);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  });
   absl::StatusOr<std::unique_ptr<FlatPeer>> p2 =
-      FlatPeer::Create(Options("p2", seeds), OtherInitial(), log2);
-  joined = true;
-  training0.join();
+      JoinWhileStepping(**p0, params0, Options("p2", seeds), OtherInitial(), log2);
   ASSERT_TRUE(p2.ok()) << p2.status() << "\n" << log2.str();
-  ASSERT_TRUE(result0.ok()) << result0;
   EXPECT_EQ(log2.str().find("joining by replay"), std::string::npos) << log2.str();
   EXPECT_EQ((*p2)->peers().node()->counters().snapshots_loaded(), 1u);
 
@@ -269,17 +291,11 @@ struct GpuParams {
 // device), and all three end with the same replica, bit for bit, in their
 // parameters.
 TEST(FlatPeer, PeersOnAGpuAndOnTheHostEndWithTheSameReplica) {
-  const absl::StatusOr<cuda::DeviceInfo> gpu = cuda::ProbeDevice();
-  if (!gpu.ok()) GTEST_SKIP() << "no GPU here: " << gpu.status().message();
+  SKIP_WITHOUT_GPU();
   std::ostringstream log0, log1, log2;
-  absl::StatusOr<std::unique_ptr<FlatPeer>> p0 =
-      FlatPeer::Create(Options("host", {}), Initial(), log0);
+  std::vector<float> params0;
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p0 = FirstPeerThreeStepsIn(params0, log0);
   ASSERT_TRUE(p0.ok()) << p0.status() << "\n" << log0.str();
-  std::vector<float> params0 = Initial();
-  for (int s = 0; s < 3; ++s) {
-    OptimizerStep(params0, 0);
-    ASSERT_TRUE((*p0)->Step(params0).ok());
-  }
   const std::vector<std::string> seeds = {(*p0)->peers().address()};
   FlatPeerOptions on_gpu = Options("gpu-replay", seeds);
   on_gpu.device = 0;
@@ -287,20 +303,10 @@ TEST(FlatPeer, PeersOnAGpuAndOnTheHostEndWithTheSameReplica) {
   ASSERT_TRUE(p1.ok()) << p1.status() << "\n" << log1.str();
   EXPECT_NE(log1.str().find("joining by replay"), std::string::npos) << log1.str();
   // Another start: the snapshot (the host peer steps meanwhile, so that it
-  // cuts; so does the first GPU peer, which must keep up).
-  std::atomic<bool> joined{false};
-  absl::Status stepping;
-  std::thread cutting([&] {
-    while (!joined.load() && stepping.ok()) {
-      stepping = (*p0)->Step(params0);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  });
+  // cuts).
   on_gpu.peers.node.node_id = "gpu-snapshot";
-  absl::StatusOr<std::unique_ptr<FlatPeer>> p2 = FlatPeer::Create(on_gpu, OtherInitial(), log2);
-  joined = true;
-  cutting.join();
-  ASSERT_TRUE(stepping.ok()) << stepping;
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p2 =
+      JoinWhileStepping(**p0, params0, on_gpu, OtherInitial(), log2);
   ASSERT_TRUE(p2.ok()) << p2.status() << "\n" << log2.str();
   EXPECT_EQ((*p2)->peers().node()->counters().snapshots_loaded(), 1u) << log2.str();
   GpuParams params1, params2;
