@@ -156,6 +156,15 @@ names = ['test_on_a_gpu_and_on_the_cpu_they_end_with_the_same_replica',
 r = unittest.TextTestRunner(verbosity=2).run(
     unittest.TestSuite(t.TorchPeers(n) for n in names))
 sys.exit(0 if r.wasSuccessful() and not r.skipped else 1)"
+  # What peer.step() adds to torch's step with the model on the GPU
+  # (docs/pytorch.md "What a step costs").
+  step torch_step_cost 150 'python3 -c "
+import json,sys
+for l in open(sys.argv[1]):
+    if l.startswith(\"{\"):
+        r=json.loads(l); print(\"%s %d params: torch %.3f ms, +peer %.3f ms (%.2fx);\" % (r[\"device\"], r[\"params\"], r[\"torch_step_ms\"], r[\"peer_ms\"], r[\"ratio\"]))" "$log"' \
+    -- env PYTHONPATH="$unpacked/python" PYTHONUNBUFFERED=1 python3 \
+       "$unpacked/python/torch_tests/torch_step_cost.py" --device cuda --params 1e6,1e7,1e8 --steps 50
 else
   echo "| torch_cuda | - | - | not run: the pack has no Python module |" >> "$summary"
 fi
