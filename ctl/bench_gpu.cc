@@ -220,6 +220,11 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
   if (!count.ok()) return count.status();
   DeviceMemory<int64_t> quanta, steps;
   DeviceMemory<uint64_t> ends;
+  // The replica's count of wraps, as DeviceReplica passes it (its atomics
+  // then return the value they found: what production pays).
+  DeviceMemory<unsigned long long> wrapped;
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&wrapped.ptr, sizeof(unsigned long long)));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemset(wrapped.ptr, 0, sizeof(unsigned long long)));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&quanta.ptr, n * sizeof(int64_t)));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemset(quanta.ptr, 0, n * sizeof(int64_t)));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&steps.ptr, 8 * sizeof(int64_t)));
@@ -233,7 +238,7 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
       cudaMemcpy(ends.ptr, h_ends.data(), 8 * sizeof(uint64_t), cudaMemcpyHostToDevice));
   absl::StatusOr<double> apply_s = cuda::BestEventSeconds(reps, nothing, [&]() -> absl::Status {
     RECKON_RETURN_IF_ERROR(cuda::LaunchApplyWords((*pass)->device_words(), *count, ends.ptr,
-                                                  steps.ptr, 8, quanta.ptr, nullptr));
+                                                  steps.ptr, 8, quanta.ptr, wrapped.ptr, nullptr));
     return cuda::LaunchRefreshTouched((*pass)->device_words(), *count, quanta.ptr, copy.ptr,
                                       1.0 / 4294967296.0, nullptr);
   });
@@ -272,7 +277,8 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
                                            kPeers * sizeof(int64_t), cudaMemcpyHostToDevice));
     absl::StatusOr<double> peers_s = cuda::BestEventSeconds(reps, nothing, [&]() -> absl::Status {
       RECKON_RETURN_IF_ERROR(cuda::LaunchApplyWords(d_words.ptr, words.size(), d_ends.ptr,
-                                                    d_steps.ptr, kPeers, quanta.ptr, nullptr));
+                                                    d_steps.ptr, kPeers, quanta.ptr, wrapped.ptr,
+                                                    nullptr));
       return cuda::LaunchRefreshTouched(d_words.ptr, words.size(), quanta.ptr, copy.ptr,
                                         1.0 / 4294967296.0, nullptr);
     });

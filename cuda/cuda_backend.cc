@@ -102,6 +102,7 @@ class CudaBackend final : public model::Backend {
   }
   absl::StatusOr<std::vector<int64_t>> ReadWeights() const override { return replica_->Read(); }
   absl::StatusOr<std::string> WeightHash() const override { return replica_->Hash(); }
+  uint64_t WeightsWrapped() const override { return replica_->wrapped(); }
   absl::StatusOr<std::vector<float>> ReadResidual() const override {
     std::vector<float> out(config_.shape.param_count());
     RECKON_RETURN_IF_ERROR(

@@ -22,6 +22,11 @@ absl::StatusOr<std::unique_ptr<DeviceReplica>> DeviceReplica::Create(uint64_t pa
       cudaMemsetAsync(r->quanta_.get(), 0, param_count * sizeof(int64_t), stream));
   RECKON_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(r->weights_.get(), 0, param_count * sizeof(float), stream));
+  RECKON_RETURN_IF_ERROR(r->wrapped_.Resize(1));
+  RECKON_RETURN_IF_ERROR(r->h_wrapped_.Resize(1));
+  *r->h_wrapped_.get() = 0;
+  RECKON_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(r->wrapped_.get(), 0, sizeof(unsigned long long), stream));
   RECKON_RETURN_IF_ERROR(r->Sync());
   return r;
 }
@@ -29,6 +34,13 @@ absl::StatusOr<std::unique_ptr<DeviceReplica>> DeviceReplica::Create(uint64_t pa
 absl::Status DeviceReplica::Sync() const {
   RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
+}
+
+absl::Status DeviceReplica::ReadWrappedAndSync() {
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_wrapped_.get(), wrapped_.get(),
+                                              sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                              stream_));
+  return Sync();
 }
 
 absl::Status DeviceReplica::Load(std::span<const int64_t> quanta) {
@@ -98,10 +110,10 @@ absl::Status DeviceReplica::ApplyBatch(std::span<const model::UpdateRef> updates
   // back), refresh the touched floats, one wait.
   RECKON_RETURN_IF_ERROR(LaunchApplyWords(apply_words_.get(), total, apply_ends_.get(),
                                           apply_steps_.get(), static_cast<int>(messages),
-                                          quanta_.get(), stream_));
+                                          quanta_.get(), wrapped_.get(), stream_));
   RECKON_RETURN_IF_ERROR(LaunchRefreshTouched(apply_words_.get(), total, quanta_.get(),
                                               weights_.get(), quantum_, stream_));
-  return Sync();
+  return ReadWrappedAndSync();
 }
 
 absl::Status DeviceReplica::ApplyDeviceWords(const uint32_t* d_words, uint64_t count,
@@ -117,10 +129,10 @@ absl::Status DeviceReplica::ApplyDeviceWords(const uint32_t* d_words, uint64_t c
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_steps_.get(), h_apply_meta_.get() + 1,
                                               sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
   RECKON_RETURN_IF_ERROR(LaunchApplyWords(d_words, count, apply_ends_.get(), apply_steps_.get(), 1,
-                                          quanta_.get(), stream_));
+                                          quanta_.get(), wrapped_.get(), stream_));
   RECKON_RETURN_IF_ERROR(
       LaunchRefreshTouched(d_words, count, quanta_.get(), weights_.get(), quantum_, stream_));
-  return Sync();
+  return ReadWrappedAndSync();
 }
 
 absl::Status DeviceReplica::ApplyDense(std::span<const int64_t> quanta) {
@@ -132,10 +144,11 @@ absl::Status DeviceReplica::ApplyDense(std::span<const int64_t> quanta) {
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_in_.get(), quanta.data(), quanta.size_bytes(),
                                               cudaMemcpyHostToDevice, stream_));
   // Modulo 2^64, as every replica adds.
-  RECKON_RETURN_IF_ERROR(LaunchAddDense(dense_in_.get(), quanta_.get(), param_count_, stream_));
+  RECKON_RETURN_IF_ERROR(
+      LaunchAddDense(dense_in_.get(), quanta_.get(), param_count_, wrapped_.get(), stream_));
   RECKON_RETURN_IF_ERROR(
       LaunchRefreshWeights(quanta_.get(), weights_.get(), param_count_, quantum_, stream_));
-  return Sync();
+  return ReadWrappedAndSync();
 }
 
 }  // namespace reckon::cuda

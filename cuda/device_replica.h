@@ -40,6 +40,10 @@ class DeviceReplica {
   // backend's local dense apply) refreshes weights() in the same launch.
   int64_t* quanta() const { return quanta_.get(); }
   float* weights() const { return weights_.get(); }
+  // Additions that left the int64 range and wrapped since Create (the
+  // host's FixedPointReplica::wrapped), as of the last apply's end (read
+  // with it: no wait here).
+  uint64_t wrapped() const { return *h_wrapped_.get(); }
 
   // kInvalidArgument for another count.
   absl::Status Load(std::span<const int64_t> quanta);
@@ -59,12 +63,16 @@ class DeviceReplica {
   DeviceReplica(uint64_t param_count, double quantum, cudaStream_t stream)
       : param_count_(param_count), quantum_(quantum), stream_(stream) {}
   absl::Status Sync() const;
+  // After an apply's kernels: the count of wraps comes back, then the wait.
+  absl::Status ReadWrappedAndSync();
 
   uint64_t param_count_;
   double quantum_;
   cudaStream_t stream_;
   DeviceBuffer<int64_t> quanta_;
   DeviceBuffer<float> weights_;
+  DeviceBuffer<unsigned long long> wrapped_;  // counted by the apply kernels
+  PinnedBuffer<unsigned long long> h_wrapped_;
   DeviceBuffer<int64_t> dense_in_;
   DeviceBuffer<uint32_t> apply_words_;
   DeviceBuffer<uint64_t> apply_ends_;

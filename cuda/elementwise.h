@@ -124,6 +124,16 @@ RECKON_HOST_DEVICE float DenseFeedback(float r, int64_t q, double quantum) {
 #endif
 }
 
+// a + b modulo 2^64 (the replica's addition: codec/fixed_point.h), and in
+// *wrapped whether the signed sum left the int64 range: codec/fixed_point.cc's
+// rule (both addends' signs differ from the sum's), which the replica's
+// count of wraps (Backend::WeightsWrapped) follows.
+RECKON_HOST_DEVICE int64_t WrappingAdd(int64_t a, int64_t b, bool* wrapped) {
+  const int64_t sum = static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  *wrapped = ((a ^ sum) & (b ^ sum)) < 0;
+  return sum;
+}
+
 }  // namespace reckon::cuda
 
 #endif  // RECKON_CUDA_ELEMENTWISE_H_

@@ -123,6 +123,7 @@ class CudaFlatReplica final : public model::FlatReplica {
     RECKON_ON_DEVICE(device_.ordinal);
     return replica_->Hash();
   }
+  uint64_t WeightsWrapped() const override { return replica_->wrapped(); }
   absl::StatusOr<std::vector<float>> ReadResidual() const override {
     RECKON_ON_DEVICE(device_.ordinal);
     std::vector<float> out(param_count_);

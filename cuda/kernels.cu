@@ -117,17 +117,18 @@ __global__ void RefreshWeightsKernel(const int64_t* __restrict__ quanta,
 }
 
 __global__ void AddDenseKernel(const int64_t* __restrict__ delta, int64_t* __restrict__ quanta,
-                               uint64_t n) {
+                               uint64_t n, unsigned long long* wrapped) {
   RECKON_FOR_EACH(i, n) {
-    quanta[i] = static_cast<int64_t>(static_cast<unsigned long long>(quanta[i]) +
-                                     static_cast<unsigned long long>(delta[i]));
+    bool wraps;
+    quanta[i] = WrappingAdd(quanta[i], delta[i], &wraps);
+    if (wraps && wrapped != nullptr) atomicAdd(wrapped, 1ull);
   }
 }
 
 __global__ void ApplyWordsKernel(const uint32_t* __restrict__ words, uint64_t total,
                                  const uint64_t* __restrict__ ends,
-                                 const int64_t* __restrict__ steps, int messages,
-                                 int64_t* quanta) {
+                                 const int64_t* __restrict__ steps, int messages, int64_t* quanta,
+                                 unsigned long long* wrapped) {
   RECKON_FOR_EACH(k, total) {
     // The message holding word k: the first m with ends[m] > k.
     int lo = 0, hi = messages - 1;
@@ -143,8 +144,11 @@ __global__ void ApplyWordsKernel(const uint32_t* __restrict__ words, uint64_t to
     const uint32_t i = w & 0x7FFFFFFFu;
     int64_t step = steps[lo];
     if (w & 0x80000000u) step = -step;
-    atomicAdd(reinterpret_cast<unsigned long long*>(quanta + i),
-              static_cast<unsigned long long>(step));
+    const unsigned long long before = atomicAdd(reinterpret_cast<unsigned long long*>(quanta + i),
+                                                static_cast<unsigned long long>(step));
+    bool wraps;
+    WrappingAdd(static_cast<int64_t>(before), step, &wraps);
+    if (wraps && wrapped != nullptr) atomicAdd(wrapped, 1ull);
   }
 }
 
@@ -286,19 +290,20 @@ absl::Status LaunchRefreshWeights(const int64_t* quanta, float* weights, size_t 
   return absl::OkStatus();
 }
 
-absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n, cudaStream_t stream) {
+absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n,
+                            unsigned long long* wrapped, cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
-  AddDenseKernel<<<Blocks(n), kThreads, 0, stream>>>(delta, quanta, n);
+  AddDenseKernel<<<Blocks(n), kThreads, 0, stream>>>(delta, quanta, n, wrapped);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("AddDenseKernel");
   return absl::OkStatus();
 }
 
 absl::Status LaunchApplyWords(const uint32_t* words, uint64_t total_words, const uint64_t* ends,
                               const int64_t* steps, int messages, int64_t* quanta,
-                              cudaStream_t stream) {
+                              unsigned long long* wrapped, cudaStream_t stream) {
   if (total_words == 0 || messages == 0) return absl::OkStatus();
   ApplyWordsKernel<<<Blocks(total_words), kThreads, 0, stream>>>(words, total_words, ends, steps,
-                                                                 messages, quanta);
+                                                                 messages, quanta, wrapped);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("ApplyWordsKernel");
   return absl::OkStatus();
 }

@@ -68,18 +68,22 @@ absl::Status LaunchRefreshWeights(const int64_t* quanta, float* weights, size_t 
                                   cudaStream_t stream);
 
 // quanta[i] += delta[i] modulo 2^64, as every replica adds
-// (codec/fixed_point.h Apply).
-absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n, cudaStream_t stream);
+// (codec/fixed_point.h Apply). *wrapped (when not null) counts the
+// additions that left the int64 range (cuda/elementwise.h WrappingAdd).
+absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n,
+                            unsigned long long* wrapped, cudaStream_t stream);
 
 // The batched apply: message m covers words [ends[m-1], ends[m]) (ends[-1]
 // = 0) and moves each word's parameter by +-steps[m] quanta (sign bit set:
 // minus), modulo 2^64 as every replica adds (codec/fixed_point.h Apply).
 // Words of different messages may touch the same parameter: the adds are
 // atomic and wrap, so the sum does not depend on the order. The float copy
-// is not touched: LaunchRefreshTouched follows.
+// is not touched: LaunchRefreshTouched follows. *wrapped (when not null)
+// counts the additions that left the int64 range, each against the value
+// its atomic found (so the count, like the CPU's, depends on the order).
 absl::Status LaunchApplyWords(const uint32_t* words, uint64_t total_words, const uint64_t* ends,
                               const int64_t* steps, int messages, int64_t* quanta,
-                              cudaStream_t stream);
+                              unsigned long long* wrapped, cudaStream_t stream);
 
 // weights[i] = (float)((double)quanta[i] * quantum) for every word's index.
 absl::Status LaunchRefreshTouched(const uint32_t* words, uint64_t total_words,

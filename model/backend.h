@@ -103,7 +103,7 @@ class Backend {
   // Additions to the replica that passed the int64 range and wrapped since
   // it was made (a member sent a step no training makes; the gossip node
   // counts them in `weights_wrapped`, as a worker's node keeps no mirror to
-  // see them). 0 where a backend cannot tell (the CUDA backend, so far).
+  // see them). 0 where a backend cannot tell.
   virtual uint64_t WeightsWrapped() const { return 0; }
   // The replica checksum (codec/weight_checksum.h) of the weights. This
   // default reads them to the host; a backend may compute it in place.

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "codec/fixed_point.h"
 #include "codec/quantizer.h"
+#include "codec/update_words.h"
 #include "cuda/elementwise.h"
 #include "model/optimizer.h"
 
@@ -170,6 +172,41 @@ TEST(CudaElementwise, ANonFiniteValueIsReportedAndKept) {
       EXPECT_EQ(out, bad);
     }
   }
+}
+
+// The apply kernels' addition and wrap count against the host replica's:
+// the same quanta and the same count of additions that left the int64
+// range, through steps and dense messages at both ends of the range.
+TEST(CudaElementwise, TheAddAndItsWrapCountAreTheHostReplicas) {
+  const std::vector<int64_t> start = {INT64_MAX, INT64_MIN, INT64_MAX - 5, INT64_MIN + 5, 0, -7};
+  absl::StatusOr<codec::FixedPointReplica> host = codec::FixedPointReplica::Create(
+      start.size(), 32, codec::FixedPointReplica::FloatCopy::kNone);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(host->Load(start).ok());
+  std::vector<int64_t> device = start;
+  uint64_t device_wrapped = 0;
+  // Threshold words: +10 at 0, 2, 4; -10 at 1, 3, 5.
+  const int64_t step = 10;
+  std::vector<uint32_t> words;
+  for (uint32_t i = 0; i < start.size(); ++i) words.push_back(codec::PackUpdate(i, i % 2 == 1));
+  ASSERT_TRUE(host->Apply(step, words).ok());
+  for (const uint32_t w : words) {
+    bool wraps;
+    const uint32_t i = codec::UpdateIndex(w);
+    device[i] = WrappingAdd(device[i], codec::UpdateIsNegative(w) ? -step : step, &wraps);
+    device_wrapped += wraps;
+  }
+  // A dense message that takes 0 and 1 back across.
+  const std::vector<int64_t> dense = {-10, 10, 0, 0, 1, INT64_MAX};
+  ASSERT_TRUE(host->ApplyDense(dense).ok());
+  for (size_t i = 0; i < dense.size(); ++i) {
+    bool wraps;
+    device[i] = WrappingAdd(device[i], dense[i], &wraps);
+    device_wrapped += wraps;
+  }
+  EXPECT_EQ(device, std::vector<int64_t>(host->quanta().begin(), host->quanta().end()));
+  EXPECT_EQ(device_wrapped, host->wrapped());
+  EXPECT_EQ(host->wrapped(), 6u);  // 0, 1, 2, 3 by the steps; 0 and 1 back
 }
 
 }  // namespace

@@ -156,6 +156,39 @@ TEST(CudaFlatReplica, ANonFiniteParameterIsRefusedWithTheResidualAsItWas) {
   EXPECT_EQ(*(*gpu)->WeightHash(), hash);
 }
 
+// A member's step that takes a weight past the int64 range wraps on every
+// replica alike (modulo 2^64) and is counted (Backend::WeightsWrapped,
+// which the gossip counts as weights_wrapped): on the GPU as on the host.
+TEST(CudaFlatReplica, WrapsAreCountedAsTheHostCountsThem) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<std::unique_ptr<model::FlatReplica>> host =
+      model::MakeHostFlatReplica(kParams, kFractionBits);
+  absl::StatusOr<std::unique_ptr<model::FlatReplica>> gpu =
+      MakeCudaFlatReplica(kParams, kFractionBits, 0);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::vector<int64_t> start = RandomQuanta(9);
+  start[0] = std::numeric_limits<int64_t>::max();
+  start[1] = std::numeric_limits<int64_t>::min();
+  ASSERT_TRUE((*host)->LoadWeights(start).ok());
+  ASSERT_TRUE((*gpu)->LoadWeights(start).ok());
+  EXPECT_EQ((*gpu)->WeightsWrapped(), 0u);
+  // +step at 0 and -step at 1 wrap; 2 does not. A dense message takes 0
+  // back across.
+  const std::vector<uint32_t> words = {codec::PackUpdate(0, false), codec::PackUpdate(1, true),
+                                       codec::PackUpdate(2, false)};
+  const model::UpdateRef batch[] = {{int64_t{1} << 20, words, {}}};
+  std::vector<int64_t> dense(kParams, 0);
+  dense[0] = -(int64_t{1} << 21);
+  for (model::FlatReplica* r : {host->get(), gpu->get()}) {
+    ASSERT_TRUE(r->ApplyUpdateBatch(batch).ok());
+    ASSERT_TRUE(r->ApplyDense(dense).ok());
+  }
+  EXPECT_EQ((*host)->WeightsWrapped(), 3u);
+  EXPECT_EQ((*gpu)->WeightsWrapped(), 3u);
+  EXPECT_EQ(*(*gpu)->WeightHash(), *(*host)->WeightHash());
+}
+
 // Runs everywhere: without a GPU, device 0 is refused saying so; with one,
 // a device that is not there.
 TEST(CudaFlatReplica, AMissingDeviceIsRefusedSayingWhy) {
