@@ -42,7 +42,11 @@ int ActivationCode(Activation a) { return a == Activation::kRelu ? 1 : 2; }
 class CudaBackend final : public model::Backend {
  public:
   explicit CudaBackend(const BackendConfig& config, const DeviceInfo& device)
-      : config_(config), device_(device) {
+      : config_(config),
+        device_(device),
+        aggregate_adagrad_(config.optimizer.kind == OptimizerKind::kAdagrad &&
+                           config.optimizer.adagrad_placement ==
+                               model::AdagradPlacement::kAggregate) {
     config_.codec = model::FilledCodecOptions(config);
   }
 
@@ -76,6 +80,7 @@ class CudaBackend final : public model::Backend {
     if (state_.get() != nullptr) {
       RECKON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(state_.get(), 0, n * sizeof(float), stream_));
     }
+    if (aggregate_adagrad_) RECKON_RETURN_IF_ERROR(after_own_.Resize(n));
     if (config_.mode == UpdateMode::kThreshold) {
       absl::StatusOr<std::unique_ptr<ThresholdPass>> pass =
           ThresholdPass::Create(n, CompactionMethod::kSinglePass, stream_);
@@ -98,6 +103,7 @@ class CudaBackend final : public model::Backend {
   }
 
   absl::Status LoadWeights(std::span<const int64_t> quanta) override {
+    after_own_valid_ = false;  // a snapshot or resume: no "since our last step"
     return replica_->Load(quanta);
   }
   absl::StatusOr<std::vector<int64_t>> ReadWeights() const override { return replica_->Read(); }
@@ -154,14 +160,15 @@ class CudaBackend final : public model::Backend {
       out->dense.clear();
       RECKON_RETURN_IF_ERROR(pass_->LaunchFused(rule, grad_.get(), state_.get(),
                                                 replica_->weights(), residual_.get(), n,
-                                                config_.step.tau));
+                                                config_.step.tau, PeersSinceOwnStep()));
       RECKON_RETURN_IF_ERROR(pass_->Finish(&out->words));
     } else {
       out->words.clear();
-      RECKON_RETURN_IF_ERROR(
-          LaunchOptimizerDelta(rule, replica_->weights(), state_.get(), grad_.get(), n, stream_));
+      RECKON_RETURN_IF_ERROR(LaunchOptimizerDelta(rule, replica_->weights(), state_.get(),
+                                                  grad_.get(), n, stream_, PeersSinceOwnStep()));
       RECKON_RETURN_IF_ERROR(CodecEmit(out));
     }
+    if (aggregate_adagrad_) RECKON_RETURN_IF_ERROR(RecordAfterOwn(*out));
     return SumStats(train_, batch);
   }
 
@@ -177,6 +184,9 @@ class CudaBackend final : public model::Backend {
     }
     scratch->words.clear();
     scratch->dense.clear();
+    // A step no peer sees: the next TrainStep's AdaGrad takes no peers'
+    // movement (alone, the same bits as with a movement of 0).
+    after_own_valid_ = false;
     RECKON_RETURN_IF_ERROR(Upload(images, labels, batch, &train_));
     RECKON_RETURN_IF_ERROR(Forward(batch, &train_, /*with_delta=*/true));
     RECKON_RETURN_IF_ERROR(Backward(batch, &train_));
@@ -260,6 +270,27 @@ class CudaBackend final : public model::Backend {
 
  private:
   static constexpr int kEvalChunk = 1000;
+
+  // AdaGrad on the aggregate (model/optimizer.h): what the peers moved the
+  // replica since this worker's last step, when there was one.
+  PeerMovement PeersSinceOwnStep() const {
+    if (!aggregate_adagrad_ || !after_own_valid_) return {};
+    return PeerMovement{replica_->quanta(), after_own_.get(), replica_->quantum()};
+  }
+  // The replica as it will be once the caller has applied this step's own
+  // emission (from the device: the pass's words, or the dense quanta), so
+  // that at the next step quanta - after_own_ is exactly the peers' part.
+  absl::Status RecordAfterOwn(const Emission& own) {
+    if (config_.mode == UpdateMode::kThreshold) {
+      RECKON_RETURN_IF_ERROR(
+          replica_->ProjectOwnStep(pass_->device_words(), pass_->finished_count(),
+                                   config_.step.step_quanta, {}, after_own_.get()));
+    } else {
+      RECKON_RETURN_IF_ERROR(replica_->ProjectOwnStep(nullptr, 0, 0, own.dense, after_own_.get()));
+    }
+    after_own_valid_ = true;
+    return absl::OkStatus();
+  }
 
   OptimizerRule Rule(float learning_rate) const {
     const auto& o = config_.optimizer;
@@ -460,6 +491,11 @@ class CudaBackend final : public model::Backend {
   // The replica: quanta, their float copy, the batched apply.
   std::unique_ptr<DeviceReplica> replica_;
   DeviceBuffer<float> residual_, grad_, state_;
+  // AdaGrad on the aggregate only: the replica after this worker's own last
+  // step (RecordAfterOwn), and whether there was one since the last load.
+  const bool aggregate_adagrad_;
+  DeviceBuffer<int64_t> after_own_;
+  bool after_own_valid_ = false;
   std::unique_ptr<ThresholdPass> pass_;
   std::unique_ptr<codec::Codec> codec_;  // kCodec only
   PinnedBuffer<float> h_residual_;       // kCodec only
@@ -484,15 +520,6 @@ absl::StatusOr<std::unique_ptr<model::Backend>> MakeCudaBackend(const BackendCon
   }
   absl::StatusOr<DeviceInfo> device = ProbeDevice();
   if (!device.ok()) return device.status();
-  // Checked once a device is found, so that --backend auto on a machine
-  // without one still falls back to the CPU, which has it.
-  if (config.optimizer.kind == model::OptimizerKind::kAdagrad &&
-      config.optimizer.adagrad_placement == model::AdagradPlacement::kAggregate) {
-    return absl::InvalidArgumentError(
-        "--adagrad-placement aggregate runs on the cpu backend only for now (the CUDA optimizer "
-        "kernel does not yet take the peers' steps); use --backend cpu or --adagrad-placement "
-        "local");
-  }
   auto backend = std::make_unique<CudaBackend>(config, *device);
   if (absl::Status s = backend->Init(); !s.ok()) return s;
   return std::unique_ptr<model::Backend>(std::move(backend));

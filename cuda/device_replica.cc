@@ -116,9 +116,7 @@ absl::Status DeviceReplica::ApplyBatch(std::span<const model::UpdateRef> updates
   return ReadWrappedAndSync();
 }
 
-absl::Status DeviceReplica::ApplyDeviceWords(const uint32_t* d_words, uint64_t count,
-                                             int64_t step_quanta) {
-  if (count == 0) return absl::OkStatus();
+absl::Status DeviceReplica::StageOneMessage(uint64_t count, int64_t step_quanta) {
   RECKON_RETURN_IF_ERROR(apply_ends_.Resize(1));
   RECKON_RETURN_IF_ERROR(apply_steps_.Resize(1));
   RECKON_RETURN_IF_ERROR(h_apply_meta_.Resize(2));
@@ -128,6 +126,13 @@ absl::Status DeviceReplica::ApplyDeviceWords(const uint32_t* d_words, uint64_t c
                                               sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_steps_.get(), h_apply_meta_.get() + 1,
                                               sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceReplica::ApplyDeviceWords(const uint32_t* d_words, uint64_t count,
+                                             int64_t step_quanta) {
+  if (count == 0) return absl::OkStatus();
+  RECKON_RETURN_IF_ERROR(StageOneMessage(count, step_quanta));
   RECKON_RETURN_IF_ERROR(LaunchApplyWords(d_words, count, apply_ends_.get(), apply_steps_.get(), 1,
                                           quanta_.get(), wrapped_.get(), stream_));
   RECKON_RETURN_IF_ERROR(
@@ -149,6 +154,30 @@ absl::Status DeviceReplica::ApplyDense(std::span<const int64_t> quanta) {
   RECKON_RETURN_IF_ERROR(
       LaunchRefreshWeights(quanta_.get(), weights_.get(), param_count_, quantum_, stream_));
   return ReadWrappedAndSync();
+}
+
+absl::Status DeviceReplica::ProjectOwnStep(const uint32_t* d_words, uint64_t count,
+                                           int64_t step_quanta, std::span<const int64_t> dense,
+                                           int64_t* into) {
+  if (!dense.empty() && dense.size() != param_count_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dense step has ", dense.size(), " values, replica has ", param_count_));
+  }
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(into, quanta_.get(), param_count_ * sizeof(int64_t),
+                                              cudaMemcpyDeviceToDevice, stream_));
+  if (count > 0) {
+    RECKON_RETURN_IF_ERROR(StageOneMessage(count, step_quanta));
+    RECKON_RETURN_IF_ERROR(LaunchApplyWords(d_words, count, apply_ends_.get(), apply_steps_.get(),
+                                            1, into, /*wrapped=*/nullptr, stream_));
+  }
+  if (!dense.empty()) {
+    RECKON_RETURN_IF_ERROR(dense_in_.Resize(param_count_));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_in_.get(), dense.data(), dense.size_bytes(),
+                                                cudaMemcpyHostToDevice, stream_));
+    RECKON_RETURN_IF_ERROR(
+        LaunchAddDense(dense_in_.get(), into, param_count_, /*wrapped=*/nullptr, stream_));
+  }
+  return Sync();
 }
 
 }  // namespace reckon::cuda

@@ -58,11 +58,21 @@ class DeviceReplica {
   absl::Status ApplyDeviceWords(const uint32_t* d_words, uint64_t count, int64_t step_quanta);
   // quanta += `quanta` (a dense message), weights refreshed.
   absl::Status ApplyDense(std::span<const int64_t> quanta);
+  // *into (param_count, device) = the quanta as they will be once this
+  // worker's own step is applied: `count` words on the device of
+  // +-step_quanta, or `dense` (host; empty for none). The replica is not
+  // touched. For AdaGrad on the aggregate: at the next step, quanta - into
+  // is what the peers moved (cuda/elementwise.h PeerMovement).
+  absl::Status ProjectOwnStep(const uint32_t* d_words, uint64_t count, int64_t step_quanta,
+                              std::span<const int64_t> dense, int64_t* into);
 
  private:
   DeviceReplica(uint64_t param_count, double quantum, cudaStream_t stream)
       : param_count_(param_count), quantum_(quantum), stream_(stream) {}
   absl::Status Sync() const;
+  // One message's end (`count`) and step into apply_ends_ and
+  // apply_steps_, enqueued (LaunchApplyWords of one message follows).
+  absl::Status StageOneMessage(uint64_t count, int64_t step_quanta);
   // After an apply's kernels: the count of wraps comes back, then the wait.
   absl::Status ReadWrappedAndSync();
 

@@ -68,6 +68,39 @@ RECKON_HOST_DEVICE float OptimizerDelta(const OptimizerRule& rule, float g, floa
   return DivRn(MulRn(-rule.lr, g), AddRn(SqrtRn(h), rule.eps));
 }
 
+// AdaGrad on the aggregate (model::AccumulateDelta with peer_step; model/
+// optimizer.h AdagradPlacement::kAggregate), one element: what the peers
+// moved this weight since this worker's last step (`peer_step`, weight
+// units) is turned back into their gradient with this worker's h, which
+// takes the aggregate's square; the change is this worker's own gradient's.
+// With peer_step 0 it is OptimizerDelta's AdaGrad, bit for bit.
+RECKON_HOST_DEVICE float AdagradAggregateDelta(const OptimizerRule& rule, float g, float peer_step,
+                                               float* state) {
+  const float aggregate =
+      SubRn(g, DivRn(MulRn(peer_step, AddRn(SqrtRn(*state), rule.eps)), rule.lr));
+  const float h = AddRn(*state, MulRn(aggregate, aggregate));
+  *state = h;
+  return DivRn(MulRn(-rule.lr, g), AddRn(SqrtRn(h), rule.eps));
+}
+
+// Where AdaGrad on the aggregate reads how far the peers moved each weight
+// (PeerStep): the replica's quanta now and as they were after this
+// worker's own last step, device pointers; `quanta` null: placement local.
+struct PeerMovement {
+  const int64_t* quanta = nullptr;
+  const int64_t* after_own = nullptr;
+  double quantum = 0;
+};
+
+// How far the peers moved a weight: the replica's quanta now against
+// after this worker's own last step, modulo 2^64, in weight units (the CPU
+// backend's MeasurePeerStep).
+RECKON_HOST_DEVICE float PeerStep(int64_t now, int64_t after_own, double quantum) {
+  const auto moved =
+      static_cast<int64_t>(static_cast<uint64_t>(now) - static_cast<uint64_t>(after_own));
+  return static_cast<float>(static_cast<double>(moved) * quantum);
+}
+
 // Strom's rule on one accumulated residual value, as
 // codec::QuantizeResidual: r >= tau emits +1 and leaves r - tau, r <= -tau
 // emits -1 and leaves r + tau, otherwise 0 and r. A non-finite r emits

@@ -93,11 +93,15 @@ __global__ void ActivationBackwardKernel(const float* __restrict__ pre,
 }
 
 __global__ void OptimizerKernel(OptimizerRule rule, const float* __restrict__ weights,
-                                float* __restrict__ state, float* __restrict__ g_io, uint64_t n) {
+                                float* __restrict__ state, float* __restrict__ g_io, uint64_t n,
+                                PeerMovement peers) {
   RECKON_FOR_EACH(i, n) {
     const float g = WithWeightDecay(rule, g_io[i], rule.weight_decay != 0.0f ? weights[i] : 0.0f);
     float s = rule.kind != 0 ? state[i] : 0.0f;
-    g_io[i] = OptimizerDelta(rule, g, &s);
+    g_io[i] = peers.quanta != nullptr
+                  ? AdagradAggregateDelta(
+                        rule, g, PeerStep(peers.quanta[i], peers.after_own[i], peers.quantum), &s)
+                  : OptimizerDelta(rule, g, &s);
     if (rule.kind != 0) state[i] = s;
   }
 }
@@ -268,9 +272,14 @@ absl::Status LaunchActivationBackward(const float* pre, const float* post, float
 }
 
 absl::Status LaunchOptimizerDelta(const OptimizerRule& rule, const float* weights, float* state,
-                                  float* grad_to_delta, size_t n, cudaStream_t stream) {
+                                  float* grad_to_delta, size_t n, cudaStream_t stream,
+                                  const PeerMovement& peers) {
   if (n == 0) return absl::OkStatus();
-  OptimizerKernel<<<Blocks(n), kThreads, 0, stream>>>(rule, weights, state, grad_to_delta, n);
+  if (peers.quanta != nullptr && (rule.kind != 2 || peers.after_own == nullptr)) {
+    return absl::InvalidArgumentError("the peers' movement is AdaGrad's on the aggregate only");
+  }
+  OptimizerKernel<<<Blocks(n), kThreads, 0, stream>>>(rule, weights, state, grad_to_delta, n,
+                                                      peers);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("OptimizerKernel");
   return absl::OkStatus();
 }

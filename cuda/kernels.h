@@ -54,10 +54,13 @@ absl::Status LaunchActivationBackward(const float* pre, const float* post, float
 //   kind 0 sgd:      delta = -lr g
 //   kind 1 momentum: v = momentum v - lr g; delta = v
 //   kind 2 adagrad:  h += g^2; delta = -lr g / (sqrt(h) + eps)
+//   with `peers` (AdaGrad on the aggregate: kind 2 only, else
+//   kInvalidArgument): AdagradAggregateDelta with each weight's PeerStep
 // The threshold mode fuses this into the pass (ThresholdPass::LaunchFused);
 // the quanta codecs and the benchmark's unfused baseline use it.
 absl::Status LaunchOptimizerDelta(const OptimizerRule& rule, const float* weights, float* state,
-                                  float* grad_to_delta, size_t n, cudaStream_t stream);
+                                  float* grad_to_delta, size_t n, cudaStream_t stream,
+                                  const PeerMovement& peers = {});
 
 // residual[i] += delta[i] (the quanta codecs' accumulate; threshold mode's
 // is fused into the threshold pass).

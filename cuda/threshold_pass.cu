@@ -104,6 +104,12 @@ struct OptimizerSource {
   float* state;          // null for sgd
   const float* weights;  // read only when rule.weight_decay != 0
 };
+// AdaGrad on the aggregate: OptimizerSource's, with what the peers moved
+// each weight (PeerStep of `peers`).
+struct AggregateAdagradSource {
+  OptimizerSource optimizer;
+  PeerMovement peers;
+};
 
 using TileLoad = cub::BlockLoad<float, kTileThreads, kTileItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
 using TileStore = cub::BlockStore<float, kTileThreads, kTileItems, cub::BLOCK_STORE_WARP_TRANSPOSE>;
@@ -165,6 +171,36 @@ __device__ __forceinline__ void AddFrom(const OptimizerSource& source, TileTemp&
     TileStore(temp.store).Store(source.state + tile.base, state, tile.valid);
     __syncthreads();
   }
+}
+
+// r += AdaGrad's change on the aggregate; h written back. The quanta are
+// read blocked, each thread its kTileItems consecutive ones, directly (the
+// tile's shared memory is sized for floats; this rule is the rare one).
+__device__ __forceinline__ void AddFrom(const AggregateAdagradSource& source, TileTemp& temp,
+                                        const Tile& tile, float (&r)[kTileItems]) {
+  const OptimizerRule& rule = source.optimizer.rule;
+  float g[kTileItems];
+  LoadTile(temp, tile, source.optimizer.grad, g);
+  if (rule.weight_decay != 0.0f) {
+    float w[kTileItems];
+    LoadTile(temp, tile, source.optimizer.weights, w);
+#pragma unroll
+    for (int k = 0; k < kTileItems; ++k) g[k] = WithWeightDecay(rule, g[k], w[k]);
+  }
+  float h[kTileItems];
+  LoadTile(temp, tile, source.optimizer.state, h);
+  int64_t now[kTileItems], after_own[kTileItems];
+  cub::LoadDirectBlocked(static_cast<int>(threadIdx.x), source.peers.quanta + tile.base, now,
+                         tile.valid, int64_t{0});
+  cub::LoadDirectBlocked(static_cast<int>(threadIdx.x), source.peers.after_own + tile.base,
+                         after_own, tile.valid, int64_t{0});
+#pragma unroll
+  for (int k = 0; k < kTileItems; ++k) {
+    const float peer_step = PeerStep(now[k], after_own[k], source.peers.quantum);
+    r[k] = AddRn(r[k], AdagradAggregateDelta(rule, g[k], peer_step, &h[k]));
+  }
+  TileStore(temp.store).Store(source.optimizer.state + tile.base, h, tile.valid);
+  __syncthreads();
 }
 
 // The emitted words of this thread, in index order: a block scan of the
@@ -360,7 +396,7 @@ absl::Status ThresholdPass::Launch(const float* d_delta, float* d_residual, uint
 
 absl::Status ThresholdPass::LaunchFused(const OptimizerRule& rule, const float* d_grad,
                                         float* d_state, const float* d_weights, float* d_residual,
-                                        uint64_t n, float tau) {
+                                        uint64_t n, float tau, const PeerMovement& peers) {
   if (method_ == CompactionMethod::kCubSelect) {
     return absl::FailedPreconditionError(
         "the fused optimizer pass needs a single-pass method, not cub-select");
@@ -370,9 +406,17 @@ absl::Status ThresholdPass::LaunchFused(const OptimizerRule& rule, const float* 
     return absl::InvalidArgumentError(absl::StrCat("fused pass: optimizer kind ", rule.kind,
                                                    " without the state or weights it reads"));
   }
+  if (peers.quanta != nullptr && (rule.kind != 2 || peers.after_own == nullptr)) {
+    return absl::InvalidArgumentError(
+        "fused pass: the peers' movement is AdaGrad's on the aggregate only");
+  }
   RECKON_RETURN_IF_ERROR(Begin(d_residual, n, tau));
   if (n == 0) return absl::OkStatus();
-  return LaunchSinglePass(OptimizerSource{rule, d_grad, d_state, d_weights}, d_residual, n, tau);
+  const OptimizerSource optimizer{rule, d_grad, d_state, d_weights};
+  if (peers.quanta != nullptr) {
+    return LaunchSinglePass(AggregateAdagradSource{optimizer, peers}, d_residual, n, tau);
+  }
+  return LaunchSinglePass(optimizer, d_residual, n, tau);
 }
 
 absl::StatusOr<uint64_t> ThresholdPass::FinishOnDevice() {

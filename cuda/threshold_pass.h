@@ -91,8 +91,12 @@ class ThresholdPass {
   // unless rule.kind is sgd) and d_weights (read only when
   // rule.weight_decay != 0). On NaN/Inf the state keeps its update, as on
   // the CPU. A single-pass method only (FailedPrecondition for kCubSelect).
+  // With `peers` (AdaGrad on the aggregate: rule.kind 2 and the state, else
+  // kInvalidArgument) the delta is AdagradAggregateDelta's, each weight's
+  // PeerStep read from `peers`' quanta (16 bytes more an element).
   absl::Status LaunchFused(const OptimizerRule& rule, const float* d_grad, float* d_state,
-                           const float* d_weights, float* d_residual, uint64_t n, float tau);
+                           const float* d_weights, float* d_residual, uint64_t n, float tau,
+                           const PeerMovement& peers = {});
 
   // Waits for the last Launch. OK: `*words` holds the emitted words,
   // ascending, copied from the device through pinned memory. NaN/Inf: see

@@ -20,8 +20,10 @@
 #include "base/json.h"
 #include "codec/fixed_point.h"
 #include "codec/quantizer.h"
+#include "codec/update_words.h"
 #include "cpu/cpu_backend.h"
 #include "cuda/device.h"
+#include "cuda/kernels.h"
 #include "cuda/threshold_pass.h"
 #include "model/backend.h"
 #include "model/model.h"
@@ -463,6 +465,133 @@ TEST(CudaBackend, TheOwnEmissionAppliedFromTheDeviceIsTheUploadedOne) {
   ASSERT_TRUE((*uploaded)->ApplyUpdates(config.step.step_quanta, other).ok());
   ASSERT_TRUE((*own)->ApplyOwnEmission(config.step.step_quanta, other).ok());
   EXPECT_EQ(*(*uploaded)->ReadWeights(), *(*own)->ReadWeights());
+}
+
+// AdaGrad on the aggregate (--adagrad-placement aggregate; model/optimizer.h)
+// in the fused pass and in the unfused kernel: the peers' movement read from
+// the replica's quanta, against AccumulateDelta with peer_step, bit for bit.
+TEST(CudaBackend, AggregateAdagradPassesAreBitExactWithTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const absl::StatusOr<codec::ThresholdStep> step = codec::MakeThresholdStep(0.01, 32);
+  ASSERT_TRUE(step.ok());
+  const size_t n = (size_t{1} << 20) + 7;
+  const float lr = 0.05f;
+  const double quantum = std::ldexp(1.0, -32);
+  model::OptimizerConfig config;
+  config.kind = model::OptimizerKind::kAdagrad;
+  config.adagrad_placement = model::AdagradPlacement::kAggregate;
+  std::vector<float> residual = MakeValues(n, step->tau, Fill::kRandom, 21);
+  const std::vector<float> grad = MakeValues(n, step->tau * 4, Fill::kRandom, 22);
+  const std::vector<float> weights = MakeValues(n, 1.0f, Fill::kRandom, 23);
+  std::vector<float> state = MakeValues(n, step->tau, Fill::kRandom, 24);
+  for (float& h : state) h = std::fabs(h);
+  const std::vector<float> state_before = state;
+  // The peers moved one weight in three by up to a few tau.
+  std::mt19937_64 rng(25);
+  std::vector<int64_t> after_own(n), now(n);
+  std::vector<float> peer_step(n);
+  for (size_t i = 0; i < n; ++i) {
+    after_own[i] = static_cast<int64_t>(rng() >> 8);
+    const int64_t moved =
+        i % 3 == 0 ? static_cast<int64_t>(rng() % (step->step_quanta * 8)) - step->step_quanta * 4
+                   : 0;
+    now[i] = after_own[i] + moved;
+    peer_step[i] = static_cast<float>(static_cast<double>(moved) * quantum);
+  }
+  DeviceArray<float> d_residual(residual), d_grad(grad), d_weights(weights), d_state(state);
+  DeviceArray<int64_t> d_now(now), d_after_own(after_own);
+  const PeerMovement peers{d_now.ptr, d_after_own.ptr, quantum};
+  OptimizerRule rule;
+  rule.kind = 2;
+  rule.lr = lr;
+  rule.eps = static_cast<float>(config.adagrad_eps);
+  absl::StatusOr<std::unique_ptr<ThresholdPass>> pass =
+      ThresholdPass::Create(n, CompactionMethod::kSinglePass, nullptr);
+  ASSERT_TRUE(pass.ok()) << pass.status();
+  ASSERT_TRUE((*pass)
+                  ->LaunchFused(rule, d_grad.ptr, d_state.ptr, d_weights.ptr, d_residual.ptr, n,
+                                step->tau, peers)
+                  .ok());
+  std::vector<uint32_t> gpu_words;
+  ASSERT_TRUE((*pass)->Finish(&gpu_words).ok());
+  model::AccumulateDelta(config, lr, grad, weights, state, residual, peer_step);
+  std::vector<uint32_t> cpu_words;
+  ASSERT_TRUE(codec::QuantizeResidual(residual, *step, &cpu_words).ok());
+  EXPECT_EQ(gpu_words, cpu_words);
+  EXPECT_FALSE(cpu_words.empty());
+  EXPECT_TRUE(SameBits(d_residual.Read(), residual)) << "residuals differ";
+  EXPECT_TRUE(SameBits(d_state.Read(), state)) << "AdaGrad's states differ";
+  // Other rules refuse the movement.
+  OptimizerRule momentum = rule;
+  momentum.kind = 1;
+  EXPECT_EQ((*pass)
+                ->LaunchFused(momentum, d_grad.ptr, d_state.ptr, d_weights.ptr, d_residual.ptr, n,
+                              step->tau, peers)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // The unfused kernel (the quanta codecs): the delta in place of the
+  // gradient, as AccumulateDelta adds it to a zero residual.
+  DeviceArray<float> d_delta(grad), d_state2(state_before);
+  ASSERT_TRUE(
+      LaunchOptimizerDelta(rule, d_weights.ptr, d_state2.ptr, d_delta.ptr, n, nullptr, peers).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> delta(n, 0.0f), state2 = state_before;
+  model::AccumulateDelta(config, lr, grad, weights, state2, delta, peer_step);
+  EXPECT_TRUE(SameBits(d_delta.Read(), delta)) << "deltas differ";
+  EXPECT_TRUE(SameBits(d_state2.Read(), state2)) << "AdaGrad's states differ";
+}
+
+// The CUDA backend with --adagrad-placement aggregate: alone it takes the
+// steps placement local takes, bit for bit (its own emission is projected
+// exactly, so the peers' movement is 0); after a peer's message its
+// AdaGrad state moves where the message touched, and only there.
+TEST(CudaBackend, AggregateAdagradTakesThePeersMovementAndNothingElse) {
+  SKIP_WITHOUT_GPU();
+  model::BackendConfig local = SmallConfig(model::UpdateMode::kThreshold);
+  local.optimizer.kind = model::OptimizerKind::kAdagrad;
+  local.step = *codec::MakeThresholdStep(0.001, 32);
+  model::BackendConfig aggregate = local;
+  aggregate.optimizer.adagrad_placement = model::AdagradPlacement::kAggregate;
+  const uint64_t n = local.shape.param_count();
+  absl::StatusOr<codec::FixedPointReplica> init = codec::FixedPointReplica::Create(n, 32);
+  ASSERT_TRUE(model::InitializeModel(local.shape, 4, &*init).ok());
+  absl::StatusOr<std::unique_ptr<model::Backend>> a = MakeCudaBackend(local);
+  absl::StatusOr<std::unique_ptr<model::Backend>> b = MakeCudaBackend(aggregate);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE((*a)->LoadWeights(init->quanta()).ok());
+  ASSERT_TRUE((*b)->LoadWeights(init->quanta()).ok());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  ::reckon::testing::SyntheticBatch(100, 784, &images, &labels);
+  const int64_t own_step = local.step.step_quanta;
+  for (int s = 0; s < 3; ++s) {
+    model::Emission ea, eb;
+    ASSERT_TRUE((*a)->TrainStep(images.data(), labels.data(), 100, 0.05f, &ea).ok());
+    ASSERT_TRUE((*b)->TrainStep(images.data(), labels.data(), 100, 0.05f, &eb).ok());
+    ASSERT_EQ(ea.words, eb.words) << "step " << s;
+    ASSERT_TRUE((*a)->ApplyOwnEmission(own_step, ea.words).ok());
+    ASSERT_TRUE((*b)->ApplyOwnEmission(own_step, eb.words).ok());
+    ASSERT_TRUE(SameBits(*(*a)->ReadOptimizerState(), *(*b)->ReadOptimizerState())) << s;
+  }
+  // A peer's message, then a step.
+  const std::vector<uint32_t> peer = ::reckon::testing::RandomUpdates(300, n, 7);
+  ASSERT_TRUE((*a)->ApplyUpdates(own_step * 4, peer).ok());
+  ASSERT_TRUE((*b)->ApplyUpdates(own_step * 4, peer).ok());
+  model::Emission ea, eb;
+  ASSERT_TRUE((*a)->TrainStep(images.data(), labels.data(), 100, 0.05f, &ea).ok());
+  ASSERT_TRUE((*b)->TrainStep(images.data(), labels.data(), 100, 0.05f, &eb).ok());
+  const std::vector<float> ha = *(*a)->ReadOptimizerState(), hb = *(*b)->ReadOptimizerState();
+  std::vector<bool> touched(n, false);
+  for (const uint32_t w : peer) touched[codec::UpdateIndex(w)] = true;
+  size_t moved = 0, elsewhere = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const bool same = std::memcmp(&ha[i], &hb[i], sizeof(float)) == 0;
+    (touched[i] ? moved : elsewhere) += !same;
+  }
+  EXPECT_EQ(elsewhere, 0u) << "AdaGrad's state moved where no peer did";
+  EXPECT_GT(moved, peer.size() / 2) << "the peer's movement should reach AdaGrad's state";
 }
 
 TEST(CudaBackend, FashionMnistRunMatchesTheCpu) {

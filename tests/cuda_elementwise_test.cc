@@ -75,6 +75,64 @@ TEST(CudaElementwise, TheOptimizerRulesAreBitExactWithAccumulateDelta) {
   }
 }
 
+// AdaGrad on the aggregate: the peers' movement measured from the
+// replica's quanta (PeerStep, as the CPU backend's MeasurePeerStep) and
+// the rule (AdagradAggregateDelta) against AccumulateDelta with peer_step;
+// and with no movement, the local rule's bits.
+TEST(CudaElementwise, AggregateAdagradIsBitExactWithAccumulateDelta) {
+  const size_t n = 100'000;
+  const float lr = 0.037f;
+  const double quantum = std::ldexp(1.0, -32);
+  for (const double weight_decay : {0.0, 3e-4}) {
+    SCOPED_TRACE(::testing::Message() << "wd " << weight_decay);
+    model::OptimizerConfig config;
+    config.kind = model::OptimizerKind::kAdagrad;
+    config.adagrad_placement = model::AdagradPlacement::kAggregate;
+    config.weight_decay = weight_decay;
+    const std::vector<float> grad = Normal(n, 0.05f, 5), weights = Normal(n, 0.3f, 6);
+    std::vector<float> state = Normal(n, 0.01f, 7), residual = Normal(n, 0.002f, 8);
+    for (float& h : state) h = std::fabs(h);
+    // The replica after this worker's own step, and now: the peers moved
+    // one weight in three by up to a few tau, some across the int64 ends.
+    std::mt19937_64 rng(9);
+    std::vector<int64_t> after_own(n), now(n);
+    std::vector<float> peer_step(n);
+    for (size_t i = 0; i < n; ++i) {
+      after_own[i] = static_cast<int64_t>(rng());
+      const int64_t moved =
+          i % 3 == 0 ? static_cast<int64_t>(rng() % (int64_t{1} << 26)) - (int64_t{1} << 25) : 0;
+      now[i] =
+          static_cast<int64_t>(static_cast<uint64_t>(after_own[i]) + static_cast<uint64_t>(moved));
+      peer_step[i] = static_cast<float>(static_cast<double>(moved) * quantum);
+    }
+    std::vector<float> device_state = state, device_residual = residual;
+    std::vector<float> local_state = state, local_residual = residual;
+    const OptimizerRule rule = RuleOf(config, lr);
+    size_t moved_apart = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const float g = WithWeightDecay(rule, grad[i], weights[i]);
+      const float p = PeerStep(now[i], after_own[i], quantum);
+      ASSERT_TRUE(SameBits(p, peer_step[i])) << i;
+      device_residual[i] =
+          AddRn(device_residual[i], AdagradAggregateDelta(rule, g, p, &device_state[i]));
+      local_residual[i] = AddRn(local_residual[i], OptimizerDelta(rule, g, &local_state[i]));
+      if (p == 0.0f) {
+        ASSERT_TRUE(SameBits(device_residual[i], local_residual[i])) << i;
+        ASSERT_TRUE(SameBits(device_state[i], local_state[i])) << i;
+      } else {
+        moved_apart += !SameBits(device_state[i], local_state[i]);
+      }
+    }
+    EXPECT_GT(moved_apart, n / 4) << "the peers' movement should change AdaGrad's h";
+    model::AccumulateDelta(config, lr, grad, weights, state, residual, peer_step);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; ++i) {
+      differ += !SameBits(device_residual[i], residual[i]) || !SameBits(device_state[i], state[i]);
+    }
+    EXPECT_EQ(differ, 0u) << "elements whose residual or state differ";
+  }
+}
+
 TEST(CudaElementwise, TheThresholdRuleIsBitExactWithQuantizeResidual) {
   const absl::StatusOr<codec::ThresholdStep> step = codec::MakeThresholdStep(0.01, 32);
   ASSERT_TRUE(step.ok());
