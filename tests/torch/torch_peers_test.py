@@ -126,6 +126,16 @@ class TorchPeers(unittest.TestCase):
         with self.assertRaises(ValueError) as refused:
             reckon.torch.Peer(half, node_id="m", listen=listen, bootstrap=True)
         self.assertIn("parameter weight is torch.float16: float32 only", str(refused.exception))
+        # The module under it: a host peer takes no device address, and
+        # refuses it by name.
+        import numpy
+        host = reckon.FlatPeer("h", "m", numpy.zeros(4, numpy.float32),
+                               listen=f"127.0.0.1:{free_port()}", bootstrap=True,
+                               handle_sigterm=False)
+        self.assertEqual(host.device, -1)
+        with self.assertRaises(ValueError) as refused:
+            host.step_cuda(1 << 20, 4, 0)
+        self.assertIn("this peer's parameters are in host memory", str(refused.exception))
 
     def test_a_model_of_other_shapes_is_refused_naming_the_tensor(self):
         import torch
