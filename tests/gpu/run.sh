@@ -140,6 +140,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
   true
 
 step cublas_loader 60 "$gtest_result" -- "$bin/cublas_loader_test"
+step backend_tests 240 "$gtest_result" -- "$bin/cuda_backend_test" --gtest_output="json:$logs/cuda_backend_test.json"
 # reckon for PyTorch with parameters on the GPU (cuda/flat_replica.h, issue
 # 36): the replica against the host's bit for bit, peers on the GPU and the
 # host in one cluster, then torch processes with CUDA tensors.
@@ -156,21 +157,11 @@ names = ['test_on_a_gpu_and_on_the_cpu_they_end_with_the_same_replica',
 r = unittest.TextTestRunner(verbosity=2).run(
     unittest.TestSuite(t.TorchPeers(n) for n in names))
 sys.exit(0 if r.wasSuccessful() and not r.skipped else 1)"
-  # What peer.step() adds to torch's step with the model on the GPU
-  # (docs/pytorch.md "What a step costs").
-  step torch_step_cost 150 'python3 -c "
-import json,sys
-for l in open(sys.argv[1]):
-    if l.startswith(\"{\"):
-        r=json.loads(l); print(\"%s %d params: torch %.3f ms, +peer %.3f ms (%.2fx);\" % (r[\"device\"], r[\"params\"], r[\"torch_step_ms\"], r[\"peer_ms\"], r[\"ratio\"]))" "$log"' \
-    -- env PYTHONPATH="$unpacked/python" PYTHONUNBUFFERED=1 python3 \
-       "$unpacked/python/torch_tests/torch_step_cost.py" --device cuda --params 1e6,1e7,1e8 --steps 50
 else
   echo "| torch_cuda | - | - | not run: the pack has no Python module |" >> "$summary"
 fi
 step flat_memcheck 90 'grep -E "ERROR SUMMARY|\[  (PASSED|FAILED)" "$log" | tr "\n" " " | grep . || tail -2 "$log"' \
   -- compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/cuda_flat_replica_test"
-step backend_tests 240 "$gtest_result" -- "$bin/cuda_backend_test" --gtest_output="json:$logs/cuda_backend_test.json"
 step bench_gpu 150 'python3 -c "
 import json,sys; j=json.load(open(sys.argv[1]))
 parts=[]
@@ -183,6 +174,17 @@ parts.append(\"Strom step b1024 fp32 %.3f ms (%.2fx sgemm), tf32 %.3f ms; pass+c
 print(\" | \".join(parts))" "$log.json" || tail -2 "$log"' \
   -- bash -c "$bin/reckonctl bench gpu --json > $logs/bench_gpu.log.json"
 cp "$logs/bench_gpu.log.json" "$out/bench_gpu.json" 2> /dev/null
+# What peer.step() adds to torch's step with the model on the GPU
+# (docs/pytorch.md "What a step costs").
+if [ -d "$unpacked/python/reckon" ]; then
+  step torch_step_cost 120 'python3 -c "
+import json,sys
+for l in open(sys.argv[1]):
+    if l.startswith(\"{\"):
+        r=json.loads(l); print(\"%s %d params: torch %.3f ms, +peer %.3f ms (%.2fx);\" % (r[\"device\"], r[\"params\"], r[\"torch_step_ms\"], r[\"peer_ms\"], r[\"ratio\"]))" "$log"' \
+    -- env PYTHONPATH="$unpacked/python" PYTHONUNBUFFERED=1 python3 \
+       "$unpacked/python/torch_tests/torch_step_cost.py" --device cuda --params 1e6,1e7,1e8 --steps 50
+fi
 
 train=(--data_dir "$pack/data" --progress=off --backend "$backend" "${short[@]}")
 step train_alone 120 'json_field "$log.json" test_accuracy samples_per_s compression_ratio' \
