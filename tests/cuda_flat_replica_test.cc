@@ -68,23 +68,31 @@ void OptimizerStep(codec::SplitMix64& rng, std::vector<float>& params) {
   }
 }
 
+// A host replica and a GPU one, both holding `start`.
+absl::Status MakeTwins(const std::vector<int64_t>& start, std::unique_ptr<model::FlatReplica>* host,
+                       std::unique_ptr<model::FlatReplica>* gpu) {
+  absl::StatusOr<std::unique_ptr<model::FlatReplica>> h =
+      model::MakeHostFlatReplica(kParams, kFractionBits);
+  if (!h.ok()) return h.status();
+  absl::StatusOr<std::unique_ptr<model::FlatReplica>> g =
+      MakeCudaFlatReplica(kParams, kFractionBits, 0);
+  if (!g.ok()) return g.status();
+  *host = *std::move(h);
+  *gpu = *std::move(g);
+  if (absl::Status s = (*host)->LoadWeights(start); !s.ok()) return s;
+  return (*gpu)->LoadWeights(start);
+}
+
 TEST(CudaFlatReplica, EmitsAndAppliesBitForBitAsTheHostReplica) {
   SKIP_WITHOUT_GPU();
-  absl::StatusOr<std::unique_ptr<model::FlatReplica>> host =
-      model::MakeHostFlatReplica(kParams, kFractionBits);
-  absl::StatusOr<std::unique_ptr<model::FlatReplica>> gpu =
-      MakeCudaFlatReplica(kParams, kFractionBits, 0);
-  ASSERT_TRUE(host.ok()) << host.status();
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  const std::vector<int64_t> initial = RandomQuanta(7);
-  ASSERT_TRUE((*host)->LoadWeights(initial).ok());
-  ASSERT_TRUE((*gpu)->LoadWeights(initial).ok());
+  std::unique_ptr<model::FlatReplica> host, gpu;
+  ASSERT_TRUE(MakeTwins(RandomQuanta(7), &host, &gpu).ok());
   absl::StatusOr<codec::ThresholdStep> step = codec::MakeThresholdStep(0.002, kFractionBits);
   ASSERT_TRUE(step.ok());
   std::vector<float> params(kParams);
-  ASSERT_TRUE((*host)->WriteInto(params).ok());
+  ASSERT_TRUE(host->WriteInto(params).ok());
   DeviceFloats device_params(kParams);
-  ASSERT_TRUE((*gpu)->WriteInto(device_params.span()).ok());
+  ASSERT_TRUE(gpu->WriteInto(device_params.span()).ok());
   ASSERT_EQ(device_params.Get(), params);
   codec::SplitMix64 rng(11);
   uint64_t emitted = 0;
@@ -93,34 +101,34 @@ TEST(CudaFlatReplica, EmitsAndAppliesBitForBitAsTheHostReplica) {
     OptimizerStep(rng, params);
     device_params.Set(params);
     std::vector<uint32_t> host_words, gpu_words;
-    ASSERT_TRUE((*host)->Emit(params, *step, &host_words).ok());
-    ASSERT_TRUE((*gpu)->OrderAfter(0).ok());
-    ASSERT_TRUE((*gpu)->Emit(device_params.span(), *step, &gpu_words).ok());
+    ASSERT_TRUE(host->Emit(params, *step, &host_words).ok());
+    ASSERT_TRUE(gpu->OrderAfter(0).ok());
+    ASSERT_TRUE(gpu->Emit(device_params.span(), *step, &gpu_words).ok());
     ASSERT_EQ(gpu_words, host_words);
     emitted += host_words.size();
-    ASSERT_TRUE((*host)->ApplyOwnEmission(step->step_quanta, host_words).ok());
-    ASSERT_TRUE((*gpu)->ApplyOwnEmission(step->step_quanta, gpu_words).ok());
+    ASSERT_TRUE(host->ApplyOwnEmission(step->step_quanta, host_words).ok());
+    ASSERT_TRUE(gpu->ApplyOwnEmission(step->step_quanta, gpu_words).ok());
     // Two peers' messages in one batch, touching some of the same weights;
     // every fifth step a dense one.
     const std::vector<uint32_t> a = RandomWords(rng, 40), b = RandomWords(rng, 90);
     const model::UpdateRef batch[] = {{step->step_quanta, a, {}}, {3 * step->step_quanta, b, {}}};
-    ASSERT_TRUE((*host)->ApplyUpdateBatch(batch).ok());
-    ASSERT_TRUE((*gpu)->ApplyUpdateBatch(batch).ok());
+    ASSERT_TRUE(host->ApplyUpdateBatch(batch).ok());
+    ASSERT_TRUE(gpu->ApplyUpdateBatch(batch).ok());
     if (s % 5 == 4) {
       const std::vector<int64_t> dense = RandomQuanta(100 + s);
-      ASSERT_TRUE((*host)->ApplyDense(dense).ok());
-      ASSERT_TRUE((*gpu)->ApplyDense(dense).ok());
+      ASSERT_TRUE(host->ApplyDense(dense).ok());
+      ASSERT_TRUE(gpu->ApplyDense(dense).ok());
     }
-    ASSERT_TRUE((*host)->WriteInto(params).ok());
-    ASSERT_TRUE((*gpu)->WriteInto(device_params.span()).ok());
+    ASSERT_TRUE(host->WriteInto(params).ok());
+    ASSERT_TRUE(gpu->WriteInto(device_params.span()).ok());
     const std::vector<float> gpu_params = device_params.Get();
     ASSERT_EQ(std::memcmp(gpu_params.data(), params.data(), kParams * sizeof(float)), 0);
   }
   EXPECT_GT(emitted, 25u * 100) << "the steps should cross tau";
-  EXPECT_EQ(*(*gpu)->WeightHash(), *(*host)->WeightHash());
-  EXPECT_EQ(*(*gpu)->ReadWeights(), *(*host)->ReadWeights());
-  const std::vector<float> host_residual = *(*host)->ReadResidual();
-  const std::vector<float> gpu_residual = *(*gpu)->ReadResidual();
+  EXPECT_EQ(*gpu->WeightHash(), *host->WeightHash());
+  EXPECT_EQ(*gpu->ReadWeights(), *host->ReadWeights());
+  const std::vector<float> host_residual = *host->ReadResidual();
+  const std::vector<float> gpu_residual = *gpu->ReadResidual();
   ASSERT_EQ(gpu_residual.size(), kParams);
   EXPECT_EQ(std::memcmp(gpu_residual.data(), host_residual.data(), kParams * sizeof(float)), 0);
 }
@@ -161,18 +169,12 @@ TEST(CudaFlatReplica, ANonFiniteParameterIsRefusedWithTheResidualAsItWas) {
 // which the gossip counts as weights_wrapped): on the GPU as on the host.
 TEST(CudaFlatReplica, WrapsAreCountedAsTheHostCountsThem) {
   SKIP_WITHOUT_GPU();
-  absl::StatusOr<std::unique_ptr<model::FlatReplica>> host =
-      model::MakeHostFlatReplica(kParams, kFractionBits);
-  absl::StatusOr<std::unique_ptr<model::FlatReplica>> gpu =
-      MakeCudaFlatReplica(kParams, kFractionBits, 0);
-  ASSERT_TRUE(host.ok()) << host.status();
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
   std::vector<int64_t> start = RandomQuanta(9);
   start[0] = std::numeric_limits<int64_t>::max();
   start[1] = std::numeric_limits<int64_t>::min();
-  ASSERT_TRUE((*host)->LoadWeights(start).ok());
-  ASSERT_TRUE((*gpu)->LoadWeights(start).ok());
-  EXPECT_EQ((*gpu)->WeightsWrapped(), 0u);
+  std::unique_ptr<model::FlatReplica> host, gpu;
+  ASSERT_TRUE(MakeTwins(start, &host, &gpu).ok());
+  EXPECT_EQ(gpu->WeightsWrapped(), 0u);
   // +step at 0 and -step at 1 wrap; 2 does not. A dense message takes 0
   // back across.
   const std::vector<uint32_t> words = {codec::PackUpdate(0, false), codec::PackUpdate(1, true),
@@ -180,13 +182,13 @@ TEST(CudaFlatReplica, WrapsAreCountedAsTheHostCountsThem) {
   const model::UpdateRef batch[] = {{int64_t{1} << 20, words, {}}};
   std::vector<int64_t> dense(kParams, 0);
   dense[0] = -(int64_t{1} << 21);
-  for (model::FlatReplica* r : {host->get(), gpu->get()}) {
+  for (model::FlatReplica* r : {host.get(), gpu.get()}) {
     ASSERT_TRUE(r->ApplyUpdateBatch(batch).ok());
     ASSERT_TRUE(r->ApplyDense(dense).ok());
   }
-  EXPECT_EQ((*host)->WeightsWrapped(), 3u);
-  EXPECT_EQ((*gpu)->WeightsWrapped(), 3u);
-  EXPECT_EQ(*(*gpu)->WeightHash(), *(*host)->WeightHash());
+  EXPECT_EQ(host->WeightsWrapped(), 3u);
+  EXPECT_EQ(gpu->WeightsWrapped(), 3u);
+  EXPECT_EQ(*gpu->WeightHash(), *host->WeightHash());
 }
 
 // Runs everywhere: without a GPU, device 0 is refused saying so; with one,
