@@ -27,6 +27,22 @@ namespace reckon::codec {
 absl::Status QuantizeResidual(std::span<float> residual, const ThresholdStep& step,
                               std::vector<uint32_t>* words);
 
+// residual += params - replica, element by element in float32 (the bits of
+// that loop), then QuantizeResidual, in one streaming pass: each chunk of
+// sums is thresholded while it is in cache. For a framework's peer
+// (model/flat_replica.h), whose step is its parameters' difference from the
+// replica. The same words and residual as the add and QuantizeResidual one
+// after the other; a NaN or Inf sum returns QuantizeResidual's error with
+// nothing emitted and the residual holding every sum (as after the add
+// alone). kInvalidArgument for unequal sizes.
+absl::Status AddDifferenceAndQuantize(std::span<float> residual, std::span<const float> params,
+                                      std::span<const float> replica, const ThresholdStep& step,
+                                      std::vector<uint32_t>* words);
+
+// The lowest index of `values` that is NaN or Inf, or values.size() when
+// none: a branch-free scan, chunk by chunk, that vectorizes.
+size_t FirstNonFinite(std::span<const float> values);
+
 }  // namespace reckon::codec
 
 #endif  // RECKON_CODEC_QUANTIZER_H_

@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "codec/update_words.h"
 
 namespace reckon::codec {
@@ -147,6 +148,64 @@ TEST(Quantizer, NanOrInfAnywhereIsAnErrorAndChangesNothing) {
           << "residual must be untouched after a NaN/Inf";
     }
   }
+}
+
+// The fused add and threshold (a framework peer's step) against the add
+// loop then QuantizeResidual: the same words and residual, bit for bit, at
+// sizes around the 64-element chunk; on a NaN or Inf sum, the same error,
+// no words and every sum in the residual.
+TEST(Quantizer, AddDifferenceAndQuantizeIsTheAddThenQuantizeResidual) {
+  const ThresholdStep step = *MakeThresholdStep(0.01, 32);
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{10007}}) {
+    SCOPED_TRACE(n);
+    std::mt19937 rng(static_cast<uint32_t>(n + 3));
+    std::normal_distribution<float> normal(0.0f, 0.01f);
+    std::vector<float> residual(n), params(n), replica(n);
+    for (size_t i = 0; i < n; ++i) {
+      residual[i] = normal(rng);
+      replica[i] = 10 * normal(rng);
+      params[i] = replica[i] + normal(rng);
+    }
+    std::vector<float> fused = residual;
+    std::vector<uint32_t> fused_words = {123};  // replaced
+    ASSERT_TRUE(AddDifferenceAndQuantize(fused, params, replica, step, &fused_words).ok());
+    for (size_t i = 0; i < n; ++i) residual[i] += params[i] - replica[i];
+    std::vector<uint32_t> words;
+    ASSERT_TRUE(QuantizeResidual(residual, step, &words).ok());
+    EXPECT_EQ(fused_words, words);
+    EXPECT_EQ(std::memcmp(fused.data(), residual.data(), n * sizeof(float)), 0);
+    if (n > 1000) {
+      EXPECT_GT(words.size(), n / 10);
+    }
+
+    if (n < 64) continue;
+    params[n / 2] = std::numeric_limits<float>::infinity();
+    std::vector<float> sums = fused;
+    for (size_t i = 0; i < n; ++i) sums[i] += params[i] - replica[i];
+    const absl::Status refused = AddDifferenceAndQuantize(fused, params, replica, step, &words);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.message().find(absl::StrCat("residual element ", n / 2, " is infinite")),
+              std::string::npos)
+        << refused;
+    EXPECT_TRUE(words.empty());
+    EXPECT_EQ(std::memcmp(fused.data(), sums.data(), n * sizeof(float)), 0);
+  }
+  std::vector<float> one(1);
+  std::vector<uint32_t> words;
+  EXPECT_EQ(AddDifferenceAndQuantize(one, std::vector<float>(2), one, step, &words).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Quantizer, FirstNonFiniteFindsTheLowestNanOrInf) {
+  std::vector<float> v(1000, 1.0f);
+  EXPECT_EQ(FirstNonFinite(v), v.size());
+  EXPECT_EQ(FirstNonFinite(std::span<const float>()), 0u);
+  v[700] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(FirstNonFinite(v), 700u);
+  v[300] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(FirstNonFinite(v), 300u);
+  v[299] = std::numeric_limits<float>::max();  // finite
+  EXPECT_EQ(FirstNonFinite(v), 300u);
 }
 
 TEST(Quantizer, RejectsNonPositiveStep) {
