@@ -225,12 +225,7 @@ class CudaBackend final : public model::Backend {
   // The last step's words, already on the device: one message applied from
   // there (its end and step cross, 16 bytes), when `words` are those words.
   absl::Status ApplyOwnEmission(int64_t step_quanta, std::span<const uint32_t> words) override {
-    const uint64_t count = pass_ != nullptr ? pass_->finished_count() : 0;
-    if (count == 0 || words.size() != count || step_quanta <= 0 ||
-        std::memcmp(words.data(), pass_->host_words(), words.size_bytes()) != 0) {
-      return ApplyUpdates(step_quanta, words);
-    }
-    return replica_->ApplyDeviceWords(pass_->device_words(), count, step_quanta);
+    return replica_->ApplyOwnEmission(pass_.get(), step_quanta, words);
   }
 
   // All messages in one launch; all or nothing across the batch.

@@ -129,9 +129,15 @@ absl::Status DeviceReplica::StageOneMessage(uint64_t count, int64_t step_quanta)
   return absl::OkStatus();
 }
 
-absl::Status DeviceReplica::ApplyDeviceWords(const uint32_t* d_words, uint64_t count,
-                                             int64_t step_quanta) {
-  if (count == 0) return absl::OkStatus();
+absl::Status DeviceReplica::ApplyOwnEmission(const ThresholdPass* pass, int64_t step_quanta,
+                                             std::span<const uint32_t> words) {
+  const uint64_t count = pass != nullptr ? pass->finished_count() : 0;
+  if (count == 0 || words.size() != count || step_quanta <= 0 ||
+      std::memcmp(words.data(), pass->host_words(), words.size_bytes()) != 0) {
+    const model::UpdateRef one{step_quanta, words, {}};
+    return ApplyBatch(std::span<const model::UpdateRef>(&one, 1));
+  }
+  const uint32_t* d_words = pass->device_words();
   RECKON_RETURN_IF_ERROR(StageOneMessage(count, step_quanta));
   RECKON_RETURN_IF_ERROR(LaunchApplyWords(d_words, count, apply_ends_.get(), apply_steps_.get(), 1,
                                           quanta_.get(), wrapped_.get(), stream_));

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cuda/device_buffer.h"
+#include "cuda/threshold_pass.h"
 #include "model/backend.h"
 
 namespace reckon::cuda {
@@ -53,9 +54,12 @@ class DeviceReplica {
   // the batch (kInvalidArgument naming the message whose step or words are
   // wrong; nothing applied then).
   absl::Status ApplyBatch(std::span<const model::UpdateRef> updates);
-  // One message whose `count` words are already on the device (a threshold
-  // pass's output): only its end and step cross.
-  absl::Status ApplyDeviceWords(const uint32_t* d_words, uint64_t count, int64_t step_quanta);
+  // This replica's own emission, `words` as the wire decoded them: applied
+  // from where `pass` (null: none) left them when they are its last
+  // Finish's words (only their end and step cross), else uploaded as any
+  // message.
+  absl::Status ApplyOwnEmission(const ThresholdPass* pass, int64_t step_quanta,
+                                std::span<const uint32_t> words);
   // quanta += `quanta` (a dense message), weights refreshed.
   absl::Status ApplyDense(std::span<const int64_t> quanta);
   // *into (param_count, device) = the quanta as they will be once this

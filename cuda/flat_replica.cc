@@ -2,8 +2,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "cuda/cuda_check.h"
@@ -139,13 +137,8 @@ class CudaFlatReplica final : public model::FlatReplica {
   // The last Emit's words, from the device, when `words` are those words
   // (as the CUDA backend's).
   absl::Status ApplyOwnEmission(int64_t step_quanta, std::span<const uint32_t> words) override {
-    const uint64_t count = pass_->finished_count();
-    if (count == 0 || words.size() != count || step_quanta <= 0 ||
-        std::memcmp(words.data(), pass_->host_words(), words.size_bytes()) != 0) {
-      return ApplyUpdates(step_quanta, words);
-    }
     RECKON_ON_DEVICE(device_.ordinal);
-    return replica_->ApplyDeviceWords(pass_->device_words(), count, step_quanta);
+    return replica_->ApplyOwnEmission(pass_.get(), step_quanta, words);
   }
   absl::Status ApplyUpdateBatch(std::span<const model::UpdateRef> updates) override {
     for (const model::UpdateRef& u : updates) {

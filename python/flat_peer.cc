@@ -39,7 +39,6 @@ absl::StatusOr<std::unique_ptr<FlatPeer>> FlatPeer::Create(FlatPeerOptions optio
                                                    fingerprint.param_count()));
   }
   std::unique_ptr<FlatPeer> peer(new FlatPeer());
-  peer->param_count_ = initial.size();
   const int fraction_bits = static_cast<int>(fingerprint.fraction_bits());
   RECKON_ASSIGN_OR_RETURN(peer->step_, codec::MakeThresholdStep(options.threshold, fraction_bits));
   RECKON_ASSIGN_OR_RETURN(peer->replica_,
@@ -85,9 +84,9 @@ FlatPeer::~FlatPeer() {
 }
 
 absl::Status FlatPeer::CheckCount(std::span<const float> params) const {
-  if (params.size() != param_count_) {
+  if (params.size() != param_count()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(params.size(), " parameters given to a peer of ", param_count_));
+        absl::StrCat(params.size(), " parameters given to a peer of ", param_count()));
   }
   return absl::OkStatus();
 }
@@ -102,7 +101,7 @@ absl::Status FlatPeer::Step(std::span<float> params, int samples, double loss_su
   // All or nothing: a NaN or Inf leaves the residual as it was.
   RECKON_RETURN_IF_ERROR(replica_->Emit(params, step_, &words_));
   message_.set_seq(++steps_);
-  RECKON_RETURN_IF_ERROR(codec::EncodeThresholdUpdate(words_, step_.step_quanta, param_count_,
+  RECKON_RETURN_IF_ERROR(codec::EncodeThresholdUpdate(words_, step_.step_quanta, param_count(),
                                                       options_.wire_codec, &message_));
   RECKON_RETURN_IF_ERROR(codec::DecodeUpdate(message_, &decoded_));
   // On a GPU, from where the pass left the words.
@@ -118,8 +117,8 @@ absl::Status FlatPeer::Step(std::span<float> params, int samples, double loss_su
     last_step_ = now;
     observability_->metrics().OnEmitted(
         options_.wire_codec == v1::CODEC_THRESHOLD_RICE ? "rice" : "packed32",
-        decoded_.words.size(), message_.ByteSizeLong(), param_count_ * sizeof(float),
-        double(decoded_.words.size()) / double(param_count_), step_.tau);
+        decoded_.words.size(), message_.ByteSizeLong(), param_count() * sizeof(float),
+        double(decoded_.words.size()) / double(param_count()), step_.tau);
   }
   // The peers' messages accepted since the last step (and a re-join, a
   // replica check, backpressure: as a worker's step boundary).

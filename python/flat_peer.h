@@ -96,7 +96,7 @@ class FlatPeer {
   // Writes the replica into `params` (after a join, before the first step).
   absl::Status ReadInto(std::span<float> params);
 
-  uint64_t param_count() const { return param_count_; }
+  uint64_t param_count() const { return replica_->param_count(); }
   // FlatPeerOptions::device: -1 host memory, else the CUDA device.
   int device() const { return options_.device; }
   uint64_t steps() const { return steps_; }
@@ -115,7 +115,6 @@ class FlatPeer {
   // Before the peers: the endpoint outlives the node it reads (detached in
   // the destructor first).
   std::unique_ptr<worker::Observability> observability_;
-  uint64_t param_count_ = 0;
   codec::ThresholdStep step_;
   std::unique_ptr<model::FlatReplica> replica_;
   std::unique_ptr<worker::GossipPeers> peers_;
