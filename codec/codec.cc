@@ -199,6 +199,8 @@ uint32_t DynTreeNearestCode(double normalized) {
          static_cast<uint32_t>(t.mids[lo + 1] < normalized);
 }
 
+const double* DynTreeMidpoints() { return DynTreeSearchTables().mids.data(); }
+
 int64_t DynTreeQuanta(uint32_t m, int64_t scale_quanta) {
   const DynTreeFraction f = DynTreeMagnitude(m);
   // 2 * 2^52 * 1271 + 2e7 < 2^64: no overflow for any valid scale.

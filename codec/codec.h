@@ -162,6 +162,22 @@ uint32_t DynTreeNearestCode(double normalized);
 // up, in exact integer arithmetic.
 int64_t DynTreeQuanta(uint32_t m, int64_t scale_quanta);
 inline constexpr int64_t kMaxDynTreeScaleQuanta = int64_t{1} << 52;
+// The 127 midpoints between consecutive code magnitudes, ascending, as
+// doubles: DynTreeNearestCode(x) is how many lie below x (the device's
+// encoder searches them: cuda/elementwise.h DynTreeCodeBelow).
+const double* DynTreeMidpoints();
+
+// Payloads from their parts, for an encoder that computed those parts
+// elsewhere (the CUDA backend's kernels: cuda/device_codec.h): the same
+// bytes and header fields the host encoders write (Codec::Encode).
+// Onebit: `column_values` holds (plus, minus) per column, the layout's
+// tensors in order; `signs` (param_count + 7) / 8 bytes, bit i & 7 of byte
+// i / 8 set when parameter i's value is >= 0, the padding bits zero.
+void FinishOneBitMessage(const TensorLayout& layout, std::span<const float> column_values,
+                         std::span<const uint8_t> signs, v1::Update* msg);
+// Dyntree8: each tensor's scale (a payload value) and one code per parameter.
+void FinishDynTree8Message(const TensorLayout& layout, std::span<const float> scales,
+                           std::span<const uint8_t> codes, v1::Update* msg);
 
 // Decodes the payload of a CODEC_ONEBIT, CODEC_DYNTREE8 or CODEC_DENSE_FP32
 // message whose header DecodeUpdate has checked (count, CRC): `*quanta`

@@ -22,6 +22,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
 #include "cuda/device_buffer.h"
+#include "cuda/device_codec.h"
 #include "cuda/device_replica.h"
 #include "cuda/elementwise.h"
 #include "cuda/kernels.h"
@@ -90,7 +91,14 @@ class CudaBackend final : public model::Backend {
       absl::StatusOr<std::unique_ptr<codec::Codec>> codec = codec::MakeCodec(config_.codec);
       if (!codec.ok()) return codec.status();
       codec_ = *std::move(codec);
-      RECKON_RETURN_IF_ERROR(h_residual_.Resize(n));
+      if (HasDeviceCodec(config_.codec)) {
+        absl::StatusOr<std::unique_ptr<DeviceCodec>> on_device =
+            MakeDeviceCodec(config_.codec, stream_);
+        if (!on_device.ok()) return on_device.status();
+        device_codec_ = *std::move(on_device);
+      } else {
+        RECKON_RETURN_IF_ERROR(h_residual_.Resize(n));
+      }
     }
     RECKON_RETURN_IF_ERROR(ResizeBatch(config_.max_batch, &train_));
     return Sync();
@@ -426,12 +434,16 @@ class CudaBackend final : public model::Backend {
     return absl::OkStatus();
   }
 
-  // kCodec: the delta joins the residual on the device; the codec and its
-  // error feedback run on the host (codec/codec.h) on a copy, which goes
-  // back. 8 bytes per parameter cross PCIe per step: device kernels for the
-  // column statistics and the dyntree8 encode are the next step (docs/codecs.md).
+  // kCodec: the delta joins the residual on the device. Onebit and dyntree8
+  // encode there too (cuda/device_codec.h: the message's parts and the
+  // quanta cross to the host). Dense fp32 encodes on the host
+  // (codec/codec.h) from a copy, which goes back: 8 bytes per parameter
+  // cross PCIe, as its payload (4 per parameter) would anyway.
   absl::Status CodecEmit(Emission* out) {
     const size_t n = config_.shape.param_count();
+    if (device_codec_ != nullptr) {
+      return device_codec_->Encode(grad_.get(), residual_.get(), n, &out->encoded, &out->dense);
+    }
     RECKON_RETURN_IF_ERROR(LaunchAccumulate(grad_.get(), residual_.get(), n, stream_));
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         h_residual_.get(), residual_.get(), n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
@@ -493,7 +505,8 @@ class CudaBackend final : public model::Backend {
   bool after_own_valid_ = false;
   std::unique_ptr<ThresholdPass> pass_;
   std::unique_ptr<codec::Codec> codec_;  // kCodec only
-  PinnedBuffer<float> h_residual_;       // kCodec only
+  std::unique_ptr<DeviceCodec> device_codec_;  // kCodec, onebit and dyntree8
+  PinnedBuffer<float> h_residual_;             // kCodec, dense fp32
   DeviceBuffer<unsigned long long> counters_;  // TrainStepLocally's refused index
   PinnedBuffer<unsigned long long> h_counters_;
   Batch train_, eval_;

@@ -2,8 +2,8 @@
 // functions: the kernels call them on the device, and the CPU suite
 // (tests/cuda_elementwise_test.cc, built with or without nvcc) checks them
 // bit for bit against the CPU backend's own code (model::AccumulateDelta,
-// codec::QuantizeResidual), so that a mistake in the arithmetic is caught
-// on a machine without a GPU.
+// codec::QuantizeResidual, the onebit and dyntree8 encoders), so that a
+// mistake in the arithmetic is caught on a machine without a GPU.
 //
 // Bit-exactness: on the device every operation is an IEEE _rn intrinsic
 // (nvcc may not contract them into FMAs); on the host they are plain float
@@ -155,6 +155,108 @@ RECKON_HOST_DEVICE float DenseFeedback(float r, int64_t q, double quantum) {
 #else
   return r - static_cast<float>(static_cast<double>(q) * quantum);
 #endif
+}
+
+// --- The quanta codecs' encoders on the device (cuda/device_codec.h) ---
+// Float64 arithmetic as the host codecs do it (codec/onebit.cc,
+// codec/dyntree8.cc, codec/codec.h): each operation correctly rounded, none
+// contracted (no FMA: every one is an _rn intrinsic on the device).
+#if defined(__CUDA_ARCH__)
+RECKON_HOST_DEVICE double AddRnD(double a, double b) { return __dadd_rn(a, b); }
+RECKON_HOST_DEVICE double MulRnD(double a, double b) { return __dmul_rn(a, b); }
+RECKON_HOST_DEVICE double DivRnD(double a, double b) { return __ddiv_rn(a, b); }
+RECKON_HOST_DEVICE float ToFloatRn(double a) { return __double2float_rn(a); }
+#else
+RECKON_HOST_DEVICE double AddRnD(double a, double b) { return a + b; }
+RECKON_HOST_DEVICE double MulRnD(double a, double b) { return a * b; }
+RECKON_HOST_DEVICE double DivRnD(double a, double b) { return a / b; }
+RECKON_HOST_DEVICE float ToFloatRn(double a) { return static_cast<float>(a); }
+#endif
+
+RECKON_HOST_DEVICE uint32_t FloatBits(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof(bits));
+  return bits;
+}
+RECKON_HOST_DEVICE float BitsFloat(uint32_t bits) {
+  float x;
+  memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+
+// codec::QuantaPayloadValue: weight_units * 2^fb rounded to float32, then to
+// an integer (ties to even), clamped below 2^62 with its sign kept.
+// REQUIRES: fraction_bits in [0, 62].
+RECKON_HOST_DEVICE float PayloadValue(double weight_units, int fraction_bits) {
+  const float scaled =
+      ToFloatRn(MulRnD(weight_units, static_cast<double>(uint64_t{1} << fraction_bits)));
+  const uint32_t sign = FloatBits(scaled) & 0x80000000u;
+  const float magnitude = BitsFloat(FloatBits(scaled) & 0x7FFFFFFFu);
+  float rounded = scaled;  // 2^23 and above (Inf, NaN too): an integer already
+  if (magnitude < 8388608.0f) {
+    rounded = BitsFloat(FloatBits(SubRn(AddRn(magnitude, 8388608.0f), 8388608.0f)) | sign);
+  }
+  // 2^62 as a float is exact; the largest float below it has the bits one less.
+  constexpr uint32_t kTwoTo62Bits = static_cast<uint32_t>(127 + 62) << 23;
+  if (!((FloatBits(rounded) & 0x7FFFFFFFu) < kTwoTo62Bits))
+    return BitsFloat((kTwoTo62Bits - 1) | sign);
+  return rounded;
+}
+
+// Onebit's reconstruction values of one column (codec/onebit.cc): the
+// non-negative and the negative values' sums in float64, rows in order
+// r = 0, 1, ..., each mean as a payload value (0 for a side with none).
+// `column`: the column's first element; `stride`: the tensor's cols.
+struct OneBitColumnValues {
+  float plus = 0;
+  float minus = 0;
+};
+RECKON_HOST_DEVICE OneBitColumnValues OneBitColumn(const float* column, uint32_t rows,
+                                                   uint32_t stride, int fraction_bits) {
+  double sum_pos = 0, sum_neg = 0;
+  uint32_t count_pos = 0;
+  for (uint32_t r = 0; r < rows; ++r) {
+    const float x = column[static_cast<size_t>(r) * stride];
+    if (x >= 0.0f) {
+      sum_pos = AddRnD(sum_pos, static_cast<double>(x));
+      ++count_pos;
+    } else {
+      sum_neg = AddRnD(sum_neg, static_cast<double>(x));
+    }
+  }
+  const uint32_t count_neg = rows - count_pos;
+  OneBitColumnValues values;
+  if (count_pos != 0) {
+    values.plus = PayloadValue(DivRnD(sum_pos, static_cast<double>(count_pos)), fraction_bits);
+  }
+  if (count_neg != 0) {
+    values.minus = PayloadValue(DivRnD(sum_neg, static_cast<double>(count_neg)), fraction_bits);
+  }
+  return values;
+}
+
+// codec::DynTreeNearestCode by a search: how many of the 127 midpoints
+// between consecutive magnitudes (codec::DynTreeMidpoints, ascending) lie
+// below `normalized`; a tie goes to the smaller magnitude, NaN to 0, 1 and
+// above to 127.
+RECKON_HOST_DEVICE uint32_t DynTreeCodeBelow(double normalized, const double* midpoints) {
+  uint32_t below = 0;  // midpoints[0, below) are all < normalized
+  for (uint32_t step = 64; step > 0; step >>= 1) {
+    if (below + step <= 127 && midpoints[below + step - 1] < normalized) below += step;
+  }
+  return below;
+}
+
+// One value's dyntree8 code (codec/dyntree8.cc): `to_normalized` is
+// 2^fb / scale_quanta (0 for a zero scale) and `table` the tensor's 128
+// magnitudes in quanta; returns the code's quanta.
+RECKON_HOST_DEVICE int64_t DynTree8Element(float x, double to_normalized, const int64_t* table,
+                                           const double* midpoints, uint8_t* code) {
+  const double magnitude = static_cast<double>(x < 0 ? -x : x);
+  const uint32_t m = DynTreeCodeBelow(MulRnD(magnitude, to_normalized), midpoints);
+  const bool negative = x < 0 && m != 0;
+  *code = static_cast<uint8_t>((uint32_t{negative} << 7) | m);
+  return negative ? -table[m] : table[m];
 }
 
 // a + b modulo 2^64 (the replica's addition: codec/fixed_point.h), and in

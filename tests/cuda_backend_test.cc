@@ -17,12 +17,15 @@
 #include <cstring>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "base/json.h"
+#include "codec/codec.h"
 #include "codec/fixed_point.h"
 #include "codec/quantizer.h"
 #include "codec/update_words.h"
 #include "cpu/cpu_backend.h"
 #include "cuda/device.h"
+#include "cuda/device_codec.h"
 #include "cuda/kernels.h"
 #include "cuda/threshold_pass.h"
 #include "model/backend.h"
@@ -252,6 +255,67 @@ model::BackendConfig SmallConfig(model::UpdateMode mode) {
   config.max_batch = 100;
   config.threads = 1;
   return config;
+}
+
+// Onebit and dyntree8 encoded by the device's kernels (cuda/device_codec.h)
+// against codec::EncodeWithFeedback with the host codec, over several steps
+// of a layout whose tensors span many blocks and columns: the same message
+// bytes, quanta and residual each step, and a NaN refused alike (the
+// residual holding R + delta, nothing emitted, the next step as if the
+// refused one had not been).
+TEST(DeviceCodec, OnebitAndDyntree8EncodeBitForBitAsTheHostCodecs) {
+  SKIP_WITHOUT_GPU();
+  const codec::TensorLayout layout = {{300, 784}, {300, 1},  {100, 300},
+                                      {100, 1},   {10, 100}, {10, 1}};
+  const size_t n = codec::LayoutParamCount(layout);
+  for (const v1::Codec id : {v1::CODEC_ONEBIT, v1::CODEC_DYNTREE8}) {
+    for (const bool error_feedback : {true, false}) {
+      SCOPED_TRACE(::testing::Message()
+                   << codec::CodecFlagName(id) << " feedback " << error_feedback);
+      codec::CodecOptions options;
+      options.codec = id;
+      options.layout = layout;
+      options.fraction_bits = 32;
+      options.error_feedback = error_feedback;
+      options.absmax_every = 2;
+      absl::StatusOr<std::unique_ptr<codec::Codec>> host = codec::MakeCodec(options);
+      absl::StatusOr<std::unique_ptr<DeviceCodec>> device = MakeDeviceCodec(options, nullptr);
+      ASSERT_TRUE(host.ok() && device.ok()) << device.status();
+      std::vector<float> host_residual(n, 0.0f);
+      DeviceArray<float> residual(host_residual);
+      for (int step = 0; step < 6; ++step) {
+        std::vector<float> delta = MakeValues(n, 1e-3f * float(step + 1), Fill::kRandom, 40 + step);
+        const bool refuse = step == 3;
+        if (refuse) delta[n / 2 + 5] = std::nanf("");
+        DeviceArray<float> d_delta(delta);
+        for (size_t i = 0; i < n; ++i) host_residual[i] += delta[i];
+        v1::Update host_msg, device_msg;
+        std::vector<int64_t> host_quanta, device_quanta;
+        const absl::Status h =
+            codec::EncodeWithFeedback(**host, options, host_residual, &host_msg, &host_quanta);
+        const absl::Status d =
+            (*device)->Encode(d_delta.ptr, residual.ptr, n, &device_msg, &device_quanta);
+        ASSERT_EQ(d.ok(), h.ok()) << "step " << step << ": " << d << " / " << h;
+        if (refuse) {
+          // The same words (the NaN's payload bits are the machine's).
+          const std::string named = absl::StrCat("residual element ", n / 2 + 5, " is ");
+          EXPECT_EQ(d.message().rfind(named, 0), 0u) << d;
+          EXPECT_EQ(h.message().rfind(named, 0), 0u) << h;
+          EXPECT_TRUE(device_quanta.empty());
+          EXPECT_TRUE(SameBitsOrBothNan(residual.Read(), host_residual));
+          host_residual[n / 2 + 5] = 0.0f;
+          ASSERT_EQ(cudaMemcpy(residual.ptr + n / 2 + 5, &host_residual[n / 2 + 5], sizeof(float),
+                               cudaMemcpyHostToDevice),
+                    cudaSuccess);
+          continue;
+        }
+        EXPECT_TRUE(device_msg.payload() == host_msg.payload()) << "step " << step;
+        EXPECT_EQ(device_msg.crc32c(), host_msg.crc32c());
+        EXPECT_EQ(device_quanta, host_quanta) << "step " << step;
+        EXPECT_TRUE(SameBits(residual.Read(), host_residual)) << "step " << step;
+      }
+    }
+  }
 }
 
 TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {

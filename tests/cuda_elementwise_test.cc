@@ -4,9 +4,11 @@
 // that call these functions are checked on a GPU by cuda_backend_test.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "codec/codec.h"
@@ -265,6 +267,222 @@ TEST(CudaElementwise, TheAddAndItsWrapCountAreTheHostReplicas) {
   EXPECT_EQ(device, std::vector<int64_t>(host->quanta().begin(), host->quanta().end()));
   EXPECT_EQ(device_wrapped, host->wrapped());
   EXPECT_EQ(host->wrapped(), 6u);  // 0, 1, 2, 3 by the steps; 0 and 1 back
+}
+
+// codec::QuantaPayloadValue as the device computes it, over magnitudes from
+// far below a quantum to past the 2^62 clamp, ties, both signs and zeros.
+TEST(CudaElementwise, ThePayloadValueIsQuantaPayloadValue) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> exponent(-40.0, 70.0);
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                0.5,
+                                -0.5,
+                                1.5,
+                                2.5,
+                                -2.5,
+                                8388607.5,
+                                8388608.5,
+                                4611686018427387904.0,
+                                -4611686018427387904.0,
+                                1e300,
+                                -1e300};
+  for (int k = 0; k < 200'000; ++k) {
+    const double v = std::exp2(exponent(rng)) * ((k & 1) ? -1.0 : 1.0);
+    values.push_back(v);
+    values.push_back(std::nearbyint(v * 2.0) / 2.0);  // ties where representable
+  }
+  for (const int fraction_bits : {0, 8, 32, 62}) {
+    for (const double v : values) {
+      const double units = std::ldexp(v, -fraction_bits);
+      ASSERT_TRUE(SameBits(PayloadValue(units, fraction_bits),
+                           codec::QuantaPayloadValue(units, fraction_bits)))
+          << v << " at fb " << fraction_bits;
+    }
+  }
+}
+
+// The device's nearest-code search against the host's bucketed one, on and
+// beside every midpoint and over the whole range.
+TEST(CudaElementwise, TheDynTreeCodeSearchIsDynTreeNearestCode) {
+  const double* mids = codec::DynTreeMidpoints();
+  std::vector<double> values = {0.0, -0.0, 1.0, 2.0, 1e-30, std::nan(""), 0.9999999};
+  for (int j = 0; j < 127; ++j) {
+    values.push_back(mids[j]);
+    values.push_back(std::nextafter(mids[j], 0.0));
+    values.push_back(std::nextafter(mids[j], 2.0));
+  }
+  std::mt19937_64 rng(12);
+  std::uniform_real_distribution<double> exponent(-25.0, 0.5);
+  for (int k = 0; k < 500'000; ++k) values.push_back(std::exp2(exponent(rng)));
+  for (const double v : values) {
+    ASSERT_EQ(DynTreeCodeBelow(v, mids), codec::DynTreeNearestCode(v)) << v;
+  }
+}
+
+// What the device codec's kernels compute (cuda/codec_kernels.cu), replayed
+// on the host with the same functions and the same layout of the work:
+// accumulate and check, onebit's columns then signs and quanta, or
+// dyntree8's abs max, tables and codes; then error feedback and the
+// message from its parts (codec::FinishOneBitMessage, FinishDynTree8Message).
+class DeviceCodecReplay {
+ public:
+  explicit DeviceCodecReplay(const codec::CodecOptions& options)
+      : options_(options), scales_(options.layout.size(), 0.0f) {}
+
+  // false (nothing changed but the residual's accumulate) when refused.
+  bool Encode(std::span<const float> delta, std::vector<float>* residual, v1::Update* msg,
+              std::vector<int64_t>* quanta) {
+    const int fb = options_.fraction_bits;
+    const double quantum = std::ldexp(1.0, -fb);
+    const size_t n = residual->size();
+    uint64_t first_bad = ~0ull;
+    for (size_t i = 0; i < n; ++i) {
+      (*residual)[i] = AddRn((*residual)[i], delta[i]);
+      if (DenseValueRefused((*residual)[i], DenseLimitBits(fb)))
+        first_bad = std::min<uint64_t>(first_bad, i);
+    }
+    if (first_bad != ~0ull) return false;
+    float* r = residual->data();
+    quanta->assign(n, 0);
+    auto feedback = [&](size_t i, int64_t q) {
+      r[i] = options_.error_feedback ? DenseFeedback(r[i], q, quantum) : 0.0f;
+    };
+    if (options_.codec == v1::CODEC_ONEBIT) {
+      std::vector<float> column_values;
+      std::vector<size_t> column_of(n);
+      size_t offset = 0, column_base = 0;
+      for (const codec::TensorShape& t : options_.layout) {
+        for (uint32_t c = 0; c < t.cols; ++c) {
+          const OneBitColumnValues v = OneBitColumn(r + offset + c, t.rows, t.cols, fb);
+          column_values.push_back(v.plus);
+          column_values.push_back(v.minus);
+        }
+        for (uint64_t e = 0; e < t.size(); ++e) column_of[offset + e] = column_base + e % t.cols;
+        offset += t.size();
+        column_base += t.cols;
+      }
+      std::vector<uint32_t> words((n + 31) / 32, 0);
+      for (size_t i = 0; i < n; ++i) {
+        const bool non_negative = r[i] >= 0.0f;
+        const auto q =
+            static_cast<int64_t>(column_values[2 * column_of[i] + (non_negative ? 0 : 1)]);
+        (*quanta)[i] = q;
+        words[i / 32] |= uint32_t{non_negative} << (i % 32);
+        feedback(i, q);
+      }
+      std::vector<uint8_t> signs((n + 7) / 8);
+      std::memcpy(signs.data(), words.data(), signs.size());  // little-endian, as the device's
+      codec::FinishOneBitMessage(options_.layout, column_values, signs, msg);
+    } else {
+      const bool rescale = steps_ % static_cast<uint64_t>(options_.absmax_every) == 0;
+      std::vector<uint8_t> codes(n);
+      size_t offset = 0;
+      for (size_t t = 0; t < options_.layout.size(); ++t) {
+        const uint64_t size = options_.layout[t].size();
+        if (rescale) {
+          uint32_t absmax_bits = 0;
+          for (uint64_t e = 0; e < size; ++e) {
+            absmax_bits = std::max(absmax_bits, FloatBits(r[offset + e]) & 0x7FFFFFFFu);
+          }
+          scales_[t] = std::min(PayloadValue(double(BitsFloat(absmax_bits)), fb), 0x1p52f);
+        }
+        const auto scale = static_cast<int64_t>(scales_[t]);
+        int64_t table[128];
+        for (uint32_t m = 0; m < 128; ++m) {
+          const codec::DynTreeFraction f = codec::DynTreeMagnitude(m);
+          const auto s = static_cast<uint64_t>(scale);
+          table[m] =
+              static_cast<int64_t>((2 * s * f.numerator + f.denominator) / (2 * f.denominator));
+        }
+        const double to_normalized =
+            scale > 0 ? DivRnD(double(uint64_t{1} << fb), double(scale)) : 0.0;
+        for (uint64_t e = 0; e < size; ++e) {
+          const int64_t q = DynTree8Element(r[offset + e], to_normalized, table,
+                                            codec::DynTreeMidpoints(), &codes[offset + e]);
+          (*quanta)[offset + e] = q;
+          feedback(offset + e, q);
+        }
+        offset += size;
+      }
+      codec::FinishDynTree8Message(options_.layout, scales_, codes, msg);
+      ++steps_;
+    }
+    return true;
+  }
+
+ private:
+  codec::CodecOptions options_;
+  std::vector<float> scales_;
+  uint64_t steps_ = 0;
+};
+
+// Several steps of each codec, replayed as the device runs them, against
+// codec::EncodeWithFeedback with the host codec: the same message bytes,
+// quanta and residual after every step (feedback on and off; dyntree8
+// rescaling every step and every third; a column of all non-negative and
+// one of all negative values; a tensor of zeros; a NaN refused alike).
+TEST(CudaElementwise, TheDeviceCodecsAreBitExactWithTheHostCodecs) {
+  const codec::TensorLayout layout = {{37, 29}, {37, 1}, {10, 37}, {10, 1}, {3, 5}};
+  const size_t n = codec::LayoutParamCount(layout);
+  for (const v1::Codec id : {v1::CODEC_ONEBIT, v1::CODEC_DYNTREE8}) {
+    for (const bool error_feedback : {true, false}) {
+      for (const int absmax_every : {1, 3}) {
+        if (id == v1::CODEC_ONEBIT && absmax_every != 1) continue;
+        SCOPED_TRACE(::testing::Message() << codec::CodecFlagName(id) << " feedback "
+                                          << error_feedback << " absmax_every " << absmax_every);
+        codec::CodecOptions options;
+        options.codec = id;
+        options.layout = layout;
+        options.fraction_bits = 24;
+        options.error_feedback = error_feedback;
+        options.absmax_every = absmax_every;
+        absl::StatusOr<std::unique_ptr<codec::Codec>> host = codec::MakeCodec(options);
+        ASSERT_TRUE(host.ok()) << host.status();
+        DeviceCodecReplay device(options);
+        std::vector<float> host_residual(n, 0.0f), device_residual(n, 0.0f);
+        for (int step = 0; step < 7; ++step) {
+          std::vector<float> delta = Normal(n, step < 3 ? 1e-3f : 3e-2f, 100 + step);
+          for (uint32_t r = 0; r < 37; ++r) {
+            delta[r * 29 + 3] = std::fabs(delta[r * 29 + 3]);           // column 3: all >= 0
+            delta[r * 29 + 4] = -std::fabs(delta[r * 29 + 4]) - 1e-6f;  // column 4: all < 0
+          }
+          const size_t zeros_at = n - 15;  // the 3x5 tensor: zeros (scale 0)
+          for (size_t k = zeros_at; k < n; ++k) delta[k] = step == 0 ? -0.0f : 0.0f;
+          if (error_feedback) {
+            for (size_t k = zeros_at; k < n; ++k) host_residual[k] = device_residual[k] = 0.0f;
+          }
+          const bool refuse = step == 5;
+          if (refuse) delta[777] = std::nanf("");
+          for (size_t i = 0; i < n; ++i) host_residual[i] += delta[i];
+          v1::Update host_msg, device_msg;
+          std::vector<int64_t> host_quanta, device_quanta;
+          // The host accumulates first (the backend does), then encodes.
+          const absl::Status host_status =
+              codec::EncodeWithFeedback(**host, options, host_residual, &host_msg, &host_quanta);
+          const bool device_ok =
+              device.Encode(delta, &device_residual, &device_msg, &device_quanta);
+          ASSERT_EQ(device_ok, host_status.ok()) << "step " << step << ": " << host_status;
+          if (refuse) {
+            EXPECT_NE(host_status.message().find("residual element 777"), std::string::npos);
+            host_residual[777] = device_residual[777] = 0.0f;  // both kept R + NaN: clear it
+          } else {
+            EXPECT_EQ(device_msg.payload(), host_msg.payload()) << "step " << step;
+            EXPECT_EQ(device_msg.crc32c(), host_msg.crc32c());
+            EXPECT_EQ(device_msg.codec(), host_msg.codec());
+            EXPECT_EQ(device_msg.param_count(), host_msg.param_count());
+            EXPECT_EQ(device_msg.count(), host_msg.count());
+            EXPECT_EQ(device_quanta, host_quanta) << "step " << step;
+            std::vector<int64_t> decoded;
+            ASSERT_TRUE(codec::DecodeQuantaPayload(device_msg, &decoded).ok());
+            EXPECT_EQ(decoded, device_quanta);
+          }
+          ASSERT_EQ(std::memcmp(device_residual.data(), host_residual.data(), n * sizeof(float)), 0)
+              << "residuals differ after step " << step;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
