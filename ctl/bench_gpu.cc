@@ -14,7 +14,10 @@
 //     parameters) at batch 1,024 with fp32 and with tf32 GEMMs, its FLOP/s
 //     against cuBLAS sgemm on the same shapes in the same precision, and
 //     the pass + copy-out + Rice encoding on the host at that size as a
-//     fraction of the fp32 step.
+//     fraction of the fp32 step;
+//   - onebit and dyntree8 at Strom's size encoded on the device against
+//     the residual's round trip to a host encoder (what the codec mode did
+//     before cuda/device_codec.h).
 // Where no GPU answers it says so and exits 1.
 #include <algorithm>
 #include <cmath>
@@ -34,11 +37,13 @@
 #include <memory>
 
 #include "base/status_macros.h"
+#include "codec/codec.h"
 #include "codec/rice.h"
 #include "cuda/cublas_api.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
+#include "cuda/device_codec.h"
 #include "cuda/event_timer.h"
 #include "cuda/kernels.h"
 #include "cuda/threshold_pass.h"
@@ -404,6 +409,76 @@ absl::StatusOr<StepRow> MeasureStep(int reps, model::GemmPrecision precision, bo
   return row;
 }
 
+// Onebit and dyntree8 in the codec mode at Strom's size: encoded on the
+// device (cuda/device_codec.h) against what the backend did before, the
+// residual copied to pinned memory, encoded on the host
+// (codec::EncodeWithFeedback, one thread) and copied back. Wall time of a
+// whole encode, both ending with the message and its quanta on the host.
+struct CodecRow {
+  std::string codec;
+  double device_s = 0, host_s = 0;
+};
+
+absl::StatusOr<std::vector<CodecRow>> MeasureCodecs(int reps) {
+  absl::StatusOr<model::ModelShape> shape = model::ModelShape::Parse(kStromLayers, "sigmoid");
+  if (!shape.ok()) return shape.status();
+  const uint64_t n = shape->param_count();
+  std::vector<float> delta(n);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  for (float& d : delta) d = normal(rng);
+  DeviceMemory<float> d_delta, d_residual;
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_delta.ptr, n * sizeof(float)));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_residual.ptr, n * sizeof(float)));
+  RECKON_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(d_delta.ptr, delta.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  float* h_residual = nullptr;
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMallocHost(&h_residual, n * sizeof(float)));
+  std::unique_ptr<float, decltype(&cudaFreeHost)> h_owner(h_residual, cudaFreeHost);
+  using Clock = std::chrono::steady_clock;
+  std::vector<CodecRow> rows;
+  for (const v1::Codec id : {v1::CODEC_ONEBIT, v1::CODEC_DYNTREE8}) {
+    codec::CodecOptions options;
+    options.codec = id;
+    options.layout = shape->Layout();
+    options.fraction_bits = 32;
+    CodecRow row;
+    row.codec = codec::CodecFlagName(id);
+    absl::StatusOr<std::unique_ptr<cuda::DeviceCodec>> device =
+        cuda::MakeDeviceCodec(options, nullptr);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<std::unique_ptr<codec::Codec>> host = codec::MakeCodec(options);
+    if (!host.ok()) return host.status();
+    v1::Update msg;
+    std::vector<int64_t> quanta;
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemset(d_residual.ptr, 0, n * sizeof(float)));
+    double best_device = 1e30, best_host = 1e30;
+    for (int r = 0; r < reps + 1; ++r) {  // one warm-up
+      const auto t0 = Clock::now();
+      RECKON_RETURN_IF_ERROR((*device)->Encode(d_delta.ptr, d_residual.ptr, n, &msg, &quanta));
+      if (r > 0)
+        best_device =
+            std::min(best_device, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    for (int r = 0; r < reps + 1; ++r) {
+      const auto t0 = Clock::now();
+      RECKON_RETURN_IF_ERROR(cuda::LaunchAccumulate(d_delta.ptr, d_residual.ptr, n, nullptr));
+      RECKON_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(h_residual, d_residual.ptr, n * sizeof(float), cudaMemcpyDeviceToHost));
+      RECKON_RETURN_IF_ERROR(codec::EncodeWithFeedback(
+          **host, options, std::span<float>(h_residual, n), &msg, &quanta));
+      RECKON_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(d_residual.ptr, h_residual, n * sizeof(float), cudaMemcpyHostToDevice));
+      if (r > 0)
+        best_host = std::min(best_host, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    row.device_s = best_device;
+    row.host_s = best_host;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 }  // namespace
 #endif
 
@@ -443,6 +518,11 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
                 : step.status();
   if (!step_tf32.ok()) {
     err << "reckonctl bench gpu: " << step_tf32.status().message() << "\n";
+    return kExitBadInput;
+  }
+  absl::StatusOr<std::vector<CodecRow>> codecs = MeasureCodecs(static_cast<int>(reps));
+  if (!codecs.ok()) {
+    err << "reckonctl bench gpu: " << codecs.status().message() << "\n";
     return kExitBadInput;
   }
   const double apply_80_ms = rows[0].apply_80_peers_s * 1e3;
@@ -485,11 +565,17 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
     fp32["pass_copy_encode_s"] = step->pass_copy_encode_s;
     fp32["fraction"] = step->pass_copy_encode_s / step->step_s;
     fp32["apply_80_peers_fraction"] = rows[0].apply_80_peers_s / step->step_s;
-    const base::Json figures = {{"device", device->name},
-                                {"density", density},
-                                {"sizes", sizes},
-                                {"step", fp32},
-                                {"step_tf32", step_json(*step_tf32)}};
+    base::Json codec_rows = base::Json::array();
+    for (const CodecRow& c : *codecs) {
+      codec_rows.push_back({{"codec", c.codec},
+                            {"device_encode_s", c.device_s},
+                            {"host_encode_s", c.host_s},
+                            {"speedup", c.host_s / c.device_s},
+                            {"device_fraction_of_step", c.device_s / step->step_s}});
+    }
+    const base::Json figures = {{"device", device->name}, {"density", density},
+                                {"sizes", sizes},         {"codecs", codec_rows},
+                                {"step", fp32},           {"step_tf32", step_json(*step_tf32)}};
     out << figures.dump() << "\n";
     return kExitOk;
   }
@@ -525,6 +611,13 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
       "apply %.3f ms = %.1f%% of it\n",
       step->pass_copy_encode_s * 1e3, 100 * step->pass_copy_encode_s / step->step_s, apply_80_ms,
       100 * rows[0].apply_80_peers_s / step->step_s);
+  for (const CodecRow& c : *codecs) {
+    out << absl::StrFormat(
+        "%s at Strom's size: encoded on the device %.3f ms (%.1f%% of the fp32 step), on the "
+        "host with the residual's round trip %.3f ms: %.1fx\n",
+        c.codec, c.device_s * 1e3, 100 * c.device_s / step->step_s, c.host_s * 1e3,
+        c.host_s / c.device_s);
+  }
   return kExitOk;
 #endif
 }
