@@ -423,16 +423,16 @@ absl::StatusOr<StepTimes> MeasureStepOverhead(int steps, const std::string& dir)
   return out;
 }
 
-struct Row {
+struct TransportRow {
   size_t bytes;
   int count;
   double grpc_s, tcp_s;  // the pair with the median ratio
   double min_ratio, max_ratio;
 };
 
-base::Json ThroughputJson(const std::vector<Row>& rows) {
+base::Json ThroughputJson(const std::vector<TransportRow>& rows) {
   base::Json json = base::Json::array();
-  for (const Row& r : rows) {
+  for (const TransportRow& r : rows) {
     json.push_back({{"message_bytes", r.bytes},
                     {"messages", r.count},
                     {"grpc_updates_per_s", r.count / r.grpc_s},
@@ -446,12 +446,12 @@ base::Json ThroughputJson(const std::vector<Row>& rows) {
   return json;
 }
 
-void PrintThroughput(const std::vector<Row>& rows, int64_t rounds, std::ostream& out) {
+void PrintThroughput(const std::vector<TransportRow>& rows, int64_t rounds, std::ostream& out) {
   out << "One gRPC stream vs a raw TCP socket, same serialized frames, loopback (median of "
       << rounds << " alternating pairs; range of the ratio):\n"
       << "  message     count   gRPC msg/s    gRPC MB/s    TCP msg/s     TCP MB/s   gRPC/TCP"
          "        range\n";
-  for (const Row& r : rows) {
+  for (const TransportRow& r : rows) {
     out << absl::StrFormat("  %7d B %8d %12.0f %12.1f %12.0f %12.1f %9.3fx  %.2f-%.2fx\n",
                            r.bytes, r.count, r.count / r.grpc_s,
                            r.count * double(r.bytes) / r.grpc_s / 1e6, r.count / r.tcp_s,
@@ -486,7 +486,7 @@ int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, s
   // Per size, `rounds` alternating gRPC / TCP pairs; the pair with the
   // median ratio is reported, with the lowest and highest ratio (this
   // machine is shared: one pair alone scattered 0.25x-0.56x at 1 MiB).
-  std::vector<Row> rows;
+  std::vector<TransportRow> rows;
   for (auto [bytes, count] : std::vector<std::pair<size_t, int>>{{size_t{1} << 20, 1000},
                                                                  {size_t{64} << 10, 10000},
                                                                  {size_t{1} << 10, 100000},

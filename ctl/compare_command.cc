@@ -39,7 +39,7 @@ ABSL_DECLARE_FLAG(int64_t, link_mtu);
 namespace reckon::ctl {
 namespace {
 
-struct Row {
+struct CompareRow {
   std::string codec;
   int workers = 0;
   double bits_per_param = 0, wire_bytes = 0, compression = 0, accuracy = 0, samples_per_s = 0,
@@ -52,12 +52,12 @@ struct Row {
 
 // The mean of `runs` (one codec), with the accuracy's range; replicas are
 // "identical" only when they were in every run.
-Row MeanOf(const std::vector<Row>& runs) {
-  Row m = runs.front();
+CompareRow MeanOf(const std::vector<CompareRow>& runs) {
+  CompareRow m = runs.front();
   m.runs = static_cast<int>(runs.size());
   m.accuracy_min = m.accuracy_max = runs.front().accuracy;
   double bytes = 0, accuracy = 0, rate = 0, wall = 0;
-  for (const Row& r : runs) {
+  for (const CompareRow& r : runs) {
     bytes += r.wire_bytes;
     accuracy += r.accuracy;
     rate += r.samples_per_s;
@@ -76,7 +76,7 @@ Row MeanOf(const std::vector<Row>& runs) {
 
 // Runs `reckonctl local` for one codec and reads its summary.
 // Run `run` (from 1) of it is in <dir>/<codec> for the first, <dir>/<codec>-<run> after.
-absl::StatusOr<Row> RunCluster(const std::string& codec, int run, int workers,
+absl::StatusOr<CompareRow> RunCluster(const std::string& codec, int run, int workers,
                                const std::string& dir, int64_t timeout_s,
                                const std::vector<std::string>& training) {
   const std::string name = run == 1 ? codec : absl::StrCat(codec, "-", run);
@@ -97,7 +97,7 @@ absl::StatusOr<Row> RunCluster(const std::string& codec, int run, int workers,
         absl::StrCat("the ", name, " cluster failed:\n", log.ok() ? *log : std::string()));
   }
   RECKON_ASSIGN_OR_RETURN(base::Json j, base::ReadJsonFile(summary));
-  Row r;
+  CompareRow r;
   r.codec = codec;
   r.workers = workers;
   r.wire_bytes = j.at("wire_bytes");
@@ -112,14 +112,14 @@ absl::StatusOr<Row> RunCluster(const std::string& codec, int run, int workers,
 }
 
 // The dense worker alone (RunDenseBaseline) as a row of the table.
-absl::StatusOr<Row> RunBaseline(const std::string& dir, int64_t timeout_s,
+absl::StatusOr<CompareRow> RunBaseline(const std::string& dir, int64_t timeout_s,
                                 const std::vector<std::string>& training) {
   const std::string worker = FindWorkerBinary();
   if (worker.empty()) return absl::NotFoundError("cannot find reckon-worker beside reckonctl");
   const auto start = std::chrono::steady_clock::now();
   RECKON_ASSIGN_OR_RETURN(const WorkerSummary w,
                           RunDenseBaseline(worker, dir, training, timeout_s));
-  Row r;
+  CompareRow r;
   r.codec = "dense alone";
   r.workers = 1;
   r.wire_bytes = w.wire_bytes;
@@ -133,14 +133,14 @@ absl::StatusOr<Row> RunBaseline(const std::string& dir, int64_t timeout_s,
   return r;
 }
 
-absl::Status WriteChart(const std::vector<Row>& rows, const std::string& dir,
+absl::Status WriteChart(const std::vector<CompareRow>& rows, const std::string& dir,
                         const std::string& svg) {
   if (!std::filesystem::exists("/usr/bin/gnuplot")) {
     return absl::FailedPreconditionError("--chart needs gnuplot: apt-get install gnuplot-nox");
   }
   const std::string data = dir + "/chart.dat", script = dir + "/chart.gp";
   std::string points;
-  for (const Row& r : rows) {
+  for (const CompareRow& r : rows) {
     points += absl::StrFormat("\"%s\" %.6g %.4f\n", r.codec, r.wire_bytes, 100 * r.accuracy);
   }
   RECKON_RETURN_IF_ERROR(base::WriteFileAtomically(data, points));
@@ -166,9 +166,9 @@ absl::Status WriteChart(const std::vector<Row>& rows, const std::string& dir,
 }
 
 // The table on `out`, and --csv / --chart when asked.
-int Report(const std::vector<Row>& rows, const std::string& dir, std::ostream& out,
+int Report(const std::vector<CompareRow>& rows, const std::string& dir, std::ostream& out,
            std::ostream& err) {
-  const Row& baseline = rows.back();
+  const CompareRow& baseline = rows.back();
   out << absl::StrFormat("\n%-12s %7s %9s %14s %10s %9s %13s %8s %11s %8s %10s\n", "codec",
                          "workers", "bits/par", "wire bytes", "vs dense", "accuracy", "range",
                          "vs base", "samples/s", "wall s", "replicas");
@@ -177,7 +177,7 @@ int Report(const std::vector<Row>& rows, const std::string& dir, std::ostream& o
       "test_accuracy_min,test_accuracy_max,runs,accuracy_points_vs_baseline,samples_per_s,"
       "wall_seconds,replicas\n";
   bool all_identical = true;
-  for (const Row& r : rows) {
+  for (const CompareRow& r : rows) {
     const double points = 100 * (r.accuracy - baseline.accuracy);
     const std::string range =
         r.runs > 1 ? absl::StrFormat("%.2f-%.2f", 100 * r.accuracy_min, 100 * r.accuracy_max) : "-";
@@ -268,14 +268,14 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
                                                std::to_string(absl::GetFlag(FLAGS_link_mtu))});
     out << "compare: every cluster's workers behind links " << link << "\n";
   }
-  std::vector<Row> rows;
+  std::vector<CompareRow> rows;
   for (const std::string& codec : codecs) {
-    std::vector<Row> runs;
+    std::vector<CompareRow> runs;
     for (int run = 1; run <= repeats; ++run) {
       out << "compare: " << codec << ", " << workers << " workers";
       if (repeats > 1) out << ", run " << run << " of " << repeats;
       out << "...\n" << std::flush;
-      absl::StatusOr<Row> r = RunCluster(codec, run, int(workers), dir, timeout_s, cluster_flags);
+      absl::StatusOr<CompareRow> r = RunCluster(codec, run, int(workers), dir, timeout_s, cluster_flags);
       if (!r.ok()) {
         err << "reckonctl compare: " << r.status().message() << "\n";
         return kExitBadInput;
@@ -285,7 +285,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
     rows.push_back(MeanOf(runs));
   }
   out << "compare: the baseline, one dense worker alone...\n" << std::flush;
-  absl::StatusOr<Row> baseline = RunBaseline(dir, timeout_s, training);
+  absl::StatusOr<CompareRow> baseline = RunBaseline(dir, timeout_s, training);
   if (!baseline.ok()) {
     err << "reckonctl compare: " << baseline.status().message() << "\n";
     return kExitBadInput;

@@ -11,8 +11,14 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 fuzz_seconds=${RECKON_FUZZ_SECONDS:-30}
 
+# Line tables only (-g1): what backtraces, gdb's bt and the sanitizers'
+# reports need. Full debug info made a compile about a quarter slower
+# (server/http_endpoint.cc: 31.7 s against 23.3 s, 2026-11-28), twice over.
+line_tables="-O2 -g1 -DNDEBUG"
+
 echo "== build (gcc, -Werror) =="
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECKON_WERROR=ON
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECKON_WERROR=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$line_tables" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$line_tables"
 cmake --build build -j "$jobs"
 echo "== tests =="
 ctest --test-dir build -j "$jobs" --output-on-failure
@@ -20,6 +26,7 @@ ctest --test-dir build -j "$jobs" --output-on-failure
 echo "== build (clang, ASan + UBSan, libFuzzer) =="
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$line_tables" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$line_tables" \
   -DRECKON_WERROR=ON -DRECKON_SANITIZE=ON -DRECKON_FUZZ=ON -DRECKON_CUDA=OFF \
   -DRECKON_FUZZ_SECONDS="$fuzz_seconds"
 cmake --build build-sanitize -j "$jobs"

@@ -17,7 +17,7 @@
 namespace reckon::worker {
 namespace {
 
-constexpr char kMagic[] = "\x93NUMPY";
+constexpr char kNpyMagic[] = "\x93NUMPY";
 constexpr size_t kMagicBytes = 6;
 
 absl::Status Bad(const std::string& path, const std::string& what) {
@@ -242,7 +242,7 @@ uint64_t NpyHeader::elements() const {
 
 absl::StatusOr<NpyHeader> ParseNpyHeader(std::string_view text, const std::string& path) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
-  if (text.size() < kMagicBytes + 2 || text.substr(0, kMagicBytes) != kMagic) {
+  if (text.size() < kMagicBytes + 2 || text.substr(0, kMagicBytes) != kNpyMagic) {
     return Bad(path, "not a .npy file (it does not begin with \\x93NUMPY)");
   }
   const int major = bytes[6];
@@ -434,7 +434,7 @@ std::string NpyBytesOfDescr(std::string_view descr, const std::vector<uint64_t>&
   const size_t unpadded = kMagicBytes + 2 + 2 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
   dict.push_back('\n');
-  std::string out(kMagic, kMagicBytes);
+  std::string out(kNpyMagic, kMagicBytes);
   out.push_back('\x01');
   out.push_back('\x00');
   out.push_back(static_cast<char>(dict.size() & 0xFF));
