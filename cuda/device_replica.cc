@@ -27,8 +27,27 @@ absl::StatusOr<std::unique_ptr<DeviceReplica>> DeviceReplica::Create(uint64_t pa
   *r->h_wrapped_.get() = 0;
   RECKON_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(r->wrapped_.get(), 0, sizeof(unsigned long long), stream));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&r->apply_done_, cudaEventDisableTiming));
   RECKON_RETURN_IF_ERROR(r->Sync());
   return r;
+}
+
+DeviceReplica::~DeviceReplica() {
+  // The staging buffers are freed after this: the copies from them end first.
+  if (apply_in_flight_) cudaEventSynchronize(apply_done_);
+  if (apply_done_ != nullptr) cudaEventDestroy(apply_done_);
+}
+
+uint64_t DeviceReplica::wrapped() const {
+  if (apply_in_flight_ && cudaEventQuery(apply_done_) != cudaSuccess) return wrapped_before_;
+  return *h_wrapped_.get();
+}
+
+absl::Status DeviceReplica::FinishApplyInFlight() {
+  if (!apply_in_flight_) return absl::OkStatus();
+  apply_in_flight_ = false;
+  RECKON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(apply_done_));
+  return absl::OkStatus();
 }
 
 absl::Status DeviceReplica::Sync() const {
@@ -37,6 +56,7 @@ absl::Status DeviceReplica::Sync() const {
 }
 
 absl::Status DeviceReplica::ReadWrappedAndSync() {
+  RECKON_RETURN_IF_ERROR(FinishApplyInFlight());  // before h_wrapped_ is written again
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_wrapped_.get(), wrapped_.get(),
                                               sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                               stream_));
@@ -84,6 +104,7 @@ absl::Status DeviceReplica::ApplyBatch(std::span<const model::UpdateRef> updates
     total += updates[m].words.size();
   }
   if (total == 0) return absl::OkStatus();
+  RECKON_RETURN_IF_ERROR(FinishApplyInFlight());  // the staging buffers are free again
   const size_t messages = updates.size();
   RECKON_RETURN_IF_ERROR(apply_words_.Resize(total));
   RECKON_RETURN_IF_ERROR(apply_ends_.Resize(messages));
@@ -107,16 +128,23 @@ absl::Status DeviceReplica::ApplyBatch(std::span<const model::UpdateRef> updates
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_steps_.get(), steps, messages * sizeof(int64_t),
                                               cudaMemcpyHostToDevice, stream_));
   // Apply modulo 2^64 (as every replica does: nothing to refuse or take
-  // back), refresh the touched floats, one wait.
+  // back), refresh the touched floats, the count of wraps back; no wait.
   RECKON_RETURN_IF_ERROR(LaunchApplyWords(apply_words_.get(), total, apply_ends_.get(),
                                           apply_steps_.get(), static_cast<int>(messages),
                                           quanta_.get(), wrapped_.get(), stream_));
   RECKON_RETURN_IF_ERROR(LaunchRefreshTouched(apply_words_.get(), total, quanta_.get(),
                                               weights_.get(), quantum_, stream_));
-  return ReadWrappedAndSync();
+  wrapped_before_ = *h_wrapped_.get();
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_wrapped_.get(), wrapped_.get(),
+                                              sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                              stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(apply_done_, stream_));
+  apply_in_flight_ = true;
+  return absl::OkStatus();
 }
 
 absl::Status DeviceReplica::StageOneMessage(uint64_t count, int64_t step_quanta) {
+  RECKON_RETURN_IF_ERROR(FinishApplyInFlight());
   RECKON_RETURN_IF_ERROR(apply_ends_.Resize(1));
   RECKON_RETURN_IF_ERROR(apply_steps_.Resize(1));
   RECKON_RETURN_IF_ERROR(h_apply_meta_.Resize(2));

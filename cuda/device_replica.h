@@ -8,7 +8,11 @@
 // after the words pass their checks and nothing is half-applied.
 //
 // Threading: one thread calls it; every call enqueues on the stream given
-// to Create (not owned) and waits for it before returning. Host C++20.
+// to Create (not owned) and waits for it before returning, except
+// ApplyBatch: the peers' messages are applied while the caller goes on
+// (the next step's batch, its launches: issue 37's overlap), and the next
+// call that needs the device's answer or the staging buffers waits for
+// them. Host C++20.
 #ifndef RECKON_CUDA_DEVICE_REPLICA_H_
 #define RECKON_CUDA_DEVICE_REPLICA_H_
 
@@ -41,10 +45,12 @@ class DeviceReplica {
   // backend's local dense apply) refreshes weights() in the same launch.
   int64_t* quanta() const { return quanta_.get(); }
   float* weights() const { return weights_.get(); }
+  ~DeviceReplica();
   // Additions that left the int64 range and wrapped since Create (the
-  // host's FixedPointReplica::wrapped), as of the last apply's end (read
-  // with it: no wait here).
-  uint64_t wrapped() const { return *h_wrapped_.get(); }
+  // host's FixedPointReplica::wrapped), as of the last apply the device
+  // has finished: an ApplyBatch still running is counted once it ends (a
+  // later call sees it). No wait here.
+  uint64_t wrapped() const;
 
   // kInvalidArgument for another count.
   absl::Status Load(std::span<const int64_t> quanta);
@@ -52,7 +58,11 @@ class DeviceReplica {
   absl::StatusOr<std::string> Hash() const;
   // Threshold messages (no quanta), in one launch: all or nothing across
   // the batch (kInvalidArgument naming the message whose step or words are
-  // wrong; nothing applied then).
+  // wrong; nothing applied then, checked before anything is enqueued).
+  // Returns once the apply is enqueued (the words are staged in pinned
+  // memory): what reads the replica later on the stream sees it applied;
+  // a CUDA failure of the apply itself surfaces at the next call that
+  // waits.
   absl::Status ApplyBatch(std::span<const model::UpdateRef> updates);
   // This replica's own emission, `words` as the wire decoded them: applied
   // from where `pass` (null: none) left them when they are its last
@@ -79,14 +89,22 @@ class DeviceReplica {
   absl::Status StageOneMessage(uint64_t count, int64_t step_quanta);
   // After an apply's kernels: the count of wraps comes back, then the wait.
   absl::Status ReadWrappedAndSync();
+  // Waits for the ApplyBatch in flight, if any (its staging buffers are
+  // then free and its count of wraps read).
+  absl::Status FinishApplyInFlight();
 
   uint64_t param_count_;
   double quantum_;
   cudaStream_t stream_;
   DeviceBuffer<int64_t> quanta_;
   DeviceBuffer<float> weights_;
-  DeviceBuffer<unsigned long long> wrapped_;  // counted by the apply kernels
-  PinnedBuffer<unsigned long long> h_wrapped_;
+  DeviceBuffer<unsigned long long> wrapped_;    // counted by the apply kernels
+  PinnedBuffer<unsigned long long> h_wrapped_;  // written by the stream's copies
+  // ApplyBatch in flight: `apply_done_` recorded after its copies, kernels
+  // and the count's copy back; `wrapped_before_` the count before it.
+  cudaEvent_t apply_done_ = nullptr;
+  bool apply_in_flight_ = false;
+  uint64_t wrapped_before_ = 0;
   DeviceBuffer<int64_t> dense_in_;
   DeviceBuffer<uint32_t> apply_words_;
   DeviceBuffer<uint64_t> apply_ends_;

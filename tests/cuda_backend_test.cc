@@ -12,9 +12,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -316,6 +318,59 @@ TEST(DeviceCodec, OnebitAndDyntree8EncodeBitForBitAsTheHostCodecs) {
       }
     }
   }
+}
+
+// The peers' apply runs while the caller goes on (ApplyUpdateBatch returns
+// once it is enqueued): batches back to back reuse the staging buffers only
+// after the device has read them, a step enqueued next sees every one
+// applied, and the wraps are counted once the device has finished.
+TEST(CudaBackend, ThePeersApplyRunsOnWhileTheCallerGoesOn) {
+  SKIP_WITHOUT_GPU();
+  const model::BackendConfig config = SmallConfig(model::UpdateMode::kThreshold);
+  const uint64_t n = config.shape.param_count();
+  absl::StatusOr<codec::FixedPointReplica> cpu = codec::FixedPointReplica::Create(n, 32);
+  ASSERT_TRUE(model::InitializeModel(config.shape, 1, &*cpu).ok());
+  std::vector<int64_t> start(cpu->quanta().begin(), cpu->quanta().end());
+  start[3] = std::numeric_limits<int64_t>::max() - 10;  // wraps once below
+  ASSERT_TRUE(cpu->Load(start).ok());
+  absl::StatusOr<std::unique_ptr<model::Backend>> gpu = MakeCudaBackend(config);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE((*gpu)->LoadWeights(start).ok());
+  const std::vector<uint32_t> up = {3};
+  for (int batch = 0; batch < 20; ++batch) {
+    std::vector<std::vector<uint32_t>> sets;
+    std::vector<model::UpdateRef> refs;
+    for (int m = 0; m < 8; ++m) {
+      sets.push_back(::reckon::testing::RandomUpdates(3000 + 11 * m, n, 1000 * batch + m, false));
+    }
+    for (int m = 0; m < 8; ++m) {
+      refs.push_back({int64_t{1} << 20, sets[m], {}});
+      ASSERT_TRUE(cpu->Apply(int64_t{1} << 20, sets[m]).ok());
+    }
+    if (batch == 10) {
+      refs.push_back({100, up, {}});
+      ASSERT_TRUE(cpu->Apply(100, up).ok());
+    }
+    ASSERT_TRUE((*gpu)->ApplyUpdateBatch(refs).ok());  // no wait between batches
+  }
+  // A step enqueued behind the applies reads the applied weights: its
+  // evaluation equals one of a backend loaded with the host's result.
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  ::reckon::testing::SyntheticBatch(64, 784, &images, &labels);
+  const model::BatchStats behind = (*gpu)->Evaluate(images.data(), labels.data(), 64).value();
+  absl::StatusOr<std::unique_ptr<model::Backend>> loaded = MakeCudaBackend(config);
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_TRUE((*loaded)->LoadWeights(cpu->quanta()).ok());
+  const model::BatchStats direct = (*loaded)->Evaluate(images.data(), labels.data(), 64).value();
+  EXPECT_EQ(behind.loss_sum, direct.loss_sum);
+  EXPECT_EQ(behind.correct, direct.correct);
+  const std::vector<int64_t> q = (*gpu)->ReadWeights().value();
+  EXPECT_TRUE(std::equal(q.begin(), q.end(), cpu->quanta().begin()));
+  // Counted once finished (how many depends on the order the atomics met
+  // parameter 3 in, as on the CPU: at least the one the step of 100 made).
+  EXPECT_GE(cpu->wrapped(), 1u);
+  EXPECT_GE((*gpu)->WeightsWrapped(), 1u);
 }
 
 TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
