@@ -9,7 +9,9 @@
 //     pass (20 and 28);
 //   - plain cub::DeviceSelect::If on the residual alone;
 //   - the batched apply in updates/s, of one pass's words (8 messages) and
-//     of 80 peers' Strom-size messages at once (79 x 44,000 updates);
+//     of 80 peers' Strom-size messages at once (79 x 44,000 updates), and
+//     those merged (cuda/merged_apply.h: sorted, summed per index, one add
+//     each), checked to leave the same replica;
 //   - one training step of Strom's network (784-1800x5-10, sigmoid, 14.4M
 //     parameters) at batch 1,024 with fp32 and with tf32 GEMMs, its FLOP/s
 //     against cuBLAS sgemm on the same shapes in the same precision, and
@@ -46,6 +48,7 @@
 #include "cuda/device_codec.h"
 #include "cuda/event_timer.h"
 #include "cuda/kernels.h"
+#include "cuda/merged_apply.h"
 #include "cuda/threshold_pass.h"
 #endif
 
@@ -79,6 +82,7 @@ struct SizeRow {
   double apply_updates_per_s = 0;
   uint64_t apply_80_peers_updates = 0;
   double apply_80_peers_s = 0;
+  double apply_80_peers_merged_s = 0;  // cuda/merged_apply.h, the same messages
   std::vector<FusedRow> fused;
 };
 
@@ -290,6 +294,35 @@ absl::StatusOr<SizeRow> MeasureSize(uint64_t n, double density, int reps) {
     if (!peers_s.ok()) return peers_s.status();
     row.apply_80_peers_updates = words.size();
     row.apply_80_peers_s = *peers_s;
+
+    // The same messages merged (cuda/merged_apply.h): one add per distinct
+    // index. First both once from zero, to check they leave the same
+    // replica; then timed as the atomic apply was.
+    cuda::MergedApply merged;
+    DeviceMemory<int64_t> merged_quanta;
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&merged_quanta.ptr, n * sizeof(int64_t)));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemset(merged_quanta.ptr, 0, n * sizeof(int64_t)));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemset(quanta.ptr, 0, n * sizeof(int64_t)));
+    RECKON_RETURN_IF_ERROR(cuda::LaunchApplyWords(d_words.ptr, words.size(), d_ends.ptr,
+                                                  d_steps.ptr, kPeers, quanta.ptr, wrapped.ptr,
+                                                  nullptr));
+    RECKON_RETURN_IF_ERROR(merged.Launch(d_words.ptr, words.size(), d_ends.ptr, d_steps.ptr, kPeers,
+                                         merged_quanta.ptr, copy.ptr, 1.0 / 4294967296.0,
+                                         wrapped.ptr, nullptr));
+    std::vector<int64_t> atomic_result(n), merged_result(n);
+    RECKON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(atomic_result.data(), quanta.ptr, n * sizeof(int64_t), cudaMemcpyDeviceToHost));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpy(merged_result.data(), merged_quanta.ptr,
+                                           n * sizeof(int64_t), cudaMemcpyDeviceToHost));
+    if (atomic_result != merged_result) {
+      return absl::InternalError("the merged apply left another replica than the atomic one");
+    }
+    absl::StatusOr<double> merged_s = cuda::BestEventSeconds(reps, nothing, [&]() -> absl::Status {
+      return merged.Launch(d_words.ptr, words.size(), d_ends.ptr, d_steps.ptr, kPeers,
+                           merged_quanta.ptr, copy.ptr, 1.0 / 4294967296.0, wrapped.ptr, nullptr);
+    });
+    if (!merged_s.ok()) return merged_s.status();
+    row.apply_80_peers_merged_s = *merged_s;
   }
   return row;
 }
@@ -554,7 +587,9 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
                        {"fused", fused},
                        {"apply_updates_per_s", r.apply_updates_per_s},
                        {"apply_80_peers_updates", r.apply_80_peers_updates},
-                       {"apply_80_peers_s", r.apply_80_peers_s}});
+                       {"apply_80_peers_s", r.apply_80_peers_s},
+                       {"apply_80_peers_merged_s", r.apply_80_peers_merged_s},
+                       {"merged_speedup", r.apply_80_peers_s / r.apply_80_peers_merged_s}});
     }
     auto step_json = [](const StepRow& s) {
       return base::Json{{"params", s.params},           {"batch", kStepBatch},
@@ -595,9 +630,10 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
     }
     out << absl::StrFormat(
         "  apply: %.3g updates/s (one pass's words); 80 peers' %d updates "
-        "in %.3f ms (%.3g updates/s)\n",
+        "in %.3f ms (%.3g updates/s); merged %.3f ms (%.2fx)\n",
         r.apply_updates_per_s, r.apply_80_peers_updates, r.apply_80_peers_s * 1e3,
-        r.apply_80_peers_updates / r.apply_80_peers_s);
+        r.apply_80_peers_updates / r.apply_80_peers_s, r.apply_80_peers_merged_s * 1e3,
+        r.apply_80_peers_s / r.apply_80_peers_merged_s);
   }
   for (const StepRow* s : {&*step, &*step_tf32}) {
     out << absl::StrFormat(

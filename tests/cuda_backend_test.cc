@@ -29,6 +29,7 @@
 #include "cuda/device.h"
 #include "cuda/device_codec.h"
 #include "cuda/kernels.h"
+#include "cuda/merged_apply.h"
 #include "cuda/threshold_pass.h"
 #include "model/backend.h"
 #include "model/model.h"
@@ -371,6 +372,65 @@ TEST(CudaBackend, ThePeersApplyRunsOnWhileTheCallerGoesOn) {
   // parameter 3 in, as on the CPU: at least the one the step of 100 made).
   EXPECT_GE(cpu->wrapped(), 1u);
   EXPECT_GE((*gpu)->WeightsWrapped(), 1u);
+}
+
+// The merged apply (cuda/merged_apply.h) leaves the replica the host's
+// FixedPointReplica::Apply leaves, message by message, floats included:
+// many messages touching the same parameters, both signs, a sum past the
+// int64 range (modulo 2^64, counted), and a second, larger batch (the
+// scratch grows).
+TEST(MergedApply, LeavesTheReplicaTheHostApplyLeaves) {
+  SKIP_WITHOUT_GPU();
+  const uint64_t n = 200'003;
+  absl::StatusOr<codec::FixedPointReplica> cpu = codec::FixedPointReplica::Create(n, 32);
+  ASSERT_TRUE(cpu.ok());
+  std::vector<int64_t> start(n);
+  std::mt19937_64 rng(5);
+  for (int64_t& q : start) q = static_cast<int64_t>(rng() >> 20) - (int64_t{1} << 43);
+  start[7] = std::numeric_limits<int64_t>::max() - 5;
+  ASSERT_TRUE(cpu->Load(start).ok());
+  DeviceArray<int64_t> quanta(start);
+  DeviceArray<float> weights(std::vector<float>(n, 0.0f));
+  DeviceArray<unsigned long long> wrapped(std::vector<unsigned long long>(1, 0));
+  MergedApply merged;
+  for (const int messages : {30, 90}) {
+    std::vector<uint32_t> words;
+    std::vector<uint64_t> ends;
+    std::vector<int64_t> steps;
+    for (int m = 0; m < messages; ++m) {
+      std::vector<uint32_t> set =
+          ::reckon::testing::RandomUpdates(2000 + 101 * m, n, 70 + m, m % 3 == 1);
+      if (m == 0) {  // +step at 7: past INT64_MAX
+        std::erase_if(set, [](uint32_t w) { return (w & 0x7FFFFFFFu) == 7; });
+        set.insert(std::lower_bound(set.begin(), set.end(), 7u,
+                                    [](uint32_t w, uint32_t i) { return (w & 0x7FFFFFFFu) < i; }),
+                   7u);
+      }
+      const int64_t step = int64_t{1} << (18 + m % 6);
+      ASSERT_TRUE(cpu->Apply(step, set).ok()) << m;
+      words.insert(words.end(), set.begin(), set.end());
+      ends.push_back(words.size());
+      steps.push_back(step);
+    }
+    DeviceArray<uint32_t> d_words(words);
+    DeviceArray<uint64_t> d_ends(ends);
+    DeviceArray<int64_t> d_steps(steps);
+    ASSERT_TRUE(merged
+                    .Launch(d_words.ptr, words.size(), d_ends.ptr, d_steps.ptr, messages,
+                            quanta.ptr, weights.ptr, std::ldexp(1.0, -32), wrapped.ptr, nullptr)
+                    .ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<int64_t> q = quanta.Read();
+    EXPECT_TRUE(std::equal(q.begin(), q.end(), cpu->quanta().begin())) << messages;
+    // Every touched float is its quanta's value (untouched ones stay 0).
+    const std::vector<float> w = weights.Read();
+    for (const uint32_t word : words) {
+      const uint32_t i = word & 0x7FFFFFFFu;
+      ASSERT_EQ(w[i], static_cast<float>(static_cast<double>(q[i]) * std::ldexp(1.0, -32))) << i;
+    }
+  }
+  EXPECT_GE(cpu->wrapped(), 1u);
+  EXPECT_GE(wrapped.Read()[0], 1u);
 }
 
 TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
