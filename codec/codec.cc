@@ -201,6 +201,33 @@ uint32_t DynTreeNearestCode(double normalized) {
 
 const double* DynTreeMidpoints() { return DynTreeSearchTables().mids.data(); }
 
+namespace {
+
+// The layout header, `values` as little-endian float32s, then `bytes`:
+// how both host encoders lay out their payloads (codec/onebit.cc,
+// codec/dyntree8.cc; docs/codecs.md 3-4).
+void FinishFromParts(v1::Codec codec, const TensorLayout& layout, std::span<const float> values,
+                     std::span<const uint8_t> bytes, v1::Update* msg) {
+  std::string* out = msg->mutable_payload();
+  out->clear();
+  payload::PutLayout(layout, out);
+  for (const float v : values) payload::PutF32(out, v);
+  out->append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  payload::FinishMessage(codec, LayoutParamCount(layout), msg);
+}
+
+}  // namespace
+
+void FinishOneBitMessage(const TensorLayout& layout, std::span<const float> column_values,
+                         std::span<const uint8_t> signs, v1::Update* msg) {
+  FinishFromParts(v1::CODEC_ONEBIT, layout, column_values, signs, msg);
+}
+
+void FinishDynTree8Message(const TensorLayout& layout, std::span<const float> scales,
+                           std::span<const uint8_t> codes, v1::Update* msg) {
+  FinishFromParts(v1::CODEC_DYNTREE8, layout, scales, codes, msg);
+}
+
 int64_t DynTreeQuanta(uint32_t m, int64_t scale_quanta) {
   const DynTreeFraction f = DynTreeMagnitude(m);
   // 2 * 2^52 * 1271 + 2e7 < 2^64: no overflow for any valid scale.

@@ -94,24 +94,6 @@ std::unique_ptr<Codec> MakeDynTree8(const CodecOptions& options) {
   return std::make_unique<DynTree8>(options);
 }
 
-}  // namespace reckon::codec::payload
-
-namespace reckon::codec {
-
-void FinishDynTree8Message(const TensorLayout& layout, std::span<const float> scales,
-                           std::span<const uint8_t> codes, v1::Update* msg) {
-  std::string* out = msg->mutable_payload();
-  out->clear();
-  payload::PutLayout(layout, out);
-  for (const float scale : scales) payload::PutF32(out, scale);
-  out->append(reinterpret_cast<const char*>(codes.data()), codes.size());
-  payload::FinishMessage(v1::CODEC_DYNTREE8, LayoutParamCount(layout), msg);
-}
-
-}  // namespace reckon::codec
-
-namespace reckon::codec::payload {
-
 absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
                             std::vector<int64_t>* quanta) {
   TensorLayout layout;

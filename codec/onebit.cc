@@ -90,24 +90,6 @@ std::unique_ptr<Codec> MakeOneBit(const CodecOptions& options) {
   return std::make_unique<OneBit>(options);
 }
 
-}  // namespace reckon::codec::payload
-
-namespace reckon::codec {
-
-void FinishOneBitMessage(const TensorLayout& layout, std::span<const float> column_values,
-                         std::span<const uint8_t> signs, v1::Update* msg) {
-  std::string* out = msg->mutable_payload();
-  out->clear();
-  payload::PutLayout(layout, out);
-  for (const float v : column_values) payload::PutF32(out, v);
-  out->append(reinterpret_cast<const char*>(signs.data()), signs.size());
-  payload::FinishMessage(v1::CODEC_ONEBIT, LayoutParamCount(layout), msg);
-}
-
-}  // namespace reckon::codec
-
-namespace reckon::codec::payload {
-
 absl::Status DecodeOneBit(std::string_view bytes, uint64_t param_count,
                           std::vector<int64_t>* quanta) {
   TensorLayout layout;

@@ -1,17 +1,10 @@
 #include "cuda/codec_kernels.h"
 #include "cuda/cuda_check.h"
 #include "cuda/elementwise.h"
+#include "cuda/launch_shape.h"
 
 namespace reckon::cuda {
 namespace {
-
-constexpr int kThreads = 256;  // a multiple of 32: the sign ballot's warps stay aligned
-constexpr unsigned kMaxBlocks = 1u << 16;
-
-unsigned Blocks(uint64_t n) {
-  const uint64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? (blocks == 0 ? 1 : blocks) : kMaxBlocks);
-}
 
 // The tensor holding flat index i (tensors are few: a linear scan).
 __device__ __forceinline__ int TensorOf(const DeviceTensor* tensors, int tensor_count, uint64_t i) {

@@ -259,6 +259,22 @@ RECKON_HOST_DEVICE int64_t DynTree8Element(float x, double to_normalized, const 
   return negative ? -table[m] : table[m];
 }
 
+// The batched apply's message of word k: the first m with ends[m] > k
+// (message m covers words [ends[m-1], ends[m])). REQUIRES: messages >= 1,
+// k < ends[messages - 1].
+RECKON_HOST_DEVICE int MessageOfWord(const uint64_t* ends, int messages, uint64_t k) {
+  int lo = 0, hi = messages - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (ends[mid] > k) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
 // a + b modulo 2^64 (the replica's addition: codec/fixed_point.h), and in
 // *wrapped whether the signed sum left the int64 range: codec/fixed_point.cc's
 // rule (both addends' signs differ from the sum's), which the replica's

@@ -5,17 +5,10 @@
 #include "cuda/cuda_check.h"
 #include "cuda/elementwise.h"
 #include "cuda/kernels.h"
+#include "cuda/launch_shape.h"
 
 namespace reckon::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr unsigned kMaxBlocks = 1u << 16;
-
-unsigned Blocks(uint64_t n) {
-  const uint64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? (blocks == 0 ? 1 : blocks) : kMaxBlocks);
-}
 
 // Grid-stride loop over [0, n).
 #define RECKON_FOR_EACH(i, n)                                                 \
@@ -134,16 +127,7 @@ __global__ void ApplyWordsKernel(const uint32_t* __restrict__ words, uint64_t to
                                  const int64_t* __restrict__ steps, int messages, int64_t* quanta,
                                  unsigned long long* wrapped) {
   RECKON_FOR_EACH(k, total) {
-    // The message holding word k: the first m with ends[m] > k.
-    int lo = 0, hi = messages - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (ends[mid] > k) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
+    const int lo = MessageOfWord(ends, messages, k);
     const uint32_t w = words[k];
     const uint32_t i = w & 0x7FFFFFFFu;
     int64_t step = steps[lo];

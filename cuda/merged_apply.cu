@@ -6,18 +6,11 @@
 #include "base/status_macros.h"
 #include "cuda/cuda_check.h"
 #include "cuda/elementwise.h"
+#include "cuda/launch_shape.h"
 #include "cuda/merged_apply.h"
 
 namespace reckon::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr unsigned kMaxBlocks = 1u << 16;
-
-unsigned Blocks(uint64_t n) {
-  const uint64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? (blocks == 0 ? 1 : blocks) : kMaxBlocks);
-}
 
 // Word k as (its index, its message's step with the word's sign, as the
 // unsigned bits the modulo-2^64 sum adds).
@@ -27,15 +20,7 @@ __global__ void ExpandWordsKernel(const uint32_t* __restrict__ words, uint64_t t
                                   uint32_t* __restrict__ keys, uint64_t* __restrict__ values) {
   for (uint64_t k = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < total;
        k += uint64_t{gridDim.x} * blockDim.x) {
-    int lo = 0, hi = messages - 1;  // the first m with ends[m] > k
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (ends[mid] > k) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
+    const int lo = MessageOfWord(ends, messages, k);
     const uint32_t w = words[k];
     const int64_t step = (w & 0x80000000u) ? -steps[lo] : steps[lo];
     keys[k] = w & 0x7FFFFFFFu;

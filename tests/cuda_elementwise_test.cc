@@ -485,5 +485,14 @@ TEST(CudaElementwise, TheDeviceCodecsAreBitExactWithTheHostCodecs) {
   }
 }
 
+// The batched apply's word-to-message search, an empty message included.
+TEST(CudaElementwise, EachWordFindsItsMessage) {
+  const uint64_t ends[] = {3, 3, 7, 10};
+  const int expected[] = {0, 0, 0, 2, 2, 2, 2, 3, 3, 3};
+  for (uint64_t k = 0; k < 10; ++k) EXPECT_EQ(MessageOfWord(ends, 4, k), expected[k]) << k;
+  const uint64_t one[] = {5};
+  EXPECT_EQ(MessageOfWord(one, 1, 4), 0);
+}
+
 }  // namespace
 }  // namespace reckon::cuda
