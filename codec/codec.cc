@@ -201,6 +201,13 @@ uint32_t DynTreeNearestCode(double normalized) {
 
 const double* DynTreeMidpoints() { return DynTreeSearchTables().mids.data(); }
 
+absl::Status Codec::Restore(const CodecState& state) {
+  if (state == CodecState{}) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("codec ", CodecFlagName(id()),
+                                                 " keeps no state between steps, given ",
+                                                 state.scales.size(), " scales"));
+}
+
 namespace {
 
 // The layout header, `values` as little-endian float32s, then `bytes`:

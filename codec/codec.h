@@ -62,10 +62,26 @@ struct CodecOptions {
 // integers below 2^62 (docs/codecs.md 1).
 inline constexpr double kMaxPayloadQuanta = 4611686018427387904.0;  // 2^62
 
+// What a codec carries from one step to the next besides the residual:
+// dyntree8's per-tensor scales and its count of encoded steps (which says
+// when it next rescales). The others carry nothing. Checkpointed with the
+// residual, so that a resumed run encodes as the uninterrupted one does.
+struct CodecState {
+  uint64_t steps = 0;
+  std::vector<float> scales;  // payload values, one a tensor
+  bool operator==(const CodecState&) const = default;
+};
+
 class Codec {
  public:
   virtual ~Codec() = default;
   virtual v1::Codec id() const = 0;
+  virtual CodecState State() const { return {}; }
+  // Takes up a State() of a codec with the same options. kInvalidArgument,
+  // naming what is wrong, for state this codec cannot have had (scales of
+  // another count or not integral numbers of quanta in [0, 2^52]; any
+  // state for a codec that keeps none); the codec is unchanged then.
+  virtual absl::Status Restore(const CodecState& state);
   // Fills codec, param_count, count, step_quanta (0), rice_k (0), payload and
   // crc32c of `*msg` from `values` and writes the decoded quanta. REQUIRES:
   // every value finite with |value| * 2^fb < 2^62 (EncodeWithFeedback checks

@@ -26,6 +26,29 @@ class DynTree8 final : public Codec {
   explicit DynTree8(const CodecOptions& options)
       : options_(options), scales_(options.layout.size(), 0.0f) {}
   v1::Codec id() const override { return v1::CODEC_DYNTREE8; }
+  CodecState State() const override { return {steps_, scales_}; }
+  absl::Status Restore(const CodecState& state) override {
+    if (state == CodecState{}) {  // a fresh codec's (checkpoints from before it was kept)
+      steps_ = 0;
+      std::fill(scales_.begin(), scales_.end(), 0.0f);
+      return absl::OkStatus();
+    }
+    if (state.scales.size() != scales_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("dyntree8: ", state.scales.size(),
+                                                     " scales for ", scales_.size(), " tensors"));
+    }
+    for (size_t t = 0; t < state.scales.size(); ++t) {
+      int64_t scale = 0;
+      if (!PayloadValueToQuanta(state.scales[t], &scale) || scale < 0 ||
+          scale > kMaxDynTreeScaleQuanta) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "dyntree8: scale of tensor ", t, " is not an integral number of quanta in [0, 2^52]"));
+      }
+    }
+    steps_ = state.steps;
+    scales_ = state.scales;
+    return absl::OkStatus();
+  }
 
   using Codec::Encode;
   absl::Status Encode(std::span<const float> values, v1::Update* msg, std::vector<int64_t>* quanta,

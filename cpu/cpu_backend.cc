@@ -68,6 +68,12 @@ class CpuBackend final : public model::Backend {
   }
   absl::StatusOr<std::vector<float>> ReadResidual() const override { return residual_; }
   absl::StatusOr<std::vector<float>> ReadOptimizerState() const override { return state_; }
+  absl::StatusOr<codec::CodecState> ReadCodecState() const override {
+    return codec_ != nullptr ? codec_->State() : codec::CodecState{};
+  }
+  absl::Status LoadCodecState(const codec::CodecState& state) override {
+    return codec_ != nullptr ? codec_->Restore(state) : Backend::LoadCodecState(state);
+  }
 
   absl::Status LoadTrainingState(std::span<const float> residual,
                                  std::span<const float> optimizer_state) override {

@@ -132,6 +132,15 @@ class CudaBackend final : public model::Backend {
     return out;
   }
 
+  absl::StatusOr<codec::CodecState> ReadCodecState() const override {
+    if (device_codec_ != nullptr) return device_codec_->State();
+    return codec_ != nullptr ? codec_->State() : codec::CodecState{};
+  }
+  absl::Status LoadCodecState(const codec::CodecState& state) override {
+    if (device_codec_ != nullptr) return device_codec_->Restore(state);
+    return codec_ != nullptr ? codec_->Restore(state) : Backend::LoadCodecState(state);
+  }
+
   absl::Status LoadTrainingState(std::span<const float> residual,
                                  std::span<const float> optimizer_state) override {
     const size_t n = config_.shape.param_count();
@@ -504,7 +513,7 @@ class CudaBackend final : public model::Backend {
   DeviceBuffer<int64_t> after_own_;
   bool after_own_valid_ = false;
   std::unique_ptr<ThresholdPass> pass_;
-  std::unique_ptr<codec::Codec> codec_;  // kCodec only
+  std::unique_ptr<codec::Codec> codec_;        // kCodec only
   std::unique_ptr<DeviceCodec> device_codec_;  // kCodec, onebit and dyntree8
   PinnedBuffer<float> h_residual_;             // kCodec, dense fp32
   DeviceBuffer<unsigned long long> counters_;  // TrainStepLocally's refused index

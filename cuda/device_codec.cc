@@ -134,6 +134,34 @@ class DeviceCodecImpl final : public DeviceCodec {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<codec::CodecState> State() const override {
+    if (options_.codec != v1::CODEC_DYNTREE8) return codec::CodecState{};
+    codec::CodecState state;
+    state.steps = steps_;
+    state.scales.resize(size_t(tensor_count_));
+    RECKON_RETURN_IF_ERROR(CopyToHost(scales_.get(), state.scales.data(),
+                                      state.scales.size() * sizeof(float), stream_,
+                                      "the dyntree8 scales"));
+    return state;
+  }
+
+  absl::Status Restore(const codec::CodecState& state) override {
+    // The host codec's checks (the same options, so the same codec).
+    absl::StatusOr<std::unique_ptr<codec::Codec>> host = codec::MakeCodec(options_);
+    if (!host.ok()) return host.status();
+    RECKON_RETURN_IF_ERROR((*host)->Restore(state));
+    if (options_.codec != v1::CODEC_DYNTREE8) return absl::OkStatus();
+    if (state.scales.empty()) {  // a fresh codec's
+      RECKON_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(scales_.get(), 0, sizeof(float) * size_t(tensor_count_), stream_));
+    } else {
+      RECKON_RETURN_IF_ERROR(Upload(scales_.get(), state.scales.data(), state.scales.size()));
+    }
+    RECKON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    steps_ = state.steps;
+    return absl::OkStatus();
+  }
+
  private:
   template <typename T>
   absl::Status Upload(T* device, const T* host, size_t count) {

@@ -41,6 +41,10 @@ class DeviceCodec {
   // `n` of each (the layout's parameter count).
   virtual absl::Status Encode(const float* delta, float* residual, size_t n, v1::Update* msg,
                               std::vector<int64_t>* quanta) = 0;
+  // As codec::Codec's (the host codec's state, bit for bit: a checkpoint
+  // moves between backends).
+  virtual absl::StatusOr<codec::CodecState> State() const = 0;
+  virtual absl::Status Restore(const codec::CodecState& state) = 0;
 };
 
 // Whether `options.codec` has a device encoder here (onebit, dyntree8).

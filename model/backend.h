@@ -119,6 +119,15 @@ class Backend {
   virtual absl::StatusOr<std::vector<float>> ReadOptimizerState() const = 0;
   virtual absl::Status LoadTrainingState(std::span<const float> residual,
                                          std::span<const float> optimizer_state) = 0;
+  // The quanta codec's state between steps (codec::CodecState: dyntree8's
+  // scales and step count), for checkpoints; empty in threshold mode and
+  // for codecs that keep none. LoadCodecState: kInvalidArgument, naming
+  // what is wrong, for state the codec cannot have had.
+  virtual absl::StatusOr<codec::CodecState> ReadCodecState() const { return codec::CodecState{}; }
+  virtual absl::Status LoadCodecState(const codec::CodecState& state) {
+    if (state == codec::CodecState{}) return absl::OkStatus();
+    return absl::InvalidArgumentError("this backend keeps no codec state");
+  }
 
   // One step on `batch` samples: forward, backward, optimizer delta into the
   // residual, then the mode's emission into `*out`, which the residual no

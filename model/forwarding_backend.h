@@ -32,6 +32,12 @@ class ForwardingBackend : public Backend {
                                  std::span<const float> optimizer_state) override {
     return real_->LoadTrainingState(residual, optimizer_state);
   }
+  absl::StatusOr<codec::CodecState> ReadCodecState() const override {
+    return real_->ReadCodecState();
+  }
+  absl::Status LoadCodecState(const codec::CodecState& state) override {
+    return real_->LoadCodecState(state);
+  }
   absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
                                        float learning_rate, Emission* out) override {
     return real_->TrainStep(images, labels, batch, learning_rate, out);

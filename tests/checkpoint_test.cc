@@ -99,6 +99,13 @@ TEST(Checkpoint, ArraysStreamRawInPiecesAndComeBackBitForBit) {
   EXPECT_EQ(back->weights, state.weights);
   EXPECT_EQ(back->samples_into_epoch, 1234);
   EXPECT_EQ(back->epochs_done, 3);
+  EXPECT_EQ(back->codec, codec::CodecState{});  // none kept: none read back
+  TrainingState with_codec = state;
+  with_codec.codec = {17, {4096.0f, 0.0f, 1048576.0f}};  // dyntree8's scales and step count
+  ASSERT_TRUE(SaveTrainingState(path, with_codec).ok());
+  back = LoadTrainingState(path, Identity(), 1001);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->codec, with_codec.codec);
   EXPECT_EQ(LoadTrainingState(path, Identity(), 1000).status().code(), absl::StatusCode::kDataLoss);
 }
 

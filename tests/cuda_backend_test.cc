@@ -317,6 +317,21 @@ TEST(DeviceCodec, OnebitAndDyntree8EncodeBitForBitAsTheHostCodecs) {
         EXPECT_EQ(device_quanta, host_quanta) << "step " << step;
         EXPECT_TRUE(SameBits(residual.Read(), host_residual)) << "step " << step;
       }
+      // The state a checkpoint keeps is the host codec's, and taken up
+      // by a fresh device codec it continues the same messages.
+      const absl::StatusOr<codec::CodecState> state = (*device)->State();
+      ASSERT_TRUE(state.ok()) << state.status();
+      EXPECT_EQ(*state, (*host)->State());
+      absl::StatusOr<std::unique_ptr<DeviceCodec>> resumed = MakeDeviceCodec(options, nullptr);
+      ASSERT_TRUE(resumed.ok() && (*resumed)->Restore(*state).ok());
+      const std::vector<float> delta = MakeValues(n, 2e-3f, Fill::kRandom, 99);
+      DeviceArray<float> d_delta(delta);
+      DeviceArray<float> residual_copy(residual.Read());
+      v1::Update a, b;
+      std::vector<int64_t> qa, qb;
+      ASSERT_TRUE((*device)->Encode(d_delta.ptr, residual.ptr, n, &a, &qa).ok());
+      ASSERT_TRUE((*resumed)->Encode(d_delta.ptr, residual_copy.ptr, n, &b, &qb).ok());
+      EXPECT_TRUE(a.payload() == b.payload());
     }
   }
 }

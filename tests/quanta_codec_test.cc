@@ -90,6 +90,56 @@ TEST(QuantaCodec, DecodingGivesExactlyWhatTheEncoderComputed) {
   }
 }
 
+// Dyntree8's state between steps (scales, step count) taken up by another
+// codec of the same options continues the first one's messages; state it
+// cannot have had is refused, naming what is wrong, and changes nothing;
+// the codecs that keep none refuse any.
+TEST(QuantaCodec, DyntreeStateTakenUpContinuesTheSameMessages) {
+  codec::CodecOptions options;
+  options.codec = v1::CODEC_DYNTREE8;
+  options.layout = {{20, 30}, {20, 1}};
+  options.absmax_every = 5;
+  const size_t n = codec::LayoutParamCount(options.layout);
+  std::unique_ptr<codec::Codec> first = *codec::MakeCodec(options);
+  std::unique_ptr<codec::Codec> second = *codec::MakeCodec(options);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  auto values = [&] {
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng);
+    return v;
+  };
+  for (int step = 0; step < 3; ++step) {
+    v1::Update msg;
+    std::vector<int64_t> quanta;
+    ASSERT_TRUE(first->Encode(values(), &msg, &quanta).ok());
+  }
+  const codec::CodecState state = first->State();
+  EXPECT_EQ(state.steps, 3u);
+  ASSERT_EQ(state.scales.size(), 2u);
+  EXPECT_GT(state.scales[0], 0.0f);
+  codec::CodecState wrong = state;
+  wrong.scales.pop_back();
+  EXPECT_NE(second->Restore(wrong).message().find("1 scales for 2 tensors"), std::string::npos);
+  wrong = state;
+  wrong.scales[1] = 0.5f;
+  EXPECT_NE(second->Restore(wrong).message().find("scale of tensor 1"), std::string::npos);
+  EXPECT_EQ(second->State(), codec::CodecState({0, {0.0f, 0.0f}}));
+  ASSERT_TRUE(second->Restore(state).ok());
+  for (int step = 3; step < 8; ++step) {  // across the rescale at step 5
+    const std::vector<float> v = values();
+    v1::Update a, b;
+    std::vector<int64_t> qa, qb;
+    ASSERT_TRUE(first->Encode(v, &a, &qa).ok());
+    ASSERT_TRUE(second->Encode(v, &b, &qb).ok());
+    EXPECT_EQ(a.payload(), b.payload()) << "step " << step;
+  }
+  options.codec = v1::CODEC_ONEBIT;
+  std::unique_ptr<codec::Codec> onebit = *codec::MakeCodec(options);
+  EXPECT_TRUE(onebit->Restore({}).ok());
+  EXPECT_EQ(onebit->Restore(state).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(QuantaCodec, PayloadSizesAreTheSpecsFormulas) {
   const TensorLayout layout = SmallLayout();
   const uint64_t p = LayoutParamCount(layout);  // 320 + 16 + 48 + 3 = 387

@@ -12,8 +12,8 @@ jobs=$(nproc)
 fuzz_seconds=${RECKON_FUZZ_SECONDS:-30}
 
 # Line tables only (-g1): what backtraces, gdb's bt and the sanitizers'
-# reports need. Full debug info made a compile about a quarter slower
-# (server/http_endpoint.cc: 31.7 s against 23.3 s, 2026-11-28), twice over.
+# reports need. Full debug info made the gcc build a third longer (764 s
+# against 582 s on 2 cores, 2026-11-28), and the clang build again.
 line_tables="-O2 -g1 -DNDEBUG"
 
 echo "== build (gcc, -Werror) =="

@@ -589,6 +589,20 @@ TEST_F(Training, ResumeFromACheckpointEqualsAnUninterruptedRun) {
   }
 }
 
+// Dyntree8 recomputes its scales every --absmax-every steps and uses them
+// in between: a run resumed between two rescales goes on with the scales
+// the uninterrupted run had (the checkpoint keeps them and the codec's
+// step count), not with fresh ones. 120 steps an epoch, a rescale every 7.
+TEST_F(Training, DyntreeResumedBetweenRescalesEqualsAnUninterruptedRun) {
+  TrainerOptions o = Small(model::UpdateMode::kCodec);
+  o.backend_config.codec.codec = v1::CODEC_DYNTREE8;
+  o.backend_config.codec.absmax_every = 7;
+  const TrainSummary full = Run(o);
+  const TrainSummary resumed = RunInTwoParts(o, 1);
+  EXPECT_EQ(resumed.weight_hash, full.weight_hash);
+  EXPECT_EQ(resumed.wire_bytes, full.wire_bytes);
+}
+
 // Sets a stop flag (as SIGTERM does) during the N-th training step of any
 // backend the run makes: its own, an auto-batch trial's, a pre-training
 // stage's. The counter is shared by all of them, so N picks a place in

@@ -146,6 +146,8 @@ absl::Status SaveTrainingState(const std::string& path, const TrainingState& s) 
   c.set_samples_done(s.samples_done);
   c.set_train_seconds(s.train_seconds);
   c.set_weight_hash(s.weight_hash);
+  c.set_codec_steps(s.codec.steps);
+  *c.mutable_codec_scales() = {s.codec.scales.begin(), s.codec.scales.end()};
   return SaveCheckpoint(path, c, s.weights, s.residual, s.optimizer_state);
 }
 
@@ -164,6 +166,9 @@ absl::StatusOr<TrainingState> LoadTrainingState(const std::string& path,
   s.pretrained = c.pretrained();
   s.steps_done = c.steps_done();
   s.batch = c.batch();
+  // Checked by the codec that takes it up (Backend::LoadCodecState).
+  s.codec.steps = c.codec_steps();
+  s.codec.scales.assign(c.codec_scales().begin(), c.codec_scales().end());
   const size_t state_count = expected.optimizer == "sgd" ? 0 : param_count;
   auto wrong_size = [&](const char* what, size_t count, size_t expected_count) {
     return absl::DataLossError(absl::StrCat(path, ": checkpoint ", what, " has ", count,

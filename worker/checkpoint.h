@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "codec/codec.h"
 #include "proto/reckon.pb.h"
 #include "worker/dataset.h"
 
@@ -48,6 +49,7 @@ struct TrainingState {
   std::vector<int64_t> weights;  // param_count quanta
   std::vector<float> residual;   // param_count
   std::vector<float> optimizer_state;  // param_count, or empty (sgd)
+  codec::CodecState codec;             // the quanta codec's (dyntree8's scales), or empty
   uint64_t updates_sent = 0, wire_bytes = 0, samples_done = 0;
   double train_seconds = 0;
   std::string weight_hash;  // WeightHash() of `weights`

@@ -278,6 +278,9 @@ absl::Status Trainer::Resume() {
                           LoadTrainingState(path, Identity(), config_.shape.param_count()));
   RECKON_RETURN_IF_ERROR(backend_->LoadWeights(state.weights));
   RECKON_RETURN_IF_ERROR(backend_->LoadTrainingState(state.residual, state.optimizer_state));
+  if (absl::Status s = backend_->LoadCodecState(state.codec); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("--resume ", path, ": ", s.message()));
+  }
   RECKON_ASSIGN_OR_RETURN(const std::string resumed_hash, backend_->WeightHash());
   if (resumed_hash != state.weight_hash) {
     return absl::DataLossError(
@@ -861,6 +864,7 @@ absl::Status Trainer::SaveCheckpointAt(int epoch, const EpochTally& tally) {
   RECKON_ASSIGN_OR_RETURN(state.weights, backend_->ReadWeights());
   RECKON_ASSIGN_OR_RETURN(state.residual, backend_->ReadResidual());
   RECKON_ASSIGN_OR_RETURN(state.optimizer_state, backend_->ReadOptimizerState());
+  RECKON_ASSIGN_OR_RETURN(state.codec, backend_->ReadCodecState());
   state.updates_sent = summary_.updates_sent;
   state.wire_bytes = summary_.wire_bytes;
   state.samples_done = summary_.samples;
