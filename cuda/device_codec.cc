@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -118,9 +117,10 @@ class DeviceCodecImpl final : public DeviceCodec {
                        "; nothing was emitted (diverged training? lower the learning rate)"));
     }
     if (options_.codec == v1::CODEC_ONEBIT) {
-      // The words' little-endian bytes, LSB first: the payload's sign bytes.
-      std::vector<uint8_t> signs((n + 7) / 8);
-      std::memcpy(signs.data(), h_sign_words_.get(), signs.size());
+      // The words' little-endian bytes, LSB first, are the payload's sign
+      // bytes: read in place (the host is little-endian, as the payload is).
+      const std::span<const uint8_t> signs(reinterpret_cast<const uint8_t*>(h_sign_words_.get()),
+                                           (n + 7) / 8);
       codec::FinishOneBitMessage(
           options_.layout,
           std::span<const float>(h_column_values_.get(), 2 * size_t{total_columns_}), signs, msg);
