@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "codec/codec.h"
 #include "codec/quantizer.h"
 #include "codec/update_words.h"
@@ -94,6 +95,8 @@ class CpuBackend final : public model::Backend {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
     }
+    RECKON_RETURN_IF_ERROR(model::CheckLabels(std::span<const int32_t>(labels, size_t(batch)),
+                                              config_.shape.classes()));
     const model::BatchStats stats =
         ForwardBackward(config_.shape, replica_.weights().data(), images, labels, batch, train_ws_,
                         grad_.data(), &gemm_rows_);
@@ -143,6 +146,11 @@ class CpuBackend final : public model::Backend {
 
   absl::StatusOr<model::BatchStats> Evaluate(const float* images, const int32_t* labels,
                                              size_t count) override {
+    if (absl::Status s =
+            model::CheckLabels(std::span<const int32_t>(labels, count), config_.shape.classes());
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("evaluation: ", s.message()));
+    }
     model::BatchStats total;
     const int features = config_.shape.inputs();
     for (size_t begin = 0; begin < count; begin += kEvalChunk) {

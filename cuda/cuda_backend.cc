@@ -1,10 +1,13 @@
 // The CUDA backend (model/backend.h): the replica, residual, optimizer
 // state and every scratch buffer in device memory; cuBLAS for the GEMMs,
 // cuda/kernels.cu for the rest, cuda/threshold_pass.cu for Strom's pass.
-// One stream; all allocation happens in Create (and when a larger
-// evaluation or apply batch than any before arrives). Only the batch goes
-// in, and only the emitted words (or dense quanta), the per-row loss and
-// hits, and what the caller asks to read come out.
+// One compute stream and one copy stream: a staged batch crosses PCIe on
+// the copy stream into the other of two input buffers while the step
+// before computes (StageBatch; events order the two). All allocation
+// happens in Create (and when a larger evaluation or apply batch than any
+// before arrives). Only the batch goes in, and only the emitted words (or
+// dense quanta), the per-row loss and hits, and what the caller asks to
+// read come out.
 //
 // cuBLAS is column-major; a row-major matrix X (r x c) is the column-major
 // X^T, so every row-major product below is written transposed.
@@ -14,6 +17,8 @@
 
 #include <cstring>
 #include <numeric>
+#include <span>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -54,12 +59,14 @@ class CudaBackend final : public model::Backend {
   ~CudaBackend() override {
     pass_.reset();
     if (cublas_ != nullptr) blas_->destroy(cublas_);
+    if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
   absl::Status Init() {
     RECKON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_.ordinal));
     RECKON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     absl::StatusOr<const CublasApi*> blas = Cublas();
     if (!blas.ok()) return blas.status();
     blas_ = *blas;
@@ -101,6 +108,8 @@ class CudaBackend final : public model::Backend {
       }
     }
     RECKON_RETURN_IF_ERROR(ResizeBatch(config_.max_batch, &train_));
+    for (Input& input : inputs_)
+      RECKON_RETURN_IF_ERROR(input.Resize(config_.max_batch, features()));
     return Sync();
   }
 
@@ -162,31 +171,69 @@ class CudaBackend final : public model::Backend {
 
   absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels, int batch,
                                        float learning_rate, Emission* out) override {
-    if (batch < 1 || batch > config_.max_batch) {
+    RECKON_RETURN_IF_ERROR(StageRows(images, labels, batch));
+    RECKON_RETURN_IF_ERROR(LaunchTrainStep(learning_rate, out));
+    return FinishTrainStep();
+  }
+
+  absl::Status StageBatch(std::span<const float> images, std::span<const int32_t> labels) override {
+    staged_ = nullptr;
+    const size_t rows = labels.size();
+    if (rows < 1 || rows > size_t(config_.max_batch)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
+          absl::StrCat("batch of ", rows, " outside [1, ", config_.max_batch, "]"));
     }
-    if (absl::Status s = Upload(images, labels, batch, &train_); !s.ok()) return s;
-    if (absl::Status s = Forward(batch, &train_, /*with_delta=*/true); !s.ok()) return s;
-    if (absl::Status s = Backward(batch, &train_); !s.ok()) return s;
+    if (images.size() != rows * features()) {
+      return absl::InvalidArgumentError(absl::StrCat("a batch of ", rows, " samples has ",
+                                                     images.size(), " image values, not ", rows,
+                                                     " x ", features()));
+    }
+    // Not the input a launched step reads (nor the last one's: its step may
+    // still be on the device, and its copy event is what the next wait needs).
+    Input* input = &inputs_[last_input_ == &inputs_[0] ? 1 : 0];
+    RECKON_RETURN_IF_ERROR(
+        Upload(images.data(), labels.data(), static_cast<int>(rows), input, copy_stream_));
+    staged_ = input;
+    return absl::OkStatus();
+  }
+
+  // The copy of the staged batch is waited for on the device, not here.
+  absl::Status LaunchTrainStep(float learning_rate, Emission* out) override {
+    if (launched_out_ != nullptr) {
+      return absl::FailedPreconditionError("a step is launched and not yet finished");
+    }
+    RECKON_ASSIGN_OR_RETURN(Input* const input, TakeStaged());
+    const int batch = input->rows;
+    RECKON_RETURN_IF_ERROR(ForwardBackward(input));
     const size_t n = config_.shape.param_count();
     const OptimizerRule rule = Rule(learning_rate);
     RECKON_RETURN_IF_ERROR(CopyStatsOut(batch, train_));  // while the pass runs
     if (config_.mode == UpdateMode::kThreshold) {
       // The optimizer, the residual and Strom's threshold in one pass.
-      out->dense.clear();
       RECKON_RETURN_IF_ERROR(pass_->LaunchFused(rule, grad_.get(), state_.get(),
                                                 replica_->weights(), residual_.get(), n,
                                                 config_.step.tau, PeersSinceOwnStep()));
+    } else {
+      RECKON_RETURN_IF_ERROR(LaunchOptimizerDelta(rule, replica_->weights(), state_.get(),
+                                                  grad_.get(), n, stream_, PeersSinceOwnStep()));
+    }
+    launched_out_ = out;
+    launched_rows_ = batch;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<BatchStats> FinishTrainStep() override {
+    if (launched_out_ == nullptr) return absl::FailedPreconditionError("no step was launched");
+    Emission* const out = std::exchange(launched_out_, nullptr);
+    if (config_.mode == UpdateMode::kThreshold) {
+      out->dense.clear();
       RECKON_RETURN_IF_ERROR(pass_->Finish(&out->words));
     } else {
       out->words.clear();
-      RECKON_RETURN_IF_ERROR(LaunchOptimizerDelta(rule, replica_->weights(), state_.get(),
-                                                  grad_.get(), n, stream_, PeersSinceOwnStep()));
       RECKON_RETURN_IF_ERROR(CodecEmit(out));
     }
     if (aggregate_adagrad_) RECKON_RETURN_IF_ERROR(RecordAfterOwn(*out));
-    return SumStats(train_, batch);
+    return SumStats(train_, launched_rows_);
   }
 
   absl::StatusOr<BatchStats> TrainStepLocally(const float* images, const int32_t* labels, int batch,
@@ -201,12 +248,15 @@ class CudaBackend final : public model::Backend {
     }
     scratch->words.clear();
     scratch->dense.clear();
+    if (launched_out_ != nullptr) {
+      return absl::FailedPreconditionError("a step is launched and not yet finished");
+    }
     // A step no peer sees: the next TrainStep's AdaGrad takes no peers'
     // movement (alone, the same bits as with a movement of 0).
     after_own_valid_ = false;
-    RECKON_RETURN_IF_ERROR(Upload(images, labels, batch, &train_));
-    RECKON_RETURN_IF_ERROR(Forward(batch, &train_, /*with_delta=*/true));
-    RECKON_RETURN_IF_ERROR(Backward(batch, &train_));
+    RECKON_RETURN_IF_ERROR(StageRows(images, labels, batch));
+    RECKON_ASSIGN_OR_RETURN(Input* const input, TakeStaged());
+    RECKON_RETURN_IF_ERROR(ForwardBackward(input));
     const size_t n = config_.shape.param_count();
     RECKON_RETURN_IF_ERROR(LaunchOptimizerDelta(Rule(learning_rate), replica_->weights(),
                                                 state_.get(), grad_.get(), n, stream_));
@@ -261,13 +311,19 @@ class CudaBackend final : public model::Backend {
 
   absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels,
                                       size_t count) override {
+    if (absl::Status s =
+            model::CheckLabels(std::span<const int32_t>(labels, count), config_.shape.classes());
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("evaluation: ", s.message()));
+    }
     BatchStats total;
-    const int features = config_.shape.inputs();
+    const size_t features = this->features();
     for (size_t begin = 0; begin < count; begin += kEvalChunk) {
       const int n = static_cast<int>(std::min<size_t>(kEvalChunk, count - begin));
       absl::Status s = ResizeBatch(kEvalChunk, &eval_);
-      if (s.ok()) s = Upload(images + begin * features, labels + begin, n, &eval_);
-      if (s.ok()) s = Forward(n, &eval_, /*with_delta=*/false);
+      if (s.ok()) s = eval_input_.Resize(kEvalChunk, features);
+      if (s.ok()) s = Upload(images + begin * features, labels + begin, n, &eval_input_, stream_);
+      if (s.ok()) s = Forward(n, &eval_, eval_input_, /*with_delta=*/false);
       if (s.ok()) s = CopyStatsOut(n, eval_);
       absl::StatusOr<BatchStats> part = s.ok() ? SumStats(eval_, n) : s;
       if (!part.ok()) {
@@ -282,6 +338,41 @@ class CudaBackend final : public model::Backend {
 
  private:
   static constexpr int kEvalChunk = 1000;
+
+  size_t features() const { return size_t(config_.shape.inputs()); }
+
+  // A batch's samples, in pinned host memory and on the device: the two
+  // training inputs take turns (one staged while the other's step
+  // computes); evaluation has its own.
+  struct Input {
+    Input() = default;
+    Input(const Input&) = delete;
+    Input& operator=(const Input&) = delete;
+    ~Input() {
+      if (copied != nullptr) cudaEventDestroy(copied);
+      if (consumed != nullptr) cudaEventDestroy(consumed);
+    }
+    absl::Status Resize(int batch, size_t features) {
+      if (copied == nullptr) {
+        RECKON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+        RECKON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&consumed, cudaEventDisableTiming));
+      }
+      RECKON_RETURN_IF_ERROR(x.Resize(size_t(batch) * features));
+      RECKON_RETURN_IF_ERROR(labels.Resize(batch));
+      RECKON_RETURN_IF_ERROR(h_x.Resize(size_t(batch) * features));
+      return h_labels.Resize(batch);
+    }
+    int rows = 0;
+    DeviceBuffer<float> x;
+    DeviceBuffer<int32_t> labels;
+    PinnedBuffer<float> h_x;
+    PinnedBuffer<int32_t> h_labels;
+    // Recorded after the copy to the device (the pinned memory is free
+    // again, the device memory ready) and after the last kernel reading the
+    // device memory (it may be overwritten). Never recorded: no wait.
+    cudaEvent_t copied = nullptr;
+    cudaEvent_t consumed = nullptr;
+  };
 
   // AdaGrad on the aggregate (model/optimizer.h): what the peers moved the
   // replica since this worker's last step, when there was one.
@@ -315,16 +406,14 @@ class CudaBackend final : public model::Backend {
     return rule;
   }
 
+  // What a step computes beside the input: activations, deltas, per-row
+  // loss and hits.
   struct Batch {
     int capacity = 0;
-    DeviceBuffer<float> x;
-    DeviceBuffer<int32_t> labels;
     std::vector<std::unique_ptr<DeviceBuffer<float>>> pre, post;
     DeviceBuffer<float> delta, delta_prev;
     DeviceBuffer<float> row_loss;
     DeviceBuffer<int32_t> row_correct;
-    PinnedBuffer<float> h_x;
-    PinnedBuffer<int32_t> h_labels;
     PinnedBuffer<float> h_loss;
     PinnedBuffer<int32_t> h_correct;
   };
@@ -332,11 +421,6 @@ class CudaBackend final : public model::Backend {
   absl::Status ResizeBatch(int batch, Batch* b) {
     if (b->capacity >= batch) return absl::OkStatus();
     const auto& layers = config_.shape.layers();
-    const size_t features = config_.shape.inputs();
-    RECKON_RETURN_IF_ERROR(b->x.Resize(batch * features));
-    RECKON_RETURN_IF_ERROR(b->labels.Resize(batch));
-    RECKON_RETURN_IF_ERROR(b->h_x.Resize(batch * features));
-    RECKON_RETURN_IF_ERROR(b->h_labels.Resize(batch));
     RECKON_RETURN_IF_ERROR(b->h_loss.Resize(batch));
     RECKON_RETURN_IF_ERROR(b->h_correct.Resize(batch));
     RECKON_RETURN_IF_ERROR(b->row_loss.Resize(batch));
@@ -358,29 +442,61 @@ class CudaBackend final : public model::Backend {
     return absl::OkStatus();
   }
 
-  // The batch goes through pinned memory, so the copy is a true async DMA.
-  absl::Status Upload(const float* images, const int32_t* labels, int batch, Batch* b) {
-    const int classes = config_.shape.classes();
-    for (int r = 0; r < batch; ++r) {
-      if (labels[r] < 0 || labels[r] >= classes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("label ", labels[r], " of sample ", r, " outside [0, ", classes, ")"));
-      }
-    }
-    const size_t x_bytes = size_t(batch) * config_.shape.inputs() * sizeof(float);
-    std::memcpy(b->h_x.get(), images, x_bytes);
-    std::memcpy(b->h_labels.get(), labels, batch * sizeof(int32_t));
+  // The batch goes through pinned memory, so the copy is a true async DMA
+  // on `stream`. Every label is checked first: a refused batch leaves the
+  // input as it was.
+  absl::Status Upload(const float* images, const int32_t* labels, int batch, Input* input,
+                      cudaStream_t stream) {
+    RECKON_RETURN_IF_ERROR(model::CheckLabels(std::span<const int32_t>(labels, size_t(batch)),
+                                              config_.shape.classes()));
+    // Its last copy has left the pinned memory; the last step reading the
+    // device memory is past (on the device: the copy stream waits).
+    RECKON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(input->copied));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, input->consumed));
+    const size_t x_bytes = size_t(batch) * features() * sizeof(float);
+    std::memcpy(input->h_x.get(), images, x_bytes);
+    std::memcpy(input->h_labels.get(), labels, batch * sizeof(int32_t));
     RECKON_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(b->x.get(), b->h_x.get(), x_bytes, cudaMemcpyHostToDevice, stream_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b->labels.get(), b->h_labels.get(),
+        cudaMemcpyAsync(input->x.get(), input->h_x.get(), x_bytes, cudaMemcpyHostToDevice, stream));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(input->labels.get(), input->h_labels.get(),
                                                 batch * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                                stream_));
+                                                stream));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(input->copied, stream));
+    input->rows = batch;
     return absl::OkStatus();
   }
 
-  absl::Status Forward(int batch, Batch* b, bool with_delta) {
+  absl::Status StageRows(const float* images, const int32_t* labels, int batch) {
+    if (batch < 1 || batch > config_.max_batch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
+    }
+    return StageBatch(std::span<const float>(images, size_t(batch) * features()),
+                      std::span<const int32_t>(labels, size_t(batch)));
+  }
+
+  // The staged input, no longer staged: the compute stream waits for its
+  // copy.
+  absl::StatusOr<Input*> TakeStaged() {
+    if (staged_ == nullptr) return absl::FailedPreconditionError("no batch is staged for the step");
+    Input* const input = std::exchange(staged_, nullptr);
+    last_input_ = input;
+    RECKON_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, input->copied));
+    return input;
+  }
+
+  // A training step's forward and backward passes on `input` into grad_;
+  // the input's device memory is free again after them.
+  absl::Status ForwardBackward(Input* input) {
+    RECKON_RETURN_IF_ERROR(Forward(input->rows, &train_, *input, /*with_delta=*/true));
+    RECKON_RETURN_IF_ERROR(Backward(input->rows, &train_, *input));
+    RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(input->consumed, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Forward(int batch, Batch* b, const Input& input, bool with_delta) {
     const auto& layers = config_.shape.layers();
-    const float* a = b->x.get();
+    const float* a = input.x.get();
     const float one = 1.0f, zero = 0.0f;
     for (size_t l = 0; l < layers.size(); ++l) {
       const model::LayerLayout& layer = layers[l];
@@ -398,7 +514,7 @@ class CudaBackend final : public model::Backend {
       }
       if (last) {
         if (absl::Status s = LaunchSoftmaxCrossEntropy(
-                z, b->labels.get(), batch, layer.out, 1.0f / static_cast<float>(batch),
+                z, input.labels.get(), batch, layer.out, 1.0f / static_cast<float>(batch),
                 b->post[l]->get(), with_delta ? b->delta.get() : nullptr, b->row_loss.get(),
                 b->row_correct.get(), stream_);
             !s.ok()) {
@@ -410,12 +526,12 @@ class CudaBackend final : public model::Backend {
     return absl::OkStatus();
   }
 
-  absl::Status Backward(int batch, Batch* b) {
+  absl::Status Backward(int batch, Batch* b, const Input& input) {
     const auto& layers = config_.shape.layers();
     const float one = 1.0f, zero = 0.0f;
     for (size_t l = layers.size(); l-- > 0;) {
       const model::LayerLayout& layer = layers[l];
-      const float* a_in = l == 0 ? b->x.get() : b->post[l - 1]->get();
+      const float* a_in = l == 0 ? input.x.get() : b->post[l - 1]->get();
       const float* d = b->delta.get();
       // dW (out x in) = d^T a_in: column-major dW^T (in x out) = a_in^T d.
       RECKON_CUBLAS_RETURN_IF_ERROR(
@@ -502,6 +618,7 @@ class CudaBackend final : public model::Backend {
   BackendConfig config_;
   DeviceInfo device_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // staged batches' copies to the device
   const CublasApi* blas_ = nullptr;  // set by Init
   cublasHandle_t cublas_ = nullptr;
   // The replica: quanta, their float copy, the batched apply.
@@ -519,6 +636,14 @@ class CudaBackend final : public model::Backend {
   DeviceBuffer<unsigned long long> counters_;  // TrainStepLocally's refused index
   PinnedBuffer<unsigned long long> h_counters_;
   Batch train_, eval_;
+  Input inputs_[2];
+  Input eval_input_;
+  Input* staged_ = nullptr;      // the batch the next step takes, if staged
+  Input* last_input_ = nullptr;  // the last step's
+  // Between LaunchTrainStep and FinishTrainStep: where the emission goes,
+  // and the batch's rows.
+  Emission* launched_out_ = nullptr;
+  int launched_rows_ = 0;
 };
 
 }  // namespace

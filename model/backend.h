@@ -10,8 +10,9 @@
 //
 // Threading: not thread-safe; one thread (the training loop) calls it. Calls
 // are synchronous as seen by the caller: outputs are ready on return (a CUDA
-// backend syncs its stream before returning them and may overlap work
-// internally, e.g. the next batch's copy).
+// backend syncs its stream before returning them), except for the step
+// taken in halves (StageBatch, LaunchTrainStep, FinishTrainStep), which lets
+// the caller prepare the next batch while the device computes this one.
 #ifndef RECKON_MODEL_BACKEND_H_
 #define RECKON_MODEL_BACKEND_H_
 
@@ -70,6 +71,19 @@ inline codec::CodecOptions FilledCodecOptions(const BackendConfig& config) {
   options.layout = config.shape.Layout();
   options.fraction_bits = config.fraction_bits;
   return options;
+}
+
+// Every label in [0, classes): the loss reads each sample's label's score,
+// so a backend checks a batch's labels before it computes. The refusal
+// names the first bad sample.
+inline absl::Status CheckLabels(std::span<const int32_t> labels, int classes) {
+  for (size_t r = 0; r < labels.size(); ++r) {
+    if (labels[r] < 0 || labels[r] >= classes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("label ", labels[r], " of sample ", r, " outside [0, ", classes, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // What one step emits, to be sent to peers and applied locally.
@@ -137,6 +151,27 @@ class Backend {
   virtual absl::StatusOr<BatchStats> TrainStep(const float* images, const int32_t* labels,
                                                int batch, float learning_rate, Emission* out) = 0;
 
+  // The step taken in halves, so that the host works while the device
+  // computes (Seide 2014's double buffering: the next minibatch's copy
+  // overlaps this one's compute):
+  //   StageBatch(batch k); LaunchTrainStep(...); [StageBatch(batch k + 1);
+  //   host work] FinishTrainStep(...)
+  // is TrainStep on batch k, bit for bit. A batch is labels.size() samples
+  // of images.size() / labels.size() features each (the backend refuses any
+  // other count than its model's inputs). StageBatch reads the batch before
+  // it returns (the caller may refill its memory at once) and sends it on
+  // toward the device (the CUDA backend: pinned memory, then a copy stream,
+  // into the other of two input buffers); a bad label is refused there,
+  // naming the sample, and leaves no batch staged. LaunchTrainStep takes
+  // the last staged batch (kFailedPrecondition when none is) and starts the
+  // step; `*out` must outlive FinishTrainStep, which waits for the step and
+  // returns what TrainStep would. Between the two halves only StageBatch
+  // may be called. These defaults take the whole step in LaunchTrainStep
+  // (through TrainStep, so a ForwardingBackend's TrainStep still sees it).
+  virtual absl::Status StageBatch(std::span<const float> images, std::span<const int32_t> labels);
+  virtual absl::Status LaunchTrainStep(float learning_rate, Emission* out);
+  virtual absl::StatusOr<BatchStats> FinishTrainStep();
+
   // A step whose emission is applied to this replica and nowhere else (the
   // layer-wise pre-training), in the quanta-codec mode (kCodec; REQUIRES
   // it): the same as TrainStep into `*scratch` and then ApplyDense of its
@@ -193,6 +228,15 @@ class Backend {
   // Loss and accuracy of the current replica on `count` samples.
   virtual absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels,
                                               size_t count) = 0;
+
+ private:
+  // The defaults of the step in halves: the staged batch (a copy), and the
+  // launched step's result until FinishTrainStep hands it out.
+  std::vector<float> staged_images_;
+  std::vector<int32_t> staged_labels_;
+  int staged_rows_ = 0;
+  bool launched_ = false;
+  absl::StatusOr<BatchStats> launched_result_;
 };
 
 }  // namespace reckon::model

@@ -42,6 +42,9 @@ class ForwardingBackend : public Backend {
                                        float learning_rate, Emission* out) override {
     return real_->TrainStep(images, labels, batch, learning_rate, out);
   }
+  // The step in halves (StageBatch, LaunchTrainStep, FinishTrainStep) is
+  // not forwarded: Backend's defaults take it through TrainStep above, so
+  // a wrapper that overrides TrainStep sees every step.
   void SetMomentum(double momentum) override { real_->SetMomentum(momentum); }
   void SetThresholdStep(const codec::ThresholdStep& step) override {
     real_->SetThresholdStep(step);

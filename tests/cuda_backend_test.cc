@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/json.h"
+#include "base/status_macros.h"
 #include "codec/codec.h"
 #include "codec/fixed_point.h"
 #include "codec/quantizer.h"
@@ -36,6 +37,7 @@
 #include "model/optimizer.h"
 #include "tests/gpu_skip.h"
 #include "tests/reference_step.h"
+#include "tests/step_in_halves.h"
 #include "tests/test_process.h"
 #include "tests/test_util.h"
 
@@ -619,6 +621,49 @@ TEST(CudaBackend, TrainStepLocallyIsBitExactWithTrainStepThenApplyDense) {
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
     EXPECT_NE(refused.status().message().find("residual element"), std::string_view::npos);
     EXPECT_EQ(*(*local)->ReadWeights(), before);
+  }
+}
+
+// The step in halves on the device (issue 37 item 4: the next batch is
+// copied on the copy stream into the other input while a step computes)
+// is TrainStep, bit for bit: stats, words or dense quanta, replica, in
+// threshold mode (the fused pass; AdaGrad on the aggregate, whose record
+// of the own step is taken at the finish) and the codec modes (dense on
+// the host, onebit on the device), and its refusals (a bad label at
+// StageBatch).
+TEST(CudaBackend, TheStepInHalvesIsTrainStep) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    const char* name;
+    model::UpdateMode mode;
+    model::OptimizerKind optimizer;
+    v1::Codec codec;
+  };
+  for (const Case& c :
+       {Case{"threshold, momentum", model::UpdateMode::kThreshold, model::OptimizerKind::kMomentum,
+             v1::CODEC_DENSE_FP32},
+        Case{"threshold, aggregate adagrad", model::UpdateMode::kThreshold,
+             model::OptimizerKind::kAdagrad, v1::CODEC_DENSE_FP32},
+        Case{"dense fp32", model::UpdateMode::kCodec, model::OptimizerKind::kMomentum,
+             v1::CODEC_DENSE_FP32},
+        Case{"onebit", model::UpdateMode::kCodec, model::OptimizerKind::kSgd, v1::CODEC_ONEBIT}}) {
+    SCOPED_TRACE(c.name);
+    model::BackendConfig config = SmallConfig(c.mode);
+    config.optimizer.kind = c.optimizer;
+    config.optimizer.adagrad_placement = model::AdagradPlacement::kAggregate;
+    config.step = *codec::MakeThresholdStep(0.002, 20);
+    config.codec.codec = c.codec;
+    config.codec.error_feedback = true;
+    absl::StatusOr<codec::FixedPointReplica> init =
+        codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits);
+    ASSERT_TRUE(model::InitializeModel(config.shape, 7, &*init).ok());
+    ::reckon::testing::ExpectTheStepInHalvesIsTrainStep(
+        [&]() -> absl::StatusOr<std::unique_ptr<model::Backend>> {
+          absl::StatusOr<std::unique_ptr<model::Backend>> b = MakeCudaBackend(config);
+          if (b.ok()) RECKON_RETURN_IF_ERROR((*b)->LoadWeights(init->quanta()));
+          return b;
+        },
+        /*steps=*/6, /*batch=*/100, 784);
   }
 }
 

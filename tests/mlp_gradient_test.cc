@@ -5,11 +5,15 @@
 #include <cmath>
 #include <random>
 
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "codec/fixed_point.h"
+#include "codec/quantizer.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/mlp_math.h"
 #include "model/model.h"
 #include "tests/reference_step.h"
+#include "tests/step_in_halves.h"
 #include "tests/test_util.h"
 
 namespace reckon::cpu {
@@ -94,6 +98,63 @@ TEST(CpuBackend, LargeMessagesAppliedOnItsThreadsGiveOneThreadsReplica) {
   absl::StatusOr<model::BatchStats> b = (*one)->Evaluate(images.data(), labels.data(), 100);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->loss_sum, b->loss_sum);
+}
+
+// The step in halves (the trainer stages the next batch while a step
+// computes) is TrainStep, bit for bit, on the CPU backend's defaults: in
+// threshold mode with momentum and in the dense codec mode.
+TEST(CpuBackend, TheStepInHalvesIsTrainStep) {
+  for (const model::UpdateMode mode : {model::UpdateMode::kThreshold, model::UpdateMode::kCodec}) {
+    SCOPED_TRACE(mode == model::UpdateMode::kThreshold ? "threshold" : "dense codec");
+    model::BackendConfig config;
+    config.shape = *model::ModelShape::Parse("784,32,10", "relu");
+    config.mode = mode;
+    config.optimizer.kind = model::OptimizerKind::kMomentum;
+    config.step = *codec::MakeThresholdStep(0.002, 20);
+    config.max_batch = 40;
+    config.threads = 2;
+    codec::FixedPointReplica init =
+        *codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits);
+    ASSERT_TRUE(model::InitializeModel(config.shape, 6, &init).ok());
+    ::reckon::testing::ExpectTheStepInHalvesIsTrainStep(
+        [&]() -> absl::StatusOr<std::unique_ptr<model::Backend>> {
+          absl::StatusOr<std::unique_ptr<model::Backend>> b = MakeCpuBackend(config);
+          if (b.ok()) RECKON_RETURN_IF_ERROR((*b)->LoadWeights(init.quanta()));
+          return b;
+        },
+        /*steps=*/5, /*batch=*/40, 784);
+  }
+}
+
+// A label outside the classes is refused before anything is computed (the
+// loss would read past the sample's row), in training and evaluation.
+TEST(CpuBackend, ALabelOutsideTheClassesIsRefused) {
+  model::BackendConfig config;
+  config.shape = *model::ModelShape::Parse("784,16,10", "relu");
+  config.mode = model::UpdateMode::kCodec;
+  config.max_batch = 20;
+  config.threads = 1;
+  absl::StatusOr<std::unique_ptr<model::Backend>> cpu = MakeCpuBackend(config);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  ::reckon::testing::SyntheticBatch(20, 784, &images, &labels);
+  const std::vector<float> residual = *(*cpu)->ReadResidual();
+  for (const int32_t bad : {10, -1, 1 << 30}) {
+    labels[7] = bad;
+    model::Emission out;
+    const absl::Status trained =
+        (*cpu)->TrainStep(images.data(), labels.data(), 20, 0.1f, &out).status();
+    EXPECT_EQ(trained.code(), absl::StatusCode::kInvalidArgument) << trained;
+    EXPECT_NE(trained.message().find(absl::StrCat("label ", bad, " of sample 7 outside [0, 10)")),
+              std::string::npos)
+        << trained;
+    const absl::Status evaluated = (*cpu)->Evaluate(images.data(), labels.data(), 20).status();
+    EXPECT_NE(evaluated.message().find(absl::StrCat("evaluation: label ", bad, " of sample 7")),
+              std::string::npos)
+        << evaluated;
+  }
+  EXPECT_EQ(*(*cpu)->ReadResidual(), residual) << "a refused step changed the residual";
 }
 
 // The yardstick the GPU test measures both backends with (issue 16),

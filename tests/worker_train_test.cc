@@ -557,6 +557,71 @@ TEST_F(Training, ADeviceThatCannotBeReadEndsTheRunWithItsError) {
   EXPECT_FALSE(std::ifstream(path).good()) << "a checkpoint was written from unread weights";
 }
 
+// Records the step-in-halves calls the trainer makes ('S'tage, 'L'aunch,
+// 'F'inish) and passes them on to the real backend; refuses the
+// `refuse_stage`-th StageBatch (0: none) as a backend refuses a bad batch.
+class RecordsHalves final : public model::ForwardingBackend {
+ public:
+  RecordsHalves(std::unique_ptr<model::Backend> real, std::string* calls, int refuse_stage)
+      : ForwardingBackend(std::move(real)), calls_(calls), refuse_stage_(refuse_stage) {}
+  absl::Status StageBatch(std::span<const float> images, std::span<const int32_t> labels) override {
+    calls_->push_back('S');
+    if (++stages_ == refuse_stage_) {
+      calls_->push_back('!');
+      return absl::InvalidArgumentError("refused by the test");
+    }
+    return real().StageBatch(images, labels);
+  }
+  absl::Status LaunchTrainStep(float learning_rate, model::Emission* out) override {
+    calls_->push_back('L');
+    return real().LaunchTrainStep(learning_rate, out);
+  }
+  absl::StatusOr<model::BatchStats> FinishTrainStep() override {
+    calls_->push_back('F');
+    return real().FinishTrainStep();
+  }
+
+ private:
+  std::string* calls_;
+  const int refuse_stage_;
+  int stages_ = 0;
+};
+
+// The trainer takes each step in halves and stages the next batch of the
+// epoch while the step computes (issue 37 item 4: on the CUDA backend the
+// batch's copy overlaps the compute): one StageBatch a step, between the
+// launch and the finish, none after an epoch's last step (the next epoch's
+// order is drawn later). A refused stage ahead costs nothing: the step
+// that trains that batch stages it again. Both runs end where a run of
+// whole TrainSteps ends (the wrapper's defaults), bit for bit.
+TEST_F(Training, TheNextBatchIsStagedWhileAStepComputes) {
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);  // 120 steps an epoch, 2 epochs
+  o.wrap_backend = [](std::unique_ptr<model::Backend> real) {
+    return std::make_unique<model::ForwardingBackend>(std::move(real));
+  };
+  const TrainSummary whole_steps = Run(o);
+  std::string calls;
+  o.wrap_backend = [&calls](std::unique_ptr<model::Backend> real) {
+    return std::make_unique<RecordsHalves>(std::move(real), &calls, 0);
+  };
+  EXPECT_EQ(Run(o).weight_hash, whole_steps.weight_hash);
+  std::string epoch = "S";
+  for (int step = 1; step < 120; ++step) epoch += "LSF";
+  epoch += "LF";
+  EXPECT_EQ(calls, epoch + epoch);
+
+  calls.clear();
+  o.wrap_backend = [&calls](std::unique_ptr<model::Backend> real) {
+    return std::make_unique<RecordsHalves>(std::move(real), &calls, 11);  // during step 10
+  };
+  EXPECT_EQ(Run(o).weight_hash, whole_steps.weight_hash);
+  std::string refused = "S";
+  for (int step = 1; step < 120; ++step)
+    refused += step == 10 ? "LS!F" : step == 11 ? "SLSF" : "LSF";
+  refused += "LF";
+  EXPECT_EQ(calls, refused + epoch);
+}
+
 TEST_F(Training, DensityControllerHoldsTheTarget) {
   TrainerOptions o = Small(model::UpdateMode::kThreshold);
   o.target_density = 4e-3;

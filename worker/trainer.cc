@@ -492,12 +492,11 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
     }
     RECKON_RETURN_IF_ERROR(selected);
   }
-  const size_t ramp_samples = Layout(epoch).ramp_samples;
   // Steps by position in the order, so that a run resumed at any sample
   // (even with another --batch) takes the same samples next.
   for (;;) {
-    const int batch = tally.position < ramp_samples ? options_.warmup_batch : batch_;
-    if (tally.position + size_t(batch) > shard_.size()) {
+    const int batch = BatchAt(epoch, tally.position);
+    if (batch == 0) {
       tally.complete = true;
       break;
     }
@@ -518,6 +517,11 @@ absl::StatusOr<Trainer::EpochTally> Trainer::RunEpoch(int epoch) {
     DrawProgressBar(epoch, tally);
   }
   return tally;
+}
+
+int Trainer::BatchAt(int epoch, size_t position) const {
+  const int batch = position < Layout(epoch).ramp_samples ? options_.warmup_batch : batch_;
+  return position + size_t(batch) > shard_.size() ? 0 : batch;
 }
 
 Trainer::EpochLayout Trainer::Layout(int epoch) const {
@@ -587,7 +591,8 @@ bool Trainer::StopBeforeStep() {
 }
 
 // docs/design.md "One worker, one step": peers' messages first, then the
-// batch, forward/backward and the optimizer into the residual (TrainStep),
+// batch, forward/backward and the optimizer into the residual (the step in
+// halves: while the device computes, the next batch is gathered and staged),
 // then the emission, applied here and sent.
 absl::Status Trainer::Step(int epoch, size_t first, int batch, EpochTally& tally) {
   if (options_.peers != nullptr) {
@@ -596,10 +601,7 @@ absl::Status Trainer::Step(int epoch, size_t first, int batch, EpochTally& tally
   }
   if (match_momentum_) RematchMomentum();
   const Clock::time_point start = Clock::now();
-  FillBatch(first, batch);
-  absl::StatusOr<model::BatchStats> stats =
-      backend_->TrainStep(batch_images_.data(), batch_labels_.data(), batch,
-                          StepLearningRate(epoch, batch), &emission_);
+  absl::StatusOr<model::BatchStats> stats = TrainOn(epoch, first, batch);
   if (!stats.ok()) {
     return absl::Status(stats.status().code(),
                         absl::StrCat("epoch ", epoch + 1, " step ", steps_done_ + 1, ": ",
@@ -642,6 +644,29 @@ double Trainer::BatchSizeFactor(int batch) const {
 float Trainer::StepLearningRate(int epoch, int batch) const {
   return static_cast<float>(lr_scale_ * model::LearningRate(config_.optimizer, epoch, steps_done_) *
                             BatchSizeFactor(batch));
+}
+
+absl::StatusOr<model::BatchStats> Trainer::TrainOn(int epoch, size_t first, int batch) {
+  const bool staged_ahead = staged_ == StagedBatch{epoch, first, batch};
+  staged_ = StagedBatch{};  // taken by this step, or never
+  if (!staged_ahead) {
+    FillBatch(first, batch);
+    RECKON_RETURN_IF_ERROR(backend_->StageBatch(BatchImages(batch), BatchLabels(batch)));
+  }
+  RECKON_RETURN_IF_ERROR(backend_->LaunchTrainStep(StepLearningRate(epoch, batch), &emission_));
+  StageAhead(epoch, first + size_t(batch));
+  return backend_->FinishTrainStep();
+}
+
+void Trainer::StageAhead(int epoch, size_t position) {
+  const int batch = BatchAt(epoch, position);
+  if (batch == 0) return;  // the epoch's last step: the next order is not drawn yet
+  FillBatch(position, batch);
+  // A refusal (a label outside the classes) stages nothing: the step that
+  // trains this batch fills and stages it again and reports it there.
+  if (backend_->StageBatch(BatchImages(batch), BatchLabels(batch)).ok()) {
+    staged_ = StagedBatch{epoch, position, batch};
+  }
 }
 
 void Trainer::FillBatch(size_t first, int batch) {

@@ -220,6 +220,9 @@ class Trainer {
     size_t ramp_steps = 0, ramp_samples = 0, steps = 0;
   };
   EpochLayout Layout(int epoch) const;
+  // The size of the batch at `position` of epoch `epoch`'s order (the
+  // warm-up ramp's or batch_), or 0 when no whole batch is left there.
+  int BatchAt(int epoch, size_t position) const;
   // With peers, in a restarted worker: continues the shard after the steps
   // its earlier lives published (TrainingPeers::PublishedByEarlierLives).
   void ContinueShard();
@@ -234,6 +237,19 @@ class Trainer {
   double BatchSizeFactor(int batch) const;
   // Fills batch_images_/labels_ with order_[first, first + batch).
   void FillBatch(size_t first, int batch);
+  // The step's batch through the backend in halves: staged (unless the
+  // step before staged it), launched, the next one staged, finished.
+  absl::StatusOr<model::BatchStats> TrainOn(int epoch, size_t first, int batch);
+  // While a step computes: fills and stages (Backend::StageBatch) the batch
+  // at `position` of this epoch, if there is one, so the next step finds it
+  // on the device.
+  void StageAhead(int epoch, size_t position);
+  std::span<const float> BatchImages(int batch) const {
+    return std::span<const float>(batch_images_).first(size_t(batch) * config_.shape.inputs());
+  }
+  std::span<const int32_t> BatchLabels(int batch) const {
+    return std::span<const int32_t>(batch_labels_).first(size_t(batch));
+  }
   // Automatic minibatch-size selection (TrainerOptions::auto_batch): sets
   // batch_ for this epoch, logging what each candidate reached.
   absl::Status SelectBatch(int epoch);
@@ -288,6 +304,16 @@ class Trainer {
   int64_t steps_done_ = 0;
   bool stopped_ = false;
 
+  // The batch staged in the backend for the next step: order_[first, first
+  // + batch) of `epoch` (epoch -1: none). Staged only within an epoch, so a
+  // new order never meets an old batch.
+  struct StagedBatch {
+    int epoch = -1;
+    size_t first = 0;
+    int batch = 0;
+    bool operator==(const StagedBatch&) const = default;
+  };
+  StagedBatch staged_;
   // The step's buffers, reused: batch, emission, the message and its decode.
   std::vector<float> batch_images_;
   std::vector<int32_t> batch_labels_;
