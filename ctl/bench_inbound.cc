@@ -36,6 +36,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -457,13 +458,19 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
   for (int32_t& l : labels) l = static_cast<int32_t>(rng() % shape.classes());
   model::Emission emission;
   int next_batch = 0;
+  const auto stage = [&](int k) {
+    const size_t b = size_t(k % kBatches);
+    return backend->StageBatch(
+        std::span<const float>(x).subspan(b * kBatch * shape.inputs(), kBatch * shape.inputs()),
+        std::span<const int32_t>(labels).subspan(b * kBatch, kBatch));
+  };
+  // As the trainer steps: in halves, the next batch staged while one computes.
+  RECKON_RETURN_IF_ERROR(stage(next_batch));
   auto train = [&]() -> absl::Status {
-    const size_t b = size_t(next_batch++ % kBatches);
-    RECKON_ASSIGN_OR_RETURN(
-        model::BatchStats stats,
-        backend->TrainStep(x.data() + b * kBatch * shape.inputs(), labels.data() + b * kBatch,
-                           kBatch, 0.01f, &emission));
-    (void)stats;
+    RECKON_RETURN_IF_ERROR(backend->LaunchTrainStep(0.01f, &emission));
+    const absl::Status staged = stage(++next_batch);
+    RECKON_RETURN_IF_ERROR(backend->FinishTrainStep().status());
+    RECKON_RETURN_IF_ERROR(staged);
     return backend->ApplyOwnEmission(config.step.step_quanta, emission.words);
   };
   for (int i = 0; i < 5; ++i) RECKON_RETURN_IF_ERROR(train());  // warm-up

@@ -204,6 +204,9 @@ class CudaBackend final : public model::Backend {
     }
     RECKON_ASSIGN_OR_RETURN(Input* const input, TakeStaged());
     const int batch = input->rows;
+    // The peers' last batch runs on beside this compute, unless the step
+    // reads the quanta (AdaGrad on the aggregate).
+    RECKON_RETURN_IF_ERROR(aggregate_adagrad_ ? replica_->Settle() : replica_->BeforeCompute());
     RECKON_RETURN_IF_ERROR(ForwardBackward(input));
     const size_t n = config_.shape.param_count();
     const OptimizerRule rule = Rule(learning_rate);
@@ -256,6 +259,7 @@ class CudaBackend final : public model::Backend {
     after_own_valid_ = false;
     RECKON_RETURN_IF_ERROR(StageRows(images, labels, batch));
     RECKON_ASSIGN_OR_RETURN(Input* const input, TakeStaged());
+    RECKON_RETURN_IF_ERROR(replica_->Settle());  // it writes the quanta
     RECKON_RETURN_IF_ERROR(ForwardBackward(input));
     const size_t n = config_.shape.param_count();
     RECKON_RETURN_IF_ERROR(LaunchOptimizerDelta(Rule(learning_rate), replica_->weights(),
@@ -284,9 +288,11 @@ class CudaBackend final : public model::Backend {
   void SetThresholdStep(const codec::ThresholdStep& step) override { config_.step = step; }
   void SetMomentum(double momentum) override { config_.optimizer.momentum = momentum; }
 
+  // One message (a worker's own step, a trial's): the next step sees it.
   absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
     const model::UpdateRef one{step_quanta, words, {}};
-    return ApplyUpdateBatch(std::span<const model::UpdateRef>(&one, 1));
+    return replica_->ApplyBatch(std::span<const model::UpdateRef>(&one, 1),
+                                DeviceReplica::Overlap::kNone);
   }
 
   // The last step's words, already on the device: one message applied from
@@ -295,14 +301,20 @@ class CudaBackend final : public model::Backend {
     return replica_->ApplyOwnEmission(pass_.get(), step_quanta, words);
   }
 
-  // All messages in one launch; all or nothing across the batch.
+  // All messages in one launch; all or nothing across the batch. The
+  // peers' messages: applied beside the next step's compute, which sees
+  // them a step later (issue 37's overlap; cuda/device_replica.h), except
+  // with AdaGrad on the aggregate, whose step measures the peers' movement
+  // in the quanta and so waits for it.
   absl::Status ApplyUpdateBatch(std::span<const model::UpdateRef> updates) override {
     // Quanta-codec messages (one codec per cluster, so never mixed with
     // threshold ones): one ApplyDense each, as the default does.
     for (const model::UpdateRef& u : updates) {
       if (!u.quanta.empty()) return Backend::ApplyUpdateBatch(updates);
     }
-    return replica_->ApplyBatch(updates);
+    return replica_->ApplyBatch(updates, aggregate_adagrad_
+                                             ? DeviceReplica::Overlap::kNone
+                                             : DeviceReplica::Overlap::kBesideNextCompute);
   }
 
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
@@ -316,6 +328,7 @@ class CudaBackend final : public model::Backend {
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("evaluation: ", s.message()));
     }
+    RECKON_RETURN_IF_ERROR(replica_->Settle());
     BatchStats total;
     const size_t features = this->features();
     for (size_t begin = 0; begin < count; begin += kEvalChunk) {

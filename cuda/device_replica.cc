@@ -28,14 +28,21 @@ absl::StatusOr<std::unique_ptr<DeviceReplica>> DeviceReplica::Create(uint64_t pa
   RECKON_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(r->wrapped_.get(), 0, sizeof(unsigned long long), stream));
   RECKON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&r->apply_done_, cudaEventDisableTiming));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&r->staging_free_, cudaEventDisableTiming));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&r->apply_stream_, cudaStreamNonBlocking));
   RECKON_RETURN_IF_ERROR(r->Sync());
   return r;
 }
 
 DeviceReplica::~DeviceReplica() {
-  // The staging buffers are freed after this: the copies from them end first.
-  if (apply_in_flight_) cudaEventSynchronize(apply_done_);
+  // The staging buffers are freed after this: what reads them ends first.
+  if (apply_stream_ != nullptr) {
+    cudaStreamSynchronize(apply_stream_);
+    cudaStreamDestroy(apply_stream_);
+  }
+  if (staging_busy_) cudaEventSynchronize(staging_free_);
   if (apply_done_ != nullptr) cudaEventDestroy(apply_done_);
+  if (staging_free_ != nullptr) cudaEventDestroy(staging_free_);
 }
 
 uint64_t DeviceReplica::wrapped() const {
@@ -43,10 +50,34 @@ uint64_t DeviceReplica::wrapped() const {
   return *h_wrapped_.get();
 }
 
+absl::Status DeviceReplica::RefreshApplied() {
+  if (!apply_unrefreshed_) return absl::OkStatus();
+  apply_unrefreshed_ = false;
+  RECKON_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, apply_done_));
+  RECKON_RETURN_IF_ERROR(LaunchRefreshTouched(apply_words_.get(), apply_total_, quanta_.get(),
+                                              weights_.get(), quantum_, stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging_free_, stream_));
+  staging_busy_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceReplica::Settle() { return RefreshApplied(); }
+
+absl::Status DeviceReplica::BeforeCompute() {
+  if (!apply_since_compute_) RECKON_RETURN_IF_ERROR(RefreshApplied());
+  apply_since_compute_ = false;
+  return absl::OkStatus();
+}
+
 absl::Status DeviceReplica::FinishApplyInFlight() {
-  if (!apply_in_flight_) return absl::OkStatus();
+  RECKON_RETURN_IF_ERROR(Settle());
+  // staging_free_ follows the wait for apply_done_: the apply, its count's
+  // copy back and its refresh are all done.
+  if (staging_busy_) {
+    staging_busy_ = false;
+    RECKON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging_free_));
+  }
   apply_in_flight_ = false;
-  RECKON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(apply_done_));
   return absl::OkStatus();
 }
 
@@ -68,6 +99,7 @@ absl::Status DeviceReplica::Load(std::span<const int64_t> quanta) {
     return absl::InvalidArgumentError(
         absl::StrCat("weights have ", quanta.size(), " values, replica has ", param_count_));
   }
+  RECKON_RETURN_IF_ERROR(Settle());  // an apply in flight lands before the overwrite
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(quanta_.get(), quanta.data(), quanta.size_bytes(),
                                               cudaMemcpyHostToDevice, stream_));
   RECKON_RETURN_IF_ERROR(
@@ -77,6 +109,8 @@ absl::Status DeviceReplica::Load(std::span<const int64_t> quanta) {
 
 absl::StatusOr<std::vector<int64_t>> DeviceReplica::Read() const {
   std::vector<int64_t> out(param_count_);
+  // Quanta only: after the apply in flight, whose floats may wait.
+  if (apply_in_flight_) RECKON_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, apply_done_));
   RECKON_RETURN_IF_ERROR(
       CopyToHost(quanta_.get(), out.data(), out.size() * sizeof(int64_t), stream_, "the weights"));
   return out;
@@ -87,7 +121,7 @@ absl::StatusOr<std::string> DeviceReplica::Hash() const {
   return codec::WeightHashOf(quanta);
 }
 
-absl::Status DeviceReplica::ApplyBatch(std::span<const model::UpdateRef> updates) {
+absl::Status DeviceReplica::ApplyBatch(std::span<const model::UpdateRef> updates, Overlap overlap) {
   uint64_t total = 0;
   for (size_t m = 0; m < updates.size(); ++m) {
     if (updates[m].step_quanta <= 0) {
@@ -121,25 +155,29 @@ absl::Status DeviceReplica::ApplyBatch(std::span<const model::UpdateRef> updates
     ends[m] = at;
     steps[m] = updates[m].step_quanta;
   }
+  // On the apply stream: every earlier write of the quanta on the main
+  // stream has finished (each such call waits before it returns).
+  cudaStream_t on = apply_stream_;
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_words_.get(), staged, total * sizeof(uint32_t),
-                                              cudaMemcpyHostToDevice, stream_));
+                                              cudaMemcpyHostToDevice, on));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_ends_.get(), ends, messages * sizeof(uint64_t),
-                                              cudaMemcpyHostToDevice, stream_));
+                                              cudaMemcpyHostToDevice, on));
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(apply_steps_.get(), steps, messages * sizeof(int64_t),
-                                              cudaMemcpyHostToDevice, stream_));
+                                              cudaMemcpyHostToDevice, on));
   // Apply modulo 2^64 (as every replica does: nothing to refuse or take
-  // back), refresh the touched floats, the count of wraps back; no wait.
+  // back) to the quanta only, the count of wraps back; no wait. The floats
+  // are refreshed on the main stream (RefreshApplied).
   RECKON_RETURN_IF_ERROR(LaunchApplyWords(apply_words_.get(), total, apply_ends_.get(),
                                           apply_steps_.get(), static_cast<int>(messages),
-                                          quanta_.get(), wrapped_.get(), stream_));
-  RECKON_RETURN_IF_ERROR(LaunchRefreshTouched(apply_words_.get(), total, quanta_.get(),
-                                              weights_.get(), quantum_, stream_));
+                                          quanta_.get(), wrapped_.get(), on));
   wrapped_before_ = *h_wrapped_.get();
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_wrapped_.get(), wrapped_.get(),
-                                              sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                                              stream_));
-  RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(apply_done_, stream_));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      h_wrapped_.get(), wrapped_.get(), sizeof(unsigned long long), cudaMemcpyDeviceToHost, on));
+  RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(apply_done_, on));
   apply_in_flight_ = true;
+  apply_unrefreshed_ = true;
+  apply_total_ = total;
+  apply_since_compute_ = overlap == Overlap::kBesideNextCompute;
   return absl::OkStatus();
 }
 
@@ -163,7 +201,8 @@ absl::Status DeviceReplica::ApplyOwnEmission(const ThresholdPass* pass, int64_t 
   if (count == 0 || words.size() != count || step_quanta <= 0 ||
       std::memcmp(words.data(), pass->host_words(), words.size_bytes()) != 0) {
     const model::UpdateRef one{step_quanta, words, {}};
-    return ApplyBatch(std::span<const model::UpdateRef>(&one, 1));
+    RECKON_RETURN_IF_ERROR(ApplyBatch(std::span<const model::UpdateRef>(&one, 1), Overlap::kNone));
+    return FinishApplyInFlight();  // as the path below: applied when this returns
   }
   const uint32_t* d_words = pass->device_words();
   RECKON_RETURN_IF_ERROR(StageOneMessage(count, step_quanta));
@@ -180,6 +219,7 @@ absl::Status DeviceReplica::ApplyDense(std::span<const int64_t> quanta) {
         absl::StrCat("dense update has ", quanta.size(), " values, replica has ", param_count_));
   }
   RECKON_RETURN_IF_ERROR(dense_in_.Resize(param_count_));
+  RECKON_RETURN_IF_ERROR(Settle());  // the apply in flight first: LaunchAddDense is no atomic
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_in_.get(), quanta.data(), quanta.size_bytes(),
                                               cudaMemcpyHostToDevice, stream_));
   // Modulo 2^64, as every replica adds.
@@ -197,6 +237,7 @@ absl::Status DeviceReplica::ProjectOwnStep(const uint32_t* d_words, uint64_t cou
     return absl::InvalidArgumentError(
         absl::StrCat("dense step has ", dense.size(), " values, replica has ", param_count_));
   }
+  RECKON_RETURN_IF_ERROR(Settle());
   RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(into, quanta_.get(), param_count_ * sizeof(int64_t),
                                               cudaMemcpyDeviceToDevice, stream_));
   if (count > 0) {

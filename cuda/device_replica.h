@@ -9,10 +9,18 @@
 //
 // Threading: one thread calls it; every call enqueues on the stream given
 // to Create (not owned) and waits for it before returning, except
-// ApplyBatch: the peers' messages are applied while the caller goes on
-// (the next step's batch, its launches: issue 37's overlap), and the next
-// call that needs the device's answer or the staging buffers waits for
-// them. Host C++20.
+// ApplyBatch. The peers' messages are applied on the replica's own apply
+// stream while the caller goes on, beside the step's compute (issue 37's
+// overlap, Seide 2014's double buffering): that apply adds to the quanta
+// only (atomics), and the floats it touched are refreshed on the main
+// stream later, where no kernel reads them, so the compute never sees a
+// float half-refreshed. Who reads weights() or quanta() on the main stream
+// calls Settle first (everything applied, floats included, is in order
+// before what it enqueues next) or, for a training step's compute, which
+// reads weights() only, BeforeCompute (an apply enqueued since the last
+// BeforeCompute runs on beside it and the step after sees it). Who writes
+// quanta() on the main stream (the local dense apply) settles first and
+// has finished before its call returns. Host C++20.
 #ifndef RECKON_CUDA_DEVICE_REPLICA_H_
 #define RECKON_CUDA_DEVICE_REPLICA_H_
 
@@ -41,10 +49,20 @@ class DeviceReplica {
 
   uint64_t param_count() const { return param_count_; }
   double quantum() const { return quantum_; }
-  // Device pointers, param_count each. Who writes quanta() directly (the
+  // Device pointers, param_count each, as of the last Settle (weights():
+  // or BeforeCompute) on the main stream. Who writes quanta() directly (the
   // backend's local dense apply) refreshes weights() in the same launch.
   int64_t* quanta() const { return quanta_.get(); }
   float* weights() const { return weights_.get(); }
+  // Orders the main stream's next work after every apply: quanta and
+  // floats hold everything applied. No host wait.
+  absl::Status Settle();
+  // Before a training step's compute is enqueued on the main stream: the
+  // floats hold every apply enqueued before the last BeforeCompute; an
+  // apply enqueued since then runs on beside this compute (it touches
+  // quanta only), and its floats are refreshed before the next one. No
+  // host wait. The compute must not read quanta().
+  absl::Status BeforeCompute();
   ~DeviceReplica();
   // Additions that left the int64 range and wrapped since Create (the
   // host's FixedPointReplica::wrapped), as of the last apply the device
@@ -59,11 +77,15 @@ class DeviceReplica {
   // Threshold messages (no quanta), in one launch: all or nothing across
   // the batch (kInvalidArgument naming the message whose step or words are
   // wrong; nothing applied then, checked before anything is enqueued).
-  // Returns once the apply is enqueued (the words are staged in pinned
-  // memory): what reads the replica later on the stream sees it applied;
-  // a CUDA failure of the apply itself surfaces at the next call that
-  // waits.
-  absl::Status ApplyBatch(std::span<const model::UpdateRef> updates);
+  // Returns once the apply is enqueued on the apply stream (the words are
+  // staged in pinned memory): what reads the replica later sees it
+  // applied once it has settled (see the threading note above); a CUDA
+  // failure of the apply itself surfaces at the next call that waits.
+  // kBesideNextCompute (the peers' messages): the next BeforeCompute
+  // leaves it running beside that compute; kNone: the next compute waits
+  // for it (a worker's own step, a snapshot's replay).
+  enum class Overlap { kNone, kBesideNextCompute };
+  absl::Status ApplyBatch(std::span<const model::UpdateRef> updates, Overlap overlap);
   // This replica's own emission, `words` as the wire decoded them: applied
   // from where `pass` (null: none) left them when they are its last
   // Finish's words (only their end and step cross), else uploaded as any
@@ -84,26 +106,41 @@ class DeviceReplica {
   DeviceReplica(uint64_t param_count, double quantum, cudaStream_t stream)
       : param_count_(param_count), quantum_(quantum), stream_(stream) {}
   absl::Status Sync() const;
+  // Enqueues on the main stream, behind the apply in flight, the refresh of
+  // the floats it touched; the staging buffers are free after
+  // staging_free_.
+  absl::Status RefreshApplied();
   // One message's end (`count`) and step into apply_ends_ and
   // apply_steps_, enqueued (LaunchApplyWords of one message follows).
   absl::Status StageOneMessage(uint64_t count, int64_t step_quanta);
   // After an apply's kernels: the count of wraps comes back, then the wait.
   absl::Status ReadWrappedAndSync();
-  // Waits for the ApplyBatch in flight, if any (its staging buffers are
-  // then free and its count of wraps read).
+  // Settles and waits until the staging buffers are free again (the last
+  // apply's copies, kernels and refresh have read them) and the count of
+  // wraps is back.
   absl::Status FinishApplyInFlight();
 
   uint64_t param_count_;
   double quantum_;
   cudaStream_t stream_;
+  cudaStream_t apply_stream_ = nullptr;  // owned: the peers' applies
   DeviceBuffer<int64_t> quanta_;
   DeviceBuffer<float> weights_;
   DeviceBuffer<unsigned long long> wrapped_;    // counted by the apply kernels
   PinnedBuffer<unsigned long long> h_wrapped_;  // written by the stream's copies
-  // ApplyBatch in flight: `apply_done_` recorded after its copies, kernels
-  // and the count's copy back; `wrapped_before_` the count before it.
+  // The last ApplyBatch: `apply_done_` recorded on the apply stream after
+  // its copies, kernels and the count's copy back; `wrapped_before_` the
+  // count before it; `staging_free_` recorded on the main stream after the
+  // refresh of its floats. apply_unrefreshed_: the refresh is not enqueued
+  // yet; apply_since_compute_: it was enqueued after the last
+  // BeforeCompute; staging_busy_: staging_free_ not yet waited for.
   cudaEvent_t apply_done_ = nullptr;
+  cudaEvent_t staging_free_ = nullptr;
   bool apply_in_flight_ = false;
+  bool apply_unrefreshed_ = false;
+  bool apply_since_compute_ = false;
+  bool staging_busy_ = false;
+  uint64_t apply_total_ = 0;
   uint64_t wrapped_before_ = 0;
   DeviceBuffer<int64_t> dense_in_;
   DeviceBuffer<uint32_t> apply_words_;

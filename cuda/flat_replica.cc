@@ -85,6 +85,7 @@ class CudaFlatReplica final : public model::FlatReplica {
                     std::vector<uint32_t>* words) override {
     RECKON_ON_DEVICE(device_.ordinal);
     words->clear();
+    RECKON_RETURN_IF_ERROR(replica_->Settle());
     RECKON_RETURN_IF_ERROR(LaunchFlatDifference(params.data(), replica_->weights(), delta_.get(),
                                                 param_count_, first_bad_.get(), stream_));
     // Read before the residual takes the delta: all or nothing.
@@ -103,6 +104,7 @@ class CudaFlatReplica final : public model::FlatReplica {
 
   absl::Status WriteInto(std::span<float> params) override {
     RECKON_ON_DEVICE(device_.ordinal);
+    RECKON_RETURN_IF_ERROR(replica_->Settle());
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(params.data(), replica_->weights(),
                                                 param_count_ * sizeof(float),
                                                 cudaMemcpyDeviceToDevice, stream_));
@@ -145,7 +147,7 @@ class CudaFlatReplica final : public model::FlatReplica {
       if (!u.quanta.empty()) return Backend::ApplyUpdateBatch(updates);
     }
     RECKON_ON_DEVICE(device_.ordinal);
-    return replica_->ApplyBatch(updates);
+    return replica_->ApplyBatch(updates, DeviceReplica::Overlap::kNone);
   }
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
     RECKON_ON_DEVICE(device_.ordinal);

@@ -391,6 +391,70 @@ TEST(CudaBackend, ThePeersApplyRunsOnWhileTheCallerGoesOn) {
   EXPECT_GE((*gpu)->WeightsWrapped(), 1u);
 }
 
+// The peers' batch is applied beside the next step's compute (issue 37
+// item 4): that step computes on the floats from before the batch (its
+// emission is a step's that never saw it), the quanta hold the batch at
+// once, and the step after sees it, as a backend that applied the same
+// messages one at a time (ApplyUpdates: seen by the next step) before it.
+// The replicas end equal.
+TEST(CudaBackend, ThePeersBatchRunsBesideTheNextStepAndTheOneAfterSeesIt) {
+  SKIP_WITHOUT_GPU();
+  model::BackendConfig config = SmallConfig(model::UpdateMode::kThreshold);
+  config.step = *codec::MakeThresholdStep(0.002, 20);
+  const uint64_t n = config.shape.param_count();
+  absl::StatusOr<codec::FixedPointReplica> init = codec::FixedPointReplica::Create(n, 32);
+  ASSERT_TRUE(model::InitializeModel(config.shape, 8, &*init).ok());
+  absl::StatusOr<std::unique_ptr<model::Backend>> beside = MakeCudaBackend(config);
+  absl::StatusOr<std::unique_ptr<model::Backend>> strict = MakeCudaBackend(config);
+  ASSERT_TRUE(beside.ok() && strict.ok()) << strict.status();
+  ASSERT_TRUE((*beside)->LoadWeights(init->quanta()).ok());
+  ASSERT_TRUE((*strict)->LoadWeights(init->quanta()).ok());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  ::reckon::testing::SyntheticBatch(100, 784, &images, &labels);
+  const int64_t step = config.step.step_quanta;
+  std::vector<std::vector<uint32_t>> peers;
+  std::vector<model::UpdateRef> refs;
+  for (int m = 0; m < 8; ++m) {
+    peers.push_back(::reckon::testing::RandomUpdates(20000 + 7 * m, n, 300 + m, m % 2 == 0));
+  }
+  for (const auto& words : peers) refs.push_back({step * 64, words, {}});
+  for (int round = 0; round < 3; ++round) {
+    // `beside`: the peers' batch, then a step; `strict`: the step, then the
+    // same messages one at a time. The same emission: the step did not see
+    // the batch.
+    ASSERT_TRUE((*beside)->ApplyUpdateBatch(refs).ok());
+    model::Emission a, b;
+    ASSERT_TRUE((*beside)->TrainStep(images.data(), labels.data(), 100, 0.05f, &a).ok());
+    ASSERT_TRUE((*strict)->TrainStep(images.data(), labels.data(), 100, 0.05f, &b).ok());
+    ASSERT_FALSE(a.words.empty());
+    EXPECT_EQ(a.words, b.words) << "round " << round << ": the step saw the batch beside it";
+    for (const auto& words : peers) ASSERT_TRUE((*strict)->ApplyUpdates(step * 64, words).ok());
+    // The quanta hold the batch already.
+    EXPECT_EQ(*(*beside)->ReadWeights(), *(*strict)->ReadWeights()) << "round " << round;
+    ASSERT_TRUE((*beside)->ApplyOwnEmission(step, a.words).ok());
+    ASSERT_TRUE((*strict)->ApplyOwnEmission(step, b.words).ok());
+    // The next step (round + 1's) sees it: checked by the emissions equal
+    // there, the batch having changed both replicas' floats alike.
+  }
+  model::Emission a, b;
+  ASSERT_TRUE((*beside)->TrainStep(images.data(), labels.data(), 100, 0.05f, &a).ok());
+  ASSERT_TRUE((*strict)->TrainStep(images.data(), labels.data(), 100, 0.05f, &b).ok());
+  EXPECT_EQ(a.words, b.words);
+  // And it mattered: a backend that never applied the peers steps elsewhere.
+  absl::StatusOr<std::unique_ptr<model::Backend>> without = MakeCudaBackend(config);
+  ASSERT_TRUE(without.ok());
+  ASSERT_TRUE((*without)->LoadWeights(init->quanta()).ok());
+  model::Emission c;
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE((*without)->TrainStep(images.data(), labels.data(), 100, 0.05f, &c).ok());
+    ASSERT_TRUE((*without)->ApplyOwnEmission(step, c.words).ok());
+  }
+  ASSERT_TRUE((*without)->TrainStep(images.data(), labels.data(), 100, 0.05f, &c).ok());
+  EXPECT_NE(c.words, b.words) << "the peers' messages changed nothing the steps computed";
+  EXPECT_EQ(*(*beside)->WeightHash(), *(*strict)->WeightHash());
+}
+
 // The merged apply (cuda/merged_apply.h) leaves the replica the host's
 // FixedPointReplica::Apply leaves, message by message, floats included:
 // many messages touching the same parameters, both signs, a sum past the
