@@ -212,6 +212,19 @@ step strom2015_four_workers 240 'json_field "$log.json" test_accuracy hashes_equ
   -- "$bin/reckonctl" local --workers 4 --worker-binary "$bin/reckon-worker" --work-dir "$logs/strom4" \
      --summary-json "$logs/strom2015_four_workers.log.json" --timeout-s 230 --recipe strom2015 \
      "${train[@]}"
+# The same four shards trained by four workers alone at once (gossip off),
+# sharing the GPU: issue 37's overlap target is the cluster's samples/s
+# (gossip on, above) within 1.05x of these four's together.
+step strom2015_four_alone 240 'python3 -c "
+import json,sys
+alone=[json.load(open(\"%s/alone4_%d.json\" % (sys.argv[1], i))) for i in range(4)]
+total=sum(a[\"samples_per_s\"] for a in alone)
+on=json.load(open(sys.argv[1]+\"/strom2015_four_workers.log.json\"))[\"samples_per_s\"]
+print(\"gossip off: %.0f samples/s (four alone, %.2f-%.2f%%); gossip on %.0f: off/on %.3fx\" % (total, 100*min(a[\"test_accuracy\"] for a in alone), 100*max(a[\"test_accuracy\"] for a in alone), on, total/on))" "$(dirname "$log")" || tail -2 "$log"' \
+  -- bash -c 'pids=(); for i in 0 1 2 3; do
+       "$0" --standalone --recipe strom2015 "${@}" --shard $i/4 --http-listen=127.0.0.1:0 \
+         --summary-json="'"$logs"'/alone4_$i.json" > "'"$logs"'/alone4_$i.log" 2>&1 & pids+=($!); done
+     rc=0; for p in "${pids[@]}"; do wait $p || rc=1; done; exit $rc' "$bin/reckon-worker" "${train[@]}"
 
 # The training thread on the GPU while its node absorbs 8 peers' Strom-size
 # messages (issue 37's overlap: the step with gossip on against off).
