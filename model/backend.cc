@@ -2,6 +2,7 @@
 // LaunchTrainStep, through TrainStep, on a copy of the staged batch.
 #include "model/backend.h"
 
+#include <limits>
 #include <utility>
 
 namespace reckon::model {
@@ -12,6 +13,9 @@ absl::Status Backend::StageBatch(std::span<const float> images, std::span<const 
     return absl::InvalidArgumentError(absl::StrCat("a batch of ", labels.size(), " labels and ",
                                                    images.size(),
                                                    " image values is not whole samples"));
+  }
+  if (labels.size() > size_t(std::numeric_limits<int>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat("a batch of ", labels.size(), " samples"));
   }
   staged_images_.assign(images.begin(), images.end());
   staged_labels_.assign(labels.begin(), labels.end());

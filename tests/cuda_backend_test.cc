@@ -262,6 +262,20 @@ model::BackendConfig SmallConfig(model::UpdateMode mode) {
   return config;
 }
 
+// Two CUDA backends of `config` holding the same initial model (`seed`).
+absl::StatusOr<std::pair<std::unique_ptr<model::Backend>, std::unique_ptr<model::Backend>>>
+TwinBackends(const model::BackendConfig& config, uint64_t seed) {
+  RECKON_ASSIGN_OR_RETURN(
+      codec::FixedPointReplica init,
+      codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits));
+  RECKON_RETURN_IF_ERROR(model::InitializeModel(config.shape, seed, &init));
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> a, MakeCudaBackend(config));
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> b, MakeCudaBackend(config));
+  RECKON_RETURN_IF_ERROR(a->LoadWeights(init.quanta()));
+  RECKON_RETURN_IF_ERROR(b->LoadWeights(init.quanta()));
+  return std::make_pair(std::move(a), std::move(b));
+}
+
 // Onebit and dyntree8 encoded by the device's kernels (cuda/device_codec.h)
 // against codec::EncodeWithFeedback with the host codec, over several steps
 // of a layout whose tensors span many blocks and columns: the same message
@@ -402,13 +416,10 @@ TEST(CudaBackend, ThePeersBatchRunsBesideTheNextStepAndTheOneAfterSeesIt) {
   model::BackendConfig config = SmallConfig(model::UpdateMode::kThreshold);
   config.step = *codec::MakeThresholdStep(0.002, 20);
   const uint64_t n = config.shape.param_count();
-  absl::StatusOr<codec::FixedPointReplica> init = codec::FixedPointReplica::Create(n, 32);
-  ASSERT_TRUE(model::InitializeModel(config.shape, 8, &*init).ok());
-  absl::StatusOr<std::unique_ptr<model::Backend>> beside = MakeCudaBackend(config);
-  absl::StatusOr<std::unique_ptr<model::Backend>> strict = MakeCudaBackend(config);
-  ASSERT_TRUE(beside.ok() && strict.ok()) << strict.status();
-  ASSERT_TRUE((*beside)->LoadWeights(init->quanta()).ok());
-  ASSERT_TRUE((*strict)->LoadWeights(init->quanta()).ok());
+  auto twins = TwinBackends(config, 8);
+  ASSERT_TRUE(twins.ok()) << twins.status();
+  std::unique_ptr<model::Backend>* const beside = &twins->first;
+  std::unique_ptr<model::Backend>* const strict = &twins->second;
   std::vector<float> images;
   std::vector<int32_t> labels;
   ::reckon::testing::SyntheticBatch(100, 784, &images, &labels);
@@ -442,9 +453,9 @@ TEST(CudaBackend, ThePeersBatchRunsBesideTheNextStepAndTheOneAfterSeesIt) {
   ASSERT_TRUE((*strict)->TrainStep(images.data(), labels.data(), 100, 0.05f, &b).ok());
   EXPECT_EQ(a.words, b.words);
   // And it mattered: a backend that never applied the peers steps elsewhere.
-  absl::StatusOr<std::unique_ptr<model::Backend>> without = MakeCudaBackend(config);
-  ASSERT_TRUE(without.ok());
-  ASSERT_TRUE((*without)->LoadWeights(init->quanta()).ok());
+  auto more = TwinBackends(config, 8);
+  ASSERT_TRUE(more.ok()) << more.status();
+  std::unique_ptr<model::Backend>* const without = &more->first;
   model::Emission c;
   for (int round = 0; round < 3; ++round) {
     ASSERT_TRUE((*without)->TrainStep(images.data(), labels.data(), 100, 0.05f, &c).ok());
@@ -738,14 +749,10 @@ TEST(CudaBackend, TheOwnEmissionAppliedFromTheDeviceIsTheUploadedOne) {
   SKIP_WITHOUT_GPU();
   model::BackendConfig config = SmallConfig(model::UpdateMode::kThreshold);
   config.step = *codec::MakeThresholdStep(0.001, 32);
-  const uint64_t n = config.shape.param_count();
-  absl::StatusOr<codec::FixedPointReplica> init = codec::FixedPointReplica::Create(n, 32);
-  ASSERT_TRUE(model::InitializeModel(config.shape, 6, &*init).ok());
-  absl::StatusOr<std::unique_ptr<model::Backend>> uploaded = MakeCudaBackend(config);
-  absl::StatusOr<std::unique_ptr<model::Backend>> own = MakeCudaBackend(config);
-  ASSERT_TRUE(uploaded.ok() && own.ok()) << own.status();
-  ASSERT_TRUE((*uploaded)->LoadWeights(init->quanta()).ok());
-  ASSERT_TRUE((*own)->LoadWeights(init->quanta()).ok());
+  auto twins = TwinBackends(config, 6);
+  ASSERT_TRUE(twins.ok()) << twins.status();
+  std::unique_ptr<model::Backend>* const uploaded = &twins->first;
+  std::unique_ptr<model::Backend>* const own = &twins->second;
   std::vector<float> images;
   std::vector<int32_t> labels;
   ::reckon::testing::SyntheticBatch(100, 784, &images, &labels);
