@@ -414,7 +414,7 @@ TEST(CudaBackend, ThePeersApplyRunsOnWhileTheCallerGoesOn) {
 TEST(CudaBackend, ThePeersBatchRunsBesideTheNextStepAndTheOneAfterSeesIt) {
   SKIP_WITHOUT_GPU();
   model::BackendConfig config = SmallConfig(model::UpdateMode::kThreshold);
-  config.step = *codec::MakeThresholdStep(0.002, 20);
+  config.step = *codec::MakeThresholdStep(0.002, config.fraction_bits);
   const uint64_t n = config.shape.param_count();
   auto twins = TwinBackends(config, 8);
   ASSERT_TRUE(twins.ok()) << twins.status();
@@ -726,7 +726,7 @@ TEST(CudaBackend, TheStepInHalvesIsTrainStep) {
     model::BackendConfig config = SmallConfig(c.mode);
     config.optimizer.kind = c.optimizer;
     config.optimizer.adagrad_placement = model::AdagradPlacement::kAggregate;
-    config.step = *codec::MakeThresholdStep(0.002, 20);
+    config.step = *codec::MakeThresholdStep(0.002, config.fraction_bits);
     config.codec.codec = c.codec;
     config.codec.error_feedback = true;
     absl::StatusOr<codec::FixedPointReplica> init =
@@ -738,7 +738,7 @@ TEST(CudaBackend, TheStepInHalvesIsTrainStep) {
           if (b.ok()) RECKON_RETURN_IF_ERROR((*b)->LoadWeights(init->quanta()));
           return b;
         },
-        /*steps=*/6, /*batch=*/100, 784);
+        /*steps=*/6, /*batch=*/100, 784, config.step.step_quanta);
   }
 }
 

@@ -110,7 +110,7 @@ TEST(CpuBackend, TheStepInHalvesIsTrainStep) {
     config.shape = *model::ModelShape::Parse("784,32,10", "relu");
     config.mode = mode;
     config.optimizer.kind = model::OptimizerKind::kMomentum;
-    config.step = *codec::MakeThresholdStep(0.002, 20);
+    config.step = *codec::MakeThresholdStep(0.002, config.fraction_bits);
     config.max_batch = 40;
     config.threads = 2;
     codec::FixedPointReplica init =
@@ -122,7 +122,7 @@ TEST(CpuBackend, TheStepInHalvesIsTrainStep) {
           if (b.ok()) RECKON_RETURN_IF_ERROR((*b)->LoadWeights(init.quanta()));
           return b;
         },
-        /*steps=*/5, /*batch=*/40, 784);
+        /*steps=*/5, /*batch=*/40, 784, config.step.step_quanta);
   }
 }
 

@@ -26,12 +26,12 @@ using BackendFactory = std::function<absl::StatusOr<std::unique_ptr<model::Backe
 // other the step in halves, each next batch staged while the step before
 // is launched, from a host buffer that is overwritten with other samples
 // (and a label no model has) as soon as StageBatch returns. Both apply
-// their emissions alike. After every step: stats, emission and replica
-// equal, bit for bit. Then the refusals: a launch with nothing staged, a
-// finish with nothing launched, a batch of part of a sample, a label
-// outside the classes.
+// their emissions alike (threshold words as their own, of `step_quanta`).
+// After every step: stats, emission and replica equal, bit for bit. Then
+// the refusals: a launch with nothing staged, a finish with nothing
+// launched, a batch of part of a sample, a label outside the classes.
 inline void ExpectTheStepInHalvesIsTrainStep(const BackendFactory& make, int steps, int batch,
-                                             int features) {
+                                             int features, int64_t step_quanta) {
   absl::StatusOr<std::unique_ptr<model::Backend>> whole = make();
   absl::StatusOr<std::unique_ptr<model::Backend>> halves = make();
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -51,9 +51,9 @@ inline void ExpectTheStepInHalvesIsTrainStep(const BackendFactory& make, int ste
   const auto labels_of = [&](int k) {
     return std::span<const int32_t>(labels).subspan(size_t(k) * batch, size_t(batch));
   };
-  const auto apply = [](model::Backend& backend, const model::Emission& e) {
+  const auto apply = [step_quanta](model::Backend& backend, const model::Emission& e) {
     return e.words.empty() && !e.dense.empty() ? backend.ApplyDense(e.dense)
-                                               : backend.ApplyUpdates(int64_t{1} << 20, e.words);
+                                               : backend.ApplyOwnEmission(step_quanta, e.words);
   };
   // What the caller stages from, and overwrites at once.
   std::vector<float> host_images(size_t(batch) * features);
