@@ -188,6 +188,7 @@ class CudaBackend final : public model::Backend {
                                                      images.size(), " image values, not ", rows,
                                                      " x ", features()));
     }
+    RECKON_RETURN_IF_ERROR(model::CheckLabels(labels, config_.shape.classes()));
     // Not the input a launched step reads (nor the last one's: its step may
     // still be on the device, and its copy event is what the next wait needs).
     Input* input = &inputs_[last_input_ == &inputs_[0] ? 1 : 0];
@@ -244,10 +245,6 @@ class CudaBackend final : public model::Backend {
     if (config_.mode != UpdateMode::kCodec || config_.codec.codec != v1::CODEC_DENSE_FP32 ||
         !config_.codec.error_feedback) {
       return Backend::TrainStepLocally(images, labels, batch, learning_rate, scratch);
-    }
-    if (batch < 1 || batch > config_.max_batch) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch of ", batch, " outside [1, ", config_.max_batch, "]"));
     }
     scratch->words.clear();
     scratch->dense.clear();
@@ -456,12 +453,9 @@ class CudaBackend final : public model::Backend {
   }
 
   // The batch goes through pinned memory, so the copy is a true async DMA
-  // on `stream`. Every label is checked first: a refused batch leaves the
-  // input as it was.
+  // on `stream`. Its labels were checked (CheckLabels) by the caller.
   absl::Status Upload(const float* images, const int32_t* labels, int batch, Input* input,
                       cudaStream_t stream) {
-    RECKON_RETURN_IF_ERROR(model::CheckLabels(std::span<const int32_t>(labels, size_t(batch)),
-                                              config_.shape.classes()));
     // Its last copy has left the pinned memory; the last step reading the
     // device memory is past (on the device: the copy stream waits).
     RECKON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(input->copied));
