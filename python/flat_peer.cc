@@ -96,6 +96,13 @@ absl::Status FlatPeer::ReadInto(std::span<float> params) {
   return replica_->WriteInto(params);
 }
 
+absl::Status FlatPeer::SetThreshold(double threshold) {
+  RECKON_ASSIGN_OR_RETURN(codec::ThresholdStep step,
+                          codec::MakeThresholdStep(threshold, step_.fraction_bits));
+  step_ = step;
+  return absl::OkStatus();
+}
+
 absl::Status FlatPeer::Step(std::span<float> params, int samples, double loss_sum) {
   RECKON_RETURN_IF_ERROR(CheckCount(params));
   // All or nothing: a NaN or Inf leaves the residual as it was.

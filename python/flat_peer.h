@@ -95,6 +95,14 @@ class FlatPeer {
   absl::Status Finish(std::span<float> params, const std::atomic<bool>* stop = nullptr);
   // Writes the replica into `params` (after a join, before the first step).
   absl::Status ReadInto(std::span<float> params);
+  // The threshold of the next steps, in weight units: each message carries
+  // its own step (Update.step_quanta), so it may change between any two
+  // steps (a schedule that follows the learning rate, docs/pytorch.md
+  // "Transformers and AdamW"); the residual keeps what it holds.
+  // kInvalidArgument (the threshold left as it was) unless it is positive,
+  // finite and at least one quantum.
+  absl::Status SetThreshold(double threshold);
+  double threshold() const { return step_.tau; }
 
   uint64_t param_count() const { return replica_->param_count(); }
   // FlatPeerOptions::device: -1 host memory, else the CUDA device.

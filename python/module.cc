@@ -174,6 +174,8 @@ class PyPeer {
   void ReadIntoCuda(uintptr_t address, uint64_t count, uintptr_t stream) {
     ThrowIfError(peer_->ReadInto(DeviceParams(address, count, stream)));
   }
+  double threshold() const { return peer_->threshold(); }
+  void SetThreshold(double threshold) { ThrowIfError(peer_->SetThreshold(threshold)); }
   std::string WeightHash() {
     absl::StatusOr<std::string> h = peer_->WeightHash();
     ThrowIfError(h.status());
@@ -271,6 +273,7 @@ PYBIND11_MODULE(_reckon, m) {
       .def("read_into_cuda", &PyPeer::ReadIntoCuda, py::arg("address"), py::arg("count"),
            py::arg("stream"))
       .def_property_readonly("device", &PyPeer::device)
+      .def_property("threshold", &PyPeer::threshold, &PyPeer::SetThreshold)
       .def("weight_hash", &PyPeer::WeightHash)
       .def_property_readonly("steps", &PyPeer::steps)
       .def_property_readonly("updates_sent", &PyPeer::updates_sent)

@@ -250,6 +250,67 @@ TEST(FlatPeer, ANonFiniteParameterIsRefusedAndNothingIsPublished) {
   EXPECT_EQ((*p)->steps(), 1u);
 }
 
+// The threshold may change between any two steps (each message carries its
+// step): a schedule that follows the learning rate, as reckon.torch's
+// `peer.threshold = k * lr`. A threshold no step can carry is refused and
+// changes nothing; two peers whose thresholds move every step end with the
+// same replica.
+TEST(FlatPeer, TheThresholdMayChangeBetweenStepsAndThePeersStayIdentical) {
+  std::ostringstream log0, log1;
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p0 =
+      FlatPeer::Create(Options("p0", {}), Initial(), log0);
+  ASSERT_TRUE(p0.ok()) << p0.status();
+  EXPECT_FLOAT_EQ((*p0)->threshold(), 0.001f);
+  for (double bad : {0.0, -0.01, std::nan(""), 1e-12}) {
+    const absl::Status s = (*p0)->SetThreshold(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_FLOAT_EQ((*p0)->threshold(), 0.001f) << bad;
+  }
+  // A threshold above every change sends nothing; a small one sends.
+  std::vector<float> params0 = Initial();
+  ASSERT_TRUE((*p0)->SetThreshold(10.0).ok());
+  OptimizerStep(params0, 0);
+  ASSERT_TRUE((*p0)->Step(params0).ok());
+  EXPECT_EQ((*p0)->updates_sent(), 0u);
+  EXPECT_EQ(params0, Initial());  // the change waits in the residual
+  ASSERT_TRUE((*p0)->SetThreshold(0.0005).ok());
+  EXPECT_FLOAT_EQ((*p0)->threshold(), 0.0005f);
+  OptimizerStep(params0, 0);
+  ASSERT_TRUE((*p0)->Step(params0).ok());
+  EXPECT_GT((*p0)->updates_sent(), kParams / 2);
+  // A second peer from the same start (it joins by replay, taking the
+  // two steps above), both moving their thresholds every step.
+  absl::StatusOr<std::unique_ptr<FlatPeer>> p1 =
+      FlatPeer::Create(Options("p1", {(*p0)->peers().address()}), Initial(), log1);
+  ASSERT_TRUE(p1.ok()) << p1.status() << "\n" << log1.str();
+  std::vector<float> params1(kParams);
+  ASSERT_TRUE((*p1)->ReadInto(params1).ok());
+  EXPECT_EQ(params1, params0);
+  constexpr int kSteps = 40;
+  absl::Status result0;
+  std::thread training0([&] {
+    for (int s = 0; s < kSteps && result0.ok(); ++s) {
+      result0 = (*p0)->SetThreshold(0.0005 * (1 + s % 4));
+      OptimizerStep(params0, 0);
+      if (result0.ok()) result0 = (*p0)->Step(params0);
+    }
+    if (result0.ok()) result0 = (*p0)->Finish(params0);
+  });
+  absl::Status result1;
+  for (int s = 0; s < kSteps && result1.ok(); ++s) {
+    result1 = (*p1)->SetThreshold(0.003 / (1 + s % 3));
+    OptimizerStep(params1, 1);
+    if (result1.ok()) result1 = (*p1)->Step(params1);
+  }
+  if (result1.ok()) result1 = (*p1)->Finish(params1);
+  training0.join();
+  ASSERT_TRUE(result0.ok()) << result0 << "\n" << log0.str();
+  ASSERT_TRUE(result1.ok()) << result1 << "\n" << log1.str();
+  EXPECT_EQ(*(*p0)->WeightHash(), *(*p1)->WeightHash());
+  EXPECT_EQ(params0, params1);
+  EXPECT_NE(params0, Initial());
+}
+
 // A peer on a GPU that is not there is refused, naming the device, before
 // it joins anything: kUnavailable in a build with CUDA, kFailedPrecondition
 // in one without.

@@ -27,7 +27,6 @@ import gzip
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,8 @@ import urllib.request
 
 import numpy as np
 import torch
+
+from launch import Lab, free_port, interface_of, lo_bytes
 
 DATA = "/usr/share/datasets/fashion-mnist"
 
@@ -65,28 +66,6 @@ def cnn(name):
         torch.nn.Conv2d(32, 64, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Flatten(), torch.nn.Linear(64 * 4 * 4, 128), torch.nn.ReLU(),
         torch.nn.Linear(128, 10))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def lo_bytes():
-    with open("/sys/class/net/lo/statistics/tx_bytes") as f:
-        return int(f.read())
-
-
-def interface_of(ip):
-    """The network interface holding `ip` (ip -o -4 addr show)."""
-    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True,
-                         check=True).stdout
-    for line in out.splitlines():
-        fields = line.split()
-        if len(fields) > 3 and fields[3].split("/")[0] == ip:
-            return fields[1]
-    raise RuntimeError(f"no interface holds {ip}")
 
 
 def train(rank, args):
@@ -159,32 +138,6 @@ def train(rank, args):
     print(json.dumps({"rank": rank, "samples": samples, "seconds": seconds, "accuracy": accuracy,
                       "sent": sent, "frames": frames, "replayed": replayed,
                       "digest": digest}), flush=True)
-
-
-class Lab:
-    """`reckonctl lab`: a network namespace per process behind a shaped
-    switch (ctl/lab_command.cc), torn down when its stdin closes."""
-
-    def __init__(self, reckonctl, workers, link):
-        self.process = subprocess.Popen([reckonctl, "lab", "--workers", str(workers), "--link",
-                                         link], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        text=True)
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"reckonctl lab exited {self.process.wait()} (root is needed)")
-        self.description = json.loads(line)
-
-    def forwarded_bytes(self):
-        self.process.stdin.write("counters\n")
-        self.process.stdin.flush()
-        answer = json.loads(self.process.stdout.readline())
-        if "error" in answer:
-            raise RuntimeError(f"reckonctl lab: counters: {answer['error']}")
-        return answer["bytes"]
-
-    def close(self):
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
 
 
 def run(args, mode, lab):

@@ -118,6 +118,21 @@ class Peer:
                                                     stream, *args)
 
     @property
+    def threshold(self):
+        """tau, in weight units, as the wire's grid holds it (the value
+        given, rounded to the fixed-point step)."""
+        return self._peer.threshold
+
+    @threshold.setter
+    def threshold(self, tau):
+        """The next steps' tau. Every message carries its own step, so it
+        may change between any two steps: with AdamW, whose steps are about
+        the learning rate in size, `peer.threshold = k * lr` each step keeps
+        the messages' density as the schedule moves (docs/pytorch.md
+        "Transformers and AdamW"). The residual keeps what it holds."""
+        self._peer.threshold = tau
+
+    @property
     def device(self):
         """Where the parameters, the replica and the residual are."""
         return self._device
