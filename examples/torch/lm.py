@@ -11,9 +11,13 @@ same seed, shards, recipe and token budget (issue 52):
              `diloco` runs each H of that list.
   reckon     reckon.torch with Strom's fixed threshold on AdamW's change
              (--tau).
-  reckon-lr  reckon.torch with a threshold that follows the schedule:
-             tau = k * lr each step (--tau-lr k; docs/pytorch.md
-             "Transformers and AdamW" says why).
+  reckon-lr  reckon.torch as the measurements say a transformer with AdamW
+             wants it (docs/pytorch.md "Transformers and AdamW"): a
+             threshold that follows the schedule, tau = k * lr each step
+             (--tau-lr k), and each process stepping at lr / N
+             (--reckon-lr-scale): every replica applies the sum of the N
+             processes' steps, and AdamW's steps do not shrink as a
+             gradient averaged over N would.
 
 The model: a byte-level decoder-only transformer (pre-norm, learned
 positions, GELU MLP; --d-model, --layers, --heads, --context), AdamW with
@@ -200,6 +204,10 @@ def train(rank, args):
     host = address[rank].rsplit(":", 1)[0]
     in_lab = host != "127.0.0.1"
     net, peer = model, None
+    # reckon-lr: each process's AdamW at lr / N (see the docstring).
+    lr_scale = 1.0
+    if args.mode == "reckon-lr":
+        lr_scale = args.reckon_lr_scale if args.reckon_lr_scale > 0 else 1.0 / args.workers
     if args.mode in ("ddp", "diloco"):
         if in_lab:
             os.environ["GLOO_SOCKET_IFNAME"] = interface_of(host)
@@ -212,7 +220,7 @@ def train(rank, args):
         peer = reckon.torch.Peer(
             model, node_id=f"w{rank}", listen=address[rank], peers=address,
             bootstrap=rank == 0, threshold=args.tau if args.mode == "reckon" else
-            args.tau_lr * lr_at(0, args), heartbeat_ms=args.heartbeat_ms,
+            args.tau_lr * lr_at(0, args) * lr_scale, heartbeat_ms=args.heartbeat_ms,
             quiesce_timeout_s=1800)
     opt = adamw(model, args)
     if args.mode == "diloco":
@@ -248,7 +256,7 @@ def train(rank, args):
         if step >= next_eval and (args.mode != "diloco" or step % args.h == 0):
             record(step, model)
             next_eval += args.eval_every
-        lr = lr_at(step, args)
+        lr = lr_at(step, args) * lr_scale
         for group in opt.param_groups:
             group["lr"] = lr
         x, y = batch_of(shard, generator, args.batch, args.context)
@@ -284,6 +292,17 @@ def train(rank, args):
                       "train_loss": train_loss,
                       "reckon_bytes_sent": peer.bytes_sent if peer else None,
                       "updates_sent": peer.updates_sent if peer else None}), flush=True)
+
+
+def machine():
+    """This machine in words: its CPU model and cores."""
+    model = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{model}, {os.cpu_count()} cores"
 
 
 def run(args, mode, h, link, lab):
@@ -328,6 +347,8 @@ def run(args, mode, h, link, lab):
                   "context": args.context},
         "batch": args.batch, "lr": args.lr, "tau": args.tau if mode == "reckon" else None,
         "tau_lr": args.tau_lr if mode == "reckon-lr" else None,
+        "lr_scale": ((args.reckon_lr_scale or 1.0 / args.workers) if mode == "reckon-lr"
+                     else 1.0),
         "autocast": args.autocast or "off", "seed": args.seed,
         "final_val_loss": curve[-1]["val_loss"], "seconds": curve[-1]["seconds"],
         "tokens_per_s": steps * args.workers * args.batch * args.context / curve[-1]["seconds"],
@@ -340,13 +361,14 @@ def run(args, mode, h, link, lab):
         "updates_sent": (sum(g["updates_sent"] for g in got)
                          if mode.startswith("reckon") else None),
         "curve": curve,
-        "date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
+        "date": time.strftime("%Y-%m-%d"), "machine": machine(),
     }
 
 
 CHILD_FLAGS = ("workers", "steps", "batch", "context", "d_model", "layers", "heads", "lr",
-               "warmup", "weight_decay", "clip", "tau", "tau_lr", "outer_lr", "seed",
-               "eval_every", "val_windows", "heartbeat_ms", "threads", "autocast")
+               "warmup", "weight_decay", "clip", "tau", "tau_lr", "reckon_lr_scale",
+               "outer_lr", "seed", "eval_every", "val_windows", "heartbeat_ms", "threads",
+               "autocast")
 MODES = ("ddp", "diloco", "reckon", "reckon-lr")
 
 
@@ -366,6 +388,8 @@ def main():
     p.add_argument("--tau", type=float, default=1e-3, help="reckon's fixed threshold")
     p.add_argument("--tau-lr", type=float, default=4.0,
                    help="reckon-lr's threshold as a multiple of the learning rate")
+    p.add_argument("--reckon-lr-scale", type=float, default=0,
+                   help="reckon-lr's learning rate as a multiple of --lr (0: 1/workers)")
     p.add_argument("--diloco-h", default="10,50", help="DiLoCo's inner steps, one run each")
     p.add_argument("--outer-lr", type=float, default=0.7, help="DiLoCo's outer learning rate")
     p.add_argument("--seed", type=int, default=0)
