@@ -26,9 +26,79 @@ import torch
 from reckon._reckon import FlatPeer, built_with_cuda
 
 
-def describe(named_parameters):
-    """The layout as the fingerprint names it: `name:shape` in order."""
-    return ";".join(f"{name}:{'x'.join(str(d) for d in p.shape)}" for name, p in named_parameters)
+def describe(named_tensors, aliases=()):
+    """The layout as the fingerprint names it: `name:shape` in order, then
+    each alias as `name=the tensor it shares storage with`."""
+    return ";".join([f"{name}:{'x'.join(str(d) for d in t.shape)}" for name, t in named_tensors]
+                    + [f"{name}={target}" for name, target in aliases])
+
+
+def _extent(t):
+    """[first byte, past the last byte) of `t`'s elements in memory."""
+    start = t.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return start, start + (last + 1) * t.element_size()
+
+
+def _tensors_of(module, buffers):
+    """The (name, tensor) pairs the replica holds: the parameters, each
+    once (a Parameter listed twice counts once), then, when `buffers`, a
+    module's floating-point buffers (BatchNorm's running statistics: they
+    change the output). Integer buffers (num_batches_tracked) stay each
+    process's own: they change nothing unless a BatchNorm averages
+    cumulatively (momentum=None), which is refused."""
+    if isinstance(module, torch.nn.Module):
+        named = list(module.named_parameters())
+        if buffers:
+            for name, sub in module.named_modules():
+                if (isinstance(sub, torch.nn.modules.batchnorm._BatchNorm)
+                        and sub.track_running_stats and sub.momentum is None):
+                    raise ValueError(
+                        f"reckon.torch.Peer: {name} ({type(sub).__name__}) has momentum=None: "
+                        "its running statistics are a cumulative average over its "
+                        "num_batches_tracked, which each process counts alone; give it a "
+                        "momentum (the default 0.1)")
+            named += [(n, b) for n, b in module.named_buffers() if b.is_floating_point()]
+    else:
+        named = list(module)
+    seen, unique = set(), []
+    for name, t in named:
+        if id(t) not in seen:
+            seen.add(id(t))
+            unique.append((name, t))
+    return unique
+
+
+def _untie(named):
+    """(tensors the replica holds, aliases as (name, tensor, the name of
+    the held tensor it shares)): a tensor over exactly the
+    memory of an earlier one (two Parameters sharing storage, as tied
+    weights) becomes an alias of it and stays tied; one that overlaps
+    another's memory otherwise is refused, naming both."""
+    held, aliases, by_place = [], [], {}
+    for name, t in named:
+        place = (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype)
+        if t.numel() and place in by_place:
+            aliases.append((name, t, by_place[place]))
+            continue
+        by_place[place] = name
+        held.append((name, t))
+    spans = sorted((_extent(t), name) for name, t in held if t.numel())
+    for ((_, end), first), ((start, _), second) in zip(spans, spans[1:]):
+        if start < end:
+            raise ValueError(f"reckon.torch.Peer: tensors '{second}' and '{first}' overlap in "
+                             "memory without being the same tensor: the replica would untie "
+                             "them; share the whole tensor, or copy it")
+    return held, aliases
+
+
+def _element(name, t, flat_index):
+    """`name[i, j]` for element `flat_index` of `t`."""
+    index = []
+    for size in reversed(t.shape):
+        index.append(flat_index % size)
+        flat_index //= size
+    return f"{name}[{', '.join(str(i) for i in reversed(index))}]" if index else name
 
 
 class Peer:
@@ -51,18 +121,20 @@ class Peer:
     weight [out, in] then its bias, is torch.nn.Linear's) and `data`
     reckon._reckon.data_identity(their --data-dir)."""
 
-    def __init__(self, module, *, node_id, model=None, **options):
-        named = list(module.named_parameters() if isinstance(module, torch.nn.Module)
-                     else module)
-        if not named:
+    def __init__(self, module, *, node_id, model=None, buffers=True, **options):
+        held, aliases = _untie(_tensors_of(module, buffers))
+        if not held:
             raise ValueError("reckon.torch.Peer: no parameters")
-        device = named[0][1].device
-        for name, p in named:
-            if p.device != device:
-                raise ValueError(f"reckon.torch.Peer: parameter {name} is on {p.device}, "
-                                 f"{named[0][0]} on {device}: one device for all")
-            if p.dtype != torch.float32:
-                raise ValueError(f"reckon.torch.Peer: parameter {name} is {p.dtype}: float32 only")
+        device = held[0][1].device
+        for name, t in held:
+            if t.device != device:
+                raise ValueError(f"reckon.torch.Peer: tensor {name} is on {t.device}, "
+                                 f"{held[0][0]} on {device}: one device for all")
+            if t.dtype != torch.float32:
+                raise ValueError(
+                    f"reckon.torch.Peer: {name} is {t.dtype}: the replica is float32 (fixed "
+                    "point, identical everywhere); keep the parameters float32 and compute in "
+                    "half precision with torch.autocast (bf16 on a CPU, bf16 or fp16 on a GPU)")
         if device.type not in ("cpu", "cuda"):
             raise ValueError(f"reckon.torch.Peer: parameters on {device}: cpu or cuda")
         if device.type == "cuda" and not built_with_cuda:
@@ -71,18 +143,24 @@ class Peer:
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         self._device = device
-        total = sum(p.numel() for _, p in named)
+        total = sum(t.numel() for _, t in held)
         self._flat = torch.empty(total, dtype=torch.float32, device=device)
+        self._held = []  # (name, tensor, offset) in the flat buffer's order
         offset = 0
         with torch.no_grad():
-            for _, p in named:
-                n = p.numel()
-                self._flat[offset:offset + n].copy_(p.reshape(-1))
-                # The parameter lives in the flat buffer from now on: what the
-                # optimizer writes, the peer reads, and the other way round.
-                p.data = self._flat[offset:offset + n].view_as(p)
+            for name, t in held:
+                n = t.numel()
+                self._flat[offset:offset + n].copy_(t.reshape(-1))
+                # The tensor lives in the flat buffer from now on: what the
+                # optimizer (or BatchNorm) writes, the peer reads, and the
+                # other way round.
+                t.data = self._flat[offset:offset + n].view_as(t)
+                self._held.append((name, t, offset))
                 offset += n
-        self.layout = describe(named)
+            by_name = dict(held)
+            for _, alias, target in aliases:
+                alias.data = by_name[target].data  # tied, as torch had them
+        self.layout = describe(held, [(name, target) for name, _, target in aliases])
         if device.type == "cuda":
             self._array = None
             initial = self._flat.cpu().numpy()  # waits for the copies above
@@ -101,7 +179,29 @@ class Peer:
         the batch's mean `loss` (a float or a tensor), when given, go to
         /metrics (reckon_samples_total, reckon_train_loss)."""
         loss_sum = 0.0 if loss is None else float(loss) * samples
-        self._call("step", samples, loss_sum)
+        try:
+            self._call("step", samples, loss_sum)
+        except ValueError as refused:
+            bad = self._first_non_finite()
+            if bad is None:
+                raise
+            raise ValueError(f"reckon.torch.Peer.step: {bad} after the optimizer's step: "
+                             "nothing published, the tensors as the optimizer left them") \
+                from refused
+
+    def _first_non_finite(self):
+        """`name[i, j] is nan` for the first element that is not finite, or
+        None."""
+        with torch.no_grad():
+            bad = (~torch.isfinite(self._flat)).nonzero()
+        if len(bad) == 0:
+            return None
+        index = int(bad[0])
+        for name, t, offset in reversed(self._held):
+            if index >= offset:
+                value = float(self._flat[index])
+                return f"{_element(name, t, index - offset)} is {value}"
+        return None
 
     def finish(self):
         """Training is over: wait for the cluster's final agreement and set
@@ -116,6 +216,11 @@ class Peer:
         stream = torch.cuda.current_stream(self._device).cuda_stream
         return getattr(self._peer, method + "_cuda")(self._flat.data_ptr(), self._flat.numel(),
                                                     stream, *args)
+
+    @property
+    def param_count(self):
+        """The replica's values: the tensors it holds, each once."""
+        return self._peer.param_count
 
     @property
     def threshold(self):

@@ -5,10 +5,12 @@ the cluster's final agreement. Prints one JSON line: the weight hash, the
 steps, the bytes sent and the test accuracy.
 
     peer_process.py NODE_ID PORT SEED_ADDRESSES SHARD SHARDS [--metrics] [--tls DIR]
-                    [--device cuda]
+                    [--device cuda] [--model bn]
 
 With --tls DIR, mutual TLS with DIR/ca.pem and DIR/NODE_ID.pem, .key
-(`reckonctl certs --out DIR`). With --device cuda the model, its batches
+(`reckonctl certs --out DIR`). With --model bn a small CNN with
+BatchNorm instead of the MLP (its running statistics are buffers, not
+parameters), evaluated in eval mode. With --device cuda the model, its batches
 and reckon's replica are on the GPU (reckon built with CUDA).
 
 With --metrics it serves /metrics on a free port and prints, after the
@@ -58,7 +60,14 @@ def main():
     y = torch.tensor(labels[shard::shards], dtype=torch.int64).to(device)
 
     torch.manual_seed(0)  # every peer builds the same start
-    model = torch.nn.Sequential(torch.nn.Linear(784, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    if "--model" in sys.argv[6:] and sys.argv[sys.argv.index("--model") + 1] == "bn":
+        model = torch.nn.Sequential(
+            torch.nn.Unflatten(1, (1, 28, 28)), torch.nn.Conv2d(1, 8, 5), torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+            torch.nn.Linear(8 * 12 * 12, 10))
+    else:
+        model = torch.nn.Sequential(torch.nn.Linear(784, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 10))
     model.to(device)
     peer = reckon.torch.Peer(model, node_id=node_id, listen=f"127.0.0.1:{port}",
                              peers=[s for s in seeds.split(",") if s], bootstrap=shard == 0,
@@ -91,14 +100,19 @@ def main():
             if line.startswith("reckon_") and " " in line:
                 name, value = line.rsplit(" ", 1)
                 scraped[name.split("{")[0]] = float(value)
+    model.eval()  # BatchNorm: the running statistics, not the batch's
     with torch.no_grad():
         xt = (torch.tensor(test_images, dtype=torch.float32) / 255.0).to(device)
-        accuracy = (model(xt).argmax(1).cpu().numpy() == test_labels).mean()
+        logits = model(xt)
+        accuracy = (logits.argmax(1).cpu().numpy() == test_labels).mean()
+        predictions = "".join(str(int(c)) for c in logits.argmax(1).cpu())
+        logits_sum = float(logits.double().sum())
     print(json.dumps({"node_id": node_id, "device": str(peer.device),
                       "weight_hash": peer.weight_hash(), "steps": peer.steps,
                       "bytes_sent": peer.bytes_sent, "updates_sent": peer.updates_sent,
                       "params": sum(p.numel() for p in model.parameters()),
-                      "accuracy": float(accuracy), "metrics": scraped}), flush=True)
+                      "accuracy": float(accuracy), "predictions": predictions,
+                      "logits_sum": logits_sum, "metrics": scraped}), flush=True)
 
 
 if __name__ == "__main__":
