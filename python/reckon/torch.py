@@ -102,8 +102,11 @@ def _element(name, t, flat_index):
 
 
 class Peer:
-    """A reckon peer for `module`'s parameters (or an iterable of
-    (name, parameter) pairs). Keyword arguments are reckon-worker's: node_id,
+    """A reckon peer for `module`'s parameters and floating-point buffers
+    (BatchNorm's running statistics; `buffers=False` leaves them out), or
+    an iterable of (name, parameter) pairs: each tensor once, tied ones kept
+    tied, float32 only (docs/pytorch.md "A model's tensors"). Keyword
+    arguments are reckon-worker's: node_id,
     listen, peers (host:port list), cluster_token, threshold (tau), codec
     ("rice" or "packed32"), bootstrap, join_after_messages (join only from a
     peer that has applied that many messages: never from this process's own
