@@ -67,6 +67,7 @@ if [ "$profile" = all ]; then
     python3-numpy python3-onnx python3-opencv
     # reckon for PyTorch (python/): the module and its tests
     pybind11-dev python3-dev python3-torch
+    python3-venv python3-setuptools # `pip install ./python` into a venv, offline
     # the transformer LM comparison (examples/torch/lm.py): English text
     # (WordNet's glosses) and its plot (examples/torch/plot_lm.py)
     wordnet-base python3-matplotlib
