@@ -93,7 +93,8 @@ class PyPeer {
          bool bootstrap, uint64_t join_after_messages, const std::string& data, uint64_t seed,
          int fraction_bits, double failure_timeout_s, double quiesce_timeout_s,
          const std::string& http_listen, bool handle_sigterm, const std::string& tls_ca,
-         const std::string& tls_cert, const std::string& tls_key, int heartbeat_ms, int device) {
+         const std::string& tls_cert, const std::string& tls_key, int heartbeat_ms, int device,
+         const std::string& advertise) {
     std::span<float> start = FloatBuffer(initial, "initial");
     FlatPeerOptions o;
     o.peers.node.node_id = node_id;
@@ -127,6 +128,7 @@ class PyPeer {
     o.peers.node.repair_timeout = std::chrono::milliseconds(std::max(5 * heartbeat_ms, 200));
     o.peers.quiesce_timeout = std::chrono::seconds(static_cast<int64_t>(quiesce_timeout_s));
     o.peers.listen = listen;
+    o.peers.advertise = advertise;  // how peers reach us (default: listen, with the host's name)
     o.peers.bootstrap = bootstrap;
     o.peers.join_after_messages = join_after_messages;
     o.http_listen = http_listen;
@@ -252,7 +254,7 @@ PYBIND11_MODULE(_reckon, m) {
                     const std::vector<std::string>&, uint64_t, const std::string&, double,
                     const std::string&, bool, uint64_t, const std::string&, uint64_t, int, double,
                     double, const std::string&, bool, const std::string&, const std::string&,
-                    const std::string&, int, int>(),
+                    const std::string&, int, int, const std::string&>(),
            py::arg("node_id"), py::arg("model"), py::arg("initial"),
            py::arg("listen") = "0.0.0.0:7070", py::arg("peers") = std::vector<std::string>{},
            py::arg("incarnation") = 0, py::arg("cluster_token") = "", py::arg("threshold") = 0.005,
@@ -261,7 +263,8 @@ PYBIND11_MODULE(_reckon, m) {
            py::arg("fraction_bits") = 32, py::arg("failure_timeout_s") = 3.0,
            py::arg("quiesce_timeout_s") = 600.0, py::arg("http_listen") = "",
            py::arg("handle_sigterm") = true, py::arg("tls_ca") = "", py::arg("tls_cert") = "",
-           py::arg("tls_key") = "", py::arg("heartbeat_ms") = 100, py::arg("device") = -1)
+           py::arg("tls_key") = "", py::arg("heartbeat_ms") = 100, py::arg("device") = -1,
+           py::arg("advertise") = "")
       .def("step", &PyPeer::Step, py::arg("params"), py::arg("samples") = 0,
            py::arg("loss_sum") = 0.0)
       .def("finish", &PyPeer::Finish, py::arg("params"))

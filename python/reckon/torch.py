@@ -21,6 +21,10 @@ pass stay on that GPU (cuda/flat_replica.h): a step moves only the words
 it emits and the peers' messages across PCIe, ordered after the work on
 torch's current stream (the optimizer's step).
 """
+import datetime
+import os
+import socket
+
 import torch
 
 from reckon._reckon import FlatPeer, built_with_cuda
@@ -101,6 +105,65 @@ def _element(name, t, flat_index):
     return f"{name}[{', '.join(str(i) for i in reversed(index))}]" if index else name
 
 
+def _address_towards(host):
+    """This machine's address on the route to `host` (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((socket.gethostbyname(host), 9))
+        return s.getsockname()[0]
+
+
+def from_torchrun(environ=os.environ):
+    """node_id, listen, peers and bootstrap for a process torchrun started
+    (docs/pytorch.md "Started by torchrun"), from its environment:
+
+    - RECKON_SEEDS unset (one torchrun over every host, as DDP is run): each
+      process listens on RECKON_PORT + LOCAL_RANK (RECKON_PORT default
+      7070) and publishes its address in torchrun's TCPStore (MASTER_ADDR,
+      MASTER_PORT; the agent's store where torchrun hosts it); its peers are
+      every rank's address; rank 0 bootstraps.
+    - RECKON_SEEDS=host:port,... (one torchrun a host, each its own
+      rendezvous, so that a death restarts that host's processes only): the
+      seeds and this host's other local ranks are its peers; the process
+      whose address is the first seed bootstraps, unless torchrun restarted
+      it (a restarted process joins the cluster it left).
+
+    The address is RECKON_ADVERTISE (a host name or IP) or this machine's
+    address towards MASTER_ADDR (the first seed with RECKON_SEEDS), with
+    the port; the node's id is that address with a dash for the colon (one
+    process an address)."""
+    missing = [k for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+               if k not in environ]
+    if missing:
+        raise ValueError("reckon.torch.Peer: no node_id given and not started by torchrun ("
+                         f"{', '.join(missing)} unset): give node_id, listen and peers, or "
+                         "start the script with torchrun")
+    rank, world = int(environ["RANK"]), int(environ["WORLD_SIZE"])
+    local_rank = int(environ["LOCAL_RANK"])
+    local_world = int(environ.get("LOCAL_WORLD_SIZE", "1"))
+    restarted = int(environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+    base = int(environ.get("RECKON_PORT", "7070"))
+    seeds = [a for a in environ.get("RECKON_SEEDS", "").split(",") if a]
+    towards = seeds[0].rsplit(":", 1)[0] if seeds else environ["MASTER_ADDR"]
+    host = environ.get("RECKON_ADVERTISE") or _address_towards(towards)
+    me = f"{host}:{base + local_rank}"
+    if seeds:
+        peers = seeds + [f"{host}:{base + r}" for r in range(local_world)]
+        bootstrap = seeds[0] == me and not restarted
+    else:
+        agent_store = environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        store = torch.distributed.TCPStore(
+            environ["MASTER_ADDR"], int(environ["MASTER_PORT"]), world,
+            is_master=rank == 0 and not agent_store, timeout=datetime.timedelta(minutes=10))
+        attempt = environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        store = torch.distributed.PrefixStore(f"reckon/attempt_{attempt}/", store)
+        store.set(f"address/{rank}", me)
+        peers = [store.get(f"address/{r}").decode() for r in range(world)]
+        bootstrap = rank == 0
+    return {"node_id": me.replace(":", "-"), "listen": f"0.0.0.0:{base + local_rank}",
+            "advertise": me,
+            "peers": [p for p in dict.fromkeys(peers) if p != me], "bootstrap": bootstrap}
+
+
 class Peer:
     """A reckon peer for `module`'s parameters and floating-point buffers
     (BatchNorm's running statistics; `buffers=False` leaves them out), or
@@ -124,7 +187,13 @@ class Peer:
     weight [out, in] then its bias, is torch.nn.Linear's) and `data`
     reckon._reckon.data_identity(their --data-dir)."""
 
-    def __init__(self, module, *, node_id, model=None, buffers=True, **options):
+    def __init__(self, module, *, node_id=None, model=None, buffers=True, **options):
+        if node_id is None:
+            # Started by torchrun: its environment says who and where.
+            found = from_torchrun()
+            node_id = found.pop("node_id")
+            for key, value in found.items():
+                options.setdefault(key, value)
         held, aliases = _untie(_tensors_of(module, buffers))
         if not held:
             raise ValueError("reckon.torch.Peer: no parameters")
