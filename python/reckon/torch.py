@@ -168,8 +168,10 @@ class Peer:
     """A reckon peer for `module`'s parameters and floating-point buffers
     (BatchNorm's running statistics; `buffers=False` leaves them out), or
     an iterable of (name, parameter) pairs: each tensor once, tied ones kept
-    tied, float32 only (docs/pytorch.md "A model's tensors"). Keyword
-    arguments are reckon-worker's: node_id,
+    tied, float32 only (docs/pytorch.md "A model's tensors"). Without
+    node_id, node_id, listen, advertise, peers and bootstrap come from
+    torchrun's environment (from_torchrun). Keyword arguments are
+    reckon-worker's: node_id, advertise (how peers reach this one),
     listen, peers (host:port list), cluster_token, threshold (tau), codec
     ("rice" or "packed32"), bootstrap, join_after_messages (join only from a
     peer that has applied that many messages: never from this process's own
