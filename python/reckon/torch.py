@@ -47,8 +47,9 @@ def _extent(t):
 def _tensors_of(module, buffers):
     """The (name, tensor) pairs the replica holds: the parameters, each
     once (a Parameter listed twice counts once), then, when `buffers`, a
-    module's floating-point buffers (BatchNorm's running statistics: they
-    change the output). Integer buffers (num_batches_tracked) stay each
+    module's persistent floating-point buffers (BatchNorm's running
+    statistics: they change the output; a non-persistent buffer is derived
+    by the model, such as a causal mask, and stays out). Integer buffers (num_batches_tracked) stay each
     process's own: they change nothing unless a BatchNorm averages
     cumulatively (momentum=None), which is refused."""
     if isinstance(module, torch.nn.Module):
@@ -62,7 +63,14 @@ def _tensors_of(module, buffers):
                         "its running statistics are a cumulative average over its "
                         "num_batches_tracked, which each process counts alone; give it a "
                         "momentum (the default 0.1)")
-            named += [(n, b) for n, b in module.named_buffers() if b.is_floating_point()]
+            # Persistent ones (in the state_dict): a non-persistent buffer
+            # is one the model derives and rebuilds (a causal mask, a
+            # rotary cache), not state.
+            for prefix, sub in module.named_modules():
+                for n, b in sub._buffers.items():
+                    if (b is not None and b.is_floating_point()
+                            and n not in sub._non_persistent_buffers_set):
+                        named.append((f"{prefix}.{n}" if prefix else n, b))
     else:
         named = list(module)
     seen, unique = set(), []
@@ -209,6 +217,14 @@ class Peer:
                     f"reckon.torch.Peer: {name} is {t.dtype}: the replica is float32 (fixed "
                     "point, identical everywhere); keep the parameters float32 and compute in "
                     "half precision with torch.autocast (bf16 on a CPU, bf16 or fp16 on a GPU)")
+        for name, t in held:
+            with torch.no_grad():
+                bad = (~torch.isfinite(t)).nonzero()
+            if len(bad):
+                where = bad[0].tolist()
+                element = f"{name}[{', '.join(str(i) for i in where)}]" if where else name
+                raise ValueError(f"reckon.torch.Peer: {element} is {float(t[tuple(where)])}: "
+                                 "the replica holds finite values only")
         if device.type not in ("cpu", "cuda"):
             raise ValueError(f"reckon.torch.Peer: parameters on {device}: cpu or cuda")
         if device.type == "cuda" and not built_with_cuda:

@@ -176,6 +176,23 @@ class ModelTensors(unittest.TestCase):
                                            rtol=1e-4, atol=0), (name, got))
         peer.finish()
 
+    def test_buffers_a_model_rebuilds_stay_out_and_a_non_finite_buffer_is_named(self):
+        class Masked(torch.nn.Module):
+            def __init__(self, persistent):
+                super().__init__()
+                self.linear = torch.nn.Linear(4, 4)
+                # A causal mask (-inf above the diagonal), as a transformer
+                # registers one: derived, not state, unless persistent.
+                self.register_buffer("mask", torch.full((4, 4), float("-inf")).triu(1),
+                                     persistent=persistent)
+
+        peer = alone(Masked(persistent=False))
+        self.assertEqual(peer.layout, "linear.weight:4x4;linear.bias:4")
+        peer.step()
+        with self.assertRaises(ValueError) as refused:
+            alone(Masked(persistent=True), node_id="solo2")
+        self.assertIn("mask[0, 1] is -inf", str(refused.exception))
+
     def test_a_batchnorm_with_a_cumulative_average_is_refused(self):
         model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3, momentum=None))
         with self.assertRaises(ValueError) as refused:
