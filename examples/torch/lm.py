@@ -18,6 +18,9 @@ same seed, shards, recipe and token budget (issue 52):
              (--reckon-lr-scale): every replica applies the sum of the N
              processes' steps, and AdamW's steps do not shrink as a
              gradient averaged over N would.
+  reckon-local  an experiment (not in the default runs): reckon-lr where
+             each process trains on its own view, the replica plus its
+             residual, with the peers' updates added (LocalView).
 
 The model: a byte-level decoder-only transformer (pre-norm, learned
 positions, GELU MLP; --d-model, --layers, --heads, --context), AdamW with
@@ -190,6 +193,33 @@ def validation_loss(model, windows, autocast):
     return sum(losses) / len(losses)
 
 
+class LocalView:
+    """reckon-local (an experiment, emulated around reckon.torch): the
+    process keeps training on its own parameters, replica + its residual,
+    instead of being set back to the replica each step; what the peers
+    sent is added to them. The replicas are reckon's as ever. The residual
+    is this process's (params - replica); fed to the peer so that its own
+    residual stays equal to it."""
+
+    def __init__(self, peer):
+        self.peer = peer
+        self.flat = peer._flat
+        self.replica = self.flat.clone()
+        self.gap = torch.zeros_like(self.flat)
+
+    @torch.no_grad()
+    def step(self, samples, loss):
+        params = self.flat.clone()
+        pending = params - self.replica
+        self.flat.copy_(params - self.gap)
+        self.peer.step(samples=samples, loss=loss)
+        tau = self.peer.threshold
+        sent = torch.where(pending.abs() >= tau, pending.sign() * tau, torch.zeros_like(pending))
+        self.gap = pending - sent
+        self.replica = self.flat.clone()
+        self.flat.add_(self.gap)
+
+
 def train(rank, args):
     """One process of a run (--child): trains its shard, prints its result
     as one JSON line."""
@@ -206,7 +236,7 @@ def train(rank, args):
     net, peer = model, None
     # reckon-lr: each process's AdamW at lr / N (see the docstring).
     lr_scale = 1.0
-    if args.mode == "reckon-lr":
+    if args.mode in ("reckon-lr", "reckon-local"):
         lr_scale = args.reckon_lr_scale if args.reckon_lr_scale > 0 else 1.0 / args.workers
     if args.mode in ("ddp", "diloco"):
         if in_lab:
@@ -223,6 +253,8 @@ def train(rank, args):
             args.tau_lr * lr_at(0, args) * lr_scale, heartbeat_ms=args.heartbeat_ms,
             quiesce_timeout_s=1800)
     opt = adamw(model, args)
+    if args.mode == "reckon-local":
+        local = LocalView(peer)
     if args.mode == "diloco":
         # The shared weights and the outer optimizer (the paper's: Nesterov
         # SGD, lr 0.7, momentum 0.9), the same on every process.
@@ -268,9 +300,12 @@ def train(rank, args):
         opt.step()
         train_loss = float(loss)
         if peer is not None:
-            if args.mode == "reckon-lr":
+            if args.mode in ("reckon-lr", "reckon-local"):
                 peer.threshold = args.tau_lr * lr
-            peer.step(samples=args.batch, loss=train_loss)
+            if args.mode == "reckon-local":
+                local.step(args.batch, train_loss)
+            else:
+                peer.step(samples=args.batch, loss=train_loss)
         if args.mode == "diloco" and (step + 1) % args.h == 0:
             with torch.no_grad():
                 for s, p in zip(shared, model.parameters()):
@@ -346,9 +381,9 @@ def run(args, mode, h, link, lab):
         "model": {"d_model": args.d_model, "layers": args.layers, "heads": args.heads,
                   "context": args.context},
         "batch": args.batch, "lr": args.lr, "tau": args.tau if mode == "reckon" else None,
-        "tau_lr": args.tau_lr if mode == "reckon-lr" else None,
-        "lr_scale": ((args.reckon_lr_scale or 1.0 / args.workers) if mode == "reckon-lr"
-                     else 1.0),
+        "tau_lr": args.tau_lr if mode in ("reckon-lr", "reckon-local") else None,
+        "lr_scale": ((args.reckon_lr_scale or 1.0 / args.workers)
+                     if mode in ("reckon-lr", "reckon-local") else 1.0),
         "autocast": args.autocast or "off", "seed": args.seed,
         "final_val_loss": curve[-1]["val_loss"], "seconds": curve[-1]["seconds"],
         "tokens_per_s": steps * args.workers * args.batch * args.context / curve[-1]["seconds"],
@@ -369,7 +404,7 @@ CHILD_FLAGS = ("workers", "steps", "batch", "context", "d_model", "layers", "hea
                "warmup", "weight_decay", "clip", "tau", "tau_lr", "reckon_lr_scale",
                "outer_lr", "seed", "eval_every", "val_windows", "heartbeat_ms", "threads",
                "autocast")
-MODES = ("ddp", "diloco", "reckon", "reckon-lr")
+MODES = ("ddp", "diloco", "reckon", "reckon-lr", "reckon-local")
 
 
 def main():
@@ -399,7 +434,7 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="torch threads a process")
     p.add_argument("--autocast", default="", choices=("", "bf16"),
                    help="bf16: forward passes under torch.autocast, float32 parameters")
-    p.add_argument("--runs", default=",".join(MODES))
+    p.add_argument("--runs", default=",".join(MODES[:4]))
     p.add_argument("--links", default="loopback",
                    help="links separated by ';', each `loopback` or a `reckonctl lab` shape "
                         "such as rate=100mbit,delay=10ms (root)")

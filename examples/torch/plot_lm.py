@@ -9,7 +9,8 @@ and against bytes on the network (log scale). The table (Markdown, on
 stdout with --table): each run's final validation loss and its ratio to
 DDP's on the same link, seconds, tokens/s, bytes, DDP's bytes over the
 run's, bits sent per parameter per step, and the seconds the run took to
-reach DDP's final loss (interpolated on its curve; "-" when it never did).
+reach DDP's final loss (interpolated on its curve; "-" when it never did),
+and the seconds DDP took to reach the run's final loss.
 Needs python3-matplotlib for the picture.
 """
 import argparse
@@ -47,19 +48,22 @@ def seconds_to_reach(curve, loss):
 
 def table(rows):
     out = ["| link | run | final val loss | vs DDP | seconds | tokens/s | network bytes | "
-           "DDP's bytes / run's | bits / param / step | to DDP's final loss |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "DDP's bytes / run's | bits / param / step | to DDP's final loss | "
+           "DDP to this loss |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for row in rows:
         ddp = next((r for r in rows if r["link"] == row["link"] and r["run"] == "ddp"
                     and r.get("autocast") == row.get("autocast")), None)
         versus = f"{row['final_val_loss'] / ddp['final_val_loss']:.3f}x" if ddp else "-"
         saved = f"{ddp['network_bytes'] / row['network_bytes']:.0f}x" if ddp else "-"
         reach = seconds_to_reach(row["curve"], ddp["final_val_loss"]) if ddp else None
+        ddp_reach = seconds_to_reach(ddp["curve"], row["final_val_loss"]) if ddp else None
         out.append(
             f"| {row['link']} | {label(row)} | {row['final_val_loss']:.4f} | {versus} | "
             f"{row['seconds']:.0f} | {row['tokens_per_s']:.0f} | {row['network_bytes']:,} | "
             f"{saved} | {row['bits_per_param_step']:.4f} | "
-            f"{'-' if reach is None else f'{reach:.0f} s'} |")
+            f"{'-' if reach is None else f'{reach:.0f} s'} | "
+            f"{'-' if ddp_reach is None else f'{ddp_reach:.0f} s'} |")
     return "\n".join(out)
 
 
