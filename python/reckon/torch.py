@@ -49,9 +49,10 @@ def _tensors_of(module, buffers):
     once (a Parameter listed twice counts once), then, when `buffers`, a
     module's persistent floating-point buffers (BatchNorm's running
     statistics: they change the output; a non-persistent buffer is derived
-    by the model, such as a causal mask, and stays out). Integer buffers (num_batches_tracked) stay each
-    process's own: they change nothing unless a BatchNorm averages
-    cumulatively (momentum=None), which is refused."""
+    by the model, such as a causal mask, and stays out). Integer buffers
+    (num_batches_tracked) stay each process's own: they change nothing
+    unless a BatchNorm averages cumulatively (momentum=None), which is
+    refused."""
     if isinstance(module, torch.nn.Module):
         named = list(module.named_parameters())
         if buffers:
