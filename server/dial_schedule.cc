@@ -8,7 +8,10 @@ DialSchedule::DialSchedule(Options options, uint64_t jitter_seed)
     : options_(options), jitter_(jitter_seed) {}
 
 bool DialSchedule::Learn(const std::string& address, Clock::time_point now) {
-  if (address.empty() || self_.count(address) || targets_.count(address)) return true;
+  if (address.empty() || self_.count(address) || targets_.count(address) ||
+      refused_.count(address)) {
+    return true;
+  }
   if (targets_.size() >= options_.max_targets) return false;
   targets_[address].next_attempt = now;
   return true;
@@ -56,6 +59,19 @@ std::string DialSchedule::Handshaken(const std::shared_ptr<Link>& link) {
     if (target.pending == link) {
       target.pending.reset();
       target.backoff = std::chrono::milliseconds(0);
+      return address;
+    }
+  }
+  return "";
+}
+
+std::string DialSchedule::Refused(const std::shared_ptr<Link>& link) {
+  for (auto it = targets_.begin(); it != targets_.end(); ++it) {
+    if (it->second.pending == link) {
+      std::string address = it->first;
+      targets_.erase(it);
+      pinned_.erase(address);
+      if (refused_.size() < options_.max_targets) refused_.insert(address);
       return address;
     }
   }

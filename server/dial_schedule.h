@@ -67,6 +67,14 @@ class DialSchedule {
   // initial backoff next time. Returns the address it was dialed for
   // (empty for a link this schedule did not dial).
   std::string Handshaken(const std::shared_ptr<Link>& link);
+  // The peer the link reached refused this node for good: its address is
+  // not dialed again, nor learned again, pinned (a seed) or not. Returns
+  // the address the link was dialed for (empty for a link this schedule
+  // did not dial). At most max_targets addresses are remembered as
+  // refused; past that one is only forgotten (learned again, it costs a
+  // dial and is refused again).
+  std::string Refused(const std::shared_ptr<Link>& link);
+  bool IsRefused(const std::string& address) const { return refused_.count(address) > 0; }
   // The link turned out to reach this node itself: its address is ours.
   void DialedSelf(const std::shared_ptr<Link>& link);
   // The link ended, for whatever reason.
@@ -94,6 +102,7 @@ class DialSchedule {
   std::map<std::string, Target> targets_;  // by address
   std::set<std::string> self_;
   std::set<std::string> pinned_;
+  std::set<std::string> refused_;  // by address; at most max_targets
 };
 
 }  // namespace reckon::server

@@ -336,10 +336,12 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     // a handshake, it only ends that stream. A lane refused is only a lane
     // lost (dialed again later): the member's stream took us, so it is of
     // this cluster.
+    // Believed, it is the refuser's word on its own stream and address
+    // only (RefusedByDialed).
     const bool answer_to_our_hello = e.link->dialed() && members_.AwaitsHello(e.link);
-    if (answer_to_our_hello && f.refusal().permanent() && fatal_.ok()) {
-      fatal_ = absl::FailedPreconditionError(
-          absl::StrCat("refused by peer ", e.link->Describe(), ": ", f.refusal().reason()));
+    if (answer_to_our_hello && f.refusal().permanent()) {
+      RefusedByDialed(e.link, absl::StrCat("refused by peer ", e.link->Describe(), ": ",
+                                           f.refusal().reason()));
     }
     e.link->Close();
     return;

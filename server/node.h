@@ -34,6 +34,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -418,10 +419,19 @@ class GossipNode final : public NodeService {
   // Section 3's rules (membership.h JudgeHello) for a Hello on `link`.
   HelloVerdict Judge(const Link& link, const v1::Hello& hello) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Answers a Refusal (accepted streams) or records a fatal error (dialed
-  // ones, when permanent), and closes the stream.
+  // Answers a Refusal (accepted streams), or, on a dialed one refused for
+  // good, takes it as the peer refusing us (RefusedByDialed); closes the
+  // stream.
   void Refuse(const std::shared_ptr<Link>& link, const std::string& peer, const std::string& reason,
               bool permanent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The peer we dialed on `link` refused us for good (`why`: its permanent
+  // Refusal, or its Hello of another cluster). A refusal changes only what
+  // the refuser owns (docs/protocol.md section 3): its address is not
+  // dialed again and it is counted (dials_refused). It stops this node
+  // (fatal_ = `why`) only when the node cannot be a member at all: no
+  // handshake has completed yet and every configured seed has refused it.
+  void RefusedByDialed(const std::shared_ptr<Link>& link, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Validates (docs/wire.md: everything, before anything is kept), then accepts
   // in order or buffers an early arrival; corrupt ones are dropped and counted.
   // `frame` (an Update) is the received frame itself: kept, not copied.
@@ -590,6 +600,11 @@ class GossipNode final : public NodeService {
   std::atomic<bool> started_flag_{false};
   std::atomic<int64_t> last_loop_ns_{0};  // steady_clock, for LoopAge
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
+  // Whether a handshake has ever completed (a peer of this cluster took
+  // us), and the configured seeds that refused us for good before one did
+  // (RefusedByDialed).
+  bool handshaken_once_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::string> seeds_refused_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<UpdateSigner> signer_;                              // with TLS; immutable
   std::optional<CertificateBook> certificates_ ABSL_GUARDED_BY(mu_);  // with TLS
   const codec::WeightChecksum checksum_;

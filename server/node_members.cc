@@ -135,12 +135,28 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
     frame->mutable_refusal()->set_reason(reason);
     frame->mutable_refusal()->set_permanent(permanent);
     SendCounted(*link, frame);
-  } else if (permanent && fatal_.ok()) {
-    fatal_ = absl::FailedPreconditionError(
-        absl::StrCat("peer ", link->Describe(), " is not of this cluster: ", reason));
+  } else if (permanent) {
+    RefusedByDialed(link, absl::StrCat("peer ", link->Describe(), " is not of this cluster: ",
+                                       reason));
   }
   members_.StopAwaiting(link);
   link->Close();
+}
+
+void GossipNode::RefusedByDialed(const std::shared_ptr<Link>& link, const std::string& why) {
+  counters_.set_dials_refused(counters_.dials_refused() + 1);
+  const std::string address = dial_.Refused(link);
+  Log(absl::StrCat(why.substr(0, 300), ": not dialing ", address.empty() ? "it" : address,
+                   " again"));
+  if (handshaken_once_ || address.empty()) return;
+  const bool seed = std::find(options_.seeds.begin(), options_.seeds.end(), address) !=
+                    options_.seeds.end();
+  if (!seed) return;
+  seeds_refused_.insert(address);
+  for (const std::string& s : options_.seeds) {
+    if (!dial_.IsSelf(s) && !seeds_refused_.count(s)) return;  // another seed may take us
+  }
+  if (fatal_.ok()) fatal_ = absl::FailedPreconditionError(why);
 }
 
 HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
@@ -184,6 +200,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     if (m.links.connected()) DropLink(m);
   }
   dial_.Handshaken(link);  // before MoveMember, which may forget the address it was dialed at
+  handshaken_once_ = true;
   if (!hello.listen_address().empty()) MoveMember(m, hello.listen_address(), now);
   if (!link->dialed()) SendCounted(*link, MakeHello());
   if (m.links.connected() && m.links.stream() != link) {

@@ -62,7 +62,7 @@ const Pki& TestPki() {
 // The transport serves a NodeService (server/node_service.h), not the
 // concrete node: this stand-in of a few lines is served over real gRPC as a
 // node would be.
-class StandInNode final : public NodeService {
+class StandInNode : public NodeService {
  public:
   StandInNode() : NodeService(Fingerprint(), "stand-in"), checksum_(Fingerprint().seed()) {}
   bool started() const override { return true; }
@@ -204,13 +204,13 @@ class Attacker {
   bool Send(const v1::GossipFrame& frame) { return stream_->Write(frame); }
   // `lane` > 0: asks for a lane (server/lanes.h) instead of a stream.
   bool Hello(const std::string& id, uint64_t incarnation = 7, uint32_t lane = 0,
-             const std::string& token = "") {
+             const std::string& token = "", const std::string& listen = "127.0.0.1:1") {
     v1::GossipFrame f;
     f.mutable_hello()->set_cluster_token(token);
     *f.mutable_hello()->mutable_fingerprint() = Fingerprint();
     f.mutable_hello()->mutable_self()->set_node_id(id);
     f.mutable_hello()->mutable_self()->set_incarnation(incarnation);
-    f.mutable_hello()->set_listen_address("127.0.0.1:1");
+    f.mutable_hello()->set_listen_address(listen);
     f.mutable_hello()->set_lane(lane);
     return Send(f);
   }
@@ -354,6 +354,106 @@ TEST(HostilePeer, RefusalOnAStreamWeAcceptedStopsNothing) {
     outsider.Finish();
     EXPECT_TRUE(victim.node()->Health().ok()) << victim.node()->Health();
   }
+}
+
+// A member's trap: served over real gRPC at the address the member
+// announces, it answers every stream it is dialed on with one frame (a
+// permanent Refusal, or a Hello of another cluster) and counts the dials.
+class AnswersEveryDial final : public StandInNode {
+ public:
+  explicit AnswersEveryDial(v1::GossipFrame answer) : answer_(std::move(answer)) {}
+  void OnLinkUp(const std::shared_ptr<Link>& link) override {
+    dials_.fetch_add(1);
+    link->Send(std::make_shared<v1::GossipFrame>(answer_), size_t{1} << 20);
+  }
+  int dials() const { return dials_.load(); }
+
+ private:
+  const v1::GossipFrame answer_;
+  std::atomic<int> dials_{0};
+};
+
+// Issue 54: a member with the cluster token says a valid Hello announcing
+// an address of its own, so the victim dials it there (every worker would:
+// addresses are passed on), and it answers each dial with a permanent
+// Refusal, or with a Hello of another cluster. A refusal changes only what
+// the refuser owns: the victim closes that stream, never dials the address
+// again, counts it, and goes on (it used to stop: "refused by peer dialed
+// 127.0.0.1:...: you may never join this cluster").
+TEST(HostilePeer, AMemberThatRefusesEveryDialStopsNothing) {
+  v1::GossipFrame refusal;
+  refusal.mutable_refusal()->set_reason("you may never join this cluster");
+  refusal.mutable_refusal()->set_permanent(true);
+  v1::GossipFrame foreign_hello;
+  v1::ClusterFingerprint other = Fingerprint();
+  other.set_param_count(other.param_count() + 1);
+  *foreign_hello.mutable_hello()->mutable_fingerprint() = other;
+  foreign_hello.mutable_hello()->mutable_self()->set_node_id("w1");
+  foreign_hello.mutable_hello()->mutable_self()->set_incarnation(7);
+  foreign_hello.mutable_hello()->set_cluster_token("the cluster's secret");
+  for (const auto& [what, answer] : {std::pair{"a permanent Refusal", refusal},
+                                     std::pair{"another cluster's Hello", foreign_hello}}) {
+    SCOPED_TRACE(what);
+    AnswersEveryDial trap(answer);
+    int trap_port = 0;
+    std::unique_ptr<GossipServer> trap_server =
+        *GossipServer::Start("127.0.0.1:0", TransportOptions{}, &trap_port);
+    trap_server->SetNode(&trap);
+    const std::string trap_address = absl::StrCat("127.0.0.1:", trap_port);
+    Victim victim(TlsConfig{}, size_t{1} << 20, [](NodeOptions& o) {
+      o.cluster_token = "the cluster's secret";
+      o.initial_backoff = milliseconds(50);
+      o.max_backoff = milliseconds(200);
+    });
+    {
+      Attacker member(victim.address(), TlsConfig{});
+      ASSERT_TRUE(member.Hello("w1", 7, 0, "the cluster's secret", trap_address));
+      std::optional<v1::GossipFrame> hello = member.Read();
+      ASSERT_TRUE(hello && hello->has_hello());
+      member.Finish();  // the stream ends: the victim dials the address it announced
+    }
+    const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+    while (trap.dials() == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    ASSERT_EQ(trap.dials(), 1);
+    // Long enough for several more dials at the 50-200 ms backoff.
+    std::this_thread::sleep_for(milliseconds(1500));
+    EXPECT_TRUE(victim.node()->Health().ok()) << victim.node()->Health();
+    EXPECT_EQ(trap.dials(), 1);
+    EXPECT_EQ(Counters(victim.node()).dials_refused(), 1u);
+    trap_server->Shutdown(milliseconds(1000));
+  }
+}
+
+// The other side of that rule: a node that cannot be a member at all still
+// stops, promptly and with the reason, when every seed it was given refuses
+// it for good before any handshake (a wrong token here; a wrong
+// fingerprint is GossipCluster.PeerWithAnotherFingerprintIsRefused). With
+// one seed of its cluster among refusing ones it joins instead.
+TEST(HostilePeer, AJoiningNodeThatEverySeedRefusesStopsWithTheReason) {
+  Victim member(TlsConfig{}, size_t{1} << 20,
+                [](NodeOptions& o) { o.cluster_token = "the cluster's secret"; });
+  Victim other_member(TlsConfig{}, size_t{1} << 20, [](NodeOptions& o) {
+    o.node_id = "other";
+    o.cluster_token = "the cluster's secret";
+  });
+  const auto start = std::chrono::steady_clock::now();
+  Victim joiner(TlsConfig{}, size_t{1} << 20, [&](NodeOptions& o) {
+    o.node_id = "joiner";
+    o.cluster_token = "a wrong token";
+    o.seeds = {member.address(), other_member.address()};
+  });
+  while (joiner.node()->Health().ok() && std::chrono::steady_clock::now() - start < seconds(10)) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  const absl::Status health = joiner.node()->Health();
+  EXPECT_EQ(health.code(), absl::StatusCode::kFailedPrecondition) << health;
+  EXPECT_NE(health.message().find("refused by peer "), std::string::npos) << health;
+  EXPECT_NE(health.message().find("cluster token does not match"), std::string::npos) << health;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(5));
+  EXPECT_EQ(Counters(joiner.node()).dials_refused(), 2u);
+  EXPECT_TRUE(member.node()->Health().ok()) << member.node()->Health();
 }
 
 // Streams that never say Hello cost nothing for long: each is closed after

@@ -205,19 +205,23 @@ class Peer:
             node_id = found.pop("node_id")
             for key, value in found.items():
                 options.setdefault(key, value)
-        held, aliases = _untie(_tensors_of(module, buffers))
-        if not held:
+        named = _tensors_of(module, buffers)
+        if not named:
             raise ValueError("reckon.torch.Peer: no parameters")
-        device = held[0][1].device
-        for name, t in held:
+        device = named[0][1].device
+        for name, t in named:
             if t.device != device:
-                raise ValueError(f"reckon.torch.Peer: tensor {name} is on {t.device}, "
-                                 f"{held[0][0]} on {device}: one device for all")
+                raise ValueError(f"reckon.torch.Peer: parameter {name} is on {t.device}, "
+                                 f"{named[0][0]} on {device}: one device for all")
             if t.dtype != torch.float32:
                 raise ValueError(
-                    f"reckon.torch.Peer: {name} is {t.dtype}: the replica is float32 (fixed "
-                    "point, identical everywhere); keep the parameters float32 and compute in "
-                    "half precision with torch.autocast (bf16 on a CPU, bf16 or fp16 on a GPU)")
+                    f"reckon.torch.Peer: parameter {name} is {t.dtype}: float32 only (the "
+                    "replica is float32 fixed point, identical everywhere); keep the "
+                    "parameters float32 and compute in half precision with torch.autocast "
+                    "(bf16 on a CPU, bf16 or fp16 on a GPU)")
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"reckon.torch.Peer: parameters on {device}: cpu or cuda")
+        held, aliases = _untie(named)
         for name, t in held:
             with torch.no_grad():
                 bad = (~torch.isfinite(t)).nonzero()
@@ -226,8 +230,6 @@ class Peer:
                 element = f"{name}[{', '.join(str(i) for i in where)}]" if where else name
                 raise ValueError(f"reckon.torch.Peer: {element} is {float(t[tuple(where)])}: "
                                  "the replica holds finite values only")
-        if device.type not in ("cpu", "cuda"):
-            raise ValueError(f"reckon.torch.Peer: parameters on {device}: cpu or cuda")
         if device.type == "cuda" and not built_with_cuda:
             raise ValueError(f"reckon.torch.Peer: parameters on {device}, but this reckon was "
                              "built without CUDA (no nvcc when it was built)")

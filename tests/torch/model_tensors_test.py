@@ -6,24 +6,12 @@ counts once, half-precision parameters are refused saying what to do, and
 torch.autocast works with float32 parameters.
 
 Run by ctest with PYTHONPATH set to the build's python/ folder."""
-import json
-import os
-import socket
-import subprocess
-import sys
 import unittest
 
 import torch
 
 import reckon.torch
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from torch_peers_test import run_two
 
 
 def alone(module, node_id="solo", **options):
@@ -200,17 +188,7 @@ class ModelTensors(unittest.TestCase):
         self.assertIn("1 (BatchNorm1d) has momentum=None", str(refused.exception))
 
     def test_two_batchnorm_peers_end_with_identical_eval_mode_outputs(self):
-        ports = [free_port(), free_port()]
-        seeds = ",".join(f"127.0.0.1:{p}" for p in ports)
-        procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "peer_process.py"),
-                                   f"b{i}", str(ports[i]), seeds, str(i), "2", "--model", "bn"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for i in range(2)]
-        results = []
-        for p in procs:
-            out, err = p.communicate(timeout=300)
-            self.assertEqual(p.returncode, 0, err[-3000:])
-            results.append(json.loads(out.strip().splitlines()[-1]))
+        results = run_two(["--model", "bn"])
         a, b = results
         self.assertEqual(a["weight_hash"], b["weight_hash"])
         self.assertGreater(a["accuracy"], 0.6, a)

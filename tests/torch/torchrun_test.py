@@ -14,21 +14,16 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
 
+from torch_peers_test import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "torchrun_worker.py")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(nproc, env, out_dir, max_restarts=0):
