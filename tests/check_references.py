@@ -20,7 +20,8 @@ NAME = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w-]+\.(?:h|cc|cu|cuh|md|proto|sh
 OUTSIDE = re.compile(r"^(absl|grpcpp|grpc|google|openssl|cub|gtest|linux|sys|netinet|arpa)/|"
                      r"^doc/connection-backoff\.md$")
 # Headers of other projects named bare in prose, and example names in usage.
-EXTERNAL = {"cblas.h", "cublas_v2.h", "cuda_runtime.h", "zlib.h", "zstd.h", "f.cc"}
+EXTERNAL = {"cblas.h", "cublas_v2.h", "cuda_runtime.h", "zlib.h", "zstd.h", "f.cc",
+            "train.py"}
 
 
 def main(root):

@@ -285,7 +285,7 @@ def train(rank, args):
 
     train_loss = 0.0
     for step in range(args.steps):
-        if step >= next_eval and (args.mode != "diloco" or step % args.h == 0):
+        if step >= next_eval and (args.mode != "diloco" or step % args.inner_steps == 0):
             record(step, model)
             next_eval += args.eval_every
         lr = lr_at(step, args) * lr_scale
@@ -306,7 +306,7 @@ def train(rank, args):
                 local.step(args.batch, train_loss)
             else:
                 peer.step(samples=args.batch, loss=train_loss)
-        if args.mode == "diloco" and (step + 1) % args.h == 0:
+        if args.mode == "diloco" and (step + 1) % args.inner_steps == 0:
             with torch.no_grad():
                 for s, p in zip(shared, model.parameters()):
                     s.grad = s - p  # this process's pseudo-gradient
@@ -355,7 +355,7 @@ def run(args, mode, h, link, lab):
     passed = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
               if k in CHILD_FLAGS]
     procs = [subprocess.Popen(prefixes[r] + [sys.executable, os.path.abspath(__file__),
-                                             f"--child={r}", f"--mode={mode}", f"--h={h}",
+                                             f"--child={r}", f"--mode={mode}", f"--inner-steps={h}",
                                              f"--addresses={','.join(addresses)}"] + passed,
                               stdout=subprocess.PIPE, text=True, env=dict(os.environ))
              for r in range(args.workers)]
@@ -442,7 +442,7 @@ def main():
     p.add_argument("--reckonctl", default=os.environ.get("RECKONCTL", "reckonctl"))
     p.add_argument("--child", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--mode", default="", help=argparse.SUPPRESS)
-    p.add_argument("--h", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--inner-steps", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--addresses", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child >= 0:

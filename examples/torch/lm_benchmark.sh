@@ -7,7 +7,8 @@
 #
 #   examples/torch/lm_benchmark.sh [OUT_DIR] [lm.py flags...]
 #
-# OUT_DIR (default lm-runs) gets runs.jsonl, lm.png and table.md. About
+# OUT_DIR (default lm-runs) gets the runs' JSON lines (runs.jsonl), the
+# picture (lm.png) and the Markdown table (printed, and kept beside them). About
 # 80 minutes on a 2-core VM. Needs the build (cmake --build build) for
 # PYTHONPATH=build/python and build/ctl/reckonctl, or reckon installed.
 set -euo pipefail
@@ -24,5 +25,4 @@ common=(--workers 4 --steps 200 --warmup 20 --eval-every 25 --diloco-h 10,50 --l
 "$python" "$here/lm.py" "${common[@]}" --runs ddp,diloco,reckon,reckon-lr \
   --links "loopback;rate=100mbit,delay=10ms;rate=1gbit,delay=10ms"
 "$python" "$here/lm.py" "${common[@]}" --runs ddp,reckon-lr --autocast bf16
-"$python" "$here/plot_lm.py" "$out/runs.jsonl" --png "$out/lm.png" --table > "$out/table.md"
-cat "$out/table.md"
+"$python" "$here/plot_lm.py" "$out/runs.jsonl" --png "$out/lm.png" --table | tee "$out/table"
