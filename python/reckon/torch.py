@@ -146,11 +146,21 @@ def from_torchrun(environ=os.environ):
         raise ValueError("reckon.torch.Peer: no node_id given and not started by torchrun ("
                          f"{', '.join(missing)} unset): give node_id, listen and peers, or "
                          "start the script with torchrun")
-    rank, world = int(environ["RANK"]), int(environ["WORLD_SIZE"])
-    local_rank = int(environ["LOCAL_RANK"])
-    local_world = int(environ.get("LOCAL_WORLD_SIZE", "1"))
-    restarted = int(environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
-    base = int(environ.get("RECKON_PORT", "7070"))
+    def number(key, default=None):
+        value = environ.get(key, default)
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"reckon.torch.Peer: {key}={value!r} is not a number") from None
+
+    rank, world = number("RANK"), number("WORLD_SIZE")
+    local_rank = number("LOCAL_RANK")
+    local_world = number("LOCAL_WORLD_SIZE", "1")
+    restarted = number("TORCHELASTIC_RESTART_COUNT", "0") > 0
+    base = number("RECKON_PORT", "7070")
+    if not 0 < base + local_rank < 65536:
+        raise ValueError(f"reckon.torch.Peer: RECKON_PORT {base} + LOCAL_RANK {local_rank} "
+                         "is not a port")
     seeds = [a for a in environ.get("RECKON_SEEDS", "").split(",") if a]
     towards = seeds[0].rsplit(":", 1)[0] if seeds else environ["MASTER_ADDR"]
     host = environ.get("RECKON_ADVERTISE") or _address_towards(towards)

@@ -164,6 +164,17 @@ class ModelTensors(unittest.TestCase):
                                            rtol=1e-4, atol=0), (name, got))
         peer.finish()
 
+    def test_a_torchrun_environment_that_is_not_one_is_refused_by_name(self):
+        env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": "29500"}
+        for change, why in (({"RANK": None}, "RANK unset"),
+                            ({"RECKON_PORT": "seventy"}, "RECKON_PORT='seventy' is not a number"),
+                            ({"RECKON_PORT": "70000"}, "RECKON_PORT 70000 + LOCAL_RANK 0")):
+            given = {k: v for k, v in {**env, **change}.items() if v is not None}
+            with self.assertRaises(ValueError) as refused:
+                reckon.torch.from_torchrun(given)
+            self.assertIn(why, str(refused.exception))
+
     def test_buffers_a_model_rebuilds_stay_out_and_a_non_finite_buffer_is_named(self):
         class Masked(torch.nn.Module):
             def __init__(self, persistent):
