@@ -1,5 +1,7 @@
 #include "server/inbox.h"
 
+#include "server/held_bytes.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -14,15 +16,20 @@ void Inbox::PushUp(const std::shared_ptr<Link>& link) {
   cv_.Signal();
 }
 
+size_t Inbox::MemoryOf(const v1::GossipFrame& frame) {
+  return HeldBytesOf(frame) + sizeof(Event) - sizeof(v1::GossipFrame);
+}
+
 bool Inbox::PushFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
   const size_t frame_bytes = frame.ByteSizeLong();
+  const size_t held = MemoryOf(frame);
   absl::MutexLock l(&mu_);
   last_arrival_[link.get()] = clock_();
   events_.push_back(Event{Event::kFrame, link, std::move(frame), {}, frame_bytes, std::nullopt});
   cv_.Signal();
-  bytes_ += frame_bytes;
+  bytes_ += held;
   size_t& mine = link_bytes_[link.get()];
-  mine += frame_bytes;
+  mine += held;
   const size_t share = byte_cap_ / link_bytes_.size();
   if (mine <= share) return true;
   paused_.push_back(link);

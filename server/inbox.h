@@ -44,7 +44,7 @@ class Inbox {
     std::shared_ptr<Link> link;
     v1::GossipFrame frame;
     std::string why;
-    size_t frame_bytes = 0;  // frame.ByteSizeLong(), taken once on arrival
+    size_t frame_bytes = 0;  // frame.ByteSizeLong() (the wire's), taken once on arrival
     // An Update's validation, when the node's receive path ran it off its
     // lock (GossipNode::ValidateUpdates); empty from the inbox.
     std::optional<ValidatedUpdate> validated;
@@ -64,6 +64,10 @@ class Inbox {
   Inbox(size_t byte_cap, std::function<Clock::time_point()> clock,
         Clock::duration max_wait = Clock::duration::max())
       : byte_cap_(byte_cap), clock_(std::move(clock)), max_wait_(max_wait) {}
+
+  // What a frame waiting here costs as allocated (server/held_bytes.h): what
+  // the caps count, not its wire size.
+  static size_t MemoryOf(const v1::GossipFrame& frame);
 
   void PushUp(const std::shared_ptr<Link>& link);
   // False: the link is over its share now and must pause reading.
@@ -89,7 +93,7 @@ class Inbox {
   std::map<const Link*, Clock::time_point> LastArrivals();
   void Forget(const Link* link);
 
-  size_t bytes();     // of frames waiting now
+  size_t bytes();     // memory of the frames waiting now (MemoryOf)
   uint64_t pauses();  // links paused so far
 
  private:
@@ -104,7 +108,7 @@ class Inbox {
   // Links whose stream ended since Stop (identity only, never dereferenced).
   std::set<const Link*> closed_since_stop_ ABSL_GUARDED_BY(mu_);
   std::map<const Link*, Clock::time_point> last_arrival_ ABSL_GUARDED_BY(mu_);
-  // Bytes waiting, in all and per link (identity only), and links paused.
+  // Memory waiting (MemoryOf), in all and per link (identity only), and links paused.
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<const Link*, size_t> link_bytes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Link>> paused_ ABSL_GUARDED_BY(mu_);

@@ -1,12 +1,27 @@
 #include "server/message_log.h"
 
+#include "server/held_bytes.h"
+
 namespace reckon::server {
+
+size_t MessageLog::MemoryOf(const OriginKey& origin, const v1::GossipFrame& frame) {
+  // The order record is a copy of the key in a deque block.
+  return HeldBytesOf(frame) + TreeNodeBytes(sizeof(Entries::value_type)) +
+         sizeof(std::pair<OriginKey, uint64_t>) + HeapBytesOf(origin.node_id);
+}
+
+size_t MessageLog::MemoryOfOrigin(const OriginKey& origin) {
+  return TreeNodeBytes(sizeof(std::map<OriginKey, Entries>::value_type)) +
+         HeapBytesOf(origin.node_id);
+}
 
 void MessageLog::Add(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
                      Clock::time_point now) {
   const uint64_t seq = frame->update().seq();
-  const size_t bytes = frame->ByteSizeLong();
-  Entries& entries = log_[origin];
+  const size_t bytes = MemoryOf(origin, *frame);
+  auto [log, added] = log_.try_emplace(origin);
+  if (added) bytes_ += MemoryOfOrigin(origin);
+  Entries& entries = log->second;
   if (auto old = entries.find(seq); old != entries.end()) bytes_ -= old->second.bytes;
   entries[seq] = Entry{std::move(frame), bytes, now};
   order_.emplace_back(origin, seq);
@@ -25,7 +40,10 @@ void MessageLog::Erase(const OriginKey& origin, Entries::iterator it) {
   auto log = log_.find(origin);
   bytes_ -= it->second.bytes;
   log->second.erase(it);
-  if (log->second.empty()) log_.erase(log);
+  if (log->second.empty()) {
+    bytes_ -= MemoryOfOrigin(origin);
+    log_.erase(log);
+  }
 }
 
 void MessageLog::Collect(const VersionMap& floor, Clock::time_point now) {
@@ -37,7 +55,12 @@ void MessageLog::Collect(const VersionMap& floor, Clock::time_point now) {
       bytes_ -= entries.begin()->second.bytes;
       entries.erase(entries.begin());
     }
-    it = entries.empty() ? log_.erase(it) : std::next(it);
+    if (entries.empty()) {
+      bytes_ -= MemoryOfOrigin(it->first);
+      it = log_.erase(it);
+    } else {
+      ++it;
+    }
   }
   // Forget order records of what is gone (they would only be skipped).
   while (!order_.empty()) {

@@ -26,12 +26,18 @@ class MessageLog {
  public:
   struct Entry {
     std::shared_ptr<const v1::GossipFrame> frame;  // the Update, ready to send
-    size_t bytes = 0;
+    size_t bytes = 0;  // MemoryOf
     Clock::time_point added;
   };
   using Entries = std::map<uint64_t, Entry>;  // by seq
 
-  // `byte_cap`: the most bytes kept; past it the oldest go first, even when
+  // What an entry costs as allocated (server/held_bytes.h): its frame, its
+  // node here and its record in the eviction order; and what an origin
+  // costs beside its entries.
+  static size_t MemoryOf(const OriginKey& origin, const v1::GossipFrame& frame);
+  static size_t MemoryOfOrigin(const OriginKey& origin);
+
+  // `byte_cap`: the most memory kept (MemoryOf); past it the oldest go first, even when
   // a live peer still needs them (that peer is then told to re-join from a
   // snapshot). `min_retention`: how long a message stays at least once every
   // live member applied it, so that a worker joining from a snapshot cut a
@@ -51,7 +57,7 @@ class MessageLog {
   // nullptr when nothing of `origin` is held.
   const Entries* Find(const OriginKey& origin) const;
   const std::map<OriginKey, Entries>& origins() const { return log_; }
-  size_t bytes() const { return bytes_; }
+  size_t bytes() const { return bytes_; }  // memory held (MemoryOf, MemoryOfOrigin)
   size_t messages() const;
 
  private:

@@ -92,6 +92,8 @@ struct NodeOptions {
   // A peer that has not caught up on what we pushed within this long is
   // served again from its version vector (lost frames, dropped links).
   std::chrono::milliseconds repair_timeout{500};
+  // Memory held by the message log, as allocated (MessageLog::MemoryOf:
+  // the frames, their entries and order records; server/held_bytes.h).
   size_t log_byte_cap = size_t{256} << 20;
   // Training pauses (WaitWhileBacklogged) while our own messages that a live
   // peer has not applied take more than this many bytes. 0: a share of the
@@ -113,10 +115,10 @@ struct NodeOptions {
   uint32_t lanes = 3;
   size_t lane_min_bytes = size_t{1} << 20;
   size_t early_arrival_cap = 4096;  // messages per origin
-  // Memory held by early arrivals, all origins: the frames and their decoded
-  // form (early_arrivals.h MemoryOf; a decoded dense message is 8 bytes a
-  // parameter, 117 MB at Strom's size, so this is the log's cap and not the
-  // 64 MiB it was when it counted wire bytes).
+  // Memory held by early arrivals, all origins, as allocated: the frames,
+  // their decoded form and the buffer's nodes (early_arrivals.h MemoryOf,
+  // server/held_bytes.h; a decoded dense message is 8 bytes a parameter,
+  // 117 MB at Strom's size, so this is the log's cap).
   size_t early_arrival_byte_cap = size_t{256} << 20;
   // Members this node keeps track of, itself excluded: a peer announcing
   // invented members (or a misconfigured seed list) cannot grow the table,
@@ -126,8 +128,9 @@ struct NodeOptions {
   // is state on every node and an entry in every heartbeat. A member of a
   // token cluster can invent origins (an empty Update is valid); past the
   // cap a new origin's Update is dropped (counted: origins_refused) unless
-  // it is a member's current incarnation (members have their own cap). A
-  // cluster of max_members, each restarted three times, fits.
+  // it is a member's current incarnation (members have their own cap).
+  // Origins held only as early arrivals (seq 1 never came) count as well.
+  // A cluster of max_members, each restarted three times, fits.
   size_t max_origins = 4096;
   // Nothing before the handshake (server/pending_handshakes.h): a stream we
   // accepted must say Hello within this long, and at most this many
@@ -135,7 +138,8 @@ struct NodeOptions {
   // closed for a new one). Counted: hello_timeouts, handshakes_evicted.
   std::chrono::milliseconds hello_timeout{10000};
   size_t max_pending_handshakes = 64;
-  // Frames waiting for the node thread, in bytes: a link whose frames in
+  // Frames waiting for the node thread, in memory as allocated
+  // (Inbox::MemoryOf): a link whose frames in
   // the inbox exceed its share (this cap over the links with frames
   // waiting) is paused until the node thread has handled them (flow
   // control: its peer's next frames wait in the HTTP/2 window and the

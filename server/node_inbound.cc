@@ -42,10 +42,13 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     counters_.set_duplicates_dropped(counters_.duplicates_dropped() + 1);
     return;
   }
-  if (have == 0 && !replica_.applied().count(origin) &&
-      replica_.applied().size() >= options_.max_origins && !members_.IsCurrent(origin)) {
+  const bool origin_applied = have > 0 || replica_.applied().count(origin) > 0;
+  if (!origin_applied && !early_.HoldsOrigin(origin) &&
+      replica_.applied().size() + early_.unapplied_origins() >= options_.max_origins &&
+      !members_.IsCurrent(origin)) {
     // A new origin past the cap: dropped before anything is kept of it (on
-    // the serial path before it is even decoded). A member's current
+    // the serial path before it is even decoded). Origins held only as
+    // early arrivals count as well as applied ones. A member's current
     // incarnation always gets in (members are capped on their own), so
     // invented origins cannot lock out a real one.
     counters_.set_origins_refused(counters_.origins_refused() + 1);
@@ -83,11 +86,12 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   if (update.seq() > have + 1) {
     // Early: wait for the gap to fill (anti-entropy fills it). A drop here
     // is a loss the sender learns of from our heartbeat, and repairs.
-    if (!early_.Keep(origin, update.seq(), {frame, decoded}))
+    if (!early_.Keep(origin, update.seq(), {frame, decoded}, origin_applied))
       counters_.set_early_dropped(counters_.early_dropped() + 1);
     return;
   }
   Accept(origin, frame, decoded);
+  if (!origin_applied) early_.SetOriginApplied(origin, true);
   AcceptWaiting(origin);
 }
 

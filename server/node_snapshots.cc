@@ -80,7 +80,10 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
     for (auto& decoded : replayed) handoff_.Queue(std::move(decoded), now);
   }
   handoff_.DropCut();  // of the replica this one replaces
-  for (const OriginKey& origin : early_.Origins()) AcceptWaiting(origin);
+  for (const OriginKey& origin : early_.Origins()) {
+    early_.SetOriginApplied(origin, replica_.applied().count(origin) > 0);
+    AcceptWaiting(origin);
+  }
   for (auto& [id, m] : members_) {
     m.links.state().ForgetPushed();
   }

@@ -880,6 +880,51 @@ TEST(GossipNode, InventedOriginsStopAtTheCap) {
   EXPECT_EQ(node->counters().origins_refused(), status.counters().origins_refused());
 }
 
+// An origin that never reaches seq 1 holds memory too: its early arrivals.
+// They count against the origin cap like applied origins (200,000 of them
+// at seq 2 were all held before, none refused); the invented origin whose
+// seq 1 then comes is still one origin, and a member's own incarnation
+// still gets in past the cap, early or not.
+TEST(GossipNode, OriginsThatNeverReachSeqOneCountAgainstTheCap) {
+  Nodes c(1, milliseconds(0), [](int, NodeOptions& o) { o.max_origins = 16; });
+  c.Start();
+  GossipNode* node = c.node(0);
+  ScriptedPeer liar(node, "liar", 7, "inproc:liar");
+  std::mt19937_64 rng(5);
+  NodeOptions invented;
+  invented.incarnation = 1;
+  for (int i = 0; i < 200; ++i) {
+    invented.node_id = absl::StrCat("invented", i);
+    liar.SendUpdate(MakeMessage(invented, 2, rng, /*count=*/1).update);
+  }
+  v1::NodeStatus status;
+  ASSERT_TRUE(Eventually([&] {
+    status.Clear();
+    node->FillStatus(&status, false);
+    return status.early_held() + status.counters().origins_refused() == 200;
+  })) << status.early_held() << " held, " << status.counters().origins_refused() << " refused";
+  EXPECT_EQ(status.early_held(), 16u);
+  EXPECT_EQ(status.counters().origins_refused(), 200u - 16u);
+  // Seq 1 of a held origin: applied, then its seq 2; still 16 origins.
+  invented.node_id = "invented3";
+  liar.SendUpdate(MakeMessage(invented, 1, rng, /*count=*/1).update);
+  ASSERT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"invented3", 1}) == 2; }));
+  invented.node_id = "invented999";
+  liar.SendUpdate(MakeMessage(invented, 1, rng, /*count=*/1).update);
+  NodeOptions honest;
+  honest.node_id = "liar";
+  honest.incarnation = 7;
+  liar.SendUpdate(MakeMessage(honest, 2, rng).update);
+  liar.SendUpdate(MakeMessage(honest, 1, rng).update);
+  ASSERT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"liar", 7}) == 2; }));
+  status.Clear();
+  node->FillStatus(&status, false);
+  EXPECT_EQ(status.counters().origins_refused(), 200u - 16u + 1u);
+  EXPECT_EQ(SeqOf(node->Applied(), OriginKey{"invented999", 1}), 0u);
+  EXPECT_EQ(status.early_held(), 15u);
+  EXPECT_EQ(node->Applied().size(), 2u);
+}
+
 // A message whose step carries a weight past int64 is applied modulo 2^64,
 // as every replica and backend applies it: wrapping addition is
 // associative and commutative, so replicas stay identical in any order.
