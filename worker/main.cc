@@ -176,6 +176,11 @@ ABSL_FLAG(std::string, gossip_overlay, "mesh",
           "of a cluster must use the same)");
 ABSL_FLAG(int32_t, failure_timeout_ms, 3000, "a peer silent this long is marked dead");
 ABSL_FLAG(int64_t, log_cap_mb, 256, "message log byte cap (MiB) for anti-entropy");
+ABSL_FLAG(int64_t, early_cap_mb, 256,
+          "memory (MiB) held in all for messages that arrived before the ones they follow");
+ABSL_FLAG(int64_t, max_origins, 4096,
+          "origins (a worker's node id and incarnation) known at most; past it a new origin's "
+          "messages are dropped (counted: origins_refused), members' current ones excepted");
 ABSL_FLAG(int64_t, max_backlog_mb, 0,
           "pause training while our own messages not yet applied by a live peer exceed this "
           "(MiB; 0: --log-cap-mb / (2 x members), so the log always holds them)");
@@ -523,6 +528,15 @@ absl::StatusOr<PeerOptions> PeerOptionsFromFlags(const TrainerOptions& o) {
         "--log-cap-mb must be >= 1 and --max-message-mb in [1, 1024]");
   }
   n.log_byte_cap = static_cast<size_t>(log_cap) << 20;
+  const int64_t early_cap = absl::GetFlag(FLAGS_early_cap_mb);
+  const int64_t max_origins = absl::GetFlag(FLAGS_max_origins);
+  if (early_cap < 1 || early_cap > (int64_t{1} << 20) || max_origins < 1 ||
+      max_origins > (int64_t{1} << 24)) {
+    return absl::InvalidArgumentError(
+        "--early-cap-mb must be in [1, 1048576] and --max-origins in [1, 16777216]");
+  }
+  n.early_arrival_byte_cap = static_cast<size_t>(early_cap) << 20;
+  n.max_origins = static_cast<size_t>(max_origins);
   const int64_t max_backlog = absl::GetFlag(FLAGS_max_backlog_mb);
   if (max_backlog < 0 || max_backlog > log_cap) {
     return absl::InvalidArgumentError(
