@@ -81,6 +81,26 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
                                known->second.incarnation, " already seen"),
                   false);
   }
+  if (known != c.members->end() && hello.lane() == 0 &&
+      hello.self().incarnation() > known->second.incarnation) {
+    // A restart replaces the member, and its older incarnation is refused
+    // from then on. Without TLS anyone with the token can claim one: while
+    // the member's stream is up and it was heard within the failure
+    // timeout, its process is not gone, and the claim waits (a real
+    // restart's old stream closes, or falls silent, and it gets in then).
+    const Member& m = known->second;
+    if (m.state == MemberState::kAlive && m.links.stream() != nullptr &&
+        c.now - m.last_heard <= c.failure_timeout) {
+      return refuse(
+          absl::StrCat("node '", id, "' incarnation ", m.incarnation,
+                       " is alive here (heard ",
+                       std::chrono::duration_cast<std::chrono::milliseconds>(c.now - m.last_heard)
+                           .count(),
+                       " ms ago): incarnation ", hello.self().incarnation(),
+                       " is let in once it is gone"),
+          false);
+    }
+  }
   return {};
 }
 

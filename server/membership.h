@@ -40,6 +40,10 @@ struct HelloContext {
   std::string peer_identity;
   const MemberMap* members = nullptr;
   size_t max_members = 1024;
+  // A member heard within this long before `now`, on a stream that is up,
+  // is alive: a newer incarnation of it is not a restart yet.
+  Clock::time_point now;
+  Clock::duration failure_timeout = std::chrono::seconds(3);
 };
 
 // The checks of docs/protocol.md section 3, in its order; the first that

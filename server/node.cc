@@ -376,14 +376,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     DropLink(*m);
     RebuildRing();
   } else if (f.has_resync()) {
-    const OriginKey origin = KeyOf(f.resync().origin());
-    if (SeqOf(replica_.applied(), origin) + 1 < f.resync().first_retained_seq() &&
-        !handoff_.resync_source()) {
-      Log(absl::StrCat("fell out of ", m->node_id, "'s log for ", origin.ToString(), " (we have ",
-                       SeqOf(replica_.applied(), origin), ", it keeps from ",
-                       f.resync().first_retained_seq(), "): re-joining from a snapshot"));
-      handoff_.AskResync(m->address);
-    }
+    HandleResyncRequired(*m, f.resync());
   }
 }
 

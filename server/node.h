@@ -281,12 +281,17 @@ class GossipNode final : public NodeService {
   // A peer told us we fell out of its log: the address to re-join from.
   std::optional<std::string> ResyncSource();
   // Fetching or installing the snapshot from `source` (ResyncSource) failed:
-  // without an answer (gone, or too busy), or it lacked our own messages
-  // that our log no longer holds (`need_our_messages`). The next attempt
-  // goes to another live member, chosen as RepairSource does. Returns
-  // whether it switched to one (with `need_our_messages`: to one whose
-  // vector holds every message we published).
-  bool ResyncFailed(const std::string& source, bool need_our_messages);
+  // without an answer (gone, or too busy), it lacked our own messages that
+  // our log no longer holds (`need_our_messages`), or `source` refused the
+  // call (`refused`: not our fault, we are a member; a refusal changes only
+  // what the refuser owns). The next attempt goes to another live member:
+  // for a re-join a ResyncRequired asked, one whose vector holds what we
+  // lack (HandleResyncRequired); otherwise chosen as RepairSource does.
+  // Returns whether it switched to one (with `need_our_messages`: to one
+  // whose vector holds every message we published), or dropped the re-join
+  // (none left to ask after a refusal, or a ResyncRequired's with none left
+  // at all: counted, resyncs_ignored).
+  bool ResyncFailed(const std::string& source, bool need_our_messages, bool refused = false);
   // Not OK once a peer refused us for good (another cluster, a taken node
   // id): the worker stops with this error.
   absl::Status Health();
@@ -443,6 +448,21 @@ class GossipNode final : public NodeService {
   // lock (ReceivePath::kParallel); else it runs here.
   void HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame,
                     std::optional<ValidatedUpdate> validated = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A peer says it no longer holds messages of an origin that we lack
+  // (docs/protocol.md section 5). Believed, and a re-join asked, only where
+  // one can bring them: not about a live member's current incarnation from
+  // anyone but that member (it serves its own messages), and only from a
+  // member whose vector has the origin that far (others before the sender;
+  // an origin has all of its own). Otherwise counted (resyncs_ignored).
+  void HandleResyncRequired(const Member& from, const v1::ResyncRequired& resync)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A live member, its address not in `avoid`, whose vector has `origin`
+  // at least at `first_retained - 1` (or that is `origin`'s own node): other
+  // members first, `sender` last.
+  std::optional<std::string> ResyncSourceFor(const OriginKey& origin, uint64_t first_retained,
+                                             const std::string& sender,
+                                             const std::set<std::string>& avoid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -640,6 +660,15 @@ class GossipNode final : public NodeService {
   // What the training thread applies and reports, and where a re-join
   // fetches from (training_handoff.h).
   TrainingHandoff handoff_ ABSL_GUARDED_BY(mu_);
+  // The re-join a ResyncRequired asked for, while it is pending: what we
+  // lack, who said so, and the sources that refused it.
+  struct ResyncWant {
+    OriginKey origin;
+    uint64_t first_retained = 0;
+    std::string sender;
+    std::set<std::string> refused;  // addresses
+  };
+  std::optional<ResyncWant> resync_want_ ABSL_GUARDED_BY(mu_);
   uint64_t last_published_ ABSL_GUARDED_BY(mu_) = 0;
   // Our messages published and not pushed yet (PushPublished).
   std::vector<std::shared_ptr<const v1::GossipFrame>> to_push_ ABSL_GUARDED_BY(mu_);

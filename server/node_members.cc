@@ -165,6 +165,8 @@ HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
       CheckPeer(hello.fingerprint(), hello.cluster_token(), hello.self().node_id());
   context.require_identity = options_.require_peer_identity;
   context.peer_identity = link.PeerIdentity();
+  context.now = Now();
+  context.failure_timeout = options_.failure_timeout;
   return members_.Judge(hello, std::move(context));
 }
 

@@ -27,11 +27,72 @@ std::optional<std::string> GossipNode::ResyncSource() {
   return handoff_.resync_source();
 }
 
-bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages) {
+void GossipNode::HandleResyncRequired(const Member& from, const v1::ResyncRequired& resync) {
+  const OriginKey origin = KeyOf(resync.origin());
+  const uint64_t have = SeqOf(replica_.applied(), origin);
+  const uint64_t first = resync.first_retained_seq();
+  if (have + 1 >= first || handoff_.resync_source()) return;  // nothing lacking, or re-joining
+  auto ignore = [&](const std::string& why) {
+    counters_.set_resyncs_ignored(counters_.resyncs_ignored() + 1);
+    if (counters_.resyncs_ignored() % 1000 == 1) {  // a flood must not flood the log
+      Log(absl::StrCat(from.node_id, " says its log no longer holds ",
+                       origin.ToString().substr(0, 96), " before seq ", first, " (we have ", have,
+                       "): not re-joining, ", why, " (", counters_.resyncs_ignored(),
+                       " ignored so far)"));
+    }
+  };
+  if (members_.IsAlive(origin) && origin.node_id != from.node_id) {
+    return ignore("that origin is a live member and serves its own messages");
+  }
+  std::optional<std::string> source = ResyncSourceFor(origin, first, from.node_id, {});
+  if (!source) return ignore("no live member has applied it that far");
+  Log(absl::StrCat("fell out of ", from.node_id, "'s log for ", origin.ToString(), " (we have ",
+                   have, ", it keeps from ", first, "): re-joining from a snapshot of ", *source));
+  resync_want_ = ResyncWant{origin, first, from.node_id, {}};
+  handoff_.AskResync(*source);
+}
+
+std::optional<std::string> GossipNode::ResyncSourceFor(const OriginKey& origin,
+                                                       uint64_t first_retained,
+                                                       const std::string& sender,
+                                                       const std::set<std::string>& avoid) {
+  const Member* last_resort = nullptr;
+  for (const auto& [id, m] : members_) {
+    if (m.state != MemberState::kAlive || m.address.empty() || avoid.count(m.address)) continue;
+    const bool has_it = SeqOf(m.applied, origin) + 1 >= first_retained ||
+                        (origin.node_id == id && origin.incarnation == m.incarnation);
+    if (!has_it) continue;
+    if (id != sender) return m.address;
+    last_resort = &m;
+  }
+  if (last_resort == nullptr) return std::nullopt;
+  return last_resort->address;
+}
+
+bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages, bool refused) {
   absl::MutexLock l(&mu_);
   if (handoff_.resync_source() != source) return false;
-  std::optional<std::string> other = RepairSourceLocked(source);
-  if (!other || *other == source) return false;
+  auto drop = [&](const std::string& why) {
+    counters_.set_resyncs_ignored(counters_.resyncs_ignored() + 1);
+    Log(absl::StrCat("re-join from ", source, " failed and ", why, ": not re-joining"));
+    resync_want_.reset();
+    handoff_.ResyncDone();
+    return true;
+  };
+  std::optional<std::string> other;
+  if (resync_want_) {
+    // A refuser is not asked again in this re-join; one that did not answer
+    // or lacked our messages may be, later.
+    if (refused) resync_want_->refused.insert(source);
+    std::set<std::string> avoid = resync_want_->refused;
+    avoid.insert(source);
+    other = ResyncSourceFor(resync_want_->origin, resync_want_->first_retained,
+                            resync_want_->sender, avoid);
+    if (!other) return refused ? drop("no other live member has what we lack") : false;
+  } else {
+    other = RepairSourceLocked(source);
+    if (!other || *other == source) return refused ? drop("no other member to ask") : false;
+  }
   if (need_our_messages) {
     const uint64_t published = last_published_;  // lambdas are not seen to hold mu_
     const auto holder = std::find_if(members_.begin(), members_.end(), [&](const auto& entry) {
@@ -80,6 +141,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
     for (auto& decoded : replayed) handoff_.Queue(std::move(decoded), now);
   }
   handoff_.DropCut();  // of the replica this one replaces
+  resync_want_.reset();
   for (const OriginKey& origin : early_.Origins()) {
     early_.SetOriginApplied(origin, replica_.applied().count(origin) > 0);
     AcceptWaiting(origin);
@@ -142,7 +204,10 @@ bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured
                    codec::ChecksumHex(snapshot.checksum), " at ", VersionJson(snapshot.applied),
                    ": snapshot refused; re-joining from a peer"));
   if (!handoff_.resync_source()) {
-    if (std::optional<std::string> source = RepairSourceLocked()) handoff_.AskResync(*source);
+    if (std::optional<std::string> source = RepairSourceLocked()) {
+      resync_want_.reset();  // a repair: any member will do
+      handoff_.AskResync(*source);
+    }
   }
   return false;
 }

@@ -833,7 +833,9 @@ TEST(GossipNode, AnnouncedAddressesAreOnePerMemberAndForgottenWhenItMoves) {
   handled();
   EXPECT_EQ(member_address("b"), "10.0.1.1:7070");
   EXPECT_EQ(status().dial_targets(), at_start + 2);
-  // a restarted elsewhere: its old address is dialed no more.
+  // a restarted elsewhere (its old process gone): its old address is
+  // dialed no more.
+  a.Close();
   ScriptedPeer a_again(node, "a", 8, "inproc:a-new");
   ASSERT_TRUE(Eventually([&] { return member_address("a") == "inproc:a-new"; }));
   EXPECT_EQ(status().dial_targets(), at_start + 2);
@@ -1193,9 +1195,11 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
   GossipNode* node = c.node(0);
   ScriptedPeer behind(node, "a", 7, "inproc:a");
   ScriptedPeer holder(node, "b", 8, "inproc:b");
+  // Both have a's messages that we lack (a told us it keeps from 5).
   auto heartbeat = [](uint64_t our_seq) {
     v1::GossipFrame f;
-    ToProto({{OriginKey{"n0", 1000}, our_seq}}, f.mutable_heartbeat()->mutable_applied());
+    ToProto({{OriginKey{"n0", 1000}, our_seq}, {OriginKey{"a", 7}, 6}},
+            f.mutable_heartbeat()->mutable_applied());
     return f;
   };
   behind.Send(heartbeat(1));
@@ -1205,16 +1209,15 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
   resync.mutable_resync()->mutable_origin()->set_incarnation(7);
   resync.mutable_resync()->set_first_retained_seq(5);
   behind.Send(resync);
-  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:a"; }));
+  // Both have a's messages; the sender is asked last.
+  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:b"; }));
   // Nobody holds all our messages: nowhere better to go.
-  EXPECT_FALSE(node->ResyncFailed("inproc:a", /*need_our_messages=*/true));
-  EXPECT_EQ(node->ResyncSource(), "inproc:a");
-  // A source that did not answer: any other live member will do.
-  EXPECT_TRUE(node->ResyncFailed("inproc:a", /*need_our_messages=*/false));
+  EXPECT_FALSE(node->ResyncFailed("inproc:b", /*need_our_messages=*/true));
   EXPECT_EQ(node->ResyncSource(), "inproc:b");
+  // A source that did not answer: another that has what we lack will do.
+  EXPECT_TRUE(node->ResyncFailed("inproc:b", /*need_our_messages=*/false));
+  EXPECT_EQ(node->ResyncSource(), "inproc:a");
   // Once b holds all three, a snapshot lacking them sends us there.
-  ASSERT_TRUE(node->ResyncFailed("inproc:b", false));
-  ASSERT_EQ(node->ResyncSource(), "inproc:a");
   holder.Send(heartbeat(3));
   ASSERT_TRUE(Eventually([&] {
     v1::NodeStatus s;
@@ -1226,6 +1229,71 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
   }));
   EXPECT_TRUE(node->ResyncFailed("inproc:a", /*need_our_messages=*/true));
   EXPECT_EQ(node->ResyncSource(), "inproc:b");
+}
+
+// A ResyncRequired says its sender no longer holds messages of an origin
+// that we lack. From a member with the token, anyone can say it, about
+// anyone: it made every worker re-join from a snapshot of the liar, whose
+// refusal of the snapshot call then stopped them (reckon-attacker). It is
+// believed only where a re-join can bring what we lack: not about a live
+// member's current incarnation from anyone but that member (it serves its
+// own messages), and only from a member whose vector says it has applied
+// the origin that far (others first, the sender last; an origin always has
+// its own messages). A source that refuses is not asked again; with none
+// left the re-join is dropped. Each belief declined is counted.
+TEST(GossipNode, AResyncRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
+  Nodes c(1);
+  c.Start();
+  GossipNode* node = c.node(0);
+  ScriptedPeer a(node, "a", 7, "inproc:a");
+  ScriptedPeer b(node, "b", 8, "inproc:b");
+  ScriptedPeer mallory(node, "mallory", 9, "inproc:mallory");
+  auto resync = [](const std::string& id, uint64_t incarnation, uint64_t first) {
+    v1::GossipFrame f;
+    f.mutable_resync()->mutable_origin()->set_node_id(id);
+    f.mutable_resync()->mutable_origin()->set_incarnation(incarnation);
+    f.mutable_resync()->set_first_retained_seq(first);
+    return f;
+  };
+  auto claims = [](const OriginKey& origin, uint64_t seq) {
+    v1::GossipFrame f;
+    ToProto({{origin, seq}}, f.mutable_heartbeat()->mutable_applied());
+    return f;
+  };
+  auto ignored = [&] { return node->counters().resyncs_ignored(); };
+  // About a live member, from another: a serves its own.
+  mallory.Send(resync("a", 7, 5));
+  ASSERT_TRUE(Eventually([&] { return ignored() == 1; }));
+  EXPECT_FALSE(node->ResyncSource().has_value());
+  // About an origin nobody has applied that far.
+  const OriginKey ghost{"ghost", 1};
+  mallory.Send(resync("ghost", 1, 5));
+  ASSERT_TRUE(Eventually([&] { return ignored() == 2; }));
+  EXPECT_FALSE(node->ResyncSource().has_value());
+  // The liar alone claims it: asked, it refuses, and the re-join is dropped.
+  mallory.Send(claims(ghost, 10));
+  mallory.Send(resync("ghost", 1, 5));
+  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:mallory"; }));
+  EXPECT_TRUE(node->ResyncFailed("inproc:mallory", /*need_our_messages=*/false, /*refused=*/true));
+  EXPECT_FALSE(node->ResyncSource().has_value());
+  EXPECT_EQ(ignored(), 3u);
+  // b has it too: b is asked, not the sender.
+  b.Send(claims(ghost, 6));
+  mallory.Send(resync("ghost", 1, 5));
+  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:b"; }));
+  // b does not answer: the sender is the other that has it; it refuses, and
+  // b is asked again; b refuses too: none left.
+  EXPECT_TRUE(node->ResyncFailed("inproc:b", /*need_our_messages=*/false));
+  EXPECT_EQ(node->ResyncSource(), "inproc:mallory");
+  EXPECT_TRUE(node->ResyncFailed("inproc:mallory", false, /*refused=*/true));
+  EXPECT_EQ(node->ResyncSource(), "inproc:b");
+  EXPECT_TRUE(node->ResyncFailed("inproc:b", false, /*refused=*/true));
+  EXPECT_FALSE(node->ResyncSource().has_value());
+  EXPECT_EQ(ignored(), 4u);
+  // An origin about itself: its own messages are its to serve.
+  a.Send(resync("a", 7, 5));
+  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:a"; }));
+  EXPECT_EQ(ignored(), 4u);
 }
 
 // Our own messages stay in our log while a member that has not applied

@@ -282,6 +282,44 @@ TEST(HostilePeer, ClaimingAnotherMembersIdentityIsRefused) {
   EXPECT_TRUE(answer->has_hello()) << answer->DebugString();
 }
 
+// Without TLS a member with the token can say it is another member's
+// restart (a newer incarnation): the node took it as one, dropped the real
+// member's stream and then refused the real member for good ("incarnation
+// ... is older than ... already seen"; reckon-attacker locked w1 out of w2
+// so). A newer incarnation of a member whose stream is up and heard within
+// the failure timeout is refused now, for a while: a real restart's old
+// process is gone (its stream closed, or silent past the timeout) and the
+// restart is let in then.
+TEST(HostilePeer, ARestartClaimedWhileTheMemberIsAliveIsRefusedUntilItIsGone) {
+  Victim victim(TlsConfig{});
+  auto honest = std::make_unique<Attacker>(victim.address(), TlsConfig{});
+  ASSERT_TRUE(honest->Hello("w1", /*incarnation=*/7));
+  ASSERT_TRUE(honest->Read().has_value());  // the victim's Hello
+  {
+    Attacker impostor(victim.address(), TlsConfig{});
+    ASSERT_TRUE(impostor.Hello("w1", /*incarnation=*/8));
+    std::optional<v1::GossipFrame> answer = impostor.Read();
+    ASSERT_TRUE(answer.has_value());
+    ASSERT_TRUE(answer->has_refusal()) << answer->DebugString();
+    EXPECT_FALSE(answer->refusal().permanent());
+    EXPECT_NE(answer->refusal().reason().find("is alive"), std::string::npos)
+        << answer->refusal().reason();
+  }
+  // The real member is still the member, on its stream.
+  v1::NodeStatus status;
+  victim.node()->FillStatus(&status, false);
+  ASSERT_EQ(status.members_size(), 1);
+  EXPECT_EQ(status.members(0).incarnation(), 7u);
+  // Its process ends (the stream closes): a restart gets in.
+  honest.reset();
+  ASSERT_TRUE(Eventually([&] {
+    Attacker restart(victim.address(), TlsConfig{});
+    if (!restart.Hello("w1", /*incarnation=*/8)) return false;
+    std::optional<v1::GossipFrame> answer = restart.Read();
+    return answer.has_value() && answer->has_hello();
+  }));
+}
+
 // No certificate, or one of another CA: the TLS handshake fails, the node
 // never sees a frame.
 TEST(HostilePeer, PeerWithoutACertificateOfTheClusterCaIsRefusedAtTheHandshake) {

@@ -78,6 +78,8 @@ class ScriptedPeer {
     Send(std::move(frame));
   }
   ScriptedLink& link() { return *link_; }
+  // Its stream ends, as when its process does.
+  void Close(const std::string& why = "scripted peer gone") { node_->OnLinkClosed(link_, why); }
 
  private:
   GossipNode* const node_;

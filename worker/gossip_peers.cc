@@ -495,7 +495,16 @@ absl::Status GossipPeers::ResyncIfAsked() {
     node_->ResyncFailed(*source, /*need_our_messages=*/false);
     return absl::OkStatus();
   }
-  if (!no_answer && !lacks_ours) return s;  // a refusal
+  if (!no_answer && !lacks_ours) {
+    // A refusal (PERMISSION_DENIED, FAILED_PRECONDITION, ...) from a member
+    // while we are one ourselves: the refuser's to explain, not a reason to
+    // stop (docs/protocol.md section 3: a refusal changes only what the
+    // refuser owns). Another member is asked, or the re-join dropped.
+    *log_ << "reckon-worker: re-join from " << *source << " refused: " << s.message() << "\n"
+          << std::flush;
+    node_->ResyncFailed(*source, /*need_our_messages=*/false, /*refused=*/true);
+    return absl::OkStatus();
+  }
   if (!node_->ResyncFailed(*source, lacks_ours) && lacks_ours) return s;
   *log_ << "reckon-worker: re-join from " << *source << " failed (" << s.message()
         << "); trying again from " << node_->ResyncSource().value_or(*source) << "\n"
