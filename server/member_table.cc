@@ -82,7 +82,7 @@ MemberTable::Admitted MemberTable::Admit(const std::shared_ptr<Link>& link, cons
     m.first_known = now;
   }
   Admitted admitted{&m, false};
-  if (hello.self().incarnation() > m.incarnation) {
+  if (hello.self().incarnation() != m.incarnation) {  // JudgeHello let it take the id
     admitted.restarted = m.incarnation != 0;
     m.BeginIncarnation(hello.self().incarnation());
   }

@@ -76,24 +76,21 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
     v.over_member_cap = true;
     return v;
   }
-  if (known != c.members->end() && hello.self().incarnation() < known->second.incarnation) {
-    return refuse(absl::StrCat("incarnation ", hello.self().incarnation(), " is older than ",
-                               known->second.incarnation, " already seen"),
-                  false);
-  }
   if (known != c.members->end() && hello.lane() == 0 &&
-      hello.self().incarnation() > known->second.incarnation) {
-    // A restart replaces the member, and its older incarnation is refused
-    // from then on. Without TLS anyone with the token can claim one: while
-    // the member's stream is up and it was heard within the failure
-    // timeout, its process is not gone, and the claim waits (a real
-    // restart's old stream closes, or falls silent, and it gets in then).
+      hello.self().incarnation() != known->second.incarnation) {
+    // Another incarnation of a member replaces it (a restart). Without TLS
+    // anyone with the token can claim one, older or newer: while the
+    // member's stream is up and it was heard within the failure timeout,
+    // its process is not gone, and the claim waits. A real restart's old
+    // stream closes, or falls silent, and it gets in then; and an
+    // incarnation that took the id while the member was away (an impostor,
+    // or a process thought dead) keeps it only while it is alive itself, so
+    // that it cannot lock the real one out for good.
     const Member& m = known->second;
     if (m.state == MemberState::kAlive && m.links.stream() != nullptr &&
         c.now - m.last_heard <= c.failure_timeout) {
       return refuse(
-          absl::StrCat("node '", id, "' incarnation ", m.incarnation,
-                       " is alive here (heard ",
+          absl::StrCat("node '", id, "' incarnation ", m.incarnation, " is alive here (heard ",
                        std::chrono::duration_cast<std::chrono::milliseconds>(c.now - m.last_heard)
                            .count(),
                        " ms ago): incarnation ", hello.self().incarnation(),

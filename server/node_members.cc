@@ -297,7 +297,7 @@ bool GossipNode::OriginMayBeAlive(const OriginKey& origin, Clock::time_point now
       (m->state == MemberState::kDead || m->state == MemberState::kLeft)) {
     return false;  // reached, then silent past the failure timeout, or gone
   }
-  if (m != nullptr && m->incarnation > origin.incarnation) return false;  // it restarted
+  if (m != nullptr && m->incarnation != origin.incarnation) return false;  // it restarted
   // Not reached (yet): given a failure timeout since we began, or since we
   // learned of its member, before it is presumed gone.
   const Clock::time_point since = m != nullptr ? std::max(started_, m->first_known) : started_;

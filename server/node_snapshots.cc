@@ -88,7 +88,15 @@ bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages,
     avoid.insert(source);
     other = ResyncSourceFor(resync_want_->origin, resync_want_->first_retained,
                             resync_want_->sender, avoid);
-    if (!other) return refused ? drop("no other live member has what we lack") : false;
+    if (!other) {
+      if (refused) return drop("no other live member has what we lack");
+      // No answer: asked again while it is a live member; once it is not,
+      // nobody is left to ask.
+      const bool source_alive = std::any_of(members_.begin(), members_.end(), [&](const auto& e) {
+        return e.second.address == source && e.second.state == MemberState::kAlive;
+      });
+      return source_alive ? false : drop("it is no longer a live member, nor is another that has what we lack");
+    }
   } else {
     other = RepairSourceLocked(source);
     if (!other || *other == source) return refused ? drop("no other member to ask") : false;

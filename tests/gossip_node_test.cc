@@ -1294,6 +1294,16 @@ TEST(GossipNode, AResyncRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
   a.Send(resync("a", 7, 5));
   ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:a"; }));
   EXPECT_EQ(ignored(), 4u);
+  // It does not answer: asked again while it is a live member, and the
+  // re-join dropped once it is dead (its address was junk, say).
+  EXPECT_FALSE(node->ResyncFailed("inproc:a", /*need_our_messages=*/false));
+  EXPECT_EQ(node->ResyncSource(), "inproc:a");
+  a.Close();
+  ASSERT_TRUE(Eventually([&] {
+    node->ResyncFailed("inproc:a", false);
+    return !node->ResyncSource().has_value();
+  }));
+  EXPECT_EQ(ignored(), 5u);
 }
 
 // Our own messages stay in our log while a member that has not applied
