@@ -33,8 +33,18 @@ void DialSchedule::MarkSelf(const std::string& address) {
 std::vector<std::string> DialSchedule::Due(
     Clock::time_point now, const std::function<bool(const std::string&)>& connected) {
   std::vector<std::string> due;
-  for (auto& [address, target] : targets_) {
+  size_t in_flight = 0;
+  for (const auto& [address, target] : targets_) in_flight += target.pending != nullptr;
+  // Round robin: from the address after the one last handed out, around.
+  auto start = targets_.upper_bound(resume_after_);
+  for (size_t n = 0; n < targets_.size(); ++n, ++start) {
+    if (start == targets_.end()) start = targets_.begin();
+    auto& [address, target] = *start;
     if (target.pending || now < target.next_attempt || connected(address)) continue;
+    if (in_flight + due.size() >= options_.max_in_flight) {
+      ++deferred_;
+      continue;
+    }
     target.backoff = target.backoff.count() == 0
                          ? options_.initial_backoff
                          : std::min(options_.max_backoff, target.backoff * 2);
@@ -42,6 +52,7 @@ std::vector<std::string> DialSchedule::Due(
     const double j = std::uniform_real_distribution<double>(0.75, 1.25)(jitter_);
     target.next_attempt = now + std::chrono::duration_cast<Clock::duration>(target.backoff * j);
     due.push_back(address);
+    resume_after_ = address;
   }
   return due;
 }

@@ -36,6 +36,10 @@ class DialSchedule {
     // and again while not connected, so what peers announce cannot grow it
     // without bound (docs/gossip.md "Threat model").
     size_t max_targets = 4096;
+    // Dials out at once at most (each is a channel and a connection: a
+    // member list can name a thousand made-up addresses). Due hands out
+    // the rest in turn, round robin.
+    size_t max_in_flight = 64;
   };
   DialSchedule(Options options, uint64_t jitter_seed);
 
@@ -57,8 +61,10 @@ class DialSchedule {
   bool Knows(const std::string& address) const { return targets_.count(address) > 0; }
 
   // The addresses to dial now: known, not ours, no dial in flight, past
-  // their next attempt, and not `connected`. Each one's backoff grows
-  // (initial, doubling to max, +-25% jitter) as it is handed out; the
+  // their next attempt, and not `connected`; at most max_in_flight dials
+  // out in all, taken round robin from where the last call stopped (one
+  // that waits for a slot is counted in deferred()). Each one's backoff
+  // grows (initial, doubling to max, +-25% jitter) as it is handed out; the
   // caller then dials it and reports the link with Dialed.
   std::vector<std::string> Due(Clock::time_point now,
                                const std::function<bool(const std::string&)>& connected);
@@ -89,6 +95,8 @@ class DialSchedule {
   std::vector<Expired> TakeExpired(Clock::time_point now);
   // Every dial in flight (the node closes them when it stops).
   std::vector<std::shared_ptr<Link>> Pending() const;
+  // Due addresses that waited for a slot (max_in_flight), so far.
+  uint64_t deferred() const { return deferred_; }
 
  private:
   struct Target {
@@ -103,6 +111,8 @@ class DialSchedule {
   std::set<std::string> self_;
   std::set<std::string> pinned_;
   std::set<std::string> refused_;  // by address; at most max_targets
+  std::string resume_after_;       // Due's round robin: where the last hand-out stopped
+  uint64_t deferred_ = 0;
 };
 
 }  // namespace reckon::server

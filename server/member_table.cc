@@ -1,5 +1,7 @@
 #include "server/member_table.h"
 
+#include <algorithm>
+
 #include <utility>
 
 namespace reckon::server {
@@ -65,10 +67,29 @@ bool MemberTable::ConnectedOrLeftAt(const std::string& address) const {
   return false;
 }
 
+bool MemberTable::OnlyAName(const Member& m) {
+  return m.incarnation == 0 && !m.vouched && !m.links.connected();
+}
+
+std::string MemberTable::Forget(const std::string& id) {
+  auto it = members_.find(id);
+  if (it == members_.end()) return "";
+  std::string address = it->second.address;
+  members_.erase(it);
+  if (forgotten_.insert(id).second) forgotten_order_.push_back(id);
+  while (forgotten_order_.size() > options_.max_members) {
+    forgotten_.erase(forgotten_order_.front());
+    forgotten_order_.pop_front();
+  }
+  return address;
+}
+
 HelloVerdict MemberTable::Judge(const v1::Hello& hello, HelloContext context) const {
   context.self = options_.self;
   context.members = &members_;
   context.max_members = options_.max_members;
+  context.a_name_can_give_way = std::any_of(members_.begin(), members_.end(),
+                                            [](const auto& e) { return OnlyAName(e.second); });
   return JudgeHello(hello, context);
 }
 
@@ -76,12 +97,23 @@ MemberTable::Admitted MemberTable::Admit(const std::shared_ptr<Link>& link, cons
                                          Clock::time_point now) {
   handshakes_.Remove(link);
   const std::string& id = hello.self().node_id();
+  std::string gave_way;
+  if (!members_.count(id) && members_.size() >= options_.max_members) {
+    // Full (JudgeHello let it in: a name can give way): the first such name goes.
+    for (auto it = members_.begin(); it != members_.end(); ++it) {
+      if (OnlyAName(it->second)) {
+        gave_way = it->second.address;
+        members_.erase(it);
+        break;
+      }
+    }
+  }
   Member& m = members_[id];
   if (m.node_id.empty()) {
     m.node_id = id;
     m.first_known = now;
   }
-  Admitted admitted{&m, false};
+  Admitted admitted{&m, false, std::move(gave_way)};
   if (hello.self().incarnation() != m.incarnation) {  // JudgeHello let it take the id
     admitted.restarted = m.incarnation != 0;
     m.BeginIncarnation(hello.self().incarnation());
@@ -92,7 +124,8 @@ MemberTable::Admitted MemberTable::Admit(const std::shared_ptr<Link>& link, cons
 ListLearned MemberTable::Learn(Member& from,
                                const google::protobuf::RepeatedPtrField<v1::Member>& list,
                                Clock::time_point now) {
-  return LearnMemberList(from, list, options_.self.node_id, options_.max_members, now, &members_);
+  return LearnMemberList(from, list, options_.self.node_id, options_.max_members, now, &members_,
+                         &forgotten_);
 }
 
 }  // namespace reckon::server

@@ -16,7 +16,9 @@
 #define RECKON_SERVER_MEMBER_TABLE_H_
 
 #include <cstddef>
+#include <deque>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -90,8 +92,19 @@ class MemberTable {
   struct Admitted {
     Member* member = nullptr;
     bool restarted = false;  // a known incarnation was replaced
+    // The address of a name nobody heard that gave way to it (the table
+    // was full): the caller stops dialing it. Empty when none.
+    std::string gave_way;
   };
   Admitted Admit(const std::shared_ptr<Link>& link, const v1::Hello& hello, Clock::time_point now);
+  // Whether `m` is only a name: never reached by us (no incarnation), heard
+  // by nobody (not vouched), not connected. Such a name gives way to a
+  // real member when the table is full, and is forgotten once it is dead.
+  static bool OnlyAName(const Member& m);
+  // Forgets a member (OnlyAName and dead); returns its address. Its name
+  // is not learned again from lists that do not hear it (the last
+  // max_members names forgotten are remembered).
+  std::string Forget(const std::string& id);
   // The member list of a heartbeat from `from` (membership.h
   // LearnMemberList, within max_members).
   ListLearned Learn(Member& from, const google::protobuf::RepeatedPtrField<v1::Member>& list,
@@ -100,6 +113,9 @@ class MemberTable {
  private:
   const Options options_;
   MemberMap members_;
+  // Names forgotten (Forget), the last max_members of them, oldest first.
+  std::set<std::string> forgotten_;
+  std::deque<std::string> forgotten_order_;
   PendingHandshakes handshakes_;
 };
 

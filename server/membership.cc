@@ -69,7 +69,8 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
                   true);
   }
   auto known = c.members->find(id);
-  if (known == c.members->end() && c.members->size() >= c.max_members) {
+  if (known == c.members->end() && c.members->size() >= c.max_members &&
+      !c.a_name_can_give_way) {
     HelloVerdict v = refuse(
         absl::StrCat("this cluster already has ", c.max_members, " members besides this node"),
         false);
@@ -119,7 +120,7 @@ std::optional<std::string> SilentTooLong(const Member& m, Clock::time_point now,
 ListLearned LearnMemberList(Member& from,
                             const google::protobuf::RepeatedPtrField<v1::Member>& list,
                             const std::string& self_id, size_t max_members, Clock::time_point now,
-                            MemberMap* members) {
+                            MemberMap* members, const std::set<std::string>* forgotten) {
   ListLearned out;
   if (list.empty()) return out;
   from.hears.clear();
@@ -131,6 +132,9 @@ ListLearned LearnMemberList(Member& from,
     }
     if (other.heard() && from.hears.size() < max_members) {
       from.hears.insert(OriginKey{id, other.incarnation()});
+    }
+    if (!members->count(id) && !other.heard() && forgotten != nullptr && forgotten->count(id)) {
+      continue;
     }
     if (!members->count(id) && members->size() >= max_members) {
       ++out.refused;

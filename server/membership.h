@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ struct HelloContext {
   // is alive: a newer incarnation of it is not a restart yet.
   Clock::time_point now;
   Clock::duration failure_timeout = std::chrono::seconds(3);
+  // The table holds a name nobody heard and we never reached
+  // (MemberTable::OnlyAName): a new member takes its place when full.
+  bool a_name_can_give_way = false;
 };
 
 // The checks of docs/protocol.md section 3, in its order; the first that
@@ -84,10 +88,13 @@ struct ListLearned {
   std::vector<LearnedAddress> addresses;
   uint64_t refused = 0;  // new ids past max_members
 };
+// `forgotten`: names this node forgot (MemberTable::OnlyAName, dead): not
+// learned again from a list that does not say it hears them, or two nodes
+// would teach each other the same made-up names for ever.
 ListLearned LearnMemberList(Member& from,
                             const google::protobuf::RepeatedPtrField<v1::Member>& list,
                             const std::string& self_id, size_t max_members, Clock::time_point now,
-                            MemberMap* members);
+                            MemberMap* members, const std::set<std::string>* forgotten = nullptr);
 
 // Two streams for one pair (both dialed at once): both ends keep the one
 // dialed by the smaller node id, so they agree without a message. True when

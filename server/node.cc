@@ -408,8 +408,16 @@ void GossipNode::Tick(Clock::time_point now) {
     auto arrived = arrivals.find(m.links.stream().get());
     if (arrived != arrivals.end()) m.last_heard = std::max(m.last_heard, arrived->second);
   }
+  std::vector<std::string> names_gone;
   for (auto& [id, m] : members_) {
     if (std::optional<std::string> dead = SilentTooLong(m, now, options_.failure_timeout)) {
+      if (MemberTable::OnlyAName(m)) {
+        // Never reached, heard by nobody: a name in a member list. It had
+        // its failure timeout of dials; forgotten (a member list can name
+        // anyone, and the table is capped).
+        names_gone.push_back(id);
+        continue;
+      }
       Log(*dead);
       counters_.set_members_failed(counters_.members_failed() + 1);
       m.state = MemberState::kDead;
@@ -422,6 +430,10 @@ void GossipNode::Tick(Clock::time_point now) {
     if (m.links.connected()) AntiEntropy(m, now);
     if (m.links.connected()) DialLanes(m, now);
     ComparePeerCheck(m);
+  }
+  for (const std::string& id : names_gone) StopDialing(members_.Forget(id));
+  if (!names_gone.empty()) {
+    counters_.set_names_forgotten(counters_.names_forgotten() + names_gone.size());
   }
   CollectGarbage(now);
   CloseSilentStreams(now);

@@ -464,6 +464,9 @@ class GossipNode final : public NodeService {
                                              const std::string& sender,
                                              const std::set<std::string>& avoid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `address` is dialed no more (unless it is a seed); a dial in flight to
+  // it is aborted.
+  void StopDialing(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds certificates to the book; new ones are passed on to every other

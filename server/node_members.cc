@@ -23,16 +23,21 @@ void GossipNode::MoveMember(Member& m, const std::string& address, Clock::time_p
     // Its old address is dialed no more (unless it is a seed): an old pod
     // IP would otherwise be redialed forever, and another process may
     // listen there by now.
-    if (std::shared_ptr<Link> pending = dial_.Forget(m.address)) {
-      members_.StopAwaiting(pending);
-      pending->Abort();
-    }
+    StopDialing(m.address);
   }
   m.address = address;
   if (!dial_.Learn(address, now)) {
     counters_.set_dial_targets_refused(counters_.dial_targets_refused() + 1);
     Log(absl::StrCat("not dialing ", address.substr(0, 64), " for ", m.node_id, ": ",
                      dial_.targets(), " addresses known already"));
+  }
+}
+
+void GossipNode::StopDialing(const std::string& address) {
+  if (address.empty()) return;
+  if (std::shared_ptr<Link> pending = dial_.Forget(address)) {
+    members_.StopAwaiting(pending);
+    pending->Abort();
   }
 }
 
@@ -197,6 +202,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   }
   const MemberTable::Admitted admitted = members_.Admit(link, hello, now);
   Member& m = *admitted.member;
+  if (!admitted.gave_way.empty()) StopDialing(admitted.gave_way);
   if (admitted.restarted) {
     Log(absl::StrCat("peer ", id, " restarted as incarnation ", m.incarnation));
     if (m.links.connected()) DropLink(m);
@@ -265,6 +271,7 @@ void GossipNode::DialDue(Clock::time_point now) {
     AwaitHello(link, now);
     SendCounted(*link, MakeHello());
   }
+  counters_.set_dials_deferred(dial_.deferred());
 }
 
 void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {

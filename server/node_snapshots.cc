@@ -41,6 +41,7 @@ void GossipNode::HandleResyncRequired(const Member& from, const v1::ResyncRequir
                        " ignored so far)"));
     }
   };
+  if (origin == self_) return ignore("that origin is this node, which has all of its own");
   if (members_.IsAlive(origin) && origin.node_id != from.node_id) {
     return ignore("that origin is a live member and serves its own messages");
   }

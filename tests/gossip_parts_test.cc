@@ -762,6 +762,38 @@ TEST(DialSchedule, BacksOffWithJitterAndResetsOnAHandshake) {
       dial.Due(t + std::chrono::seconds(10), [](const std::string&) { return true; }).empty());
 }
 
+// Each dial is a gRPC channel and a connection: a member list of 1,000
+// made-up names had a node dial them all at once (about 200 MiB of RSS and
+// a /status slower than 2 s, reckon-attacker). At most max_in_flight dials
+// are out at once; the others wait their turn, every address in turn
+// (round robin from where the last hand-out stopped), and are counted.
+TEST(DialSchedule, AtMostMaxInFlightDialsAndEveryAddressGetsItsTurn) {
+  DialSchedule::Options o{milliseconds(100), milliseconds(800), std::chrono::seconds(6)};
+  o.max_in_flight = 3;
+  DialSchedule dial(o, 1);
+  const Clock::time_point t0{};
+  auto never = [](const std::string&) { return false; };
+  for (int i = 0; i < 10; ++i) dial.Learn(absl::StrCat("p", i, ":1"), t0);
+  std::set<std::string> dialed;
+  std::vector<std::shared_ptr<Link>> links;
+  Clock::time_point t = t0;
+  for (int round = 0; round < 4; ++round) {
+    const std::vector<std::string> due = dial.Due(t, never);
+    EXPECT_EQ(due.size(), 3u) << round;
+    for (const std::string& address : due) {
+      dialed.insert(address);
+      links.push_back(std::make_shared<NullLink>());
+      dial.Dialed(address, links.back(), t);
+    }
+    EXPECT_TRUE(dial.Due(t, never).empty()) << "three in flight";
+    for (const auto& link : links) dial.Closed(link);
+    links.clear();
+    t += milliseconds(200);  // every backoff has passed: the turn decides
+  }
+  EXPECT_EQ(dialed.size(), 10u) << "every address had its turn";
+  EXPECT_GE(dial.deferred(), 7u);
+}
+
 TEST(DialSchedule, EveryDialHasADeadlineAndSelfDialsAreRemembered) {
   DialSchedule dial({milliseconds(100), milliseconds(800), std::chrono::seconds(6)}, 1);
   const Clock::time_point t0{};

@@ -23,6 +23,7 @@
 //
 // It prints one JSON object (frames sent by kind, streams opened and closed by
 // the target, calls refused) on stdout, and exits 0 unless it could not start.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -57,6 +58,11 @@ ABSL_FLAG(int64_t, origins, 200000, "invented origins the origins scenario sends
 ABSL_FLAG(uint64_t, seed, 1, "the random sequences' seed");
 ABSL_FLAG(std::string, id, "mallory", "the attacker's own node id");
 ABSL_FLAG(int32_t, threads, 3, "attacking threads (random scenario)");
+ABSL_FLAG(std::string, actions, "",
+          "random scenario: only these kinds of action, comma-separated (hello, update, "
+          "bad_update, heartbeat, leave, refusal, resync, certificates, drop, status, "
+          "snapshot); empty: all");
+ABSL_FLAG(int32_t, phantoms, 40, "made-up members a heartbeat's member list names at most");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0",
           "where it answers members' dials (each with a permanent Refusal)");
 
@@ -217,32 +223,49 @@ class RandomAttack {
   }
 
   void Run() {
+    // Each kind of action and its weight.
+    const std::vector<std::pair<std::string, int>> kinds = {
+        {"hello", 6},  {"update", 42},      {"bad_update", 10}, {"heartbeat", 12},
+        {"leave", 4},  {"refusal", 4},      {"resync", 3},      {"certificates", 3},
+        {"drop", 4},   {"status", 8},       {"snapshot", 4}};
+    const std::string only = absl::GetFlag(FLAGS_actions);
+    const std::vector<std::string> allowed = absl::StrSplit(only, ',', absl::SkipEmpty());
+    std::vector<std::pair<std::string, int>> chosen;
+    int total = 0;
+    for (const auto& [kind, weight] : kinds) {
+      if (!only.empty() && std::find(allowed.begin(), allowed.end(), kind) == allowed.end()) {
+        continue;
+      }
+      chosen.push_back({kind, weight});
+      total += weight;
+    }
+    if (total == 0) return;
     while (Clock::now() < end_) {
-      const int roll = static_cast<int>(rng_() % 100);
-      if (member_.empty() || roll < 6) {
+      int roll = static_cast<int>(rng_() % total);
+      std::string kind;
+      for (const auto& [k, weight] : chosen) {
+        if (roll < weight) {
+          kind = k;
+          break;
+        }
+        roll -= weight;
+      }
+      if (member_.empty() || kind == "hello") {
         OpenStream();
-      } else if (roll < 40) {
+      } else if (kind == "update") {
         SendInventedUpdate();
-      } else if (roll < 50) {
+      } else if (kind == "bad_update") {
         SendBadUpdate();
-      } else if (roll < 62) {
+      } else if (kind == "heartbeat") {
         SendHeartbeat();
-      } else if (roll < 66) {
-        SendSmall("leave");
-      } else if (roll < 70) {
-        SendSmall("refusal");
-      } else if (roll < 73) {
-        SendSmall("resync");
-      } else if (roll < 76) {
-        SendSmall("certificates");
-      } else if (roll < 80) {
+      } else if (kind == "drop") {
         DropStream();
-      } else if (roll < 88) {
+      } else if (kind == "status") {
         CallStatus();
-      } else if (roll < 92) {
+      } else if (kind == "snapshot") {
         CallSnapshot();
       } else {
-        SendInventedUpdate();
+        SendSmall(kind);
       }
       member_.erase(std::remove_if(member_.begin(), member_.end(),
                                    [&](const std::unique_ptr<Stream>& s) {
@@ -417,7 +440,8 @@ class RandomAttack {
     Frame f;
     v1::Heartbeat* h = f.mutable_heartbeat();
     *h->mutable_applied() = RandomVector();
-    const int members = static_cast<int>(rng_() % 40);
+    const int phantoms = absl::GetFlag(FLAGS_phantoms);
+    const int members = phantoms > 0 ? static_cast<int>(rng_() % (phantoms + 1)) : 0;
     for (int i = 0; i < members; ++i) {
       v1::Member* m = h->add_members();
       m->set_node_id(absl::StrCat("phantom-", rng_() % 2000));
