@@ -23,7 +23,9 @@ class Link {
   virtual ~Link() = default;
   // Queues `frame` behind earlier ones; the link keeps the pointer until
   // the frame is written. Returns false (frame not queued) when the link is
-  // closed or its queue already holds `byte_cap` bytes or more.
+  // closed or its queue already holds `byte_cap` bytes or more (of memory,
+  // as allocated: server/held_bytes.h; a link without a queue may count
+  // wire bytes).
   virtual bool Send(std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) = 0;
   // Queues `frame` ahead of the frames waiting (behind the write in flight
   // and earlier urgent frames): heartbeats, so that a peer behind a slow
@@ -34,7 +36,7 @@ class Link {
   virtual bool SendUrgent(std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) {
     return Send(std::move(frame), byte_cap);
   }
-  // Bytes queued and not yet handed to the transport.
+  // Bytes queued and not yet handed to the transport (as Send counts them).
   virtual size_t QueuedBytes() const = 0;
   // Ends the stream after the frames already queued; idempotent. The node's
   // OnLinkClosed follows (once) when the stream is gone.

@@ -1011,17 +1011,22 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
   }
   ASSERT_EQ(Counters(victim.node()).queue_drops(), 1u) << seq << " published";
   const uint64_t absorbed = seq;
+  size_t most_queued = 0;
+  {  // the moment it dropped: full
+    v1::NodeStatus s;
+    victim.node()->FillStatus(&s, false);
+    most_queued = s.members(0).queued_bytes();
+  }
   // From the first drop on, fresh messages are not queued for it while its
   // queue is full (in order per origin); anti-entropy tops the queue up on
   // each tick as far as the transport drained it (up to its HTTP/2 window
   // and socket buffers, then nothing). The queue never holds more than its
   // cap plus one frame (heartbeats, queued ahead, may take it to twice the
   // cap), however many are published.
-  size_t most_queued = 0;
   for (int k = 0; k < 20000; ++k) {
     Message m = MakeMessage(self, ++seq, rng, /*count=*/400);
     ASSERT_TRUE(victim.node()->Publish(m.update, m.decoded).ok());
-    if (k % 100 == 0) {
+    {  // after every publish: the queue drains between ticks
       v1::NodeStatus s;
       victim.node()->FillStatus(&s, false);
       most_queued = std::max<size_t>(most_queued, s.members(0).queued_bytes());

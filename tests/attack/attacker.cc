@@ -534,6 +534,33 @@ class RandomAttack {
   std::vector<std::pair<v1::Origin, uint64_t>> invented_;  // and its next seq
 };
 
+// Says Leave, on every target, for each member entry of the attacker's own
+// ids (`ids`, in whatever incarnation took them last): a member that leaves
+// counts for nothing in the ending. One that dies without leaving counts as
+// a member that may be training elsewhere, and stalls the ending, as any
+// member can (docs/gossip.md "Threat model"): the harness checks that the
+// cluster ends once the attacker is gone.
+void LeaveEverywhere(const Cluster& c, const std::vector<std::string>& ids,
+                     const std::string& listen, Tally* tally) {
+  for (const std::string& target : c.targets) {
+    absl::StatusOr<v1::NodeStatus> status =
+        server::FetchStatus(target, std::chrono::seconds(5), {}, c.token);
+    if (!status.ok()) continue;
+    for (const v1::MemberStatus& m : status->members()) {
+      if (std::find(ids.begin(), ids.end(), m.node_id()) == ids.end() || m.state() == "left") {
+        continue;
+      }
+      Stream s(target, Clock::now() + std::chrono::seconds(5), tally);
+      Frame leave;
+      leave.mutable_leave()->set_reason("the attack is over");
+      if (s.Send(HelloFrame(c, m.node_id(), m.incarnation(), listen)) && s.Send(leave)) {
+        tally->Add("left");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
 // `count` invented origins at seq 2, one small valid Update each, on one
 // member stream.
 void FloodOrigins(const Cluster& c, const std::string& id, const std::string& listen,
@@ -614,6 +641,11 @@ int Main() {
       });
     }
     for (std::thread& t : threads) t.join();
+    std::vector<std::string> ids;
+    for (int t = 0; t < absl::GetFlag(FLAGS_threads); ++t) {
+      ids.push_back(t == 0 ? id : absl::StrCat(id, "-", t));
+    }
+    LeaveEverywhere(c, ids, announced, &tally);
   } else {
     std::cerr << "reckon-attacker: --scenario is random or origins\n";
     return 2;
