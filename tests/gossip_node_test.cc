@@ -435,6 +435,31 @@ TEST(GossipNode, NamesNobodyHeardAreForgottenAndGiveWayToARealMember) {
   ASSERT_TRUE(Eventually([&] { return members() == 2; })) << members();
 }
 
+// What a member with the token can still do (docs/gossip.md "Threat
+// model"): change the others' learning rate and momentum by claiming to
+// train. Every alive member that has not said training_done counts among
+// the workers training, which the momentum match divides by (worker/
+// trainer.cc RematchMomentum): three identities of one attacker took a
+// cluster of three from x3.7 to x5.52 its learning rate. It lasts while
+// they are alive; one that says it is done, leaves or dies counts no more.
+TEST(GossipNode, AMemberThatSaysItTrainsCountsAmongTheWorkersTraining) {
+  Nodes c(1);
+  c.Start();
+  GossipNode* node = c.node(0);
+  EXPECT_EQ(node->TrainingMembers(), 1);
+  ScriptedPeer a(node, "a", 7, "inproc:a");
+  ScriptedPeer b(node, "b", 8, "inproc:b");
+  ASSERT_TRUE(Eventually([&] { return node->TrainingMembers() == 3; }));
+  v1::GossipFrame done;
+  done.mutable_heartbeat()->set_training_done(true);
+  a.Send(done);
+  ASSERT_TRUE(Eventually([&] { return node->TrainingMembers() == 2; }));
+  v1::GossipFrame leave;
+  leave.mutable_leave()->set_reason("gone");
+  b.Send(leave);
+  ASSERT_TRUE(Eventually([&] { return node->TrainingMembers() == 1; }));
+}
+
 TEST(GossipNode, SlowIntactLinkGetsNoRepairs) {
   // 400 ms one way; repair timeout 100 ms; a failure timeout the link allows.
   // On the nodes' clock, the link's latency too.

@@ -69,7 +69,8 @@ class Worker:
             "--cluster-token", TOKEN, "--summary-json", self.summary,
             "--after-training", "serve", "--layers", args.layers, "--threads", "1",
             "--epochs", str(args.epochs), "--eval-samples", "1000", "--heartbeat-ms", "50",
-            "--failure-timeout-ms", "1500", "--quiesce-timeout-s", "300", "--progress", "off",
+            "--failure-timeout-ms", "1500", "--progress", "off",
+            "--quiesce-timeout-s", str(int(args.attack_seconds) + 300),
             "--log-cap-mb", str(args.log_cap_mb), "--early-cap-mb", str(args.early_cap_mb),
             "--max-origins", str(args.max_origins),
         ] + (["--data-dir", args.data_dir] if args.data_dir else []) + extra
