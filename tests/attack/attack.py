@@ -45,6 +45,42 @@ from soak import free_ports, http_get  # noqa: E402
 TOKEN = "attack-harness-token"
 
 
+def data_identity(folder):
+    """The fingerprint's `data` of IDX files, computed from docs/protocol.md
+    section 3's words alone (a third party's check of that text); None for
+    other datasets."""
+    import gzip
+    import hashlib
+    import struct
+    files = []
+    for prefix in ("train", "t10k"):
+        for what in ("-images-idx3-ubyte", "-labels-idx1-ubyte"):
+            plain = os.path.join(folder, prefix + what)
+            files.append(plain if os.path.exists(plain) else plain + ".gz")
+    if not all(os.path.exists(f) for f in files):
+        return None
+
+    def samples(path):
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            return struct.unpack(">I", f.read(8)[4:8])[0]
+
+    digest = hashlib.sha256()
+    for path in files:
+        size = os.path.getsize(path)
+        digest.update(os.path.basename(path).encode() + b"\0")
+        digest.update(struct.pack("<Q", size))
+        with open(path, "rb") as f:
+            head = f.read(min(size, 65536))
+            tail = b""
+            if size > len(head):
+                f.seek(size - min(size - len(head), 65536))
+                tail = f.read()
+        digest.update(head + tail)
+    return (f"idx train {samples(files[0])} test {samples(files[2])} "
+            f"{digest.hexdigest()[:16]}")
+
+
 def rss_bytes(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -238,6 +274,17 @@ def origins_scenario(args, folder):
             return 1, figures
         victim = workers[0]
         before_status = victim.status()
+        # docs/protocol.md's rule for the fingerprint's `data`, as a third
+        # party would compute it, against what the worker says.
+        expected = data_identity(args.data_dir or "/usr/share/datasets/fashion-mnist")
+        said = ((before_status or {}).get("fingerprint") or {}).get("data")
+        if expected is None:
+            print("data identity: not an IDX dataset, protocol.md's rule not checked here")
+        elif expected != said:
+            failures.append(f"the fingerprint's data is {said!r}, protocol.md's rule gives "
+                            f"{expected!r}")
+        else:
+            print(f"data identity as protocol.md says: {expected}")
         time.sleep(1)
         before = rss_bytes(victim.process.pid)
         held_before = victim.held(victim.status())
