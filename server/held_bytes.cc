@@ -100,6 +100,22 @@ bool VectorBytes(const v1::VersionVector& v, size_t* bytes) {
   return true;
 }
 
+// An Update frame without reflection, or nullopt when anything in it
+// carries unknown fields.
+std::optional<size_t> UpdateBytes(const v1::GossipFrame& frame) {
+  const v1::Update& update = frame.update();
+  if (!Plain(frame) || !Plain(update) || (update.has_origin() && !Plain(update.origin()))) {
+    return std::nullopt;
+  }
+  size_t bytes = HeapBytes(kSharedControlBlock + sizeof(v1::GossipFrame)) +
+                 HeapBytes(sizeof(v1::Update)) + StringField(update.payload()) +
+                 StringField(update.signature());
+  if (update.has_origin()) {
+    bytes += HeapBytes(sizeof(v1::Origin)) + StringField(update.origin().node_id());
+  }
+  return bytes;
+}
+
 // A Heartbeat frame without reflection (its vectors hold thousands of
 // entries), or nullopt when anything in it carries unknown fields.
 std::optional<size_t> HeartbeatBytes(const v1::GossipFrame& frame) {
@@ -125,30 +141,15 @@ std::optional<size_t> HeartbeatBytes(const v1::GossipFrame& frame) {
 }  // namespace
 
 size_t HeldBytesOf(const v1::GossipFrame& frame) {
-  if (frame.has_heartbeat()) {
-    if (std::optional<size_t> bytes = HeartbeatBytes(frame)) return *bytes;
-  }
   // The frames held by count (Updates, in the log and the early arrivals,
-  // and most of the inbox's) without reflection, which costs about 650 ns a
-  // frame on the receive path; what has unknown fields, or is anything else,
-  // through SpaceUsedLong. tests/gossip_parts_test.cc checks both against
-  // mallinfo2.
-  if (frame.has_update() && frame.GetReflection()->GetUnknownFields(frame).empty()) {
-    const v1::Update& update = frame.update();
-    const google::protobuf::Reflection* reflection = update.GetReflection();
-    const bool plain = reflection->GetUnknownFields(update).empty() &&
-                       (!update.has_origin() ||
-                        update.origin().GetReflection()->GetUnknownFields(update.origin()).empty());
-    if (plain) {
-      size_t bytes = HeapBytes(kSharedControlBlock + sizeof(v1::GossipFrame)) +
-                     HeapBytes(sizeof(v1::Update)) + StringField(update.payload()) +
-                     StringField(update.signature());
-      if (update.has_origin()) {
-        bytes += HeapBytes(sizeof(v1::Origin)) + StringField(update.origin().node_id());
-      }
-      return bytes;
-    }
-  }
+  // and most of the inbox's; heartbeats, whose vectors hold thousands of
+  // entries) without reflection, which costs about 650 ns an Update on the
+  // receive path; what has unknown fields, or is anything else, through
+  // SpaceUsedLong. tests/gossip_parts_test.cc checks both against mallinfo2.
+  std::optional<size_t> fast;
+  if (frame.has_update()) fast = UpdateBytes(frame);
+  if (frame.has_heartbeat()) fast = HeartbeatBytes(frame);
+  if (fast) return *fast;
   const size_t owned = frame.SpaceUsedLong() - sizeof(v1::GossipFrame);
   return HeapBytes(kSharedControlBlock + sizeof(v1::GossipFrame)) + owned +
          AllocationOverhead(frame);

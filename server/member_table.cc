@@ -88,8 +88,10 @@ HelloVerdict MemberTable::Judge(const v1::Hello& hello, HelloContext context) co
   context.self = options_.self;
   context.members = &members_;
   context.max_members = options_.max_members;
-  context.a_name_can_give_way = std::any_of(members_.begin(), members_.end(),
-                                            [](const auto& e) { return OnlyAName(e.second); });
+  // Asked only of a full table (a Hello is judged for each stream).
+  context.a_name_can_give_way =
+      members_.size() >= options_.max_members &&
+      std::any_of(members_.begin(), members_.end(), [](const auto& e) { return OnlyAName(e.second); });
   return JudgeHello(hello, context);
 }
 

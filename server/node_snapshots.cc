@@ -93,9 +93,8 @@ bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages,
       if (refused) return drop("no other live member has what we lack");
       // No answer: asked again while it is a live member; once it is not,
       // nobody is left to ask.
-      const bool source_alive = std::any_of(members_.begin(), members_.end(), [&](const auto& e) {
-        return e.second.address == source && e.second.state == MemberState::kAlive;
-      });
+      const std::vector<std::string> live = members_.LiveAddresses("");
+      const bool source_alive = std::find(live.begin(), live.end(), source) != live.end();
       return source_alive ? false : drop("it is no longer a live member, nor is another that has what we lack");
     }
   } else {

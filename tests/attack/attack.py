@@ -230,11 +230,7 @@ def random_scenario(args, folder):
                 attacker.kill()
                 break
             time.sleep(0.5)
-        report = attacker.communicate()[0]
-        try:
-            figures["attacker"] = json.loads(report.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            failures.append(f"the attacker printed no report: {report!r}")
+        read_report(attacker, figures, failures)
         figures["slowest_status_s"] = round(slowest, 3)
         for i, w in enumerate(workers):
             if peak_over[i] > 0:
@@ -257,10 +253,7 @@ def random_scenario(args, folder):
             if len(set(agree)) != 1:
                 failures.append(f"the workers ended with {len(set(agree))} different replicas")
     finally:
-        codes = [w.stop() for w in workers]
-    for w, code in zip(workers, codes):
-        if code != 0:
-            failures.append(f"{w.name} exited {code}:\n{w.tail()}")
+        stop_all(workers, failures)
     return report_result(figures, failures, args)
 
 
@@ -290,11 +283,7 @@ def origins_scenario(args, folder):
         held_before = victim.held(victim.status())
         attacker = run_attacker(args, [workers[0].gossip[0]], "origins",
                                 ["--origins", str(args.origins)])
-        report = attacker.communicate()[0]
-        try:
-            figures["attacker"] = json.loads(report.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            failures.append(f"the attacker printed no report: {report!r}")
+        read_report(attacker, figures, failures)
         sent = args.origins
         seen = lambda s: (int(s.get("early_held", 0) or 0) - int(before_status.get("early_held", 0) or 0)
                           + int(counters(s).get("origins_refused", 0) or 0)
@@ -329,11 +318,25 @@ def origins_scenario(args, folder):
             failures.append(f"RSS grew {grew / 2**20:.1f} MiB, more than 1.25x the "
                             f"{held / 2**20:.1f} MiB counted + {args.rss_slack_mb} MiB")
     finally:
-        codes = [w.stop() for w in workers]
-    for w, code in zip(workers, codes):
+        stop_all(workers, failures)
+    return report_result(figures, failures, args)
+
+
+def read_report(attacker, figures, failures):
+    """Waits for the attacker and keeps its JSON report (its last line)."""
+    report = attacker.communicate()[0]
+    try:
+        figures["attacker"] = json.loads(report.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        failures.append(f"the attacker printed no report: {report!r}")
+
+
+def stop_all(workers, failures):
+    """SIGTERM to each worker; one that did not exit 0 is a failure, with its log's end."""
+    for w in workers:
+        code = w.stop()
         if code != 0:
             failures.append(f"{w.name} exited {code}:\n{w.tail()}")
-    return report_result(figures, failures, args)
 
 
 def report_result(figures, failures, args):
