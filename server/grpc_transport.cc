@@ -175,6 +175,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
                          ? node->CheckToken(request->cluster_token())
                          : node->CheckPeer(request->fingerprint(), request->cluster_token(),
                                            request->requester().node_id());
+    if (s.ok()) s = CheckOrigins(request->checksum_at(), node->max_origins());
     if (s.ok() && tls_ && !request->for_export()) {
       const std::string identity = PeerIdentity(*ctx->auth_context());
       if (identity != request->requester().node_id()) {
@@ -184,6 +185,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
       }
     }
     if (!s.ok()) {
+      node->Count(v1::NodeCounters::kRequestsRefusedFieldNumber);
       node->Log(absl::StrCat("refusing a snapshot to '",
                              request->requester().node_id().substr(0, 64), "' (", ctx->peer(),
                              "): ", s.message()));

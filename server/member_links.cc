@@ -6,11 +6,13 @@
 
 namespace reckon::server {
 
-void MemberLinks::Attach(std::shared_ptr<Link> link, uint32_t lanes_accepted) {
+void MemberLinks::Attach(std::shared_ptr<Link> link, uint32_t lanes_accepted,
+                         Clock::time_point now) {
   if (stream_ && stream_ != link) stream_->Abort();
   DropLanes();
   stream_ = std::move(link);
   state_ = {};
+  state_.attached = now;
   lanes_accepted_ = std::min(lanes_accepted, kMaxLanes);
 }
 

@@ -64,6 +64,13 @@ struct StreamState {
   // Heartbeats sent on the stream: every NodeOptions::member_list_every-th
   // one, the first included, carries our member list.
   uint64_t heartbeats_sent = 0;
+  // The node's tick (GossipNode::ticks_) of the last heartbeat queued on
+  // the stream: the next tick's may carry only the vector's changes.
+  std::optional<uint64_t> heartbeat_tick;
+  // When the stream was attached (its Hello judged): a second stream of the
+  // same incarnation is a dial race only while the first is this new
+  // (membership.h JudgeHello).
+  Clock::time_point attached;
 
   // What was pushed is taken for lost (a lane gone, a snapshot installed):
   // served again from the member's vector.
@@ -89,8 +96,9 @@ class MemberLinks {
 
   // `link` becomes the stream, its state fresh; a previous stream (another
   // link) and every lane are aborted. `lanes_accepted`: how many lanes the
-  // member's Hello said it takes (capped at kMaxLanes).
-  void Attach(std::shared_ptr<Link> link, uint32_t lanes_accepted);
+  // member's Hello said it takes (capped at kMaxLanes); `now` is kept as
+  // StreamState::attached.
+  void Attach(std::shared_ptr<Link> link, uint32_t lanes_accepted, Clock::time_point now);
   // Aborts the stream and every lane and forgets them (Abort, not Close: a
   // dead or departed peer may never finish the write in flight, and Close
   // would wait on it forever). Afterwards as for a member never reached,

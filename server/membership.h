@@ -41,8 +41,12 @@ struct HelloContext {
   std::string peer_identity;
   const MemberMap* members = nullptr;
   size_t max_members = 1024;
+  // Whether this node dialed the stream the Hello came on.
+  bool link_dialed = false;
   // A member heard within this long before `now`, on a stream that is up,
-  // is alive: a newer incarnation of it is not a restart yet.
+  // is alive: another incarnation of it is not a restart yet, and another
+  // stream of it is not a reconnection (only a dial race's, while the
+  // first is new).
   Clock::time_point now;
   Clock::duration failure_timeout = std::chrono::seconds(3);
   // The table holds a name nobody heard and we never reached

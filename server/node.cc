@@ -123,7 +123,7 @@ std::unique_ptr<cpu::ThreadPool> ValidationPool(const NodeOptions& o) {
 }  // namespace
 
 GossipNode::GossipNode(NodeOptions options, AppliedReplica replica, bool clock_injected)
-    : NodeService(options.fingerprint, options.node_id),
+    : NodeService(options.fingerprint, options.node_id, options.max_origins),
       options_(WithClock(std::move(options))),
       self_{options_.node_id, options_.incarnation},
       lanes_{options_.lanes, options_.lane_min_bytes},
@@ -191,11 +191,11 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     // heartbeat fell due would otherwise leave without having said it
     // settled, and a member waiting for a majority would not count it
     // (docs/protocol.md section 6).
-    const std::shared_ptr<const v1::GossipFrame> last_word = leave ? MakeHeartbeat() : nullptr;
+    const HeartbeatBases last_word = leave ? MakeHeartbeats(/*tick=*/false) : HeartbeatBases{};
     for (auto& [id, m] : members_) {
       if (!m.links.connected()) continue;
       if (leave) {
-        SendCounted(*m.links.stream(), HeartbeatFor(m, *last_word));
+        SendCounted(*m.links.stream(), HeartbeatFor(m, last_word));
         SendCounted(*m.links.stream(), leave_frame);
         told.push_back(m.links.stream());
       }
@@ -400,7 +400,7 @@ void GossipNode::Tick(Clock::time_point now) {
   ++ticks_;
   UpdateSettled();
   handoff_.DropCut(Clock::now() - kTrainingCutKept);  // steady time, as it was made
-  auto heartbeat = MakeHeartbeat();
+  const HeartbeatBases heartbeat = MakeHeartbeats(/*tick=*/true);
   // Frames that arrived but wait in the inbox count as heard.
   const std::map<const Link*, Clock::time_point> arrivals = inbox_.LastArrivals();
   for (auto& [id, m] : members_) {
@@ -425,7 +425,7 @@ void GossipNode::Tick(Clock::time_point now) {
       RebuildRing();
     }
     if (m.links.connected() && HeartbeatDue(m)) {
-      SendTo(m, HeartbeatFor(m, *heartbeat), 2 * options_.send_queue_byte_cap);
+      SendHeartbeat(m, heartbeat, 2 * options_.send_queue_byte_cap);
     }
     if (m.links.connected()) AntiEntropy(m, now);
     if (m.links.connected()) DialLanes(m, now);

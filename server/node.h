@@ -575,13 +575,27 @@ class GossipNode final : public NodeService {
   void ForgetLane(const LaneRef& lane, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dials the lanes m should have and lacks; aborts ours it never answered.
   void DialLanes(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<const v1::GossipFrame> MakeHeartbeat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A heartbeat tick's frames, without member lists: `whole` carries our
+  // vector, `changes` (applied_changes_only) what changed in it since the
+  // previous tick's; null when it went back (a snapshot installed) or
+  // outside a tick, and every member is sent `whole`.
+  struct HeartbeatBases {
+    std::shared_ptr<const v1::GossipFrame> whole, changes;
+  };
+  // `tick`: the heartbeats of this tick (Tick only): the changes are taken
+  // against announced_, which then becomes our vector.
+  HeartbeatBases MakeHeartbeats(bool tick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends the member list (us first) to a heartbeat.
   void AddMemberList(v1::Heartbeat* hb) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `base` (MakeHeartbeat: no member list) with the stream's own count of
-  // frames received from `m`, and the member list on every
-  // member_list_every-th heartbeat: the O(members) list is built only then.
-  std::shared_ptr<const v1::GossipFrame> HeartbeatFor(Member& m, const v1::GossipFrame& base)
+  // m's heartbeat: the changes when its stream had the previous tick's
+  // heartbeat (and this one carries no member list), else the whole
+  // vector; with the stream's own count of frames received from `m`, and
+  // the member list on every member_list_every-th heartbeat (the O(members)
+  // list is built only then). Queued as SendTo(byte_cap); on success the
+  // stream remembers this tick.
+  bool SendHeartbeat(Member& m, const HeartbeatBases& bases, size_t byte_cap)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<const v1::GossipFrame> HeartbeatFor(Member& m, const HeartbeatBases& bases)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // This node's side of quiescence (quiescence.h), as of now.
   LocalQuiescence LocalQuiescenceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -656,6 +670,8 @@ class GossipNode final : public NodeService {
   MemberTable members_ ABSL_GUARDED_BY(mu_);
   Ring ring_ ABSL_GUARDED_BY(mu_);  // tree overlay only
   uint64_t ticks_ ABSL_GUARDED_BY(mu_) = 0;
+  // Our vector as the last tick's heartbeats said it (MakeHeartbeats).
+  VersionMap announced_ ABSL_GUARDED_BY(mu_);
   DialSchedule dial_ ABSL_GUARDED_BY(mu_);
   // Workers that asked for a snapshot and have not connected since
   // (NoteJoiner; joiners.h).

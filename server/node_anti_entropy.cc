@@ -25,7 +25,39 @@ bool GossipNode::HeartbeatDue(const Member& m) const {
 }
 
 void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now) {
-  m.applied = FromProto(hb.applied());
+  // Refused whole before anything of it is taken: no member's vector names
+  // more origins than ours may (a map per member of what a frame can list
+  // would be memory nobody counts).
+  for (const v1::VersionVector* vector : {&hb.applied(), &hb.checked()}) {
+    if (absl::Status bounded = CheckOrigins(*vector, options_.max_origins); !bounded.ok()) {
+      counters_.set_frames_refused(counters_.frames_refused() + 1);
+      if (counters_.frames_refused() % 1000 == 1) {  // a flood must not flood the log
+        Log(absl::StrCat("refused a heartbeat from ", m.node_id, ": ", bounded.message(), " (",
+                         counters_.frames_refused(), " frames refused so far)"));
+      }
+      return;
+    }
+  }
+  if (hb.applied_changes_only()) {
+    // Its vector's changes since its previous heartbeat on this stream: the
+    // origins they add count against the cap as a whole vector's would.
+    size_t adds = 0;
+    for (const v1::VersionEntry& e : hb.applied().entries()) {
+      if (!m.applied.count(KeyOf(e.origin()))) ++adds;
+    }
+    if (m.applied.size() + adds > options_.max_origins) {
+      counters_.set_frames_refused(counters_.frames_refused() + 1);
+      if (counters_.frames_refused() % 1000 == 1) {
+        Log(absl::StrCat("refused a heartbeat from ", m.node_id, ": its changes name ", adds,
+                         " new origins, past the ", options_.max_origins,
+                         " a vector may name (--max-origins)"));
+      }
+      return;
+    }
+    for (const v1::VersionEntry& e : hb.applied().entries()) m.applied[KeyOf(e.origin())] = e.seq();
+  } else {
+    m.applied = FromProto(hb.applied());
+  }
   m.training_done = hb.training_done();
   m.settled = hb.settled();
   m.weight_hash = hb.weight_hash().substr(0, 64);
@@ -54,13 +86,19 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   // Every origin we applied, not only those our log still holds: a member
   // behind on one whose messages all left the log (it was dead when they
   // did) must be told to re-join, or it would never catch up.
+  // Every origin, each tick and heartbeat, for every member: a walk of the
+  // sorted vectors side by side, and nothing more for what it has (a
+  // member with the token can make them thousands of origins long).
   static const MessageLog::Entries kNothingRetained;
+  SeqCursor theirs_at(m.applied), pushed_at(m.links.state().pushed);
   for (const auto& [origin, ours] : replica_.applied()) {
+    const uint64_t theirs = theirs_at.At(origin), pushed = pushed_at.At(origin);
+    if (std::max(theirs, pushed) >= ours) continue;  // PlanRepair's kNothing
     const MessageLog::Entries* retained = log_.Find(origin);
     const MessageLog::Entries& entries = retained != nullptr ? *retained : kNothingRetained;
-    const RepairPlan plan = PlanRepair(
-        ours, SeqOf(m.applied, origin), SeqOf(m.links.state().pushed, origin),
-        entries.empty() ? ours + 1 : entries.begin()->first, m.resync_told.count(origin) > 0);
+    const RepairPlan plan =
+        PlanRepair(ours, theirs, pushed, entries.empty() ? ours + 1 : entries.begin()->first,
+                   m.resync_told.count(origin) > 0);
     if (plan.kind == RepairPlan::kResync) {
       // A live origin that m hears serves m itself (its own log decides
       // whether m must re-join): from us, a joiner whose cut is later than
@@ -103,13 +141,14 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   }
 }
 
-std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
-  auto frame = std::make_shared<v1::GossipFrame>();
-  v1::Heartbeat* hb = frame->mutable_heartbeat();
-  ToProto(replica_.applied(), hb->mutable_applied());
+GossipNode::HeartbeatBases GossipNode::MakeHeartbeats(bool tick) {
+  // What every heartbeat of the tick says besides the vector.
+  auto changes = std::make_shared<v1::GossipFrame>();
+  v1::Heartbeat* hb = changes->mutable_heartbeat();
   hb->set_local_steps(handoff_.local_steps());
   hb->set_training_done(handoff_.done());
-  if (settlement_.SettledAt(replica_.applied())) {
+  const VersionMap& applied = replica_.applied();
+  if (settlement_.SettledAt(applied)) {
     hb->set_settled(true);
     hb->set_weight_hash(settlement_.hash());
   }
@@ -117,7 +156,34 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHeartbeat() {
     ToProto(check->at, hb->mutable_checked());
     hb->set_checked_checksum(check->checksum);
   }
-  return frame;
+  auto whole = std::make_shared<v1::GossipFrame>(*changes);
+  ToProto(applied, whole->mutable_heartbeat()->mutable_applied());
+  if (!tick) return {whole, nullptr};
+  // One walk of both (sorted) maps: what is new or moved on, and whether
+  // an origin went back or is gone (a snapshot installed).
+  bool went_back = false;
+  v1::VersionVector* changed = hb->mutable_applied();
+  auto before = announced_.begin();
+  for (const auto& [origin, seq] : applied) {
+    while (before != announced_.end() && before->first < origin) {
+      went_back = true;  // announced, no longer in our vector
+      ++before;
+    }
+    const bool known = before != announced_.end() && before->first == origin;
+    const uint64_t said = known ? before->second : 0;
+    if (known) ++before;
+    if (seq < said) went_back = true;
+    if (seq == said) continue;
+    v1::VersionEntry* e = changed->add_entries();
+    e->mutable_origin()->set_node_id(origin.node_id);
+    e->mutable_origin()->set_incarnation(origin.incarnation);
+    e->set_seq(seq);
+  }
+  if (before != announced_.end()) went_back = true;
+  hb->set_applied_changes_only(true);
+  if (changed->entries_size() > 0 || went_back) announced_ = applied;
+  if (went_back) return {whole, nullptr};
+  return {whole, changes};
 }
 
 void GossipNode::AddMemberList(v1::Heartbeat* hb) const {
@@ -135,16 +201,28 @@ void GossipNode::AddMemberList(v1::Heartbeat* hb) const {
   }
 }
 
+bool GossipNode::SendHeartbeat(Member& m, const HeartbeatBases& bases, size_t byte_cap) {
+  if (!SendTo(m, HeartbeatFor(m, bases), byte_cap)) return false;
+  m.links.state().heartbeat_tick = ticks_;
+  return true;
+}
+
 std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(Member& m,
-                                                                const v1::GossipFrame& base) {
-  auto frame = std::make_shared<v1::GossipFrame>(base);
-  frame->mutable_heartbeat()->set_frames_received(m.links.state().frames_received);
+                                                                const HeartbeatBases& bases) {
+  StreamState& stream = m.links.state();
+  const bool member_list =
+      stream.heartbeats_sent++ % static_cast<uint64_t>(std::max(1, options_.member_list_every)) ==
+      0;
+  // The receiver has our vector as of the previous tick only if the stream
+  // had that tick's heartbeat (queued in order, after the whole one).
+  const bool changes_do = bases.changes != nullptr && !member_list &&
+                          stream.heartbeat_tick.has_value() && *stream.heartbeat_tick + 1 == ticks_;
+  auto frame = std::make_shared<v1::GossipFrame>(changes_do ? *bases.changes : *bases.whole);
+  frame->mutable_heartbeat()->set_frames_received(stream.frames_received);
   for (uint64_t frames : m.links.LaneFramesReceived()) {
     frame->mutable_heartbeat()->add_lane_frames_received(frames);
   }
-  if (m.links.state().heartbeats_sent++ % std::max(1, options_.member_list_every) == 0) {
-    AddMemberList(frame->mutable_heartbeat());
-  }
+  if (member_list) AddMemberList(frame->mutable_heartbeat());
   return frame;
 }
 

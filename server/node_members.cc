@@ -170,6 +170,7 @@ HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
       CheckPeer(hello.fingerprint(), hello.cluster_token(), hello.self().node_id());
   context.require_identity = options_.require_peer_identity;
   context.peer_identity = link.PeerIdentity();
+  context.link_dialed = link.dialed();
   context.now = Now();
   context.failure_timeout = options_.failure_timeout;
   return members_.Judge(hello, std::move(context));
@@ -221,7 +222,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
       return;
     }
   }
-  m.links.Attach(link, hello.lanes_accepted());
+  m.links.Attach(link, hello.lanes_accepted(), now);
   m.last_heard = now;
   if (certificates_) {
     // Its handshake certificate first, then everything we know goes to it
@@ -242,7 +243,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   m.vouched = true;
   RebuildRing();
   reached_any_ = true;
-  SendTo(m, HeartbeatFor(m, *MakeHeartbeat()), SIZE_MAX);
+  SendHeartbeat(m, MakeHeartbeats(/*tick=*/false), SIZE_MAX);
 }
 
 void GossipNode::DropLink(Member& m) {

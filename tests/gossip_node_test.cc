@@ -721,6 +721,94 @@ TEST(GossipNode, DefaultTimeoutsHoldToTheTickOnTheNodesClock) {
   EXPECT_FALSE(member_alive());
 }
 
+// A heartbeat carried the whole version vector, 10 to 20 times a second to
+// every member: a member with the token that fills it with 4,096 made-up
+// origins made every heartbeat ~100 KiB, copied per member, parsed and
+// walked on arrival, and the workers spent most of their CPU on it
+// (reckon-attacker's long form: a /status took 2 s, heartbeats missed).
+// A heartbeat carries the vector's changes since the previous one on the
+// stream (applied_changes_only), whole only on a stream's first, with the
+// member list, after a skipped tick; the receiver sets what changed and
+// keeps the rest.
+TEST(GossipNode, HeartbeatsCarryTheVectorsChangesAndTheReceiverKeepsTheRest) {
+  ManualClock clock;
+  Nodes c(1, milliseconds(0), [&](int, NodeOptions& o) { o.clock = clock.Function(); });
+  c.Start();
+  GossipNode* node = c.node(0);
+  ScriptedPeer member(node, "w1", 7, "inproc:w1");
+  ASSERT_TRUE(Eventually([&] {
+    v1::NodeStatus s;
+    node->FillStatus(&s, false);
+    return s.members_size() == 1 && s.members(0).state() == "alive";
+  }));
+  auto heartbeats = [&] {
+    std::vector<v1::Heartbeat> out;
+    for (const auto& f : member.link().sent()) {
+      if (f->has_heartbeat()) out.push_back(f->heartbeat());
+    }
+    return out;
+  };
+  auto next_tick = [&] {
+    const size_t before = heartbeats().size();
+    clock.Advance(node->options().heartbeat_interval);
+    return Eventually([&] { return heartbeats().size() > before; });
+  };
+  ASSERT_TRUE(next_tick());
+  c.Publish(0, 1, 2);  // n0's seq 1 and 2
+  ASSERT_TRUE(next_tick());
+  ASSERT_TRUE(next_tick());  // nothing changed
+  std::vector<v1::Heartbeat> got = heartbeats();
+  ASSERT_GE(got.size(), 4u);
+  EXPECT_FALSE(got[0].applied_changes_only()) << "a stream's first heartbeat is whole";
+  EXPECT_GT(got[0].members_size(), 0);
+  const v1::Heartbeat& changed = got[got.size() - 2];
+  EXPECT_TRUE(changed.applied_changes_only());
+  ASSERT_EQ(changed.applied().entries_size(), 1) << changed.DebugString();
+  EXPECT_EQ(changed.applied().entries(0).origin().node_id(), "n0");
+  EXPECT_EQ(changed.applied().entries(0).seq(), 2u);
+  EXPECT_TRUE(got.back().applied_changes_only());
+  EXPECT_EQ(got.back().applied().entries_size(), 0);
+  // The member list goes with the whole vector, every member_list_every-th.
+  for (int i = 0; i < node->options().member_list_every; ++i) ASSERT_TRUE(next_tick());
+  got = heartbeats();
+  for (size_t i = 0; i < got.size(); ++i) {
+    const v1::Heartbeat& hb = got[i];
+    EXPECT_EQ(hb.applied_changes_only(), hb.members_size() == 0) << hb.DebugString();
+    if (i > 0 && !hb.applied_changes_only()) {
+      EXPECT_EQ(hb.applied().entries_size(), 1) << "n0 published before it";
+    }
+  }
+
+  // The receiving side: w1's whole vector, then its changes.
+  auto lag = [&] {
+    v1::NodeStatus s;
+    node->FillStatus(&s, false);
+    return s.members(0).lag();
+  };
+  auto member_says = [&](bool changes_only, std::vector<std::pair<std::string, uint64_t>> entries) {
+    const uint64_t before = node->counters().bytes_received();
+    v1::GossipFrame f;
+    f.mutable_heartbeat()->set_applied_changes_only(changes_only);
+    for (const auto& [id, seq] : entries) {
+      v1::VersionEntry* e = f.mutable_heartbeat()->mutable_applied()->add_entries();
+      e->mutable_origin()->set_node_id(id);
+      e->mutable_origin()->set_incarnation(id == "n0" ? 1000 : 1);
+      e->set_seq(seq);
+    }
+    member.Send(std::move(f));
+    ASSERT_TRUE(Eventually([&] { return node->counters().bytes_received() > before; }));
+  };
+  member_says(false, {{"n0", 1}});
+  EXPECT_EQ(lag(), 1);
+  member_says(true, {{"x", 4}});  // another origin changed; n0 stays at 1
+  EXPECT_EQ(lag(), 1);
+  member_says(true, {{"n0", 2}});
+  EXPECT_EQ(lag(), 0);
+  member_says(false, {{"x", 4}});  // whole: n0 absent is 0
+  EXPECT_EQ(lag(), 2);
+  EXPECT_EQ(node->counters().frames_refused(), 0u);
+}
+
 // The counters are one proto message (NodeCounters): /metrics exposes every
 // field of it, with its help and the value the node counted, a map field
 // once per codec label; status carries the same message. A counter added

@@ -884,7 +884,7 @@ TEST(Membership, HelloIsJudgedByTheProtocolsRulesInOrder) {
   const Clock::time_point t0 = Clock::now();
   members["b"].state = MemberState::kAlive;
   members["b"].last_heard = t0;
-  members["b"].links.Attach(std::make_shared<NowhereLink>(), 0);
+  members["b"].links.Attach(std::make_shared<NowhereLink>(), 0, t0);
   c.now = t0 + std::chrono::milliseconds(1500);
   c.failure_timeout = std::chrono::seconds(3);
   for (uint64_t incarnation : {4, 6}) {
@@ -893,8 +893,25 @@ TEST(Membership, HelloIsJudgedByTheProtocolsRulesInOrder) {
                                      "incarnation ", incarnation, " is let in once it is gone"));
     EXPECT_FALSE(v.permanent);
   }
+  // Another stream of b's own incarnation: a dial race (opposite ways, b's
+  // stream new, KeepsStream picks), else an impostor or a reconnection b's
+  // stream has not seen end yet.
+  c.link_dialed = true;  // b's stream was accepted, this one we dialed
+  EXPECT_EQ(judge(HelloFrom("b", 5)).kind, HelloVerdict::kAdmit);
+  c.link_dialed = false;
+  v = judge(HelloFrom("b", 5));
+  EXPECT_EQ(v.reason,
+            "node 'b' incarnation 5 is alive here on another stream (heard 1500 ms ago): a "
+            "second stream is let in once that one is gone");
+  EXPECT_FALSE(v.permanent);
+  members["b"].last_heard = t0 + std::chrono::seconds(3);
+  c.now = t0 + std::chrono::milliseconds(3500);  // b heard; its stream 3.5 s old
+  c.link_dialed = true;
+  EXPECT_EQ(judge(HelloFrom("b", 5)).kind, HelloVerdict::kRefuse) << "no race: b's stream is old";
+  members["b"].last_heard = t0;
   c.now = t0 + std::chrono::seconds(4);  // silent past the failure timeout
   EXPECT_EQ(judge(HelloFrom("b", 4)).kind, HelloVerdict::kAdmit);
+  EXPECT_EQ(judge(HelloFrom("b", 5)).kind, HelloVerdict::kAdmit);
 }
 
 TEST(Membership, BothEndsKeepTheStreamDialedByTheSmallerId) {
@@ -912,7 +929,7 @@ TEST(Lanes, ALaneIsTakenOnlyFromALiveMemberOfTheSameIncarnation) {
   b.node_id = "b";
   b.incarnation = 5;
   b.state = MemberState::kAlive;
-  b.links.Attach(std::make_shared<NowhereLink>(), 0);
+  b.links.Attach(std::make_shared<NowhereLink>(), 0, Clock::now());
   v1::Hello lane = HelloFrom("b", 5);
   lane.set_lane(1);
   EXPECT_EQ(LaneRefusal(lane, members), std::nullopt);
@@ -1126,7 +1143,7 @@ TEST(MemberTable, AdmitsOnceRestartsOnANewerIncarnationAndFindsMembersByStream) 
   EXPECT_EQ(b.member->node_id, "b");
   EXPECT_EQ(b.member->incarnation, 5u);
   EXPECT_EQ(b.member->first_known, t0 + milliseconds(1));
-  b.member->links.Attach(stream, 0);
+  b.member->links.Attach(stream, 0, Clock::now());
   b.member->state = MemberState::kAlive;
   b.member->address = "b:1";
   b.member->applied = {{{"b", 5}, 3}};

@@ -220,7 +220,7 @@ class MadeUpSnapshotSource final : public server::NodeService {
   MadeUpSnapshotSource(server::VersionMap applied, std::vector<int64_t> weights,
                        std::optional<uint64_t> witness_says = std::nullopt,
                        const std::string& id = "liar")
-      : NodeService(server::testing::Fingerprint(), id),
+      : NodeService(server::testing::Fingerprint(), id, /*max_origins=*/4096),
         checksum_(server::testing::Fingerprint().seed()),
         applied_(std::move(applied)),
         weights_(std::move(weights)),

@@ -64,7 +64,8 @@ const Pki& TestPki() {
 // node would be.
 class StandInNode : public NodeService {
  public:
-  StandInNode() : NodeService(Fingerprint(), "stand-in"), checksum_(Fingerprint().seed()) {}
+  StandInNode()
+      : NodeService(Fingerprint(), "stand-in", /*max_origins=*/4096), checksum_(Fingerprint().seed()) {}
   bool started() const override { return true; }
   absl::Status CheckPeer(const v1::ClusterFingerprint&, const std::string& token,
                          const std::string&) const override {
@@ -316,6 +317,52 @@ TEST(HostilePeer, ARestartClaimedWhileTheMemberIsAliveIsRefusedUntilItIsGone) {
     Attacker restart(victim.address(), TlsConfig{});
     if (!restart.Hello("w1", /*incarnation=*/8)) return false;
     std::optional<v1::GossipFrame> answer = restart.Read();
+    return answer.has_value() && answer->has_hello();
+  }));
+}
+
+// The same without even another incarnation: a second stream in a live
+// member's name and incarnation was taken for a dial race (both ends dial
+// at once), and where the member's id is the smaller the stream accepted
+// last won: the impostor's replaced the member's own, and its Leave then
+// made the member "left" (reckon-attacker did so to w0 at w1, "peer w0
+// left: bye"). A dial race has one stream each way, both new: a second
+// accepted stream of a member whose stream is up and heard is refused.
+TEST(HostilePeer, ASecondStreamInALiveMembersNameIsRefusedUntilTheFirstIsGone) {
+  Victim victim(TlsConfig{});
+  // "alice" < "victim": of two streams in a race the victim keeps the one
+  // alice dialed, that is one it accepted, as the impostor's is.
+  auto honest = std::make_unique<Attacker>(victim.address(), TlsConfig{});
+  ASSERT_TRUE(honest->Hello("alice", /*incarnation=*/7));
+  ASSERT_TRUE(honest->Read().has_value());  // the victim's Hello
+  {
+    Attacker impostor(victim.address(), TlsConfig{});
+    ASSERT_TRUE(impostor.Hello("alice", /*incarnation=*/7));
+    std::optional<v1::GossipFrame> answer = impostor.Read();
+    ASSERT_TRUE(answer.has_value());
+    ASSERT_TRUE(answer->has_refusal()) << answer->DebugString();
+    EXPECT_FALSE(answer->refusal().permanent());
+    EXPECT_NE(answer->refusal().reason().find("is alive here on another stream"),
+              std::string::npos)
+        << answer->refusal().reason();
+    v1::GossipFrame leave;
+    leave.mutable_leave()->set_reason("bye");
+    impostor.Send(leave);
+  }
+  // Alice is still alive, on her own stream: the victim still talks to it.
+  v1::NodeStatus status;
+  victim.node()->FillStatus(&status, false);
+  ASSERT_EQ(status.members_size(), 1);
+  EXPECT_EQ(status.members(0).state(), "alive");
+  std::optional<v1::GossipFrame> next = honest->Read();
+  ASSERT_TRUE(next.has_value()) << "alice's own stream was dropped";
+  EXPECT_GE(Counters(victim.node()).peers_refused(), 1u);
+  // Her stream ends: her next one gets in.
+  honest.reset();
+  ASSERT_TRUE(Eventually([&] {
+    Attacker again(victim.address(), TlsConfig{});
+    if (!again.Hello("alice", /*incarnation=*/7)) return false;
+    std::optional<v1::GossipFrame> answer = again.Read();
     return answer.has_value() && answer->has_hello();
   }));
 }
@@ -1353,6 +1400,68 @@ TEST(HostilePeer, ProbeThatNeverJoinsHoldsAFinishedNodeForOneFailureTimeout) {
   v1::NodeStatus after;
   victim.node()->FillStatus(&after);
   EXPECT_EQ(after.members_size(), 0) << after.DebugString();
+}
+
+// A version vector names at most --max-origins origins on every node, so a
+// member's heartbeat or a snapshot request that names more is refused whole
+// and counted: the node kept a heartbeat's vectors as sent (a 64 MiB frame
+// is some three million entries, a map of about 300 MiB per member, none
+// of it counted), and built a map of whatever a snapshot request carried.
+TEST(HostilePeer, VectorsNamingMoreOriginsThanTheCapAreRefusedWhole) {
+  Victim victim(TlsConfig{}, size_t{1} << 20, [](NodeOptions& o) { o.max_origins = 100; });
+  Attacker member(victim.address(), TlsConfig{});
+  ASSERT_TRUE(member.Hello("w1"));
+  ASSERT_TRUE(member.Read().has_value());
+  auto vector_of = [](int origins, v1::VersionVector* v) {
+    for (int i = 0; i < origins; ++i) {
+      v1::VersionEntry* e = v->add_entries();
+      e->mutable_origin()->set_node_id(absl::StrCat("o", i));
+      e->mutable_origin()->set_incarnation(1);
+      e->set_seq(1);
+    }
+  };
+  auto training_done = [&] {
+    v1::NodeStatus status;
+    victim.node()->FillStatus(&status, false);
+    return status.members_size() == 1 && status.members(0).training_done();
+  };
+  for (bool in_checked : {false, true}) {
+    v1::GossipFrame big;
+    big.mutable_heartbeat()->set_training_done(true);
+    vector_of(101, in_checked ? big.mutable_heartbeat()->mutable_checked()
+                              : big.mutable_heartbeat()->mutable_applied());
+    ASSERT_TRUE(member.Send(big));
+  }
+  ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).frames_refused() == 2; }));
+  EXPECT_FALSE(training_done()) << "nothing of a refused heartbeat is taken";
+  v1::GossipFrame fits;
+  fits.mutable_heartbeat()->set_training_done(true);
+  vector_of(100, fits.mutable_heartbeat()->mutable_applied());
+  ASSERT_TRUE(member.Send(fits));
+  EXPECT_TRUE(Eventually(training_done));
+  EXPECT_EQ(Counters(victim.node()).frames_refused(), 2u);
+  // Changes that would take the member's vector past the cap: refused too.
+  v1::GossipFrame more;
+  more.mutable_heartbeat()->set_applied_changes_only(true);
+  v1::VersionEntry* extra = more.mutable_heartbeat()->mutable_applied()->add_entries();
+  extra->mutable_origin()->set_node_id("one-more");
+  extra->mutable_origin()->set_incarnation(1);
+  extra->set_seq(1);
+  ASSERT_TRUE(member.Send(more));
+  EXPECT_TRUE(Eventually([&] { return Counters(victim.node()).frames_refused() == 3; }));
+
+  v1::SnapshotRequest request;
+  *request.mutable_fingerprint() = Fingerprint();
+  request.mutable_requester()->set_node_id("prober");
+  request.set_header_only(true);
+  vector_of(101, request.mutable_checksum_at());
+  const uint64_t refused_before = Counters(victim.node()).requests_refused();
+  absl::StatusOr<FetchedSnapshot> fetched =
+      FetchSnapshot(victim.address(), request, kParams, seconds(5));
+  ASSERT_FALSE(fetched.ok());
+  EXPECT_NE(fetched.status().message().find("more than the 100 origins"), std::string::npos)
+      << fetched.status();
+  EXPECT_EQ(Counters(victim.node()).requests_refused(), refused_before + 1);
 }
 
 // Signed updates: a member the CA admitted still cannot speak for another.

@@ -52,7 +52,7 @@ TEST(MemberLinks, LanesLiveOnlyWhileTheStreamDoesAndANewStreamStartsAfresh) {
   MemberLinks links;
   auto first = std::make_shared<FakeLink>();
   auto out = std::make_shared<FakeLink>(), in = std::make_shared<FakeLink>();
-  links.Attach(first, /*lanes_accepted=*/4);
+  links.Attach(first, /*lanes_accepted=*/4, Clock::now());
   links.AddLane(1, out, kT0);
   links.LaneAnswered(1);
   links.AcceptLane(1, in, kT0);
@@ -66,7 +66,7 @@ TEST(MemberLinks, LanesLiveOnlyWhileTheStreamDoesAndANewStreamStartsAfresh) {
   // A second stream replaces the first: it and both lanes are aborted, the
   // stream's counts start again.
   auto second = std::make_shared<FakeLink>();
-  links.Attach(second, 4);
+  links.Attach(second, 4, Clock::now());
   EXPECT_TRUE(first->aborted);
   EXPECT_TRUE(out->aborted);
   EXPECT_TRUE(in->aborted);
@@ -88,7 +88,7 @@ TEST(MemberLinks, LanesLiveOnlyWhileTheStreamDoesAndANewStreamStartsAfresh) {
 
   // Dropped: the stream is aborted too.
   auto third = std::make_shared<FakeLink>();
-  links.Attach(third, 4);
+  links.Attach(third, 4, Clock::now());
   links.Drop();
   EXPECT_TRUE(third->aborted);
   EXPECT_TRUE(links.All().empty());
@@ -97,7 +97,7 @@ TEST(MemberLinks, LanesLiveOnlyWhileTheStreamDoesAndANewStreamStartsAfresh) {
 TEST(MemberLinks, BigUpdatesTakeTheLeastQueuedLinkAndTheirFrontierCountsEveryLink) {
   MemberLinks links;
   auto stream = std::make_shared<FakeLink>();
-  links.Attach(stream, 3);
+  links.Attach(stream, 3, Clock::now());
   const OriginKey a{"a", 1};
   // Small Updates and other frames stay on the stream; heartbeats go ahead.
   ASSERT_EQ(links.Send(UpdateFrame(a, 1, 10), SIZE_MAX, kTwoLanes, 0)->lane, 0u);
@@ -139,7 +139,7 @@ TEST(MemberLinks, BigUpdatesTakeTheLeastQueuedLinkAndTheirFrontierCountsEveryLin
 
 TEST(MemberLinks, WhatTheMemberProcessedAndStillLacksIsPushedAgainNotWhatIsLate) {
   MemberLinks links;
-  links.Attach(std::make_shared<FakeLink>(), 1);
+  links.Attach(std::make_shared<FakeLink>(), 1, Clock::now());
   auto lane = std::make_shared<FakeLink>();
   const OriginKey a{"a", 1}, b{"b", 1};
   ASSERT_TRUE(links.SendUpdate(a, 1, UpdateFrame(a, 1, 10), SIZE_MAX, kTwoLanes, 0).has_value());
@@ -168,7 +168,7 @@ TEST(MemberLinks, WhatTheMemberProcessedAndStillLacksIsPushedAgainNotWhatIsLate)
 
 TEST(MemberLinks, AForgottenLaneOfOursLosesWhatItCarriedAndWaitsBeforeItIsDialedAgain) {
   MemberLinks links;
-  links.Attach(std::make_shared<FakeLink>(), 2);
+  links.Attach(std::make_shared<FakeLink>(), 2, Clock::now());
   const OriginKey a{"a", 1};
   ASSERT_TRUE(links.SendUpdate(a, 1, UpdateFrame(a, 1, 2000), SIZE_MAX, kTwoLanes, 0).has_value());
   auto ours = std::make_shared<FakeLink>(), theirs = std::make_shared<FakeLink>();
