@@ -1,6 +1,6 @@
 // reckonctl: the operator's tool. Subcommands: local, compare, lab, status, certs, export,
 // evaluate, predict, codec, bench.
-// See README.md for each one's flags.
+// See docs/reckonctl.md for each one's flags.
 #include <iostream>
 #include <string>
 #include <vector>

@@ -2,7 +2,7 @@
 // time (a prometheus::Collectable): the node counts in its own structures
 // under its own lock, so the hot path pays nothing for being watched. Every
 // series carries `node` (this node id); per-peer series add `peer` (a member's
-// node id: bounded by the cluster's size). README "Monitoring" lists them.
+// node id: bounded by the cluster's size). docs/guide-monitoring.md lists them.
 #ifndef RECKON_SERVER_NODE_METRICS_H_
 #define RECKON_SERVER_NODE_METRICS_H_
 

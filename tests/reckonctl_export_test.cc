@@ -207,7 +207,7 @@ TEST_F(ReckonctlExport, ANumpyTrainedModelTakesRawFeatures) {
   EXPECT_NE(r.err.find("is not [N, 6]"), std::string::npos) << r.err;
 }
 
-// README "Using the trained model", its commands as written: Fashion-MNIST
+// docs/guide-worker.md "Using the trained model", its commands as written: Fashion-MNIST
 // converted to NumPy files, four workers, export, evaluate.
 TEST_F(ReckonctlExport, TheReadmeExampleRuns) {
   const std::string npy = (dir_ / "fashion-npy").string(), run = (dir_ / "run").string();

@@ -224,7 +224,7 @@ std::atomic<bool> g_stop{false};
 
 void OnStopSignal(int) { g_stop.store(true); }
 
-// Exit codes (README "Exit codes").
+// Exit codes (docs/guide-worker.md "Exit codes").
 constexpr int kExitDone = 0;     // the run is done (or, after it, serving was stopped)
 constexpr int kExitFailed = 1;   // a failure while running
 constexpr int kExitUsage = 2;    // a bad flag
@@ -588,7 +588,7 @@ absl::Status Report(const TrainSummary& summary) {
         summary.steps, 100 * summary.test_accuracy, summary.samples_per_s, summary.codec,
         summary.wire_bytes, summary.dense_bytes, summary.compression_ratio,
         summary.weight_hash.substr(0, 16));
-    // How the trained network leaves reckon (README "Using the trained model").
+    // How the trained network leaves reckon (docs/guide-worker.md "Using the trained model").
     if (const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint); !checkpoint.empty()) {
       std::cout << "reckon-worker: for other tools (ONNX or numpy): reckonctl export --checkpoint "
                 << checkpoint << " --format onnx --out model.onnx\n";

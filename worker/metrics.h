@@ -1,7 +1,7 @@
 // The training loop's metrics for Prometheus (prefix reckon_, base units):
 // families registered once in the constructor, children kept by reference,
 // so recording a step only increments and sets. Every series carries `node`.
-// README "Monitoring" lists them. Recorded from one thread (the training
+// docs/guide-monitoring.md lists them. Recorded from one thread (the training
 // thread); Prometheus collects from any (prometheus-cpp's metrics are atomic).
 #ifndef RECKON_WORKER_METRICS_H_
 #define RECKON_WORKER_METRICS_H_

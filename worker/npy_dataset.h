@@ -1,4 +1,4 @@
-// A dataset of NumPy files (issue 35, docs/README "Your own data"): a folder
+// A dataset of NumPy files (issue 35, docs/guide-worker.md "Your own data"): a folder
 // holding train_x.npy and train_y.npy (or shards train_x-00000.npy,
 // train_y-00000.npy, ... numbered from 0 without a gap) and test_x.npy and
 // test_y.npy. Features are float32, float16 or uint8 of shape [N, D], any

@@ -1,6 +1,6 @@
 // What a run reports when it ends: reckon-worker writes it with
 // --summary-json, `reckonctl local` and the tests read it back. The JSON
-// field names are documented in the README ("The summary"); keep them.
+// field names are documented in docs/guide-worker.md ("The summary"); keep them.
 #ifndef RECKON_WORKER_SUMMARY_H_
 #define RECKON_WORKER_SUMMARY_H_
 

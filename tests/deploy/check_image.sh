@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The container image (deploy/Dockerfile), built and run with podman as a
-# user would (README "Deploy"): it builds from a fresh machine (set-up
+# user would (docs/guide-deploy.md): it builds from a fresh machine (set-up
 # included, timed), trains a short standalone run whose summary lands on a
 # volume, runs as the non-root user, its HEALTHCHECK command succeeds when
 # run by hand (`podman healthcheck run` needs systemd timers, absent here),

@@ -81,7 +81,7 @@ def pod_files(pod, ordinal, pod_dir, certs):
             for key, value in pod["configMaps"][volume["configMap"]["name"]].items():
                 with open(os.path.join(d, key), "w") as f:
                     f.write(value)
-        elif "secret" in volume:  # reckon-cluster, as README "Deploy" makes it
+        elif "secret" in volume:  # reckon-cluster, as docs/guide-deploy.md makes it
             with open(os.path.join(d, "cluster.flags"), "w") as f:
                 f.write("--cluster-token=k8s-test-token\n")
             for name in os.listdir(certs):

@@ -5,7 +5,7 @@ usage: fashion_to_npy.py [OUT_DIR] [SRC_DIR]
 
 Writes OUT_DIR (default fashion-npy)/train_x.npy [60000, 784] uint8,
 train_y.npy, test_x.npy [10000, 784], test_y.npy from SRC_DIR (default
-Debian's /usr/share/datasets/fashion-mnist). README "Using the trained
+Debian's /usr/share/datasets/fashion-mnist). docs/guide-worker.md "Using the trained
 model" runs it; so does the test ReckonctlExport.TheReadmeExampleRuns.
 """
 import gzip
