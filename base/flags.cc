@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/files.h"
+#include "base/version_info.h"  // generated: cmake/version_info.cmake
 #include "base/status_macros.h"
 
 namespace reckon::base {
@@ -50,9 +51,43 @@ absl::Status SetFlag(const FlagScope& scope, absl::CommandLineFlag& flag,
 constexpr char kFlagsFile[] = "--flags-file";
 constexpr size_t kMaxFlagsFileBytes = 1 << 20;
 
+// --flagfile too: Abseil's spelling, which its users type.
 bool IsFlagsFile(const std::string& arg) {
-  return arg == kFlagsFile || arg == "--flags_file" || absl::StartsWith(arg, "--flags-file=") ||
-         absl::StartsWith(arg, "--flags_file=");
+  for (const char* name : {"--flags-file", "--flags_file", "--flagfile"}) {
+    if (arg == name || absl::StartsWith(arg, absl::StrCat(name, "="))) return true;
+  }
+  return false;
+}
+
+// Edits (insert, delete, substitute) from a to b.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean --x?)" for the scope's flag nearest `name` (underscored),
+// when it is a typo away: a third of its length at most, and at least 1.
+std::string Nearest(const FlagScope& scope, const std::string& name) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
+  for (const FlagSpec& spec : scope.flags) {
+    const size_t d = EditDistance(name, spec.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = spec.name;
+    }
+  }
+  return best.empty() ? "" : absl::StrCat(" (did you mean --", Dashed(best), "?)");
 }
 
 // The arguments one line of a flags file stands for (none for a blank line
@@ -153,8 +188,9 @@ absl::Status ParseFlags(const FlagScope& scope, const std::vector<std::string>& 
         pass_through->push_back(arg);
         continue;
       }
-      return absl::InvalidArgumentError(
-          absl::StrCat(scope.command, ": unknown flag ", arg.substr(0, eq)));  // as written
+      return absl::InvalidArgumentError(absl::StrCat(scope.command, ": unknown flag ",
+                                                     arg.substr(0, eq),  // as written
+                                                     Nearest(scope, name)));
     }
     absl::CommandLineFlag& flag = Find(scope, name);
     if (!value && flag.IsOfType<bool>()) value = "true";
@@ -187,16 +223,29 @@ std::string FlagUsage(const FlagScope& scope) {
     absl::StrAppend(&out, "  --", Dashed(spec.name), " (", shown, ")  ", flag.Help(), "\n");
   }
   absl::StrAppend(&out, "  --flags-file PATH  read flags from PATH, one per line (# comments); "
-                        "flags after it win\n");
+                        "flags after it win (also --flagfile)\n");
+  absl::StrAppend(&out, "  --version  the commit, build type and CUDA of this build\n");
   return out;
+}
+
+bool AsksForHelp(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(),
+                     [](const std::string& a) { return a == "--help" || a == "-h"; });
 }
 
 int ParseFlagsOrExit(const FlagScope& scope, const std::vector<std::string>& args,
                      std::ostream& out, std::ostream& err,
                      std::vector<std::string>* pass_through) {
+  if (AsksForHelp(args)) {
+    out << FlagUsage(scope);
+    return 0;
+  }
   for (const std::string& a : args) {
-    if (a == "--help" || a == "-h") {
-      out << FlagUsage(scope);
+    if (a == "--version") {
+      // The program ("reckonctl", not "reckonctl local"): one build.
+      out << scope.command.substr(0, scope.command.find(' ')) << " commit " << RECKON_COMMIT
+          << ", build " << RECKON_BUILD_TYPE << ", CUDA "
+          << (RECKON_BUILT_WITH_CUDA ? "yes" : "no") << "\n";
       return 0;
     }
   }

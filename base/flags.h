@@ -58,11 +58,15 @@ absl::StatusOr<std::vector<std::string>> ExpandFlagsFiles(const std::vector<std:
 std::string FlagUsage(const FlagScope& scope);
 
 // For a command's entry point: --help or -h prints the usage to `out` and
-// gives 0; a parse error prints one line to `err` and gives 2; otherwise -1
+// gives 0, as --version does with one line (the program, the commit, the
+// build type, CUDA or not); a parse error prints one line to `err` and gives 2; otherwise -1
 // (go on). Flags files are expanded first (ExpandFlagsFiles).
 int ParseFlagsOrExit(const FlagScope& scope, const std::vector<std::string>& args,
                      std::ostream& out, std::ostream& err,
                      std::vector<std::string>* pass_through = nullptr);
+// `args` ask for the usage (--help, -h), which ParseFlagsOrExit printed: a
+// command adds what it says of itself only then (not after --version).
+bool AsksForHelp(const std::vector<std::string>& args);
 
 }  // namespace reckon::base
 

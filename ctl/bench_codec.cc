@@ -9,6 +9,7 @@
 #include <random>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "codec/fixed_point.h"
 #include "codec/packed32.h"
@@ -218,11 +219,21 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
       return RunBenchTable1({args.begin() + 1, args.end()}, out, err);
     }
   }
-  const base::FlagScope scope{"reckonctl bench codec",
-                              {{"json"}, {"params"}, {"seconds"}, {"seed"}}};
+  // --help lists the --table1 mode's flags too (it is one command); they
+  // are refused without --table1 rather than ignored.
+  const base::FlagScope scope{
+      "reckonctl bench codec",
+      {{"json"}, {"params"}, {"seconds"}, {"seed"}, {"table1"}, {"codec"}, {"draws"}}};
   if (int code = base::ParseFlagsOrExit(scope, {args.begin() + 1, args.end()}, out, err);
       code >= 0) {
     return code;
+  }
+  for (const std::string& a : args) {
+    if (absl::StartsWith(a, "--codec") || absl::StartsWith(a, "--draws")) {
+      err << "reckonctl bench codec: " << a.substr(0, a.find('='))
+          << " goes with --table1 (Dettmers 2015 Table 1)\n";
+      return kExitUsage;
+    }
   }
   const bool json = absl::GetFlag(FLAGS_json);
   const int64_t params = absl::GetFlag(FLAGS_params), seed = absl::GetFlag(FLAGS_seed);

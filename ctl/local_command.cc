@@ -107,7 +107,7 @@ int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostre
                std::ostream& err) {
   if (int code = base::ParseFlagsOrExit(LocalFlags(), args, out, err, &o->training_flags);
       code >= 0) {
-    if (code == kExitOk) {
+    if (code == kExitOk && base::AsksForHelp(args)) {
       out << "Other flags go to every worker unchanged (reckon-worker --help lists them).\n";
     }
     return code;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/allocator.h"
+#include "base/flags.h"
 #include "ctl/commands.h"
 
 namespace {
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     (args.empty() ? std::cerr : std::cout) << kUsage;
     return args.empty() ? reckon::ctl::kExitUsage : reckon::ctl::kExitOk;
+  }
+  if (args[0] == "--version") {  // as every subcommand prints it (base/flags.h)
+    return reckon::base::ParseFlagsOrExit({"reckonctl", {}}, args, std::cout, std::cerr);
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   int code;

@@ -33,6 +33,49 @@ std::optional<std::string> DescribeModelDifference(const std::string& theirs,
   return absl::StrCat(quote(theirs), " there but ", quote(ours), " here");
 }
 
+namespace {
+
+// A Hello in the name of a member this node knows. Without TLS anyone with
+// the token can speak in a member's name. While the member's stream is up
+// and it was heard within the failure timeout, its process is not gone, and
+// a claim waits (a refusal, not permanent):
+//  - another incarnation (older or newer) is a restart only once the old
+//    stream closes or falls silent; an incarnation that took the id while
+//    the member was away (an impostor, or a process thought dead) keeps it
+//    only while it is alive itself, so it cannot lock the real one out for
+//    good;
+//  - another stream of the same incarnation is a dial race only when the
+//    two go opposite ways and the first is new (both ends dialed at once;
+//    the node keeps one, KeepsStream); otherwise it is an impostor or a
+//    reconnection the member's old stream has not seen end yet, let in once
+//    it does.
+std::optional<HelloVerdict> ClaimOnAMemberAliveHere(const Member& m, const v1::Hello& hello,
+                                                    const HelloContext& c) {
+  const bool alive_here = m.state == MemberState::kAlive && m.links.stream() != nullptr &&
+                          c.now - m.last_heard <= c.failure_timeout;
+  if (!alive_here) return std::nullopt;
+  const std::string& id = hello.self().node_id();
+  const auto heard_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(c.now - m.last_heard).count();
+  if (hello.self().incarnation() != m.incarnation) {
+    return HelloVerdict{HelloVerdict::kRefuse,
+                        absl::StrCat("node '", id, "' incarnation ", m.incarnation,
+                                     " is alive here (heard ", heard_ms, " ms ago): incarnation ",
+                                     hello.self().incarnation(), " is let in once it is gone"),
+                        false};
+  }
+  const bool dial_race = m.links.stream()->dialed() != c.link_dialed &&
+                         c.now - m.links.state().attached <= c.failure_timeout;
+  if (dial_race) return std::nullopt;
+  return HelloVerdict{HelloVerdict::kRefuse,
+                      absl::StrCat("node '", id, "' incarnation ", m.incarnation,
+                                   " is alive here on another stream (heard ", heard_ms,
+                                   " ms ago): a second stream is let in once that one is gone"),
+                      false};
+}
+
+}  // namespace
+
 HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
   const std::string& id = hello.self().node_id();
   auto refuse = [](std::string reason, bool permanent) {
@@ -78,38 +121,8 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
     return v;
   }
   if (known != c.members->end() && hello.lane() == 0) {
-    // Without TLS anyone with the token can speak in a member's name. While
-    // the member's stream is up and it was heard within the failure
-    // timeout, its process is not gone, and a claim waits:
-    //  - another incarnation (older or newer) is a restart only once the
-    //    old stream closes or falls silent; an incarnation that took the
-    //    id while the member was away (an impostor, or a process thought
-    //    dead) keeps it only while it is alive itself, so it cannot lock
-    //    the real one out for good;
-    //  - another stream of the same incarnation is a dial race only when
-    //    the two go opposite ways and the first is new (both ends dialed at
-    //    once; the node keeps one, KeepsStream); otherwise it is an
-    //    impostor or a reconnection the member's old stream has not seen
-    //    end yet, let in once it does.
-    const Member& m = known->second;
-    const bool alive_here = m.state == MemberState::kAlive && m.links.stream() != nullptr &&
-                            c.now - m.last_heard <= c.failure_timeout;
-    const auto heard_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(c.now - m.last_heard).count();
-    if (alive_here && hello.self().incarnation() != m.incarnation) {
-      return refuse(absl::StrCat("node '", id, "' incarnation ", m.incarnation,
-                                 " is alive here (heard ", heard_ms, " ms ago): incarnation ",
-                                 hello.self().incarnation(), " is let in once it is gone"),
-                    false);
-    }
-    const bool dial_race = m.links.stream() != nullptr &&
-                           m.links.stream()->dialed() != c.link_dialed &&
-                           c.now - m.links.state().attached <= c.failure_timeout;
-    if (alive_here && !dial_race) {
-      return refuse(absl::StrCat("node '", id, "' incarnation ", m.incarnation,
-                                 " is alive here on another stream (heard ", heard_ms,
-                                 " ms ago): a second stream is let in once that one is gone"),
-                    false);
+    if (std::optional<HelloVerdict> wait = ClaimOnAMemberAliveHere(known->second, hello, c)) {
+      return *wait;
     }
   }
   return {};

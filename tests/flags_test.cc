@@ -66,6 +66,42 @@ TEST(Flags, EveryMistakeIsNamed) {
   }
 }
 
+// As Abseil and torchrun users expect: a misspelt flag names the one it
+// probably is, --flagfile is --flags-file, --version says what was built.
+TEST(Flags, AnUnknownFlagNamesTheNearestOne) {
+  absl::Status s = ParseFlags(Scope(), {"--test-name", "x", "--test-cuont", "2"});
+  EXPECT_NE(s.message().find("unknown flag --test-cuont (did you mean --test-count?)"),
+            std::string::npos)
+      << s.message();
+  s = ParseFlags(Scope(), {"--test_verbos"});
+  EXPECT_NE(s.message().find("(did you mean --test-verbose?)"), std::string::npos) << s.message();
+  s = ParseFlags(Scope(), {"--epochs", "3"});  // nothing near: no guess
+  EXPECT_EQ(s.message().find("did you mean"), std::string::npos) << s.message();
+}
+
+TEST(Flags, FlagfileIsTheFlagsFileAndVersionSaysWhatWasBuilt) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("reckon_flagfile_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "f.flags").string();
+  std::ofstream(file) << "--test-name from-file\n";
+  std::ostringstream out, err;
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--flagfile", file}, out, err), -1) << err.str();
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_name), "from-file");
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--flagfile=" + file, "--test-name=y"}, out, err), -1);
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_name), "y");
+  std::filesystem::remove_all(dir);
+
+  std::ostringstream version;
+  EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--test-name", "x", "--version"}, version, err), 0);
+  const std::string line = version.str();
+  EXPECT_EQ(line.rfind("reckonctl ", 0), 0u) << line;  // the program, not the subcommand
+  for (const char* part : {"commit ", "build ", "CUDA "}) {
+    EXPECT_NE(line.find(part), std::string::npos) << line;
+  }
+  EXPECT_EQ(line.back(), '\n');
+}
+
 TEST(Flags, PassThroughKeepsOtherArgumentsInOrder) {
   std::vector<std::string> rest;
   ASSERT_TRUE(ParseFlags(Scope(), {"--epochs", "3", "--test-name", "x", "--lr=0.1", "plain"},

@@ -1081,7 +1081,10 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
   }
   const double publish_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   const GossipNode::Counters after = Counters(victim.node());
-  EXPECT_GT(most_queued, kCap / 2) << "the queue filled";
+  // That it filled is the drop (counted only when a frame finds the queue
+  // at its cap); what the status shows a moment later races the transport,
+  // which drains it into HTTP/2's windows (seen as low as 33,280 bytes).
+  EXPECT_GE(after.queue_drops(), 1u) << "the queue filled";
   EXPECT_LE(most_queued, 2 * kCap);
   EXPECT_LT(after.update_frames_sent(), seq) << "not everything was queued";
   std::printf(

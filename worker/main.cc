@@ -727,7 +727,7 @@ int main(int argc, char** argv) {
                 << absl::StrJoin(recipe->flags, " ") << "\n";
     }
   }
-  if (code == 0) {
+  if (code == 0 && reckon::base::AsksForHelp(*args)) {
     std::cout << "  reckon-worker --standalone [--layers 784,512,512,10] [--codec threshold "
                  "--threshold T] [--epochs N] ...\n  reckon-worker --node-id w0 --listen "
                  "0.0.0.0:7070 --peers w1:7070,w2:7070 --shard 0/3 [training flags]\n";
