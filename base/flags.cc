@@ -48,7 +48,6 @@ absl::Status SetFlag(const FlagScope& scope, absl::CommandLineFlag& flag,
                                                  " '", value, "': ", error));
 }
 
-constexpr char kFlagsFile[] = "--flags-file";
 constexpr size_t kMaxFlagsFileBytes = 1 << 20;
 
 // --flagfile too: Abseil's spelling, which its users type.
