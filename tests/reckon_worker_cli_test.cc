@@ -177,6 +177,8 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
        "--receive-threads must be from 0 (one per core) to 64"},
       {{"--node-id=a", "--listen=127.0.0.1:0", "--peers=127.0.0.1:1", "--gossip-overlay=star"},
        "--gossip-overlay 'star' is not mesh or tree"},
+      // Contradictory: a standalone worker has no peers (it ignored them before).
+      {{"--peers=127.0.0.1:1"}, "--standalone trains alone: not with --peers"},
       // --synthetic (a member that emits random messages) and its flags.
       {{"--synthetic"}, "--synthetic is a member of a cluster: not with --standalone"},
       {{"--node-id=a", "--synthetic", "--synthetic-updates=0"},

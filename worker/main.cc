@@ -744,6 +744,10 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::optional<SyntheticOptions>> synthetic =
       SyntheticFromFlags(*options, serve_after_training);
   if (!synthetic.ok()) return UsageError(synthetic.status());
+  if (absl::GetFlag(FLAGS_standalone) && !absl::GetFlag(FLAGS_peers).empty()) {
+    return UsageError(absl::InvalidArgumentError(
+        "--standalone trains alone: not with --peers (leave out one of them)"));
+  }
   std::optional<PeerOptions> peer_options;
   if (!absl::GetFlag(FLAGS_standalone)) {
     absl::StatusOr<PeerOptions> parsed = PeerOptionsFromFlags(*options);
