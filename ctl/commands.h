@@ -15,6 +15,8 @@ namespace reckon::ctl {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitBadInput = 1;
 inline constexpr int kExitUsage = 2;
+// Stopped by SIGINT or SIGTERM before the run was done: as reckon-worker.
+inline constexpr int kExitStopped = 3;
 
 // reckonctl codec encode|decode|inspect ...
 int RunCodecCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

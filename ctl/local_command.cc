@@ -479,25 +479,32 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     for (Worker& w : workers) {
       if (!w.exit_code) w.exit_code = w.process->Poll();
       if (!w.exit_code) running = true;
-      // A worker that fails makes the cluster's result meaningless: stop the rest.
-      if (w.exit_code && *w.exit_code != 0 && !failed) {
+      // A worker that fails makes the cluster's result meaningless: stop the
+      // rest. (One stopped by the signal that stopped us did not fail.)
+      if (w.exit_code && *w.exit_code != 0 && !failed && !g_interrupted.load()) {
         failed = true;
         err << "reckonctl local: " << w.name << " exited with " << *w.exit_code << ": "
             << TrimNewline(ReadLog(w.err)).substr(0, 2000) << "\n";
         for (Worker& other : workers) other.process->Signal(SIGTERM);
       }
     }
-    if (!running) break;
     const auto now = std::chrono::steady_clock::now();
+    // Before "all exited": a Ctrl-C reaches the workers too, and they may
+    // all be gone by now.
     if (g_interrupted.load() || now - start > std::chrono::seconds(o.timeout_s)) {
       err << "reckonctl local: " << (g_interrupted.load() ? "interrupted" : "timed out")
           << "; stopping the workers\n";
-      for (Worker& w : workers) w.process->Signal(SIGTERM);
       for (Worker& w : workers) {
-        if (!w.process->Wait(std::chrono::seconds(10))) w.process->Signal(SIGKILL);
+        if (!w.exit_code) w.process->Signal(SIGTERM);
       }
-      return kExitBadInput;
+      for (Worker& w : workers) {
+        if (!w.exit_code && !w.process->Wait(std::chrono::seconds(10))) {
+          w.process->Signal(SIGKILL);
+        }
+      }
+      return g_interrupted.load() ? kExitStopped : kExitBadInput;
     }
+    if (!running) break;
     const auto every = tty ? std::chrono::milliseconds(500) : std::chrono::milliseconds(5000);
     if (now - last_print >= every) {
       last_print = now;

@@ -258,6 +258,58 @@ TEST(ReckonctlLocal, PrometheusWatchesTheClusterAndServesTheConsole) {
   EXPECT_EQ(local->Wait(std::chrono::seconds(30)), 0);
 }
 
+// Sends `signal` to every process whose command line contains `text` (as
+// a terminal's Ctrl-C reaches a foreground job); returns how many.
+int SignalEveryProcessNaming(const std::string& text, int signal) {
+  int signalled = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream file(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(file)),
+                              std::istreambuf_iterator<char>());
+    if (cmdline.find(text) == std::string::npos) continue;
+    if (::kill(std::stoi(name), signal) == 0) ++signalled;
+  }
+  return signalled;
+}
+
+// Ctrl-C (SIGINT, to reckonctl or to the whole process group, as a terminal
+// sends it) stops the workers and exits 3, as reckon-worker does when it is
+// stopped before the run is done (it exited 1, a failure, before).
+TEST(ReckonctlLocal, InterruptedItStopsTheWorkersAndExitsThreeAsTheyDo) {
+  for (bool whole_group : {false, true}) {
+    SCOPED_TRACE(whole_group ? "the process group" : "reckonctl alone");
+    ScratchDir dir;
+    absl::StatusOr<base::ChildProcess> local = base::ChildProcess::Spawn(
+        RECKONCTL_PATH,
+        {"local", "--workers", "2", "--work-dir", (dir / "work").string(), "--layers",
+         "784,32,10", "--epochs", "200", "--threads", "1", "--eval-samples", "500"},
+        (dir / "out").string(), (dir / "err").string());
+    ASSERT_TRUE(local.ok()) << local.status();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    std::string out;
+    while (out.find(" step ") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline && !local->Poll()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      out = ::reckon::testing::ReadWholeFile(dir / "out");
+    }
+    ASSERT_NE(out.find(" step "), std::string::npos) << out;
+    if (whole_group) {
+      // reckonctl and its workers (every command line names the work dir):
+      // the workers may exit (3) before reckonctl looks, and that is the
+      // interruption, not a failure.
+      EXPECT_EQ(SignalEveryProcessNaming((dir / "work").string(), SIGINT), 3);
+    } else {
+      local->Signal(SIGINT);
+    }
+    EXPECT_EQ(local->Wait(std::chrono::seconds(60)), 3)
+        << ::reckon::testing::ReadWholeFile(dir / "err");
+    EXPECT_NE(::reckon::testing::ReadWholeFile(dir / "err").find("interrupted"), std::string::npos)
+        << ::reckon::testing::ReadWholeFile(dir / "err");
+  }
+}
+
 // --link: four dense workers, each in its own network namespace behind a
 // 20 Mbit/s link. Each sends 40 messages of 25,450 parameters (102 KB) to
 // three peers through its one uplink: 12.2 MB, so the run cannot take less
