@@ -37,7 +37,9 @@ absl::Status UseTls(const TlsFiles& files, PeerOptions* options) {
     return absl::InvalidArgumentError(absl::StrCat(files.all_names, " go together"));
   }
   absl::StatusOr<server::TlsConfig> tls = server::LoadTls(files.ca, files.cert, files.key);
-  if (!tls.ok()) return absl::InvalidArgumentError(tls.status().message());
+  // A file missing, unreadable or not what it should be: a failure to run
+  // (exit 1, as missing data), not a bad flag.
+  if (!tls.ok()) return absl::FailedPreconditionError(tls.status().message());
   server::NodeOptions& n = options->node;
   if (tls->identity != n.node_id) {
     return absl::InvalidArgumentError(absl::StrCat(files.cert_name, " ", files.cert, " is for '",

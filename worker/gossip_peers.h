@@ -86,7 +86,9 @@ struct PeerOptions {
 // --tls-cert, --tls-key; a Python peer's tls_ca, tls_cert, tls_key): all
 // three or none (none: nothing changes). The certificate must name the
 // node id, or peers would refuse it. Errors call the files and the node id
-// by the caller's names.
+// by the caller's names: kInvalidArgument for the flags (not all three, a
+// certificate of another node), kFailedPrecondition for a file missing,
+// unreadable or not a valid certificate or key.
 struct TlsFiles {
   std::string ca, cert, key;
   std::string cert_name = "--tls-cert";

@@ -751,6 +751,10 @@ int main(int argc, char** argv) {
   std::optional<PeerOptions> peer_options;
   if (!absl::GetFlag(FLAGS_standalone)) {
     absl::StatusOr<PeerOptions> parsed = PeerOptionsFromFlags(*options);
+    if (!parsed.ok() && parsed.status().code() != absl::StatusCode::kInvalidArgument) {
+      std::cerr << "reckon-worker: " << parsed.status().message() << "\n";  // a TLS file
+      return kExitFailed;
+    }
     if (!parsed.ok()) return UsageError(parsed.status());
     peer_options = *std::move(parsed);
   }
