@@ -27,33 +27,30 @@ bool GossipNode::HeartbeatDue(const Member& m) const {
 void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now) {
   // Refused whole before anything of it is taken: no member's vector names
   // more origins than ours may (a map per member of what a frame can list
-  // would be memory nobody counts).
-  for (const v1::VersionVector* vector : {&hb.applied(), &hb.checked()}) {
-    if (absl::Status bounded = CheckOrigins(*vector, options_.max_origins); !bounded.ok()) {
-      counters_.set_frames_refused(counters_.frames_refused() + 1);
-      if (counters_.frames_refused() % 1000 == 1) {  // a flood must not flood the log
-        Log(absl::StrCat("refused a heartbeat from ", m.node_id, ": ", bounded.message(), " (",
-                         counters_.frames_refused(), " frames refused so far)"));
-      }
-      return;
-    }
-  }
-  if (hb.applied_changes_only()) {
-    // Its vector's changes since its previous heartbeat on this stream: the
-    // origins they add count against the cap as a whole vector's would.
+  // would be memory nobody counts), as sent or as its changes make it.
+  absl::Status bounded = CheckOrigins(hb.applied(), options_.max_origins);
+  if (bounded.ok()) bounded = CheckOrigins(hb.checked(), options_.max_origins);
+  if (bounded.ok() && hb.applied_changes_only()) {
     size_t adds = 0;
     for (const v1::VersionEntry& e : hb.applied().entries()) {
       if (!m.applied.count(KeyOf(e.origin()))) ++adds;
     }
     if (m.applied.size() + adds > options_.max_origins) {
-      counters_.set_frames_refused(counters_.frames_refused() + 1);
-      if (counters_.frames_refused() % 1000 == 1) {
-        Log(absl::StrCat("refused a heartbeat from ", m.node_id, ": its changes name ", adds,
-                         " new origins, past the ", options_.max_origins,
-                         " a vector may name (--max-origins)"));
-      }
-      return;
+      bounded = absl::InvalidArgumentError(absl::StrCat(
+          "its changes name ", adds, " new origins, past the ", options_.max_origins,
+          " a vector may name (--max-origins)"));
     }
+  }
+  if (!bounded.ok()) {
+    counters_.set_frames_refused(counters_.frames_refused() + 1);
+    if (counters_.frames_refused() % 1000 == 1) {  // a flood must not flood the log
+      Log(absl::StrCat("refused a heartbeat from ", m.node_id, ": ", bounded.message(), " (",
+                       counters_.frames_refused(), " frames refused so far)"));
+    }
+    return;
+  }
+  if (hb.applied_changes_only()) {
+    // Its vector's changes since its previous heartbeat on this stream.
     for (const v1::VersionEntry& e : hb.applied().entries()) m.applied[KeyOf(e.origin())] = e.seq();
   } else {
     m.applied = FromProto(hb.applied());
@@ -85,10 +82,10 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   if (!m.links.connected() || m.state != MemberState::kAlive) return;
   // Every origin we applied, not only those our log still holds: a member
   // behind on one whose messages all left the log (it was dead when they
-  // did) must be told to re-join, or it would never catch up.
-  // Every origin, each tick and heartbeat, for every member: a walk of the
-  // sorted vectors side by side, and nothing more for what it has (a
-  // member with the token can make them thousands of origins long).
+  // did) must be told to re-join, or it would never catch up. That is every
+  // origin, each tick and heartbeat, for every member: a walk of the sorted
+  // vectors side by side, and nothing more for what it has (a member with
+  // the token can make them thousands of origins long).
   static const MessageLog::Entries kNothingRetained;
   SeqCursor theirs_at(m.applied), pushed_at(m.links.state().pushed);
   for (const auto& [origin, ours] : replica_.applied()) {
