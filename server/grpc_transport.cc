@@ -175,7 +175,7 @@ class GrpcService final : public v1::Gossip::CallbackService {
                          ? node->CheckToken(request->cluster_token())
                          : node->CheckPeer(request->fingerprint(), request->cluster_token(),
                                            request->requester().node_id());
-    if (s.ok()) s = CheckOrigins(request->checksum_at(), node->max_origins());
+    if (s.ok()) s = CheckOrigins(request->checksum_at(), node->max_vector_origins());
     if (s.ok() && tls_ && !request->for_export()) {
       const std::string identity = PeerIdentity(*ctx->auth_context());
       if (identity != request->requester().node_id()) {

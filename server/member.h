@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "server/link.h"
 #include "server/member_links.h"
@@ -58,6 +59,19 @@ struct Member {
   bool settled = false;
   std::string weight_hash;
   std::set<OriginKey> resync_told;  // told to re-join for these origins
+  // Origins past a --max-origins cap (a member of a token cluster invented
+  // more than it allows and showed us and it others): `refused_here`, those
+  // its vector names that we refuse and will never apply; `refused_there`,
+  // those of ours it said it refuses (Heartbeat.refused_origins). Neither is
+  // sent to it, and both are left out when our vectors are compared for the
+  // ending (quiescence.h VersionsAgree). Each a subset of a vector, so at
+  // most --max-origins. `refused_untold`: refused_here found since our last
+  // heartbeat to it.
+  std::set<OriginKey> refused_here, refused_there;
+  std::vector<OriginKey> refused_untold;
+  bool Refuses(const OriginKey& origin) const {
+    return !refused_there.empty() && refused_there.count(origin) > 0;
+  }
   // Its latest replica check (Heartbeat.checked) not yet compared: we have
   // not applied that far yet. At most one, the newest.
   struct Check {
@@ -78,6 +92,9 @@ struct Member {
     training_done = false;
     settled = false;
     weight_hash.clear();
+    refused_here.clear();
+    refused_there.clear();
+    refused_untold.clear();
   }
 };
 

@@ -123,7 +123,8 @@ std::unique_ptr<cpu::ThreadPool> ValidationPool(const NodeOptions& o) {
 }  // namespace
 
 GossipNode::GossipNode(NodeOptions options, AppliedReplica replica, bool clock_injected)
-    : NodeService(options.fingerprint, options.node_id, options.max_origins),
+    : NodeService(options.fingerprint, options.node_id,
+                  options.max_origins + options.max_members + 1),
       options_(WithClock(std::move(options))),
       self_{options_.node_id, options_.incarnation},
       lanes_{options_.lanes, options_.lane_min_bytes},

@@ -469,6 +469,14 @@ class GossipNode final : public NodeService {
   void StopDialing(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new origin (nothing of it applied or held) would be refused now: the
+  // vector and the early arrivals hold --max-origins origins, and it is not
+  // a member's current incarnation. HandleUpdate drops its Updates; a
+  // member's vector naming it makes it Member::refused_here.
+  bool RefusesNewOrigin(const OriginKey& origin) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What `hb` says of origins past a cap (Member::refused_here,
+  // refused_there), counted (origins_diverged) and logged as found.
+  void LearnRefusedOrigins(Member& m, const v1::Heartbeat& hb) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds certificates to the book; new ones are passed on to every other
   // member, so a member's signed Updates can be verified wherever relayed.
   void LearnCertificates(const Member* from, const std::vector<std::string>& pems)

@@ -28,17 +28,23 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   // Refused whole before anything of it is taken: no member's vector names
   // more origins than ours may (a map per member of what a frame can list
   // would be memory nobody counts), as sent or as its changes make it.
-  absl::Status bounded = CheckOrigins(hb.applied(), options_.max_origins);
-  if (bounded.ok()) bounded = CheckOrigins(hb.checked(), options_.max_origins);
+  const size_t bound = max_vector_origins();
+  absl::Status bounded = CheckOrigins(hb.applied(), bound);
+  if (bounded.ok()) bounded = CheckOrigins(hb.checked(), bound);
+  if (bounded.ok() && static_cast<size_t>(hb.refused_origins_size()) > bound) {
+    bounded = absl::InvalidArgumentError(
+        absl::StrCat("it names ", hb.refused_origins_size(), " refused origins, past the ", bound,
+                     " a vector may name (--max-origins, plus the members)"));
+  }
   if (bounded.ok() && hb.applied_changes_only()) {
     size_t adds = 0;
     for (const v1::VersionEntry& e : hb.applied().entries()) {
       if (!m.applied.count(KeyOf(e.origin()))) ++adds;
     }
-    if (m.applied.size() + adds > options_.max_origins) {
-      bounded = absl::InvalidArgumentError(absl::StrCat(
-          "its changes name ", adds, " new origins, past the ", options_.max_origins,
-          " a vector may name (--max-origins)"));
+    if (m.applied.size() + adds > bound) {
+      bounded = absl::InvalidArgumentError(
+          absl::StrCat("its changes name ", adds, " new origins, past the ", bound,
+                       " a vector may name (--max-origins, plus the members)"));
     }
   }
   if (!bounded.ok()) {
@@ -55,6 +61,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   } else {
     m.applied = FromProto(hb.applied());
   }
+  LearnRefusedOrigins(m, hb);
   m.training_done = hb.training_done();
   m.settled = hb.settled();
   m.weight_hash = hb.weight_hash().substr(0, 64);
@@ -78,6 +85,35 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   AntiEntropy(m, now);
 }
 
+void GossipNode::LearnRefusedOrigins(Member& m, const v1::Heartbeat& hb) {
+  const size_t before = m.refused_here.size() + m.refused_there.size();
+  // Origins it applied that we refuse: it cannot be that we ever apply
+  // them, so our replicas differ by them for good (the weights say how).
+  // Only what this heartbeat names: a walk of the changes, not the vector.
+  for (const v1::VersionEntry& e : hb.applied().entries()) {
+    if (e.seq() == 0) continue;
+    const OriginKey origin = KeyOf(e.origin());
+    if (replica_.applied().count(origin) > 0 || !RefusesNewOrigin(origin)) continue;
+    if (m.refused_here.insert(origin).second) m.refused_untold.push_back(origin);
+  }
+  // Ours that it refuses (only those we have: the set stays within our
+  // vector).
+  for (const v1::Origin& o : hb.refused_origins()) {
+    const OriginKey origin = KeyOf(o);
+    if (replica_.applied().count(origin) > 0) m.refused_there.insert(origin);
+  }
+  const size_t found = m.refused_here.size() + m.refused_there.size() - before;
+  if (found == 0) return;
+  counters_.set_origins_diverged(counters_.origins_diverged() + found);
+  if (before == 0) {
+    Log(absl::StrCat("origins past --max-origins (", options_.max_origins, "): ", m.node_id,
+                     " applied ", m.refused_here.size(), " that this node refuses and refuses ",
+                     m.refused_there.size(),
+                     " that it applied; neither sends the other those, and the ending compares "
+                     "the rest (the weight hashes say whether the replicas differ)"));
+  }
+}
+
 void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   if (!m.links.connected() || m.state != MemberState::kAlive) return;
   // Every origin we applied, not only those our log still holds: a member
@@ -91,6 +127,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   for (const auto& [origin, ours] : replica_.applied()) {
     const uint64_t theirs = theirs_at.At(origin), pushed = pushed_at.At(origin);
     if (std::max(theirs, pushed) >= ours) continue;  // PlanRepair's kNothing
+    if (m.Refuses(origin)) continue;  // it said it never takes them
     const MessageLog::Entries* retained = log_.Find(origin);
     const MessageLog::Entries& entries = retained != nullptr ? *retained : kNothingRetained;
     const RepairPlan plan =
@@ -220,6 +257,19 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(Member& m,
     frame->mutable_heartbeat()->add_lane_frames_received(frames);
   }
   if (member_list) AddMemberList(frame->mutable_heartbeat());
+  // What it applied that we refuse: those found since, and all of them with
+  // the member list (a heartbeat lost on the way is made good there).
+  auto tell = [&frame](const OriginKey& origin) {
+    v1::Origin* o = frame->mutable_heartbeat()->add_refused_origins();
+    o->set_node_id(origin.node_id);
+    o->set_incarnation(origin.incarnation);
+  };
+  if (member_list) {
+    for (const OriginKey& origin : m.refused_here) tell(origin);
+  } else {
+    for (const OriginKey& origin : m.refused_untold) tell(origin);
+  }
+  m.refused_untold.clear();
   return frame;
 }
 

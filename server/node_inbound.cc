@@ -43,14 +43,9 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     return;
   }
   const bool origin_applied = have > 0 || replica_.applied().count(origin) > 0;
-  if (!origin_applied && !early_.HoldsOrigin(origin) &&
-      replica_.applied().size() + early_.unapplied_origins() >= options_.max_origins &&
-      !members_.IsCurrent(origin)) {
-    // A new origin past the cap: dropped before anything is kept of it (on
-    // the serial path before it is even decoded). Origins held only as
-    // early arrivals count as well as applied ones. A member's current
-    // incarnation always gets in (members are capped on their own), so
-    // invented origins cannot lock out a real one.
+  if (!origin_applied && RefusesNewOrigin(origin)) {
+    // Dropped before anything is kept of it (on the serial path before it
+    // is even decoded).
     counters_.set_origins_refused(counters_.origins_refused() + 1);
     if (counters_.origins_refused() % 1000 == 1) {  // a flood must not flood the log
       Log(absl::StrCat("dropped an Update of a new origin ", origin.ToString().substr(0, 96),
@@ -93,6 +88,15 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   Accept(origin, frame, decoded);
   if (!origin_applied) early_.SetOriginApplied(origin, true);
   AcceptWaiting(origin);
+}
+
+bool GossipNode::RefusesNewOrigin(const OriginKey& origin) const {
+  // Origins held only as early arrivals count as well as applied ones. A
+  // member's current incarnation always gets in (members are capped on
+  // their own), so invented origins cannot lock out a real one.
+  return !early_.HoldsOrigin(origin) &&
+         replica_.applied().size() + early_.unapplied_origins() >= options_.max_origins &&
+         !members_.IsCurrent(origin);
 }
 
 void GossipNode::AcceptWaiting(const OriginKey& origin) {

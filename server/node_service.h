@@ -43,9 +43,11 @@ class NodeService : public LinkEvents {
 
   const v1::ClusterFingerprint& fingerprint() const { return fingerprint_; }
   const std::string& node_id() const { return node_id_; }
-  // The most origins a version vector may name here (--max-origins): a
-  // request naming more is refused before a map of it is built.
-  size_t max_origins() const { return max_origins_; }
+  // The most origins a version vector may name here: --max-origins, plus
+  // the members' current incarnations (they get in past the cap) and our
+  // own. A request or heartbeat naming more is refused before a map of it is
+  // built.
+  size_t max_vector_origins() const { return max_vector_origins_; }
   // False until the node joined and started (streams are refused before,
   // and a snapshot probe is told "joining"). Lock-free.
   virtual bool started() const = 0;
@@ -96,15 +98,15 @@ class NodeService : public LinkEvents {
   virtual void Log(const std::string& line) = 0;
 
  protected:
-  NodeService(v1::ClusterFingerprint fingerprint, std::string node_id, size_t max_origins)
+  NodeService(v1::ClusterFingerprint fingerprint, std::string node_id, size_t max_vector_origins)
       : fingerprint_(std::move(fingerprint)),
         node_id_(std::move(node_id)),
-        max_origins_(max_origins) {}
+        max_vector_origins_(max_vector_origins) {}
 
  private:
   const v1::ClusterFingerprint fingerprint_;
   const std::string node_id_;
-  const size_t max_origins_;
+  const size_t max_vector_origins_;
 };
 
 }  // namespace reckon::server

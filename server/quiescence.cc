@@ -21,6 +21,20 @@ const char* MemberStateName(MemberState state) {
   return "unknown";
 }
 
+bool VersionsAgree(const Member& m, const VersionMap& ours) {
+  if (m.refused_here.empty() && m.refused_there.empty()) return SameVersions(m.applied, ours);
+  auto left_out = [&m](const OriginKey& origin) {
+    return m.refused_here.count(origin) > 0 || m.refused_there.count(origin) > 0;
+  };
+  for (const auto& [origin, seq] : m.applied) {
+    if (!left_out(origin) && SeqOf(ours, origin) != seq) return false;
+  }
+  for (const auto& [origin, seq] : ours) {
+    if (!left_out(origin) && SeqOf(m.applied, origin) != seq) return false;
+  }
+  return true;
+}
+
 bool Settled(const LocalQuiescence& self, const MemberMap& members, std::string* why) {
   if (!self.training_done) {
     *why = "training";
@@ -54,7 +68,7 @@ bool Settled(const LocalQuiescence& self, const MemberMap& members, std::string*
       *why = absl::StrCat(id, " is still training");
       return false;
     }
-    if (!SameVersions(m.applied, self.applied)) {
+    if (!VersionsAgree(m, self.applied)) {
       *why = absl::StrCat(id, " has another version vector: ", VersionJson(m.applied), " vs ours ",
                           VersionJson(self.applied));
       return false;
@@ -80,7 +94,7 @@ bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::strin
       // here and agreed (it may well have seen our agreement before we saw
       // its). One that left otherwise is gone for good and counts for
       // nothing.
-      if (m.settled && SameVersions(m.applied, self.applied) &&
+      if (m.settled && VersionsAgree(m, self.applied) &&
           m.weight_hash == self.settled_hash) {
         ++agreeing;
       }
@@ -90,7 +104,7 @@ bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::strin
       // Gone silent after saying it settled at our vector with our hash: it
       // agreed, and with every member's training done it cannot have moved
       // on (its Leave was lost: a lossy link, a flush cut short).
-      if (m.settled && SameVersions(m.applied, self.applied) &&
+      if (m.settled && VersionsAgree(m, self.applied) &&
           m.weight_hash == self.settled_hash) {
         ++agreeing;
       } else {
@@ -98,7 +112,7 @@ bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::strin
       }
     }
     if (m.state != MemberState::kAlive) continue;
-    if (!m.settled || !SameVersions(m.applied, self.applied)) {
+    if (!m.settled || !VersionsAgree(m, self.applied)) {
       *why = absl::StrCat(id, " has not settled at our version vector");
       return false;
     }
@@ -143,13 +157,28 @@ bool Settlement::Record(bool settled, const VersionMap& applied,
 
 std::optional<std::string> Divergence(const LocalQuiescence& self, const Member& m) {
   if (m.state != MemberState::kAlive || !m.settled || !self.settled ||
-      !SameVersions(self.settled_at, self.applied) || !SameVersions(m.applied, self.applied) ||
+      !SameVersions(self.settled_at, self.applied) || !VersionsAgree(m, self.applied) ||
       m.weight_hash == self.settled_hash) {
     return std::nullopt;
   }
-  return absl::StrCat("replicas diverged: ", m.node_id, " has weights ", m.weight_hash, " but ",
-                      self.node_id, " has ", self.settled_hash,
-                      " after applying the same messages ", VersionJson(self.applied));
+  std::string line =
+      absl::StrCat("replicas diverged: ", m.node_id, " has weights ", m.weight_hash, " but ",
+                   self.node_id, " has ", self.settled_hash, " after applying the same messages ",
+                   VersionJson(self.applied));
+  if (!m.refused_here.empty() || !m.refused_there.empty()) {
+    std::vector<std::string> named;
+    for (const std::set<OriginKey>* refused : {&m.refused_here, &m.refused_there}) {
+      for (const OriginKey& origin : *refused) {
+        if (named.size() < 8) named.push_back(origin.ToString().substr(0, 96));
+      }
+    }
+    absl::StrAppend(&line, " besides ", m.refused_here.size() + m.refused_there.size(),
+                    " origins that one of the two refused past --max-origins (",
+                    absl::StrJoin(named, ", "),
+                    named.size() < m.refused_here.size() + m.refused_there.size() ? ", ..." : "",
+                    "): a member invented more origins than the cap and showed each others");
+  }
+  return line;
 }
 
 }  // namespace reckon::server

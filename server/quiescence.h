@@ -71,6 +71,10 @@ class Settlement {
   std::string hash_;
 };
 
+// m's vector and ours are the same, but for the origins one of the two
+// refused past --max-origins (Member::refused_here, refused_there): those
+// it can never apply, and the weight hashes say whether they moved anything.
+bool VersionsAgree(const Member& m, const VersionMap& ours);
 // Phase one; `*why` says what it waits for when false.
 bool Settled(const LocalQuiescence& self, const MemberMap& members, std::string* why);
 // Phase two (implies phase one).

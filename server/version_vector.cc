@@ -32,7 +32,7 @@ absl::Status CheckOrigins(const v1::VersionVector& vv, size_t max_origins) {
   if (static_cast<size_t>(vv.entries_size()) <= max_origins) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("a version vector of ", vv.entries_size(),
                                                  " entries: more than the ", max_origins,
-                                                 " origins a vector may name (--max-origins)"));
+                                                 " origins a vector may name (--max-origins, plus the members)"));
 }
 
 uint64_t SeqOf(const VersionMap& map, const OriginKey& origin) {

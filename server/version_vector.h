@@ -26,9 +26,10 @@ using VersionMap = std::map<OriginKey, uint64_t>;
 OriginKey KeyOf(const v1::Origin& origin);
 void ToProto(const VersionMap& map, v1::VersionVector* out);
 VersionMap FromProto(const v1::VersionVector& vv);
-// A vector from the network names at most `max_origins` origins (the
-// node's --max-origins; every node's own holds no more): checked before
-// FromProto builds a map of it. The error says how many it names.
+// A vector from the network names at most `max_origins` origins
+// (NodeService::max_vector_origins: every node's own holds no more):
+// checked before FromProto builds a map of it. The error says how many it
+// names.
 absl::Status CheckOrigins(const v1::VersionVector& vv, size_t max_origins);
 // Entry for `origin`, 0 when absent.
 uint64_t SeqOf(const VersionMap& map, const OriginKey& origin);

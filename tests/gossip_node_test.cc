@@ -1083,6 +1083,74 @@ TEST(GossipNode, OriginsThatNeverReachSeqOneCountAgainstTheCap) {
   EXPECT_EQ(node->Applied().size(), 2u);
 }
 
+// A member of a token cluster invents more origins than --max-origins and
+// shows each node others: each keeps the first it sees and refuses the rest,
+// so the nodes' vectors differ for good. Before, they never met: each re-sent
+// the other what it refuses on every heartbeat, for ever, and the ending
+// waited out its deadline ("another version vector"). Now each tells the
+// other which of its origins it refuses: the sender stops sending them, and
+// both leave them out when they compare vectors at the ending. What the
+// replicas hold then decides: the same weights (the refused messages moved
+// nothing) end identical; different weights end at once with "replicas
+// diverged", naming the refused origins, as any divergence does.
+void ShowEachNodeOtherOrigins(Nodes& c, int steps_each) {
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 2; ++i) {
+    ScriptedPeer liar(c.node(i), "liar", 7, "inproc:liar");
+    for (int k = 0; k < 12; ++k) {
+      NodeOptions invented = OriginOf(absl::StrCat("ghost", i, "-", k), 1);
+      liar.SendUpdate(MakeMessage(invented, 1, rng, steps_each).update);
+    }
+    v1::GossipFrame leave;
+    leave.mutable_leave()->set_reason("done lying");
+    liar.Send(std::move(leave));
+    liar.Close();
+  }
+}
+
+TEST(GossipNode, OriginsRefusedPastTheCapAreNotResentAndEndIdenticalWhereTheyMovedNothing) {
+  Nodes c(2, milliseconds(0), [](int, NodeOptions& o) { o.max_origins = 8; });
+  c.Start();
+  c.Publish(0, 1, 3);
+  c.Publish(1, 1, 3);
+  ShowEachNodeOtherOrigins(c, /*steps_each=*/0);
+  // Each holds its own ghosts up to the cap and refuses the other's.
+  ASSERT_TRUE(Eventually([&] {
+    return c.node(0)->counters().origins_refused() > 0 &&
+           c.node(1)->counters().origins_refused() > 0;
+  }));
+  const std::vector<absl::Status> results = c.Quiesce(seconds(20));
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+  EXPECT_EQ(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
+  EXPECT_FALSE(SameVersions(c.node(0)->Applied(), c.node(1)->Applied()));
+  // Told, neither sends the other what it refuses any more.
+  const uint64_t repairs = c.node(0)->counters().repairs_sent() +
+                           c.node(1)->counters().repairs_sent();
+  std::this_thread::sleep_for(milliseconds(600));
+  EXPECT_EQ(c.node(0)->counters().repairs_sent() + c.node(1)->counters().repairs_sent(), repairs);
+  v1::NodeStatus status;
+  c.node(0)->FillStatus(&status, false);
+  EXPECT_GT(status.counters().origins_diverged(), 0u);
+}
+
+TEST(GossipNode, OriginsRefusedPastTheCapThatMovedWeightsEndAsADivergenceAtOnce) {
+  Nodes c(2, milliseconds(0), [](int, NodeOptions& o) { o.max_origins = 8; });
+  c.Start();
+  c.Publish(0, 1, 3);
+  c.Publish(1, 1, 3);
+  ShowEachNodeOtherOrigins(c, /*steps_each=*/5);
+  ASSERT_TRUE(Eventually([&] {
+    return c.node(0)->counters().origins_refused() > 0 &&
+           c.node(1)->counters().origins_refused() > 0;
+  }));
+  const std::vector<absl::Status> results = c.Quiesce(seconds(20));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(results[i].code(), absl::StatusCode::kDataLoss) << i << ": " << results[i];
+    EXPECT_NE(results[i].message().find("replicas diverged"), std::string::npos) << results[i];
+    EXPECT_NE(results[i].message().find("--max-origins"), std::string::npos) << results[i];
+  }
+}
+
 // A message whose step carries a weight past int64 is applied modulo 2^64,
 // as every replica and backend applies it: wrapping addition is
 // associative and commutative, so replicas stay identical in any order.

@@ -1405,13 +1405,21 @@ TEST(HostilePeer, ProbeThatNeverJoinsHoldsAFinishedNodeForOneFailureTimeout) {
   EXPECT_EQ(after.members_size(), 0) << after.DebugString();
 }
 
-// A version vector names at most --max-origins origins on every node, so a
-// member's heartbeat or a snapshot request that names more is refused whole
-// and counted: the node kept a heartbeat's vectors as sent (a 64 MiB frame
-// is some three million entries, a map of about 300 MiB per member, none
-// of it counted), and built a map of whatever a snapshot request carried.
+// A version vector names at most --max-origins origins, plus the current
+// incarnations of the members (which get in past the cap) and the node's
+// own, on every node: a member's heartbeat or a snapshot request that names
+// more is refused whole and counted. The node kept a heartbeat's vectors as
+// sent (a 64 MiB frame is some three million entries, a map of about 300 MiB
+// per member, none of it counted), and built a map of whatever a snapshot
+// request carried. (The bound was --max-origins alone at first: a vector at
+// the cap with the members' incarnations past it, an honest node's, was
+// refused, and its sender's heartbeats with it for good.)
 TEST(HostilePeer, VectorsNamingMoreOriginsThanTheCapAreRefusedWhole) {
-  Victim victim(TlsConfig{}, size_t{1} << 20, [](NodeOptions& o) { o.max_origins = 100; });
+  Victim victim(TlsConfig{}, size_t{1} << 20, [](NodeOptions& o) {
+    o.max_origins = 100;
+    o.max_members = 10;
+  });
+  constexpr int kBound = 100 + 10 + 1;
   Attacker member(victim.address(), TlsConfig{});
   ASSERT_TRUE(member.Hello("w1"));
   ASSERT_TRUE(member.Read().has_value());
@@ -1431,7 +1439,7 @@ TEST(HostilePeer, VectorsNamingMoreOriginsThanTheCapAreRefusedWhole) {
   for (bool in_checked : {false, true}) {
     v1::GossipFrame big;
     big.mutable_heartbeat()->set_training_done(true);
-    vector_of(101, in_checked ? big.mutable_heartbeat()->mutable_checked()
+    vector_of(kBound + 1, in_checked ? big.mutable_heartbeat()->mutable_checked()
                               : big.mutable_heartbeat()->mutable_applied());
     ASSERT_TRUE(member.Send(big));
   }
@@ -1439,7 +1447,7 @@ TEST(HostilePeer, VectorsNamingMoreOriginsThanTheCapAreRefusedWhole) {
   EXPECT_FALSE(training_done()) << "nothing of a refused heartbeat is taken";
   v1::GossipFrame fits;
   fits.mutable_heartbeat()->set_training_done(true);
-  vector_of(100, fits.mutable_heartbeat()->mutable_applied());
+  vector_of(kBound, fits.mutable_heartbeat()->mutable_applied());
   ASSERT_TRUE(member.Send(fits));
   EXPECT_TRUE(Eventually(training_done));
   EXPECT_EQ(Counters(victim.node()).frames_refused(), 2u);
@@ -1457,12 +1465,12 @@ TEST(HostilePeer, VectorsNamingMoreOriginsThanTheCapAreRefusedWhole) {
   *request.mutable_fingerprint() = Fingerprint();
   request.mutable_requester()->set_node_id("prober");
   request.set_header_only(true);
-  vector_of(101, request.mutable_checksum_at());
+  vector_of(kBound + 1, request.mutable_checksum_at());
   const uint64_t refused_before = Counters(victim.node()).requests_refused();
   absl::StatusOr<FetchedSnapshot> fetched =
       FetchSnapshot(victim.address(), request, kParams, seconds(5));
   ASSERT_FALSE(fetched.ok());
-  EXPECT_NE(fetched.status().message().find("more than the 100 origins"), std::string::npos)
+  EXPECT_NE(fetched.status().message().find("more than the 111 origins"), std::string::npos)
       << fetched.status();
   EXPECT_EQ(Counters(victim.node()).requests_refused(), refused_before + 1);
 }

@@ -16,6 +16,11 @@ threat model promises.
            so far, plus --rss-slack-mb for gRPC's buffers), and the
            workers end identical (same weight hash and version vector).
            The attacker runs at nice 19: it stands for another machine.
+           It invents --invented origins; past --max-origins (less the
+           members') the workers hold different sets, which the threat
+           model says a member can do: then the pass condition is that
+           every worker ends promptly with exit 1 and "replicas diverged"
+           naming --max-origins (not a hang, not another failure).
   origins  two workers train, then serve; the attacker sends --origins
            invented origins at seq 2 (never applicable) to one of them.
            Passes when the origins past --max-origins are refused
@@ -194,6 +199,7 @@ def run_attacker(args, targets, scenario, extra):
 def random_scenario(args, folder):
     workers = start_cluster(args, args.workers, folder)
     failures = []
+    expected_exit = 0
     figures = {"workers": args.workers, "attack_seconds": args.attack_seconds}
     try:
         # Training (its data loaded: fashion-mnist is 188 MB of floats):
@@ -205,7 +211,8 @@ def random_scenario(args, folder):
         baseline = [rss_bytes(w.process.pid) for w in workers]
         attacker = run_attacker(args, [w.gossip[i] for i, w in enumerate(workers)], "random",
                                 ["--seconds", str(args.attack_seconds),
-                                 "--actions", args.actions, "--phantoms", str(args.phantoms)])
+                                 "--actions", args.actions, "--phantoms", str(args.phantoms),
+                                 "--invented", str(args.invented)])
         peak_over = [0] * len(workers)
         # The most each worker's counters held so far: memory freed stays
         # with the process (glibc keeps it for the next allocations), so
@@ -252,7 +259,29 @@ def random_scenario(args, folder):
                                 f"{worst[i][3]} members)")
         figures["peak_held_mib"] = {w.name: round(peak_held[i] / 2**20, 1)
                                     for i, w in enumerate(workers)}
-        if all(w.alive() for w in workers) and not wait_for(
+        past_cap = args.invented + args.workers + 1 > args.max_origins
+        figures["invented_past_the_cap"] = past_cap
+        if past_cap and not failures:
+            # The threat model's row: the workers hold different sets. Each
+            # ends promptly: with exit 1 and the divergence named, or (one
+            # whose diverged peers left, so that it agrees with every member
+            # still there) finished as usual; never two finished with
+            # different weights, never a hang.
+            if not wait_for(lambda: all(w.done() or not w.alive() for w in workers),
+                            args.finish_timeout, "every worker ended or finished"):
+                failures.append("the workers did not end")
+            diverged = [w for w in workers if not w.alive()]
+            for w in diverged:
+                log = w.tail(400)
+                if w.process.returncode != 1 or "replicas diverged" not in log \
+                        or "--max-origins" not in log:
+                    failures.append(f"{w.name} did not end with exit 1 and a divergence naming "
+                                    f"--max-origins (exit {w.process.returncode}):\n{w.tail()}")
+            figures["ended_diverged"] = [w.name for w in diverged]
+            if not diverged:
+                failures.append("no worker reported the divergence")
+            expected_exit = 1
+        elif all(w.alive() for w in workers) and not wait_for(
                 lambda: all(w.done() for w in workers), args.finish_timeout,
                 "every worker finished"):
             failures.append("the workers did not finish")
@@ -261,13 +290,17 @@ def random_scenario(args, folder):
         figures["rss_growth_mib"] = {
             w.name: round(((rss_bytes(w.process.pid) or 0) - baseline[i]) / 2**20, 1)
             for i, w in enumerate(workers)}
-        if all(w.done() for w in workers):
-            agree = summaries(workers)
+        finished = [w for w in workers if w.alive() and w.done()]
+        if finished and (expected_exit == 1 or len(finished) == len(workers)):
+            agree = summaries(finished)
+            if expected_exit == 1:  # vectors may differ by refused origins that moved nothing
+                agree = [weights for weights, _ in agree]
             figures["replicas"] = len(set(agree))
             if len(set(agree)) != 1:
                 failures.append(f"the workers ended with {len(set(agree))} different replicas")
     finally:
-        stop_all(workers, failures)
+        # Those that ended with the divergence were checked above.
+        stop_all([w for w in workers if expected_exit == 0 or w.alive()], failures)
     return report_result(figures, failures, args)
 
 
@@ -378,6 +411,8 @@ def main():
     p.add_argument("--finish-timeout", type=float, default=240)
     p.add_argument("--origins", type=int, default=200000)
     p.add_argument("--max-origins", type=int, default=4096)
+    p.add_argument("--invented", type=int, default=3000,
+                   help="random: origins the attacker invents in all (reckon-attacker --invented)")
     p.add_argument("--early-cap-mb", type=int, default=256)
     p.add_argument("--log-cap-mb", type=int, default=256)
     p.add_argument("--rss-slack-mb", type=float, default=32)

@@ -18,7 +18,10 @@
 //            another message under an id already sent); heartbeats with made-up vectors,
 //            member lists and checks; Leaves, Refusals, ResyncRequired,
 //            Certificates; Status and Snapshot calls. Its listen address
-//            answers every dial with a permanent Refusal.
+//            answers every dial with a permanent Refusal. Its threads
+//            invent `--invented` origins in all: past the workers'
+//            --max-origins each worker takes a different set, and the
+//            ending fails with "replicas diverged" (docs/gossip.md).
 //   origins  one stream, `--origins` invented origins at seq 2 (never
 //            applicable), one small valid Update each.
 //
@@ -59,6 +62,9 @@ ABSL_FLAG(int64_t, origins, 200000, "invented origins the origins scenario sends
 ABSL_FLAG(uint64_t, seed, 1, "the random sequences' seed");
 ABSL_FLAG(std::string, id, "mallory", "the attacker's own node id");
 ABSL_FLAG(int32_t, threads, 3, "attacking threads (random scenario)");
+ABSL_FLAG(int32_t, invented, 3000,
+          "origins the random scenario's threads invent in all (each an equal share); past the "
+          "workers' --max-origins (4,096) their replicas differ for good");
 ABSL_FLAG(std::string, actions, "",
           "random scenario: only these kinds of action, comma-separated (hello, update, "
           "bad_update, heartbeat, leave, refusal, resync, certificates, drop, status, "
@@ -216,7 +222,8 @@ class RandomAttack {
   RandomAttack(const Cluster& c, const std::string& id, const std::string& listen, uint64_t seed,
                Clock::time_point end, Tally* tally)
       : c_(c), id_(id), listen_(listen), rng_(seed), end_(end), tally_(tally) {
-    for (int i = 0; i < 6000; ++i) {  // past the 4,096-origin cap
+    const int share = std::max(1, absl::GetFlag(FLAGS_invented) / absl::GetFlag(FLAGS_threads));
+    for (int i = 0; i < share; ++i) {
       v1::Origin o;
       o.set_node_id(absl::StrCat("ghost-", seed, "-", i));
       o.set_incarnation(1 + rng_() % 3);
