@@ -212,7 +212,7 @@ namespace {
 
 // The layout header, `values` as little-endian float32s, then `bytes`:
 // how both host encoders lay out their payloads (codec/onebit.cc,
-// codec/dyntree8.cc; docs/codecs.md 3-4).
+// codec/dyntree8.cc; docs/wire-codecs.md 3-4).
 void FinishFromParts(v1::Codec codec, const TensorLayout& layout, std::span<const float> values,
                      std::span<const uint8_t> bytes, v1::Update* msg) {
   std::string* out = msg->mutable_payload();

@@ -1,6 +1,6 @@
 // The codecs whose decoded message is a whole number of quanta for every
 // parameter: dense fp32, Seide's 1-bit SGD and Dettmers' 8-bit dynamic tree
-// (docs/codecs.md is their normative byte-by-byte specification).
+// (docs/wire-codecs.md is their normative byte-by-byte specification).
 //
 // Contract shared by all of them:
 // - Encode reads values (the residual: accumulated optimizer deltas, in
@@ -59,7 +59,7 @@ struct CodecOptions {
 };
 
 // The largest magnitude, in quanta, of any value a payload carries: float32
-// integers below 2^62 (docs/codecs.md 1).
+// integers below 2^62 (docs/wire-codecs.md 1).
 inline constexpr double kMaxPayloadQuanta = 4611686018427387904.0;  // 2^62
 
 // What a codec carries from one step to the next besides the residual:
@@ -159,7 +159,7 @@ inline float QuantaPayloadValue(double weight_units, int fraction_bits) {
   return scaled;
 }
 
-// Dettmers' dynamic tree, 7 magnitude bits (docs/codecs.md 4): code m in
+// Dettmers' dynamic tree, 7 magnitude bits (docs/wire-codecs.md 4): code m in
 // 1..127 has n = 6 - floor(log2 m) leading zeros (exponent 10^-n), a flag
 // bit, and b = 6 - n tree bits k; its magnitude is
 //   10^-n * (0.1 + 0.9 * (2k + 1) / 2^(b + 1)) = numerator / denominator
@@ -198,7 +198,7 @@ void FinishDynTree8Message(const TensorLayout& layout, std::span<const float> sc
 // Decodes the payload of a CODEC_ONEBIT, CODEC_DYNTREE8 or CODEC_DENSE_FP32
 // message whose header DecodeUpdate has checked (count, CRC): `*quanta`
 // gets param_count values. kDataLoss naming the first violation of
-// docs/codecs.md, with `*quanta` empty. Allocates only after the payload's
+// docs/wire-codecs.md, with `*quanta` empty. Allocates only after the payload's
 // length has been checked against param_count.
 absl::Status DecodeQuantaPayload(const v1::Update& msg, std::vector<int64_t>* quanta);
 

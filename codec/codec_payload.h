@@ -1,5 +1,5 @@
 // Internal to codec/: the byte-level pieces the quanta codecs share
-// (docs/codecs.md 1-2): little-endian fields, the tensor-layout header, and
+// (docs/wire-codecs.md 1-2): little-endian fields, the tensor-layout header, and
 // the per-codec encoders and payload decoders behind codec.h.
 #ifndef RECKON_CODEC_CODEC_PAYLOAD_H_
 #define RECKON_CODEC_CODEC_PAYLOAD_H_

@@ -1,4 +1,4 @@
-// CODEC_DENSE_FP32 (docs/codecs.md 5): every parameter's delta as a float32
+// CODEC_DENSE_FP32 (docs/wire-codecs.md 5): every parameter's delta as a float32
 // count of quanta. The baseline: 32 bits per parameter per step.
 #include <bit>
 

@@ -1,4 +1,4 @@
-// CODEC_DYNTREE8 (docs/codecs.md 4), Dettmers 2015 section 2: one byte per
+// CODEC_DYNTREE8 (docs/wire-codecs.md 4), Dettmers 2015 section 2: one byte per
 // parameter in the 8-bit dynamic tree data type, each tensor scaled by its
 // absolute maximum (recomputed every `absmax_every` steps; in between, values
 // above a stale maximum clip to the top code and error feedback keeps the

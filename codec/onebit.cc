@@ -1,4 +1,4 @@
-// CODEC_ONEBIT (docs/codecs.md 3), Seide et al. 2014 section 3: every
+// CODEC_ONEBIT (docs/wire-codecs.md 3), Seide et al. 2014 section 3: every
 // parameter's sign (quantization threshold 0) and, per weight-matrix column,
 // the two reconstruction values that minimize the squared error: the means
 // of the column's non-negative and of its negative values. Error feedback

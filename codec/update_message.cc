@@ -55,7 +55,7 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes, size_t max_bytes)
 
 namespace {
 
-// docs/codecs.md 2: the header of a quanta-codec message, then its payload.
+// docs/wire-codecs.md 2: the header of a quanta-codec message, then its payload.
 absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
   const std::string name = v1::Codec_Name(msg.codec());
   if (msg.param_count() > kMaxParamCount) {

@@ -60,9 +60,9 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes,
 // On error `out->words` and `out->quanta` are empty and nothing should be
 // applied: kDataLoss when corrupt. Threshold codecs (docs/wire.md): CRC
 // mismatch, bad payload, step_quanta <= 0, count > param_count, k > 30,
-// param_count > 2^31, unknown codec. Quanta codecs (docs/codecs.md):
+// param_count > 2^31, unknown codec. Quanta codecs (docs/wire-codecs.md):
 // count != param_count, step_quanta or rice_k not 0, CRC, or a payload
-// that breaks docs/codecs.md.
+// that breaks docs/wire-codecs.md.
 absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out);
 
 // Applies a decoded update to a replica, all or nothing

@@ -1,4 +1,4 @@
-// The quanta codecs (codec/codec.h, docs/codecs.md): onebit, dyntree8 and
+// The quanta codecs (codec/codec.h, docs/wire-codecs.md): onebit, dyntree8 and
 // dense fp32. Encoding gives exactly what decoding gives; the decoders agree
 // with the reference decoder written from the spec on valid and corrupted
 // payloads; every rejection the spec lists is made; error feedback keeps
@@ -534,7 +534,7 @@ TEST(QuantaCodec, ApplyAndChecksumUseTheDecodedQuanta) {
   EXPECT_EQ(ChecksumContribution(checksum, d), checksum.Of(replica.quanta()));
 }
 
-// QuantaPayloadValue as the wire defines it (docs/codecs.md): the weight
+// QuantaPayloadValue as the wire defines it (docs/wire-codecs.md): the weight
 // units times 2^fraction_bits, as a float rounded to the nearest integer
 // (ties to even), clamped below 2^62 with its sign. The encoder computes
 // it without a libm call per element; this is the definition it must meet,

@@ -169,7 +169,7 @@ TEST_F(ReckonctlCodec, NanResidualIsRefusedAndNothingIsWritten) {
 // Dettmers 2015 Table 1 for the dynamic tree: one JSON object per
 // distribution. The relative errors land near the paper's (1-2.5%); the
 // absolute error on U(0,1) cannot beat 1/1024, the bound for any 8-bit code,
-// which the paper's 0.000043 does (docs/codecs.md and docs/benchmarks.md).
+// which the paper's 0.000043 does (docs/wire-codecs.md and docs/benchmarks.md).
 TEST_F(ReckonctlCodec, DynTreeTable1PrintsEveryDistribution) {
   const Result r =
       Run({"bench", "codec", "--codec", "dyntree8", "--table1", "--json", "--draws", "200000"});

@@ -95,7 +95,7 @@ TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
   EXPECT_GT(json->at("test_accuracy").get<double>(), 0.5) << r.out;
 }
 
-// The quanta codecs (docs/codecs.md) over real gRPC between four worker
+// The quanta codecs (docs/wire-codecs.md) over real gRPC between four worker
 // processes: every worker applies the others' messages, the replicas end
 // bit-identical, the model learns, and the bytes match the codec's size.
 class EveryCodec : public ::testing::TestWithParam<std::string> {};

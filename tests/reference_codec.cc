@@ -117,7 +117,7 @@ class Fields {
     pos_ += bytes;
     return v;
   }
-  // A float32 that is an integer with |v| < 2^62 (docs/codecs.md 1).
+  // A float32 that is an integer with |v| < 2^62 (docs/wire-codecs.md 1).
   std::optional<int64_t> Quanta() {
     const std::optional<uint64_t> bits = U(4);
     if (!bits) return std::nullopt;

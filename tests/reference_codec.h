@@ -18,7 +18,7 @@ std::optional<std::vector<uint32_t>> ReferenceDecodeRice(std::string_view payloa
 std::optional<std::vector<uint32_t>> ReferenceDecodePacked32(std::string_view payload,
                                                              uint64_t count, uint64_t param_count);
 
-// docs/codecs.md, field by field: the decoded quanta of a CODEC_ONEBIT (3),
+// docs/wire-codecs.md, field by field: the decoded quanta of a CODEC_ONEBIT (3),
 // CODEC_DYNTREE8 (4) or CODEC_DENSE_FP32 (5) payload, or nullopt when the
 // spec requires a rejection. Magnitudes come from the spec's formula in
 // 128-bit integers, not from the codec's tables.

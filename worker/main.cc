@@ -118,7 +118,7 @@ ABSL_FLAG(uint64_t, seed, 1, "cluster seed: initial weights, shards, shuffles");
 ABSL_FLAG(std::string, shard, "0/1", "i/n: train on the i-th of n disjoint data shards");
 ABSL_FLAG(std::string, codec, "threshold",
           "threshold (Strom 2015), onebit (Seide 2014), dyntree8 (Dettmers 2015) or dense "
-          "(fp32 baseline); docs/codecs.md");
+          "(fp32 baseline); docs/wire-codecs.md");
 ABSL_FLAG(bool, error_feedback, true,
           "onebit, dyntree8, dense: carry each step's quantization error to the next");
 ABSL_FLAG(int32_t, absmax_every, 1,

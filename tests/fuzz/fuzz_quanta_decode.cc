@@ -1,5 +1,5 @@
 // libFuzzer target: the onebit, dyntree8 and dense fp32 payload decoders
-// (docs/codecs.md) against the reference decoder written from the spec. They
+// (docs/wire-codecs.md) against the reference decoder written from the spec. They
 // must agree on acceptance and on every decoded value; whatever is accepted
 // must apply to a replica.
 #include <cstdlib>

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  // The quanta codecs (docs/codecs.md): whole messages for fuzz_update_parse,
+  // The quanta codecs (docs/wire-codecs.md): whole messages for fuzz_update_parse,
   // mode byte + param_count + payload for fuzz_quanta_decode.
   if (target == "fuzz_update_parse" || target == "fuzz_quanta_decode") {
     const reckon::codec::TensorLayout layouts[] = {
