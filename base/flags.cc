@@ -12,7 +12,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/exit_codes.h"
 #include "base/files.h"
 #include "base/version_info.h"  // generated: cmake/version_info.cmake
 #include "base/status_macros.h"
@@ -74,19 +76,26 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// " (did you mean --x?)" for the scope's flag nearest `name` (underscored),
-// when it is a typo away: a third of its length at most, and at least 1.
-std::string Nearest(const FlagScope& scope, const std::string& name) {
+// " (did you mean --x?)" for the name of `names` (underscored) nearest
+// `name` (underscored), when it is a typo away: a third of its length at
+// most, and at least 1.
+std::string Nearest(const std::vector<std::string>& names, const std::string& name) {
   std::string best;
   size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
-  for (const FlagSpec& spec : scope.flags) {
-    const size_t d = EditDistance(name, spec.name);
+  for (const std::string& candidate : names) {
+    const size_t d = EditDistance(name, candidate);
     if (d < best_distance) {
       best_distance = d;
-      best = spec.name;
+      best = candidate;
     }
   }
   return best.empty() ? "" : absl::StrCat(" (did you mean --", Dashed(best), "?)");
+}
+
+std::string Nearest(const FlagScope& scope, const std::string& name) {
+  std::vector<std::string> names;
+  for (const FlagSpec& spec : scope.flags) names.push_back(spec.name);
+  return Nearest(names, name);
 }
 
 // The arguments one line of a flags file stands for (none for a blank line
@@ -212,32 +221,93 @@ absl::Status ParseFlags(const FlagScope& scope, const std::vector<std::string>& 
   return absl::OkStatus();
 }
 
-std::string FlagUsage(const FlagScope& scope) {
+absl::Status FlagScope::Group(const std::string& title, const std::vector<std::string>& names,
+                              bool hidden) {
+  std::vector<FlagSpec> grouped;
+  for (const std::string& name : names) {
+    auto it = std::find_if(flags.begin(), flags.end(),
+                           [&](const FlagSpec& f) { return f.name == Underscored(name); });
+    if (it == flags.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(command, ": group ", title, " names --", Dashed(name), ", not a flag of it"));
+    }
+    if (!it->group.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(command, ": --", Dashed(name), " is in group ",
+                                                     it->group, " already, not ", title));
+    }
+    it->group = title;
+    grouped.push_back(*it);
+    flags.erase(it);
+  }
+  // The group's flags in its order, after the groups made before it and
+  // before the flags in none.
+  auto first_ungrouped = std::find_if(flags.begin(), flags.end(),
+                                      [](const FlagSpec& f) { return f.group.empty(); });
+  flags.insert(first_ungrouped, grouped.begin(), grouped.end());
+  group_order.push_back(title);
+  if (hidden) hidden_groups.push_back(title);
+  return absl::OkStatus();
+}
+
+std::string FlagUsage(const FlagScope& scope, bool full) {
   std::string out = absl::StrCat("usage: ", scope.command, " [flags]\n");
+  auto hidden = [&scope](const std::string& group) {
+    return std::find(scope.hidden_groups.begin(), scope.hidden_groups.end(), group) !=
+           scope.hidden_groups.end();
+  };
+  if (!full && !scope.hidden_groups.empty()) {
+    absl::StrAppend(&out, "(--helpfull lists the ", absl::StrJoin(scope.hidden_groups, ", "),
+                    " flags too)\n");
+  }
+  const bool headings = !scope.group_order.empty();
+  std::string heading;
   for (const FlagSpec& spec : scope.flags) {
+    if (!full && hidden(spec.group)) continue;
+    if (headings) {
+      const std::string title = spec.group.empty() ? "Other" : spec.group;
+      if (title != heading) absl::StrAppend(&out, "\n", title, ":\n");
+      heading = title;
+    }
     absl::CommandLineFlag& flag = Find(scope, spec.name);
     const std::string fallback = spec.default_value.empty() ? flag.DefaultValue() : spec.default_value;
     const std::string shown =
         spec.required ? "required" : absl::StrCat("default ", fallback.empty() ? "\"\"" : fallback);
     absl::StrAppend(&out, "  --", Dashed(spec.name), " (", shown, ")  ", flag.Help(), "\n");
   }
+  if (headings) absl::StrAppend(&out, "\nAny command:\n");
   absl::StrAppend(&out, "  --flags-file PATH  read flags from PATH, one per line (# comments); "
                         "flags after it win (also --flagfile)\n");
   absl::StrAppend(&out, "  --version  the commit, build type and CUDA of this build\n");
   return out;
 }
 
+absl::Status CheckFlagsKnown(const std::string& command, const std::vector<std::string>& known,
+                             const std::vector<std::string>& args) {
+  std::vector<std::string> names;
+  for (const std::string& k : known) names.push_back(Underscored(k));
+  const std::set<std::string> set(names.begin(), names.end());
+  for (const std::string& arg : args) {
+    if (arg.size() <= 2 || arg.rfind("--", 0) != 0) continue;  // a value
+    const std::string name = Underscored(arg.substr(2, arg.find('=') - 2));
+    if (set.count(name) || (name.rfind("no", 0) == 0 && set.count(name.substr(2)))) continue;
+    return absl::InvalidArgumentError(absl::StrCat(command, ": unknown flag ",
+                                                   arg.substr(0, arg.find('=')), Nearest(names, name)));
+  }
+  return absl::OkStatus();
+}
+
 bool AsksForHelp(const std::vector<std::string>& args) {
-  return std::any_of(args.begin(), args.end(),
-                     [](const std::string& a) { return a == "--help" || a == "-h"; });
+  return std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a == "--help" || a == "-h" || a == "--helpfull";
+  });
 }
 
 int ParseFlagsOrExit(const FlagScope& scope, const std::vector<std::string>& args,
                      std::ostream& out, std::ostream& err,
                      std::vector<std::string>* pass_through) {
   if (AsksForHelp(args)) {
-    out << FlagUsage(scope);
-    return 0;
+    out << FlagUsage(scope, std::find(args.begin(), args.end(), "--helpfull") != args.end());
+    return kExitOk;
   }
   for (const std::string& a : args) {
     if (a == "--version") {
@@ -245,7 +315,7 @@ int ParseFlagsOrExit(const FlagScope& scope, const std::vector<std::string>& arg
       out << scope.command.substr(0, scope.command.find(' ')) << " commit " << RECKON_COMMIT
           << ", build " << RECKON_BUILD_TYPE << ", CUDA "
           << (RECKON_BUILT_WITH_CUDA ? "yes" : "no") << "\n";
-      return 0;
+      return kExitOk;
     }
   }
   absl::StatusOr<std::vector<std::string>> expanded = ExpandFlagsFiles(args);
@@ -253,7 +323,7 @@ int ParseFlagsOrExit(const FlagScope& scope, const std::vector<std::string>& arg
   if (!s.ok()) {
     const std::string command = expanded.ok() ? "" : scope.command + ": ";
     err << command << s.message() << " (--help lists the flags)\n";
-    return 2;
+    return kExitUsage;
   }
   return -1;
 }

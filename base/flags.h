@@ -27,6 +27,7 @@ struct FlagSpec {
   std::string name;            // the Abseil name, with underscores
   std::string default_value;   // this command's default; empty: the flag's own
   bool required = false;       // must be given
+  std::string group;           // its heading in --help (FlagScope::Group); empty: "Other"
 };
 
 struct FlagScope {
@@ -35,6 +36,15 @@ struct FlagScope {
   // Every flag defined in a source file whose path ends with `file_suffix`
   // (e.g. "worker/main.cc"), sorted by name, with their own defaults.
   static FlagScope FromFile(std::string command, const std::string& file_suffix);
+  // Lists `names` under the heading `title` in --help, in this order, the
+  // groups in the order they are made (flags in none come last, under
+  // "Other"). A hidden group (test-only flags) is listed only by --helpfull;
+  // its flags parse as any other. A name not in the scope, or in a group
+  // already, is kInvalidArgument.
+  absl::Status Group(const std::string& title, const std::vector<std::string>& names,
+                     bool hidden = false);
+  std::vector<std::string> group_order = {};   // titles, as Group made them
+  std::vector<std::string> hidden_groups = {};
 };
 
 // Parses `args` (the words after the program and subcommand) into the
@@ -54,17 +64,26 @@ absl::Status ParseFlags(const FlagScope& scope, const std::vector<std::string>& 
 // kInvalidArgument naming the file and line.
 absl::StatusOr<std::vector<std::string>> ExpandFlagsFiles(const std::vector<std::string>& args);
 
-// One line per flag: its dashed name, its default (or "required") and help.
-std::string FlagUsage(const FlagScope& scope);
+// For flags handed on to another program (reckonctl local's to its
+// workers): the first argument that looks like a flag (--name, --name=value,
+// --noname) and is none of `known` (dashed or underscored alike) is
+// kInvalidArgument "COMMAND: unknown flag --x (did you mean --y?)".
+absl::Status CheckFlagsKnown(const std::string& command, const std::vector<std::string>& known,
+                             const std::vector<std::string>& args);
+
+// One line per flag: its dashed name, its default (or "required") and help,
+// under its group's heading where the scope has groups; `full` lists the
+// hidden groups too (--helpfull).
+std::string FlagUsage(const FlagScope& scope, bool full = false);
 
 // For a command's entry point: --help or -h prints the usage to `out` and
-// gives 0, as --version does with one line (the program, the commit, the
+// gives 0 (--helpfull with the hidden groups), as --version does with one line (the program, the commit, the
 // build type, CUDA or not); a parse error prints one line to `err` and gives 2; otherwise -1
 // (go on). Flags files are expanded first (ExpandFlagsFiles).
 int ParseFlagsOrExit(const FlagScope& scope, const std::vector<std::string>& args,
                      std::ostream& out, std::ostream& err,
                      std::vector<std::string>* pass_through = nullptr);
-// `args` ask for the usage (--help, -h), which ParseFlagsOrExit printed: a
+// `args` ask for the usage (--help, -h, --helpfull), which ParseFlagsOrExit printed: a
 // command adds what it says of itself only then (not after --version).
 bool AsksForHelp(const std::vector<std::string>& args);
 

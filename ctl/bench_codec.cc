@@ -258,7 +258,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
         Measure(static_cast<uint64_t>(params), p, timer, static_cast<uint64_t>(seed));
     if (!r.ok()) {
       err << "reckonctl bench codec: " << r.status().message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     if (json) {
       const base::Json row = {{"density", r->density},

@@ -527,20 +527,20 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
 #if !RECKON_HAVE_CUDA
   err << "reckonctl bench gpu: this build has no CUDA support (nvcc was not found at build "
          "time)\n";
-  return kExitBadInput;
+  return kExitFailed;
 #else
   const bool json = absl::GetFlag(FLAGS_json);
   absl::StatusOr<cuda::DeviceInfo> device = cuda::ProbeDevice();
   if (!device.ok()) {
     err << "reckonctl bench gpu: " << device.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   std::vector<SizeRow> rows;
   for (const uint64_t n : {uint64_t{14'600'000}, uint64_t{100'000'000}}) {
     absl::StatusOr<SizeRow> row = MeasureSize(n, density, static_cast<int>(reps));
     if (!row.ok()) {
       err << "reckonctl bench gpu: " << row.status().message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     rows.push_back(*row);
   }
@@ -551,12 +551,12 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
                 : step.status();
   if (!step_tf32.ok()) {
     err << "reckonctl bench gpu: " << step_tf32.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   absl::StatusOr<std::vector<CodecRow>> codecs = MeasureCodecs(static_cast<int>(reps));
   if (!codecs.ok()) {
     err << "reckonctl bench gpu: " << codecs.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   const double apply_80_ms = rows[0].apply_80_peers_s * 1e3;
   if (json) {

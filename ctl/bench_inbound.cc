@@ -678,7 +678,7 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
       if (!f.ok()) {
         err << "reckonctl bench inbound: " << size.name << " " << path.name << ": "
             << f.status().message() << "\n";
-        return kExitBadInput;
+        return kExitFailed;
       }
       Print(*f, json, out);
     }
@@ -691,7 +691,7 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
                       absl::GetFlag(FLAGS_train_activation)});
     if (!t.ok()) {
       err << "reckonctl bench inbound: training: " << t.status().message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     PrintTraining(*t, json, out);
   }

@@ -74,16 +74,16 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   absl::StatusOr<std::unique_ptr<model::Backend>> backend = cpu::MakeCpuBackend(config);
   if (!backend.ok()) {
     err << "reckonctl bench train: " << backend.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   codec::FixedPointReplica init = *codec::FixedPointReplica::Create(shape->param_count(), 32);
   if (absl::Status s = model::InitializeModel(*shape, 1, &init); !s.ok()) {
     err << "reckonctl bench train: " << s.message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   if (absl::Status s = (*backend)->LoadWeights(init.quanta()); !s.ok()) {
     err << "reckonctl bench train: " << s.message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
 
   // Random standardized inputs: the arithmetic is the same as on real data.
@@ -125,7 +125,7 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   const double train_s = Seconds(t0);
   if (!step_status.ok()) {
     err << "reckonctl bench train: a training step failed: " << step_status.message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
 
   // The same GEMMs, alone, on buffers of the same sizes, with OpenBLAS's

@@ -499,7 +499,7 @@ int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, s
       if (!g.ok() || !t.ok()) {
         err << "reckonctl bench transport: " << (g.ok() ? t.status() : g.status()).message()
             << "\n";
-        return kExitBadInput;
+        return kExitFailed;
       }
       pairs.emplace_back(*g, *t);
     }
@@ -522,17 +522,17 @@ int RunBenchTransport(const std::vector<std::string>& args, std::ostream& out, s
   absl::StatusOr<Latency> latency = MeasureLatency(4, static_cast<int>(latency_messages), rate);
   if (!latency.ok()) {
     err << "reckonctl bench transport: latency: " << latency.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   std::string tmpl = (std::filesystem::temp_directory_path() / "reckon-bench-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) {
     err << "reckonctl bench transport: cannot create a directory in /tmp\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   absl::StatusOr<StepTimes> step = MeasureStepOverhead(static_cast<int>(steps), tmpl);
   if (!step.ok()) {
     err << "reckonctl bench transport: step time: " << step.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   std::filesystem::remove_all(tmpl);
   const double step_ratio =

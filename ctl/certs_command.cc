@@ -59,13 +59,13 @@ int RunCertsCommand(const std::vector<std::string>& args, std::ostream& out, std
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     err << "reckonctl certs: cannot create " << dir << ": " << ec.message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   absl::StatusOr<server::KeyAndCertificate> ca =
       server::MakeCertificateAuthority(ca_name, static_cast<int>(days));
   if (!ca.ok()) {
     err << "reckonctl certs: " << ca.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   const std::filesystem::path base(dir);
   bool written = WriteFile(base / "ca.pem", ca->cert_pem, false) &&
@@ -76,14 +76,14 @@ int RunCertsCommand(const std::vector<std::string>& args, std::ostream& out, std
         server::IssueCertificate(*ca, id, extra, static_cast<int>(days));
     if (!cert.ok()) {
       err << "reckonctl certs: " << cert.status().message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     written = written && WriteFile(base / (id + ".pem"), cert->cert_pem, false) &&
               WriteFile(base / (id + ".key"), cert->key_pem, true);
   }
   if (!written) {
     err << "reckonctl certs: cannot write the files in " << dir << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   out << "reckonctl certs: wrote ca.pem (keep ca.key offline) and a certificate and key for "
       << ids.size() - 1 << " node(s) and reckonctl in " << dir << "\n"

@@ -76,9 +76,9 @@ int Encode(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (!step.ok()) return Fail(err, kExitUsage, step.status());
 
   absl::StatusOr<std::string> raw = ReadFile(input, kMaxResidualBytes);
-  if (!raw.ok()) return Fail(err, kExitBadInput, raw.status());
+  if (!raw.ok()) return Fail(err, kExitFailed, raw.status());
   if (raw->size() % 4 != 0) {
-    return Fail(err, kExitBadInput,
+    return Fail(err, kExitFailed,
                 absl::DataLossError(absl::StrCat(input, ": ", raw->size(),
                                                  " bytes is not a whole number of float32")));
   }
@@ -91,7 +91,7 @@ int Encode(const std::vector<std::string>& args, std::ostream& out, std::ostream
 
   std::vector<uint32_t> words;
   if (absl::Status s = codec::QuantizeResidual(residual, *step, &words); !s.ok()) {
-    return Fail(err, kExitBadInput,
+    return Fail(err, kExitFailed,
                 absl::InvalidArgumentError(absl::StrCat(input, ": ", s.message())));
   }
   v1::Update msg;
@@ -101,10 +101,10 @@ int Encode(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (absl::Status s =
           codec::EncodeThresholdUpdate(words, step->step_quanta, residual.size(), codec, &msg);
       !s.ok()) {
-    return Fail(err, kExitBadInput, s);
+    return Fail(err, kExitFailed, s);
   }
   if (absl::Status s = WriteFileAtomically(output, msg.SerializeAsString()); !s.ok()) {
-    return Fail(err, kExitBadInput, s);
+    return Fail(err, kExitFailed, s);
   }
   if (!residual_out.empty()) {
     std::string bytes(residual.size() * 4, '\0');
@@ -114,7 +114,7 @@ int Encode(const std::vector<std::string>& args, std::ostream& out, std::ostream
     }
     if (!bytes.empty()) std::memcpy(bytes.data(), residual.data(), bytes.size());
     if (absl::Status s = WriteFileAtomically(residual_out, bytes); !s.ok()) {
-      return Fail(err, kExitBadInput, s);
+      return Fail(err, kExitFailed, s);
     }
   }
   out << absl::StrFormat(
@@ -161,7 +161,7 @@ int Decode(const std::vector<std::string>& args, std::ostream& out, std::ostream
   codec::DecodedUpdate decoded;
   bool parsed;
   if (absl::Status s = LoadUpdate(input, &msg, &decoded, &parsed); !s.ok()) {
-    return Fail(err, kExitBadInput, s);
+    return Fail(err, kExitFailed, s);
   }
   // Validated as a whole before the first line is printed.
   std::string text;
@@ -182,7 +182,7 @@ int Inspect(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   codec::DecodedUpdate decoded;
   bool parsed;
   const absl::Status status = LoadUpdate(input, &msg, &decoded, &parsed);
-  if (!parsed) return Fail(err, kExitBadInput, status);
+  if (!parsed) return Fail(err, kExitFailed, status);
   // The header is shown even when the payload is corrupt: that is when it
   // is most wanted. The verdict is the last line, and the exit code.
   const int codec_number = msg.codec();
@@ -208,7 +208,7 @@ int Inspect(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       << absl::StrFormat("%.6g", msg.param_count() ? double(msg.count()) / msg.param_count() : 0.0)
       << "\n";
   out.flush();
-  if (!status.ok()) return Fail(err, kExitBadInput, status);
+  if (!status.ok()) return Fail(err, kExitFailed, status);
   out << "valid:                yes\n";
   return kExitOk;
 }

@@ -10,13 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "base/exit_codes.h"
+
 namespace reckon::ctl {
 
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitBadInput = 1;
-inline constexpr int kExitUsage = 2;
-// Stopped by SIGINT or SIGTERM before the run was done: as reckon-worker.
-inline constexpr int kExitStopped = 3;
+// The exit codes every command follows, as reckon-worker does.
+using base::kExitFailed;
+using base::kExitOk;
+using base::kExitStopped;
+using base::kExitUsage;
 
 // reckonctl codec encode|decode|inspect ...
 int RunCodecCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

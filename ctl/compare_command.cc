@@ -3,9 +3,11 @@
 // worker alone as the baseline, and a table of what each costs and reaches.
 // Each cluster is a `reckonctl local` run of this binary, so compare measures
 // exactly what users run.
+#include <signal.h>
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 
@@ -74,7 +76,15 @@ CompareRow MeanOf(const std::vector<CompareRow>& runs) {
   return m;
 }
 
-// Runs `reckonctl local` for one codec and reads its summary.
+// SIGINT or SIGTERM to compare: the cluster running is stopped (its
+// `reckonctl local` stops its workers) and compare exits kExitStopped, as
+// local and the workers do. Ctrl-C reaches the whole group anyway; a signal
+// to compare alone is passed on here.
+std::atomic<bool> g_compare_stopped{false};
+void OnCompareStop(int) { g_compare_stopped.store(true); }
+
+// Runs `reckonctl local` for one codec and reads its summary. kCancelled
+// when it was stopped by a signal.
 // Run `run` (from 1) of it is in <dir>/<codec> for the first, <dir>/<codec>-<run> after.
 absl::StatusOr<CompareRow> RunCluster(const std::string& codec, int run, int workers,
                                const std::string& dir, int64_t timeout_s,
@@ -90,7 +100,21 @@ absl::StatusOr<CompareRow> RunCluster(const std::string& codec, int run, int wor
       base::ChildProcess p,
       base::ChildProcess::Spawn("/proc/self/exe", args, dir + "/" + name + ".log",
                                 dir + "/" + name + ".log"));
-  const std::optional<int> code = p.Wait(std::chrono::seconds(timeout_s + 120));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s + 120);
+  std::optional<int> code;
+  bool told = false;
+  while (!(code = p.Wait(std::chrono::milliseconds(200))) &&
+         std::chrono::steady_clock::now() < deadline) {
+    if (g_compare_stopped.load() && !told) {
+      p.Signal(SIGTERM);
+      told = true;
+    }
+  }
+  if (g_compare_stopped.load() || (code && *code == kExitStopped)) {
+    if (!code) code = p.Wait(std::chrono::seconds(60));
+    return absl::CancelledError(absl::StrCat("stopped by a signal during the ", name,
+                                             " cluster (its log: ", dir, "/", name, ".log)"));
+  }
   if (!code || *code != 0) {
     absl::StatusOr<std::string> log = base::ReadFile(dir + "/" + name + ".log", 1 << 16);
     return absl::UnavailableError(
@@ -199,19 +223,19 @@ int Report(const std::vector<CompareRow>& rows, const std::string& dir, std::ost
   if (const std::string path = absl::GetFlag(FLAGS_csv); !path.empty()) {
     if (absl::Status s = base::WriteFileAtomically(path, csv); !s.ok()) {
       err << "reckonctl compare: " << s.message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
   }
   if (const std::string svg = absl::GetFlag(FLAGS_chart); !svg.empty()) {
     if (absl::Status s = WriteChart(rows, dir, svg); !s.ok()) {
       err << "reckonctl compare: " << s.message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     out << "chart: " << svg << "\n";
   }
   if (!all_identical) {
     err << "reckonctl compare: a cluster's replicas differ\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   return kExitOk;
 }
@@ -255,7 +279,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
     std::string tmpl = (std::filesystem::temp_directory_path() / "reckon-compare-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) {
       err << "reckonctl compare: cannot create a work directory in /tmp\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     dir = tmpl;
   }
@@ -268,6 +292,10 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
                                                std::to_string(absl::GetFlag(FLAGS_link_mtu))});
     out << "compare: every cluster's workers behind links " << link << "\n";
   }
+  struct sigaction action = {};
+  action.sa_handler = OnCompareStop;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
   std::vector<CompareRow> rows;
   for (const std::string& codec : codecs) {
     std::vector<CompareRow> runs;
@@ -278,17 +306,21 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
       absl::StatusOr<CompareRow> r = RunCluster(codec, run, int(workers), dir, timeout_s, cluster_flags);
       if (!r.ok()) {
         err << "reckonctl compare: " << r.status().message() << "\n";
-        return kExitBadInput;
+        return r.status().code() == absl::StatusCode::kCancelled ? kExitStopped : kExitFailed;
       }
       runs.push_back(*r);
     }
     rows.push_back(MeanOf(runs));
   }
   out << "compare: the baseline, one dense worker alone...\n" << std::flush;
+  if (g_compare_stopped.load()) {
+    err << "reckonctl compare: stopped by a signal before the baseline\n";
+    return kExitStopped;
+  }
   absl::StatusOr<CompareRow> baseline = RunBaseline(dir, timeout_s, training);
   if (!baseline.ok()) {
     err << "reckonctl compare: " << baseline.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   rows.push_back(*baseline);
   return Report(rows, dir, out, err);

@@ -53,18 +53,18 @@ int RunEvaluateCommand(const std::vector<std::string>& args, std::ostream& out, 
   absl::StatusOr<OnnxRunner> model = OnnxRunner::Load(absl::GetFlag(FLAGS_model));
   if (!model.ok()) {
     err << "reckonctl evaluate: " << model.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   const std::string dir = absl::GetFlag(FLAGS_data);
   absl::StatusOr<worker::Dataset> data = RawSplit(dir, split, int(model->outputs()));
   if (!data.ok()) {
     err << "reckonctl evaluate: " << data.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   if (data->features() != model->inputs()) {
     err << "reckonctl evaluate: the model takes " << model->inputs() << " features but " << dir
         << " has " << data->features() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   const size_t classes = size_t(model->outputs()), width = size_t(model->inputs());
   std::vector<std::vector<uint64_t>> confusion(classes, std::vector<uint64_t>(classes, 0));
@@ -102,18 +102,18 @@ int RunPredictCommand(const std::vector<std::string>& args, std::ostream& out, s
   absl::StatusOr<OnnxRunner> model = OnnxRunner::Load(absl::GetFlag(FLAGS_model));
   if (!model.ok()) {
     err << "reckonctl predict: " << model.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   const std::string input = absl::GetFlag(FLAGS_input);
   absl::StatusOr<worker::NpyFile> x = worker::NpyFile::Open(input);
   if (!x.ok()) {
     err << "reckonctl predict: " << x.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   if (x->header().shape.size() != 2 || int64_t(x->row_elements()) != model->inputs()) {
     err << "reckonctl predict: " << input << " is not [N, " << model->inputs()
         << "] (the model's features)\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   const size_t width = size_t(model->inputs()), classes = size_t(model->outputs());
   std::string probabilities;
@@ -129,7 +129,7 @@ int RunPredictCommand(const std::vector<std::string>& args, std::ostream& out, s
         if (!std::isfinite(row[j])) {
           err << "reckonctl predict: " << input << ": feature " << j << " of row " << begin + i
               << " is " << row[j] << "\n";
-          return kExitBadInput;
+          return kExitFailed;
         }
       }
     }
@@ -141,7 +141,7 @@ int RunPredictCommand(const std::vector<std::string>& args, std::ostream& out, s
       worker::NpyBytes(worker::NpyType::kFloat32, {x->rows(), classes}, probabilities);
   if (absl::Status s = base::WriteFileAtomically(path, bytes); !s.ok()) {
     err << "reckonctl predict: " << s.message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   out << "predicted " << x->rows() << " rows of " << input << ": class probabilities [" << x->rows()
       << ", " << classes << "] float32 in " << path << "\n";

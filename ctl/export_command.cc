@@ -54,16 +54,16 @@ int RunExportCommand(const std::vector<std::string>& args, std::ostream& out, st
                          : ModelFromCheckpoint(checkpoint);
   if (!model.ok()) {
     err << "reckonctl export: " << model.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   absl::StatusOr<std::string> bytes = format == "onnx" ? OnnxBytes(*model) : NpzBytes(*model);
   if (!bytes.ok()) {
     err << "reckonctl export: " << bytes.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   if (absl::Status s = base::WriteFileAtomically(path, *bytes); !s.ok()) {
     err << "reckonctl export: " << s.message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   out << "exported " << model->shape.ToString() << " (weights " << model->weight_hash.substr(0, 16)
       << ", " << model->source << ") as " << format << " to " << path << " (" << bytes->size()

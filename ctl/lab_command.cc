@@ -139,7 +139,7 @@ int RunLabCommand(const std::vector<std::string>& args, std::ostream& out, std::
       NetLab::Create(static_cast<int>(workers), static_cast<int>(mtu));
   if (!made.ok()) {
     err << "reckonctl lab: " << made.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   NetLab& lab = **made;
   lab.Shape(shape);
@@ -172,7 +172,7 @@ int RunLabCommand(const std::vector<std::string>& args, std::ostream& out, std::
     pending.append(buffer, static_cast<size_t>(n));
     if (pending.size() > (1 << 16)) {
       err << "reckonctl lab: a command line longer than 64 KiB; stopping\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     for (size_t newline; !quit && (newline = pending.find('\n')) != std::string::npos;) {
       const std::string line = pending.substr(0, newline);

@@ -21,7 +21,10 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/files.h"
 #include "base/flags.h"
 #include "base/json.h"
@@ -234,7 +237,7 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
   absl::StatusOr<ClusterFigures> c = ReadClusterFigures(workers, out);
   if (!c.ok()) {
     err << "reckonctl local: " << c.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   out << absl::StrFormat(
       "cluster: %d workers, test accuracy %.2f%%, %.0f samples/s, wire %.0f bytes vs dense fp32 "
@@ -251,7 +254,7 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
     absl::StatusOr<GossipFigures> figures = ComputeGossipFigures(summaries);
     if (!figures.ok()) {
       err << "reckonctl local: " << figures.status().message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     out << GossipFiguresLine(*figures) << "\n";
     gossip = GossipFiguresJson(*figures);
@@ -263,7 +266,7 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
         RunDenseBaseline(o.worker_binary, o.work_dir, o.training_flags, o.timeout_s);
     if (!b.ok()) {
       err << "reckonctl local: baseline: " << b.status().message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     out << absl::StrFormat(
         "baseline: test accuracy %.2f%%, %.0f samples/s, wire %.0f bytes (dense fp32)\n"
@@ -289,12 +292,12 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
     if (absl::Status s = base::WriteFileAtomically(o.summary_json, summary.dump(2) + "\n");
         !s.ok()) {
       err << "reckonctl local: " << s.message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
   }
   if (!c->hashes_equal) {
     err << "reckonctl local: the replicas' weight hashes differ\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   return kExitOk;
 }
@@ -345,6 +348,28 @@ absl::StatusOr<base::ChildProcess> StartPrometheus(const LocalOptions& o,
                                    (dir / "prometheus.log").string());
 }
 
+// Every flag in `flags` is one of `worker`'s (its --helpfull, run once into
+// `work_dir`): kInvalidArgument naming the first that is not.
+absl::Status CheckWorkerFlags(const std::string& worker, const std::string& work_dir,
+                              const std::vector<std::string>& flags) {
+  const std::string listing = (std::filesystem::path(work_dir) / "worker-flags.txt").string();
+  RECKON_ASSIGN_OR_RETURN(base::ChildProcess help,
+                          base::ChildProcess::Spawn(worker, {"--helpfull"}, listing, listing));
+  const std::optional<int> code = help.Wait(std::chrono::seconds(30));
+  RECKON_ASSIGN_OR_RETURN(std::string text, base::ReadFile(listing, size_t{1} << 20));
+  if (code != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("reckonctl local: ", worker, " --helpfull failed: ", text.substr(0, 200)));
+  }
+  std::vector<std::string> known;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripLeadingAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, "--")) continue;
+    known.emplace_back(line.substr(0, line.find_first_of(" =")));
+  }
+  return base::CheckFlagsKnown("reckonctl local", known, flags);
+}
+
 }  // namespace
 
 int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -354,7 +379,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (o.worker_binary.empty()) o.worker_binary = FindWorkerBinary();
   if (o.worker_binary.empty() || !fs::exists(o.worker_binary)) {
     err << "reckonctl local: cannot find reckon-worker (give --worker-binary PATH)\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   if (o.prometheus && !fs::exists("/usr/bin/prometheus")) {
     err << "reckonctl local: --prometheus needs Debian's prometheus: apt-get install prometheus\n";
@@ -364,7 +389,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     std::string tmpl = (fs::temp_directory_path() / "reckon-local-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) {
       err << "reckonctl local: cannot create a work directory in /tmp\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     o.work_dir = tmpl;
   }
@@ -373,7 +398,13 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (ec) {
     err << "reckonctl local: cannot create --work-dir " << o.work_dir << ": " << ec.message()
         << "\n";
-    return kExitBadInput;
+    return kExitFailed;
+  }
+  // A typo in a flag for the workers fails here, named, before any starts
+  // (it failed in every worker once the cluster was up).
+  if (absl::Status s = CheckWorkerFlags(o.worker_binary, o.work_dir, o.training_flags); !s.ok()) {
+    err << s.message() << " (reckon-worker --helpfull lists the workers' flags)\n";
+    return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
   }
   // Gossip and HTTP addresses: loopback ports, or each worker's own
   // address in the lab (the lab outlives the workers: declared first).
@@ -383,7 +414,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     absl::StatusOr<std::unique_ptr<NetLab>> made = NetLab::Create(o.workers, o.link_mtu);
     if (!made.ok()) {
       err << "reckonctl local: --link: " << made.status().message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     lab = *std::move(made);
     lab->Shape(*o.link);
@@ -395,7 +426,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     absl::StatusOr<std::vector<int>> ports = base::FreeLoopbackPorts(2 * o.workers);
     if (!ports.ok()) {
       err << "reckonctl local: " << ports.status().message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     for (int i = 0; i < o.workers; ++i) {
       addresses.push_back(absl::StrCat("127.0.0.1:", (*ports)[i]));
@@ -449,7 +480,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     absl::StatusOr<base::ChildProcess> p = base::ChildProcess::Spawn(binary, wargs, w.log, w.err);
     if (!p.ok()) {
       err << "reckonctl local: starting " << w.name << ": " << p.status().message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     w.process.emplace(*std::move(p));
     out << "  " << w.name << ": gossip " << w.address << ", metrics http://" << w.http
@@ -460,7 +491,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     absl::StatusOr<base::ChildProcess> p = StartPrometheus(o, workers);
     if (!p.ok()) {
       err << "reckonctl local: --prometheus: " << p.status().message() << "\n";
-      return kExitBadInput;
+      return kExitFailed;
     }
     prometheus.emplace(*std::move(p));
     out << "  prometheus: http://" << o.prometheus_listen << "/consoles/reckon.html (console), "
@@ -502,7 +533,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
           w.process->Signal(SIGKILL);
         }
       }
-      return g_interrupted.load() ? kExitStopped : kExitBadInput;
+      return g_interrupted.load() ? kExitStopped : kExitFailed;
     }
     if (!running) break;
     const auto every = tty ? std::chrono::milliseconds(500) : std::chrono::milliseconds(5000);
@@ -519,7 +550,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (failed) return kExitBadInput;
+  if (failed) return kExitFailed;
 
   const int code = ReportCluster(o, workers, wall, out, err);
   if (prometheus) {

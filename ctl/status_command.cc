@@ -33,7 +33,7 @@ int RunStatusCommand(const std::vector<std::string>& args, std::ostream& out, st
       peer, std::chrono::milliseconds(timeout_ms), *tls, absl::GetFlag(FLAGS_cluster_token));
   if (!status.ok()) {
     err << "reckonctl status: " << status.status().message() << "\n";
-    return kExitBadInput;
+    return kExitFailed;
   }
   out << server::NodeStatusJson(*status);
   return kExitOk;

@@ -123,6 +123,35 @@ TEST(Flags, HelpPrintsEveryFlagItsDefaultAndWhatIsRequired) {
   EXPECT_EQ(ParseFlagsOrExit(Scope(), {"--test-name", "x"}, out, err), -1);
 }
 
+// --help as Abseil's users know it: the flags under headings, in the order
+// the command gives them, flags in no group last under "Other"; a hidden
+// group (test-only fault injection) only under --helpfull, its flags
+// parsing as any other. (reckon-worker listed 83 flags alphabetically,
+// --fault-* among them.)
+TEST(Flags, HelpGroupsTheFlagsAndHidesTheTestOnesUntilHelpfull) {
+  FlagScope scope = Scope();
+  ASSERT_TRUE(scope.Group("Training", {"test_rate", "test-count"}).ok());
+  ASSERT_TRUE(scope.Group("Testing", {"test_verbose"}, /*hidden=*/true).ok());
+  EXPECT_FALSE(scope.Group("X", {"no_such"}).ok());
+  EXPECT_FALSE(scope.Group("Y", {"test_count"}).ok()) << "in a group already";
+  std::ostringstream help, full, err;
+  EXPECT_EQ(ParseFlagsOrExit(scope, {"--help"}, help, err), 0);
+  const std::string h = help.str();
+  EXPECT_NE(h.find("Training:\n  --test-rate (default 0.5)  a rate\n  --test-count"),
+            std::string::npos)
+      << h;
+  EXPECT_NE(h.find("Other:\n  --test-name (required)"), std::string::npos) << h;
+  EXPECT_LT(h.find("Training:"), h.find("Other:")) << h;
+  EXPECT_EQ(h.find("--test-verbose"), std::string::npos) << h;
+  EXPECT_NE(h.find("--helpfull lists the Testing flags too"), std::string::npos) << h;
+  EXPECT_EQ(ParseFlagsOrExit(scope, {"--helpfull"}, full, err), 0);
+  EXPECT_NE(full.str().find("Testing:\n  --test-verbose (default false)"), std::string::npos)
+      << full.str();
+  EXPECT_EQ(full.str().find("--helpfull lists"), std::string::npos) << full.str();
+  EXPECT_EQ(ParseFlagsOrExit(scope, {"--test-name", "x", "--test-verbose"}, help, err), -1);
+  EXPECT_TRUE(absl::GetFlag(FLAGS_test_verbose));
+}
+
 // --flags-file (a Kubernetes ConfigMap, a Compose config): the file's flags
 // take the place of the argument, so flags after it win.
 TEST(Flags, AFlagsFileStandsInForItsFlags) {

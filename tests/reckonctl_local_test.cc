@@ -310,6 +310,34 @@ TEST(ReckonctlLocal, InterruptedItStopsTheWorkersAndExitsThreeAsTheyDo) {
   }
 }
 
+// compare as local: SIGTERM to compare alone stops the cluster it runs (its
+// local stops the workers) and it exits 3, not 1 as a failed run.
+TEST(ReckonctlCompare, StoppedBySigtermItStopsTheClusterAndExitsThree) {
+  ScratchDir dir;
+  absl::StatusOr<base::ChildProcess> compare = base::ChildProcess::Spawn(
+      RECKONCTL_PATH,
+      {"compare", "--workers", "2", "--codecs", "threshold", "--work-dir",
+       (dir / "work").string(), "--layers", "784,32,10", "--epochs", "200", "--threads", "1",
+       "--eval-samples", "500"},
+      (dir / "out").string(), (dir / "err").string());
+  ASSERT_TRUE(compare.ok()) << compare.status();
+  const std::string local_log = (dir / "work" / "threshold.log").string();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (::reckon::testing::ReadWholeFile(local_log).find(" step ") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline && !compare->Poll()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_NE(::reckon::testing::ReadWholeFile(local_log).find(" step "), std::string::npos)
+      << ::reckon::testing::ReadWholeFile(dir / "err");
+  compare->Signal(SIGTERM);
+  EXPECT_EQ(compare->Wait(std::chrono::seconds(60)), 3)
+      << ::reckon::testing::ReadWholeFile(dir / "err");
+  EXPECT_NE(::reckon::testing::ReadWholeFile(dir / "err").find("stopped by a signal"),
+            std::string::npos)
+      << ::reckon::testing::ReadWholeFile(dir / "err");
+  EXPECT_EQ(SignalEveryProcessNaming((dir / "work").string(), 0), 0) << "a worker outlived it";
+}
+
 // --link: four dense workers, each in its own network namespace behind a
 // 20 Mbit/s link. Each sends 40 messages of 25,450 parameters (102 KB) to
 // three peers through its one uplink: 12.2 MB, so the run cannot take less
@@ -567,6 +595,27 @@ TEST(ReckonctlLab, CommandsOnStdinPartitionAndHealAndTheLabIsGoneAtTheEnd) {
   EXPECT_EQ(lab.ReadLine(), "");
   EXPECT_EQ(lab.Wait(), 0);
   EXPECT_FALSE(std::filesystem::exists("/run/netns/" + ns0));
+}
+
+// A typo in a flag meant for the workers fails at once, named with the flag
+// it probably is, before any worker starts (each worker failed on it once
+// the cluster was up).
+TEST(ReckonctlLocal, AMisspeltWorkerFlagIsRefusedBeforeAnyWorkerStarts) {
+  ScratchDir dir;
+  std::vector<std::string> args = SmallClusterArgs(2, dir, (dir / "local.json").string());
+  args.insert(args.end(), {"--epoch", "3"});
+  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH, args, dir.path());
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("unknown flag --epoch (did you mean --epochs?)"), std::string::npos)
+      << r.err;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "work")) {
+    EXPECT_EQ(entry.path().filename(), "worker-flags.txt") << "a worker started";
+  }
+  // The workers' flags, test-only ones too, and their --no form, pass.
+  args = SmallClusterArgs(1, dir, (dir / "local.json").string(), 5);
+  args.insert(args.end(), {"--nojoin-by-replay", "--fault-duplicate=0"});
+  r = RunProcess(RECKONCTL_PATH, args, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
 
 TEST(ReckonctlLocal, FlagsItSetsItselfAreRefused) {

@@ -23,6 +23,7 @@
 #include "base/allocator.h"
 #include "base/files.h"
 #include "base/flags.h"
+#include "base/exit_codes.h"
 #include "base/status_macros.h"
 #include "codec/codec.h"
 #include "server/grpc_transport.h"
@@ -71,9 +72,9 @@ ABSL_FLAG(bool, match_momentum_to_cluster, true,
           "momentum less the staleness of asynchrony, to the N-th power per own step, lr "
           "scaled to keep lr / (1 - momentum) per gradient; docs/training.md)");
 ABSL_FLAG(std::string, lr_schedule, "halve",
-          "constant, or halve (every epoch after --halve_after, Strom's recipe)");
+          "constant, or halve (every epoch after --halve-after, Strom's recipe)");
 ABSL_FLAG(int32_t, halve_after, 6,
-          "with --lr_schedule halve: keep the full rate for this many epochs, then halve");
+          "with --lr-schedule halve: keep the full rate for this many epochs, then halve");
 ABSL_FLAG(int64_t, warmup_steps, 0, "linear learning-rate warm-up over this many steps");
 ABSL_FLAG(int32_t, warmup_batch, 0,
           "first-epoch ramp (Strom 2015 Table 1): the first --warmup-fraction of the first "
@@ -224,11 +225,12 @@ std::atomic<bool> g_stop{false};
 
 void OnStopSignal(int) { g_stop.store(true); }
 
-// Exit codes (docs/guide-worker.md "Exit codes").
-constexpr int kExitDone = 0;     // the run is done (or, after it, serving was stopped)
-constexpr int kExitFailed = 1;   // a failure while running
-constexpr int kExitUsage = 2;    // a bad flag
-constexpr int kExitStopped = 3;  // stopped by a signal before the run was done
+// The exit codes reckonctl follows too (base/exit_codes.h).
+using reckon::base::kExitCannotStart;
+using reckon::base::kExitFailed;
+using reckon::base::kExitOk;
+using reckon::base::kExitStopped;
+using reckon::base::kExitUsage;
 
 int UsageError(const absl::Status& s) {
   std::cerr << "reckon-worker: " << s.message() << "\n";
@@ -257,7 +259,7 @@ absl::Status ModelFromFlags(TrainerOptions* options) {
                           ParseGemmPrecision(absl::GetFlag(FLAGS_gemm_precision)));
   o.match_momentum_to_cluster = absl::GetFlag(FLAGS_match_momentum_to_cluster);
   if (!(b.optimizer.weight_decay >= 0)) {
-    return absl::InvalidArgumentError("--weight_decay must be >= 0");
+    return absl::InvalidArgumentError("--weight-decay must be >= 0");
   }
   if (!(b.optimizer.learning_rate > 0) ||
       !(b.optimizer.momentum >= 0 && b.optimizer.momentum < 1)) {
@@ -267,7 +269,7 @@ absl::Status ModelFromFlags(TrainerOptions* options) {
   b.optimizer.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   b.optimizer.halve_after = absl::GetFlag(FLAGS_halve_after);
   if (b.optimizer.halve_after < 0 || b.optimizer.warmup_steps < 0) {
-    return absl::InvalidArgumentError("--halve_after and --warmup_steps must be >= 0");
+    return absl::InvalidArgumentError("--halve-after and --warmup-steps must be >= 0");
   }
   return absl::OkStatus();
 }
@@ -293,7 +295,7 @@ absl::Status CodecFromFlags(TrainerOptions* options) {
   o.threshold = absl::GetFlag(FLAGS_threshold);
   o.target_density = absl::GetFlag(FLAGS_target_density);
   if (!(o.target_density >= 0 && o.target_density < 1)) {
-    return absl::InvalidArgumentError("--target_density must be in [0, 1)");
+    return absl::InvalidArgumentError("--target-density must be in [0, 1)");
   }
   RECKON_ASSIGN_OR_RETURN(b.step, reckon::codec::MakeThresholdStep(o.threshold, b.fraction_bits));
   const std::string format = absl::GetFlag(FLAGS_wire_format);
@@ -303,7 +305,7 @@ absl::Status CodecFromFlags(TrainerOptions* options) {
     o.wire_codec = reckon::v1::CODEC_THRESHOLD_PACKED32;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("--wire_format '", format, "' is not rice or packed32"));
+        absl::StrCat("--wire-format '", format, "' is not rice or packed32"));
   }
   return absl::OkStatus();
 }
@@ -367,7 +369,7 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   o.progress_bar = progress == "on" || (progress == "auto" && ::isatty(STDOUT_FILENO));
   if (o.epochs < 0 || o.batch < 1 || o.max_steps < 0 || o.eval_samples < 0) {
     return absl::InvalidArgumentError(
-        "--epochs, --max_steps and --eval_samples must be >= 0 and --batch >= 1");
+        "--epochs, --max-steps and --eval-samples must be >= 0 and --batch >= 1");
   }
 
   RECKON_RETURN_IF_ERROR(ModelFromFlags(&o));
@@ -620,7 +622,7 @@ absl::StatusOr<std::unique_ptr<Observability>> StartObservability(const std::str
 // updates, serving /metrics, /status and snapshots) until SIGTERM or SIGINT;
 // then leaves. Returns the exit code: kExitStopped when a signal came before
 // the run was done (while joining, training or waiting for the cluster to
-// agree), kExitDone otherwise. Errors are a failure while running.
+// agree), kExitOk otherwise. Errors are a failure while running.
 absl::StatusOr<int> Run(TrainerOptions& options, std::optional<PeerOptions> peer_options,
                         const std::optional<SyntheticOptions>& synthetic,
                         Observability* observability, bool serve) {
@@ -655,16 +657,20 @@ absl::StatusOr<int> Run(TrainerOptions& options, std::optional<PeerOptions> peer
     summary.arrivals_dropped = arrivals.dropped();
     AddResourceUse(&summary);
     RECKON_RETURN_IF_ERROR(Report(summary));
-    return summary.stopped_early ? kExitStopped : kExitDone;
+    return summary.stopped_early ? kExitStopped : kExitOk;
   }
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(options, std::cout);
-  if (!trainer.ok()) return trainer.status();
+  if (!trainer.ok()) {
+    // Its data, its checkpoint, its backend: a restart fails the same way.
+    std::cerr << "reckon-worker: " << trainer.status().message() << "\n";
+    return kExitCannotStart;
+  }
   if (observability != nullptr && peers == nullptr) observability->SetTrainingStarted();
   absl::StatusOr<TrainSummary> summary = (*trainer)->Run();
   if (!summary.ok()) return summary.status();
   RECKON_RETURN_IF_ERROR(Report(*summary));
   if (summary->stopped_early) return kExitStopped;
-  if (!serve || g_stop.load()) return kExitDone;
+  if (!serve || g_stop.load()) return kExitOk;
   if (observability != nullptr) observability->metrics().OnTrainingFinished();
   std::cout << "reckon-worker: training is over; serving until SIGTERM (--after-training serve)\n";
   if (peers != nullptr) {
@@ -676,7 +682,7 @@ absl::StatusOr<int> Run(TrainerOptions& options, std::optional<PeerOptions> peer
   std::cout << std::flush;
   RECKON_RETURN_IF_ERROR((*trainer)->Serve(Report));
   std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n" << std::flush;
-  return kExitDone;
+  return kExitOk;
 }
 
 // --synthetic and its flags: nullopt without it; kInvalidArgument naming
@@ -706,11 +712,58 @@ absl::StatusOr<std::optional<SyntheticOptions>> SyntheticFromFlags(const Trainer
 
 }  // namespace
 
+// Every flag defined in this file, under the headings of --help (the
+// fault injection for tests only under --helpfull). A flag added to this
+// file and to no group is listed under "Other", which the worker's CLI test
+// refuses.
+absl::StatusOr<reckon::base::FlagScope> WorkerFlags() {
+  reckon::base::FlagScope scope =
+      reckon::base::FlagScope::FromFile("reckon-worker", "worker/main.cc");
+  const std::vector<std::pair<std::string, std::vector<std::string>>> groups = {
+      {"Model and optimizer",
+       {"recipe", "layers", "activation", "optimizer", "lr", "momentum", "weight_decay",
+        "adagrad_placement", "match_momentum_to_cluster", "lr_schedule", "halve_after",
+        "warmup_steps", "warmup_batch", "warmup_fraction", "pretrain_samples", "seed"}},
+      {"Schedule", {"epochs", "batch", "max_steps", "auto_batch", "auto_batch_lr_power",
+                    "auto_batch_every", "auto_batch_samples", "auto_batch_eval",
+                    "auto_batch_tolerance"}},
+      {"Data", {"data_dir", "data_in_memory", "shard", "eval_samples"}},
+      {"Compression (what each step sends)",
+       {"codec", "threshold", "target_density", "wire_format", "error_feedback", "absmax_every",
+        "fraction_bits"}},
+      {"Compute", {"backend", "gemm_precision", "threads"}},
+      {"Output and the trained model",
+       {"checkpoint", "resume", "summary_json", "progress", "after_training"}},
+      {"Cluster", {"standalone", "node_id", "listen", "advertise", "peers", "bootstrap",
+                   "start_workers", "join_by_replay", "join_timeout_s", "max_lag",
+                   "quiesce_timeout_s", "heartbeat_ms", "failure_timeout_ms", "gossip_overlay",
+                   "check_interval_ms"}},
+      {"Security", {"cluster_token", "tls_cert", "tls_key", "tls_ca"}},
+      {"Observability", {"http_listen", "ready_max_behind"}},
+      {"Transport and limits",
+       {"stream_lanes", "stream_window_mb", "snapshot_stripes", "receive_threads",
+        "max_message_mb", "max_backlog_mb", "log_cap_mb", "early_cap_mb", "max_origins"}},
+      {"Benchmarking (synthetic members)",
+       {"synthetic", "synthetic_updates", "synthetic_rate"}},
+  };
+  for (const auto& [title, names] : groups) RECKON_RETURN_IF_ERROR(scope.Group(title, names));
+  RECKON_RETURN_IF_ERROR(scope.Group(
+      "Testing (fault injection)",
+      {"fault_corrupt_weight_at_step", "fault_die_after_partial_send", "fault_corrupt_seq",
+       "fault_duplicate", "fault_delay", "fault_max_delay_ms"},
+      /*hidden=*/true));
+  return scope;
+}
+
 int main(int argc, char** argv) {
   reckon::base::TuneAllocatorForLargeFrames();
-  // Every flag defined in this file; dashes or underscores (base/flags.h).
-  const reckon::base::FlagScope scope =
-      reckon::base::FlagScope::FromFile("reckon-worker", "worker/main.cc");
+  // Dashes or underscores (base/flags.h).
+  absl::StatusOr<reckon::base::FlagScope> flags = WorkerFlags();
+  if (!flags.ok()) {
+    std::cerr << "reckon-worker: " << flags.status().message() << "\n";
+    return kExitFailed;
+  }
+  const reckon::base::FlagScope& scope = *flags;
   // --flags-file, then --recipe, each replaced in place by its flags.
   absl::StatusOr<std::vector<std::string>> args =
       reckon::base::ExpandFlagsFiles({argv + 1, argv + argc});
@@ -718,7 +771,7 @@ int main(int argc, char** argv) {
   if (args.ok()) args = reckon::worker::ExpandRecipes(*args, &recipes);
   if (!args.ok()) {
     std::cerr << "reckon-worker: " << args.status().message() << " (--help lists the flags)\n";
-    return 2;
+    return kExitUsage;
   }
   const int code = reckon::base::ParseFlagsOrExit(scope, *args, std::cout, std::cerr);
   if (code < 0) {
@@ -752,8 +805,8 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_standalone)) {
     absl::StatusOr<PeerOptions> parsed = PeerOptionsFromFlags(*options);
     if (!parsed.ok() && parsed.status().code() != absl::StatusCode::kInvalidArgument) {
-      std::cerr << "reckon-worker: " << parsed.status().message() << "\n";  // a TLS file
-      return kExitFailed;
+      std::cerr << "reckon-worker: " << parsed.status().message() << "\n";  // data, TLS files
+      return kExitCannotStart;
     }
     if (!parsed.ok()) return UsageError(parsed.status());
     peer_options = *std::move(parsed);

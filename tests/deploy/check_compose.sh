@@ -44,7 +44,9 @@ compose up -d --no-build worker-0 worker-1 worker-2 prometheus > "$work/up.log" 
   { cat "$work/up.log"; exit 1; }
 
 container() { echo "${project}_$1_1"; }
-summary() { podman exec "$(container "$1")" cat /var/lib/reckon/summary.json 2> /dev/null; }
+# As docs/guide-deploy.md reads it: by service name (podman-compose and
+# Docker Compose name the containers differently).
+summary() { compose exec -T "$1" cat /var/lib/reckon/summary.json 2> /dev/null; }
 for w in worker-0 worker-1 worker-2; do
   for _ in $(seq 600); do summary "$w" > /dev/null && break; sleep 0.5; done
   summary "$w" > "$work/$w.json" || { podman logs "$(container "$w")"; exit 1; }
@@ -111,6 +113,25 @@ print("worker-0 and worker-1 serve on; worker-0 sees", states)
 PY
 
 compose down > /dev/null 2>&1
+
+# deploy/compose-host.yaml (one worker of a cluster over several hosts), as
+# the guide's .env gives it: the ports published and the worker's flags.
+cat > "$work/deploy/.env" <<'ENV'
+RECKON_NODE_ID=w1
+RECKON_SHARD=1/4
+RECKON_PEERS=10.0.0.10:7070,10.0.0.12:7070
+RECKON_ADVERTISE=10.0.0.11:7070
+ENV
+(cd "$work/deploy" && podman-compose --dry-run -p "${project}host" -f compose-host.yaml up -d) \
+  > "$work/host.log" 2>&1 || { cat "$work/host.log"; exit 1; }
+for want in "-p 7070:7070" "-p 9464:9464" "--node-id=w1" "--shard=1/4" \
+            "--advertise=10.0.0.11:7070" "/usr/share/datasets/fashion-mnist:/data:ro"; do
+  grep -qF -- "$want" "$work/host.log" || { cat "$work/host.log"; echo "no $want"; exit 1; }
+done
+podman volume rm "${project}host_worker" > /dev/null 2>&1 || true
+podman network rm "${project}host_default" > /dev/null 2>&1 || true
+echo "compose-host.yaml: ports 7070 and 9464 published, the .env's worker"
+
 left=$(podman ps -a --filter "label=io.podman.compose.project=$project" --format '{{.Names}}')
 [ -z "$left" ] || { echo "left after down: $left"; exit 1; }
 echo "podman-compose down: nothing left"

@@ -46,19 +46,37 @@ def validator():
     return os.path.join(dest, "validate.mjs")
 
 
+def guide_overlay():
+    """The user's overlay as docs/guide-deploy.md writes it (the indented block
+    after "Your overlay"): the test renders and runs that text, no copy."""
+    text = open(os.path.join(src, "docs/guide-deploy.md")).read()
+    after = text[text.index("Your overlay, say `my-cluster/kustomization.yaml`"):]
+    lines = after.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("    "))
+    block = []
+    for line in lines[start:]:
+        if line and not line.startswith("    "):
+            break
+        block.append(line[4:])
+    return "\n".join(block).strip() + "\n"
+
+
 def render_all():
-    """Renders of every overlay, and of the CPU overlay with the TLS component."""
+    """Renders of every overlay, and of the guide's overlay of a user."""
     tree = os.path.join(work, "k8s")
     shutil.copytree(os.path.join(src, "deploy/k8s"), tree)
-    tls = os.path.join(tree, "overlays/cpu-tls")
-    os.makedirs(tls)
-    with open(os.path.join(tls, "kustomization.yaml"), "w") as f:
-        f.write("resources: [../cpu]\ncomponents: [../../components/tls]\n")
+    mine = os.path.join(tree, "my-cluster")
+    os.makedirs(mine)
+    with open(os.path.join(mine, "kustomization.yaml"), "w") as f:
+        f.write(guide_overlay())
+    folders = {v: os.path.join(tree, "overlays", v)
+               for v in sorted(os.listdir(os.path.join(tree, "overlays")))}
+    folders["my-cluster"] = mine
     renders = {}
-    for variant in sorted(os.listdir(os.path.join(tree, "overlays"))):
+    for variant, folder in folders.items():
         out = os.path.join(work, f"{variant}.yaml")
         with open(out, "w") as f:
-            f.write(run(["kubectl", "kustomize", os.path.join(tree, "overlays", variant)]))
+            f.write(run(["kubectl", "kustomize", folder]))
         renders[variant] = out
     return renders
 
@@ -81,6 +99,11 @@ def pod_files(pod, ordinal, pod_dir, certs):
             for key, value in pod["configMaps"][volume["configMap"]["name"]].items():
                 with open(os.path.join(d, key), "w") as f:
                     f.write(value)
+        elif volume.get("persistentVolumeClaim", {}).get("claimName") == "reckon-data":
+            # The user's data on the claim (components/data): Fashion-MNIST.
+            fashion = "/usr/share/datasets/fashion-mnist"
+            for name in os.listdir(fashion):
+                os.symlink(os.path.join(fashion, name), os.path.join(d, name))
         elif "secret" in volume:  # reckon-cluster, as docs/guide-deploy.md makes it
             with open(os.path.join(d, "cluster.flags"), "w") as f:
                 f.write("--cluster-token=k8s-test-token\n")
@@ -120,7 +143,7 @@ def start_pod(variant, pod, ordinal, certs):
     for a in pod["args"]:
         a = expand(a, env)
         for mount_path, d in mounts.items():
-            a = a.replace(mount_path + "/", d + "/")
+            a = re.sub(re.escape(mount_path) + r"(?=/|$)", lambda _: d, a)
         args.append(a)
     # A network namespace of its own: its own loopback (every pod listens on
     # 7070), and /etc/hosts (ip netns exec binds /etc/netns/NS/hosts) where the
@@ -148,7 +171,7 @@ def check_pod(variant, p, gpu):
         if "serving until SIGTERM" in text or p["proc"].poll() is not None:
             break
         time.sleep(0.2)
-    if gpu and p["proc"].poll() == 1 and "cuda" in text.lower():
+    if gpu and p["proc"].poll() == 4 and "cuda" in text.lower():
         print(f"{variant} {p['name']}: arguments accepted; no GPU here: "
               f"{text.strip().splitlines()[-1]}")
         return
@@ -173,6 +196,19 @@ def main():
         pod_json = os.path.join(work, f"{variant}.pod.json")
         print(run(["node", validate, rendered, "--pod", pod_json]).strip())
         pods[variant] = json.load(open(pod_json))
+    # Optional parts are optional: the plain overlays carry no PodMonitor (a
+    # cluster without the Prometheus Operator refuses one) and no claim; a
+    # user's overlay sets the worker count once and the shards follow.
+    for variant in ("cpu", "gpu"):
+        text = open(renders[variant]).read()
+        assert "kind: PodMonitor" not in text and "reckon-data" not in text, variant
+    assert pods["cpu"]["replicas"] == 3, pods["cpu"]["replicas"]
+    assert pods["my-cluster"]["replicas"] == 4, pods["my-cluster"]["replicas"]
+    mine = open(renders["my-cluster"]).read()
+    assert "reckon-data" in mine and "--tls-ca=" in mine and "kind: PodMonitor" in mine, \
+        "the guide's overlay lost a component"
+    print("components: no PodMonitor or data claim unless added; the guide's overlay: "
+          "shards=4 -> 4 replicas, TLS, the data claim, the PodMonitor")
     gpu = pods["gpu"]["resources"]["limits"].get("nvidia.com/gpu")
     cpu = pods["cpu"]["resources"]["limits"].get("nvidia.com/gpu")
     assert gpu == "1" and cpu is None, (gpu, cpu)
@@ -181,13 +217,13 @@ def main():
         print("SKIPPED: running the pods' arguments needs root (network namespaces)")
         return 77
     certs = os.path.join(work, "certs")
-    names = ",".join(f"reckon-{i}" for i in range(pods["cpu"]["replicas"]))
+    names = ",".join(f"reckon-{i}" for i in range(max(p["replicas"] for p in pods.values())))
     run([reckonctl, "certs", "--out", certs, "--nodes", names])
     for variant, pod in pods.items():
         started = [start_pod(variant, pod, i, certs) for i in range(pod["replicas"])]
         try:
             for p in started:
-                check_pod(variant, p, variant == "gpu")
+                check_pod(variant, p, "nvidia.com/gpu" in pod["resources"]["limits"])
         finally:
             for p in started:
                 if p["proc"].poll() is None:

@@ -1,32 +1,77 @@
 #!/usr/bin/env bash
-# deploy/systemd: `systemd-analyze verify` accepts the unit (with ExecStart
-# pointed at the built binary: verify checks that it exists), and the
-# command line it runs, with the example environment file's values, is one
-# reckon-worker accepts (one standalone step: the peers of the example are
-# not reachable here, so a later --peers "" takes theirs away, as
-# --standalone refuses peers).
+# deploy/systemd: `systemd-analyze verify` accepts the template unit as an
+# instance (with ExecStart pointed at the built binary: verify checks that it
+# exists); the command line it runs, read from the unit's own ExecStart and
+# expanded as systemd does with the example environment file's values (%i the
+# GPU index, ${VAR} one word, $VAR split at spaces), is one reckon-worker
+# accepts; and a worker whose data is missing exits with a code the unit's
+# RestartPreventExitStatus names (it was restarted every 5 s for ever).
+# The run is one standalone step on this machine: the example's peers are
+# not reachable here (a later --peers "" takes them away, as --standalone
+# refuses peers), its GPU backend and data folder are not here either
+# (RECKON_BACKEND=cpu, RECKON_DATA_DIR=Fashion-MNIST), and /var/lib/reckon
+# is a scratch folder.
 # Usage: check_systemd_unit.sh SOURCE_DIR RECKON_WORKER (absolute paths)
 set -euo pipefail
 src=$1
 worker=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+unit="$src/deploy/systemd/reckon-worker@.service"
 
-sed "s|/usr/local/bin/reckon-worker|$worker|" "$src/deploy/systemd/reckon-worker.service" \
-  > "$work/reckon-worker.service"
-systemd-analyze verify "$work/reckon-worker.service"
-echo "systemd-analyze verify: ok"
+sed "s|/usr/local/bin/reckon-worker|$worker|" "$unit" > "$work/reckon-worker@0.service"
+systemd-analyze verify "$work/reckon-worker@0.service"
+echo "systemd-analyze verify reckon-worker@0: ok"
 
-# The ExecStart line, expanded as systemd does: ${VAR} one word, $VAR split.
-set -a
-# shellcheck disable=SC1091
-. "$src/deploy/systemd/worker.env"
-set +a
-# shellcheck disable=SC2086
-"$worker" --node-id "$RECKON_NODE_ID" --peers "$RECKON_PEERS" --shard "$RECKON_SHARD" \
-  --summary-json "$work/summary.json" --progress off $RECKON_FLAGS \
-  --peers "" --standalone --max-steps 1 --layers 784,16,10 --eval-samples 100 \
-  --http-listen 127.0.0.1:0 \
-  > "$work/out" 2>&1 || { cat "$work/out"; exit 1; }
-grep -q '"steps": 1' "$work/summary.json"
-echo "the unit's command line runs: ok"
+# The instance's command line, as systemd would run it.
+exec_line() {
+  python3 - "$unit" "$work" "$@" <<'PY'
+import os, re, shlex, sys
+unit, work, *env = sys.argv[1:]
+values = dict(e.split("=", 1) for e in env)
+line = next(l for l in open(unit) if l.startswith("ExecStart="))[len("ExecStart="):].strip()
+words = []
+for word in line.replace("%i", "0").split():
+    whole = re.fullmatch(r"\$\{(\w+)\}", word)
+    if whole:
+        words.append(values.get(whole.group(1), ""))  # one word, even empty
+        continue
+    split = re.fullmatch(r"\$(\w+)", word)
+    if split:
+        words.extend(shlex.split(values.get(split.group(1), "")))
+        continue
+    words.append(word)
+words[0] = os.environ["WORKER"]
+print("\0".join(w.replace("/var/lib/reckon", work) for w in words), end="")
+PY
+}
+# The example file's values, as systemd's EnvironmentFile reads them (a
+# shell reads them alike: values with spaces are quoted).
+mapfile -t example < <(set -a; . "$src/deploy/systemd/worker.env"; set +a;
+                       for v in RECKON_NODE_ID RECKON_PEERS RECKON_SHARD RECKON_ADVERTISE \
+                                RECKON_DATA_DIR RECKON_BACKEND RECKON_FLAGS; do
+                         echo "$v=${!v}"; done)
+mkdir -p "$work/0"
+export WORKER="$worker"
+mapfile -d '' -t cmd < <(exec_line "${example[@]}" RECKON_BACKEND=cpu \
+                         RECKON_DATA_DIR=/usr/share/datasets/fashion-mnist)
+"${cmd[@]}" --peers "" --standalone --max-steps 1 --layers 784,16,10 --eval-samples 100 \
+  --http-listen 127.0.0.1:0 > "$work/out" 2>&1 || { cat "$work/out"; exit 1; }
+grep -q '"steps": 1' "$work/0/summary.json"
+test -s "$work/0/checkpoint"
+echo "the unit's command line runs, its summary and checkpoint where the unit keeps them: ok"
+
+# The example's own data folder is not here: the worker says so once and
+# exits with a code the unit does not restart.
+mapfile -d '' -t cmd < <(exec_line "${example[@]}" RECKON_BACKEND=cpu)
+set +e
+"${cmd[@]}" --peers "" --standalone --http-listen 127.0.0.1:0 > "$work/out" 2>&1
+code=$?
+set -e
+grep -q "does not exist" "$work/out" || { cat "$work/out"; exit 1; }
+prevent=$(sed -n 's/^RestartPreventExitStatus=//p' "$unit")
+[[ " $prevent " == *" $code "* ]] || {
+  echo "missing data exits $code; the unit restarts on it (RestartPreventExitStatus=$prevent)"
+  exit 1
+}
+echo "missing data: exit $code, which the unit does not restart ($prevent): ok"

@@ -4,11 +4,12 @@
   tests/docs/check_docs.py --root . --worker build/worker/reckon-worker \\
       --reckonctl build/ctl/reckonctl
 
-Reads README.md, docs/guide-*.md and docs/reckonctl.md. In their code (indented
-blocks, fenced blocks, `spans`), each `reckon-worker ...` line's flags must be
-in `reckon-worker --help`, each `reckonctl CMD ...` line's in `reckonctl CMD
---help` (reckonctl local and compare take the worker's training flags too);
-every flag in docs/guide-worker.md's flag table must be the worker's; every
+Reads README.md, docs/guide-*.md, docs/reckonctl.md and docs/flags.md. In their
+code (indented blocks, fenced blocks, `spans`), each `reckon-worker ...` line's
+flags must be in `reckon-worker --helpfull`, each `reckonctl CMD ...` line's in
+`reckonctl CMD --help` (reckonctl local and compare take the worker's training
+flags too); every flag in docs/flags.md's tables must be the worker's, and
+every flag `reckon-worker --help` lists must have a row there; every
 repository path named (deploy/..., tests/..., docs/..., and the other top
 folders) must be in the tree. Prints each miss with its page and line; exit 1
 when there is one.
@@ -22,13 +23,13 @@ import sys
 FOLDERS = ("base", "codec", "cpu", "ctl", "cuda", "dashboards", "deploy", "docs", "examples",
            "model", "proto", "python", "server", "tests", "worker")
 FLAG = re.compile(r"--([a-z][a-z0-9-]*[a-z0-9])")
-PATH = re.compile(r"(?<![\w./-])((?:%s)/[A-Za-z0-9_./-]*[A-Za-z0-9_])" % "|".join(FOLDERS))
+PATH = re.compile(r"(?<![\w./-])((?:%s)/[A-Za-z0-9_./@-]*[A-Za-z0-9_])" % "|".join(FOLDERS))
 # Flags of the test-only family, named as a family in the table.
 FAMILIES = ("fault-",)
 
 
-def help_flags(command):
-    out = subprocess.run(command + ["--help"], capture_output=True, text=True, timeout=60)
+def help_flags(command, asks="--help"):
+    out = subprocess.run(command + [asks], capture_output=True, text=True, timeout=60)
     text = out.stdout + out.stderr
     return set(re.findall(r"^\s+--([a-z0-9-]+)", text, re.M))
 
@@ -57,8 +58,10 @@ def main():
     root = args.root
     pages = ["README.md"] + sorted(
         os.path.join("docs", f) for f in os.listdir(os.path.join(root, "docs"))
-        if f.startswith("guide-") or f == "reckonctl.md")
-    worker = help_flags([args.worker])
+        if f.startswith("guide-") or f in ("reckonctl.md", "flags.md"))
+    # Every flag, the test-only ones of --helpfull too (docs may name them).
+    worker = help_flags([args.worker], "--helpfull")
+    listed = help_flags([args.worker])
     if len(worker) < 20:
         print(f"reckon-worker --help listed {len(worker)} flags: not a worker?")
         return 1
@@ -100,20 +103,28 @@ def main():
                         continue
                     for flag in FLAG.findall(" ".join(words[i + 1:])):
                         checked += 1
-                        if flag not in known and flag != "help":
+                        if flag not in known and flag not in ("help", "helpfull"):
                             misses.append(f"{where}: {what} has no --{flag}")
                     break
-        if page == os.path.join("docs", "guide-worker.md"):
+        if page == os.path.join("docs", "flags.md"):
+            # The reference: each row's flags are the worker's, and every
+            # flag --help lists has a row.
+            in_table = set()
             for n, line in enumerate(text.split("\n"), 1):
-                m = re.match(r"\| `--([a-z0-9-]+)", line)
-                if not m:
+                if not line.startswith("| `--"):
                     continue
-                checked += 1
-                flag = m.group(1)
-                if flag.rstrip("-").endswith(FAMILIES) or any(flag.startswith(f) for f in FAMILIES):
-                    continue
-                if flag not in worker:
-                    misses.append(f"{page}:{n}: the flag table's --{flag} is not reckon-worker's")
+                for flag in re.findall(r"`--([a-z0-9-]+\*?)`", line.split("|")[1]):
+                    checked += 1
+                    in_table.add(flag)
+                    if flag.rstrip("-*").endswith(FAMILIES) or \
+                            any(flag.startswith(f) for f in FAMILIES):
+                        continue
+                    if flag not in worker:
+                        misses.append(f"{page}:{n}: the flag table's --{flag} is not "
+                                      f"reckon-worker's")
+            for flag in sorted(listed - in_table - {"flags-file", "version"}):
+                misses.append(f"{page}: reckon-worker --help lists --{flag}, the reference has "
+                              f"no row for it")
     for miss in misses:
         print("MISSING", miss)
     print(f"checked {checked} commands' flags and paths in {len(pages)} pages: "

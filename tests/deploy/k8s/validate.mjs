@@ -132,7 +132,6 @@ if (!sts) {
     }
   }
   if (find("NetworkPolicy").length === 0) fail("no NetworkPolicy");
-  if (find("PodMonitor").length === 0) fail("no PodMonitor");
   if (find("PodDisruptionBudget").length === 0) fail("no PodDisruptionBudget");
   const referenced = [
     ...pod.volumes.filter((v) => v.configMap).map((v) => v.configMap.name),
