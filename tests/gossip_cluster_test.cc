@@ -770,8 +770,8 @@ TEST(GossipCluster, WorkersTrainOnNumpyDataLargerThanTheirMemoryLimit) {
   ASSERT_EQ(limit.error(), "");
   whole.Place(0, whole.address(0), limit.ExecPrefix());
   std::vector<std::string> in_memory = training;
-  // Alone: the cluster's --peers taken away (--standalone refuses them).
-  in_memory.insert(in_memory.end(), {"--data-in-memory", "--peers", "", "--standalone"});
+  // Alone: a cluster of one, the cluster's --peers taken away.
+  in_memory.insert(in_memory.end(), {"--data-in-memory", "--peers", ""});
   whole.Start(0, 1, in_memory);
   EXPECT_EQ(whole.Wait(0, seconds(120)), 128 + SIGKILL) << whole.Err(0);
 }

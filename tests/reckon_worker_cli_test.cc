@@ -201,6 +201,10 @@ TEST_F(ReckonWorker, BadFlagsAndMissingDataFailClearly) {
        "--gossip-overlay 'star' is not mesh or tree"},
       // Contradictory: a standalone worker has no peers (it ignored them before).
       {{"--peers=127.0.0.1:1"}, "--standalone trains alone: not with --peers"},
+      // ... nor with what only a member has (each was ignored).
+      {{"--cluster-token=t"}, "--standalone trains alone: not with --cluster-token"},
+      {{"--advertise=h:1"}, "--standalone trains alone: not with --advertise"},
+      {{"--tls-ca=x"}, "--standalone trains alone: not with --tls-ca"},
       // --synthetic (a member that emits random messages) and its flags.
       {{"--synthetic"}, "--synthetic is a member of a cluster: not with --standalone"},
       {{"--node-id=a", "--synthetic", "--synthetic-updates=0"},

@@ -797,9 +797,22 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::optional<SyntheticOptions>> synthetic =
       SyntheticFromFlags(*options, serve_after_training);
   if (!synthetic.ok()) return UsageError(synthetic.status());
-  if (absl::GetFlag(FLAGS_standalone) && !absl::GetFlag(FLAGS_peers).empty()) {
-    return UsageError(absl::InvalidArgumentError(
-        "--standalone trains alone: not with --peers (leave out one of them)"));
+  if (absl::GetFlag(FLAGS_standalone)) {
+    // What only a member has, given to a worker that trains alone: refused,
+    // not ignored.
+    const std::pair<const char*, std::string> member_only[] = {
+        {"--peers", absl::GetFlag(FLAGS_peers)},
+        {"--node-id", absl::GetFlag(FLAGS_node_id)},
+        {"--advertise", absl::GetFlag(FLAGS_advertise)},
+        {"--cluster-token", absl::GetFlag(FLAGS_cluster_token)},
+        {"--tls-cert", absl::GetFlag(FLAGS_tls_cert)},
+        {"--tls-key", absl::GetFlag(FLAGS_tls_key)},
+        {"--tls-ca", absl::GetFlag(FLAGS_tls_ca)}};
+    for (const auto& [flag, value] : member_only) {
+      if (value.empty()) continue;
+      return UsageError(absl::InvalidArgumentError(absl::StrCat(
+          "--standalone trains alone: not with ", flag, " (leave out one of them)")));
+    }
   }
   std::optional<PeerOptions> peer_options;
   if (!absl::GetFlag(FLAGS_standalone)) {

@@ -6,9 +6,10 @@
 # GPU index, ${VAR} one word, $VAR split at spaces), is one reckon-worker
 # accepts; and a worker whose data is missing exits with a code the unit's
 # RestartPreventExitStatus names (it was restarted every 5 s for ever).
-# The run is one standalone step on this machine: the example's peers are
-# not reachable here (a later --peers "" takes them away, as --standalone
-# refuses peers), its GPU backend and data folder are not here either
+# The run is one step of a cluster of one on this machine: the example's
+# peers are not reachable here (a later --peers "" takes them away; its
+# port 7070 may be taken: --listen 127.0.0.1:0), its GPU backend and data
+# folder are not here either
 # (RECKON_BACKEND=cpu, RECKON_DATA_DIR=Fashion-MNIST), and /var/lib/reckon
 # is a scratch folder.
 # Usage: check_systemd_unit.sh SOURCE_DIR RECKON_WORKER (absolute paths)
@@ -55,7 +56,7 @@ mkdir -p "$work/0"
 export WORKER="$worker"
 mapfile -d '' -t cmd < <(exec_line "${example[@]}" RECKON_BACKEND=cpu \
                          RECKON_DATA_DIR=/usr/share/datasets/fashion-mnist)
-"${cmd[@]}" --peers "" --standalone --max-steps 1 --layers 784,16,10 --eval-samples 100 \
+"${cmd[@]}" --peers "" --listen 127.0.0.1:0 --max-steps 1 --layers 784,16,10 --eval-samples 100 \
   --http-listen 127.0.0.1:0 > "$work/out" 2>&1 || { cat "$work/out"; exit 1; }
 grep -q '"steps": 1' "$work/0/summary.json"
 test -s "$work/0/checkpoint"
@@ -65,7 +66,7 @@ echo "the unit's command line runs, its summary and checkpoint where the unit ke
 # exits with a code the unit does not restart.
 mapfile -d '' -t cmd < <(exec_line "${example[@]}" RECKON_BACKEND=cpu)
 set +e
-"${cmd[@]}" --peers "" --standalone --http-listen 127.0.0.1:0 > "$work/out" 2>&1
+"${cmd[@]}" --peers "" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 > "$work/out" 2>&1
 code=$?
 set -e
 grep -q "does not exist" "$work/out" || { cat "$work/out"; exit 1; }
