@@ -44,9 +44,9 @@ compose up -d --no-build worker-0 worker-1 worker-2 prometheus > "$work/up.log" 
   { cat "$work/up.log"; exit 1; }
 
 container() { echo "${project}_$1_1"; }
-# As docs/guide-deploy.md reads it: by service name (podman-compose and
-# Docker Compose name the containers differently).
-summary() { compose exec -T "$1" cat /var/lib/reckon/summary.json 2> /dev/null; }
+# podman-compose's container names, as docs/guide-deploy.md gives them (its
+# `exec` prints its command line on stdout).
+summary() { podman exec "$(container "$1")" cat /var/lib/reckon/summary.json 2> /dev/null; }
 for w in worker-0 worker-1 worker-2; do
   for _ in $(seq 600); do summary "$w" > /dev/null && break; sleep 0.5; done
   summary "$w" > "$work/$w.json" || { podman logs "$(container "$w")"; exit 1; }
