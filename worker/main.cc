@@ -755,6 +755,26 @@ absl::StatusOr<reckon::base::FlagScope> WorkerFlags() {
   return scope;
 }
 
+// With --standalone, what only a member has is refused, not ignored:
+// kInvalidArgument naming the first such flag given.
+absl::Status CheckStandaloneFlags() {
+  if (!absl::GetFlag(FLAGS_standalone)) return absl::OkStatus();
+  const std::pair<const char*, std::string> member_only[] = {
+      {"--peers", absl::GetFlag(FLAGS_peers)},
+      {"--node-id", absl::GetFlag(FLAGS_node_id)},
+      {"--advertise", absl::GetFlag(FLAGS_advertise)},
+      {"--cluster-token", absl::GetFlag(FLAGS_cluster_token)},
+      {"--tls-cert", absl::GetFlag(FLAGS_tls_cert)},
+      {"--tls-key", absl::GetFlag(FLAGS_tls_key)},
+      {"--tls-ca", absl::GetFlag(FLAGS_tls_ca)}};
+  for (const auto& [flag, value] : member_only) {
+    if (value.empty()) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--standalone trains alone: not with ", flag, " (leave out one of them)"));
+  }
+  return absl::OkStatus();
+}
+
 int main(int argc, char** argv) {
   reckon::base::TuneAllocatorForLargeFrames();
   // Dashes or underscores (base/flags.h).
@@ -797,23 +817,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::optional<SyntheticOptions>> synthetic =
       SyntheticFromFlags(*options, serve_after_training);
   if (!synthetic.ok()) return UsageError(synthetic.status());
-  if (absl::GetFlag(FLAGS_standalone)) {
-    // What only a member has, given to a worker that trains alone: refused,
-    // not ignored.
-    const std::pair<const char*, std::string> member_only[] = {
-        {"--peers", absl::GetFlag(FLAGS_peers)},
-        {"--node-id", absl::GetFlag(FLAGS_node_id)},
-        {"--advertise", absl::GetFlag(FLAGS_advertise)},
-        {"--cluster-token", absl::GetFlag(FLAGS_cluster_token)},
-        {"--tls-cert", absl::GetFlag(FLAGS_tls_cert)},
-        {"--tls-key", absl::GetFlag(FLAGS_tls_key)},
-        {"--tls-ca", absl::GetFlag(FLAGS_tls_ca)}};
-    for (const auto& [flag, value] : member_only) {
-      if (value.empty()) continue;
-      return UsageError(absl::InvalidArgumentError(absl::StrCat(
-          "--standalone trains alone: not with ", flag, " (leave out one of them)")));
-    }
-  }
+  if (absl::Status alone = CheckStandaloneFlags(); !alone.ok()) return UsageError(alone);
   std::optional<PeerOptions> peer_options;
   if (!absl::GetFlag(FLAGS_standalone)) {
     absl::StatusOr<PeerOptions> parsed = PeerOptionsFromFlags(*options);
