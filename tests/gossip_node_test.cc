@@ -1108,17 +1108,23 @@ void ShowEachNodeOtherOrigins(Nodes& c, int steps_each) {
   }
 }
 
-TEST(GossipNode, OriginsRefusedPastTheCapAreNotResentAndEndIdenticalWhereTheyMovedNothing) {
-  Nodes c(2, milliseconds(0), [](int, NodeOptions& o) { o.max_origins = 8; });
+// Two nodes with --max-origins 8 start, publish, and are shown each other's
+// ghosts until each has refused some.
+void StartAndShowEachNodeOtherOrigins(Nodes& c, int steps_each) {
   c.Start();
   c.Publish(0, 1, 3);
   c.Publish(1, 1, 3);
-  ShowEachNodeOtherOrigins(c, /*steps_each=*/0);
-  // Each holds its own ghosts up to the cap and refuses the other's.
+  ShowEachNodeOtherOrigins(c, steps_each);
   ASSERT_TRUE(Eventually([&] {
     return c.node(0)->counters().origins_refused() > 0 &&
            c.node(1)->counters().origins_refused() > 0;
   }));
+}
+
+TEST(GossipNode, OriginsRefusedPastTheCapAreNotResentAndEndIdenticalWhereTheyMovedNothing) {
+  Nodes c(2, milliseconds(0), [](int, NodeOptions& o) { o.max_origins = 8; });
+  // Each holds its own ghosts up to the cap and refuses the other's.
+  ASSERT_NO_FATAL_FAILURE(StartAndShowEachNodeOtherOrigins(c, /*steps_each=*/0));
   const std::vector<absl::Status> results = c.Quiesce(seconds(20));
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
   EXPECT_EQ(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
@@ -1135,14 +1141,7 @@ TEST(GossipNode, OriginsRefusedPastTheCapAreNotResentAndEndIdenticalWhereTheyMov
 
 TEST(GossipNode, OriginsRefusedPastTheCapThatMovedWeightsEndAsADivergenceAtOnce) {
   Nodes c(2, milliseconds(0), [](int, NodeOptions& o) { o.max_origins = 8; });
-  c.Start();
-  c.Publish(0, 1, 3);
-  c.Publish(1, 1, 3);
-  ShowEachNodeOtherOrigins(c, /*steps_each=*/5);
-  ASSERT_TRUE(Eventually([&] {
-    return c.node(0)->counters().origins_refused() > 0 &&
-           c.node(1)->counters().origins_refused() > 0;
-  }));
+  ASSERT_NO_FATAL_FAILURE(StartAndShowEachNodeOtherOrigins(c, /*steps_each=*/5));
   const std::vector<absl::Status> results = c.Quiesce(seconds(20));
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(results[i].code(), absl::StatusCode::kDataLoss) << i << ": " << results[i];

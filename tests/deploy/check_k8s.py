@@ -21,17 +21,13 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deploy_common import run  # noqa: E402
+
 sys.stdout.reconfigure(line_buffering=True)
 
 src, worker, reckonctl = sys.argv[1:4]
 work = tempfile.mkdtemp(prefix="reckon-k8s-")
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    return r.stdout
 
 
 def validator():

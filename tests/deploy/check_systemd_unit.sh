@@ -24,37 +24,15 @@ sed "s|/usr/local/bin/reckon-worker|$worker|" "$unit" > "$work/reckon-worker@0.s
 systemd-analyze verify "$work/reckon-worker@0.service"
 echo "systemd-analyze verify reckon-worker@0: ok"
 
-# The instance's command line, as systemd would run it.
+# The instance's command line, as systemd would run it
+# (tests/deploy/deploy_common.py), with the example file's values and the
+# overrides given.
 exec_line() {
-  python3 - "$unit" "$work" "$@" <<'PY'
-import os, re, shlex, sys
-unit, work, *env = sys.argv[1:]
-values = dict(e.split("=", 1) for e in env)
-line = next(l for l in open(unit) if l.startswith("ExecStart="))[len("ExecStart="):].strip()
-words = []
-for word in line.replace("%i", "0").split():
-    whole = re.fullmatch(r"\$\{(\w+)\}", word)
-    if whole:
-        words.append(values.get(whole.group(1), ""))  # one word, even empty
-        continue
-    split = re.fullmatch(r"\$(\w+)", word)
-    if split:
-        words.extend(shlex.split(values.get(split.group(1), "")))
-        continue
-    words.append(word)
-words[0] = os.environ["WORKER"]
-print("\0".join(w.replace("/var/lib/reckon", work) for w in words), end="")
-PY
+  python3 "$src/tests/deploy/deploy_common.py" "$unit" "$src/deploy/systemd/worker.env" \
+    "$worker" "$work" "$@"
 }
-# The example file's values, as systemd's EnvironmentFile reads them (a
-# shell reads them alike: values with spaces are quoted).
-mapfile -t example < <(set -a; . "$src/deploy/systemd/worker.env"; set +a;
-                       for v in RECKON_NODE_ID RECKON_PEERS RECKON_SHARD RECKON_ADVERTISE \
-                                RECKON_DATA_DIR RECKON_BACKEND RECKON_FLAGS; do
-                         echo "$v=${!v}"; done)
 mkdir -p "$work/0"
-export WORKER="$worker"
-mapfile -d '' -t cmd < <(exec_line "${example[@]}" RECKON_BACKEND=cpu \
+mapfile -d '' -t cmd < <(exec_line RECKON_BACKEND=cpu \
                          RECKON_DATA_DIR=/usr/share/datasets/fashion-mnist)
 "${cmd[@]}" --peers "" --listen 127.0.0.1:0 --max-steps 1 --layers 784,16,10 --eval-samples 100 \
   --http-listen 127.0.0.1:0 > "$work/out" 2>&1 || { cat "$work/out"; exit 1; }
@@ -64,7 +42,7 @@ echo "the unit's command line runs, its summary and checkpoint where the unit ke
 
 # The example's own data folder is not here: the worker says so once and
 # exits with a code the unit does not restart.
-mapfile -d '' -t cmd < <(exec_line "${example[@]}" RECKON_BACKEND=cpu)
+mapfile -d '' -t cmd < <(exec_line RECKON_BACKEND=cpu)
 set +e
 "${cmd[@]}" --peers "" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 > "$work/out" 2>&1
 code=$?

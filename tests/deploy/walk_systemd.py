@@ -37,19 +37,16 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deploy_common  # noqa: E402
+from deploy_common import run  # noqa: E402
+
 sys.stdout.reconfigure(line_buffering=True)
 src, worker, reckonctl = sys.argv[1:4]
 PY = "/usr/bin/python3"  # Debian's: numpy, onnx, opencv (deploy/install-deps.sh)
 MACHINES = 4
 TAG = f"rw{os.getpid() % 100000}"
 SUBNET = "10.77.41"
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    return r.stdout
 
 
 def guide():
@@ -64,32 +61,7 @@ def guide_variables():
 
 
 def example_env():
-    """deploy/systemd/worker.env as systemd's EnvironmentFile reads it."""
-    env = {}
-    for line in open(os.path.join(src, "deploy/systemd/worker.env")):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, value = line.split("=", 1)
-        env[key] = shlex.split(value)[0] if value else ""
-    return env
-
-
-def exec_start(values, state_dir):
-    """The unit's ExecStart for instance 0 as systemd expands it."""
-    unit = open(os.path.join(src, "deploy/systemd/reckon-worker@.service")).read()
-    line = next(l for l in unit.splitlines() if l.startswith("ExecStart="))[len("ExecStart="):]
-    words = []
-    for word in line.replace("%i", "0").split():
-        whole, split = re.fullmatch(r"\$\{(\w+)\}", word), re.fullmatch(r"\$(\w+)", word)
-        if whole:
-            words.append(values.get(whole.group(1), ""))
-        elif split:
-            words.extend(shlex.split(values.get(split.group(1), "")))
-        else:
-            words.append(word.replace("/var/lib/reckon", state_dir))
-    words[0] = worker
-    return words
+    return deploy_common.example_env(os.path.join(src, "deploy/systemd/worker.env"))
 
 
 class Machine:
@@ -129,7 +101,9 @@ class Machine:
     def start(self, data_dir):
         self.lives += 1
         log = open(os.path.join(self.root, f"life{self.lives}.log"), "w")
-        cmd = exec_start(self.env(data_dir), self.root)
+        cmd = deploy_common.exec_start(
+            os.path.join(src, "deploy/systemd/reckon-worker@.service"), self.env(data_dir),
+            worker, self.root)
         self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns, *cmd], stdout=log,
                                      stderr=subprocess.STDOUT, cwd=os.path.join(self.root, "0"))
 
