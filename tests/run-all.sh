@@ -38,17 +38,19 @@ echo "== tests under ASan + UBSan (all but the fault scenarios, the image and ot
 # run again here they would be the same test (about a minute, serial).
 # The checks made by other tools (a real Prometheus against the dashboards
 # and rules, promtool, kubectl kustomize, systemd-analyze) test those
-# files, not reckon's memory: the same test again, about 2.5 minutes here.
+# files, not reckon's memory: the same test again, about 2.5 minutes here;
+# so is the systemd walk (WalkFourMachinesTheSystemdWay: the unit's command
+# on four machines, whose code the cluster tests run under the sanitizers).
 # reckonctl local and the HTTP endpoint run under the sanitizers in the
 # other ReckonctlLocal, Monitoring and HttpEndpoint tests. Workers under a
 # memory limit (WorkersTrainOnNumpyDataLargerThanTheirMemoryLimit) measure
 # memory, which ASan's shadow and quarantine multiply: the mapped dataset's
 # code runs under the sanitizers in the NpyDataset tests.
 echo "skipped under ASan + UBSan: the fault scenarios, the image tests, the checks of" \
-     "Prometheus, promtool, Kubernetes and systemd files, and workers under a memory limit" \
+     "Prometheus, promtool, Kubernetes and systemd files, the systemd walk, and workers under a memory limit" \
      "(ran in the gcc build above)"
 ctest --test-dir build-sanitize -j "$jobs" --output-on-failure -LE "fuzz|fault|image" \
-  -E "RealPrometheusScrapes|PrometheusWatchesTheCluster|PromtoolChecks|KubernetesManifests|SystemdUnit|LargerThanTheirMemoryLimit"
+  -E "RealPrometheusScrapes|PrometheusWatchesTheCluster|PromtoolChecks|KubernetesManifests|SystemdUnit|WalkFourMachines|LargerThanTheirMemoryLimit"
 echo "== fuzz targets, ${fuzz_seconds}s each =="
 ctest --test-dir build-sanitize --output-on-failure -L fuzz
 echo "== all tests passed =="
