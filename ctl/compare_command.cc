@@ -7,7 +7,6 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 
@@ -21,6 +20,7 @@
 #include "base/json.h"
 #include "base/process.h"
 #include "base/status_macros.h"
+#include "base/stop_signals.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
 #include "ctl/worker_summary.h"
@@ -76,13 +76,6 @@ CompareRow MeanOf(const std::vector<CompareRow>& runs) {
   return m;
 }
 
-// SIGINT or SIGTERM to compare: the cluster running is stopped (its
-// `reckonctl local` stops its workers) and compare exits kExitStopped, as
-// local and the workers do. Ctrl-C reaches the whole group anyway; a signal
-// to compare alone is passed on here.
-std::atomic<bool> g_compare_stopped{false};
-void OnCompareStop(int) { g_compare_stopped.store(true); }
-
 // Runs `reckonctl local` for one codec and reads its summary. kCancelled
 // when it was stopped by a signal.
 // Run `run` (from 1) of it is in <dir>/<codec> for the first, <dir>/<codec>-<run> after.
@@ -105,12 +98,12 @@ absl::StatusOr<CompareRow> RunCluster(const std::string& codec, int run, int wor
   bool told = false;
   while (!(code = p.Wait(std::chrono::milliseconds(200))) &&
          std::chrono::steady_clock::now() < deadline) {
-    if (g_compare_stopped.load() && !told) {
+    if (base::StopFlag().load() && !told) {
       p.Signal(SIGTERM);
       told = true;
     }
   }
-  if (g_compare_stopped.load() || (code && *code == kExitStopped)) {
+  if (base::StopFlag().load() || (code && *code == kExitStopped)) {
     if (!code) code = p.Wait(std::chrono::seconds(60));
     return absl::CancelledError(absl::StrCat("stopped by a signal during the ", name,
                                              " cluster (its log: ", dir, "/", name, ".log)"));
@@ -292,10 +285,11 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
                                                std::to_string(absl::GetFlag(FLAGS_link_mtu))});
     out << "compare: every cluster's workers behind links " << link << "\n";
   }
-  struct sigaction action = {};
-  action.sa_handler = OnCompareStop;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  // SIGINT or SIGTERM to compare: the cluster running is stopped (its
+  // `reckonctl local` stops its workers) and compare exits kExitStopped, as
+  // local and the workers do. Ctrl-C reaches the whole group anyway; a
+  // signal to compare alone is passed on (RunCluster).
+  base::CatchStopSignals();
   std::vector<CompareRow> rows;
   for (const std::string& codec : codecs) {
     std::vector<CompareRow> runs;
@@ -313,7 +307,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
     rows.push_back(MeanOf(runs));
   }
   out << "compare: the baseline, one dense worker alone...\n" << std::flush;
-  if (g_compare_stopped.load()) {
+  if (base::StopFlag().load()) {
     err << "reckonctl compare: stopped by a signal before the baseline\n";
     return kExitStopped;
   }

@@ -23,7 +23,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <string>
 #include <vector>
 
@@ -34,15 +33,13 @@
 #include "absl/strings/str_split.h"
 #include "base/flags.h"
 #include "base/json.h"
+#include "base/stop_signals.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
 #include "ctl/net_lab.h"
 
 namespace reckon::ctl {
 namespace {
-
-std::atomic<bool> g_lab_interrupted{false};
-void OnLabInterrupt(int) { g_lab_interrupted.store(true); }
 
 // "0,1 2,3" -> {{0,1},{2,3}}; the error names the bad part.
 absl::StatusOr<std::vector<std::vector<int>>> ParseGroups(absl::string_view text, int workers) {
@@ -144,10 +141,7 @@ int RunLabCommand(const std::vector<std::string>& args, std::ostream& out, std::
   NetLab& lab = **made;
   lab.Shape(shape);
 
-  struct sigaction action = {};
-  action.sa_handler = OnLabInterrupt;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  base::CatchStopSignals();
   signal(SIGPIPE, SIG_IGN);  // a caller gone: stdin ends too, and the lab is torn down
 
   base::Json description = {{"workers", workers}};
@@ -163,7 +157,7 @@ int RunLabCommand(const std::vector<std::string>& args, std::ostream& out, std::
   // Commands until stdin ends; polled, so that a signal ends the wait.
   std::string pending;
   bool quit = false;
-  while (!quit && !g_lab_interrupted.load()) {
+  while (!quit && !base::StopFlag().load()) {
     pollfd in{STDIN_FILENO, POLLIN, 0};
     if (poll(&in, 1, 200) <= 0) continue;
     char buffer[4096];

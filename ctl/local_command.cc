@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -30,6 +29,7 @@
 #include "base/json.h"
 #include "base/process.h"
 #include "base/status_macros.h"
+#include "base/stop_signals.h"
 #include "ctl/commands.h"
 #include "ctl/flags.h"
 #include "ctl/gossip_figures.h"
@@ -57,9 +57,6 @@ ABSL_FLAG(std::string, dashboards, "",
 
 namespace reckon::ctl {
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-void OnInterrupt(int) { g_interrupted.store(true); }
 
 // A worker's log, for an error message; empty when unreadable.
 std::string ReadLog(const std::string& path) {
@@ -437,10 +434,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   const int threads = std::max(1, static_cast<int>(cores) / o.workers);
   const std::string peer_list = absl::StrJoin(addresses, ",");
 
-  struct sigaction action = {};
-  action.sa_handler = OnInterrupt;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  base::CatchStopSignals();
 
   out << "reckonctl local: " << o.workers << " workers "
       << (lab ? "in network namespaces, each behind a link " + LinkShapeText(*o.link)
@@ -512,7 +506,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
       if (!w.exit_code) running = true;
       // A worker that fails makes the cluster's result meaningless: stop the
       // rest. (One stopped by the signal that stopped us did not fail.)
-      if (w.exit_code && *w.exit_code != 0 && !failed && !g_interrupted.load()) {
+      if (w.exit_code && *w.exit_code != 0 && !failed && !base::StopFlag().load()) {
         failed = true;
         err << "reckonctl local: " << w.name << " exited with " << *w.exit_code << ": "
             << TrimNewline(ReadLog(w.err)).substr(0, 2000) << "\n";
@@ -522,8 +516,8 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     const auto now = std::chrono::steady_clock::now();
     // Before "all exited": a Ctrl-C reaches the workers too, and they may
     // all be gone by now.
-    if (g_interrupted.load() || now - start > std::chrono::seconds(o.timeout_s)) {
-      err << "reckonctl local: " << (g_interrupted.load() ? "interrupted" : "timed out")
+    if (base::StopFlag().load() || now - start > std::chrono::seconds(o.timeout_s)) {
+      err << "reckonctl local: " << (base::StopFlag().load() ? "interrupted" : "timed out")
           << "; stopping the workers\n";
       for (Worker& w : workers) {
         if (!w.exit_code) w.process->Signal(SIGTERM);
@@ -533,7 +527,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
           w.process->Signal(SIGKILL);
         }
       }
-      return g_interrupted.load() ? kExitStopped : kExitFailed;
+      return base::StopFlag().load() ? kExitStopped : kExitFailed;
     }
     if (!running) break;
     const auto every = tty ? std::chrono::milliseconds(500) : std::chrono::milliseconds(5000);
@@ -557,7 +551,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
     out << "prometheus keeps serving http://" << o.prometheus_listen
         << "/consoles/reckon.html until Ctrl-C\n"
         << std::flush;
-    while (!g_interrupted.load() && !prometheus->Poll()) {
+    while (!base::StopFlag().load() && !prometheus->Poll()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     prometheus->Signal(SIGTERM);

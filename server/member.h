@@ -69,9 +69,7 @@ struct Member {
   // heartbeat to it.
   std::set<OriginKey> refused_here, refused_there;
   std::vector<OriginKey> refused_untold;
-  bool Refuses(const OriginKey& origin) const {
-    return !refused_there.empty() && refused_there.count(origin) > 0;
-  }
+  bool Refuses(const OriginKey& origin) const { return refused_there.count(origin) > 0; }
   // Its latest replica check (Heartbeat.checked) not yet compared: we have
   // not applied that far yet. At most one, the newest.
   struct Check {

@@ -217,6 +217,20 @@ TEST(ReckonctlCompare, TableCsvAndChartCoverEveryRun) {
   EXPECT_NE(bad.err.find("--codecs"), std::string::npos) << bad.err;
 }
 
+// What `process` has written to `path` once it contains `text`, or when the
+// process ended or `timeout` passed first.
+std::string WaitForOutput(const std::filesystem::path& path, const std::string& text,
+                          base::ChildProcess& process, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string out = ::reckon::testing::ReadWholeFile(path);
+  while (out.find(text) == std::string::npos && std::chrono::steady_clock::now() < deadline &&
+         !process.Poll()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    out = ::reckon::testing::ReadWholeFile(path);
+  }
+  return out;
+}
+
 // --prometheus: Debian's Prometheus scrapes the workers with dashboards/,
 // serves the console page, and stays up after them until Ctrl-C.
 TEST(ReckonctlLocal, PrometheusWatchesTheClusterAndServesTheConsole) {
@@ -232,13 +246,8 @@ TEST(ReckonctlLocal, PrometheusWatchesTheClusterAndServesTheConsole) {
        "1", "--eval-samples", "500"},
       (dir / "out").string(), (dir / "err").string());
   ASSERT_TRUE(local.ok()) << local.status();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
-  std::string out;
-  while (out.find("until Ctrl-C") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline && !local->Poll()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    out = ::reckon::testing::ReadWholeFile(dir / "out");
-  }
+  const std::string out =
+      WaitForOutput(dir / "out", "until Ctrl-C", *local, std::chrono::seconds(240));
   ASSERT_NE(out.find("until Ctrl-C"), std::string::npos)
       << out << ::reckon::testing::ReadWholeFile(dir / "err");
   EXPECT_NE(out.find(absl::StrCat("http://127.0.0.1:", port, "/consoles/reckon.html")),
@@ -287,13 +296,7 @@ TEST(ReckonctlLocal, InterruptedItStopsTheWorkersAndExitsThreeAsTheyDo) {
          "784,32,10", "--epochs", "200", "--threads", "1", "--eval-samples", "500"},
         (dir / "out").string(), (dir / "err").string());
     ASSERT_TRUE(local.ok()) << local.status();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    std::string out;
-    while (out.find(" step ") == std::string::npos &&
-           std::chrono::steady_clock::now() < deadline && !local->Poll()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      out = ::reckon::testing::ReadWholeFile(dir / "out");
-    }
+    const std::string out = WaitForOutput(dir / "out", " step ", *local, std::chrono::seconds(120));
     ASSERT_NE(out.find(" step "), std::string::npos) << out;
     if (whole_group) {
       // reckonctl and its workers (every command line names the work dir):
@@ -321,13 +324,10 @@ TEST(ReckonctlCompare, StoppedBySigtermItStopsTheClusterAndExitsThree) {
        "--eval-samples", "500"},
       (dir / "out").string(), (dir / "err").string());
   ASSERT_TRUE(compare.ok()) << compare.status();
-  const std::string local_log = (dir / "work" / "threshold.log").string();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (::reckon::testing::ReadWholeFile(local_log).find(" step ") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline && !compare->Poll()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  ASSERT_NE(::reckon::testing::ReadWholeFile(local_log).find(" step "), std::string::npos)
+  ASSERT_NE(WaitForOutput(dir / "work" / "threshold.log", " step ", *compare,
+                          std::chrono::seconds(120))
+                .find(" step "),
+            std::string::npos)
       << ::reckon::testing::ReadWholeFile(dir / "err");
   compare->Signal(SIGTERM);
   EXPECT_EQ(compare->Wait(std::chrono::seconds(60)), 3)

@@ -24,6 +24,7 @@
 #include "base/files.h"
 #include "base/flags.h"
 #include "base/exit_codes.h"
+#include "base/stop_signals.h"
 #include "base/status_macros.h"
 #include "codec/codec.h"
 #include "server/grpc_transport.h"
@@ -220,10 +221,6 @@ namespace {
 
 using namespace reckon::worker;  // NOLINT: main's own translation unit
 using namespace reckon::model;   // NOLINT
-
-std::atomic<bool> g_stop{false};
-
-void OnStopSignal(int) { g_stop.store(true); }
 
 // The exit codes reckonctl follows too (base/exit_codes.h).
 using reckon::base::kExitCannotStart;
@@ -577,7 +574,7 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> JoinCluster(PeerOptions peer_option
 
 // The run's last lines, and the summary file when asked for.
 absl::Status Report(const TrainSummary& summary) {
-  if (g_stop.load()) std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n";
+  if (reckon::base::StopFlag().load()) std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n";
   if (summary.codec == "synthetic") {
     std::cout << absl::StrFormat(
         "done: %d synthetic messages, %d bytes sent, %d received, %.2f s CPU, weights %s\n",
@@ -638,7 +635,7 @@ absl::StatusOr<int> Run(TrainerOptions& options, std::optional<PeerOptions> peer
     options.incarnation = peer_options->node.incarnation;
     if (observability != nullptr) peer_options->metrics = &observability->metrics();
     if (synthetic) peer_options->node.on_accept = arrivals.Hook();
-    peer_options->stop = &g_stop;
+    peer_options->stop = &reckon::base::StopFlag();
     absl::StatusOr<std::unique_ptr<GossipPeers>> joined =
         JoinCluster(*std::move(peer_options), options);
     if (joined.status().code() == absl::StatusCode::kCancelled) {
@@ -670,7 +667,7 @@ absl::StatusOr<int> Run(TrainerOptions& options, std::optional<PeerOptions> peer
   if (!summary.ok()) return summary.status();
   RECKON_RETURN_IF_ERROR(Report(*summary));
   if (summary->stopped_early) return kExitStopped;
-  if (!serve || g_stop.load()) return kExitOk;
+  if (!serve || reckon::base::StopFlag().load()) return kExitOk;
   if (observability != nullptr) observability->metrics().OnTrainingFinished();
   std::cout << "reckon-worker: training is over; serving until SIGTERM (--after-training serve)\n";
   if (peers != nullptr) {
@@ -830,12 +827,9 @@ int main(int argc, char** argv) {
   }
   // SIGTERM / SIGINT: finish the current step (or end the wait), save the
   // checkpoint, leave the cluster; exit kExitStopped before the run is done.
-  struct sigaction action = {};
-  action.sa_handler = OnStopSignal;
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
+  reckon::base::CatchStopSignals();
   signal(SIGPIPE, SIG_IGN);
-  options->stop = &g_stop;
+  options->stop = &reckon::base::StopFlag();
 
   absl::StatusOr<std::unique_ptr<Observability>> observability =
       StartObservability(peer_options ? peer_options->node.node_id : "standalone");
