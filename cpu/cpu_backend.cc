@@ -7,11 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/thread_pool.h"
 #include "codec/codec.h"
 #include "codec/quantizer.h"
 #include "codec/update_words.h"
 #include "cpu/mlp_math.h"
-#include "cpu/parallel.h"
 
 namespace reckon::cpu {
 namespace {
@@ -214,7 +214,7 @@ class CpuBackend final : public model::Backend {
   // elementwise passes. OpenBLAS itself runs single-threaded, because its
   // idle threads spin (sched_yield) between calls and, on 2 vCPUs, halved
   // the speed of everything that ran between the GEMMs (docs/training.md).
-  ThreadPool pool_;
+  base::ThreadPool pool_;
   RowParallelFor gemm_rows_;
   std::vector<float> residual_;
   std::vector<float> state_;

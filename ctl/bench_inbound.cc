@@ -10,15 +10,14 @@
 // message (reckon-gossip, from /proc/self/task/<tid>/schedstat) and the
 // drain's.
 //
-// Two receive paths side by side, on the same messages (NodeOptions::
-// receive_path): `before`, the node thread validating and applying each
-// Update under the node lock into a mirror with a float copy; `after`, each
-// batch validated off the lock on 1, 2 and every core's threads, the mirror
-// quanta-only and applied with prefetching; `worker`, as `after` with no
-// mirror at all (NodeOptions::Replica::kTrainingThread, a worker's node:
-// the drain's replica is the only one, checked against the node's ledger);
-// `gpu-host`, a worker's node whose drain takes and applies nothing, as a
-// GPU worker's host (its apply runs on the device): the node's CPU alone.
+// Three kinds of receiving node side by side, on the same messages, each
+// batch validated off the lock on 1, 2 and every core's threads
+// (NodeOptions::receive_threads): `mirror`, a node with its own mirror
+// (quanta-only, applied with prefetching, a large message in stripes);
+// `worker`, as `mirror` with no mirror at all (NodeOptions::Replica::kTrainingThread, a worker's
+// node: the drain's replica is the only one, checked against the node's ledger); `gpu-host`, a
+// worker's node whose drain takes and applies nothing, as a GPU worker's host (its apply runs on
+// the device): the node's CPU alone.
 //
 // Then the training thread's side (--train-steps): a backend (--train-backend,
 // the CPU's by default) trains a model (--train-layers, the default model
@@ -58,16 +57,18 @@
 #include "model/backend.h"
 #include "model/model.h"
 #include "proto/reckon.grpc.pb.h"
+#include "server/cluster_config.h"
 #include "server/grpc_transport.h"
 #include "server/node.h"
 #include "worker/backend_factory.h"
+#include "worker/publisher.h"
 
 ABSL_FLAG(int64_t, origins, 4, "peers sending to the node (bench inbound)");
 ABSL_FLAG(int64_t, messages, 30, "messages each origin sends (bench inbound)");
 ABSL_FLAG(int64_t, train_steps, 300,
           "training steps timed alone and while absorbing peers (bench inbound; 0: skip)");
 ABSL_FLAG(int64_t, train_origins, 8, "peers sending to the training worker (bench inbound)");
-ABSL_FLAG(std::string, paths, "before,after,worker,gpu-host",
+ABSL_FLAG(std::string, paths, "mirror,worker,gpu-host",
           "the receive paths measured, comma-separated (bench inbound; a profile takes one)");
 ABSL_FLAG(int64_t, train_threads, 0,
           "the training worker's CPU backend threads (bench inbound; 0: every core)");
@@ -93,8 +94,7 @@ struct Size {
 };
 
 struct Path {
-  const char* name;  // "before", "after", "worker", "gpu-host"
-  server::NodeOptions::ReceivePath receive_path;
+  const char* name;  // "mirror", "worker", "gpu-host"
   int threads;
   // "worker": the node keeps no mirror (NodeOptions::Replica::
   // kTrainingThread), as a worker's does: the drain's replica is the only one.
@@ -120,14 +120,12 @@ struct Figures {
 };
 
 v1::ClusterFingerprint Fingerprint(uint64_t params) {
-  v1::ClusterFingerprint f;
-  f.set_model("bench-inbound");
-  f.set_param_count(params);
-  f.set_fraction_bits(kFractionBits);
-  f.set_codec(v1::CODEC_THRESHOLD_RICE);
-  f.set_seed(kSeed);
-  f.set_protocol_version(1);
-  return f;
+  server::ClusterSpec spec;
+  spec.model = "bench-inbound";
+  spec.param_count = params;
+  spec.fraction_bits = kFractionBits;
+  spec.seed = kSeed;
+  return server::MakeFingerprint(spec);
 }
 
 // `count` Update frames of `origin`, seqs 1..count, each `updates` distinct
@@ -279,7 +277,6 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   o.node_id = "receiver";
   o.incarnation = 1;
   o.fingerprint = Fingerprint(size.params);
-  o.receive_path = path.receive_path;
   o.receive_threads = path.threads;
   o.replica = path.replica;
   const std::vector<int64_t> initial(size.params, 0);
@@ -404,7 +401,7 @@ struct TrainingFigures {
   double step_ms_alone = 0;           // mean
   double step_ms_absorbing = 0;       // mean, everything below included
   double apply_ms_absorbing = 0;      // applying the peers' messages, a step
-  double publish_ms_absorbing = 0;    // encoding and publishing its own, a step
+  double publish_ms_absorbing = 0;    // encoding, applying and publishing its own, a step
   uint64_t messages_absorbed = 0;     // peers' messages the trainer applied
   double offered_messages_per_s = 0;  // origins / step_ms_alone
   double node_cpu_ms_per_message = 0, validation_cpu_ms_per_message = 0;
@@ -470,14 +467,27 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
     RECKON_RETURN_IF_ERROR(backend->LaunchTrainStep(0.01f, &emission));
     const absl::Status staged = stage(++next_batch);
     RECKON_RETURN_IF_ERROR(backend->FinishTrainStep().status());
-    RECKON_RETURN_IF_ERROR(staged);
-    return backend->ApplyOwnEmission(config.step.step_quanta, emission.words);
+    return staged;
   };
-  for (int i = 0; i < 5; ++i) RECKON_RETURN_IF_ERROR(train());  // warm-up
+  // The trainer's own publishing path (worker/publisher.h): alone, nothing
+  // sent; then into the node.
+  worker::PublisherOptions publishing;
+  publishing.node_id = "trainer";
+  publishing.incarnation = 1;
+  publishing.param_count = shape.param_count();
+  worker::Publisher alone(publishing);
+  auto train_alone = [&]() -> absl::Status {
+    RECKON_RETURN_IF_ERROR(train());
+    return alone
+        .PublishThreshold(backend.get(), emission.words, config.step,
+                          worker::WordsFrom::kLastEmission)
+        .status();
+  };
+  for (int i = 0; i < 5; ++i) RECKON_RETURN_IF_ERROR(train_alone());  // warm-up
   double emitted = 0;
   Clock::time_point t0 = Clock::now();
   for (int i = 0; i < steps; ++i) {
-    RECKON_RETURN_IF_ERROR(train());
+    RECKON_RETURN_IF_ERROR(train_alone());
     emitted += double(emission.words.size());
   }
   out.step_ms_alone = MsSince(t0) / steps;
@@ -510,8 +520,12 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
     writers.emplace_back([&, i] { senders[i]->SendPaced(frames[i], t0, interval, stop); });
   }
   // A worker's step with gossip on (worker/gossip_peers.cc BeforeStep, then
-  // Trainer's publish): the peers' messages applied in one batch, the step,
-  // its own emission encoded and published.
+  // the trainer's publisher): the peers' messages applied in one batch, the
+  // step, its own emission encoded, applied and published.
+  publishing.sink = [node](v1::Update message, const codec::DecodedUpdate& decoded) {
+    return node->Publish(std::move(message), decoded);
+  };
+  worker::Publisher publisher(publishing);
   absl::Status status;
   double apply_ms = 0, publish_ms = 0;
   for (int i = 0; i < steps && status.ok(); ++i) {
@@ -525,21 +539,10 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
     if (status.ok()) status = train();
     if (!status.ok()) break;
     at = Clock::now();
-    v1::Update update;
-    update.mutable_origin()->set_node_id(o.node_id);
-    update.mutable_origin()->set_incarnation(o.incarnation);
-    update.set_seq(uint64_t(i) + 1);
-    status = codec::EncodeThresholdUpdate(emission.words, config.step.step_quanta,
-                                          shape.param_count(), v1::CODEC_THRESHOLD_RICE, &update);
-    codec::DecodedUpdate decoded;
-    decoded.node_id = o.node_id;
-    decoded.incarnation = o.incarnation;
-    decoded.seq = update.seq();
-    decoded.codec = v1::CODEC_THRESHOLD_RICE;
-    decoded.param_count = shape.param_count();
-    decoded.step_quanta = config.step.step_quanta;
-    decoded.words = emission.words;
-    if (status.ok()) status = node->Publish(update, decoded);
+    status = publisher
+                 .PublishThreshold(backend.get(), emission.words, config.step,
+                                   worker::WordsFrom::kLastEmission)
+                 .status();
     publish_ms += MsSince(at);
   }
   out.step_ms_absorbing = MsSince(t0) / steps;
@@ -630,24 +633,21 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
   // updates a message; the default model (784,512,512,10) at that density.
   const std::vector<Size> sizes = {{"strom", 14'600'000, 44'000}, {"default", 669'706, 2'018}};
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  using ReceivePath = server::NodeOptions::ReceivePath;
   constexpr auto kNoMirror = server::NodeOptions::Replica::kTrainingThread;
-  std::vector<Path> paths = {{"before", ReceivePath::kSerial, 1},
-                             {"after", ReceivePath::kParallel, 1},
-                             {"after", ReceivePath::kParallel, 2}};
-  if (cores > 2) paths.push_back({"after", ReceivePath::kParallel, cores});
+  std::vector<Path> paths = {{"mirror", 1}, {"mirror", 2}};
+  if (cores > 2) paths.push_back({"mirror", cores});
   for (bool applies : {true, false}) {
     const char* name = applies ? "worker" : "gpu-host";
-    paths.push_back({name, ReceivePath::kParallel, 1, kNoMirror, applies});
-    paths.push_back({name, ReceivePath::kParallel, 2, kNoMirror, applies});
-    if (cores > 2) paths.push_back({name, ReceivePath::kParallel, cores, kNoMirror, applies});
+    paths.push_back({name, 1, kNoMirror, applies});
+    paths.push_back({name, 2, kNoMirror, applies});
+    if (cores > 2) paths.push_back({name, cores, kNoMirror, applies});
   }
   std::set<std::string> wanted;
   for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_paths), ',')) {
     const std::string path(absl::StripAsciiWhitespace(name));
-    if (path != "before" && path != "after" && path != "worker" && path != "gpu-host") {
+    if (path != "mirror" && path != "worker" && path != "gpu-host") {
       err << "reckonctl bench inbound: --paths: '" << path.substr(0, 32)
-          << "' is not a path (before, after, worker, gpu-host)\n";
+          << "' is not a path (mirror, worker, gpu-host)\n";
       return kExitUsage;
     }
     wanted.insert(path);
@@ -655,12 +655,10 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
   std::erase_if(paths, [&](const Path& p) { return !wanted.count(p.name); });
   if (!json) {
     out << absl::StrFormat(
-        "One node taking in %d origins' messages (%d each) over gRPC on loopback. before: the node "
-        "thread validates and applies each under the node lock; after: validated off the lock on "
-        "`threads` threads, a quanta-only mirror applied with prefetching, a large message in "
-        "stripes "
-        "on those threads; the node's mirror checked against the drain's replica; worker: as "
-        "after, with no mirror (a worker's node: the drain's replica is the only one, checked "
+        "One node taking in %d origins' messages (%d each) over gRPC on loopback, validated off "
+        "the lock on `threads` threads. mirror: a quanta-only mirror applied with prefetching, a "
+        "large message in stripes on those threads, checked against the drain's replica; worker: "
+        "as mirror, with no mirror (a worker's node: the drain's replica is the only one, checked "
         "against the node's ledger); gpu-host: a worker's node whose drain applies nothing (a "
         "GPU worker's host: its apply runs on the device)\n"
         "  size       params  updates/msg  msg bytes  path     threads    msg/s  updates/s  "

@@ -38,10 +38,12 @@
 #include "ctl/commands.h"
 #include "ctl/flags.h"
 #include "ctl/worker_summary.h"
+#include "model/model.h"
 #include "proto/bench.grpc.pb.h"
+#include "server/cluster_config.h"
 #include "server/grpc_transport.h"
 #include "server/node.h"
-#include "model/model.h"
+#include "worker/publisher.h"
 
 ABSL_FLAG(int64_t, latency_messages, 300, "messages each of the 4 nodes publishes");
 ABSL_FLAG(double, rate, 100, "messages per second each node publishes (a step rate)");
@@ -278,9 +280,10 @@ absl::StatusOr<Latency> MeasureLatency(int nodes, int messages, double rate) {
     for (int j = 0; j < nodes; ++j) {
       if (j != i) o.seeds.push_back(addresses[j]);
     }
-    o.fingerprint.set_model(shape->ToString());
-    o.fingerprint.set_param_count(params);
-    o.fingerprint.set_protocol_version(1);
+    server::ClusterSpec spec;
+    spec.model = shape->ToString();
+    spec.param_count = params;
+    o.fingerprint = server::MakeFingerprint(spec);
     o.on_accept = [&](const server::OriginKey& origin, const v1::Update& update) {
       const auto now = Clock::now();
       absl::MutexLock l(&mu);
@@ -305,10 +308,24 @@ absl::StatusOr<Latency> MeasureLatency(int nodes, int messages, double rate) {
     publishers.emplace_back([&, i] {
       std::mt19937_64 rng(i + 1);
       std::uniform_int_distribution<uint64_t> pick(0, params - 1);
-      v1::Update update;
-      update.mutable_origin()->set_node_id(absl::StrCat("n", i));
-      update.mutable_origin()->set_incarnation(1);
-      codec::DecodedUpdate decoded;
+      // A worker's publishing path (worker/publisher.h) without a replica:
+      // what the node is given is what a worker gives it.
+      worker::PublisherOptions publishing;
+      publishing.node_id = absl::StrCat("n", i);
+      publishing.incarnation = 1;
+      publishing.param_count = params;
+      publishing.sink = [node = node_list[i].get(), &mu, &published, i, &message_bytes](
+                            v1::Update update, const codec::DecodedUpdate& decoded) {
+        if (i == 0 && update.seq() == 1) message_bytes = double(update.ByteSizeLong());
+        {
+          absl::MutexLock l(&mu);
+          published[{update.origin().node_id(), update.seq()}] = Clock::now();
+        }
+        return node->Publish(std::move(update), decoded);
+      };
+      worker::Publisher publisher(std::move(publishing));
+      codec::ThresholdStep step;
+      step.step_quanta = 42;
       const auto period = std::chrono::duration<double>(1.0 / rate);
       auto next = Clock::now();
       for (int m = 1; m <= messages; ++m) {
@@ -316,18 +333,11 @@ absl::StatusOr<Latency> MeasureLatency(int nodes, int messages, double rate) {
         while (indices.size() < params / 1000) indices.insert(static_cast<uint32_t>(pick(rng)));
         std::vector<uint32_t> words;
         for (uint32_t idx : indices) words.push_back(idx | (rng() & 1 ? 0x80000000u : 0));
-        update.set_seq(m);
-        absl::Status s =
-            codec::EncodeThresholdUpdate(words, 42, params, v1::CODEC_THRESHOLD_RICE, &update);
-        if (s.ok()) s = codec::DecodeUpdate(update, &decoded);
-        if (i == 0 && m == 1) message_bytes = double(update.ByteSizeLong());
         std::this_thread::sleep_until(next);
         next += std::chrono::duration_cast<Clock::duration>(period);
-        {
-          absl::MutexLock l(&mu);
-          published[{update.origin().node_id(), uint64_t(m)}] = Clock::now();
-        }
-        if (s.ok()) s = node_list[i]->Publish(update, decoded);
+        const absl::Status s =
+            publisher.PublishThreshold(nullptr, words, step, worker::WordsFrom::kElsewhere)
+                .status();
         if (!s.ok()) {
           errors[i] = s;
           return;

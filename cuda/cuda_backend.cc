@@ -293,7 +293,8 @@ class CudaBackend final : public model::Backend {
   }
 
   // The last step's words, already on the device: one message applied from
-  // there (its end and step cross, 16 bytes), when `words` are those words.
+  // there (its end and step cross, 16 bytes); `words` are those words
+  // (Backend::ApplyOwnEmission's contract).
   absl::Status ApplyOwnEmission(int64_t step_quanta, std::span<const uint32_t> words) override {
     return replica_->ApplyOwnEmission(pass_.get(), step_quanta, words);
   }

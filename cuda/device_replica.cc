@@ -1,7 +1,6 @@
 #include "cuda/device_replica.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -198,8 +197,15 @@ absl::Status DeviceReplica::StageOneMessage(uint64_t count, int64_t step_quanta)
 absl::Status DeviceReplica::ApplyOwnEmission(const ThresholdPass* pass, int64_t step_quanta,
                                              std::span<const uint32_t> words) {
   const uint64_t count = pass != nullptr ? pass->finished_count() : 0;
-  if (count == 0 || words.size() != count || step_quanta <= 0 ||
-      std::memcmp(words.data(), pass->host_words(), words.size_bytes()) != 0) {
+  if (words.size() != count) {
+    // Not the pass's words (the caller's contract, worker/publisher.h):
+    // applying the device's would apply something else than `words`.
+    return absl::FailedPreconditionError(
+        absl::StrCat("own emission of ", words.size(), " words, but the last pass emitted ", count,
+                     ": not applied (words made elsewhere go through ApplyUpdates)"));
+  }
+  if (count == 0 || step_quanta <= 0) {
+    // Nothing to apply, or a step the apply refuses (its error named there).
     const model::UpdateRef one{step_quanta, words, {}};
     RECKON_RETURN_IF_ERROR(ApplyBatch(std::span<const model::UpdateRef>(&one, 1), Overlap::kNone));
     return FinishApplyInFlight();  // as the path below: applied when this returns

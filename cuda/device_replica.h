@@ -86,10 +86,12 @@ class DeviceReplica {
   // for it (a worker's own step, a snapshot's replay).
   enum class Overlap { kNone, kBesideNextCompute };
   absl::Status ApplyBatch(std::span<const model::UpdateRef> updates, Overlap overlap);
-  // This replica's own emission, `words` as the wire decoded them: applied
-  // from where `pass` (null: none) left them when they are its last
-  // Finish's words (only their end and step cross), else uploaded as any
-  // message.
+  // This replica's own emission: `words` are `pass`'s last Finish's words
+  // (null pass: none), which the caller's self-check showed the wire
+  // carries (worker/publisher.h). Applied from where the pass left them on
+  // the device: only their end and step cross. kFailedPrecondition, nothing
+  // applied, when their count is not the pass's (words made elsewhere go
+  // through ApplyBatch).
   absl::Status ApplyOwnEmission(const ThresholdPass* pass, int64_t step_quanta,
                                 std::span<const uint32_t> words);
   // quanta += `quanta` (a dense message), weights refreshed.

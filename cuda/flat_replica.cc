@@ -136,15 +136,15 @@ class CudaFlatReplica final : public model::FlatReplica {
     const model::UpdateRef one{step_quanta, words, {}};
     return ApplyUpdateBatch(std::span<const model::UpdateRef>(&one, 1));
   }
-  // The last Emit's words, from the device, when `words` are those words
-  // (as the CUDA backend's).
+  // The last Emit's words, from the device (DeviceReplica::ApplyOwnEmission's
+  // contract: `words` are those words).
   absl::Status ApplyOwnEmission(int64_t step_quanta, std::span<const uint32_t> words) override {
     RECKON_ON_DEVICE(device_.ordinal);
     return replica_->ApplyOwnEmission(pass_.get(), step_quanta, words);
   }
   absl::Status ApplyUpdateBatch(std::span<const model::UpdateRef> updates) override {
     for (const model::UpdateRef& u : updates) {
-      if (!u.quanta.empty()) return Backend::ApplyUpdateBatch(updates);
+      if (!u.quanta.empty()) return Replica::ApplyUpdateBatch(updates);
     }
     RECKON_ON_DEVICE(device_.ordinal);
     return replica_->ApplyBatch(updates, DeviceReplica::Overlap::kNone);

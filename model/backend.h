@@ -30,6 +30,7 @@
 #include "codec/weight_checksum.h"
 #include "model/model.h"
 #include "model/optimizer.h"
+#include "model/replica.h"
 
 namespace reckon::model {
 
@@ -93,40 +94,11 @@ struct Emission {
   v1::Update encoded;           // kCodec: the message's codec fields and payload
 };
 
-// One decoded Update, for batched apply: a threshold update (step_quanta,
-// words) or, when `quanta` is not empty, a quanta codec's (ApplyDense).
-struct UpdateRef {
-  int64_t step_quanta = 0;
-  std::span<const uint32_t> words;
-  std::span<const int64_t> quanta;
-};
-
-class Backend {
+// A replica that trains: the cluster's replica (replica.h: load, read,
+// hash, apply), the residual and the optimizer's state beside it, and the
+// step.
+class Backend : public Replica {
  public:
-  virtual ~Backend() = default;
-
-  // e.g. "cpu (OpenBLAS, 2 threads)".
-  virtual std::string Describe() const = 0;
-
-  // Replaces the replica's parameters (initialization, resume, snapshots).
-  virtual absl::Status LoadWeights(std::span<const int64_t> quanta) = 0;
-  // What is read from a device can fail (a CUDA error): every read returns
-  // its status, never zeros in place of the values.
-  virtual absl::StatusOr<std::vector<int64_t>> ReadWeights() const = 0;
-  virtual absl::StatusOr<std::string> WeightHash() const = 0;
-  // Additions to the replica that passed the int64 range and wrapped since
-  // it was made (a member sent a step no training makes; the gossip node
-  // counts them in `weights_wrapped`, as a worker's node keeps no mirror to
-  // see them). 0 where a backend cannot tell.
-  virtual uint64_t WeightsWrapped() const { return 0; }
-  // The replica checksum (codec/weight_checksum.h) of the weights. This
-  // default reads them to the host; a backend may compute it in place.
-  virtual absl::StatusOr<uint64_t> Checksum(const codec::WeightChecksum& checksum) const {
-    absl::StatusOr<std::vector<int64_t>> weights = ReadWeights();
-    if (!weights.ok()) return weights.status();
-    return checksum.Of(*weights);
-  }
-
   // Residual and optimizer state, for checkpoints (param_count floats each;
   // the state is empty for plain SGD).
   virtual absl::StatusOr<std::vector<float>> ReadResidual() const = 0;
@@ -198,32 +170,6 @@ class Backend {
 
   // Changes tau for the following steps (the density controller steers it).
   virtual void SetThresholdStep(const codec::ThresholdStep& step) = 0;
-
-  // Applies a threshold update to the replica, all or nothing.
-  virtual absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) = 0;
-  // Applies this worker's own threshold emission, `words` being the last
-  // TrainStep's (as the wire decoded them: the same words): the same as
-  // ApplyUpdates, which this default is. The CUDA backend applies them from
-  // the device, where its pass left them, instead of uploading them again
-  // (it checks that they are the same words, else it uploads).
-  virtual absl::Status ApplyOwnEmission(int64_t step_quanta, std::span<const uint32_t> words) {
-    return ApplyUpdates(step_quanta, words);
-  }
-  // Applies several threshold updates (from many peers) at once. The CUDA
-  // backend does it in one launch, all or nothing across the batch; this
-  // default applies them in order, each all or nothing, and stops at the
-  // first that fails (the error names it; the earlier ones stay applied).
-  virtual absl::Status ApplyUpdateBatch(std::span<const UpdateRef> updates) {
-    for (size_t m = 0; m < updates.size(); ++m) {
-      absl::Status s = updates[m].quanta.empty()
-                           ? ApplyUpdates(updates[m].step_quanta, updates[m].words)
-                           : ApplyDense(updates[m].quanta);
-      if (!s.ok()) return absl::Status(s.code(), absl::StrCat("update ", m, ": ", s.message()));
-    }
-    return absl::OkStatus();
-  }
-  // Applies a dense update (quanta per parameter), all or nothing.
-  virtual absl::Status ApplyDense(std::span<const int64_t> quanta) = 0;
 
   // Loss and accuracy of the current replica on `count` samples.
   virtual absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels,

@@ -1,9 +1,9 @@
 // A replica beside a framework's own parameters (reckon for PyTorch, issue
 // 36; python/flat_peer.h drives it): the cluster's fixed-point replica of a
 // flat float32 vector, the residual of what this peer's framework changed,
-// and the parts of Backend the gossip uses (load, read, hash, apply). The
-// forward and backward passes are the framework's: TrainStep and Evaluate
-// are kUnimplemented.
+// and the replica's load, read, hash and apply (replica.h). It does not
+// train: the forward and backward passes and the optimizer are the
+// framework's.
 //
 // Where the memory is depends on the implementation: MakeHostFlatReplica
 // keeps everything in host memory and takes host parameters;
@@ -25,11 +25,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "codec/fixed_point.h"
-#include "model/backend.h"
+#include "model/replica.h"
 
 namespace reckon::model {
 
-class FlatReplica : public Backend {
+class FlatReplica : public Replica {
  public:
   // After the framework's optimizer step: residual += params - replica
   // (float32, in that order: the same bits on every implementation), then
@@ -51,22 +51,8 @@ class FlatReplica : public Backend {
   virtual absl::Status OrderAfter(uintptr_t stream) = 0;
   virtual uint64_t param_count() const = 0;
 
-  // The residual is the framework's change not yet sent; it is the only
-  // training state (the optimizer's is the framework's).
-  absl::StatusOr<std::vector<float>> ReadOptimizerState() const final {
-    return std::vector<float>();
-  }
-  absl::Status LoadTrainingState(std::span<const float>, std::span<const float>) final {
-    return absl::UnimplementedError("a flat replica's training state is its framework's");
-  }
-  absl::StatusOr<BatchStats> TrainStep(const float*, const int32_t*, int, float, Emission*) final {
-    return absl::UnimplementedError("a flat replica does not train: its framework does");
-  }
-  void SetMomentum(double) final {}
-  void SetThresholdStep(const codec::ThresholdStep&) final {}
-  absl::StatusOr<BatchStats> Evaluate(const float*, const int32_t*, size_t) final {
-    return absl::UnimplementedError("a flat replica does not evaluate: its framework does");
-  }
+  // The residual: the framework's change not yet sent (param_count floats).
+  virtual absl::StatusOr<std::vector<float>> ReadResidual() const = 0;
 };
 
 // In host memory (codec::FixedPointReplica with its float copy kept).

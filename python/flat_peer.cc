@@ -70,8 +70,17 @@ absl::StatusOr<std::unique_ptr<FlatPeer>> FlatPeer::Create(FlatPeerOptions optio
   RECKON_ASSIGN_OR_RETURN(peer->peers_,
                           worker::GossipPeers::Create(options.peers, quanta, fraction_bits, log));
   if (peer->observability_) peer->observability_->AttachNode(peer->peers_->node());
-  peer->message_.mutable_origin()->set_node_id(options.peers.node.node_id);
-  peer->message_.mutable_origin()->set_incarnation(options.peers.node.incarnation);
+  worker::PublisherOptions publishing;
+  publishing.node_id = options.peers.node.node_id;
+  publishing.incarnation = options.peers.node.incarnation;
+  publishing.param_count = initial.size();
+  publishing.wire_codec = options.wire_codec;
+  publishing.sink = [peers = peer->peers_.get()](v1::Update message,
+                                                 const codec::DecodedUpdate& decoded) {
+    return peers->Publish(std::move(message), decoded);
+  };
+  publishing.metrics = options.peers.metrics;
+  peer->publisher_.emplace(std::move(publishing));
   // Joined from a snapshot: its weights (and what followed it) first.
   RECKON_RETURN_IF_ERROR(peer->peers_->BeforeStep(*peer->replica_, 0));
   peer->options_ = std::move(options);
@@ -107,35 +116,29 @@ absl::Status FlatPeer::Step(std::span<float> params, int samples, double loss_su
   RECKON_RETURN_IF_ERROR(CheckCount(params));
   // All or nothing: a NaN or Inf leaves the residual as it was.
   RECKON_RETURN_IF_ERROR(replica_->Emit(params, step_, &words_));
-  message_.set_seq(++steps_);
-  RECKON_RETURN_IF_ERROR(codec::EncodeThresholdUpdate(words_, step_.step_quanta, param_count(),
-                                                      options_.wire_codec, &message_));
-  RECKON_RETURN_IF_ERROR(codec::DecodeUpdate(message_, &decoded_));
-  // On a GPU, from where the pass left the words.
-  RECKON_RETURN_IF_ERROR(replica_->ApplyOwnEmission(decoded_.step_quanta, decoded_.words));
-  RECKON_RETURN_IF_ERROR(peers_->Publish(message_, decoded_));
-  updates_sent_ += decoded_.words.size();
-  bytes_sent_ += message_.ByteSizeLong();
+  // On a GPU the replica applies the words from where its pass left them.
+  RECKON_ASSIGN_OR_RETURN(const worker::Published sent,
+                          publisher_->PublishThreshold(replica_.get(), words_, step_,
+                                                       worker::WordsFrom::kLastEmission));
+  updates_sent_ += sent.updates;
+  bytes_sent_ += sent.wire_bytes;
   if (observability_) {
     // A step is the time from the last one: the framework's pass and ours.
     const auto now = std::chrono::steady_clock::now();
     observability_->metrics().OnStep(std::chrono::duration<double>(now - last_step_).count(),
                                      samples, loss_sum);
     last_step_ = now;
-    observability_->metrics().OnEmitted(
-        options_.wire_codec == v1::CODEC_THRESHOLD_RICE ? "rice" : "packed32",
-        decoded_.words.size(), message_.ByteSizeLong(), param_count() * sizeof(float),
-        double(decoded_.words.size()) / double(param_count()), step_.tau);
   }
   // The peers' messages accepted since the last step (and a re-join, a
   // replica check, backpressure: as a worker's step boundary).
-  RECKON_RETURN_IF_ERROR(peers_->BeforeStep(*replica_, steps_));
+  RECKON_RETURN_IF_ERROR(peers_->BeforeStep(*replica_, steps()));
   return ReadInto(params);
 }
 
 absl::Status FlatPeer::Finish(std::span<float> params, const std::atomic<bool>* stop) {
   RECKON_RETURN_IF_ERROR(CheckCount(params));
-  RECKON_RETURN_IF_ERROR(peers_->Finish(*replica_, steps_, stop != nullptr ? stop : options_.stop));
+  RECKON_RETURN_IF_ERROR(
+      peers_->Finish(*replica_, steps(), stop != nullptr ? stop : options_.stop));
   if (observability_) observability_->metrics().OnTrainingFinished();
   return ReadInto(params);
 }

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -40,6 +41,7 @@
 #include "proto/reckon.pb.h"
 #include "worker/gossip_peers.h"
 #include "worker/observability.h"
+#include "worker/publisher.h"
 
 namespace reckon::python {
 
@@ -107,7 +109,7 @@ class FlatPeer {
   uint64_t param_count() const { return replica_->param_count(); }
   // FlatPeerOptions::device: -1 host memory, else the CUDA device.
   int device() const { return options_.device; }
-  uint64_t steps() const { return steps_; }
+  uint64_t steps() const { return publisher_ ? publisher_->published() : 0; }
   uint64_t updates_sent() const { return updates_sent_; }
   uint64_t bytes_sent() const { return bytes_sent_; }
   absl::StatusOr<std::string> WeightHash() const { return replica_->WeightHash(); }
@@ -126,10 +128,9 @@ class FlatPeer {
   codec::ThresholdStep step_;
   std::unique_ptr<model::FlatReplica> replica_;
   std::unique_ptr<worker::GossipPeers> peers_;
-  v1::Update message_;
-  codec::DecodedUpdate decoded_;
+  // Each step's message: seq = the step, encoded, applied, sent.
+  std::optional<worker::Publisher> publisher_;
   std::vector<uint32_t> words_;
-  uint64_t steps_ = 0;
   std::chrono::steady_clock::time_point last_step_ = std::chrono::steady_clock::now();
   uint64_t updates_sent_ = 0;
   uint64_t bytes_sent_ = 0;

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "python/flat_peer.h"
+#include "server/cluster_config.h"
 #include "worker/data_identity.h"
 #include "worker/gossip_peers.h"
 
@@ -98,34 +99,21 @@ class PyPeer {
     std::span<float> start = FloatBuffer(initial, "initial");
     FlatPeerOptions o;
     o.peers.node.node_id = node_id;
-    // A new incarnation for every process start (0), as reckon-worker's:
-    // wall-clock nanoseconds.
-    o.peers.node.incarnation =
-        incarnation != 0
-            ? incarnation
-            : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
-    v1::ClusterFingerprint& f = o.peers.node.fingerprint;
-    f.set_model(model);
-    f.set_param_count(start.size());
-    f.set_fraction_bits(fraction_bits);
+    o.peers.node.incarnation = incarnation != 0 ? incarnation : server::NewIncarnation();
     o.wire_codec = WireCodec(codec);
-    f.set_codec(o.wire_codec);
-    f.set_data(data);  // reckon-worker's: data_identity(dir) of its data
-    f.set_seed(seed);
-    f.set_protocol_version(1);
+    server::ClusterSpec spec;
+    spec.model = model;
+    spec.param_count = start.size();
+    spec.fraction_bits = fraction_bits;
+    spec.wire_codec = o.wire_codec;
+    spec.seed = seed;
+    spec.data = data;  // reckon-worker's: data_identity(dir) of its data
+    o.peers.node.fingerprint = server::MakeFingerprint(spec);
     o.peers.node.cluster_token = cluster_token;
-    // reckon-worker's rule (--heartbeat-ms, --failure-timeout-ms): a
-    // failure timeout of at least two heartbeats.
-    const int64_t failure_ms = static_cast<int64_t>(failure_timeout_s * 1000);
-    if (heartbeat_ms < 1 || failure_ms < 2 * int64_t{heartbeat_ms}) {
-      throw py::value_error(absl::StrCat("heartbeat_ms ", heartbeat_ms,
-                                         " must be >= 1 and failure_timeout_s at least twice it"));
-    }
-    o.peers.node.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
-    o.peers.node.failure_timeout = std::chrono::milliseconds(failure_ms);
-    o.peers.node.repair_timeout = std::chrono::milliseconds(std::max(5 * heartbeat_ms, 200));
+    const absl::Status timed =
+        server::SetNodeTimings(heartbeat_ms, static_cast<int64_t>(failure_timeout_s * 1000),
+                               {"heartbeat_ms", "failure_timeout_s"}, &o.peers.node);
+    if (!timed.ok()) throw py::value_error(std::string(timed.message()));
     o.peers.quiesce_timeout = std::chrono::seconds(static_cast<int64_t>(quiesce_timeout_s));
     o.peers.listen = listen;
     o.peers.advertise = advertise;  // how peers reach us (default: listen, with the host's name)

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/reckon.pb.h"
-#include "server/tls.h"
+#include "server/grpc_credentials.h"
 #include "server/version_vector.h"
 
 namespace reckon::server {

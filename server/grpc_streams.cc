@@ -1,13 +1,12 @@
 #include "server/grpc_streams.h"
 
-#include "server/held_bytes.h"
-
 #include <deque>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "server/tls.h"
+#include "server/grpc_credentials.h"
+#include "server/held_bytes.h"
 
 namespace reckon::server {
 namespace {

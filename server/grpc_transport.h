@@ -17,9 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "proto/reckon.pb.h"
+#include "server/grpc_credentials.h"
 #include "server/link.h"
 #include "server/node_service.h"
-#include "server/tls.h"
 #include "server/version_vector.h"
 
 namespace grpc {

@@ -1,21 +1,21 @@
 #include "server/membership.h"
 
-#include <openssl/crypto.h>
-#include <openssl/sha.h>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "codec/sha256.h"
 #include "server/node.h"
 
 namespace reckon::server {
 
 bool TokenMatches(const std::string& given, const std::string& token) {
-  unsigned char a[SHA256_DIGEST_LENGTH], b[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(given.data()), given.size(), a);
-  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), b);
-  return CRYPTO_memcmp(a, b, sizeof(a)) == 0;
+  // Digests of equal length compared in constant time: how long the
+  // comparison takes tells nothing of the token.
+  const codec::Sha256Digest a = codec::Sha256Of(given), b = codec::Sha256Of(token);
+  volatile uint8_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ = differ | uint8_t(a[i] ^ b[i]);
+  return differ == 0;
 }
 
 std::optional<std::string> DescribeModelDifference(const std::string& theirs,

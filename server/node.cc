@@ -1,6 +1,5 @@
 #include "server/node.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -18,13 +17,6 @@
 #include "server/membership.h"
 
 namespace reckon::server {
-namespace {
-
-double SecondsSince(Clock::time_point t, Clock::time_point now) {
-  return std::chrono::duration<double>(now - t).count();
-}
-
-}  // namespace
 
 bool ValidNodeId(const std::string& id) {
   if (id.empty() || id.size() > 63) return false;
@@ -34,17 +26,6 @@ bool ValidNodeId(const std::string& id) {
     if (!ok) return false;
   }
   return true;
-}
-
-std::string NodeStatusJson(const v1::NodeStatus& status) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  // Printing a message we built cannot fail; an empty object if it ever did.
-  if (!google::protobuf::util::MessageToJsonString(status, &json, options).ok()) return "{}\n";
-  return json;
 }
 
 absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions options,
@@ -61,16 +42,12 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
   const codec::WeightChecksum checksum(options.fingerprint.seed());
   std::optional<AppliedReplica> replica;
   if (options.replica == NodeOptions::Replica::kMirror) {
-    // The node never reads the float copy: on the parallel path it keeps none.
-    const bool serial = options.receive_path == NodeOptions::ReceivePath::kSerial;
-    absl::StatusOr<codec::FixedPointReplica> mirror =
-        codec::FixedPointReplica::Create(initial.size(), fraction_bits,
-                                         serial ? codec::FixedPointReplica::FloatCopy::kKept
-                                                : codec::FixedPointReplica::FloatCopy::kNone);
+    // The node never reads the float copy: it keeps none.
+    absl::StatusOr<codec::FixedPointReplica> mirror = codec::FixedPointReplica::Create(
+        initial.size(), fraction_bits, codec::FixedPointReplica::FloatCopy::kNone);
     if (!mirror.ok()) return mirror.status();
     if (absl::Status s = mirror->Load(initial); !s.ok()) return s;
-    replica.emplace(*std::move(mirror), checksum,
-                    serial ? AppliedReplica::Prefetch::kOff : AppliedReplica::Prefetch::kOn);
+    replica.emplace(*std::move(mirror), checksum, AppliedReplica::Prefetch::kOn);
   } else {
     // Checked as a mirror's would be: the cluster's fraction bits.
     if (absl::Status s = codec::FixedPointReplica::Create(0, fraction_bits).status(); !s.ok()) {
@@ -110,14 +87,13 @@ NodeOptions WithClock(NodeOptions options) {
   return options;
 }
 
-// The validation threads of the parallel receive path (the node thread is
-// one of them); none on the serial path.
-std::unique_ptr<cpu::ThreadPool> ValidationPool(const NodeOptions& o) {
-  if (o.receive_path != NodeOptions::ReceivePath::kParallel) return nullptr;
+// The validation threads of the receive path (the node thread is one of
+// them).
+std::unique_ptr<base::ThreadPool> ValidationPool(const NodeOptions& o) {
   const int threads = o.receive_threads > 0
                           ? o.receive_threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  return std::make_unique<cpu::ThreadPool>(threads, "reckon-recv");
+  return std::make_unique<base::ThreadPool>(threads, "reckon-recv");
 }
 
 }  // namespace
@@ -261,7 +237,6 @@ void GossipNode::Run() {
 }
 
 void GossipNode::ValidateUpdates(Slice& slice) {
-  if (!validators_) return;  // ReceivePath::kSerial: under the lock, one at a time
   std::vector<Inbox::Event*> updates;
   for (Inbox::Event& e : slice.events) {
     if (e.kind == Inbox::Event::kFrame && e.frame.has_update()) updates.push_back(&e);
@@ -535,76 +510,6 @@ uint64_t GossipNode::MessagesBehind() {
     most = std::max(most, behind);
   }
   return most;
-}
-
-void GossipNode::FillCounters(v1::NodeStatus* out) {
-  *out->mutable_counters() = counters_;
-  out->mutable_counters()->set_inbox_pauses(inbox_.pauses());  // mu_ before the inbox's lock
-  out->set_checksum(replica_.ledger().total());
-  out->set_last_check_ms(handoff_.last_check_ms());
-  out->set_early_held(early_.size());
-  out->set_early_bytes(early_.bytes());
-  out->set_dial_targets(dial_.targets());
-  out->set_inbox_bytes(inbox_.bytes());
-}
-
-void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
-  if (with_weight_hash) {
-    // Computed on a copy, outside the lock: SHA-256 of the whole replica
-    // must not stall the node thread (status is polled). Without a mirror:
-    // the training replica's, where this node settled with it (empty while
-    // it trains).
-    std::vector<int64_t> weights;
-    std::optional<std::string> hash;
-    {
-      absl::MutexLock l(&mu_);
-      if (replica_.has_mirror()) {
-        weights.assign(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end());
-      } else {
-        hash = settlement_.SettledAt(replica_.applied()) ? settlement_.hash() : "";
-      }
-    }
-    out->set_weight_hash(hash ? *hash : codec::WeightHashOf(weights));
-  }
-  absl::MutexLock l(&mu_);
-  const auto now = Now();
-  out->set_node_id(self_.node_id);
-  out->set_incarnation(self_.incarnation);
-  *out->mutable_fingerprint() = options_.fingerprint;
-  out->set_local_steps(handoff_.local_steps());
-  ToProto(replica_.applied(), out->mutable_applied());
-  out->set_training_done(handoff_.done());
-  out->set_joined(started_flag_.load());
-  FillCounters(out);
-  out->set_log_bytes(log_.bytes());
-  out->set_log_messages(log_.messages());
-  std::string why;
-  out->set_quiescent(QuiescentLocked(&why));  // also drops joiners that arrived or expired
-  for (const auto& [id, j] : joiners_.all()) {
-    if (members_.IsCurrent(OriginKey{id, j.incarnation})) continue;
-    v1::MemberStatus* ms = out->add_members();
-    ms->set_node_id(id);
-    ms->set_incarnation(j.incarnation);
-    ms->set_state("joining");
-    ms->set_last_heard_s(SecondsSince(j.last_request, now));
-  }
-  for (const auto& [id, m] : members_) {
-    v1::MemberStatus* ms = out->add_members();
-    ms->set_node_id(id);
-    ms->set_incarnation(m.incarnation);
-    ms->set_address(m.address);
-    ms->set_state(MemberStateName(m.state));
-    ms->set_lag(static_cast<int64_t>(last_published_) -
-                static_cast<int64_t>(SeqOf(m.applied, self_)));
-    ms->set_training_done(m.training_done);
-    ms->set_last_heard_s(m.state == MemberState::kConnecting ? -1
-                                                             : SecondsSince(m.last_heard, now));
-    ms->set_checks_agreed(m.checks_agreed);
-    ms->set_checks_diverged(m.checks_diverged);
-    ms->set_lanes_out(m.links.lanes_up());
-    ms->set_lanes_in(m.links.lanes_in());
-    ms->set_queued_bytes(m.links.QueuedBytes());
-  }
 }
 
 }  // namespace reckon::server

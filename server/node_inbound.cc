@@ -44,8 +44,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   }
   const bool origin_applied = have > 0 || replica_.applied().count(origin) > 0;
   if (!origin_applied && RefusesNewOrigin(origin)) {
-    // Dropped before anything is kept of it (on the serial path before it
-    // is even decoded).
+    // Dropped before anything is kept of it.
     counters_.set_origins_refused(counters_.origins_refused() + 1);
     if (counters_.origins_refused() % 1000 == 1) {  // a flood must not flood the log
       Log(absl::StrCat("dropped an Update of a new origin ", origin.ToString().substr(0, 96),
@@ -67,7 +66,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     }
   }
   // Validate everything before anything is kept (docs/wire.md §3.2): done
-  // off the lock already on the parallel receive path.
+  // off the lock already for what came in a batch (ValidateUpdates).
   if (!validated) {
     validated = ValidateUpdate(update, param_count_, checksum_);
   }
@@ -109,7 +108,7 @@ void GossipNode::AcceptWaiting(const OriginKey& origin) {
 codec::FixedPointReplica::ParallelFor GossipNode::StripedApply(
     const codec::DecodedUpdate& decoded) {
   const size_t updates = decoded.dense() ? decoded.quanta.size() : decoded.words.size();
-  if (!validators_ || validators_->threads() < 2 || updates < kStripedApplyUpdates ||
+  if (validators_->threads() < 2 || updates < kStripedApplyUpdates ||
       std::this_thread::get_id() != node_thread_id_) {
     return nullptr;
   }
@@ -154,11 +153,12 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   log_.Add(origin, std::move(frame), Now());
 }
 
-absl::Status GossipNode::Publish(const v1::Update& update, const codec::DecodedUpdate& decoded) {
-  // The copy that goes out, its checksum contribution and its signature are
-  // made before the lock: the node thread does not wait on them.
+absl::Status GossipNode::Publish(v1::Update message, const codec::DecodedUpdate& decoded) {
+  // The frame that goes out, its checksum contribution and its signature
+  // are made before the lock: the node thread does not wait on them.
   auto frame = std::make_shared<v1::GossipFrame>();
-  *frame->mutable_update() = update;
+  *frame->mutable_update() = std::move(message);
+  const v1::Update& update = frame->update();
   const uint64_t contribution = codec::ChecksumContribution(checksum_, decoded);
   frame->mutable_update()->set_checksum_delta(contribution);
   if (signer_) signer_->Sign(frame->mutable_update());

@@ -5,7 +5,10 @@
 // of its certificate, so no member can speak for another.
 //
 // Certificates are made with OpenSSL (`reckonctl certs`, or these functions
-// in tests). Ed25519 throughout: the same key signs Updates.
+// in tests). Ed25519 throughout: the same key signs Updates. The gRPC
+// credentials made of a TlsConfig are grpc_credentials.h's (the transport).
+//
+// Threads: plain functions, any thread.
 #ifndef RECKON_SERVER_TLS_H_
 #define RECKON_SERVER_TLS_H_
 
@@ -14,12 +17,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-
-namespace grpc {
-class AuthContext;
-class ChannelCredentials;
-class ServerCredentials;
-}  // namespace grpc
 
 namespace reckon::server {
 
@@ -43,18 +40,6 @@ absl::StatusOr<TlsConfig> CheckTls(TlsConfig config, const std::string& what);
 // `cert_pem` verified under `ca_pem` (chain, validity now): its common name.
 absl::StatusOr<std::string> VerifyCertificate(const std::string& ca_pem,
                                               const std::string& cert_pem);
-
-// Credentials for the gossip service and for dialing it. With TLS: the peer
-// must present a certificate of the CA (both ways); host names are not
-// checked (peers are dialed by address; the identity check is the node
-// id's, after the handshake). Without: insecure.
-std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const TlsConfig& tls);
-std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(const TlsConfig& tls);
-
-// The common name of the peer's verified certificate; empty without TLS.
-std::string PeerIdentity(const grpc::AuthContext& context);
-// The peer's certificate, PEM; empty without TLS.
-std::string PeerCertificate(const grpc::AuthContext& context);
 
 // --- making certificates (reckonctl certs, tests) ---
 struct KeyAndCertificate {

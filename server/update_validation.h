@@ -7,8 +7,9 @@
 // origin's next seq, duplicates, the origin cap, the signature) stay with it.
 //
 // Threads: pure; the node's receive path calls it off the node's lock, on
-// the validation threads (NodeOptions::receive_threads), or under the lock
-// on the node thread (ReceivePath::kSerial).
+// the validation threads (NodeOptions::receive_threads), and under the lock
+// for an Update that did not come in a batch (a snapshot's installer
+// replaying early arrivals).
 #ifndef RECKON_SERVER_UPDATE_VALIDATION_H_
 #define RECKON_SERVER_UPDATE_VALIDATION_H_
 

@@ -7,6 +7,10 @@
 2. No function of the libraries and mains is longer than MAX_FUNCTION_LINES
    (the benchmark and operator commands of ctl/ excepted: they are reports
    written top to bottom).
+3. server/ is in layers (server/CMakeLists.txt, one library each): each file
+   includes only server/ headers of its own layer and those it builds on,
+   and only the transport sees gRPC, only the endpoint sees Beast and
+   Prometheus, only security sees OpenSSL.
 
 Fails listing every violation. Usage: check_structure.py SOURCE_DIR
 """
@@ -23,6 +27,19 @@ LONG_FUNCTION_EXCEPTIONS = {
     ("codec/rice.cc", "DecodeRice"): "the decoder's hot loop, kept in one piece to vectorize",
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([\w.-]+)/')
+# server/'s layers: the files of each (by stem), what each builds on, and the
+# outside headers only it may include.
+SERVER_LAYERS = {
+    "security": ({"tls", "update_signature"}, set(), ("openssl/",)),
+    "transport": ({"grpc_clients", "grpc_credentials", "grpc_streams", "grpc_transport",
+                   "snapshot_writer"}, {"security", "gossip"}, ("grpcpp/", "grpc/",
+                                                                "proto/reckon.grpc.pb.h")),
+    "http": ({"http_endpoint", "node_metrics"}, {"security", "gossip"},
+             ("prometheus/", "boost/")),
+    "testing": ({"inproc_link"}, {"security", "gossip"}, ()),
+}
+GOSSIP_BUILDS_ON = {"security"}  # every other server/ file is the gossip layer
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^>"]+)[>"]')
 # A function definition starts at column 0 with a name and an opening paren
 # and ends at the first column-0 closing brace.
 DEFINITION = re.compile(r"^(?!namespace|struct|class|enum|using|template|ABSL_FLAG)[A-Za-z_].*?"
@@ -48,6 +65,38 @@ def check_layers(root):
                     if m and m.group(1) in rank and rank[m.group(1)] > rank[folder]:
                         errors.append(f"{rel}:{number}: {folder}/ includes {m.group(1)}/, "
                                       f"a folder above it ({' < '.join(LAYERS)})")
+    return errors
+
+
+def server_layer(stem):
+    for layer, (stems, _, _) in SERVER_LAYERS.items():
+        if stem in stems:
+            return layer
+    return "gossip"
+
+
+def check_server_layers(root):
+    errors = []
+    for rel, path in sources(root, "server"):
+        stem = os.path.splitext(os.path.basename(rel))[0]
+        layer = server_layer(stem)
+        builds_on = SERVER_LAYERS[layer][1] if layer != "gossip" else GOSSIP_BUILDS_ON
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                m = ANY_INCLUDE.match(line)
+                if not m:
+                    continue
+                included = m.group(1)
+                if included.startswith("server/"):
+                    theirs = server_layer(os.path.splitext(os.path.basename(included))[0])
+                    if theirs != layer and theirs not in builds_on:
+                        errors.append(f"{rel}:{number}: server/ layer {layer} includes {included} "
+                                      f"of layer {theirs} (server/CMakeLists.txt)")
+                    continue
+                for other, (_, _, owned) in SERVER_LAYERS.items():
+                    if other != layer and included.startswith(owned):
+                        errors.append(f"{rel}:{number}: server/ layer {layer} includes "
+                                      f"{included}: only the {other} layer may")
     return errors
 
 
@@ -78,12 +127,14 @@ def check_lengths(root):
 
 
 def main(root):
-    errors = check_layers(root) + check_lengths(root)
+    errors = check_layers(root) + check_server_layers(root) + check_lengths(root)
     for e in errors:
         print(e)
     if errors:
         return 1
-    print(f"folders layered {' < '.join(LAYERS)}; functions within {MAX_FUNCTION_LINES} lines")
+    print(f"folders layered {' < '.join(LAYERS)}; server/ in layers "
+          f"{', '.join(['gossip'] + list(SERVER_LAYERS))}; functions within "
+          f"{MAX_FUNCTION_LINES} lines")
     return 0
 
 

@@ -743,8 +743,8 @@ TEST(CudaBackend, TheStepInHalvesIsTrainStep) {
 }
 
 // A worker's own emission applied from the device (where the pass left its
-// words) against uploading the same words: the same replica, and other
-// words than the last step's are uploaded, not confused with them.
+// words) against uploading the same words: the same replica; words that
+// are not the last step's are refused, not confused with them.
 TEST(CudaBackend, TheOwnEmissionAppliedFromTheDeviceIsTheUploadedOne) {
   SKIP_WITHOUT_GPU();
   model::BackendConfig config = SmallConfig(model::UpdateMode::kThreshold);
@@ -766,14 +766,15 @@ TEST(CudaBackend, TheOwnEmissionAppliedFromTheDeviceIsTheUploadedOne) {
     ASSERT_TRUE((*own)->ApplyOwnEmission(config.step.step_quanta, b.words).ok());
     EXPECT_EQ(*(*uploaded)->ReadWeights(), *(*own)->ReadWeights()) << "step " << step;
   }
-  // Other words of the same count: applied as given (uploaded).
+  // Words that are not the pass's (another count) break the contract:
+  // refused, nothing applied.
   model::Emission c;
   ASSERT_TRUE((*own)->TrainStep(images.data(), labels.data(), 100, 0.05f, &c).ok());
   ASSERT_TRUE((*uploaded)->TrainStep(images.data(), labels.data(), 100, 0.05f, &c).ok());
-  std::vector<uint32_t> other(c.words.size());
+  std::vector<uint32_t> other(c.words.size() + 1);
   for (size_t k = 0; k < other.size(); ++k) other[k] = static_cast<uint32_t>(k);
-  ASSERT_TRUE((*uploaded)->ApplyUpdates(config.step.step_quanta, other).ok());
-  ASSERT_TRUE((*own)->ApplyOwnEmission(config.step.step_quanta, other).ok());
+  const absl::Status refused = (*own)->ApplyOwnEmission(config.step.step_quanta, other);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
   EXPECT_EQ(*(*uploaded)->ReadWeights(), *(*own)->ReadWeights());
 }
 

@@ -80,7 +80,7 @@ TEST(FixedPointReplica, ApplyAddsStepsAndRefreshesTouchedWeights) {
 }
 
 // A gossip node's mirror keeps no float copy, and messages are applied with
-// prefetching or (the benchmark's "before" path) without: the quanta, the
+// prefetching or without (a worker's node keeps none): the quanta, the
 // hash and the wrap count are the same every way; only the float copy's
 // presence differs. Messages long enough that the prefetch runs ahead.
 TEST(FixedPointReplica, WithoutTheFloatCopyOrThePrefetchTheQuantaAreTheSame) {

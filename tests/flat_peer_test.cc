@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/cluster_config.h"
 #if RECKON_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -28,12 +29,12 @@ FlatPeerOptions Options(const std::string& id, const std::vector<std::string>& s
   FlatPeerOptions o;
   o.peers.node.node_id = id;
   o.peers.node.incarnation = 1;
-  o.peers.node.fingerprint.set_model("flat test: w[5000]");
-  o.peers.node.fingerprint.set_param_count(kParams);
-  o.peers.node.fingerprint.set_fraction_bits(32);
-  o.peers.node.fingerprint.set_codec(v1::CODEC_THRESHOLD_RICE);
-  o.peers.node.fingerprint.set_seed(1);
-  o.peers.node.fingerprint.set_protocol_version(1);
+  server::ClusterSpec spec;
+  spec.model = "flat test: w[5000]";
+  spec.param_count = kParams;
+  spec.fraction_bits = 32;
+  spec.seed = 1;
+  o.peers.node.fingerprint = server::MakeFingerprint(spec);
   o.peers.node.seeds = seeds;
   o.peers.listen = "127.0.0.1:0";
   o.peers.bootstrap = seeds.empty();

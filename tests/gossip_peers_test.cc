@@ -13,6 +13,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "model/model.h"
+#include "server/cluster_config.h"
 #include "server/grpc_transport.h"
 #include "tests/inproc_cluster.h"
 #include "tests/scripted_peer.h"
@@ -43,12 +44,12 @@ struct LoneWorker {
     config.threads = 1;
     o.node.node_id = "w0";
     o.node.incarnation = 1;
-    o.node.fingerprint.set_model(config.shape.ToString());
-    o.node.fingerprint.set_param_count(config.shape.param_count());
-    o.node.fingerprint.set_fraction_bits(config.fraction_bits);
-    o.node.fingerprint.set_codec(v1::CODEC_THRESHOLD_RICE);
-    o.node.fingerprint.set_seed(1);
-    o.node.fingerprint.set_protocol_version(1);
+    server::ClusterSpec spec;
+    spec.model = config.shape.ToString();
+    spec.param_count = config.shape.param_count();
+    spec.fraction_bits = config.fraction_bits;
+    spec.seed = 1;
+    o.node.fingerprint = server::MakeFingerprint(spec);
     o.listen = "127.0.0.1:0";
     o.check_interval = std::chrono::milliseconds(0);
     o.transport.training_cut_wait = training_cut_wait;
@@ -77,41 +78,6 @@ struct LoneWorker {
   std::unique_ptr<GossipPeers> peers;
   std::unique_ptr<model::Backend> backend;
 };
-
-// A join by replay is chosen only on the source's word that its log holds
-// the cut in fewer bytes than the weights, with our initial weights, and
-// against no other seed that answered naming other initial weights (a
-// joining seed, or one that joined from a snapshot and names none, says
-// nothing either way).
-TEST(GossipPeers, AJoinByReplayNeedsTheSourcesLogAndOurInitialWeightsUncontradicted) {
-  const std::string ours(64, 'a');
-  const std::string other(64, 'b');
-  auto probe = [](const std::string& initial, uint64_t replay_bytes, bool joining = false) {
-    server::FetchedSnapshot p;
-    p.header.set_initial_sha256(initial);
-    p.header.set_replay_bytes(replay_bytes);
-    p.header.set_joining(joining);
-    return absl::StatusOr<server::FetchedSnapshot>(p);
-  };
-  using Probes = std::vector<absl::StatusOr<server::FetchedSnapshot>>;
-  EXPECT_TRUE(GossipPeers::MayJoinByReplay(ours, 0, Probes{probe(ours, 900)}));
-  // The source cannot serve it, or started elsewhere, or says nothing.
-  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 0, Probes{probe(ours, 0)}));
-  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 0, Probes{probe(other, 900)}));
-  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 0, Probes{probe("", 900)}));
-  EXPECT_FALSE(GossipPeers::MayJoinByReplay("", 0, Probes{probe("", 900)}));
-  // A witness that started elsewhere contradicts it.
-  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 0, Probes{probe(ours, 900), probe(other, 0)}));
-  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 1, Probes{probe(other, 0), probe(ours, 900)}));
-  // Agreeing, silent, joining or unreachable seeds do not.
-  EXPECT_TRUE(GossipPeers::MayJoinByReplay(
-      ours, 1,
-      Probes{probe(ours, 0), probe(ours, 900), probe("", 0), probe(other, 0, /*joining=*/true),
-             absl::UnavailableError("no answer")}));
-  // Out of range, or the source's probe failed.
-  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 1, Probes{probe(ours, 900)}));
-  EXPECT_FALSE(GossipPeers::MayJoinByReplay(ours, 0, Probes{absl::UnavailableError("gone")}));
-}
 
 // A worker's node keeps no mirror: a snapshot it serves over gRPC is its
 // training replica, cut at the training thread's next step boundary, and

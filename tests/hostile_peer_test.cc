@@ -21,6 +21,7 @@
 #include "codec/update_message.h"
 #include "proto/reckon.grpc.pb.h"
 #include "server/grpc_clients.h"
+#include "server/grpc_credentials.h"
 #include "server/grpc_transport.h"
 #include "server/membership.h"
 #include "server/node.h"

@@ -21,6 +21,7 @@
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
 #include "codec/weight_checksum.h"
+#include "server/cluster_config.h"
 #include "server/fault_link.h"
 #include "server/inproc_link.h"
 #include "server/node.h"
@@ -37,14 +38,12 @@ constexpr int64_t kStep = int64_t{1} << 24;
 inline std::string Address(int i) { return absl::StrCat("inproc:n", i); }
 
 inline v1::ClusterFingerprint Fingerprint() {
-  v1::ClusterFingerprint f;
-  f.set_model("test");
-  f.set_fraction_bits(kFractionBits);
-  f.set_codec(v1::CODEC_THRESHOLD_RICE);
-  f.set_seed(1);
-  f.set_protocol_version(1);
-  f.set_param_count(kParams);
-  return f;
+  ClusterSpec spec;
+  spec.model = "test";
+  spec.param_count = kParams;
+  spec.fraction_bits = kFractionBits;
+  spec.seed = 1;
+  return MakeFingerprint(spec);
 }
 
 inline NodeOptions Options(int i, int n) {

@@ -232,7 +232,7 @@ TEST_F(ReckonctlCodec, BenchInboundReportsEverySizeItAccepted) {
     EXPECT_EQ(row.at("origins"), 2) << line;
     // A worker's node keeps no mirror; a GPU worker's host applies nothing.
     const std::string path = row.at("path");
-    EXPECT_EQ(bool(row.at("node_mirror")), path == "before" || path == "after") << line;
+    EXPECT_EQ(bool(row.at("node_mirror")), path == "mirror") << line;
     EXPECT_EQ(std::string(row.at("drain")), path == "gpu-host" ? "take-only" : "cpu-apply") << line;
     const double messages = row.at("messages_per_s"), updates = row.at("updates_per_s");
     const double per_message = row.at("updates_per_message");
@@ -241,13 +241,11 @@ TEST_F(ReckonctlCodec, BenchInboundReportsEverySizeItAccepted) {
     EXPECT_GT(double(row.at("node_cpu_ms_per_message")), 0) << line;
     EXPECT_GT(double(row.at("message_bytes")), per_message) << line;  // Rice: > 8 bits an update
   }
-  // Both sizes, each on the path before with one thread, and after, worker
-  // and gpu-host with 1 and 2 threads (and every core, where there are more
-  // than 2).
+  // Both sizes, each node (mirror, worker, gpu-host) with 1 and 2 threads
+  // (and every core, where there are more than 2).
   std::vector<std::string> expected;
   for (const char* size : {"strom", "default"}) {
-    expected.push_back(absl::StrCat(size, " before 1"));
-    for (const char* path : {"after", "worker", "gpu-host"}) {
+    for (const char* path : {"mirror", "worker", "gpu-host"}) {
       expected.push_back(absl::StrCat(size, " ", path, " 1"));
       expected.push_back(absl::StrCat(size, " ", path, " 2"));
       if (std::thread::hardware_concurrency() > 2) {

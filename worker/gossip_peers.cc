@@ -21,77 +21,6 @@
 #include "server/version_vector.h"
 
 namespace reckon::worker {
-namespace {
-
-uint64_t TotalSeqs(const server::VersionMap& map) {
-  uint64_t total = 0;
-  for (const auto& [origin, seq] : map) total += seq;
-  return total;
-}
-
-}  // namespace
-
-absl::Status UseTls(const TlsFiles& files, PeerOptions* options) {
-  if (files.ca.empty() && files.cert.empty() && files.key.empty()) return absl::OkStatus();
-  if (files.ca.empty() || files.cert.empty() || files.key.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(files.all_names, " go together"));
-  }
-  absl::StatusOr<server::TlsConfig> tls = server::LoadTls(files.ca, files.cert, files.key);
-  // A file missing, unreadable or not what it should be: a failure to run
-  // (exit 1, as missing data), not a bad flag.
-  if (!tls.ok()) return absl::FailedPreconditionError(tls.status().message());
-  server::NodeOptions& n = options->node;
-  if (tls->identity != n.node_id) {
-    return absl::InvalidArgumentError(absl::StrCat(files.cert_name, " ", files.cert, " is for '",
-                                                   tls->identity, "', not ", files.node_id_name,
-                                                   " '", n.node_id,
-                                                   "': peers would refuse this worker"));
-  }
-  n.tls = *tls;  // signs our Updates, verifies everyone's
-  options->transport.tls = *std::move(tls);
-  n.require_peer_identity = true;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<std::string>> ResolvePeers(const std::string& list) {
-  std::vector<std::string> out;
-  std::set<std::string> seen;
-  for (absl::string_view entry : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    entry = absl::StripAsciiWhitespace(entry);  // "a:1, b:2" as written in a manifest
-    const size_t colon = entry.rfind(':');
-    int port = 0;
-    if (colon == absl::string_view::npos || !absl::SimpleAtoi(entry.substr(colon + 1), &port) ||
-        port <= 0 || port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--peers entry '", entry, "' is not host:port"));
-    }
-    std::string host(entry.substr(0, colon));
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
-      // Not resolvable yet (a peer's DNS record may come later): keep the
-      // name; gRPC resolves it when dialing.
-      if (seen.insert(std::string(entry)).second) out.emplace_back(entry);
-      continue;
-    }
-    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-      char ip[NI_MAXHOST];
-      if (getnameinfo(a->ai_addr, a->ai_addrlen, ip, sizeof(ip), nullptr, 0, NI_NUMERICHOST) != 0) {
-        continue;
-      }
-      const std::string address = a->ai_family == AF_INET6 ? absl::StrCat("[", ip, "]:", port)
-                                                           : absl::StrCat(ip, ":", port);
-      if (seen.insert(address).second) out.push_back(address);
-    }
-    freeaddrinfo(found);
-  }
-  return out;
-}
 
 absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions options,
                                                                  std::span<const int64_t> initial,
@@ -157,9 +86,18 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
   // own header): never a source or witness again in this join.
   std::set<std::string> refused;
   const server::Clock::time_point join_start = server::Clock::now();
+  JoinRules rules;
+  rules.bootstrap = options_.bootstrap;
+  rules.join_after_messages = options_.join_after_messages;
+  rules.join_after_why = options_.join_after_why;
+  rules.join_timeout = options_.join_timeout;
+  rules.stop = options_.stop;
+  const JoinPlanner planner(
+      rules, node_->InitialSha256(),
+      [this](const std::vector<std::string>& probed) { return ProbeSeeds(probed); }, log_);
   for (;;) {
     JoinSource source;
-    RECKON_RETURN_IF_ERROR(FindJoinSource(seeds, refused, join_start, &source));
+    RECKON_RETURN_IF_ERROR(planner.Find(seeds, refused, join_start, &source));
     if (source.address.empty()) {
       *log_ << "reckon-worker: no peer has trained yet ("
             << (source.answers.empty() ? std::string("no seed")
@@ -183,7 +121,7 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
       // cannot tell which. A snapshot is installed now only if a seed
       // confirms it: a liar as witness must not get the honest source
       // refused and then serve its own unwitnessed.
-      RECKON_RETURN_IF_ERROR(WaitForAWitness(join_start, source.address, refused));
+      RECKON_RETURN_IF_ERROR(WaitForAWitness(planner, join_start, source.address, refused));
       continue;
     }
     const absl::Status s = Resync(source.address, source.witnesses);
@@ -199,7 +137,7 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
         s.code() != absl::StatusCode::kDeadlineExceeded) {
       return s;
     }
-    RECKON_RETURN_IF_ERROR(UnlessJoinTimedOut(
+    RECKON_RETURN_IF_ERROR(planner.UnlessTimedOut(
         join_start, absl::StrCat("no snapshot installed (the last: ", s.message(), ")")));
     // It went away or stalled between the probe and the snapshot, or no
     // witness could confirm its cut yet: ask again.
@@ -209,23 +147,14 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
   return absl::OkStatus();
 }
 
-absl::Status GossipPeers::UnlessJoinTimedOut(server::Clock::time_point join_start,
-                                             const std::string& why) const {
-  if (options_.join_timeout.count() == 0 ||
-      server::Clock::now() - join_start < options_.join_timeout) {
-    return absl::OkStatus();
-  }
-  return absl::UnavailableError(
-      absl::StrCat(why, " after ", options_.join_timeout.count(), " s (--join-timeout-s)"));
-}
-
-absl::Status GossipPeers::WaitForAWitness(server::Clock::time_point join_start,
+absl::Status GossipPeers::WaitForAWitness(const JoinPlanner& planner,
+                                          server::Clock::time_point join_start,
                                           const std::string& source,
                                           const std::set<std::string>& refused) {
   const std::string why = absl::StrCat(
       "a witness contradicted the snapshot of ", absl::StrJoin(refused, ", "),
       "; no other seed answered to confirm the snapshot of ", source, ", so none is installed");
-  RECKON_RETURN_IF_ERROR(UnlessJoinTimedOut(join_start, why));
+  RECKON_RETURN_IF_ERROR(planner.UnlessTimedOut(join_start, why));
   *log_ << "reckon-worker: " << why << "; probing again\n" << std::flush;
   std::this_thread::sleep_for(std::chrono::seconds(1));
   return absl::OkStatus();
@@ -241,8 +170,7 @@ v1::SnapshotRequest GossipPeers::SnapshotRequest(bool header_only) const {
   return request;
 }
 
-std::vector<absl::StatusOr<server::FetchedSnapshot>> GossipPeers::ProbeSeeds(
-    const std::vector<std::string>& seeds) const {
+SeedProbes GossipPeers::ProbeSeeds(const std::vector<std::string>& seeds) const {
   const v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/true);
   const uint64_t param_count = options_.node.fingerprint.param_count();
   // Every seed at once: a join's wait is one probe timeout, not one per seed.
@@ -257,70 +185,6 @@ std::vector<absl::StatusOr<server::FetchedSnapshot>> GossipPeers::ProbeSeeds(
   }
   for (std::thread& t : threads) t.join();
   return probes;
-}
-
-absl::Status GossipPeers::ChooseSource(
-    const std::vector<std::string>& seeds,
-    const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes,
-    const std::string& own_initial, JoinSource* source, uint64_t* best_total,
-    std::vector<std::string>* silent) {
-  size_t best = seeds.size();
-  std::vector<std::string> answers;
-  for (size_t i = 0; i < seeds.size(); ++i) {
-    const absl::StatusOr<server::FetchedSnapshot>& probe = probes[i];
-    if (!probe.ok()) {
-      const absl::StatusCode code = probe.status().code();
-      if (code == absl::StatusCode::kFailedPrecondition ||
-          code == absl::StatusCode::kPermissionDenied || code == absl::StatusCode::kDataLoss) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("refused by peer ", seeds[i], ": ", probe.status().message()));
-      }
-      silent->push_back(absl::StrCat(seeds[i], " (", probe.status().message(), ")"));
-      continue;
-    }
-    const uint64_t total = TotalSeqs(probe->applied);
-    answers.push_back(absl::StrCat(
-        seeds[i], " (", probe->header.source_node_id().substr(0, 64), ": ",
-        probe->header.joining() ? std::string("joining") : absl::StrCat(total, " messages applied"),
-        ")"));
-    if (total > *best_total) {
-      *best_total = total;
-      best = i;
-    }
-  }
-  *source = JoinSource{};
-  source->answers = std::move(answers);
-  if (best < seeds.size()) {
-    source->address = seeds[best];
-    // The witnesses: the other seeds that answered and are members (not
-    // joining themselves), another node than the source.
-    const std::string& source_id = probes[best]->header.source_node_id();
-    for (size_t i = 0; i < seeds.size(); ++i) {
-      if (i == best || !probes[i].ok() || probes[i]->header.joining() ||
-          probes[i]->header.source_node_id() == source_id) {
-        continue;
-      }
-      source->witnesses.push_back(seeds[i]);
-    }
-    if (MayJoinByReplay(own_initial, best, probes)) {
-      source->replay_cut = probes[best]->applied;
-      source->replay_bytes = probes[best]->header.replay_bytes();
-    }
-  }
-  return absl::OkStatus();
-}
-
-bool GossipPeers::MayJoinByReplay(
-    const std::string& own_initial, size_t source,
-    const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes) {
-  if (own_initial.empty() || source >= probes.size() || !probes[source].ok()) return false;
-  const v1::SnapshotChunk::Header& header = probes[source]->header;
-  if (header.replay_bytes() == 0 || header.initial_sha256() != own_initial) return false;
-  for (const absl::StatusOr<server::FetchedSnapshot>& probe : probes) {
-    if (!probe.ok() || probe->header.joining() || probe->header.initial_sha256().empty()) continue;
-    if (probe->header.initial_sha256() != own_initial) return false;
-  }
-  return true;
 }
 
 absl::Status GossipPeers::AwaitReplay() {
@@ -363,86 +227,6 @@ absl::Status GossipPeers::AwaitReplay() {
                 : absl::StrCat("then none for ", kReplayWait.count(), " s"))
         << "); loading its snapshot instead\n";
   return Resync(replay_.address, replay_.witnesses);
-}
-
-absl::Status GossipPeers::FindJoinSource(const std::vector<std::string>& all_seeds,
-                                         const std::set<std::string>& refused,
-                                         server::Clock::time_point start, JoinSource* source) {
-  std::vector<std::string> seeds;
-  for (const std::string& seed : all_seeds) {
-    if (!refused.contains(seed)) seeds.push_back(seed);
-  }
-  auto backoff = std::chrono::milliseconds(200);
-  auto last_said = start - std::chrono::hours(1);
-  const std::string own_initial = node_->InitialSha256();
-  for (int round = 1;; ++round) {
-    const std::vector<absl::StatusOr<server::FetchedSnapshot>> probes = ProbeSeeds(seeds);
-    uint64_t best_total = 0;
-    std::vector<std::string> silent;
-    RECKON_RETURN_IF_ERROR(ChooseSource(seeds, probes, own_initial, source, &best_total, &silent));
-    for (const std::string& seed : refused) {
-      silent.push_back(absl::StrCat(seed, " (refused: a witness contradicted its snapshot)"));
-    }
-    // Conclusive: someone trained (with join_after_messages, that much); or
-    // nobody did and everyone said so (or we were told to bootstrap).
-    const uint64_t enough = std::max<uint64_t>(1, options_.join_after_messages);
-    if (best_total >= enough) return absl::OkStatus();
-    // A refused seed had trained (a witness had applied its cut): nobody
-    // starts afresh after that.
-    if (options_.join_after_messages == 0 && refused.empty() &&
-        (silent.empty() || options_.bootstrap)) {
-      JoinSource none;
-      none.answers = std::move(source->answers);
-      for (const std::string& s : silent)
-        none.answers.push_back(absl::StrCat("no answer from ", s));
-      *source = std::move(none);
-      return absl::OkStatus();
-    }
-    const auto now = server::Clock::now();
-    const std::string no_answer =
-        silent.empty() ? "" : absl::StrCat("no answer from ", absl::StrJoin(silent, ", "));
-    const std::string unanswered = silent.empty() ? "" : absl::StrCat(", ", no_answer);
-    const std::string waiting = options_.join_after_messages == 0
-                                    ? std::string("no conclusive answer from the seeds in ")
-                                    : absl::StrCat("no seed had applied ", enough,
-                                                   " messages (the most: ", best_total, ") after ");
-    if (options_.join_timeout.count() > 0 && now - start >= options_.join_timeout) {
-      return absl::UnavailableError(absl::StrCat(
-          waiting, options_.join_timeout.count(), " s",
-          silent.empty() ? "" : absl::StrCat(" (", no_answer, ")"), "; ",
-          options_.join_after_messages == 0
-              ? "a worker starts from the seed's weights only when every seed says nobody has "
-                "trained, or with --bootstrap"
-              : options_.join_after_why));
-    }
-    if (now - last_said >= std::chrono::seconds(5)) {
-      last_said = now;
-      if (options_.join_after_messages > 0) {
-        *log_ << "reckon-worker: waiting to join until a seed has applied " << enough
-              << " messages (the most: " << best_total << "; round " << round << unanswered
-              << "): " << options_.join_after_why << "\n"
-              << std::flush;
-      } else {
-        *log_ << "reckon-worker: waiting for the seeds to answer (round " << round << unanswered
-              << "); silence is not evidence that nobody has trained\n"
-              << std::flush;
-      }
-    }
-    // SIGTERM ends the wait within 100 ms (Kubernetes and systemd stop a
-    // worker that waits for seeds gone for good this way).
-    for (auto slept = std::chrono::milliseconds(0); slept < backoff;
-         slept += std::chrono::milliseconds(100)) {
-      if (Stopped()) {
-        return absl::CancelledError(absl::StrCat("stopped by a signal while joining (round ", round,
-                                                 unanswered, "); nothing trained"));
-      }
-      std::this_thread::sleep_for(
-          std::min<std::chrono::milliseconds>(backoff - slept, std::chrono::milliseconds(100)));
-    }
-    // A worker waiting for the cluster joins soon after it is ready.
-    backoff = std::min(2 * backoff,
-                       std::chrono::milliseconds(options_.join_after_messages > 0 ? 500 : 2000));
-  }
 }
 
 absl::Status GossipPeers::Resync(const std::string& source,
@@ -525,19 +309,19 @@ GossipPeers::~GossipPeers() {
   if (server_) server_->Shutdown(std::chrono::milliseconds(2000));
 }
 
-absl::Status GossipPeers::Apply(model::Backend& backend, server::Received& received) {
+absl::Status GossipPeers::Apply(model::Replica& replica, server::Received& received) {
   if (received.replace_weights) {
-    RECKON_RETURN_IF_ERROR(backend.LoadWeights(*received.replace_weights));
+    RECKON_RETURN_IF_ERROR(replica.LoadWeights(*received.replace_weights));
   }
   // Everything received since the last step in one call: the CUDA backend
   // applies it in a single launch.
   std::vector<model::UpdateRef> batch;
   batch.reserve(received.updates.size());
   for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words, u->quanta});
-  RECKON_RETURN_IF_ERROR(backend.ApplyUpdateBatch(batch));
+  RECKON_RETURN_IF_ERROR(replica.ApplyUpdateBatch(batch));
   // The node keeps no mirror: the wraps are the training replica's to see
   // (our own messages' included, as the node counted them).
-  if (const uint64_t wrapped = backend.WeightsWrapped(); wrapped > wrapped_counted_) {
+  if (const uint64_t wrapped = replica.WeightsWrapped(); wrapped > wrapped_counted_) {
     node_->Count(v1::NodeCounters::kWeightsWrappedFieldNumber, wrapped - wrapped_counted_);
     if (wrapped_counted_ == 0 || wrapped / 1000 != wrapped_counted_ / 1000) {  // not a flood
       *log_ << "reckon-worker: " << wrapped - wrapped_counted_
@@ -557,27 +341,27 @@ absl::Status GossipPeers::Apply(model::Backend& backend, server::Received& recei
     // A snapshot waits for this replica: at a step boundary, it is at the
     // cut the node gave with what was just applied (one copy; on a GPU one
     // copy off the device).
-    RECKON_ASSIGN_OR_RETURN(std::vector<int64_t> weights, backend.ReadWeights());
+    RECKON_ASSIGN_OR_RETURN(std::vector<int64_t> weights, replica.ReadWeights());
     node_->OfferTrainingCut(*std::move(received.cut), received.checksum, std::move(weights));
   }
   return absl::OkStatus();
 }
 
-absl::Status GossipPeers::WaitApplying(model::Backend& backend,
+absl::Status GossipPeers::WaitApplying(model::Replica& replica,
                                        const std::function<bool(server::Clock::time_point)>& wait) {
   // A dead peer stops counting after the failure timeout; past twice that,
   // take the step anyway (the next one waits again).
   const auto deadline = server::Clock::now() + 2 * options_.node.failure_timeout;
   while (!wait(server::Clock::now() + std::chrono::milliseconds(50))) {
     server::Received r = node_->TakeReceived();
-    RECKON_RETURN_IF_ERROR(Apply(backend, r));
+    RECKON_RETURN_IF_ERROR(Apply(replica, r));
     // SIGTERM: this step is the last; the trainer stops before the next.
     if (server::Clock::now() > deadline || Stopped()) break;
   }
   return absl::OkStatus();
 }
 
-absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_done) {
+absl::Status GossipPeers::BeforeStep(model::Replica& replica, uint64_t steps_done) {
   RECKON_RETURN_IF_ERROR(node_->Health());
   RECKON_RETURN_IF_ERROR(ResyncIfAsked());
   node_->SetLocalSteps(steps_done);
@@ -585,24 +369,24 @@ absl::Status GossipPeers::BeforeStep(model::Backend& backend, uint64_t steps_don
   // drop our own messages before a live peer has them (NodeOptions::
   // max_backlog_bytes).
   RECKON_RETURN_IF_ERROR(WaitApplying(
-      backend, [&](server::Clock::time_point until) { return node_->WaitWhileBacklogged(until); }));
+      replica, [&](server::Clock::time_point until) { return node_->WaitWhileBacklogged(until); }));
   if (options_.max_lag > 0) {  // bounded staleness: wait for the slowest live peer
-    RECKON_RETURN_IF_ERROR(WaitApplying(backend, [&](server::Clock::time_point until) {
+    RECKON_RETURN_IF_ERROR(WaitApplying(replica, [&](server::Clock::time_point until) {
       return node_->WaitWhileLagging(options_.max_lag, until);
     }));
   }
   if (options_.check_interval.count() > 0 && server::Clock::now() >= next_check_) {
-    return CheckReplica(backend, steps_done);
+    return CheckReplica(replica, steps_done);
   }
   server::Received received = node_->TakeReceived();
-  return Apply(backend, received);
+  return Apply(replica, received);
 }
 
-absl::Status GossipPeers::CheckReplica(model::Backend& backend, uint64_t steps_done) {
+absl::Status GossipPeers::CheckReplica(model::Replica& replica, uint64_t steps_done) {
   server::Received received = node_->TakeReceived(/*with_cut=*/true);
-  RECKON_RETURN_IF_ERROR(Apply(backend, received));
+  RECKON_RETURN_IF_ERROR(Apply(replica, received));
   const auto start = server::Clock::now();
-  RECKON_ASSIGN_OR_RETURN(const uint64_t measured, backend.Checksum(node_->weight_checksum()));
+  RECKON_ASSIGN_OR_RETURN(const uint64_t measured, replica.Checksum(node_->weight_checksum()));
   const auto took = server::Clock::now() - start;
   // At most 1% of the time: a model whose scan takes 50 ms is checked every 5 s.
   next_check_ =
@@ -632,14 +416,14 @@ absl::Status GossipPeers::CheckReplica(model::Backend& backend, uint64_t steps_d
   }
   node_->CountReplicaRepair();
   server::Received repaired = node_->TakeReceived();
-  return Apply(backend, repaired);
+  return Apply(replica, repaired);
 }
 
-absl::Status GossipPeers::Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) {
-  return node_->Publish(message, decoded);
+absl::Status GossipPeers::Publish(v1::Update message, const codec::DecodedUpdate& decoded) {
+  return node_->Publish(std::move(message), decoded);
 }
 
-absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
+absl::Status GossipPeers::Finish(model::Replica& replica, uint64_t steps_done,
                                  const std::atomic<bool>* stop) {
   node_->SetTrainingDone(steps_done);
   *log_ << "reckon-worker: finished training; waiting for the cluster to be quiescent\n"
@@ -653,22 +437,22 @@ absl::Status GossipPeers::Finish(model::Backend& backend, uint64_t steps_done,
           "stopped by a signal before the cluster agreed it is done: this replica is not final");
     }
     const auto slice = std::min(deadline, server::Clock::now() + std::chrono::milliseconds(500));
-    absl::Status s = ApplyUntilQuiescent(backend, slice);
+    absl::Status s = ApplyUntilQuiescent(replica, slice);
     if (s.ok()) break;
     if (s.code() != absl::StatusCode::kDeadlineExceeded || server::Clock::now() >= deadline) {
       return s;
     }
   }
-  return CheckReplicaAtQuiescence(backend);
+  return CheckReplicaAtQuiescence(replica);
 }
 
-absl::Status GossipPeers::CheckReplicaAtQuiescence(model::Backend& backend) {
+absl::Status GossipPeers::CheckReplicaAtQuiescence(model::Replica& replica) {
   // Quiescent: nothing left to take, so the replica is at the node's vector
   // and must have the checksum its messages give (the node settled with
   // this replica's own hash: the checksum is the independent check).
   server::Received rest = node_->TakeReceived();
-  RECKON_RETURN_IF_ERROR(Apply(backend, rest));
-  RECKON_ASSIGN_OR_RETURN(const uint64_t measured, backend.Checksum(node_->weight_checksum()));
+  RECKON_RETURN_IF_ERROR(Apply(replica, rest));
+  RECKON_ASSIGN_OR_RETURN(const uint64_t measured, replica.Checksum(node_->weight_checksum()));
   if (measured != rest.checksum) {
     return absl::InternalError(
         absl::StrCat("the replica has checksum ", codec::ChecksumHex(measured),
@@ -677,26 +461,26 @@ absl::Status GossipPeers::CheckReplicaAtQuiescence(model::Backend& backend) {
   return absl::OkStatus();
 }
 
-absl::Status GossipPeers::ApplyUntilQuiescent(model::Backend& backend,
+absl::Status GossipPeers::ApplyUntilQuiescent(model::Replica& replica,
                                               server::Clock::time_point until) {
   RECKON_RETURN_IF_ERROR(ResyncIfAsked());
   return node_->WaitQuiescent(
-      until, [&](server::Received& r) { return Apply(backend, r); },
-      [&] { return backend.WeightHash(); });
+      until, [&](server::Received& r) { return Apply(replica, r); },
+      [&] { return replica.WeightHash(); });
 }
 
-absl::Status GossipPeers::Serve(model::Backend& backend, const std::atomic<bool>& stop,
+absl::Status GossipPeers::Serve(model::Replica& replica, const std::atomic<bool>& stop,
                                 const std::function<absl::Status()>& on_agreement) {
   // The vector of the last agreement: Finish's.
   server::VersionMap agreed = node_->Applied();
   while (!stop.load()) {
     absl::Status s =
-        ApplyUntilQuiescent(backend, server::Clock::now() + std::chrono::milliseconds(500));
+        ApplyUntilQuiescent(replica, server::Clock::now() + std::chrono::milliseconds(500));
     if (s.code() == absl::StatusCode::kCancelled && stop.load()) break;  // a re-join cut short
     if (s.ok()) {
       if (server::VersionMap now = node_->Applied(); now != agreed) {
         // Agreed again, at another vector: the caller reports it.
-        RECKON_RETURN_IF_ERROR(CheckReplicaAtQuiescence(backend));
+        RECKON_RETURN_IF_ERROR(CheckReplicaAtQuiescence(replica));
         agreed = std::move(now);
         RECKON_RETURN_IF_ERROR(on_agreement());
       }

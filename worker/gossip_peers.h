@@ -21,7 +21,16 @@
 // Silence is not evidence: while some seed does not answer and none that
 // did has trained, the worker keeps probing with backoff and says so, up to
 // `join_timeout` (0: for ever). A peer of another cluster stops the join
-// with its reason. Then the node starts and dials the peers.
+// with its reason. Then the node starts and dials the peers. The choice of
+// source is JoinPlanner's (join_planner.h, tested without sockets); this
+// class probes over gRPC, loads and confirms the snapshot.
+//
+// Threads: the training thread calls every method (Create on the thread
+// that starts the worker); the node runs its own thread, the gRPC server
+// its own. Errors: Create's are the join's (join_planner.h: kUnavailable
+// after the join timeout, kCancelled on a stop, kFailedPrecondition for a
+// peer of another cluster); BeforeStep's and Finish's stop the training
+// (kInternal: the replica failed its check; kCancelled: stopped).
 #ifndef RECKON_WORKER_GOSSIP_PEERS_H_
 #define RECKON_WORKER_GOSSIP_PEERS_H_
 
@@ -40,67 +49,12 @@
 #include "server/grpc_clients.h"
 #include "server/grpc_transport.h"
 #include "server/node.h"
+#include "worker/join_planner.h"
 #include "worker/metrics.h"
+#include "worker/peer_options.h"
 #include "worker/trainer.h"
 
 namespace reckon::worker {
-
-struct PeerOptions {
-  server::NodeOptions node;     // node_id, incarnation, seeds, fingerprint, timeouts
-  server::FaultOptions faults;  // test only: links that misbehave (fault_link.h)
-  std::string listen = "0.0.0.0:7070";
-  std::string advertise;  // how peers reach us; default: listen, with this host's name
-                          // in place of 0.0.0.0
-  server::TransportOptions transport;
-  uint64_t max_lag = 0;  // 0: never pause
-  std::chrono::seconds quiesce_timeout{600};
-  std::chrono::milliseconds join_probe_timeout{2000};
-  // Start a new cluster from the seed's weights when no seed has trained,
-  // even if some did not answer (the first worker of a cluster whose other
-  // members are not up yet, with no way to know they will not have trained).
-  bool bootstrap = false;
-  // A first join may be a join by replay (see above; --join-by-replay).
-  bool join_by_replay = true;
-  // Join only from a seed that has applied at least this many messages,
-  // never from the seed's weights, however the seeds answer (0: the rules
-  // above). The workers other than shard 0's when the cluster pre-trains
-  // (--pretrain-samples: 1, the start that shard 0 publishes, so no worker
-  // steps from the seed's weights), and the workers that join after the
-  // first-epoch warm-up (--start-workers: the warm-up's messages).
-  uint64_t join_after_messages = 0;
-  std::string join_after_why;            // for the log and the timeout's error
-  std::chrono::seconds join_timeout{0};  // 0: probe for ever
-  // The running replica check (docs/gossip.md "Divergence detection"):
-  // this often at least, stretched so that it takes at most 1% of the time.
-  // 0: never.
-  std::chrono::milliseconds check_interval{2000};
-  // Where the apply latency of peers' updates is recorded (null: nowhere).
-  WorkerMetrics* metrics = nullptr;
-  // Set (SIGTERM): every wait ends promptly. The join returns kCancelled;
-  // Finish returns kCancelled when the cluster had not agreed yet (null:
-  // never).
-  const std::atomic<bool>* stop = nullptr;
-};
-
-// Mutual TLS and signed updates from PEM files (reckon-worker's --tls-ca,
-// --tls-cert, --tls-key; a Python peer's tls_ca, tls_cert, tls_key): all
-// three or none (none: nothing changes). The certificate must name the
-// node id, or peers would refuse it. Errors call the files and the node id
-// by the caller's names: kInvalidArgument for the flags (not all three, a
-// certificate of another node), kFailedPrecondition for a file missing,
-// unreadable or not a valid certificate or key.
-struct TlsFiles {
-  std::string ca, cert, key;
-  std::string cert_name = "--tls-cert";
-  std::string all_names = "--tls-cert, --tls-key and --tls-ca";
-  std::string node_id_name = "--node-id";
-};
-absl::Status UseTls(const TlsFiles& files, PeerOptions* options);
-
-// "host:port,host:port" (a host may be a DNS name resolving to several
-// addresses, e.g. a Kubernetes headless Service): every address, as
-// "ip:port". kInvalidArgument for an entry without a port.
-absl::StatusOr<std::vector<std::string>> ResolvePeers(const std::string& list);
 
 class GossipPeers final : public TrainingPeers {
  public:
@@ -111,11 +65,11 @@ class GossipPeers final : public TrainingPeers {
   // Sends Leave, flushes, stops the node and the server.
   ~GossipPeers() override;
 
-  absl::Status BeforeStep(model::Backend& backend, uint64_t steps_done) override;
-  absl::Status Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) override;
-  absl::Status Finish(model::Backend& backend, uint64_t steps_done,
+  absl::Status BeforeStep(model::Replica& replica, uint64_t steps_done) override;
+  absl::Status Publish(v1::Update message, const codec::DecodedUpdate& decoded) override;
+  absl::Status Finish(model::Replica& replica, uint64_t steps_done,
                       const std::atomic<bool>* stop) override;
-  absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop,
+  absl::Status Serve(model::Replica& replica, const std::atomic<bool>& stop,
                      const std::function<absl::Status()>& on_agreement) override;
   void DescribeInput(const InputTransform& input) override;
   int TrainingMembers() override;
@@ -134,32 +88,24 @@ class GossipPeers final : public TrainingPeers {
   static constexpr std::chrono::seconds kReplayWait{10};
   // The most a join by replay waits in all, as a snapshot's whole fetch.
   static constexpr std::chrono::seconds kReplayDeadline{60};
-  // Whether a first join may start from its own initial weights (SHA-256
-  // hex `own_initial`) and be sent the cut of probe `source` by the logs
-  // instead of loading its snapshot: the source's log holds the whole cut
-  // in fewer bytes than the weights (its replay_bytes), its initial weights
-  // are ours, and no other seed that answered (not joining) names other
-  // initial weights (one that joined from a snapshot names none).
-  static bool MayJoinByReplay(const std::string& own_initial, size_t source,
-                              const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes);
 
  private:
   GossipPeers() = default;
-  absl::Status Apply(model::Backend& backend, server::Received& received);
+  absl::Status Apply(model::Replica& replica, server::Received& received);
   // At quiescence: OK when the backend's replica has the checksum the
   // messages it applied give; kInternal naming both otherwise.
-  absl::Status CheckReplicaAtQuiescence(model::Backend& backend);
+  absl::Status CheckReplicaAtQuiescence(model::Replica& replica);
   // Calls `wait` (a node wait with a deadline; true: go on) until it says go
   // on, applying what arrives between calls.
   bool Stopped() const { return options_.stop != nullptr && options_.stop->load(); }
-  absl::Status WaitApplying(model::Backend& backend,
+  absl::Status WaitApplying(model::Replica& replica,
                             const std::function<bool(server::Clock::time_point)>& wait);
   // Re-joins when the node asks, then applies what arrives until the cluster
   // is quiescent (OK) or `until` (kDeadlineExceeded).
-  absl::Status ApplyUntilQuiescent(model::Backend& backend, server::Clock::time_point until);
+  absl::Status ApplyUntilQuiescent(model::Replica& replica, server::Clock::time_point until);
   // Measures the training replica's checksum against what the messages it
   // applied say; on a mismatch re-joins from a live peer's snapshot.
-  absl::Status CheckReplica(model::Backend& backend, uint64_t steps_done);
+  absl::Status CheckReplica(model::Replica& replica, uint64_t steps_done);
   // Loads `source`'s snapshot, once one of `witnesses` (another node than
   // the source: on a first join the other seeds that answered the probe, on
   // a re-join the live members; server::ConfirmCut) confirmed its cut:
@@ -175,48 +121,18 @@ class GossipPeers final : public TrainingPeers {
   // What this worker asks a peer's Snapshot call: its fingerprint, identity
   // and token; with `header_only`, the header alone (a join probe).
   v1::SnapshotRequest SnapshotRequest(bool header_only) const;
-  // One header-only snapshot request to every seed, all at once.
-  std::vector<absl::StatusOr<server::FetchedSnapshot>> ProbeSeeds(
-      const std::vector<std::string>& seeds) const;
-  // The first join: probes, loads a witnessed snapshot or starts from the
-  // seed's weights (see above).
+  // One header-only snapshot request to every seed, all at once (the join
+  // planner's probe).
+  SeedProbes ProbeSeeds(const std::vector<std::string>& seeds) const;
+  // The first join: the planner finds the source (join_planner.h); this
+  // loads its witnessed snapshot, joins by replay or starts from the
+  // seed's weights.
   absl::Status JoinFromSeeds(const std::vector<std::string>& seeds);
-  // kUnavailable, `why` and the timeout, once the join has taken
-  // --join-timeout-s (never with 0).
-  absl::Status UnlessJoinTimedOut(server::Clock::time_point join_start,
-                                  const std::string& why) const;
   // After a contradiction, a source with no witness is not installed from:
   // waits a second (kUnavailable, naming the contradiction, once the join
   // has taken --join-timeout-s).
-  absl::Status WaitForAWitness(server::Clock::time_point join_start, const std::string& source,
-                               const std::set<std::string>& refused);
-  // Where a first join loads its snapshot from, and who witnesses it.
-  struct JoinSource {
-    std::string address;  // empty: start from the seed's weights
-    std::vector<std::string> witnesses;
-    // What each seed that answered said ("ADDRESS (ID: N messages
-    // applied)", or joining), for the log: a start from the seed's weights
-    // names the answers it rests on.
-    std::vector<std::string> answers;
-    // A join by replay (MayJoinByReplay): the source's cut and its bytes;
-    // empty and 0 when the snapshot is to be loaded.
-    server::VersionMap replay_cut;
-    uint64_t replay_bytes = 0;
-  };
-  // Probes the seeds but `refused` until conclusive (see above); the join's
-  // timeout counts from `start`. A refused seed had trained, so with one the
-  // worker never starts from the seed's weights.
-  absl::Status FindJoinSource(const std::vector<std::string>& seeds,
-                              const std::set<std::string>& refused, server::Clock::time_point start,
-                              JoinSource* source);
-  // One round of probes read: the most advanced seed and its witnesses,
-  // the most messages any applied, and who did not answer. A peer of
-  // another cluster is an error.
-  static absl::Status ChooseSource(
-      const std::vector<std::string>& seeds,
-      const std::vector<absl::StatusOr<server::FetchedSnapshot>>& probes,
-      const std::string& own_initial, JoinSource* source, uint64_t* best_total,
-      std::vector<std::string>* silent);
+  absl::Status WaitForAWitness(const JoinPlanner& planner, server::Clock::time_point join_start,
+                               const std::string& source, const std::set<std::string>& refused);
   // After a join by replay, once the node has started: waits until the node
   // has applied `replay_.replay_cut` (the members' logs send it); after
   // kReplayWait without progress, loads the source's snapshot instead.

@@ -13,6 +13,7 @@
 #include "codec/update_message.h"
 #include "model/model.h"
 #include "worker/backend_factory.h"
+#include "worker/publisher.h"
 
 namespace reckon::worker {
 namespace {
@@ -58,35 +59,33 @@ void DrawWords(std::mt19937_64& rng, uint64_t params, int64_t count, std::vector
 absl::Status Emit(const TrainerOptions& o, const SyntheticOptions& synthetic,
                   model::Backend& backend, TrainSummary* summary) {
   const uint64_t params = o.backend_config.shape.param_count();
-  const int64_t step_quanta = o.backend_config.step.step_quanta;
   // Messages differ between origins and between restarts of one.
   std::mt19937_64 rng(o.seed ^ std::hash<std::string>()(o.node_id) ^ o.incarnation);
   std::vector<uint32_t> words;
   std::vector<uint8_t> used(params, 0);
-  v1::Update message;
-  message.mutable_origin()->set_node_id(o.node_id);
-  message.mutable_origin()->set_incarnation(o.incarnation);
-  codec::DecodedUpdate decoded;
+  PublisherOptions publishing;
+  publishing.node_id = o.node_id;
+  publishing.incarnation = o.incarnation;
+  publishing.param_count = params;
+  publishing.wire_codec = o.wire_codec;
+  publishing.sink = [peers = o.peers](v1::Update message, const codec::DecodedUpdate& decoded) {
+    return peers->Publish(std::move(message), decoded);
+  };
+  publishing.metrics = o.metrics;
+  publishing.stamp_emitted = true;  // ArrivalLog's latencies
+  Publisher publisher(std::move(publishing));
   const auto start = Clock::now();
   const double cpu_at_start = ProcessCpuSeconds();
   int64_t steps = 0;
   while ((o.max_steps == 0 || steps < o.max_steps) && !(o.stop != nullptr && o.stop->load())) {
     RECKON_RETURN_IF_ERROR(o.peers->BeforeStep(backend, static_cast<uint64_t>(steps)));
     DrawWords(rng, params, synthetic.updates_per_message, &words, &used);
-    message.set_seq(static_cast<uint64_t>(steps) + 1);
-    RECKON_RETURN_IF_ERROR(
-        codec::EncodeThresholdUpdate(words, step_quanta, params, o.wire_codec, &message));
-    message.set_emitted_unix_ns(static_cast<uint64_t>(UnixNanos()));
-    RECKON_RETURN_IF_ERROR(codec::DecodeUpdate(message, &decoded));
-    RECKON_RETURN_IF_ERROR(backend.ApplyUpdates(decoded.step_quanta, decoded.words));
-    RECKON_RETURN_IF_ERROR(o.peers->Publish(message, decoded));
+    RECKON_ASSIGN_OR_RETURN(
+        const Published sent,
+        publisher.PublishThreshold(&backend, words, o.backend_config.step, WordsFrom::kElsewhere));
     ++steps;
-    summary->updates_sent += words.size();
-    summary->wire_bytes += message.ByteSizeLong();
-    if (o.metrics != nullptr) {
-      o.metrics->OnEmitted("rice", words.size(), message.ByteSizeLong(), params * sizeof(float),
-                           double(words.size()) / double(params), o.backend_config.step.tau);
-    }
+    summary->updates_sent += sent.updates;
+    summary->wire_bytes += sent.wire_bytes;
     if (synthetic.rate > 0) {
       std::this_thread::sleep_until(
           start + std::chrono::duration_cast<Clock::duration>(

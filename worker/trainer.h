@@ -20,13 +20,17 @@
 #include "codec/update_message.h"
 #include "model/backend.h"
 #include "proto/reckon.pb.h"
+#include "worker/batch_size_search.h"
 #include "worker/checkpoint.h"
 #include "worker/dataset.h"
 #include "worker/density_controller.h"
+#include "worker/epoch_plan.h"
 #include "worker/metrics.h"
 #include "worker/npy_dataset.h"
+#include "worker/publisher.h"
 #include "worker/samples.h"
 #include "worker/summary.h"
+#include "worker/training_data.h"
 
 namespace reckon::worker {
 
@@ -34,24 +38,24 @@ namespace reckon::worker {
 class TrainingPeers {
  public:
   virtual ~TrainingPeers() = default;
-  // Before every step (docs/design.md step 1): applies to `backend` what peers
+  // Before every step (docs/design.md step 1): applies to `replica` what peers
   // sent since the last call; re-joins from a snapshot when told to; may
   // pause while a peer lags (--max-lag). An error stops training.
-  virtual absl::Status BeforeStep(model::Backend& backend, uint64_t steps_done) = 0;
-  // After a step's message was applied locally: hands it to the peers.
-  // Never blocks on the network.
-  virtual absl::Status Publish(const v1::Update& message, const codec::DecodedUpdate& decoded) = 0;
+  virtual absl::Status BeforeStep(model::Replica& replica, uint64_t steps_done) = 0;
+  // After a step's message was applied locally (worker/publisher.h): hands
+  // it to the peers, taking it. Never blocks on the network.
+  virtual absl::Status Publish(v1::Update message, const codec::DecodedUpdate& decoded) = 0;
   // After the last step: keeps applying until every live member has finished
   // and the cluster is quiescent (or `stop` is set, or the deadline passes).
-  virtual absl::Status Finish(model::Backend& backend, uint64_t steps_done,
+  virtual absl::Status Finish(model::Replica& replica, uint64_t steps_done,
                               const std::atomic<bool>* stop) = 0;
   // After Finish (--after-training serve): keeps applying what peers send
   // until `stop` is set, so that a member joining later (restarted), or one
   // that was cut off and trained on, can train and quiesce with this one (a
   // node nobody drains is never settled). Each time the cluster agrees
   // again at another version vector, `on_agreement` runs (on this thread,
-  // the backend holding that agreed replica); its error ends Serve.
-  virtual absl::Status Serve(model::Backend& backend, const std::atomic<bool>& stop,
+  // `replica` holding what they agreed on); its error ends Serve.
+  virtual absl::Status Serve(model::Replica& replica, const std::atomic<bool>& stop,
                              const std::function<absl::Status()>& on_agreement) = 0;
   // The trainer read its data: what its model takes of raw features, for
   // the peers to serve with the weights (reckonctl export --peer).
@@ -197,10 +201,6 @@ class Trainer {
   };
 
   Trainer(const TrainerOptions& options, std::ostream& log);
-  absl::Status LoadData();
-  // A NumPy dataset folder (npy_dataset.h): checked against --layers, read,
-  // each feature standardized by the training split's statistics.
-  absl::Status LoadNpyData();
   absl::Status MakeReplica();
   absl::Status Resume();
   CheckpointIdentity Identity() const;
@@ -214,12 +214,6 @@ class Trainer {
   // Trains epoch `epoch` from its start, or from where a resumed run
   // stopped inside it, until its end or a stop.
   absl::StatusOr<EpochTally> RunEpoch(int epoch);
-  // How epoch `epoch` is cut into steps at the batch size in force: the
-  // first-epoch ramp's steps of warmup_batch, then steps of batch_.
-  struct EpochLayout {
-    size_t ramp_steps = 0, ramp_samples = 0, steps = 0;
-  };
-  EpochLayout Layout(int epoch) const;
   // The size of the batch at `position` of epoch `epoch`'s order (the
   // warm-up ramp's or batch_), or 0 when no whole batch is left there.
   int BatchAt(int epoch, size_t position) const;
@@ -235,8 +229,6 @@ class Trainer {
   float StepLearningRate(int epoch, int batch) const;
   // What a step of `batch` samples multiplies the rate by.
   double BatchSizeFactor(int batch) const;
-  // Fills batch_images_/labels_ with order_[first, first + batch).
-  void FillBatch(size_t first, int batch);
   // The step's batch through the backend in halves: staged (unless the
   // step before staged it), launched, the next one staged, finished.
   absl::StatusOr<model::BatchStats> TrainOn(int epoch, size_t first, int batch);
@@ -244,20 +236,11 @@ class Trainer {
   // at `position` of this epoch, if there is one, so the next step finds it
   // on the device.
   void StageAhead(int epoch, size_t position);
-  std::span<const float> BatchImages(int batch) const {
-    return std::span<const float>(batch_images_).first(size_t(batch) * config_.shape.inputs());
-  }
-  std::span<const int32_t> BatchLabels(int batch) const {
-    return std::span<const int32_t>(batch_labels_).first(size_t(batch));
-  }
   // Automatic minibatch-size selection (TrainerOptions::auto_batch): sets
-  // batch_ for this epoch, logging what each candidate reached.
+  // batch_ for this epoch (BatchSizeSearch).
   absl::Status SelectBatch(int epoch);
-  absl::StatusOr<double> TryBatch(int epoch, int batch, const std::vector<int64_t>& weights,
-                                  const std::vector<float>& residual,
-                                  const std::vector<float>& optimizer_state);
-  // Encodes the step's emission, applies it through the path every peer
-  // uses, and hands it to the peers.
+  // The step's emission through the publisher (encoded, self-checked,
+  // applied to the replica, handed to the peers), into `tally`.
   absl::Status ApplyAndPublishQuanta(EpochTally& tally);
   absl::Status ApplyAndPublish(EpochTally& tally);
   void DrawProgressBar(int epoch, EpochTally& tally);
@@ -273,24 +256,11 @@ class Trainer {
   const TrainerOptions options_;
   std::ostream& log_;
   model::BackendConfig config_;  // options.backend_config, sized for the batch
-  // The splits (samples.h): in memory, or mapped and read as they train.
-  std::unique_ptr<Samples> train_, test_;
-  // How many batches past the one being filled FillBatch asks a mapped
-  // split to read ahead.
-  static constexpr size_t kBatchesReadAhead = 8;
-  // order_[read_ahead_from_ ..) is the batch FillBatch filled last, and
-  // order_[.. read_ahead_until_) has been asked for.
-  size_t read_ahead_from_ = 0, read_ahead_until_ = 0;
-  // What train_ and test_ are of the raw features (LoadData): kept in the
-  // checkpoint, so that exports take raw features.
-  InputTransform input_;
-  std::vector<uint32_t> shard_;  // this worker's training samples
-  std::vector<uint32_t> order_;  // the shard, shuffled for the epoch
-  size_t eval_count_ = 0;
+  // The splits, the shard, the epoch's order and the batch buffers.
+  std::unique_ptr<TrainingData> data_;
   int batch_ = 0;  // in force (auto batch moves it)
-  // Auto batch: fixed training samples that judge the candidates.
-  std::vector<float> judge_images_;
-  std::vector<int32_t> judge_labels_;
+  std::unique_ptr<BatchSizeSearch> batch_search_;  // with --auto-batch
+  std::optional<EpochPlan> plan_;                  // of the shard, made in Create
   std::unique_ptr<model::Backend> backend_;
 
   codec::ThresholdStep step_now_;  // tau in force (the controller moves it)
@@ -314,16 +284,9 @@ class Trainer {
     bool operator==(const StagedBatch&) const = default;
   };
   StagedBatch staged_;
-  // The step's buffers, reused: batch, emission, the message and its decode.
-  std::vector<float> batch_images_;
-  std::vector<int32_t> batch_labels_;
-  model::Emission emission_;
-  v1::Update message_;
-  codec::DecodedUpdate decoded_;
-  // Seq of our last message. With peers: 1, 2, 3, ... per process life (a
-  // new incarnation). Alone: the step count, so a resumed run's messages are
-  // the uninterrupted run's, byte for byte.
-  uint64_t published_ = 0;
+  model::Emission emission_;  // the step's, reused
+  // Numbers, encodes, applies and sends the emissions (made in Init).
+  std::optional<Publisher> publisher_;
 
   // The momentum rule in force (MatchMomentumToCluster), re-matched when the
   // number of workers training changes (a join, a death, one finishing).
@@ -337,19 +300,6 @@ class Trainer {
   // written again with the cluster's replica whenever it agrees.
   std::optional<std::pair<int, EpochTally>> checkpointed_;
 };
-
-// The auto-batch options (TrainerOptions::auto_batch...) each checked, with
-// an error naming the flag; Trainer::Create checks them too.
-absl::Status CheckAutoBatchOptions(const TrainerOptions& options);
-// With --start-workers: the messages the cluster has published once its
-// starting workers (shards 0 .. start_workers - 1 of `train_count` samples)
-// have each trained the warm-up, floor(warmup_fraction x its shard) / B
-// steps, B the ramp's minibatch (warmup_batch, else batch), plus the
-// pre-trained start; at least 1. The others join after that many
-// (PeerOptions::join_after_messages).
-uint64_t WarmupMessages(const TrainerOptions& options, size_t train_count);
-// The first-epoch ramp's options (TrainerOptions::warmup_batch, ...).
-absl::Status CheckWarmupBatchOptions(const TrainerOptions& options);
 
 // Trainer::Create, then Run.
 absl::StatusOr<TrainSummary> RunTraining(const TrainerOptions& options, std::ostream& log);

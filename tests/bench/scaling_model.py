@@ -127,22 +127,23 @@ class Inbound:
 
 
 def read_inbound_json(path):
-    """The `gpu-host` rows (else the `after` rows, from a bench before
-    2026-11-27) at Strom's size of `reckonctl bench inbound --json` output:
-    updates/s by threads (averaged over repeated rows)."""
-    sums = {"gpu-host": {}, "after": {}}
+    """The `gpu-host` rows (else the `mirror` rows, which benches before
+    2026-11-30 named `after`) at Strom's size of `reckonctl bench inbound
+    --json` output: updates/s by threads (averaged over repeated rows)."""
+    sums = {"gpu-host": {}, "mirror": {}}
     with open(path) as f:
         for line in f:
             line = line.strip()
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
-            if r.get("size") != "strom" or r.get("path") not in sums:
+            path_name = "mirror" if r.get("path") == "after" else r.get("path")
+            if r.get("size") != "strom" or path_name not in sums:
                 continue
-            by_threads = sums[r["path"]]
+            by_threads = sums[path_name]
             total, n = by_threads.get(r["threads"], (0.0, 0))
             by_threads[r["threads"]] = (total + r["updates_per_s"], n + 1)
-    chosen = "gpu-host" if sums["gpu-host"] else "after"
+    chosen = "gpu-host" if sums["gpu-host"] else "mirror"
     return Inbound({t: total / n for t, (total, n) in sums[chosen].items()},
                    f"{path}, {chosen} rows")
 

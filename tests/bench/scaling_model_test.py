@@ -54,12 +54,20 @@ def read_lines(lines):
 
 
 class ReadInboundJson(unittest.TestCase):
-    def test_only_the_after_rows_at_strom_size_count_averaged_by_threads(self):
+    def test_only_the_mirror_rows_at_strom_size_count_averaged_by_threads(self):
         inbound = read_lines(
-            [bench_row("strom", "before", 1, 20e6), bench_row("strom", "after", 1, 30e6),
-             bench_row("strom", "after", 1, 34e6), bench_row("strom", "after", 2, 44e6),
-             bench_row("default", "after", 2, 99e6), "a log line, not JSON"])
+            [bench_row("strom", "before", 1, 20e6), bench_row("strom", "mirror", 1, 30e6),
+             bench_row("strom", "mirror", 1, 34e6), bench_row("strom", "mirror", 2, 44e6),
+             bench_row("default", "mirror", 2, 99e6), "a log line, not JSON"])
         self.assertEqual(inbound.by_threads, {1: 32e6, 2: 44e6})
+
+    def test_recorded_after_rows_are_the_mirror_rows(self):
+        # Benches before 2026-11-30 named the mirror node's rows `after`.
+        inbound = read_lines([bench_row("strom", "before", 1, 20e6),
+                              bench_row("strom", "after", 1, 30e6),
+                              bench_row("strom", "after", 2, 44e6)])
+        self.assertEqual(inbound.by_threads, {1: 30e6, 2: 44e6})
+        self.assertIn("mirror rows", inbound.source)
 
     def test_the_gpu_host_rows_come_first_where_there_are_some(self):
         # A worker's node without a mirror whose drain applies nothing: a

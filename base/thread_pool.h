@@ -1,8 +1,8 @@
-// A fixed set of named helper threads for the CPU backend's elementwise
+// A fixed set of named helper threads, for the CPU backend's elementwise
 // passes (the GEMMs have OpenBLAS's own threads) and the gossip node's
 // validation of received Updates. One caller at a time.
-#ifndef RECKON_CPU_PARALLEL_H_
-#define RECKON_CPU_PARALLEL_H_
+#ifndef RECKON_BASE_THREAD_POOL_H_
+#define RECKON_BASE_THREAD_POOL_H_
 
 #include <atomic>
 #include <cstddef>
@@ -14,7 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace reckon::cpu {
+namespace reckon::base {
 
 class ThreadPool {
  public:
@@ -58,6 +58,6 @@ class ThreadPool {
   std::atomic<int> pending_{0};
 };
 
-}  // namespace reckon::cpu
+}  // namespace reckon::base
 
-#endif  // RECKON_CPU_PARALLEL_H_
+#endif  // RECKON_BASE_THREAD_POOL_H_

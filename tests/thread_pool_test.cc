@@ -1,11 +1,11 @@
-#include "cpu/parallel.h"
+#include "base/thread_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <vector>
 
-namespace reckon::cpu {
+namespace reckon::base {
 namespace {
 
 TEST(ThreadPool, EveryIndexExactlyOnceInContiguousChunks) {
@@ -39,11 +39,15 @@ TEST(ThreadPool, ManyBackToBackCallsAndRepeatedConstruction) {
     std::vector<int> data(1000, 0);
     for (int call = 0; call < 200; ++call) {
       pool.ParallelFor(
-          data.size(), [&](size_t b, size_t e) { for (size_t i = b; i < e; ++i) ++data[i]; }, 1);
+          data.size(),
+          [&](size_t b, size_t e) {
+            for (size_t i = b; i < e; ++i) ++data[i];
+          },
+          1);
     }
     for (const int v : data) ASSERT_EQ(v, 200);
   }
 }
 
 }  // namespace
-}  // namespace reckon::cpu
+}  // namespace reckon::base

@@ -1,11 +1,11 @@
-#include "cpu/parallel.h"
+#include "base/thread_pool.h"
 
 #include <pthread.h>
 
 #include <chrono>
 #include <string>
 
-namespace reckon::cpu {
+namespace reckon::base {
 namespace {
 
 // Chunk i of n split into `chunks` nearly equal contiguous ranges.
@@ -98,4 +98,4 @@ void ThreadPool::HelperLoop(int index) {
   }
 }
 
-}  // namespace reckon::cpu
+}  // namespace reckon::base

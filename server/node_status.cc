@@ -1,0 +1,100 @@
+// What the node tells about itself (the gossip service's Status call,
+// /status, reckonctl status): its counters and status.
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "server/node.h"
+
+namespace reckon::server {
+namespace {
+
+double SecondsSince(Clock::time_point t, Clock::time_point now) {
+  return std::chrono::duration<double>(now - t).count();
+}
+
+}  // namespace
+
+std::string NodeStatusJson(const v1::NodeStatus& status) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  // Printing a message we built cannot fail; an empty object if it ever did.
+  if (!google::protobuf::util::MessageToJsonString(status, &json, options).ok()) return "{}\n";
+  return json;
+}
+
+void GossipNode::FillCounters(v1::NodeStatus* out) {
+  *out->mutable_counters() = counters_;
+  out->mutable_counters()->set_inbox_pauses(inbox_.pauses());  // mu_ before the inbox's lock
+  out->set_checksum(replica_.ledger().total());
+  out->set_last_check_ms(handoff_.last_check_ms());
+  out->set_early_held(early_.size());
+  out->set_early_bytes(early_.bytes());
+  out->set_dial_targets(dial_.targets());
+  out->set_inbox_bytes(inbox_.bytes());
+}
+
+void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
+  if (with_weight_hash) {
+    // Computed on a copy, outside the lock: SHA-256 of the whole replica
+    // must not stall the node thread (status is polled). Without a mirror:
+    // the training replica's, where this node settled with it (empty while
+    // it trains).
+    std::vector<int64_t> weights;
+    std::optional<std::string> hash;
+    {
+      absl::MutexLock l(&mu_);
+      if (replica_.has_mirror()) {
+        weights.assign(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end());
+      } else {
+        hash = settlement_.SettledAt(replica_.applied()) ? settlement_.hash() : "";
+      }
+    }
+    out->set_weight_hash(hash ? *hash : codec::WeightHashOf(weights));
+  }
+  absl::MutexLock l(&mu_);
+  const auto now = Now();
+  out->set_node_id(self_.node_id);
+  out->set_incarnation(self_.incarnation);
+  *out->mutable_fingerprint() = options_.fingerprint;
+  out->set_local_steps(handoff_.local_steps());
+  ToProto(replica_.applied(), out->mutable_applied());
+  out->set_training_done(handoff_.done());
+  out->set_joined(started_flag_.load());
+  FillCounters(out);
+  out->set_log_bytes(log_.bytes());
+  out->set_log_messages(log_.messages());
+  std::string why;
+  out->set_quiescent(QuiescentLocked(&why));  // also drops joiners that arrived or expired
+  for (const auto& [id, j] : joiners_.all()) {
+    if (members_.IsCurrent(OriginKey{id, j.incarnation})) continue;
+    v1::MemberStatus* ms = out->add_members();
+    ms->set_node_id(id);
+    ms->set_incarnation(j.incarnation);
+    ms->set_state("joining");
+    ms->set_last_heard_s(SecondsSince(j.last_request, now));
+  }
+  for (const auto& [id, m] : members_) {
+    v1::MemberStatus* ms = out->add_members();
+    ms->set_node_id(id);
+    ms->set_incarnation(m.incarnation);
+    ms->set_address(m.address);
+    ms->set_state(MemberStateName(m.state));
+    ms->set_lag(static_cast<int64_t>(last_published_) -
+                static_cast<int64_t>(SeqOf(m.applied, self_)));
+    ms->set_training_done(m.training_done);
+    ms->set_last_heard_s(m.state == MemberState::kConnecting ? -1
+                                                             : SecondsSince(m.last_heard, now));
+    ms->set_checks_agreed(m.checks_agreed);
+    ms->set_checks_diverged(m.checks_diverged);
+    ms->set_lanes_out(m.links.lanes_up());
+    ms->set_lanes_in(m.links.lanes_in());
+    ms->set_queued_bytes(m.links.QueuedBytes());
+  }
+}
+
+}  // namespace reckon::server

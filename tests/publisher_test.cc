@@ -1,0 +1,159 @@
+// worker::Publisher, the one path of a worker's own update: numbered,
+// encoded, self-checked, applied to the own replica, handed to the sink
+// (moved), counted; all or nothing when the emission is refused.
+#include "worker/publisher.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "codec/codec.h"
+#include "codec/update_message.h"
+#include "cpu/cpu_backend.h"
+#include "model/model.h"
+
+namespace reckon::worker {
+namespace {
+
+struct Sent {
+  v1::Update message;
+  codec::DecodedUpdate decoded;
+};
+
+struct Fixture {
+  Fixture() {
+    config.shape = *model::ModelShape::Parse("6,5,3", "relu");
+    config.threads = 1;
+    config.step = *codec::MakeThresholdStep(0.01, config.fraction_bits);
+    initial = *model::InitialWeights(config.shape, config.fraction_bits, 1);
+    own = *cpu::MakeCpuBackend(config);
+    twin = *cpu::MakeCpuBackend(config);
+    EXPECT_TRUE(own->LoadWeights(initial).ok());
+    EXPECT_TRUE(twin->LoadWeights(initial).ok());
+  }
+  PublisherOptions Options(bool with_sink) {
+    PublisherOptions o;
+    o.node_id = "w0";
+    o.incarnation = 7;
+    o.param_count = config.shape.param_count();
+    if (with_sink) {
+      o.sink = [this](v1::Update message, const codec::DecodedUpdate& decoded) {
+        sent.push_back({std::move(message), decoded});
+        return absl::OkStatus();
+      };
+    }
+    return o;
+  }
+  model::BackendConfig config;
+  std::vector<int64_t> initial;
+  std::unique_ptr<model::Backend> own, twin;
+  std::vector<Sent> sent;
+};
+
+TEST(Publisher, NumbersEncodesAppliesAndSendsTheEmissionWhole) {
+  Fixture f;
+  Publisher publisher(f.Options(/*with_sink=*/true));
+  const std::vector<std::vector<uint32_t>> emissions = {
+      {0, 3u | 0x80000000u, 17}, {}, {1, 2, 40u | 0x80000000u, 44}};
+  for (const std::vector<uint32_t>& words : emissions) {
+    absl::StatusOr<Published> p =
+        publisher.PublishThreshold(f.own.get(), words, f.config.step, WordsFrom::kLastEmission);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->updates, words.size());
+    ASSERT_TRUE(f.twin->ApplyUpdates(f.config.step.step_quanta, words).ok());
+  }
+  ASSERT_EQ(f.sent.size(), emissions.size());
+  for (size_t m = 0; m < emissions.size(); ++m) {
+    // What the peers get decodes, on its own, to the emission, numbered.
+    const v1::Update& message = f.sent[m].message;
+    EXPECT_EQ(message.origin().node_id(), "w0");
+    EXPECT_EQ(message.origin().incarnation(), 7u);
+    EXPECT_EQ(message.seq(), m + 1);
+    EXPECT_EQ(message.codec(), v1::CODEC_THRESHOLD_RICE);
+    codec::DecodedUpdate decoded;
+    ASSERT_TRUE(codec::DecodeUpdate(message, &decoded).ok());
+    EXPECT_EQ(decoded.words, emissions[m]);
+    EXPECT_EQ(f.sent[m].decoded.words, emissions[m]);
+    EXPECT_EQ(f.sent[m].decoded.seq, m + 1);
+    EXPECT_EQ(f.sent[m].decoded.step_quanta, f.config.step.step_quanta);
+  }
+  EXPECT_EQ(publisher.published(), emissions.size());
+  // The own replica applied exactly what the peers apply.
+  EXPECT_EQ(*f.own->ReadWeights(), *f.twin->ReadWeights());
+  EXPECT_NE(*f.own->ReadWeights(), f.initial);
+}
+
+TEST(Publisher, ARefusedEmissionAppliesSendsAndNumbersNothing) {
+  Fixture f;
+  Publisher publisher(f.Options(/*with_sink=*/true));
+  const std::vector<uint32_t> descending = {9, 4};
+  const std::vector<uint32_t> past_the_model = {
+      static_cast<uint32_t>(f.config.shape.param_count())};
+  for (const std::vector<uint32_t>& words : {descending, past_the_model}) {
+    absl::StatusOr<Published> p =
+        publisher.PublishThreshold(f.own.get(), words, f.config.step, WordsFrom::kElsewhere);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+  }
+  EXPECT_TRUE(f.sent.empty());
+  EXPECT_EQ(publisher.published(), 0u);
+  EXPECT_EQ(*f.own->ReadWeights(), f.initial);
+  // The next good one is seq 1.
+  ASSERT_TRUE(publisher
+                  .PublishThreshold(f.own.get(), std::vector<uint32_t>{2}, f.config.step,
+                                    WordsFrom::kElsewhere)
+                  .ok());
+  ASSERT_EQ(f.sent.size(), 1u);
+  EXPECT_EQ(f.sent[0].message.seq(), 1u);
+}
+
+TEST(Publisher, AloneItNumbersAndAppliesFromWhereTheRunContinues) {
+  Fixture f;
+  Publisher publisher(f.Options(/*with_sink=*/false));
+  publisher.ContinueAfter(41);  // a resumed run alone: seqs follow the steps
+  absl::StatusOr<Published> p = publisher.PublishThreshold(f.own.get(), std::vector<uint32_t>{5, 6},
+                                                           f.config.step, WordsFrom::kLastEmission);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->seq, 42u);
+  EXPECT_EQ(publisher.published(), 42u);
+  ASSERT_TRUE(f.twin->ApplyUpdates(f.config.step.step_quanta, std::vector<uint32_t>{5, 6}).ok());
+  EXPECT_EQ(*f.own->ReadWeights(), *f.twin->ReadWeights());
+}
+
+TEST(Publisher, AQuantaCodecsEmissionIsTakenAppliedAndSent) {
+  Fixture f;
+  Publisher publisher(f.Options(/*with_sink=*/true));
+  const uint64_t n = f.config.shape.param_count();
+  codec::CodecOptions options;
+  options.codec = v1::CODEC_DENSE_FP32;
+  options.layout = f.config.shape.Layout();
+  std::unique_ptr<codec::Codec> encoder = *codec::MakeCodec(options);
+  std::vector<float> delta(n);
+  for (uint64_t i = 0; i < n; ++i) delta[i] = 0.001f * float(int(i % 7) - 3);
+  v1::Update encoded;
+  std::vector<int64_t> quanta;
+  ASSERT_TRUE(codec::EncodeWithFeedback(*encoder, options, delta, &encoded, &quanta).ok());
+  const std::vector<int64_t> expected = quanta;
+  absl::StatusOr<Published> p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->updates, n);
+  EXPECT_TRUE(quanta.empty());  // taken
+  ASSERT_EQ(f.sent.size(), 1u);
+  EXPECT_EQ(f.sent[0].message.seq(), 1u);
+  EXPECT_EQ(f.sent[0].message.origin().node_id(), "w0");
+  codec::DecodedUpdate decoded;
+  ASSERT_TRUE(codec::DecodeUpdate(f.sent[0].message, &decoded).ok());
+  EXPECT_EQ(decoded.quanta, expected);
+  EXPECT_EQ(f.sent[0].decoded.quanta, expected);
+  ASSERT_TRUE(f.twin->ApplyDense(expected).ok());
+  EXPECT_EQ(*f.own->ReadWeights(), *f.twin->ReadWeights());
+  // A dense emission of the wrong size: refused before anything is done.
+  std::vector<int64_t> short_one(n - 1, 1);
+  v1::Update other = f.sent[0].message;
+  EXPECT_EQ(publisher.PublishQuanta(f.own.get(), other, short_one).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(publisher.published(), 1u);
+}
+
+}  // namespace
+}  // namespace reckon::worker

@@ -1,0 +1,114 @@
+#include "worker/publisher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "codec/codec.h"
+#include "worker/metrics.h"
+
+namespace reckon::worker {
+namespace {
+
+// The metrics' codec label: the wire's threshold coder, or the quanta codec.
+std::string EmittedCodecLabel(v1::Codec codec) {
+  switch (codec) {
+    case v1::CODEC_THRESHOLD_RICE:
+      return "rice";
+    case v1::CODEC_THRESHOLD_PACKED32:
+      return "packed32";
+    default:
+      return codec::CodecFlagName(codec);
+  }
+}
+
+uint64_t EmittedUnixNanos() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+Publisher::Publisher(PublisherOptions options) : options_(std::move(options)) {}
+
+void Publisher::Number(v1::Codec codec, int64_t step_quanta) {
+  // A message moved to the sink is left empty: the origin is set again.
+  message_.mutable_origin()->set_node_id(options_.node_id);
+  message_.mutable_origin()->set_incarnation(options_.incarnation);
+  message_.set_seq(published_ + 1);
+  if (options_.stamp_emitted) message_.set_emitted_unix_ns(EmittedUnixNanos());
+  decoded_.node_id = options_.node_id;
+  decoded_.incarnation = options_.incarnation;
+  decoded_.seq = published_ + 1;
+  decoded_.codec = codec;
+  decoded_.param_count = options_.param_count;
+  decoded_.step_quanta = step_quanta;
+}
+
+absl::StatusOr<Published> Publisher::PublishThreshold(model::Replica* own,
+                                                      std::span<const uint32_t> words,
+                                                      const codec::ThresholdStep& step,
+                                                      WordsFrom from) {
+  RECKON_RETURN_IF_ERROR(codec::EncodeThresholdUpdate(words, step.step_quanta, options_.param_count,
+                                                      options_.wire_codec, &message_));
+  Number(options_.wire_codec, step.step_quanta);
+  // The self-check: every peer applies what this message decodes to, so it
+  // must be the emission itself, or the replicas part.
+  RECKON_RETURN_IF_ERROR(codec::DecodeUpdate(message_, &decoded_));
+  if (!std::equal(words.begin(), words.end(), decoded_.words.begin(), decoded_.words.end()) ||
+      decoded_.step_quanta != step.step_quanta) {
+    return absl::InternalError(
+        absl::StrCat("seq ", published_ + 1, ": the encoded message decodes to ",
+                     decoded_.words.size(), " words other than the ", words.size(), " emitted (",
+                     EmittedCodecLabel(options_.wire_codec), " encoder): not sent"));
+  }
+  if (own != nullptr) {
+    RECKON_RETURN_IF_ERROR(from == WordsFrom::kLastEmission
+                               ? own->ApplyOwnEmission(step.step_quanta, words)
+                               : own->ApplyUpdates(step.step_quanta, words));
+  }
+  return Send(double(words.size()) / double(options_.param_count), step.tau);
+}
+
+absl::StatusOr<Published> Publisher::PublishQuanta(model::Replica* own, v1::Update& encoded,
+                                                   std::vector<int64_t>& quanta) {
+  if (quanta.size() != options_.param_count) {
+    return absl::InvalidArgumentError(absl::StrCat("a dense emission of ", quanta.size(),
+                                                   " values for ", options_.param_count,
+                                                   " parameters: not sent"));
+  }
+  const v1::Codec codec = encoded.codec();
+  message_.Clear();
+  message_.set_codec(codec);
+  message_.set_param_count(encoded.param_count());
+  message_.set_count(encoded.count());
+  message_.mutable_payload()->swap(*encoded.mutable_payload());
+  message_.set_crc32c(encoded.crc32c());
+  encoded.Clear();
+  Number(codec, 0);
+  decoded_.words.clear();
+  decoded_.quanta.swap(quanta);
+  quanta.clear();
+  if (own != nullptr) RECKON_RETURN_IF_ERROR(own->ApplyDense(decoded_.quanta));
+  return Send(1.0, 0);
+}
+
+absl::StatusOr<Published> Publisher::Send(double density, double tau) {
+  Published sent;
+  sent.seq = published_ + 1;
+  sent.updates = decoded_.dense() ? options_.param_count : decoded_.words.size();
+  sent.wire_bytes = message_.ByteSizeLong();
+  const v1::Codec codec = decoded_.codec;
+  ++published_;
+  if (options_.sink) RECKON_RETURN_IF_ERROR(options_.sink(std::move(message_), decoded_));
+  if (options_.metrics != nullptr) {
+    options_.metrics->OnEmitted(EmittedCodecLabel(codec), sent.updates, sent.wire_bytes,
+                                options_.param_count * sizeof(float), density, tau);
+  }
+  return sent;
+}
+
+}  // namespace reckon::worker
