@@ -180,7 +180,7 @@ int64_t DynTreeQuanta(uint32_t m, int64_t scale_quanta);
 inline constexpr int64_t kMaxDynTreeScaleQuanta = int64_t{1} << 52;
 // The 127 midpoints between consecutive code magnitudes, ascending, as
 // doubles: DynTreeNearestCode(x) is how many lie below x (the device's
-// encoder searches them: cuda/elementwise.h DynTreeCodeBelow).
+// encoder searches them: cuda/device_elementwise.h DynTreeCodeBelow).
 const double* DynTreeMidpoints();
 
 // Payloads from their parts, for an encoder that computed those parts

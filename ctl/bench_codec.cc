@@ -11,15 +11,15 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "base/flags.h"
+#include "base/json.h"
 #include "codec/fixed_point.h"
 #include "codec/packed32.h"
 #include "codec/quantizer.h"
 #include "codec/rice.h"
 #include "codec/update_words.h"
-#include "base/json.h"
-#include "base/flags.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 
 ABSL_FLAG(int64_t, params, 10'000'000, "parameters per update set");
 ABSL_FLAG(double, seconds, 1.0, "time spent on each measurement");

@@ -30,7 +30,7 @@
 #include "base/flags.h"
 #include "base/json.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 
 #if RECKON_HAVE_CUDA
 #include <cuda_runtime.h>

@@ -27,6 +27,8 @@
 // while `--train-origins` origins each send one message a step of the size
 // it emits itself, paced at its own step rate alone: the step time with
 // gossip on against off, in one run.
+#include "ctl/bench_inbound.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -53,7 +55,7 @@
 #include "codec/weight_checksum.h"
 #include "cpu/cpu_backend.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 #include "model/backend.h"
 #include "model/model.h"
 #include "proto/reckon.grpc.pb.h"
@@ -61,7 +63,6 @@
 #include "server/grpc_transport.h"
 #include "server/node.h"
 #include "worker/backend_factory.h"
-#include "worker/publisher.h"
 
 ABSL_FLAG(int64_t, origins, 4, "peers sending to the node (bench inbound)");
 ABSL_FLAG(int64_t, messages, 30, "messages each origin sends (bench inbound)");
@@ -83,15 +84,7 @@ ABSL_FLAG(std::string, train_activation, "relu",
 namespace reckon::ctl {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr int kFractionBits = 32;
-constexpr uint64_t kSeed = 1;
-
-struct Size {
-  const char* name;
-  uint64_t params;
-  uint64_t updates;  // per message
-};
+using namespace inbound;  // NOLINT: the bench's own pieces
 
 struct Path {
   const char* name;  // "mirror", "worker", "gpu-host"
@@ -118,148 +111,6 @@ struct Figures {
   double updates_per_s() const { return origins * messages * double(size.updates) / seconds; }
   double messages_per_s() const { return origins * messages / seconds; }
 };
-
-v1::ClusterFingerprint Fingerprint(uint64_t params) {
-  server::ClusterSpec spec;
-  spec.model = "bench-inbound";
-  spec.param_count = params;
-  spec.fraction_bits = kFractionBits;
-  spec.seed = kSeed;
-  return server::MakeFingerprint(spec);
-}
-
-// `count` Update frames of `origin`, seqs 1..count, each `updates` distinct
-// random indices with random signs, Rice-coded, with their checksum
-// contribution (what every receiver checks).
-std::vector<v1::GossipFrame> MakeMessages(const std::string& origin, const Size& size, int count,
-                                          uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(size.params - 1));
-  const codec::WeightChecksum checksum(kSeed);
-  constexpr int64_t kStepQuanta = int64_t{1} << 20;
-  std::vector<v1::GossipFrame> frames(count);
-  for (int m = 0; m < count; ++m) {
-    std::set<uint32_t> indices;
-    while (indices.size() < size.updates) indices.insert(pick(rng));
-    std::vector<uint32_t> words;
-    words.reserve(indices.size());
-    for (uint32_t index : indices) words.push_back(index | (rng() & 1 ? 0x80000000u : 0));
-    v1::Update* u = frames[m].mutable_update();
-    u->mutable_origin()->set_node_id(origin);
-    u->mutable_origin()->set_incarnation(1);
-    u->set_seq(m + 1);
-    (void)codec::EncodeThresholdUpdate(words, kStepQuanta, size.params, v1::CODEC_THRESHOLD_RICE,
-                                       u);
-    u->set_checksum_delta(checksum.OfUpdate(kStepQuanta, words));
-  }
-  return frames;
-}
-
-// CPU time the threads of this process whose names start with `prefix` have
-// run, in ns (schedstat's first field): 0 when there are none.
-uint64_t ThreadCpuNs(const std::string& prefix) {
-  uint64_t total = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string line;
-    std::getline(comm, line);
-    if (line.rfind(prefix, 0) != 0) continue;
-    std::ifstream stat(task.path() / "schedstat");
-    uint64_t ns = 0;
-    stat >> ns;
-    total += ns;
-  }
-  return total;
-}
-
-double OwnCpuNs() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
-}
-
-// One origin: Hello, the node's answer, then every frame as fast as the
-// stream takes them; it reads (and drops) what the node sends until the
-// call ends.
-class Origin {
- public:
-  Origin(const std::string& address, const std::string& id, const v1::ClusterFingerprint& f)
-      : stub_(v1::Gossip::NewStub(grpc::CreateCustomChannel(
-            address, grpc::InsecureChannelCredentials(),
-            server::GossipChannelArguments(server::TransportOptions{})))) {
-    stream_ = stub_->Exchange(&context_);
-    v1::GossipFrame hello;
-    *hello.mutable_hello()->mutable_fingerprint() = f;
-    hello.mutable_hello()->mutable_self()->set_node_id(id);
-    hello.mutable_hello()->mutable_self()->set_incarnation(1);
-    hello.mutable_hello()->set_listen_address("127.0.0.1:1");  // never dialed: we are linked
-    stream_->Write(hello);
-    v1::GossipFrame answer;
-    answered_ = stream_->Read(&answer) && answer.has_hello();
-    reader_ = std::thread([this] {
-      v1::GossipFrame frame;
-      while (stream_->Read(&frame)) {
-      }
-    });
-  }
-  ~Origin() {
-    context_.TryCancel();
-    reader_.join();
-    (void)stream_->Finish();  // CANCELLED: the call's end, read out
-  }
-  bool answered() const { return answered_; }
-  void Send(const std::vector<v1::GossipFrame>& frames) {
-    for (const v1::GossipFrame& f : frames) {
-      if (!stream_->Write(f)) return;
-    }
-  }
-  // The k-th frame at `start` + k `interval`, until `stop`.
-  void SendPaced(const std::vector<v1::GossipFrame>& frames, Clock::time_point start,
-                 Clock::duration interval, const std::atomic<bool>& stop) {
-    for (size_t k = 0; k < frames.size() && !stop.load(); ++k) {
-      std::this_thread::sleep_until(start + static_cast<int64_t>(k) * interval);
-      if (!stream_->Write(frames[k])) return;
-    }
-  }
-
- private:
-  std::unique_ptr<v1::Gossip::Stub> stub_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::GossipFrame, v1::GossipFrame>> stream_;
-  bool answered_ = false;
-  std::thread reader_;
-};
-
-// A node on a gossip server on loopback, and `origins` streams into it
-// that said Hello ("o0", "o1", ...). The members are declared in the order
-// they are to be destroyed in reverse: origins first, then the node, then
-// the server (callers stop the node and shut the server down first).
-struct Receiver {
-  std::unique_ptr<server::GossipServer> server;
-  std::unique_ptr<server::GossipNode> node;
-  std::vector<std::unique_ptr<Origin>> origins;
-};
-
-// `o` without its listen address (the server's port gives it).
-absl::StatusOr<Receiver> StartReceiver(server::NodeOptions o, std::span<const int64_t> initial,
-                                       int origins) {
-  Receiver r;
-  int port = 0;
-  RECKON_ASSIGN_OR_RETURN(r.server, server::GossipServer::Start("127.0.0.1:0", {}, &port));
-  o.listen_address = absl::StrCat("127.0.0.1:", port);
-  o.failure_timeout = std::chrono::seconds(120);  // origins send no heartbeats
-  RECKON_ASSIGN_OR_RETURN(r.node, server::GossipNode::Create(o, initial, kFractionBits));
-  r.server->SetNode(r.node.get());
-  r.node->Start(r.server->MakeDialer(r.node.get()));
-  for (int i = 0; i < origins; ++i) {
-    r.origins.push_back(
-        std::make_unique<Origin>(o.listen_address, absl::StrCat("o", i), o.fingerprint));
-    if (!r.origins.back()->answered()) {
-      return absl::UnavailableError(absl::StrCat("origin ", i, " got no Hello back"));
-    }
-  }
-  return r;
-}
 
 // `frames`: per origin, its messages (MakeMessages).
 absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
@@ -392,216 +243,6 @@ void Print(const Figures& f, bool json, std::ostream& out) {
 }
 
 // The training thread's side: step times alone and while absorbing.
-struct TrainingFigures {
-  int origins = 0;
-  int steps = 0;
-  int threads = 0;  // the backend's (0: every core)
-  uint64_t params = 0;
-  double emitted_updates = 0;         // the trainer's own, a step (mean)
-  double step_ms_alone = 0;           // mean
-  double step_ms_absorbing = 0;       // mean, everything below included
-  double apply_ms_absorbing = 0;      // applying the peers' messages, a step
-  double publish_ms_absorbing = 0;    // encoding, applying and publishing its own, a step
-  uint64_t messages_absorbed = 0;     // peers' messages the trainer applied
-  double offered_messages_per_s = 0;  // origins / step_ms_alone
-  double node_cpu_ms_per_message = 0, validation_cpu_ms_per_message = 0;
-  std::string backend;  // its Describe()
-};
-
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-struct TrainingModel {
-  std::string backend = "cpu";
-  std::string layers = "784,512,512,10";
-  std::string activation = "relu";
-};
-
-// The model (the default one unless --train-layers), batch 100, threshold
-// 0.005, on random standardized inputs (20 batches, cycled: the arithmetic
-// is that of real data), on the backend asked for.
-absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int threads,
-                                                const TrainingModel& model) {
-  TrainingFigures out;
-  out.origins = origins;
-  out.steps = steps;
-  out.threads = threads;
-  constexpr int kBatch = 100, kBatches = 20;
-  RECKON_ASSIGN_OR_RETURN(model::ModelShape shape,
-                          model::ModelShape::Parse(model.layers, model.activation));
-  out.params = shape.param_count();
-  model::BackendConfig config;
-  config.shape = shape;
-  config.max_batch = kBatch;
-  config.mode = model::UpdateMode::kThreshold;
-  config.codec.codec = v1::CODEC_THRESHOLD_RICE;
-  RECKON_ASSIGN_OR_RETURN(config.step, codec::MakeThresholdStep(0.005, kFractionBits));
-  config.optimizer.learning_rate = 0.01;
-  config.threads = threads;
-  std::string chosen;
-  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
-                          worker::MakeBackend(model.backend, config, &chosen));
-  out.backend = backend->Describe();
-  RECKON_ASSIGN_OR_RETURN(codec::FixedPointReplica init,
-                          codec::FixedPointReplica::Create(shape.param_count(), kFractionBits));
-  RECKON_RETURN_IF_ERROR(model::InitializeModel(shape, kSeed, &init));
-  RECKON_RETURN_IF_ERROR(backend->LoadWeights(init.quanta()));
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(size_t(kBatches) * kBatch * shape.inputs());
-  for (float& v : x) v = normal(rng);
-  std::vector<int32_t> labels(size_t(kBatches) * kBatch);
-  for (int32_t& l : labels) l = static_cast<int32_t>(rng() % shape.classes());
-  model::Emission emission;
-  int next_batch = 0;
-  const auto stage = [&](int k) {
-    const size_t b = size_t(k % kBatches);
-    return backend->StageBatch(
-        std::span<const float>(x).subspan(b * kBatch * shape.inputs(), kBatch * shape.inputs()),
-        std::span<const int32_t>(labels).subspan(b * kBatch, kBatch));
-  };
-  // As the trainer steps: in halves, the next batch staged while one computes.
-  RECKON_RETURN_IF_ERROR(stage(next_batch));
-  auto train = [&]() -> absl::Status {
-    RECKON_RETURN_IF_ERROR(backend->LaunchTrainStep(0.01f, &emission));
-    const absl::Status staged = stage(++next_batch);
-    RECKON_RETURN_IF_ERROR(backend->FinishTrainStep().status());
-    return staged;
-  };
-  // The trainer's own publishing path (worker/publisher.h): alone, nothing
-  // sent; then into the node.
-  worker::PublisherOptions publishing;
-  publishing.node_id = "trainer";
-  publishing.incarnation = 1;
-  publishing.param_count = shape.param_count();
-  worker::Publisher alone(publishing);
-  auto train_alone = [&]() -> absl::Status {
-    RECKON_RETURN_IF_ERROR(train());
-    return alone
-        .PublishThreshold(backend.get(), emission.words, config.step,
-                          worker::WordsFrom::kLastEmission)
-        .status();
-  };
-  for (int i = 0; i < 5; ++i) RECKON_RETURN_IF_ERROR(train_alone());  // warm-up
-  double emitted = 0;
-  Clock::time_point t0 = Clock::now();
-  for (int i = 0; i < steps; ++i) {
-    RECKON_RETURN_IF_ERROR(train_alone());
-    emitted += double(emission.words.size());
-  }
-  out.step_ms_alone = MsSince(t0) / steps;
-  out.emitted_updates = emitted / steps;
-  out.offered_messages_per_s = origins * 1e3 / out.step_ms_alone;
-
-  // Each origin's messages: the size the trainer emits, one a step.
-  const Size size{"default", shape.param_count(),
-                  std::max<uint64_t>(1, static_cast<uint64_t>(out.emitted_updates))};
-  std::vector<std::vector<v1::GossipFrame>> frames;
-  for (int i = 0; i < origins; ++i) {
-    frames.push_back(MakeMessages(absl::StrCat("o", i), size, steps, 2000 + uint64_t(i)));
-  }
-  server::NodeOptions o;
-  o.node_id = "trainer";
-  o.incarnation = 1;
-  o.fingerprint = Fingerprint(shape.param_count());
-  o.replica = server::NodeOptions::Replica::kTrainingThread;  // a worker's node
-  RECKON_ASSIGN_OR_RETURN(Receiver receiver, StartReceiver(o, init.quanta(), origins));
-  server::GossipNode* node = receiver.node.get();
-  std::vector<std::unique_ptr<Origin>>& senders = receiver.origins;
-  std::atomic<bool> stop{false};
-  const auto interval = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double, std::milli>(out.step_ms_alone));
-  const uint64_t node_cpu_before = ThreadCpuNs("reckon-gossip");
-  const uint64_t recv_cpu_before = ThreadCpuNs("reckon-recv");
-  t0 = Clock::now();
-  std::vector<std::thread> writers;
-  for (int i = 0; i < origins; ++i) {
-    writers.emplace_back([&, i] { senders[i]->SendPaced(frames[i], t0, interval, stop); });
-  }
-  // A worker's step with gossip on (worker/gossip_peers.cc BeforeStep, then
-  // the trainer's publisher): the peers' messages applied in one batch, the
-  // step, its own emission encoded, applied and published.
-  publishing.sink = [node](v1::Update message, const codec::DecodedUpdate& decoded) {
-    return node->Publish(std::move(message), decoded);
-  };
-  worker::Publisher publisher(publishing);
-  absl::Status status;
-  double apply_ms = 0, publish_ms = 0;
-  for (int i = 0; i < steps && status.ok(); ++i) {
-    Clock::time_point at = Clock::now();
-    server::Received received = node->TakeReceived();
-    std::vector<model::UpdateRef> batch;
-    for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words, u->quanta});
-    status = backend->ApplyUpdateBatch(batch);
-    out.messages_absorbed += received.updates.size();
-    apply_ms += MsSince(at);
-    if (status.ok()) status = train();
-    if (!status.ok()) break;
-    at = Clock::now();
-    status = publisher
-                 .PublishThreshold(backend.get(), emission.words, config.step,
-                                   worker::WordsFrom::kLastEmission)
-                 .status();
-    publish_ms += MsSince(at);
-  }
-  out.step_ms_absorbing = MsSince(t0) / steps;
-  const uint64_t node_cpu_ns = ThreadCpuNs("reckon-gossip") - node_cpu_before;
-  const uint64_t recv_cpu_ns = ThreadCpuNs("reckon-recv") - recv_cpu_before;
-  const uint64_t accepted = node->counters().updates_applied();
-  stop = true;
-  for (std::thread& w : writers) w.join();
-  senders.clear();
-  node->Stop(false, std::chrono::milliseconds(0));
-  receiver.server->Shutdown(std::chrono::milliseconds(1000));
-  RECKON_RETURN_IF_ERROR(status);
-  out.apply_ms_absorbing = apply_ms / steps;
-  out.publish_ms_absorbing = publish_ms / steps;
-  if (accepted > 0) {
-    out.node_cpu_ms_per_message = node_cpu_ns / 1e6 / double(accepted);
-    out.validation_cpu_ms_per_message = recv_cpu_ns / 1e6 / double(accepted);
-  }
-  return out;
-}
-
-void PrintTraining(const TrainingFigures& f, bool json, std::ostream& out) {
-  if (json) {
-    out << base::Json{{"section", "training"},
-                      {"params", f.params},
-                      {"backend", f.backend},
-                      {"origins", f.origins},
-                      {"steps", f.steps},
-                      {"threads", f.threads},
-                      {"emitted_updates_per_step", f.emitted_updates},
-                      {"offered_messages_per_s", f.offered_messages_per_s},
-                      {"step_ms_alone", f.step_ms_alone},
-                      {"step_ms_absorbing", f.step_ms_absorbing},
-                      {"step_ratio", f.step_ms_absorbing / f.step_ms_alone},
-                      {"apply_ms_per_step", f.apply_ms_absorbing},
-                      {"publish_ms_per_step", f.publish_ms_absorbing},
-                      {"messages_absorbed", f.messages_absorbed},
-                      {"node_cpu_ms_per_message", f.node_cpu_ms_per_message},
-                      {"validation_cpu_ms_per_message", f.validation_cpu_ms_per_message}}
-               .dump()
-        << "\n";
-    return;
-  }
-  out << absl::StrFormat(
-      "Training while absorbing (%s, %d parameters, batch 100, threshold 0.005, %d steps, "
-      "%s):\n"
-      "  alone: %.3f ms a step, %.0f updates emitted a step\n"
-      "  with %d origins each sending one such message a step (%.0f msg/s): %.3f ms a step "
-      "(%.3fx alone), of which %.3f ms applying the peers' messages and %.3f ms encoding and "
-      "publishing its own; %llu of %d messages applied by the trainer; node CPU %.3f ms and "
-      "validation CPU %.3f ms a message\n",
-      f.backend, f.params, f.steps,
-      f.threads > 0 ? absl::StrCat(f.threads, " threads") : "every core", f.step_ms_alone,
-      f.emitted_updates, f.origins, f.offered_messages_per_s, f.step_ms_absorbing,
-      f.step_ms_absorbing / f.step_ms_alone, f.apply_ms_absorbing, f.publish_ms_absorbing,
-      static_cast<unsigned long long>(f.messages_absorbed), f.origins * f.steps,
-      f.node_cpu_ms_per_message, f.validation_cpu_ms_per_message);
-}
-
 }  // namespace
 
 int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

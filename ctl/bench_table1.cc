@@ -16,7 +16,7 @@
 #include "base/json.h"
 #include "codec/codec.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 
 ABSL_DECLARE_FLAG(std::string, codec);
 ABSL_DECLARE_FLAG(int64_t, seed);

@@ -14,7 +14,7 @@
 #include "codec/weight_checksum.h"
 #include "cpu/cpu_backend.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 #include "model/backend.h"
 #include "server/tls.h"
 #include "server/update_signature.h"

@@ -36,7 +36,7 @@
 #include "base/process.h"
 #include "codec/update_message.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 #include "ctl/worker_summary.h"
 #include "model/model.h"
 #include "proto/bench.grpc.pb.h"

@@ -11,7 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "base/flags.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 #include "server/node.h"
 #include "server/tls.h"
 

@@ -15,7 +15,7 @@
 #include "codec/update_message.h"
 #include "codec/update_words.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 
 ABSL_FLAG(int64_t, fraction_bits, 32, "fixed-point fraction bits");
 ABSL_FLAG(std::string, output, "", "where to write the serialized Update");

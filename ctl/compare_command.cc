@@ -22,7 +22,7 @@
 #include "base/status_macros.h"
 #include "base/stop_signals.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 #include "ctl/worker_summary.h"
 
 ABSL_FLAG(std::string, codecs, "threshold,onebit,dyntree8,dense", "compare: codecs to run");

@@ -12,7 +12,7 @@
 #include "base/files.h"
 #include "base/flags.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 #include "ctl/onnx_runner.h"
 #include "worker/dataset.h"
 #include "worker/npy.h"

@@ -9,7 +9,7 @@
 #include "base/files.h"
 #include "base/flags.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 #include "ctl/model_export.h"
 
 ABSL_FLAG(std::string, checkpoint, "", "a worker's checkpoint (--checkpoint of reckon-worker)");

@@ -35,7 +35,7 @@
 #include "base/json.h"
 #include "base/stop_signals.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 #include "ctl/net_lab.h"
 
 namespace reckon::ctl {

@@ -18,9 +18,9 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -31,7 +31,7 @@
 #include "base/status_macros.h"
 #include "base/stop_signals.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 #include "ctl/gossip_figures.h"
 #include "ctl/net_lab.h"
 #include "ctl/worker_summary.h"

@@ -6,7 +6,7 @@
 #include "absl/flags/flag.h"
 #include "base/flags.h"
 #include "ctl/commands.h"
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 #include "server/grpc_clients.h"
 #include "server/grpc_transport.h"
 #include "server/node.h"

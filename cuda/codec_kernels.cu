@@ -1,6 +1,6 @@
 #include "cuda/codec_kernels.h"
 #include "cuda/cuda_check.h"
-#include "cuda/elementwise.h"
+#include "cuda/device_elementwise.h"
 #include "cuda/launch_shape.h"
 
 namespace reckon::cuda {

@@ -1,7 +1,7 @@
 // The quanta codecs' encoders as kernels (onebit's column statistics and
 // signs, dyntree8's abs max, scales and codes), for cuda/device_codec.h.
 // Each kernel's arithmetic is a __host__ __device__ function of
-// cuda/elementwise.h that tests/cuda_elementwise_test.cc holds to the host
+// cuda/device_elementwise.h that tests/cuda_elementwise_test.cc holds to the host
 // encoders (codec/onebit.cc, codec/dyntree8.cc) bit for bit; the kernels
 // only lay the work out over threads, and no result depends on that layout
 // (a column's sum is one thread's loop in row order; a maximum is exact in
@@ -33,14 +33,14 @@ struct DeviceTensor {
 };
 
 // residual[i] += delta[i]; *first_bad = the lowest i whose sum the quanta
-// codecs refuse (NaN, Inf, |r| * 2^fb >= 2^62: cuda/elementwise.h
+// codecs refuse (NaN, Inf, |r| * 2^fb >= 2^62: cuda/device_elementwise.h
 // DenseValueRefused, codec::EncodeWithFeedback's check), else ~0.
 absl::Status LaunchAccumulateChecked(const float* delta, float* residual, size_t n,
                                      int fraction_bits, unsigned long long* first_bad,
                                      cudaStream_t stream);
 
 // Onebit, 1: every column's (plus, minus) payload values into
-// column_values[2c], [2c + 1] (cuda/elementwise.h OneBitColumn), one
+// column_values[2c], [2c + 1] (cuda/device_elementwise.h OneBitColumn), one
 // thread per column.
 absl::Status LaunchOneBitColumns(const float* residual, const DeviceTensor* tensors,
                                  int tensor_count, uint32_t total_columns, int fraction_bits,
@@ -49,7 +49,7 @@ absl::Status LaunchOneBitColumns(const float* residual, const DeviceTensor* tens
 // Onebit, 2: each parameter's sign into bit i % 32 of sign_words[i / 32]
 // (the words' little-endian bytes are the payload's sign bytes; bits past n
 // are 0), its quanta (its column's plus or minus), and error feedback: the
-// residual keeps r - quanta * quantum (cuda/elementwise.h DenseFeedback),
+// residual keeps r - quanta * quantum (cuda/device_elementwise.h DenseFeedback),
 // or 0 without feedback.
 absl::Status LaunchOneBitQuantize(float* residual, size_t n, const DeviceTensor* tensors,
                                   int tensor_count, const float* column_values, bool feedback,
@@ -70,7 +70,7 @@ absl::Status LaunchDynTreeTables(const uint32_t* absmax_bits, int tensor_count, 
                                  int fraction_bits, const uint64_t* fractions,
                                  const unsigned long long* first_bad, float* scales,
                                  int64_t* tables, double* to_normalized, cudaStream_t stream);
-// Dyntree8, 3: each parameter's code and quanta (cuda/elementwise.h
+// Dyntree8, 3: each parameter's code and quanta (cuda/device_elementwise.h
 // DynTree8Element, searching the 127 `midpoints`), then error feedback as
 // onebit's.
 absl::Status LaunchDynTree8Encode(float* residual, const DeviceTensor* tensors, int tensor_count,

@@ -28,8 +28,8 @@
 #include "cuda/device.h"
 #include "cuda/device_buffer.h"
 #include "cuda/device_codec.h"
+#include "cuda/device_elementwise.h"
 #include "cuda/device_replica.h"
-#include "cuda/elementwise.h"
 #include "cuda/kernels.h"
 #include "cuda/threshold_pass.h"
 

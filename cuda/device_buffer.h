@@ -1,5 +1,5 @@
 // Device and pinned host buffers, and the synchronous copy out that reads
-// use: what the CUDA backend and the flat replica (cuda/flat_replica.h)
+// use: what the CUDA backend and the flat replica (cuda/cuda_flat_replica.h)
 // hold their state in. Host C++ (nvcc never sees this header).
 //
 // Threading: a buffer is owned by one object and used on its thread.

@@ -2,7 +2,7 @@
 // on a GPU): the int64 quanta, the float32 copy the model reads, always
 // (float)((double)q * 2^-fraction_bits), and the staging of the batched
 // apply (cuda/kernels.h LaunchApplyWords). The CUDA backend and the flat
-// replica (cuda/flat_replica.h) each hold one.
+// replica (cuda/cuda_flat_replica.h) each hold one.
 //
 // Applies add modulo 2^64, as every replica does, so nothing is refused
 // after the words pass their checks and nothing is half-applied.
@@ -100,7 +100,7 @@ class DeviceReplica {
   // worker's own step is applied: `count` words on the device of
   // +-step_quanta, or `dense` (host; empty for none). The replica is not
   // touched. For AdaGrad on the aggregate: at the next step, quanta - into
-  // is what the peers moved (cuda/elementwise.h PeerMovement).
+  // is what the peers moved (cuda/device_elementwise.h PeerMovement).
   absl::Status ProjectOwnStep(const uint32_t* d_words, uint64_t count, int64_t step_quanta,
                               std::span<const int64_t> dense, int64_t* into);
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "cuda/cuda_check.h"
-#include "cuda/elementwise.h"
+#include "cuda/device_elementwise.h"
 #include "cuda/kernels.h"
 #include "cuda/launch_shape.h"
 

@@ -22,7 +22,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "cuda/elementwise.h"
+#include "cuda/device_elementwise.h"
 
 namespace reckon::cuda {
 
@@ -49,7 +49,7 @@ absl::Status LaunchActivationBackward(const float* pre, const float* post, float
                                       int activation, cudaStream_t stream);
 
 // The optimizer's delta, in place of the gradient (model::AccumulateDelta
-// without the final residual add; cuda/elementwise.h OptimizerDelta):
+// without the final residual add; cuda/device_elementwise.h OptimizerDelta):
 //   g = grad + weight_decay * weights   (weights only read when wd != 0)
 //   kind 0 sgd:      delta = -lr g
 //   kind 1 momentum: v = momentum v - lr g; delta = v
@@ -72,7 +72,7 @@ absl::Status LaunchRefreshWeights(const int64_t* quanta, float* weights, size_t 
 
 // quanta[i] += delta[i] modulo 2^64, as every replica adds
 // (codec/fixed_point.h Apply). *wrapped (when not null) counts the
-// additions that left the int64 range (cuda/elementwise.h WrappingAdd).
+// additions that left the int64 range (cuda/device_elementwise.h WrappingAdd).
 absl::Status LaunchAddDense(const int64_t* delta, int64_t* quanta, size_t n,
                             unsigned long long* wrapped, cudaStream_t stream);
 
@@ -102,13 +102,13 @@ absl::Status LaunchRefreshTouched(const uint32_t* words, uint64_t total_words,
 // the residual then holds R + delta and the replica is untouched, as on
 // the CPU), q = the dense codec's quanta of the residual, the residual
 // keeps what q does not carry, quanta += q modulo 2^64, weights refreshed.
-// cuda/elementwise.h holds the per-element rules.
+// cuda/device_elementwise.h holds the per-element rules.
 absl::Status LaunchDenseApplyLocal(const float* delta, float* residual, int64_t* quanta,
                                    float* weights, size_t n, int fraction_bits,
                                    unsigned long long* first_bad, cudaStream_t stream);
 
 // A framework's step as a delta for the threshold pass (the flat replica,
-// cuda/flat_replica.h): delta[i] = params[i] - replica[i] in float32, the
+// cuda/cuda_flat_replica.h): delta[i] = params[i] - replica[i] in float32, the
 // host's arithmetic; *first_bad = the lowest i whose params[i] is NaN or
 // Inf, else ~0 (the caller reads it before the residual takes the delta).
 absl::Status LaunchFlatDifference(const float* params, const float* replica, float* delta, size_t n,

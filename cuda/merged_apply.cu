@@ -5,7 +5,7 @@
 
 #include "base/status_macros.h"
 #include "cuda/cuda_check.h"
-#include "cuda/elementwise.h"
+#include "cuda/device_elementwise.h"
 #include "cuda/launch_shape.h"
 #include "cuda/merged_apply.h"
 

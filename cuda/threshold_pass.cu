@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "cuda/cuda_check.h"
-#include "cuda/elementwise.h"
+#include "cuda/device_elementwise.h"
 #include "cuda/event_timer.h"
 #include "cuda/threshold_pass.h"
 
@@ -36,7 +36,7 @@ constexpr int kTileElements = kTileThreads * kTileItems;
 using TileState = cub::ScanTileState<int>;
 using PlusInt = ::cuda::std::plus<int>;
 
-// Strom's rule on one accumulated residual value (cuda/elementwise.h
+// Strom's rule on one accumulated residual value (cuda/device_elementwise.h
 // ThresholdElement, bit-exact with codec::QuantizeResidual); non-finite
 // values emit nothing and record the lowest such index.
 __device__ __forceinline__ bool Threshold(uint32_t index, float r, float tau, float* out,

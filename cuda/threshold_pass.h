@@ -23,7 +23,7 @@
 // took 20 (gradient read, delta written, then delta and residual read,
 // residual written); momentum and AdaGrad: 20 for 28. Weight decay reads
 // the weights too (4 more in both). Bit-exact with model::AccumulateDelta
-// followed by codec::QuantizeResidual (cuda/elementwise.h).
+// followed by codec::QuantizeResidual (cuda/device_elementwise.h).
 //
 // All or nothing, as on the CPU: a NaN or Inf in R_i + delta_i anywhere
 // makes Finish return kInvalidArgument naming the first such index, with no
@@ -53,7 +53,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cuda/elementwise.h"
+#include "cuda/device_elementwise.h"
 
 namespace reckon::cuda {
 
@@ -86,7 +86,7 @@ class ThresholdPass {
   absl::Status Launch(const float* d_delta, float* d_residual, uint64_t n, float tau);
 
   // The fused pass: like Launch with delta = the optimizer's change
-  // (cuda/elementwise.h OptimizerDelta of `rule`) computed here from
+  // (cuda/device_elementwise.h OptimizerDelta of `rule`) computed here from
   // d_grad (not written), d_state (read and written; REQUIRES non-null
   // unless rule.kind is sgd) and d_weights (read only when
   // rule.weight_decay != 0). On NaN/Inf the state keeps its update, as on

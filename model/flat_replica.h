@@ -7,7 +7,7 @@
 //
 // Where the memory is depends on the implementation: MakeHostFlatReplica
 // keeps everything in host memory and takes host parameters;
-// cuda/flat_replica.h keeps the replica and residual on a GPU and takes the
+// cuda/cuda_flat_replica.h keeps the replica and residual on a GPU and takes the
 // framework's parameters in that GPU's memory (a `std::span<float>` there
 // is a device pointer and a count: never read on the host).
 //

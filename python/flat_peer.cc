@@ -7,7 +7,7 @@
 #include "codec/codec.h"
 #include "codec/update_message.h"
 #if RECKON_HAVE_CUDA
-#include "cuda/flat_replica.h"
+#include "cuda/cuda_flat_replica.h"
 #endif
 
 namespace reckon::python {

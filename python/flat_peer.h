@@ -16,7 +16,7 @@
 //
 // The replica and residual live where the parameters do
 // (model/flat_replica.h): in host memory, or on the GPU that holds them
-// (cuda/flat_replica.h; FlatPeerOptions::device), where the step's
+// (cuda/cuda_flat_replica.h; FlatPeerOptions::device), where the step's
 // arithmetic runs as kernels and only the emitted words and the peers'
 // messages cross to and from the host.
 //

@@ -1,6 +1,6 @@
 // Anti-entropy's decisions (docs/protocol.md "Anti-entropy"), as pure
 // functions of what the node knows, so each rule is tested on its own
-// (gossip_parts_test). The node applies them per member and origin on every
+// (tests/server/). The node applies them per member and origin on every
 // heartbeat from that member, under its lock.
 #ifndef RECKON_SERVER_ANTI_ENTROPY_H_
 #define RECKON_SERVER_ANTI_ENTROPY_H_

@@ -145,7 +145,7 @@ size_t HeldBytesOf(const v1::GossipFrame& frame) {
   // and most of the inbox's; heartbeats, whose vectors hold thousands of
   // entries) without reflection, which costs about 650 ns an Update on the
   // receive path; what has unknown fields, or is anything else, through
-  // SpaceUsedLong. tests/gossip_parts_test.cc checks both against mallinfo2.
+  // SpaceUsedLong. tests/server/ (held_bytes, early_arrivals, message_log) checks both against mallinfo2.
   std::optional<size_t> fast;
   if (frame.has_update()) fast = UpdateBytes(frame);
   if (frame.has_heartbeat()) fast = HeartbeatBytes(frame);

@@ -11,7 +11,7 @@
 // whole pages) and libstdc++'s containers (a string keeps up to 15
 // characters inside itself; a red-black tree node is 32 bytes of links and
 // colour before its value; make_shared puts a 16-byte control block beside
-// the object). tests/gossip_parts_test.cc checks it against mallinfo2.
+// the object). tests/server/held_bytes_test.cc checks it against mallinfo2.
 //
 // Threads: pure functions.
 #ifndef RECKON_SERVER_HELD_BYTES_H_

@@ -10,7 +10,7 @@
 // the early-arrival buffer). Everything else (heartbeats, membership,
 // certificates, Leave) stays on the pair's stream, and a lane lives only
 // while that stream does. The decisions are pure functions here, tested on
-// their own (gossip_parts_test); the node applies them under its lock.
+// their own (tests/server/); the node applies them under its lock.
 #ifndef RECKON_SERVER_LANES_H_
 #define RECKON_SERVER_LANES_H_
 

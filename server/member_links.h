@@ -9,7 +9,7 @@
 //   - an Update goes on the least loaded of the stream and our lanes up
 //     (PickLane), and what carried each origin's last push is recorded, so a
 //     heartbeat tells loss from lateness (ForgetLost, lanes.h ProcessedThrough).
-// Socket-free: tests drive it with fake links (tests/member_links_test.cc).
+// Socket-free: tests drive it with fake links (tests/server/member_links_test.cc).
 //
 // Threads: owned by the member's record (Member::links), which the node keeps
 // in its member table; only the node's thread and its public methods use it,

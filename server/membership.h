@@ -1,6 +1,6 @@
 // Membership's decisions (docs/protocol.md sections 3 and 4), as pure
 // functions of what the node knows, so each rule is tested on its own
-// (gossip_parts_test): whom a Hello admits, what a heartbeat's member list
+// (tests/server/): whom a Hello admits, what a heartbeat's member list
 // teaches, which of two streams between a pair survives, and when the
 // failure detector declares a member dead.
 // The node applies them under its lock.

@@ -264,6 +264,11 @@ void GossipNode::ValidateUpdates(Slice& slice) {
 }
 
 bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick) {
+  // mu_ for the whole slice (up to kDecodedSliceBytes decoded). Released
+  // every few events instead, a training thread that takes each message as
+  // it comes competes with the node for the cores: on 2 cores the node's
+  // mirror took in 0.84x the updates (issue 56's note); that act is to be
+  // split so that the apply leaves the lock first.
   absl::MutexLock l(&mu_);
   if (stopping_) return false;
   PushPublished();
@@ -298,7 +303,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
       break;
   }
   v1::GossipFrame& f = e.frame;
-  counters_.set_bytes_received(counters_.bytes_received() + e.frame_bytes);
+  counters_.Add(Counters::kBytesReceivedFieldNumber, e.frame_bytes);
   if (f.has_hello()) {
     HandleHello(e.link, f.hello());
     return;
@@ -395,7 +400,7 @@ void GossipNode::Tick(Clock::time_point now) {
         continue;
       }
       Log(*dead);
-      counters_.set_members_failed(counters_.members_failed() + 1);
+      counters_.Add(Counters::kMembersFailedFieldNumber);
       m.state = MemberState::kDead;
       DropLink(m);
       RebuildRing();
@@ -409,7 +414,7 @@ void GossipNode::Tick(Clock::time_point now) {
   }
   for (const std::string& id : names_gone) StopDialing(members_.Forget(id));
   if (!names_gone.empty()) {
-    counters_.set_names_forgotten(counters_.names_forgotten() + names_gone.size());
+    counters_.Add(Counters::kNamesForgottenFieldNumber, names_gone.size());
   }
   CollectGarbage(now);
   CloseSilentStreams(now);
@@ -445,18 +450,7 @@ absl::Status GossipNode::Health() {
   return fatal_;
 }
 
-void GossipNode::Count(int field_number, uint64_t n) {
-  const google::protobuf::FieldDescriptor* field =
-      Counters::descriptor()->FindFieldByNumber(field_number);
-  // A caller's mistake, not the network's: the field numbers are constants.
-  if (field == nullptr || field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_UINT64 ||
-      field->is_repeated()) {
-    std::abort();
-  }
-  absl::MutexLock l(&mu_);
-  const google::protobuf::Reflection* reflection = counters_.GetReflection();
-  reflection->SetUInt64(&counters_, field, reflection->GetUInt64(counters_, field) + n);
-}
+void GossipNode::Count(int field_number, uint64_t n) { counters_.Add(field_number, n); }
 
 VersionMap GossipNode::Applied() {
   absl::MutexLock l(&mu_);
@@ -480,9 +474,8 @@ std::string GossipNode::MirrorHash() {
 }
 
 GossipNode::Counters GossipNode::counters() {
-  absl::MutexLock l(&mu_);
-  Counters c = counters_;
-  c.set_inbox_pauses(inbox_.pauses());  // mu_ before the inbox's lock
+  Counters c = counters_.Snapshot();
+  c.set_inbox_pauses(inbox_.pauses());
   return c;
 }
 

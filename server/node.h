@@ -59,6 +59,7 @@
 #include "server/member_table.h"
 #include "server/membership.h"
 #include "server/message_log.h"
+#include "server/node_counters.h"
 #include "server/node_options.h"
 #include "server/node_service.h"
 #include "server/overlay.h"
@@ -582,7 +583,8 @@ class GossipNode final : public NodeService {
   // Phase one of quiescence as last computed, the vector it held at, and
   // the replica's SHA-256 there.
   Settlement settlement_ ABSL_GUARDED_BY(mu_);
-  Counters counters_ ABSL_GUARDED_BY(mu_);
+  // Counted without mu_ (node_counters.h): any thread.
+  NodeCounterSet counters_;
   v1::InputStandardization input_ ABSL_GUARDED_BY(mu_);
   Clock::time_point started_;
   mutable absl::Mutex log_mu_;

@@ -48,10 +48,12 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
     }
   }
   if (!bounded.ok()) {
-    counters_.set_frames_refused(counters_.frames_refused() + 1);
-    if (counters_.frames_refused() % 1000 == 1) {  // a flood must not flood the log
+    counters_.Add(Counters::kFramesRefusedFieldNumber);
+    if (counters_.Get(Counters::kFramesRefusedFieldNumber) % 1000 ==
+        1) {  // a flood must not flood the log
       Log(absl::StrCat("refused a heartbeat from ", m.node_id, ": ", bounded.message(), " (",
-                       counters_.frames_refused(), " frames refused so far)"));
+                       counters_.Get(Counters::kFramesRefusedFieldNumber),
+                       " frames refused so far)"));
     }
     return;
   }
@@ -74,7 +76,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   // and still lacks some of it. Serve again from what it has.
   m.links.ForgetLost(m.applied, hb.frames_received(), hb.lane_frames_received());
   ListLearned learned = members_.Learn(m, hb.members(), now);
-  counters_.set_members_refused(counters_.members_refused() + learned.refused);
+  counters_.Add(Counters::kMembersRefusedFieldNumber, learned.refused);
   for (const LearnedAddress& l : learned.addresses) {
     if (l.new_member) {
       Log(absl::StrCat("learned of peer ", l.member->node_id, " at ", l.address.substr(0, 64),
@@ -104,7 +106,7 @@ void GossipNode::LearnRefusedOrigins(Member& m, const v1::Heartbeat& hb) {
   }
   const size_t found = m.refused_here.size() + m.refused_there.size() - before;
   if (found == 0) return;
-  counters_.set_origins_diverged(counters_.origins_diverged() + found);
+  counters_.Add(Counters::kOriginsDivergedFieldNumber, found);
   if (before == 0) {
     Log(absl::StrCat("origins past --max-origins (", options_.max_origins, "): ", m.node_id,
                      " applied ", m.refused_here.size(), " that this node refuses and refuses ",
@@ -169,8 +171,8 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
       if (!may) break;
       const bool resend = it->first <= SeqOf(m.ever_sent, origin);
       if (!SendUpdate(m, origin, it->first, it->second.frame)) break;
-      counters_.set_repairs_sent(counters_.repairs_sent() + 1);
-      if (resend) counters_.set_repairs_resent(counters_.repairs_resent() + 1);
+      counters_.Add(Counters::kRepairsSentFieldNumber);
+      if (resend) counters_.Add(Counters::kRepairsResentFieldNumber);
     }
   }
 }

@@ -20,10 +20,10 @@ namespace reckon::server {
 void GossipNode::RecordReplicaCheck(const VersionMap& at, uint64_t measured, uint64_t expected,
                                     double ms) {
   absl::MutexLock l(&mu_);
-  counters_.set_replica_checks(counters_.replica_checks() + 1);
+  counters_.Add(Counters::kReplicaChecksFieldNumber);
   handoff_.RecordCheck(at, measured, measured == expected, ms);
   if (measured == expected) return;
-  counters_.set_replica_check_failures(counters_.replica_check_failures() + 1);
+  counters_.Add(Counters::kReplicaCheckFailuresFieldNumber);
   Log(absl::StrCat("REPLICA CHECK FAILED: the training replica's checksum is ",
                    codec::ChecksumHex(measured), " but the messages it applied give ",
                    codec::ChecksumHex(expected), " at ", VersionJson(at),
@@ -55,7 +55,7 @@ std::optional<std::string> GossipNode::RepairSource() {
 
 void GossipNode::CountReplicaRepair() {
   absl::MutexLock l(&mu_);
-  counters_.set_replica_repairs(counters_.replica_repairs() + 1);
+  counters_.Add(Counters::kReplicaRepairsFieldNumber);
 }
 
 void GossipNode::ComparePeerCheck(Member& m) {
@@ -66,11 +66,11 @@ void GossipNode::ComparePeerCheck(Member& m) {
   if (!ours) return;  // behind the history we keep (or our snapshot's cut): not comparable
   if (*ours == check.checksum) {
     ++m.checks_agreed;
-    counters_.set_peer_checks_agreed(counters_.peer_checks_agreed() + 1);
+    counters_.Add(Counters::kPeerChecksAgreedFieldNumber);
     return;
   }
   ++m.checks_diverged;
-  counters_.set_divergences(counters_.divergences() + 1);
+  counters_.Add(Counters::kDivergencesFieldNumber);
   Log(absl::StrCat("DIVERGENCE: ", m.node_id, "'s replica checked ",
                    codec::ChecksumHex(check.checksum), " at ", VersionJson(check.at),
                    " but the messages this node applied give ", codec::ChecksumHex(*ours),
@@ -133,8 +133,8 @@ bool GossipNode::WaitWhileBacklogged(Clock::time_point deadline) {
     }
     changed_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
   }
-  counters_.set_backpressure_ms(
-      counters_.backpressure_ms() +
+  counters_.Add(
+      Counters::kBackpressureMsFieldNumber,
       static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()));
   return go_on;

@@ -17,50 +17,41 @@
 
 namespace reckon::server {
 
-namespace {
-
-// The metrics label of a wire codec (Counters::updates_received).
-std::string CodecLabel(v1::Codec codec) {
-  if (codec == v1::CODEC_THRESHOLD_RICE) return "rice";
-  if (codec == v1::CODEC_THRESHOLD_PACKED32) return "packed32";
-  return codec::CodecFlagName(codec);
-}
-
-}  // namespace
-
 void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame,
                               std::optional<ValidatedUpdate> validated) {
   const v1::Update& update = frame->update();
   const OriginKey origin = KeyOf(update.origin());
   if (!ValidNodeId(origin.node_id) || update.seq() == 0) {
-    counters_.set_decode_errors(counters_.decode_errors() + 1);
+    counters_.Add(Counters::kDecodeErrorsFieldNumber);
     Log(absl::StrCat("dropped an Update from ", from.node_id, ": origin or seq is not valid"));
     return;
   }
   const uint64_t have = SeqOf(replica_.applied(), origin);
   if (origin == self_ || update.seq() <= have || early_.Holds(origin, update.seq())) {
-    counters_.set_duplicates_dropped(counters_.duplicates_dropped() + 1);
+    counters_.Add(Counters::kDuplicatesDroppedFieldNumber);
     return;
   }
   const bool origin_applied = have > 0 || replica_.applied().count(origin) > 0;
   if (!origin_applied && RefusesNewOrigin(origin)) {
     // Dropped before anything is kept of it.
-    counters_.set_origins_refused(counters_.origins_refused() + 1);
-    if (counters_.origins_refused() % 1000 == 1) {  // a flood must not flood the log
+    counters_.Add(Counters::kOriginsRefusedFieldNumber);
+    if (counters_.Get(Counters::kOriginsRefusedFieldNumber) % 1000 ==
+        1) {  // a flood must not flood the log
       Log(absl::StrCat("dropped an Update of a new origin ", origin.ToString().substr(0, 96),
                        " from ", from.node_id, ": ", replica_.applied().size(), " origins known (",
-                       counters_.origins_refused(), " dropped so far)"));
+                       counters_.Get(Counters::kOriginsRefusedFieldNumber), " dropped so far)"));
     }
     return;
   }
   if (certificates_) {
     // Before anything is kept of it: only its origin can have made it.
     if (absl::Status v = certificates_->Verify(update); !v.ok()) {
-      counters_.set_signature_errors(counters_.signature_errors() + 1);
-      if (counters_.signature_errors() % 1000 == 1) {  // a flood must not flood the log
+      counters_.Add(Counters::kSignatureErrorsFieldNumber);
+      if (counters_.Get(Counters::kSignatureErrorsFieldNumber) % 1000 ==
+          1) {  // a flood must not flood the log
         Log(absl::StrCat("refused Update ", origin.ToString().substr(0, 96), " seq ", update.seq(),
                          " from ", from.node_id, ": ", v.message(), " (",
-                         counters_.signature_errors(), " refused so far)"));
+                         counters_.Get(Counters::kSignatureErrorsFieldNumber), " refused so far)"));
       }
       return;
     }
@@ -71,7 +62,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     validated = ValidateUpdate(update, param_count_, checksum_);
   }
   if (!validated->status.ok()) {
-    counters_.set_decode_errors(counters_.decode_errors() + 1);
+    counters_.Add(Counters::kDecodeErrorsFieldNumber);
     Log(absl::StrCat("dropped Update ", origin.ToString(), " seq ", update.seq(), " from ",
                      from.node_id, ": ", validated->status.message()));
     return;
@@ -81,7 +72,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     // Early: wait for the gap to fill (anti-entropy fills it). A drop here
     // is a loss the sender learns of from our heartbeat, and repairs.
     if (!early_.Keep(origin, update.seq(), {frame, decoded}, origin_applied))
-      counters_.set_early_dropped(counters_.early_dropped() + 1);
+      counters_.Add(Counters::kEarlyDroppedFieldNumber);
     return;
   }
   Accept(origin, frame, decoded);
@@ -119,8 +110,10 @@ codec::FixedPointReplica::ParallelFor GossipNode::StripedApply(
 
 void GossipNode::CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped) {
   if (wrapped == 0) return;
-  const uint64_t total = counters_.weights_wrapped() + wrapped;
-  counters_.set_weights_wrapped(total);
+  counters_.Add(Counters::kWeightsWrappedFieldNumber, wrapped);
+  // Counted under mu_ here (the node thread and Publish): the total read
+  // back is this call's.
+  const uint64_t total = counters_.Get(Counters::kWeightsWrappedFieldNumber);
   if ((total - wrapped) / 1000 != total / 1000 ||
       total == wrapped) {  // a flood must not flood the log
     Log(absl::StrCat(origin.ToString().substr(0, 96), " seq ", seq, " took ", wrapped,
@@ -137,17 +130,15 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   if (!wrapped.ok()) {
     // Validated already (DecodeUpdate against this model) and next in
     // line: not reached.
-    counters_.set_decode_errors(counters_.decode_errors() + 1);
+    counters_.Add(Counters::kDecodeErrorsFieldNumber);
     Log(absl::StrCat("could not apply ", origin.ToString(), " seq ", update.seq(), ": ",
                      wrapped.status().message()));
     return;
   }
   CountWrapped(origin, update.seq(), *wrapped);
-  counters_.set_updates_applied(counters_.updates_applied() + 1);
+  counters_.Add(Counters::kUpdatesAppliedFieldNumber);
   if (options_.on_accept) options_.on_accept(origin, update);
-  const std::string codec = CodecLabel(update.codec());
-  ++(*counters_.mutable_updates_received())[codec];
-  (*counters_.mutable_update_bytes_received())[codec] += update.ByteSizeLong();
+  counters_.AddReceived(update.codec(), update.ByteSizeLong());
   handoff_.Queue(std::move(decoded), Clock::now());
   if (TreeOverlay()) ForwardInTree(origin, update.seq(), frame);
   log_.Add(origin, std::move(frame), Now());

@@ -27,7 +27,7 @@ void GossipNode::MoveMember(Member& m, const std::string& address, Clock::time_p
   }
   m.address = address;
   if (!dial_.Learn(address, now)) {
-    counters_.set_dial_targets_refused(counters_.dial_targets_refused() + 1);
+    counters_.Add(Counters::kDialTargetsRefusedFieldNumber);
     Log(absl::StrCat("not dialing ", address.substr(0, 64), " for ", m.node_id, ": ",
                      dial_.targets(), " addresses known already"));
   }
@@ -43,7 +43,7 @@ void GossipNode::StopDialing(const std::string& address) {
 
 void GossipNode::AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point now) {
   for (const std::shared_ptr<Link>& evicted : members_.AwaitHello(link, now)) {
-    counters_.set_handshakes_evicted(counters_.handshakes_evicted() + 1);
+    counters_.Add(Counters::kHandshakesEvictedFieldNumber);
     Log(absl::StrCat("closing ", evicted->Describe(), ": no Hello yet, and ",
                      options_.max_pending_handshakes, " streams wait for theirs"));
     evicted->Abort();
@@ -52,7 +52,7 @@ void GossipNode::AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point
 
 void GossipNode::CloseSilentStreams(Clock::time_point now) {
   for (const std::shared_ptr<Link>& silent : members_.TakeSilent(now)) {
-    counters_.set_hello_timeouts(counters_.hello_timeouts() + 1);
+    counters_.Add(Counters::kHelloTimeoutsFieldNumber);
     Log(absl::StrCat("closing ", silent->Describe(), ": no Hello within ",
                      options_.hello_timeout.count(), " ms"));
     silent->Abort();
@@ -149,7 +149,7 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
 }
 
 void GossipNode::RefusedByDialed(const std::shared_ptr<Link>& link, const std::string& why) {
-  counters_.set_dials_refused(counters_.dials_refused() + 1);
+  counters_.Add(Counters::kDialsRefusedFieldNumber);
   const std::string address = dial_.Refused(link);
   Log(absl::StrCat(why.substr(0, 300), ": not dialing ", address.empty() ? "it" : address,
                    " again"));
@@ -194,9 +194,9 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   }
   if (verdict.kind == HelloVerdict::kRefuse) {
     if (verdict.over_member_cap) {
-      counters_.set_members_refused(counters_.members_refused() + 1);
+      counters_.Add(Counters::kMembersRefusedFieldNumber);
     } else {
-      counters_.set_peers_refused(counters_.peers_refused() + 1);
+      counters_.Add(Counters::kPeersRefusedFieldNumber);
     }
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
@@ -272,7 +272,7 @@ void GossipNode::DialDue(Clock::time_point now) {
     AwaitHello(link, now);
     SendCounted(*link, MakeHello());
   }
-  counters_.set_dials_deferred(dial_.deferred());
+  counters_.Set(Counters::kDialsDeferredFieldNumber, dial_.deferred());
 }
 
 void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {
@@ -319,7 +319,7 @@ void GossipNode::LearnCertificates(const Member* from, const std::vector<std::st
     const bool known = certificates_->Has(pem);
     absl::StatusOr<std::string> id = certificates_->Add(pem);
     if (!id.ok()) {
-      counters_.set_signature_errors(counters_.signature_errors() + 1);
+      counters_.Add(Counters::kSignatureErrorsFieldNumber);
       Log(absl::StrCat("ignored a certificate from ", from ? from->node_id : "?", ": ",
                        id.status().message()));
       continue;

@@ -46,7 +46,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
     }
   }
   if (verdict.kind == HelloVerdict::kRefuse) {
-    counters_.set_peers_refused(counters_.peers_refused() + 1);
+    counters_.Add(Counters::kPeersRefusedFieldNumber);
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
@@ -109,23 +109,22 @@ void GossipNode::DialLanes(Member& m, Clock::time_point now) {
 
 void GossipNode::SendCounted(Link& link, std::shared_ptr<const v1::GossipFrame> frame) {
   const size_t bytes = frame->ByteSizeLong();
-  if (link.Send(std::move(frame), SIZE_MAX))
-    counters_.set_bytes_sent(counters_.bytes_sent() + bytes);
+  if (link.Send(std::move(frame), SIZE_MAX)) counters_.Add(Counters::kBytesSentFieldNumber, bytes);
 }
 
 void GossipNode::CountSent(const MemberLinks::Sent& sent, bool update) {
-  counters_.set_bytes_sent(counters_.bytes_sent() + sent.bytes);
+  counters_.Add(Counters::kBytesSentFieldNumber, sent.bytes);
   if (!update) return;
-  counters_.set_update_frames_sent(counters_.update_frames_sent() + 1);
+  counters_.Add(Counters::kUpdateFramesSentFieldNumber);
   if (sent.lane != 0) {
-    counters_.set_lane_update_frames_sent(counters_.lane_update_frames_sent() + 1);
+    counters_.Add(Counters::kLaneUpdateFramesSentFieldNumber);
   }
 }
 
 bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) {
   const bool update = frame->has_update();
-  std::optional<MemberLinks::Sent> sent =
-      m.links.Send(std::move(frame), byte_cap, lanes_, counters_.update_frames_sent());
+  std::optional<MemberLinks::Sent> sent = m.links.Send(
+      std::move(frame), byte_cap, lanes_, counters_.Get(Counters::kUpdateFramesSentFieldNumber));
   if (!sent) return false;
   CountSent(*sent, update);
   return true;
@@ -133,8 +132,9 @@ bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
 
 bool GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
                             const std::shared_ptr<const v1::GossipFrame>& frame) {
-  std::optional<MemberLinks::Sent> sent = m.links.SendUpdate(
-      origin, seq, frame, options_.send_queue_byte_cap, lanes_, counters_.update_frames_sent());
+  std::optional<MemberLinks::Sent> sent =
+      m.links.SendUpdate(origin, seq, frame, options_.send_queue_byte_cap, lanes_,
+                         counters_.Get(Counters::kUpdateFramesSentFieldNumber));
   if (!sent) return false;
   CountSent(*sent, /*update=*/true);
   uint64_t& ever = m.ever_sent[origin];
@@ -149,7 +149,7 @@ void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
   if (std::max(SeqOf(m.links.state().pushed, origin), SeqOf(m.applied, origin)) != seq - 1) {
     return;
   }
-  if (!SendUpdate(m, origin, seq, frame)) counters_.set_queue_drops(counters_.queue_drops() + 1);
+  if (!SendUpdate(m, origin, seq, frame)) counters_.Add(Counters::kQueueDropsFieldNumber);
 }
 
 void GossipNode::ForwardInTree(const OriginKey& origin, uint64_t seq,

@@ -34,12 +34,13 @@ void GossipNode::HandleResyncRequired(const Member& from, const v1::ResyncRequir
   if (have + 1 >= first || handoff_.resync_source()) return;  // nothing lacking, or re-joining
   // The caller holds mu_ (lambdas are not seen to hold it).
   auto ignore = [&](const std::string& why) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    counters_.set_resyncs_ignored(counters_.resyncs_ignored() + 1);
-    if (counters_.resyncs_ignored() % 1000 == 1) {  // a flood must not flood the log
+    counters_.Add(Counters::kResyncsIgnoredFieldNumber);
+    if (counters_.Get(Counters::kResyncsIgnoredFieldNumber) % 1000 ==
+        1) {  // a flood must not flood the log
       Log(absl::StrCat(from.node_id, " says its log no longer holds ",
                        origin.ToString().substr(0, 96), " before seq ", first, " (we have ", have,
-                       "): not re-joining, ", why, " (", counters_.resyncs_ignored(),
-                       " ignored so far)"));
+                       "): not re-joining, ", why, " (",
+                       counters_.Get(Counters::kResyncsIgnoredFieldNumber), " ignored so far)"));
     }
   };
   if (origin == self_) return ignore("that origin is this node, which has all of its own");
@@ -75,7 +76,7 @@ bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages,
   absl::MutexLock l(&mu_);
   if (handoff_.resync_source() != source) return false;
   auto drop = [&](const std::string& why) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mu_
-    counters_.set_resyncs_ignored(counters_.resyncs_ignored() + 1);
+    counters_.Add(Counters::kResyncsIgnoredFieldNumber);
     Log(absl::StrCat("re-join from ", source, " failed and ", why, ": not re-joining"));
     resync_want_.reset();
     handoff_.ResyncDone();
@@ -120,7 +121,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   const uint64_t measured = checksum_.Of(weights);
   absl::MutexLock l(&mu_);
   if (measured != checksum) {
-    counters_.set_divergences(counters_.divergences() + 1);
+    counters_.Add(Counters::kDivergencesFieldNumber);
     return absl::DataLossError(absl::StrCat("the snapshot from ", source, " has checksum ",
                                             codec::ChecksumHex(measured), " but its messages give ",
                                             codec::ChecksumHex(checksum), ": not installed"));
@@ -159,7 +160,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
     m.links.state().ForgetPushed();
   }
   handoff_.ResyncDone();
-  counters_.set_snapshots_loaded(counters_.snapshots_loaded() + 1);
+  counters_.Add(Counters::kSnapshotsLoadedFieldNumber);
   // The replica no longer rests on our initial weights (whatever the
   // cluster's were, we cannot vouch for them now).
   initial_sha256_.clear();
@@ -207,7 +208,7 @@ GossipNode::Snapshot GossipNode::TakeSnapshot(bool with_weights, Clock::time_poi
 bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) {
   if (measured == snapshot.checksum) return true;
   absl::MutexLock l(&mu_);
-  counters_.set_replica_check_failures(counters_.replica_check_failures() + 1);
+  counters_.Add(Counters::kReplicaCheckFailuresFieldNumber);
   Log(absl::StrCat("REPLICA CHECK FAILED: this node's replica has checksum ",
                    codec::ChecksumHex(measured), " but its messages give ",
                    codec::ChecksumHex(snapshot.checksum), " at ", VersionJson(snapshot.applied),

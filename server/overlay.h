@@ -1,7 +1,7 @@
 // The tree overlay (docs/protocol.md "The tree overlay"): how a fresh
 // message travels when the cluster fingerprint's overlay is
 // GOSSIP_OVERLAY_TREE. Pure functions of the ring, tested on their own
-// (gossip_parts_test).
+// (tests/server/).
 //
 // The ring is every member alive in a node's failure detector, itself
 // included, sorted by node id; positions are counted from the origin's.

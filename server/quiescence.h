@@ -1,6 +1,6 @@
 // When a node may end (docs/gossip.md "Ending: quiescence"): a cluster-wide
 // agreement in two phases, as pure functions of one node's state and its
-// member table, so that each rule is tested on its own (gossip_parts_test).
+// member table, so that each rule is tested on its own (tests/server/).
 //
 //   Settled (phase one): this node finished training, has nothing left to
 //   apply, reached the cluster (when it has seeds other than itself), no

@@ -1,4 +1,4 @@
-// The CUDA kernels' per-element arithmetic (cuda/elementwise.h) against the
+// The CUDA kernels' per-element arithmetic (cuda/device_elementwise.h) against the
 // CPU backend's own code, bit for bit, on the host: what the device computes
 // element by element is checked in every build, GPU or not. (The kernels
 // that call these functions are checked on a GPU by cuda_backend_test.)
@@ -15,7 +15,7 @@
 #include "codec/fixed_point.h"
 #include "codec/quantizer.h"
 #include "codec/update_words.h"
-#include "cuda/elementwise.h"
+#include "cuda/device_elementwise.h"
 #include "model/optimizer.h"
 
 namespace reckon::cuda {

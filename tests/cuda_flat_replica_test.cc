@@ -1,8 +1,10 @@
-// The flat replica on a GPU (cuda/flat_replica.h) against the host's
+// The flat replica on a GPU (cuda/cuda_flat_replica.h) against the host's
 // (model/flat_replica.h): the same parameters in, the same words, residual,
 // replica and parameters out, bit for bit; a NaN refused before the
 // residual takes anything. Skips, saying why, where there is no GPU; the
 // refusal without one runs everywhere.
+#include "cuda/cuda_flat_replica.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -13,7 +15,6 @@
 #include "codec/fixed_point.h"
 #include "codec/update_words.h"
 #include "cuda/device.h"
-#include "cuda/flat_replica.h"
 #include "tests/gpu_skip.h"
 
 namespace reckon::cuda {

@@ -346,7 +346,7 @@ struct GpuParams {
   std::vector<float> host = std::vector<float>(kParams);
 };
 
-// Peers whose parameters are on a GPU (cuda/flat_replica.h) in a cluster
+// Peers whose parameters are on a GPU (cuda/cuda_flat_replica.h) in a cluster
 // with one whose parameters are in host memory: one GPU peer joins by
 // replay (the cluster's initial weights: the messages are applied on the
 // device), one from a snapshot (other initial weights: loaded onto the

@@ -17,7 +17,7 @@ shapes are the cluster's layout and go into its fingerprint), which the
 peer reads and writes in place: through the buffer protocol on the CPU,
 by its device address on a GPU (reckon built with CUDA): no dependency on
 torch's C++ ABI. On a GPU the replica, the residual and Strom's threshold
-pass stay on that GPU (cuda/flat_replica.h): a step moves only the words
+pass stay on that GPU (cuda/cuda_flat_replica.h): a step moves only the words
 it emits and the peers' messages across PCIe, ordered after the work on
 torch's current stream (the optimizer's step).
 """

@@ -141,7 +141,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 
 step cublas_loader 60 "$gtest_result" -- "$bin/cublas_loader_test"
 step backend_tests 240 "$gtest_result" -- "$bin/cuda_backend_test" --gtest_output="json:$logs/cuda_backend_test.json"
-# reckon for PyTorch with parameters on the GPU (cuda/flat_replica.h, issue
+# reckon for PyTorch with parameters on the GPU (cuda/cuda_flat_replica.h, issue
 # 36): the replica against the host's bit for bit, peers on the GPU and the
 # host in one cluster, then torch processes with CUDA tensors.
 step flat_replica_tests 60 "$gtest_result" -- "$bin/cuda_flat_replica_test"

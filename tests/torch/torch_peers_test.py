@@ -90,7 +90,7 @@ class TorchPeers(unittest.TestCase):
         self.assertIn("is for 't1', not node_id 't0'", wrong.stderr)
 
     def test_on_a_gpu_and_on_the_cpu_they_end_with_the_same_replica(self):
-        # t0's model, batches and replica on the GPU (cuda/flat_replica.h),
+        # t0's model, batches and replica on the GPU (cuda/cuda_flat_replica.h),
         # t1's on the CPU: the same replica at the end, bit for bit.
         import torch
         import reckon

@@ -1,8 +1,8 @@
 // Flags more than one reckonctl subcommand takes (base/flags.h parses them;
 // each subcommand's own flags are defined in its file). A subcommand gives
 // its own default in its FlagScope where the meaning differs.
-#ifndef RECKON_CTL_FLAGS_H_
-#define RECKON_CTL_FLAGS_H_
+#ifndef RECKON_CTL_COMMON_FLAGS_H_
+#define RECKON_CTL_COMMON_FLAGS_H_
 
 #include <cstdint>
 #include <string>
@@ -34,4 +34,4 @@ namespace reckon::ctl {
 absl::StatusOr<server::TlsConfig> ClientTlsFromFlags();
 }  // namespace reckon::ctl
 
-#endif  // RECKON_CTL_FLAGS_H_
+#endif  // RECKON_CTL_COMMON_FLAGS_H_

@@ -1,4 +1,4 @@
-#include "ctl/flags.h"
+#include "ctl/common_flags.h"
 
 #include "absl/flags/flag.h"
 

@@ -12,8 +12,8 @@
 //
 // Plain C++17 and no CUDA headers without nvcc: this header compiles in
 // every build.
-#ifndef RECKON_CUDA_ELEMENTWISE_H_
-#define RECKON_CUDA_ELEMENTWISE_H_
+#ifndef RECKON_CUDA_DEVICE_ELEMENTWISE_H_
+#define RECKON_CUDA_DEVICE_ELEMENTWISE_H_
 
 #include <cmath>
 #include <cstdint>
@@ -287,4 +287,4 @@ RECKON_HOST_DEVICE int64_t WrappingAdd(int64_t a, int64_t b, bool* wrapped) {
 
 }  // namespace reckon::cuda
 
-#endif  // RECKON_CUDA_ELEMENTWISE_H_
+#endif  // RECKON_CUDA_DEVICE_ELEMENTWISE_H_

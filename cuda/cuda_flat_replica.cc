@@ -1,4 +1,4 @@
-#include "cuda/flat_replica.h"
+#include "cuda/cuda_flat_replica.h"
 
 #include <cuda_runtime.h>
 

@@ -19,8 +19,8 @@
 // framework's idea of the current device is left alone.
 //
 // Threading: one thread (model/flat_replica.h). Host C++20.
-#ifndef RECKON_CUDA_FLAT_REPLICA_H_
-#define RECKON_CUDA_FLAT_REPLICA_H_
+#ifndef RECKON_CUDA_CUDA_FLAT_REPLICA_H_
+#define RECKON_CUDA_CUDA_FLAT_REPLICA_H_
 
 #include <cstdint>
 #include <memory>
@@ -40,4 +40,4 @@ absl::StatusOr<std::unique_ptr<model::FlatReplica>> MakeCudaFlatReplica(uint64_t
 
 }  // namespace reckon::cuda
 
-#endif  // RECKON_CUDA_FLAT_REPLICA_H_
+#endif  // RECKON_CUDA_CUDA_FLAT_REPLICA_H_

@@ -1,0 +1,100 @@
+#include <time.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "codec/update_message.h"
+#include "codec/weight_checksum.h"
+#include "ctl/bench_inbound.h"
+#include "server/cluster_config.h"
+
+namespace reckon::ctl::inbound {
+
+v1::ClusterFingerprint Fingerprint(uint64_t params) {
+  server::ClusterSpec spec;
+  spec.model = "bench-inbound";
+  spec.param_count = params;
+  spec.fraction_bits = kFractionBits;
+  spec.seed = kSeed;
+  return server::MakeFingerprint(spec);
+}
+
+// `count` Update frames of `origin`, seqs 1..count, each `updates` distinct
+// random indices with random signs, Rice-coded, with their checksum
+// contribution (what every receiver checks).
+std::vector<v1::GossipFrame> MakeMessages(const std::string& origin, const Size& size, int count,
+                                          uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(size.params - 1));
+  const codec::WeightChecksum checksum(kSeed);
+  constexpr int64_t kStepQuanta = int64_t{1} << 20;
+  std::vector<v1::GossipFrame> frames(count);
+  for (int m = 0; m < count; ++m) {
+    std::set<uint32_t> indices;
+    while (indices.size() < size.updates) indices.insert(pick(rng));
+    std::vector<uint32_t> words;
+    words.reserve(indices.size());
+    for (uint32_t index : indices) words.push_back(index | (rng() & 1 ? 0x80000000u : 0));
+    v1::Update* u = frames[m].mutable_update();
+    u->mutable_origin()->set_node_id(origin);
+    u->mutable_origin()->set_incarnation(1);
+    u->set_seq(m + 1);
+    (void)codec::EncodeThresholdUpdate(words, kStepQuanta, size.params, v1::CODEC_THRESHOLD_RICE,
+                                       u);
+    u->set_checksum_delta(checksum.OfUpdate(kStepQuanta, words));
+  }
+  return frames;
+}
+
+// CPU time the threads of this process whose names start with `prefix` have
+// run, in ns (schedstat's first field): 0 when there are none.
+uint64_t ThreadCpuNs(const std::string& prefix) {
+  uint64_t total = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    std::getline(comm, line);
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::ifstream stat(task.path() / "schedstat");
+    uint64_t ns = 0;
+    stat >> ns;
+    total += ns;
+  }
+  return total;
+}
+
+double OwnCpuNs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
+}
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+absl::StatusOr<Receiver> StartReceiver(server::NodeOptions o, std::span<const int64_t> initial,
+                                       int origins) {
+  Receiver r;
+  int port = 0;
+  RECKON_ASSIGN_OR_RETURN(r.server, server::GossipServer::Start("127.0.0.1:0", {}, &port));
+  o.listen_address = absl::StrCat("127.0.0.1:", port);
+  o.failure_timeout = std::chrono::seconds(120);  // origins send no heartbeats
+  RECKON_ASSIGN_OR_RETURN(r.node, server::GossipNode::Create(o, initial, kFractionBits));
+  r.server->SetNode(r.node.get());
+  r.node->Start(r.server->MakeDialer(r.node.get()));
+  for (int i = 0; i < origins; ++i) {
+    r.origins.push_back(
+        std::make_unique<Origin>(o.listen_address, absl::StrCat("o", i), o.fingerprint));
+    if (!r.origins.back()->answered()) {
+      return absl::UnavailableError(absl::StrCat("origin ", i, " got no Hello back"));
+    }
+  }
+  return r;
+}
+
+}  // namespace reckon::ctl::inbound

@@ -1,0 +1,183 @@
+// The model (its shape, wire order and initial replicas) and the
+// optimizers' rules (model/model.h, model/optimizer.h).
+#include "model/model.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "codec/fixed_point.h"
+#include "cpu/cpu_backend.h"
+#include "model/forwarding_backend.h"
+#include "model/optimizer.h"
+#include "tests/test_process.h"
+#include "worker/checkpoint.h"
+#include "worker/dataset.h"
+#include "worker/pretrain.h"
+#include "worker/trainer.h"
+
+namespace reckon::worker {
+namespace {
+
+TEST(Model, LayoutFollowsWireOrder) {
+  const model::ModelShape s = *model::ModelShape::Parse("784,512,512,10", "relu");
+  EXPECT_EQ(s.param_count(), 784u * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10);
+  ASSERT_EQ(s.layers().size(), 3u);
+  EXPECT_EQ(s.layers()[0].weights, 0u);
+  EXPECT_EQ(s.layers()[0].bias, 784u * 512);
+  EXPECT_EQ(s.layers()[1].weights, 784u * 512 + 512);
+  EXPECT_EQ(s.ToString(), "784,512,512,10/relu");
+  EXPECT_FALSE(model::ModelShape::Parse("784", "relu").ok());
+  EXPECT_FALSE(model::ModelShape::Parse("784,x,10", "relu").ok());
+  EXPECT_FALSE(model::ModelShape::Parse("784,10", "tanh").ok());
+  EXPECT_FALSE(model::ModelShape::Parse("65536,65536", "relu").ok());  // 2^32 params
+}
+
+TEST(Model, InitialReplicaHasTheKnownHash) {
+  // Pinned: any change to the portable initialization (SplitMix64 streams,
+  // rejection sampling, the He limit, the layout) changes this hash, and
+  // replicas built by different versions would no longer agree.
+  const model::ModelShape s = *model::ModelShape::Parse("784,512,512,10", "relu");
+  codec::FixedPointReplica r = *codec::FixedPointReplica::Create(s.param_count(), 32);
+  ASSERT_TRUE(model::InitializeModel(s, 1, &r).ok());
+  EXPECT_EQ(r.WeightHash(), KNOWN_INITIAL_HASH);
+  // Weights within the He limit, biases zero.
+  const double limit = std::sqrt(6.0 / 784);
+  for (size_t i = 0; i < 784 * 512; ++i) ASSERT_LE(std::fabs(r.weights()[i]), limit);
+  for (size_t i = 784 * 512; i < 784 * 512 + 512; ++i) ASSERT_EQ(r.quanta()[i], 0);
+}
+
+TEST(Model, SigmoidReplicaHasItsKnownHashAndGlorotTimesFourInHiddenLayers) {
+  // Pinned like the ReLU one: the sigmoid limits are part of the contract.
+  const model::ModelShape s = *model::ModelShape::Parse("784,256,256,10", "sigmoid");
+  codec::FixedPointReplica r = *codec::FixedPointReplica::Create(s.param_count(), 32);
+  ASSERT_TRUE(model::InitializeModel(s, 1, &r).ok());
+  EXPECT_EQ(r.WeightHash(), KNOWN_SIGMOID_INITIAL_HASH);
+  EXPECT_DOUBLE_EQ(model::InitLimit(s, 0), 4 * std::sqrt(6.0 / (784 + 256)));
+  EXPECT_DOUBLE_EQ(model::InitLimit(s, 1), 4 * std::sqrt(6.0 / (256 + 256)));
+  EXPECT_DOUBLE_EQ(model::InitLimit(s, 2), std::sqrt(6.0 / (256 + 10)));  // the output
+  for (size_t l = 0; l < s.layers().size(); ++l) {
+    const model::LayerLayout& layer = s.layers()[l];
+    const double limit = model::InitLimit(s, l);
+    double largest = 0;
+    for (size_t i = 0; i < static_cast<size_t>(layer.in) * layer.out; ++i) {
+      largest = std::max(largest, double(std::fabs(r.weights()[layer.weights + i])));
+    }
+    EXPECT_LE(largest, limit) << l;
+    EXPECT_GT(largest, 0.95 * limit) << l << ": the draws fill the range";
+  }
+}
+
+TEST(Optimizer, RulesAndSchedules) {
+  model::OptimizerConfig c;
+  c.learning_rate = 0.1;
+  c.schedule = model::Schedule::kHalve;
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 0, 0), 0.1);
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 3, 0), 0.1 / 8);
+  c.halve_after = 2;
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 2, 0), 0.1);
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 4, 0), 0.1 / 4);
+  c.halve_after = 0;
+  c.schedule = model::Schedule::kConstant;
+  c.warmup_steps = 10;
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 0, 0), 0.01);
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 0, 4), 0.05);
+  EXPECT_DOUBLE_EQ(model::LearningRate(c, 2, 100), 0.1);
+
+  const std::vector<float> g = {1.0f, -2.0f};
+  std::vector<float> state = {0.0f, 0.0f}, r = {0.0f, 0.0f};
+  c.kind = model::OptimizerKind::kSgd;
+  model::AccumulateDelta(c, 0.5f, g, {}, {}, r);
+  EXPECT_EQ(r, (std::vector<float>{-0.5f, 1.0f}));
+  c.kind = model::OptimizerKind::kMomentum;
+  c.momentum = 0.5;
+  r = {0, 0};
+  model::AccumulateDelta(c, 1.0f, g, {}, state, r);  // v = -g
+  model::AccumulateDelta(c, 1.0f, g, {}, state, r);  // v = -0.5 g - g = -1.5 g; r = -2.5 g
+  EXPECT_EQ(r, (std::vector<float>{-2.5f, 5.0f}));
+  c.kind = model::OptimizerKind::kAdagrad;
+  c.adagrad_eps = 0;
+  state = {0, 0};
+  r = {0, 0};
+  model::AccumulateDelta(c, 1.0f, g, {}, state, r);  // -g / |g|
+  EXPECT_EQ(r, (std::vector<float>{-1.0f, 1.0f}));
+  EXPECT_EQ(state, (std::vector<float>{1.0f, 4.0f}));
+  // Weight decay adds wd * w to the gradient.
+  c.kind = model::OptimizerKind::kSgd;
+  c.weight_decay = 0.5;
+  r = {0, 0};
+  const std::vector<float> w = {2.0f, 2.0f};
+  model::AccumulateDelta(c, 1.0f, g, w, {}, r);  // g + 1
+  EXPECT_EQ(r, (std::vector<float>{-2.0f, 1.0f}));
+}
+
+// AdaGrad on the aggregate: the accumulator takes a peer's step back into
+// gradient units with this worker's own h; the step itself is still the own
+// gradient's. With no peer step the rule is local AdaGrad.
+TEST(Optimizer, AggregateAdagradFeedsThePeersStepToTheAccumulator) {
+  model::OptimizerConfig c;
+  c.kind = model::OptimizerKind::kAdagrad;
+  c.adagrad_eps = 0;
+  const std::vector<float> g = {1.0f, -2.0f};
+  std::vector<float> h = {1.0f, 4.0f}, r = {0.0f, 0.0f};
+  // Element 0: a peer moved the weight -0.5 (its gradient, in our units:
+  // 0.5 x sqrt(1) / lr = 1): a = 1 + 1 = 2. Element 1: no peer step.
+  const std::vector<float> peer_step = {-0.5f, 0.0f};
+  model::AccumulateDelta(c, 0.5f, g, {}, h, r, peer_step);
+  EXPECT_EQ(h, (std::vector<float>{1.0f + 4.0f, 4.0f + 4.0f}));
+  EXPECT_FLOAT_EQ(r[0], -0.5f * 1.0f / std::sqrt(5.0f));
+  EXPECT_FLOAT_EQ(r[1], -0.5f * -2.0f / std::sqrt(8.0f));
+  EXPECT_EQ(model::ParseAdagradPlacement("aggregate").value(), model::AdagradPlacement::kAggregate);
+  EXPECT_EQ(model::ParseAdagradPlacement("global").status().message(),
+            "--adagrad-placement 'global' is not local or aggregate");
+}
+
+// N workers applying each other's updates: a per-update decay m whose mean
+// delay m / (1 - m) is one worker's mu / (1 - mu) less the staleness
+// 1.5 (N - 1), raised to the N-th power per own step, and a rate scaled so
+// that a gradient moves the weights lr / (1 - mu) in all.
+TEST(Optimizer, MomentumMatchedToTheCluster) {
+  model::MomentumRule one = model::MatchMomentumToCluster(0.02, 0.9, 1);
+  EXPECT_EQ(one.learning_rate, 0.02);
+  EXPECT_EQ(one.momentum, 0.9);
+  // mu 0.9: a mean delay of 9 updates. Two workers: 9 - 1.5 = 7.5, so
+  // m = 7.5 / 8.5 = 15/17. Four: 9 - 4.5 = 4.5, m = 9/11.
+  const model::MomentumRule two = model::MatchMomentumToCluster(0.02, 0.9, 2);
+  EXPECT_NEAR(two.momentum, 225.0 / 289.0, 1e-12);
+  const model::MomentumRule four = model::MatchMomentumToCluster(0.02, 0.9, 4);
+  EXPECT_NEAR(four.momentum, 6561.0 / 14641.0, 1e-12);
+  EXPECT_NEAR(four.learning_rate, 0.02 * (1 - 6561.0 / 14641.0) / 0.1, 1e-12);
+  // Staleness past the whole budget: plain SGD at lr / (1 - mu).
+  const model::MomentumRule eight = model::MatchMomentumToCluster(0.02, 0.9, 8);
+  EXPECT_EQ(eight.momentum, 0.0);
+  EXPECT_NEAR(eight.learning_rate, 0.2, 1e-12);
+  for (int n : {2, 3, 4, 16, 100}) {
+    const model::MomentumRule m = model::MatchMomentumToCluster(0.02, 0.9, n);
+    EXPECT_NEAR(m.learning_rate / (1 - m.momentum), 0.02 / (1 - 0.9), 1e-12) << n;
+    EXPECT_LE(m.momentum, std::pow(0.9, n)) << n;  // never more memory than rule 1 alone
+  }
+  // A gradient's pull, summed over a worker's own steps: lr / (1 - mu).
+  const model::MomentumRule m =
+      model::MatchMomentumToCluster(1.0, 0.95, 3);  // 19 - 3 = 16: m = 16/17
+  EXPECT_NEAR(m.momentum, std::pow(16.0 / 17.0, 3), 1e-12);
+  double pull_own_step = m.learning_rate, total = 0;
+  for (int own_step = 0; own_step < 2000; ++own_step, pull_own_step *= m.momentum) {
+    total += pull_own_step;
+  }
+  EXPECT_NEAR(total, 1.0 / (1 - 0.95), 1e-9);
+  // No momentum, or none to match: unchanged.
+  EXPECT_EQ(model::MatchMomentumToCluster(0.1, 0.0, 4).learning_rate, 0.1);
+  EXPECT_EQ(model::MatchMomentumToCluster(0.1, 0.0, 4).momentum, 0.0);
+  EXPECT_EQ(model::MatchMomentumToCluster(0.1, 0.9, 0).momentum, 0.9);
+}
+
+}  // namespace
+}  // namespace reckon::worker
