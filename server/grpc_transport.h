@@ -1,11 +1,17 @@
 // The gossip node over real gRPC: the Gossip service (Exchange streams,
-// Snapshot, Status), dialed Exchange streams as Links, and the blocking
-// client calls a joining worker and `reckonctl status` make.
+// Snapshot, Status), `GossipServer`, and dialed Exchange streams as Links
+// (grpc_streams.h). The blocking client calls of a joining worker and
+// `reckonctl` are grpc_clients.h's, the TLS credentials grpc_credentials.h's.
 //
-// Streams use gRPC's callback API: no thread per stream; every reaction only
-// enqueues into the node (LinkEvents::On*). It serves a NodeService
+// Threads: streams use gRPC's callback API (its two callback threads, no
+// thread per stream); every reaction only enqueues into the node
+// (LinkEvents::On*). Heavy answers (snapshots, witnesses) run on the
+// service's one "reckon-service" thread. It serves a NodeService
 // (node_service.h), not the concrete node. Writes are queued per stream,
 // one in flight at a time, each frame kept alive until its OnWriteDone.
+// Errors: Start's (a port that cannot be bound) are kUnavailable naming the
+// address; what a peer sends wrong ends its call with a gRPC status naming
+// it, never the server.
 #ifndef RECKON_SERVER_GRPC_TRANSPORT_H_
 #define RECKON_SERVER_GRPC_TRANSPORT_H_
 

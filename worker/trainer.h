@@ -1,6 +1,15 @@
 // The training loop of one worker (docs/design.md "One worker, one step"), on any
 // backend, alone or with peers (TrainingPeers, implemented by the gossip
-// node in worker/gossip_peers.h).
+// node in worker/gossip_peers.h). Its parts: the data (training_data.h),
+// how epochs are cut into steps (epoch_plan.h), the automatic batch size
+// (batch_size_search.h), the own update's one path (publisher.h).
+//
+// Threads: one thread makes a Trainer and calls every method (the
+// training thread); TrainingPeers is called on it too. Errors: Create's
+// name the data, shard, checkpoint or backend that cannot be used; Run's
+// end the run (a diverged residual, a device error, the peers' kInternal
+// on a failed replica check); a stop flag set is not an error (the summary
+// says stopped_early).
 #ifndef RECKON_WORKER_TRAINER_H_
 #define RECKON_WORKER_TRAINER_H_
 
