@@ -37,6 +37,12 @@ std::string CodecFlagName(v1::Codec codec) {
   }
 }
 
+std::string WireCodecLabel(v1::Codec codec) {
+  if (codec == v1::CODEC_THRESHOLD_RICE) return "rice";
+  if (codec == v1::CODEC_THRESHOLD_PACKED32) return "packed32";
+  return CodecFlagName(codec);
+}
+
 absl::StatusOr<v1::Codec> CodecFromFlagName(const std::string& name) {
   if (name == "threshold") return v1::CODEC_THRESHOLD_RICE;
   if (name == "onebit") return v1::CODEC_ONEBIT;

@@ -104,6 +104,9 @@ absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options);
 
 // The codec's flag name (threshold, onebit, dyntree8, dense) and back.
 std::string CodecFlagName(v1::Codec codec);
+// The wire's label on /metrics: the threshold coder (rice, packed32) or the
+// quanta codec's flag name.
+std::string WireCodecLabel(v1::Codec codec);
 absl::StatusOr<v1::Codec> CodecFromFlagName(const std::string& name);
 
 // Error feedback (Seide 2014 section 3; Strom's residual is the same idea):

@@ -42,12 +42,6 @@ void NodeCounterSet::AddReceived(v1::Codec codec, uint64_t bytes) {
   received_bytes_[slot].fetch_add(bytes, kOrder);
 }
 
-std::string NodeCounterSet::CodecLabel(v1::Codec codec) {
-  if (codec == v1::CODEC_THRESHOLD_RICE) return "rice";
-  if (codec == v1::CODEC_THRESHOLD_PACKED32) return "packed32";
-  return codec::CodecFlagName(codec);
-}
-
 v1::NodeCounters NodeCounterSet::Snapshot() const {
   v1::NodeCounters out;
   const google::protobuf::Descriptor* d = out.GetDescriptor();
@@ -59,7 +53,7 @@ v1::NodeCounters NodeCounterSet::Snapshot() const {
   for (int slot = 0; slot < kCodecs; ++slot) {
     const uint64_t n = received_[slot].load(kOrder);
     if (n == 0) continue;
-    const std::string label = CodecLabel(static_cast<v1::Codec>(slot));
+    const std::string label = codec::WireCodecLabel(static_cast<v1::Codec>(slot));
     (*out.mutable_updates_received())[label] = n;
     (*out.mutable_update_bytes_received())[label] = received_bytes_[slot].load(kOrder);
   }

@@ -2,7 +2,7 @@
 // counts is its metric help there), counted without the node's lock: one
 // relaxed atomic per uint64 field, by field number, and per wire codec for
 // the two maps (updates_received, update_bytes_received, labelled as
-// /metrics shows them: rice, packed32, onebit, dyntree8, dense).
+// /metrics shows them, codec::WireCodecLabel).
 // Snapshot() builds the message that status, the summary and /metrics read
 // by reflection.
 //
@@ -37,8 +37,6 @@ class NodeCounterSet {
   uint64_t Get(int field) const { return values_[Checked(field)].load(kOrder); }
   // An Update of `codec` received and accepted, `bytes` serialized.
   void AddReceived(v1::Codec codec, uint64_t bytes);
-  // The label of a wire codec in the maps and on /metrics.
-  static std::string CodecLabel(v1::Codec codec);
 
   v1::NodeCounters Snapshot() const;
 

@@ -28,8 +28,7 @@ std::string NodeStatusJson(const v1::NodeStatus& status) {
 }
 
 void GossipNode::FillCounters(v1::NodeStatus* out) {
-  *out->mutable_counters() = counters_.Snapshot();
-  out->mutable_counters()->set_inbox_pauses(inbox_.pauses());  // mu_ before the inbox's lock
+  *out->mutable_counters() = counters();
   out->set_checksum(replica_.ledger().total());
   out->set_last_check_ms(handoff_.last_check_ms());
   out->set_early_held(early_.size());

@@ -12,18 +12,6 @@
 namespace reckon::worker {
 namespace {
 
-// The metrics' codec label: the wire's threshold coder, or the quanta codec.
-std::string EmittedCodecLabel(v1::Codec codec) {
-  switch (codec) {
-    case v1::CODEC_THRESHOLD_RICE:
-      return "rice";
-    case v1::CODEC_THRESHOLD_PACKED32:
-      return "packed32";
-    default:
-      return codec::CodecFlagName(codec);
-  }
-}
-
 uint64_t EmittedUnixNanos() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
@@ -63,7 +51,7 @@ absl::StatusOr<Published> Publisher::PublishThreshold(model::Replica* own,
     return absl::InternalError(
         absl::StrCat("seq ", published_ + 1, ": the encoded message decodes to ",
                      decoded_.words.size(), " words other than the ", words.size(), " emitted (",
-                     EmittedCodecLabel(options_.wire_codec), " encoder): not sent"));
+                     codec::WireCodecLabel(options_.wire_codec), " encoder): not sent"));
   }
   if (own != nullptr) {
     RECKON_RETURN_IF_ERROR(from == WordsFrom::kLastEmission
@@ -105,7 +93,7 @@ absl::StatusOr<Published> Publisher::Send(double density, double tau) {
   ++published_;
   if (options_.sink) RECKON_RETURN_IF_ERROR(options_.sink(std::move(message_), decoded_));
   if (options_.metrics != nullptr) {
-    options_.metrics->OnEmitted(EmittedCodecLabel(codec), sent.updates, sent.wire_bytes,
+    options_.metrics->OnEmitted(codec::WireCodecLabel(codec), sent.updates, sent.wire_bytes,
                                 options_.param_count * sizeof(float), density, tau);
   }
   return sent;
