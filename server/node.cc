@@ -55,12 +55,6 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
     }
     replica.emplace(initial.size(), checksum.Of(initial));
   }
-  std::unique_ptr<UpdateSigner> signer;
-  if (options.tls.enabled()) {
-    absl::StatusOr<std::unique_ptr<UpdateSigner>> made = UpdateSigner::Create(options.tls.key_pem);
-    if (!made.ok()) return made.status();
-    signer = *std::move(made);
-  }
   const bool clock_injected = static_cast<bool>(options.clock);
   auto node = std::unique_ptr<GossipNode>(
       new GossipNode(std::move(options), *std::move(replica), clock_injected));
@@ -69,13 +63,6 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
     std::string initial_sha256 = codec::WeightHashOf(initial);
     absl::MutexLock l(&node->mu_);
     node->initial_sha256_ = std::move(initial_sha256);
-  }
-  if (signer) {
-    node->signer_ = std::move(signer);
-    absl::MutexLock l(&node->mu_);
-    node->certificates_.emplace(node->options_.tls.ca_pem);
-    absl::StatusOr<std::string> own = node->certificates_->Add(node->options_.tls.cert_pem);
-    if (!own.ok()) return own.status();
   }
   return node;
 }
@@ -109,6 +96,7 @@ GossipNode::GossipNode(NodeOptions options, AppliedReplica replica, bool clock_i
       inbox_(
           options_.inbox_byte_cap, options_.clock,
           clock_injected ? Clock::duration(std::chrono::milliseconds(1)) : Clock::duration::max()),
+      signatures_(options_.signatures.get()),
       checksum_(options_.fingerprint.seed()),
       param_count_(replica.param_count()),
       validators_(ValidationPool(options_)),
@@ -242,23 +230,22 @@ void GossipNode::ValidateUpdates(Slice& slice) {
     if (e.kind == Inbox::Event::kFrame && e.frame.has_update()) updates.push_back(&e);
   }
   if (updates.empty()) return;
+  auto validate = [this](Inbox::Event& e) {
+    e.validated = ValidateUpdate(e.frame.update(), param_count_, checksum_);
+    if (signatures_ != nullptr) e.validated->signature = signatures_->Verify(e.frame.update());
+  };
   if (slice.decoded_bytes < kParallelValidationBytes) {
     // Little work: on this thread alone. Handed to the other threads it
     // would wait for each of them to be scheduled, and on a loaded machine
     // that delay (not the work) made every small message late (a tree of
     // synthetic members under the sanitizers sent 5% more repairs).
-    for (Inbox::Event* e : updates) {
-      e->validated = ValidateUpdate(e->frame.update(), param_count_, checksum_);
-    }
+    for (Inbox::Event* e : updates) validate(*e);
     return;
   }
   validators_->ParallelFor(
       updates.size(),
       [&](size_t begin, size_t end) {
-        for (size_t i = begin; i < end; ++i) {
-          updates[i]->validated =
-              ValidateUpdate(updates[i]->frame.update(), param_count_, checksum_);
-        }
+        for (size_t i = begin; i < end; ++i) validate(*updates[i]);
       },
       /*min_chunk=*/1);
 }
@@ -346,7 +333,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   if (f.has_update()) {
     HandleUpdate(*m, std::make_shared<v1::GossipFrame>(std::move(f)), std::move(e.validated));
   } else if (f.has_certificates()) {
-    if (certificates_) {
+    if (signatures_ != nullptr) {
       LearnCertificates(m, {f.certificates().pem().begin(), f.certificates().pem().end()});
     }
   } else if (f.has_heartbeat()) {

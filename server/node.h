@@ -64,9 +64,8 @@
 #include "server/node_service.h"
 #include "server/overlay.h"
 #include "server/quiescence.h"
-#include "server/tls.h"
 #include "server/training_handoff.h"
-#include "server/update_signature.h"
+#include "server/update_signatures.h"
 #include "server/update_validation.h"
 #include "server/version_vector.h"
 
@@ -284,9 +283,9 @@ class GossipNode final : public NodeService {
   Clock::time_point Now() const { return options_.clock(); }
 
   void Run();
-  // The receive path's work that needs no node state (update_validation.h),
-  // for every Update in a batch the node thread took: off the lock, on the
-  // validation threads.
+  // The receive path's work that needs no node state (update_validation.h)
+  // and the signature's check (with TLS), for every Update in a batch the
+  // node thread took: off the lock, on the validation threads.
   void ValidateUpdates(Slice& slice) ABSL_LOCKS_EXCLUDED(mu_);
   // The decoded form a slice of a batch may hold at once (Run).
   static constexpr size_t kDecodedSliceBytes = size_t{64} << 20;
@@ -533,8 +532,8 @@ class GossipNode final : public NodeService {
   // (RefusedByDialed).
   bool handshaken_once_ ABSL_GUARDED_BY(mu_) = false;
   std::set<std::string> seeds_refused_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<UpdateSigner> signer_;                              // with TLS; immutable
-  std::optional<CertificateBook> certificates_ ABSL_GUARDED_BY(mu_);  // with TLS
+  // With TLS (NodeOptions::signatures): thread-safe, used off mu_.
+  UpdateSignatures* const signatures_;
   const codec::WeightChecksum checksum_;
   const uint64_t param_count_;
   // The threads validating received Updates and applying large ones to the

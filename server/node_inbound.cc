@@ -43,9 +43,16 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     }
     return;
   }
-  if (certificates_) {
+  if (signatures_ != nullptr) {
     // Before anything is kept of it: only its origin can have made it.
-    if (absl::Status v = certificates_->Verify(update); !v.ok()) {
+    // Verified off the lock already for what came in a batch; here only
+    // when its origin's certificate was not known then (a Certificates
+    // frame handled since may have brought it: a lookup, no crypto, when
+    // still unknown) or it came otherwise.
+    absl::Status v = validated && validated->signature ? *validated->signature
+                                                       : absl::NotFoundError("not verified yet");
+    if (absl::IsNotFound(v)) v = signatures_->Verify(update);
+    if (!v.ok()) {
       counters_.Add(Counters::kSignatureErrorsFieldNumber);
       if (counters_.Get(Counters::kSignatureErrorsFieldNumber) % 1000 ==
           1) {  // a flood must not flood the log
@@ -152,7 +159,7 @@ absl::Status GossipNode::Publish(v1::Update message, const codec::DecodedUpdate&
   const v1::Update& update = frame->update();
   const uint64_t contribution = codec::ChecksumContribution(checksum_, decoded);
   frame->mutable_update()->set_checksum_delta(contribution);
-  if (signer_) signer_->Sign(frame->mutable_update());
+  if (signatures_ != nullptr) signatures_->Sign(frame->mutable_update());
   {
     absl::MutexLock l(&mu_);
     if (update.seq() != last_published_ + 1) {

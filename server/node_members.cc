@@ -224,12 +224,12 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   }
   m.links.Attach(link, hello.lanes_accepted(), now);
   m.last_heard = now;
-  if (certificates_) {
+  if (signatures_ != nullptr) {
     // Its handshake certificate first, then everything we know goes to it
     // before any Update can: relayed messages are always verifiable.
     LearnCertificates(&m, {link->PeerCertificate()});
     auto frame = std::make_shared<v1::GossipFrame>();
-    for (std::string& pem : certificates_->All()) {
+    for (std::string& pem : signatures_->Certificates()) {
       frame->mutable_certificates()->add_pem(std::move(pem));
     }
     SendTo(m, frame, SIZE_MAX);
@@ -316,15 +316,14 @@ void GossipNode::LearnCertificates(const Member* from, const std::vector<std::st
   auto news = std::make_shared<v1::GossipFrame>();
   for (const std::string& pem : pems) {
     if (pem.empty() || pem.size() > 16384) continue;
-    const bool known = certificates_->Has(pem);
-    absl::StatusOr<std::string> id = certificates_->Add(pem);
-    if (!id.ok()) {
+    absl::StatusOr<UpdateSignatures::Learned> learned = signatures_->Learn(pem);
+    if (!learned.ok()) {
       counters_.Add(Counters::kSignatureErrorsFieldNumber);
       Log(absl::StrCat("ignored a certificate from ", from ? from->node_id : "?", ": ",
-                       id.status().message()));
+                       learned.status().message()));
       continue;
     }
-    if (!known) news->mutable_certificates()->add_pem(pem);
+    if (learned->new_one) news->mutable_certificates()->add_pem(pem);
   }
   if (news->certificates().pem_size() == 0) return;
   for (auto& [id, m] : members_) {

@@ -12,11 +12,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "proto/reckon.pb.h"
-#include "server/tls.h"
+#include "server/update_signatures.h"
 #include "server/version_vector.h"
 
 namespace reckon::server {
@@ -33,11 +34,11 @@ struct NodeOptions {
   // With mutual TLS: a peer's Hello must claim the node id its certificate
   // names (Link::PeerIdentity), or it is refused for good.
   bool require_peer_identity = false;
-  // With mutual TLS (server/update_signature.h): our Updates are signed with
-  // `tls.key_pem`, every Update is verified with its origin's certificate
-  // (learned from handshakes and Certificates frames, checked under
-  // `tls.ca_pem`) before it is kept. Off when empty.
-  TlsConfig tls;
+  // With mutual TLS (server/update_signature.h MakeUpdateSignatures): our
+  // Updates are signed, every Update is verified with its origin's
+  // certificate (learned from handshakes and Certificates frames) before it
+  // is kept. Off when null. One node's: two nodes never share one.
+  std::shared_ptr<UpdateSignatures> signatures;
   std::chrono::milliseconds heartbeat_interval{100};
   std::chrono::milliseconds failure_timeout{3000};
   std::chrono::milliseconds initial_backoff{100};

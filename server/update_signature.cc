@@ -8,7 +8,9 @@
 
 #include <algorithm>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "server/tls.h"
 
 namespace reckon::server {
@@ -140,8 +142,8 @@ absl::Status CertificateBook::Verify(const v1::Update& update) const {
   if (update.signature().empty()) return absl::UnauthenticatedError("it is not signed");
   auto it = by_node_.find(update.origin().node_id());
   if (it == by_node_.end()) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "no certificate of its origin '", update.origin().node_id().substr(0, 64), "' is known"));
+    return absl::NotFoundError(absl::StrCat("no certificate of its origin '",
+                                            update.origin().node_id().substr(0, 64), "' is known"));
   }
   const std::string bytes = SignedBytes(update);
   for (const auto& entry : it->second) {
@@ -158,6 +160,48 @@ absl::Status CertificateBook::Verify(const v1::Update& update) const {
   }
   return absl::UnauthenticatedError(absl::StrCat(
       "its signature is not its origin's ('", update.origin().node_id().substr(0, 64), "')"));
+}
+
+namespace {
+
+// The book under a reader-writer lock: verifications (the many) share it,
+// a certificate learned (rare) takes it alone.
+class CertificateSignatures final : public UpdateSignatures {
+ public:
+  CertificateSignatures(std::unique_ptr<UpdateSigner> signer, CertificateBook book)
+      : signer_(std::move(signer)), book_(std::move(book)) {}
+
+  void Sign(v1::Update* update) const override { signer_->Sign(update); }
+  absl::Status Verify(const v1::Update& update) const override {
+    absl::ReaderMutexLock l(&mu_);
+    return book_.Verify(update);
+  }
+  absl::StatusOr<Learned> Learn(const std::string& pem) override {
+    absl::MutexLock l(&mu_);
+    const bool known = book_.Has(pem);
+    absl::StatusOr<std::string> id = book_.Add(pem);
+    if (!id.ok()) return id.status();
+    return Learned{*std::move(id), !known};
+  }
+  std::vector<std::string> Certificates() const override {
+    absl::ReaderMutexLock l(&mu_);
+    return book_.All();
+  }
+
+ private:
+  const std::unique_ptr<UpdateSigner> signer_;  // immutable, shared for signing
+  mutable absl::Mutex mu_;
+  CertificateBook book_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<UpdateSignatures>> MakeUpdateSignatures(const TlsConfig& tls) {
+  absl::StatusOr<std::unique_ptr<UpdateSigner>> signer = UpdateSigner::Create(tls.key_pem);
+  if (!signer.ok()) return signer.status();
+  CertificateBook book(tls.ca_pem);
+  if (absl::StatusOr<std::string> own = book.Add(tls.cert_pem); !own.ok()) return own.status();
+  return std::make_shared<CertificateSignatures>(*std::move(signer), std::move(book));
 }
 
 }  // namespace reckon::server

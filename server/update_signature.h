@@ -10,9 +10,12 @@
 // (u32), checksum_delta (u64), payload (u64 length, bytes); integers little-
 // endian. Every field that changes what applying does is covered.
 //
+// The node uses them through update_signatures.h (MakeUpdateSignatures
+// below), so that the gossip layer needs no OpenSSL.
+//
 // Thread-safety: UpdateSigner is immutable once made (OpenSSL's EVP_PKEY is
-// safe to share for signing); CertificateBook is not thread-safe (the node
-// keeps it under its lock).
+// safe to share for signing); CertificateBook is not thread-safe (its
+// owner locks it); MakeUpdateSignatures' object is, every method.
 #ifndef RECKON_SERVER_UPDATE_SIGNATURE_H_
 #define RECKON_SERVER_UPDATE_SIGNATURE_H_
 
@@ -23,6 +26,8 @@
 
 #include "absl/status/statusor.h"
 #include "proto/reckon.pb.h"
+#include "server/tls.h"
+#include "server/update_signatures.h"
 
 namespace reckon::server {
 
@@ -63,7 +68,8 @@ class CertificateBook {
   // Every certificate kept, PEM, for telling a new peer.
   std::vector<std::string> All() const;
   // OK when `update` carries a valid signature of its origin's key; else an
-  // error saying which: no signature, unknown signer, or not its signature.
+  // error saying which: kNotFound for an unknown signer, kUnauthenticated
+  // for no signature or not its origin's.
   absl::Status Verify(const v1::Update& update) const;
 
  private:
@@ -72,6 +78,12 @@ class CertificateBook {
   std::map<std::string, std::vector<std::shared_ptr<Entry>>> by_node_;
   std::map<std::string, std::string> pem_to_node_;  // dedup of Add
 };
+
+// The node's signatures (NodeOptions::signatures) for a member with `tls`
+// (enabled): signs with tls.key_pem, verifies with the certificates learned
+// under tls.ca_pem, this member's own (tls.cert_pem) the first. An error
+// when the key or the certificate does not parse or verify.
+absl::StatusOr<std::shared_ptr<UpdateSignatures>> MakeUpdateSignatures(const TlsConfig& tls);
 
 }  // namespace reckon::server
 

@@ -4,7 +4,8 @@
 // add to the replica (header fields the CRC does not cover, step_quanta
 // among them, or an encoder and decoder that disagree, would otherwise make
 // replicas differ silently). The node's rules that do need its state (the
-// origin's next seq, duplicates, the origin cap, the signature) stay with it.
+// origin's next seq, duplicates, the origin cap) stay with it; it verifies
+// the signature beside this, off its lock too (ValidatedUpdate::signature).
 //
 // Threads: pure; the node's receive path calls it off the node's lock, on
 // the validation threads (NodeOptions::receive_threads), and under the lock
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "codec/update_message.h"
@@ -26,6 +28,9 @@ namespace reckon::server {
 struct ValidatedUpdate {
   absl::Status status;  // kDataLoss (or the decoder's code) naming what is wrong
   std::shared_ptr<const codec::DecodedUpdate> decoded;  // when status is OK
+  // The node's UpdateSignatures::Verify, made beside it off the lock (with
+  // TLS only).
+  std::optional<absl::Status> signature;
 };
 
 ValidatedUpdate ValidateUpdate(const v1::Update& update, uint64_t param_count,

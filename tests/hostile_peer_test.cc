@@ -1482,8 +1482,9 @@ TEST(HostilePeer, VectorsNamingMoreOriginsThanTheCapAreRefusedWhole) {
 // counted; the member's own, properly signed, is applied.
 TEST(HostilePeer, ForgedUnsignedOrAlteredUpdatesAreRefused) {
   const Pki& pki = TestPki();
-  Victim victim(pki.For(pki.victim, pki.ca), size_t{1} << 20,
-                [&](NodeOptions& o) { o.tls = pki.For(pki.victim, pki.ca); });
+  Victim victim(pki.For(pki.victim, pki.ca), size_t{1} << 20, [&](NodeOptions& o) {
+    o.signatures = *MakeUpdateSignatures(pki.For(pki.victim, pki.ca));
+  });
   Attacker w1(victim.address(), pki.For(pki.w1, pki.ca));
   ASSERT_TRUE(w1.Hello("w1"));
   ASSERT_TRUE(w1.Read().has_value());  // its Hello

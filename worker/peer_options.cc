@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "server/tls.h"
+#include "server/update_signature.h"
 
 namespace reckon::worker {
 
@@ -29,7 +30,11 @@ absl::Status UseTls(const TlsFiles& files, PeerOptions* options) {
         absl::StrCat(files.cert_name, " ", files.cert, " is for '", tls->identity, "', not ",
                      files.node_id_name, " '", n.node_id, "': peers would refuse this worker"));
   }
-  n.tls = *tls;  // signs our Updates, verifies everyone's
+  // Signs our Updates, verifies everyone's.
+  absl::StatusOr<std::shared_ptr<server::UpdateSignatures>> signatures =
+      server::MakeUpdateSignatures(*tls);
+  if (!signatures.ok()) return absl::FailedPreconditionError(signatures.status().message());
+  n.signatures = *std::move(signatures);
   options->transport.tls = *std::move(tls);
   n.require_peer_identity = true;
   return absl::OkStatus();

@@ -256,7 +256,8 @@ TEST(GossipNode, RelayedUpdatesOfAnOriginNeverMetAreVerified) {
   }
   ManualClock clock;
   Nodes c(
-      3, milliseconds(0), [&](int i, NodeOptions& o) { o.tls = tls[i]; }, {}, &clock);
+      3, milliseconds(0),
+      [&](int i, NodeOptions& o) { o.signatures = *MakeUpdateSignatures(tls[i]); }, {}, &clock);
   c.net().Partition({{c.node(0), c.node(1)}, {c.node(2)}});
   c.Start();
   c.Publish(0, 1, 10);

@@ -29,6 +29,7 @@
 #include "server/node.h"
 #include "server/node_metrics.h"
 #include "server/tls.h"
+#include "server/update_signature.h"
 #include "tests/inproc_cluster.h"
 #include "tests/scripted_peer.h"
 
