@@ -21,7 +21,7 @@ std::vector<std::string> Joiners::StillComing(const MemberMap& members, Clock::t
   for (auto it = joiners_.begin(); it != joiners_.end();) {
     auto m = members.find(it->first);
     const bool arrived = m != members.end() && m->second.incarnation == it->second.incarnation &&
-                         m->second.state != MemberState::kConnecting;
+                         m->second.state() != MemberState::kConnecting;
     if (arrived || now - it->second.last_request > patience_) {
       it = joiners_.erase(it);
     } else {

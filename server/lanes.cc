@@ -11,7 +11,7 @@ std::optional<std::string> LaneRefusal(const v1::Hello& hello, const MemberMap& 
   }
   auto known = members.find(id);
   if (known == members.end() || !known->second.links.connected() ||
-      known->second.state != MemberState::kAlive) {
+      known->second.state() != MemberState::kAlive) {
     return absl::StrCat("a lane of node '", id.substr(0, 64),
                         "', whose stream with this node is not up");
   }

@@ -1,8 +1,8 @@
 // What a node knows of one other member of the cluster: its identity, the
 // state the failure detector gives it, its links (member_links.h), and what
-// its heartbeats said. A plain record: the member table (member_table.h)
-// keeps one per member, by node id, under the node's lock, and the node's
-// parts (quiescence.h) read them.
+// its heartbeats said. A record: the member table (member_table.h) keeps
+// one per member, by node id, under the node's lock, and alone changes its
+// state; the node's parts (quiescence.h) read them.
 #ifndef RECKON_SERVER_MEMBER_H_
 #define RECKON_SERVER_MEMBER_H_
 
@@ -28,11 +28,16 @@ namespace reckon::server {
 enum class MemberState { kConnecting, kAlive, kDead, kLeft };
 const char* MemberStateName(MemberState state);  // "connecting", "alive", ...
 
+class MemberTable;
+struct MemberTestAccess;
+
 struct Member {
   std::string node_id;
   uint64_t incarnation = 0;
   std::string address;
-  MemberState state = MemberState::kConnecting;
+  // Changed only by the member table (MemberTable::MarkAlive, MarkDead,
+  // MarkLeft): the handshake's and the failure detector's verdicts.
+  MemberState state() const { return state_; }
   // Somebody heard it: this node reached it, or a member this node reached
   // said in a heartbeat that it hears it (Member.heard). Only such a member
   // counts in the ending's majority (quiescence.h); a name nobody ever
@@ -49,11 +54,12 @@ struct Member {
   // new stream (or none) starts that afresh, nothing kept by hand.
   MemberLinks links;
   // The members its last heartbeat said it hears (Member.heard), and since
-  // when we hear it (its stream with us began, or it came back from dead): a live origin's messages
-  // are relayed to it only when it does not hear that origin and has been with us a failure timeout
+  // when we hear it (alive_since(): its stream with us began, or it came
+  // back from dead): a live origin's messages are relayed to it only when it
+  // does not hear that origin and has been with us a failure timeout
   // (anti_entropy.h MayRelay).
   std::set<OriginKey> hears;
-  Clock::time_point alive_since;
+  Clock::time_point alive_since() const { return alive_since_; }
   bool training_done = false;
   // Its last heartbeat's quiescence phase one, and its weight hash then.
   bool settled = false;
@@ -94,6 +100,12 @@ struct Member {
     refused_there.clear();
     refused_untold.clear();
   }
+
+ private:
+  friend class MemberTable;
+  friend struct MemberTestAccess;  // the tests of the parts that read members
+  MemberState state_ = MemberState::kConnecting;
+  Clock::time_point alive_since_;
 };
 
 // By node id, never our own; member_table.h owns the node's.

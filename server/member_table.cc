@@ -33,19 +33,19 @@ bool MemberTable::IsCurrent(const OriginKey& origin) const {
 
 bool MemberTable::IsAlive(const OriginKey& origin) const {
   const Member* m = Find(origin.node_id);
-  return m != nullptr && m->incarnation == origin.incarnation && m->state == MemberState::kAlive;
+  return m != nullptr && m->incarnation == origin.incarnation && m->state() == MemberState::kAlive;
 }
 
 size_t MemberTable::CountAlive() const {
   size_t alive = 0;
-  for (const auto& [id, m] : members_) alive += m.state == MemberState::kAlive;
+  for (const auto& [id, m] : members_) alive += m.state() == MemberState::kAlive;
   return alive;
 }
 
 std::vector<std::string> MemberTable::AliveIds() const {
   std::vector<std::string> ids;
   for (const auto& [id, m] : members_) {
-    if (m.state == MemberState::kAlive) ids.push_back(id);
+    if (m.state() == MemberState::kAlive) ids.push_back(id);
   }
   return ids;
 }
@@ -53,7 +53,7 @@ std::vector<std::string> MemberTable::AliveIds() const {
 std::vector<std::string> MemberTable::LiveAddresses(const std::string& except) const {
   std::vector<std::string> out;
   for (const auto& [id, m] : members_) {
-    if (m.state == MemberState::kAlive && !m.address.empty() && m.address != except) {
+    if (m.state() == MemberState::kAlive && !m.address.empty() && m.address != except) {
       out.push_back(m.address);
     }
   }
@@ -62,7 +62,8 @@ std::vector<std::string> MemberTable::LiveAddresses(const std::string& except) c
 
 bool MemberTable::ConnectedOrLeftAt(const std::string& address) const {
   for (const auto& [id, m] : members_) {
-    if (m.address == address && (m.links.connected() || m.state == MemberState::kLeft)) return true;
+    if (m.address == address && (m.links.connected() || m.state() == MemberState::kLeft))
+      return true;
   }
   return false;
 }
@@ -128,6 +129,13 @@ ListLearned MemberTable::Learn(Member& from,
                                Clock::time_point now) {
   return LearnMemberList(from, list, options_.self.node_id, options_.max_members, now, &members_,
                          &forgotten_);
+}
+
+bool MemberTable::MarkAlive(Member& m, Clock::time_point now) {
+  const bool was_alive = m.state_ == MemberState::kAlive;
+  m.state_ = MemberState::kAlive;
+  m.alive_since_ = now;
+  return !was_alive;
 }
 
 }  // namespace reckon::server

@@ -4,8 +4,9 @@
 // (pending_handshakes.h). It owns both and applies membership's rules
 // (membership.h) to them: whom a Hello admits and as which incarnation,
 // what a heartbeat's member list teaches, which member a stream belongs to,
-// who is alive. What the node does about each answer (frames to send,
-// counters, log lines, dials) stays with the node.
+// who is alive; and it alone changes a member's state (MarkAlive, MarkDead,
+// MarkLeft: Member::state() is read-only elsewhere). What the node does about each answer (frames
+// to send, counters, log lines, dials) stays with the node.
 //
 // The read-only rules of other parts (quiescence.h, joiners.h, lanes.h)
 // take the plain map (`members()`), so they are tested without a table.
@@ -80,6 +81,17 @@ class MemberTable {
     return handshakes_.TakeExpired(now);
   }
   std::vector<std::shared_ptr<Link>> AwaitingHello() const { return handshakes_.All(); }
+
+  // --- a member's state: the handshake's and the failure detector's
+  // verdicts, the only ways it changes ---
+  // Handshaken (a new stream, alive or not before), or heard again after
+  // it was dead or left: alive since `now` (the relay rules count from
+  // then). Returns whether it was not alive before.
+  bool MarkAlive(Member& m, Clock::time_point now);
+  // Silent past the failure timeout (its links are the caller's to drop).
+  void MarkDead(Member& m) { m.state_ = MemberState::kDead; }
+  // It said Leave (its links are the caller's to drop).
+  void MarkLeft(Member& m) { m.state_ = MemberState::kLeft; }
 
   // --- the rules that change the table ---
   // Section 3's checks (membership.h JudgeHello) for `hello`, against this

@@ -51,7 +51,7 @@ namespace {
 //    it does.
 std::optional<HelloVerdict> ClaimOnAMemberAliveHere(const Member& m, const v1::Hello& hello,
                                                     const HelloContext& c) {
-  const bool alive_here = m.state == MemberState::kAlive && m.links.stream() != nullptr &&
+  const bool alive_here = m.state() == MemberState::kAlive && m.links.stream() != nullptr &&
                           c.now - m.last_heard <= c.failure_timeout;
   if (!alive_here) return std::nullopt;
   const std::string& id = hello.self().node_id();
@@ -134,8 +134,9 @@ bool KeepsStream(const std::string& self_id, const std::string& peer_id, bool di
 
 std::optional<std::string> SilentTooLong(const Member& m, Clock::time_point now,
                                          Clock::duration failure_timeout) {
-  if (m.state != MemberState::kAlive && m.state != MemberState::kConnecting) return std::nullopt;
-  const bool alive = m.state == MemberState::kAlive;
+  if (m.state() != MemberState::kAlive && m.state() != MemberState::kConnecting)
+    return std::nullopt;
+  const bool alive = m.state() == MemberState::kAlive;
   const Clock::time_point since = alive ? m.last_heard : m.first_known;
   if (now - since <= failure_timeout) return std::nullopt;
   return absl::StrCat("peer ", m.node_id, alive ? " missed heartbeats for " : " not reached in ",

@@ -324,10 +324,9 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   // Only updates are counted (the loss evidence of anti-entropy): a
   // heartbeat may overtake the updates queued before it (Link::SendUrgent).
   if (f.has_update()) m->links.CountReceived(0);
-  if (m->state != MemberState::kAlive) {
+  if (m->state() != MemberState::kAlive) {
+    members_.MarkAlive(*m, now);
     Log(absl::StrCat("peer ", m->node_id, " is alive again"));
-    m->state = MemberState::kAlive;
-    m->alive_since = now;
     RebuildRing();
   }
   if (f.has_update()) {
@@ -340,7 +339,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     HandleHeartbeat(*m, f.heartbeat(), now);
   } else if (f.has_leave()) {
     Log(absl::StrCat("peer ", m->node_id, " left: ", f.leave().reason()));
-    m->state = MemberState::kLeft;
+    members_.MarkLeft(*m);
     DropLink(*m);
     RebuildRing();
   } else if (f.has_resync()) {
@@ -388,7 +387,7 @@ void GossipNode::Tick(Clock::time_point now) {
       }
       Log(*dead);
       counters_.Add(Counters::kMembersFailedFieldNumber);
-      m.state = MemberState::kDead;
+      members_.MarkDead(m);
       DropLink(m);
       RebuildRing();
     }
@@ -412,7 +411,7 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
   // Until every seed had its chance to connect we do not know who needs what.
   if (now - started_ < options_.failure_timeout) return;
   for (const auto& [id, m] : members_) {
-    if (m.state == MemberState::kConnecting) return;
+    if (m.state() == MemberState::kConnecting) return;
   }
   // Per origin, the least any live member (and we) applied. Our own
   // messages stay while a dead member lacks them too: it may come back (a
@@ -424,7 +423,7 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
     uint64_t least = SeqOf(replica_.applied(), origin);
     for (const auto& [id, m] : members_) {
       const bool counts =
-          m.state == MemberState::kAlive || (origin == self_ && m.state == MemberState::kDead);
+          m.state() == MemberState::kAlive || (origin == self_ && m.state() == MemberState::kDead);
       if (counts) least = std::min(least, SeqOf(m.applied, origin));
     }
     floor[origin] = least;
@@ -481,7 +480,7 @@ uint64_t GossipNode::MessagesBehind() {
   absl::MutexLock l(&mu_);
   uint64_t most = 0;
   for (const auto& [id, m] : members_) {
-    if (m.state != MemberState::kAlive) continue;
+    if (m.state() != MemberState::kAlive) continue;
     uint64_t behind = 0;
     for (const auto& [origin, seq] : m.applied) {
       const uint64_t ours = SeqOf(replica_.applied(), origin);

@@ -117,7 +117,7 @@ void GossipNode::LearnRefusedOrigins(Member& m, const v1::Heartbeat& hb) {
 }
 
 void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
-  if (!m.links.connected() || m.state != MemberState::kAlive) return;
+  if (!m.links.connected() || m.state() != MemberState::kAlive) return;
   // Every origin we applied, not only those our log still holds: a member
   // behind on one whose messages all left the log (it was dead when they
   // did) must be told to re-join, or it would never catch up. That is every
@@ -143,7 +143,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
       // may not say yet whom it hears (the relay rule waits as long). An
       // origin we have not reached yet may be as alive (OriginMayBeAlive).
       const bool may_hear =
-          m.hears.count(origin) > 0 || now - m.alive_since < options_.failure_timeout;
+          m.hears.count(origin) > 0 || now - m.alive_since() < options_.failure_timeout;
       if (origin != self_ && OriginMayBeAlive(origin, now) && may_hear) continue;
       auto frame = std::make_shared<v1::GossipFrame>();
       frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
@@ -161,7 +161,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
         TreeOverlay() && origin_alive && ring_.IsChild(origin.node_id, self_.node_id, m.node_id);
     for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
       if (m.links.LeastQueued() > options_.send_queue_byte_cap / 2) return;
-      const Clock::duration age = now - it->second.added, heard_for = now - m.alive_since;
+      const Clock::duration age = now - it->second.added, heard_for = now - m.alive_since();
       const bool may =
           TreeOverlay()
               ? MayRelayInTree(tree_child, origin == self_, origin_alive, member_hears_origin, age,
@@ -228,12 +228,12 @@ void GossipNode::AddMemberList(v1::Heartbeat* hb) const {
   me->set_incarnation(self_.incarnation);
   me->set_address(options_.listen_address);
   for (const auto& [id, m] : members_) {
-    if (m.state == MemberState::kLeft || m.address.empty()) continue;
+    if (m.state() == MemberState::kLeft || m.address.empty()) continue;
     v1::Member* other = hb->add_members();
     other->set_node_id(id);
     other->set_incarnation(m.incarnation);
     other->set_address(m.address);
-    other->set_heard(m.state == MemberState::kAlive);
+    other->set_heard(m.state() == MemberState::kAlive);
   }
 }
 

@@ -41,7 +41,7 @@ std::optional<std::string> GossipNode::RepairSourceLocked(const std::string& avo
   };
   auto rank_avoiding = [&](const Member& m) { return std::make_pair(m.address != avoid, rank(m)); };
   for (const auto& [id, m] : members_) {
-    if (m.state != MemberState::kAlive || m.address.empty()) continue;
+    if (m.state() != MemberState::kAlive || m.address.empty()) continue;
     if (best == nullptr || rank_avoiding(m) > rank_avoiding(*best)) best = &m;
   }
   if (best == nullptr) return std::nullopt;
@@ -80,7 +80,7 @@ void GossipNode::ComparePeerCheck(Member& m) {
 uint64_t GossipNode::MaxPeerLagLocked() {
   uint64_t lag = 0;
   for (const auto& [id, m] : members_) {
-    if (m.state != MemberState::kAlive) continue;
+    if (m.state() != MemberState::kAlive) continue;
     const uint64_t theirs = SeqOf(m.applied, self_);
     if (last_published_ > theirs) lag = std::max(lag, last_published_ - theirs);
   }
@@ -101,7 +101,7 @@ size_t GossipNode::OwnBacklogBytesLocked() {
   bool any_alive = false;
   uint64_t least = last_published_;
   for (const auto& [id, m] : members_) {
-    if (m.state != MemberState::kAlive) continue;
+    if (m.state() != MemberState::kAlive) continue;
     any_alive = true;
     least = std::min(least, SeqOf(m.applied, self_));
   }
@@ -149,7 +149,7 @@ int GossipNode::TrainingMembers() {
   absl::MutexLock l(&mu_);
   int members = handoff_.done() ? 0 : 1;
   for (const auto& [id, m] : members_) {
-    if (m.state == MemberState::kAlive && !m.training_done) ++members;
+    if (m.state() == MemberState::kAlive && !m.training_done) ++members;
   }
   return members;
 }

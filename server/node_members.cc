@@ -234,12 +234,10 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     }
     SendTo(m, frame, SIZE_MAX);
   }
-  if (m.state != MemberState::kAlive) {
+  if (members_.MarkAlive(m, now)) {
     Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
                      ") connected: ", link->Describe()));
   }
-  m.alive_since = now;
-  m.state = MemberState::kAlive;
   m.vouched = true;
   RebuildRing();
   reached_any_ = true;
@@ -302,7 +300,7 @@ bool GossipNode::OriginMayBeAlive(const OriginKey& origin, Clock::time_point now
   if (OriginAlive(origin)) return true;
   const Member* m = members_.Find(origin.node_id);
   if (m != nullptr && m->incarnation == origin.incarnation &&
-      (m->state == MemberState::kDead || m->state == MemberState::kLeft)) {
+      (m->state() == MemberState::kDead || m->state() == MemberState::kLeft)) {
     return false;  // reached, then silent past the failure timeout, or gone
   }
   if (m != nullptr && m->incarnation != origin.incarnation) return false;  // it restarted

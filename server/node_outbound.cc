@@ -94,7 +94,7 @@ void GossipNode::ForgetLane(const LaneRef& ref, Clock::time_point now) {
 }
 
 void GossipNode::DialLanes(Member& m, Clock::time_point now) {
-  if (!dialer_ || m.state != MemberState::kAlive) return;
+  if (!dialer_ || m.state() != MemberState::kAlive) return;
   // As any dial, two failure timeouts for the answer (a round trip).
   const std::vector<uint32_t> due =
       m.links.LanesToDial(now, now - 2 * options_.failure_timeout, lanes_);
@@ -144,7 +144,7 @@ bool GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
 
 void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
                         const std::shared_ptr<const v1::GossipFrame>& frame) {
-  if (!m.links.connected() || m.state != MemberState::kAlive || m.Refuses(origin)) return;
+  if (!m.links.connected() || m.state() != MemberState::kAlive || m.Refuses(origin)) return;
   // In order per origin: behind peers are served by anti-entropy.
   if (std::max(SeqOf(m.links.state().pushed, origin), SeqOf(m.applied, origin)) != seq - 1) {
     return;

@@ -61,7 +61,7 @@ std::optional<std::string> GossipNode::ResyncSourceFor(const OriginKey& origin,
                                                        const std::set<std::string>& avoid) {
   const Member* last_resort = nullptr;
   for (const auto& [id, m] : members_) {
-    if (m.state != MemberState::kAlive || m.address.empty() || avoid.count(m.address)) continue;
+    if (m.state() != MemberState::kAlive || m.address.empty() || avoid.count(m.address)) continue;
     const bool has_it = SeqOf(m.applied, origin) + 1 >= first_retained ||
                         (origin.node_id == id && origin.incarnation == m.incarnation);
     if (!has_it) continue;

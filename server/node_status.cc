@@ -82,12 +82,12 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
     ms->set_node_id(id);
     ms->set_incarnation(m.incarnation);
     ms->set_address(m.address);
-    ms->set_state(MemberStateName(m.state));
+    ms->set_state(MemberStateName(m.state()));
     ms->set_lag(static_cast<int64_t>(last_published_) -
                 static_cast<int64_t>(SeqOf(m.applied, self_)));
     ms->set_training_done(m.training_done);
-    ms->set_last_heard_s(m.state == MemberState::kConnecting ? -1
-                                                             : SecondsSince(m.last_heard, now));
+    ms->set_last_heard_s(m.state() == MemberState::kConnecting ? -1
+                                                               : SecondsSince(m.last_heard, now));
     ms->set_checks_agreed(m.checks_agreed);
     ms->set_checks_diverged(m.checks_diverged);
     ms->set_lanes_out(m.links.lanes_up());

@@ -59,11 +59,11 @@ bool Settled(const LocalQuiescence& self, const MemberMap& members, std::string*
     return false;
   }
   for (const auto& [id, m] : members) {
-    if (m.state == MemberState::kConnecting) {
+    if (m.state() == MemberState::kConnecting) {
       *why = absl::StrCat("waiting to reach ", id);
       return false;
     }
-    if (m.state != MemberState::kAlive) continue;
+    if (m.state() != MemberState::kAlive) continue;
     if (!m.training_done) {
       *why = absl::StrCat(id, " is still training");
       return false;
@@ -88,8 +88,8 @@ bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::strin
   for (const auto& [id, m] : members) {
     // Nobody ever heard it (a name in a member list): not a member that
     // could be training on anywhere; it counts for nothing.
-    if (m.state == MemberState::kDead && !m.vouched) continue;
-    if (m.state == MemberState::kLeft) {
+    if (m.state() == MemberState::kDead && !m.vouched) continue;
+    if (m.state() == MemberState::kLeft) {
       // Left after saying it settled at our vector with our hash: it ended
       // here and agreed (it may well have seen our agreement before we saw
       // its). One that left otherwise is gone for good and counts for
@@ -100,7 +100,7 @@ bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::strin
       }
       continue;
     }
-    if (m.state == MemberState::kDead) {
+    if (m.state() == MemberState::kDead) {
       // Gone silent after saying it settled at our vector with our hash: it
       // agreed, and with every member's training done it cannot have moved
       // on (its Leave was lost: a lossy link, a flush cut short).
@@ -111,7 +111,7 @@ bool Quiescent(const LocalQuiescence& self, const MemberMap& members, std::strin
         dead.push_back(id);
       }
     }
-    if (m.state != MemberState::kAlive) continue;
+    if (m.state() != MemberState::kAlive) continue;
     if (!m.settled || !VersionsAgree(m, self.applied)) {
       *why = absl::StrCat(id, " has not settled at our version vector");
       return false;
@@ -156,7 +156,7 @@ bool Settlement::Record(bool settled, const VersionMap& applied,
 }
 
 std::optional<std::string> Divergence(const LocalQuiescence& self, const Member& m) {
-  if (m.state != MemberState::kAlive || !m.settled || !self.settled ||
+  if (m.state() != MemberState::kAlive || !m.settled || !self.settled ||
       !SameVersions(self.settled_at, self.applied) || !VersionsAgree(m, self.applied) ||
       m.weight_hash == self.settled_hash) {
     return std::nullopt;

@@ -56,12 +56,12 @@ TEST(Joiners, WaitedForUntilTheyArriveOrGoSilentAndCapped) {
   // a's old incarnation is a member: not the one on its way. b arrived.
   members["a"] = Member{};
   members["a"].incarnation = 7;
-  members["a"].state = MemberState::kAlive;
+  MemberTestAccess::SetState(members["a"], MemberState::kAlive);
   members["b"] = Member{};
   members["b"].incarnation = 1;
-  members["b"].state = MemberState::kConnecting;  // known, not reached yet
+  MemberTestAccess::SetState(members["b"], MemberState::kConnecting);  // known, not reached yet
   EXPECT_EQ(joiners.StillComing(members, t0), (std::vector<std::string>{"a", "b"}));
-  members["b"].state = MemberState::kAlive;
+  MemberTestAccess::SetState(members["b"], MemberState::kAlive);
   EXPECT_EQ(joiners.StillComing(members, t0), (std::vector<std::string>{"a"}));
   // a asked last at 2 s: waited for until 5 s, not after.
   EXPECT_EQ(joiners.StillComing(members, t0 + std::chrono::seconds(5)),

@@ -46,7 +46,7 @@ TEST(Lanes, ALaneIsTakenOnlyFromALiveMemberOfTheSameIncarnation) {
   Member& b = members["b"];
   b.node_id = "b";
   b.incarnation = 5;
-  b.state = MemberState::kAlive;
+  MemberTestAccess::SetState(b, MemberState::kAlive);
   b.links.Attach(std::make_shared<NowhereLink>(), 0, Clock::now());
   v1::Hello lane = HelloFrom("b", 5);
   lane.set_lane(1);
@@ -67,10 +67,10 @@ TEST(Lanes, ALaneIsTakenOnlyFromALiveMemberOfTheSameIncarnation) {
   EXPECT_EQ(LaneRefusal(lane, members),
             "a lane of node 'c', whose stream with this node is not up");
   lane.mutable_self()->set_node_id("b");
-  b.state = MemberState::kDead;
+  MemberTestAccess::SetState(b, MemberState::kDead);
   EXPECT_EQ(LaneRefusal(lane, members),
             "a lane of node 'b', whose stream with this node is not up");
-  b.state = MemberState::kAlive;
+  MemberTestAccess::SetState(b, MemberState::kAlive);
   b.links.StreamClosed();
   EXPECT_NE(LaneRefusal(lane, members), std::nullopt);
 }

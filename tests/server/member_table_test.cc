@@ -62,7 +62,10 @@ TEST(MemberTable, AdmitsOnceRestartsOnANewerIncarnationAndFindsMembersByStream) 
   EXPECT_EQ(b.member->incarnation, 5u);
   EXPECT_EQ(b.member->first_known, t0 + milliseconds(1));
   b.member->links.Attach(stream, 0, Clock::now());
-  b.member->state = MemberState::kAlive;
+  EXPECT_EQ(b.member->state(), MemberState::kConnecting);
+  EXPECT_TRUE(table.MarkAlive(*b.member, t0 + milliseconds(2))) << "handshaken: newly alive";
+  EXPECT_FALSE(table.MarkAlive(*b.member, t0 + milliseconds(3))) << "alive already";
+  EXPECT_EQ(b.member->alive_since(), t0 + milliseconds(3));
   b.member->address = "b:1";
   b.member->applied = {{{"b", 5}, 3}};
   b.member->training_done = true;
@@ -106,7 +109,7 @@ TEST(MemberTable, AdmitsOnceRestartsOnANewerIncarnationAndFindsMembersByStream) 
   EXPECT_EQ(learned.refused, 1u);
   ASSERT_EQ(learned.addresses.size(), 1u);
   EXPECT_EQ(learned.addresses[0].member, table.Find("c"));
-  EXPECT_EQ(table.Find("c")->state, MemberState::kConnecting);
+  EXPECT_EQ(table.Find("c")->state(), MemberState::kConnecting);
   EXPECT_EQ(table.Find("d"), nullptr);
   EXPECT_EQ(table.Judge(HelloFrom("d", 1), {}).reason,
             "this cluster already has 2 members besides this node");

@@ -86,7 +86,7 @@ TEST(Membership, HelloIsJudgedByTheProtocolsRulesInOrder) {
   // timeout, it waits (without TLS anyone with the token can claim one).
   EXPECT_EQ(judge(HelloFrom("b", 4)).kind, HelloVerdict::kAdmit);
   const Clock::time_point t0 = Clock::now();
-  members["b"].state = MemberState::kAlive;
+  MemberTestAccess::SetState(members["b"], MemberState::kAlive);
   members["b"].last_heard = t0;
   members["b"].links.Attach(std::make_shared<NowhereLink>(), 0, t0);
   c.now = t0 + std::chrono::milliseconds(1500);
@@ -132,19 +132,19 @@ TEST(Membership, SilenceFromAliveOrUnreachedMembersMakesThemDead) {
   const Clock::duration timeout = std::chrono::seconds(3);
   Member m;
   m.node_id = "b";
-  m.state = MemberState::kAlive;
+  MemberTestAccess::SetState(m, MemberState::kAlive);
   m.last_heard = t0;
   EXPECT_FALSE(SilentTooLong(m, t0 + std::chrono::seconds(3), timeout));
   EXPECT_EQ(SilentTooLong(m, t0 + milliseconds(3500), timeout),
             std::optional<std::string>("peer b missed heartbeats for 3.5 s: marked dead"));
-  m.state = MemberState::kConnecting;
+  MemberTestAccess::SetState(m, MemberState::kConnecting);
   m.first_known = t0 + std::chrono::seconds(1);
   EXPECT_FALSE(SilentTooLong(m, t0 + milliseconds(3500), timeout));
   EXPECT_EQ(SilentTooLong(m, t0 + std::chrono::seconds(5), timeout),
             std::optional<std::string>("peer b not reached in 4.0 s: marked dead"));
-  m.state = MemberState::kDead;
+  MemberTestAccess::SetState(m, MemberState::kDead);
   EXPECT_FALSE(SilentTooLong(m, t0 + std::chrono::seconds(60), timeout));
-  m.state = MemberState::kLeft;
+  MemberTestAccess::SetState(m, MemberState::kLeft);
   EXPECT_FALSE(SilentTooLong(m, t0 + std::chrono::seconds(60), timeout));
 }
 
@@ -158,7 +158,7 @@ TEST(Membership, AMemberListTeachesIdsAddressesAndWhoIsHeard) {
   Member& from = members["f"];
   from.node_id = "f";
   from.incarnation = 3;
-  from.state = MemberState::kAlive;
+  MemberTestAccess::SetState(from, MemberState::kAlive);
   Member& reached = members["r"];
   reached.node_id = "r";
   reached.incarnation = 2;
@@ -189,7 +189,7 @@ TEST(Membership, AMemberListTeachesIdsAddressesAndWhoIsHeard) {
   EXPECT_EQ(learned.refused, 1u);
   EXPECT_EQ(members.size(), 4u);  // f, r, ghost, heard
   EXPECT_EQ(members.at("ghost").first_known, now);
-  EXPECT_EQ(members.at("ghost").state, MemberState::kConnecting);
+  EXPECT_EQ(members.at("ghost").state(), MemberState::kConnecting);
   EXPECT_FALSE(members.at("ghost").vouched);
   EXPECT_TRUE(members.at("heard").vouched);
   EXPECT_EQ(from.hears, (std::set<OriginKey>{{"r", 2}, {"heard", 5}, {"over", 1}}));

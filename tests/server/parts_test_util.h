@@ -15,12 +15,19 @@
 #include "absl/strings/str_cat.h"
 #include "server/early_arrivals.h"
 #include "server/link.h"
+#include "server/member.h"
 #include "server/update_validation.h"
 #include "tests/inproc_cluster.h"
 
 namespace reckon::server {
 
 inline const OriginKey kA{"a", 1}, kB{"b", 1};
+
+// A member's state as a test of a part that reads members sets it; in the
+// node only the member table changes it (MemberTable::MarkAlive, ...).
+struct MemberTestAccess {
+  static void SetState(Member& m, MemberState state) { m.state_ = state; }
+};
 
 // Bytes the allocator has given out and not taken back (all arenas), for
 // checking what the caps count against what holding really costs.

@@ -58,7 +58,7 @@ Member Peer(const std::string& id, const VersionMap& applied, bool settled, cons
             MemberState state = MemberState::kAlive) {
   Member m;
   m.node_id = id;
-  m.state = state;
+  MemberTestAccess::SetState(m, state);
   m.training_done = true;
   m.applied = applied;
   m.settled = settled;
@@ -81,9 +81,9 @@ TEST(Quiescence, NeedsEveryLiveMemberSettledAtOurVectorAndHash) {
   EXPECT_EQ(why, "c has not settled at our version vector");
 
   // A dead or departed member is not waited for.
-  members["c"].state = MemberState::kDead;
+  MemberTestAccess::SetState(members["c"], MemberState::kDead);
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
-  members["c"].state = MemberState::kLeft;
+  MemberTestAccess::SetState(members["c"], MemberState::kLeft);
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
 
   // Settled at another vector: not yet.
@@ -117,7 +117,7 @@ TEST(Quiescence, PhaseOneWaitsForTrainingApplyingReachingAndConnecting) {
   awaiting.joining = {"d"};
   EXPECT_FALSE(Settled(awaiting, {}, &why));
   EXPECT_EQ(why, "d is joining (it asked for a snapshot and has not connected yet)");
-  members["c"].state = MemberState::kAlive;
+  MemberTestAccess::SetState(members["c"], MemberState::kAlive);
   members["c"].training_done = false;
   EXPECT_FALSE(Settled(Done(v, "h"), members, &why));
   EXPECT_EQ(why, "c is still training");
@@ -166,8 +166,8 @@ TEST(Quiescence, NeedsAMajorityOfTheMembersThatHaveNotLeft) {
   members.erase("d");
   members["c"] = Peer("c", {{kA, 3}}, false, "", MemberState::kDead);  // alone among the dead
   EXPECT_FALSE(Quiescent(Done(v, "h"), members, &why));
-  members["b"].state = MemberState::kLeft;
-  members["c"].state = MemberState::kLeft;
+  MemberTestAccess::SetState(members["b"], MemberState::kLeft);
+  MemberTestAccess::SetState(members["c"], MemberState::kLeft);
   EXPECT_TRUE(Quiescent(Done(v, "h"), members, &why)) << why;
   EXPECT_TRUE(Quiescent(Done(v, "h"), {}, &why)) << why;  // alone by design
   // Dead and never heard by anybody (only named in a member list): not a
