@@ -8,15 +8,14 @@
 // before arrives). Only the batch goes in, and only the emitted words (or
 // dense quanta), the per-row loss and hits, and what the caller asks to
 // read come out.
-//
-// cuBLAS is column-major; a row-major matrix X (r x c) is the column-major
-// X^T, so every row-major product below is written transposed.
+// The MLP's passes themselves are cuda/device_mlp.h's.
 #include "cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
 
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <utility>
 
@@ -29,6 +28,7 @@
 #include "cuda/device_buffer.h"
 #include "cuda/device_codec.h"
 #include "cuda/device_elementwise.h"
+#include "cuda/device_mlp.h"
 #include "cuda/device_replica.h"
 #include "cuda/kernels.h"
 #include "cuda/threshold_pass.h"
@@ -36,14 +36,11 @@
 namespace reckon::cuda {
 namespace {
 
-using model::Activation;
 using model::BackendConfig;
 using model::BatchStats;
 using model::Emission;
 using model::OptimizerKind;
 using model::UpdateMode;
-
-int ActivationCode(Activation a) { return a == Activation::kRelu ? 1 : 2; }
 
 class CudaBackend final : public model::Backend {
  public:
@@ -107,7 +104,8 @@ class CudaBackend final : public model::Backend {
         RECKON_RETURN_IF_ERROR(h_residual_.Resize(n));
       }
     }
-    RECKON_RETURN_IF_ERROR(ResizeBatch(config_.max_batch, &train_));
+    mlp_.emplace(config_.shape, blas_, cublas_, stream_);
+    RECKON_RETURN_IF_ERROR(mlp_->Resize(config_.max_batch, &train_));
     for (Input& input : inputs_)
       RECKON_RETURN_IF_ERROR(input.Resize(config_.max_batch, features()));
     return Sync();
@@ -211,7 +209,7 @@ class CudaBackend final : public model::Backend {
     RECKON_RETURN_IF_ERROR(ForwardBackward(input));
     const size_t n = config_.shape.param_count();
     const OptimizerRule rule = Rule(learning_rate);
-    RECKON_RETURN_IF_ERROR(CopyStatsOut(batch, train_));  // while the pass runs
+    RECKON_RETURN_IF_ERROR(mlp_->CopyStatsOut(batch, train_));  // while the pass runs
     if (config_.mode == UpdateMode::kThreshold) {
       // The optimizer, the residual and Strom's threshold in one pass.
       RECKON_RETURN_IF_ERROR(pass_->LaunchFused(rule, grad_.get(), state_.get(),
@@ -237,7 +235,7 @@ class CudaBackend final : public model::Backend {
       RECKON_RETURN_IF_ERROR(CodecEmit(out));
     }
     if (aggregate_adagrad_) RECKON_RETURN_IF_ERROR(RecordAfterOwn(*out));
-    return SumStats(train_, launched_rows_);
+    return mlp_->SumStats(train_, launched_rows_);
   }
 
   absl::StatusOr<BatchStats> TrainStepLocally(const float* images, const int32_t* labels, int batch,
@@ -269,8 +267,8 @@ class CudaBackend final : public model::Backend {
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_counters_.get(), counters_.get(),
                                                 sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                                 stream_));
-    RECKON_RETURN_IF_ERROR(CopyStatsOut(batch, train_));
-    absl::StatusOr<BatchStats> stats = SumStats(train_, batch);  // waits for the stream
+    RECKON_RETURN_IF_ERROR(mlp_->CopyStatsOut(batch, train_));
+    absl::StatusOr<BatchStats> stats = mlp_->SumStats(train_, batch);  // waits for the stream
     if (!stats.ok()) return stats;
     if (const unsigned long long bad = h_counters_.get()[0]; bad != ~0ull) {
       float value = 0;
@@ -331,12 +329,15 @@ class CudaBackend final : public model::Backend {
     const size_t features = this->features();
     for (size_t begin = 0; begin < count; begin += kEvalChunk) {
       const int n = static_cast<int>(std::min<size_t>(kEvalChunk, count - begin));
-      absl::Status s = ResizeBatch(kEvalChunk, &eval_);
+      absl::Status s = mlp_->Resize(kEvalChunk, &eval_);
       if (s.ok()) s = eval_input_.Resize(kEvalChunk, features);
       if (s.ok()) s = Upload(images + begin * features, labels + begin, n, &eval_input_, stream_);
-      if (s.ok()) s = Forward(n, &eval_, eval_input_, /*with_delta=*/false);
-      if (s.ok()) s = CopyStatsOut(n, eval_);
-      absl::StatusOr<BatchStats> part = s.ok() ? SumStats(eval_, n) : s;
+      if (s.ok()) {
+        s = mlp_->Forward(replica_->weights(), eval_input_.x.get(), eval_input_.labels.get(), n,
+                          &eval_, /*with_delta=*/false);
+      }
+      if (s.ok()) s = mlp_->CopyStatsOut(n, eval_);
+      absl::StatusOr<BatchStats> part = s.ok() ? mlp_->SumStats(eval_, n) : s;
       if (!part.ok()) {
         return absl::Status(part.status().code(),
                             absl::StrCat("evaluation: ", part.status().message()));
@@ -417,42 +418,6 @@ class CudaBackend final : public model::Backend {
     return rule;
   }
 
-  // What a step computes beside the input: activations, deltas, per-row
-  // loss and hits.
-  struct Batch {
-    int capacity = 0;
-    std::vector<std::unique_ptr<DeviceBuffer<float>>> pre, post;
-    DeviceBuffer<float> delta, delta_prev;
-    DeviceBuffer<float> row_loss;
-    DeviceBuffer<int32_t> row_correct;
-    PinnedBuffer<float> h_loss;
-    PinnedBuffer<int32_t> h_correct;
-  };
-
-  absl::Status ResizeBatch(int batch, Batch* b) {
-    if (b->capacity >= batch) return absl::OkStatus();
-    const auto& layers = config_.shape.layers();
-    RECKON_RETURN_IF_ERROR(b->h_loss.Resize(batch));
-    RECKON_RETURN_IF_ERROR(b->h_correct.Resize(batch));
-    RECKON_RETURN_IF_ERROR(b->row_loss.Resize(batch));
-    RECKON_RETURN_IF_ERROR(b->row_correct.Resize(batch));
-    b->pre.clear();
-    b->post.clear();
-    size_t widest = 0;
-    for (const auto& l : layers) {
-      const size_t n = size_t(batch) * l.out;
-      b->pre.push_back(std::make_unique<DeviceBuffer<float>>());
-      b->post.push_back(std::make_unique<DeviceBuffer<float>>());
-      RECKON_RETURN_IF_ERROR(b->pre.back()->Resize(n));
-      RECKON_RETURN_IF_ERROR(b->post.back()->Resize(n));
-      widest = std::max(widest, n);
-    }
-    RECKON_RETURN_IF_ERROR(b->delta.Resize(widest));
-    RECKON_RETURN_IF_ERROR(b->delta_prev.Resize(widest));
-    b->capacity = batch;
-    return absl::OkStatus();
-  }
-
   // The batch goes through pinned memory, so the copy is a true async DMA
   // on `stream`. Its labels were checked (CheckLabels) by the caller.
   absl::Status Upload(const float* images, const int32_t* labels, int batch, Input* input,
@@ -496,74 +461,11 @@ class CudaBackend final : public model::Backend {
   // A training step's forward and backward passes on `input` into grad_;
   // the input's device memory is free again after them.
   absl::Status ForwardBackward(Input* input) {
-    RECKON_RETURN_IF_ERROR(Forward(input->rows, &train_, *input, /*with_delta=*/true));
-    RECKON_RETURN_IF_ERROR(Backward(input->rows, &train_, *input));
+    RECKON_RETURN_IF_ERROR(mlp_->Forward(replica_->weights(), input->x.get(), input->labels.get(),
+                                         input->rows, &train_, /*with_delta=*/true));
+    RECKON_RETURN_IF_ERROR(
+        mlp_->Backward(replica_->weights(), input->x.get(), input->rows, &train_, grad_.get()));
     RECKON_CUDA_RETURN_IF_ERROR(cudaEventRecord(input->consumed, stream_));
-    return absl::OkStatus();
-  }
-
-  absl::Status Forward(int batch, Batch* b, const Input& input, bool with_delta) {
-    const auto& layers = config_.shape.layers();
-    const float* a = input.x.get();
-    const float one = 1.0f, zero = 0.0f;
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const model::LayerLayout& layer = layers[l];
-      float* z = b->pre[l]->get();
-      // z (batch x out, row-major) = a W^T: column-major z^T = W a^T.
-      RECKON_CUBLAS_RETURN_IF_ERROR(blas_->sgemm(
-          cublas_, CUBLAS_OP_T, CUBLAS_OP_N, layer.out, batch, layer.in, &one,
-          replica_->weights() + layer.weights, layer.in, a, layer.in, &zero, z, layer.out));
-      const bool last = l + 1 == layers.size();
-      if (absl::Status s = LaunchBiasActivation(
-              replica_->weights() + layer.bias, z, b->post[l]->get(), batch, layer.out,
-              last ? 0 : ActivationCode(config_.shape.activation()), stream_);
-          !s.ok()) {
-        return s;
-      }
-      if (last) {
-        if (absl::Status s = LaunchSoftmaxCrossEntropy(
-                z, input.labels.get(), batch, layer.out, 1.0f / static_cast<float>(batch),
-                b->post[l]->get(), with_delta ? b->delta.get() : nullptr, b->row_loss.get(),
-                b->row_correct.get(), stream_);
-            !s.ok()) {
-          return s;
-        }
-      }
-      a = b->post[l]->get();
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Backward(int batch, Batch* b, const Input& input) {
-    const auto& layers = config_.shape.layers();
-    const float one = 1.0f, zero = 0.0f;
-    for (size_t l = layers.size(); l-- > 0;) {
-      const model::LayerLayout& layer = layers[l];
-      const float* a_in = l == 0 ? input.x.get() : b->post[l - 1]->get();
-      const float* d = b->delta.get();
-      // dW (out x in) = d^T a_in: column-major dW^T (in x out) = a_in^T d.
-      RECKON_CUBLAS_RETURN_IF_ERROR(
-          blas_->sgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, layer.in, layer.out, batch, &one, a_in,
-                       layer.in, d, layer.out, &zero, grad_.get() + layer.weights, layer.in));
-      if (absl::Status s =
-              LaunchBiasGradient(d, batch, layer.out, grad_.get() + layer.bias, stream_);
-          !s.ok()) {
-        return s;
-      }
-      if (l == 0) break;
-      // d_prev (batch x in) = d W: column-major d_prev^T = W^T d^T.
-      float* dp = b->delta_prev.get();
-      RECKON_CUBLAS_RETURN_IF_ERROR(blas_->sgemm(
-          cublas_, CUBLAS_OP_N, CUBLAS_OP_N, layer.in, batch, layer.out, &one,
-          replica_->weights() + layer.weights, layer.in, d, layer.out, &zero, dp, layer.in));
-      if (absl::Status s = LaunchActivationBackward(
-              b->pre[l - 1]->get(), b->post[l - 1]->get(), dp, size_t(batch) * layer.in,
-              ActivationCode(config_.shape.activation()), stream_);
-          !s.ok()) {
-        return s;
-      }
-      swap(b->delta, b->delta_prev);
-    }
     return absl::OkStatus();
   }
 
@@ -587,27 +489,6 @@ class CudaBackend final : public model::Backend {
     RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         residual_.get(), h_residual_.get(), n * sizeof(float), cudaMemcpyHostToDevice, stream_));
     return absl::OkStatus();
-  }
-
-  // Enqueues the copy of each row's loss and hit to the pinned host side
-  // (SumStats waits for it and sums).
-  absl::Status CopyStatsOut(int rows, Batch& b) {
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        b.h_loss.get(), b.row_loss.get(), rows * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.h_correct.get(), b.row_correct.get(),
-                                                rows * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                                stream_));
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<BatchStats> SumStats(const Batch& b, int rows) {
-    if (absl::Status s = Sync(); !s.ok()) return s;
-    BatchStats stats;
-    for (int r = 0; r < rows; ++r) {
-      stats.loss_sum += static_cast<double>(b.h_loss.get()[r]);
-      stats.correct += b.h_correct.get()[r];
-    }
-    return stats;
   }
 
   absl::Status Sync() {
@@ -643,7 +524,8 @@ class CudaBackend final : public model::Backend {
   PinnedBuffer<float> h_residual_;             // kCodec, dense fp32
   DeviceBuffer<unsigned long long> counters_;  // TrainStepLocally's refused index
   PinnedBuffer<unsigned long long> h_counters_;
-  Batch train_, eval_;
+  std::optional<DeviceMlp> mlp_;  // set by Init
+  DeviceMlp::Batch train_, eval_;
   Input inputs_[2];
   Input eval_input_;
   Input* staged_ = nullptr;      // the batch the next step takes, if staged
