@@ -21,6 +21,8 @@
 //     the residual's round trip to a host encoder (what the codec mode did
 //     before cuda/device_codec.h).
 // Where no GPU answers it says so and exits 1.
+#include "ctl/bench_gpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -60,6 +62,10 @@ namespace reckon::ctl {
 #if RECKON_HAVE_CUDA
 namespace {
 
+using gpu_bench::CodecRow;
+using gpu_bench::DeviceMemory;
+using gpu_bench::kStromLayers;
+
 constexpr cuda::CompactionMethod kMethods[] = {cuda::CompactionMethod::kCubSelect,
                                                cuda::CompactionMethod::kSinglePass};
 constexpr int kMethodCount = 2;
@@ -84,12 +90,6 @@ struct SizeRow {
   double apply_80_peers_s = 0;
   double apply_80_peers_merged_s = 0;  // cuda/merged_apply.h, the same messages
   std::vector<FusedRow> fused;
-};
-
-template <typename T>
-struct DeviceMemory {
-  T* ptr = nullptr;
-  ~DeviceMemory() { cudaFree(ptr); }
 };
 
 // A timed pass: the best seconds of `reps` runs of `launch` (one Launch or
@@ -332,7 +332,6 @@ struct StepRow {
   double step_s = 0, pass_copy_encode_s = 0, flops = 0, sgemm_flops = 0;
 };
 
-constexpr char kStromLayers[] = "784,1800,1800,1800,1800,1800,10";
 constexpr int kStepBatch = 1024;
 
 // One training step of Strom's network on the CUDA backend at batch 1,024
@@ -442,76 +441,6 @@ absl::StatusOr<StepRow> MeasureStep(int reps, model::GemmPrecision precision, bo
   return row;
 }
 
-// Onebit and dyntree8 in the codec mode at Strom's size: encoded on the
-// device (cuda/device_codec.h) against what the backend did before, the
-// residual copied to pinned memory, encoded on the host
-// (codec::EncodeWithFeedback, one thread) and copied back. Wall time of a
-// whole encode, both ending with the message and its quanta on the host.
-struct CodecRow {
-  std::string codec;
-  double device_s = 0, host_s = 0;
-};
-
-absl::StatusOr<std::vector<CodecRow>> MeasureCodecs(int reps) {
-  absl::StatusOr<model::ModelShape> shape = model::ModelShape::Parse(kStromLayers, "sigmoid");
-  if (!shape.ok()) return shape.status();
-  const uint64_t n = shape->param_count();
-  std::vector<float> delta(n);
-  std::mt19937_64 rng(7);
-  std::normal_distribution<float> normal(0.0f, 1e-3f);
-  for (float& d : delta) d = normal(rng);
-  DeviceMemory<float> d_delta, d_residual;
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_delta.ptr, n * sizeof(float)));
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMalloc(&d_residual.ptr, n * sizeof(float)));
-  RECKON_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(d_delta.ptr, delta.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-  float* h_residual = nullptr;
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMallocHost(&h_residual, n * sizeof(float)));
-  std::unique_ptr<float, decltype(&cudaFreeHost)> h_owner(h_residual, cudaFreeHost);
-  using Clock = std::chrono::steady_clock;
-  std::vector<CodecRow> rows;
-  for (const v1::Codec id : {v1::CODEC_ONEBIT, v1::CODEC_DYNTREE8}) {
-    codec::CodecOptions options;
-    options.codec = id;
-    options.layout = shape->Layout();
-    options.fraction_bits = 32;
-    CodecRow row;
-    row.codec = codec::CodecFlagName(id);
-    absl::StatusOr<std::unique_ptr<cuda::DeviceCodec>> device =
-        cuda::MakeDeviceCodec(options, nullptr);
-    if (!device.ok()) return device.status();
-    absl::StatusOr<std::unique_ptr<codec::Codec>> host = codec::MakeCodec(options);
-    if (!host.ok()) return host.status();
-    v1::Update msg;
-    std::vector<int64_t> quanta;
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemset(d_residual.ptr, 0, n * sizeof(float)));
-    double best_device = 1e30, best_host = 1e30;
-    for (int r = 0; r < reps + 1; ++r) {  // one warm-up
-      const auto t0 = Clock::now();
-      RECKON_RETURN_IF_ERROR((*device)->Encode(d_delta.ptr, d_residual.ptr, n, &msg, &quanta));
-      if (r > 0)
-        best_device =
-            std::min(best_device, std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    for (int r = 0; r < reps + 1; ++r) {
-      const auto t0 = Clock::now();
-      RECKON_RETURN_IF_ERROR(cuda::LaunchAccumulate(d_delta.ptr, d_residual.ptr, n, nullptr));
-      RECKON_CUDA_RETURN_IF_ERROR(
-          cudaMemcpy(h_residual, d_residual.ptr, n * sizeof(float), cudaMemcpyDeviceToHost));
-      RECKON_RETURN_IF_ERROR(codec::EncodeWithFeedback(
-          **host, options, std::span<float>(h_residual, n), &msg, &quanta));
-      RECKON_CUDA_RETURN_IF_ERROR(
-          cudaMemcpy(d_residual.ptr, h_residual, n * sizeof(float), cudaMemcpyHostToDevice));
-      if (r > 0)
-        best_host = std::min(best_host, std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    row.device_s = best_device;
-    row.host_s = best_host;
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 }  // namespace
 #endif
 
@@ -553,7 +482,7 @@ int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::os
     err << "reckonctl bench gpu: " << step_tf32.status().message() << "\n";
     return kExitFailed;
   }
-  absl::StatusOr<std::vector<CodecRow>> codecs = MeasureCodecs(static_cast<int>(reps));
+  absl::StatusOr<std::vector<CodecRow>> codecs = gpu_bench::MeasureCodecs(static_cast<int>(reps));
   if (!codecs.ok()) {
     err << "reckonctl bench gpu: " << codecs.status().message() << "\n";
     return kExitFailed;
