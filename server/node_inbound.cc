@@ -49,9 +49,9 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     // when its origin's certificate was not known then (a Certificates
     // frame handled since may have brought it: a lookup, no crypto, when
     // still unknown) or it came otherwise.
-    absl::Status v = validated && validated->signature ? *validated->signature
-                                                       : absl::NotFoundError("not verified yet");
-    if (absl::IsNotFound(v)) v = signatures_->Verify(update);
+    const bool checked =
+        validated && validated->signature && !absl::IsNotFound(*validated->signature);
+    const absl::Status v = checked ? *validated->signature : signatures_->Verify(update);
     if (!v.ok()) {
       counters_.Add(Counters::kSignatureErrorsFieldNumber);
       if (counters_.Get(Counters::kSignatureErrorsFieldNumber) % 1000 ==
