@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "base/wall_clock.h"
 
 namespace reckon::server {
 
@@ -21,11 +22,7 @@ v1::ClusterFingerprint MakeFingerprint(const ClusterSpec& spec) {
   return f;
 }
 
-uint64_t NewIncarnation() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
+uint64_t NewIncarnation() { return static_cast<uint64_t>(base::UnixNanos()); }
 
 absl::Status SetNodeTimings(int64_t heartbeat_ms, int64_t failure_timeout_ms,
                             const TimingNames& names, NodeOptions* node) {

@@ -1,6 +1,7 @@
 #include "server/node_counters.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "codec/codec.h"
@@ -29,12 +30,16 @@ NodeCounterSet::NodeCounterSet() {
     if (IsCounter(f) && f->number() <= kMaxField) {
       counter_fields_ |= uint64_t{1} << f->number();
     } else if (!IsCodecMap(f)) {
-      Abort();
+      Abort("is neither a uint64 counter numbered up to kMaxField nor a map<string, uint64>",
+            f->number());
     }
   }
 }
 
-void NodeCounterSet::Abort() { std::abort(); }
+void NodeCounterSet::Abort(const char* why, int field) {
+  std::fprintf(stderr, "NodeCounters field %d %s\n", field, why);
+  std::abort();
+}
 
 void NodeCounterSet::AddReceived(v1::Codec codec, uint64_t bytes) {
   const int slot = std::clamp(static_cast<int>(codec), 0, kCodecs - 1);

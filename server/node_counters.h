@@ -45,10 +45,13 @@ class NodeCounterSet {
   // A field number that is not a uint64 counter is the caller's mistake
   // (the numbers are constants): aborts.
   int Checked(int field) const {
-    if (field < 1 || field > kMaxField || ((counter_fields_ >> field) & 1) == 0) Abort();
+    if (field < 1 || field > kMaxField || ((counter_fields_ >> field) & 1) == 0) {
+      Abort("is not a uint64 counter of NodeCounters", field);
+    }
     return field;
   }
-  [[noreturn]] static void Abort();
+  // Prints "NodeCounters field <field> <why>" and aborts.
+  [[noreturn]] static void Abort(const char* why, int field);
 
   uint64_t counter_fields_ = 0;  // bit n: field n is a uint64 counter
 

@@ -1,25 +1,15 @@
 #include "worker/publisher.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/wall_clock.h"
 #include "codec/codec.h"
 #include "worker/metrics.h"
 
 namespace reckon::worker {
-namespace {
-
-uint64_t EmittedUnixNanos() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-}  // namespace
-
 Publisher::Publisher(PublisherOptions options) : options_(std::move(options)) {}
 
 void Publisher::Number(v1::Codec codec, int64_t step_quanta) {
@@ -27,7 +17,8 @@ void Publisher::Number(v1::Codec codec, int64_t step_quanta) {
   message_.mutable_origin()->set_node_id(options_.node_id);
   message_.mutable_origin()->set_incarnation(options_.incarnation);
   message_.set_seq(published_ + 1);
-  if (options_.stamp_emitted) message_.set_emitted_unix_ns(EmittedUnixNanos());
+  if (options_.stamp_emitted)
+    message_.set_emitted_unix_ns(static_cast<uint64_t>(base::UnixNanos()));
   decoded_.node_id = options_.node_id;
   decoded_.incarnation = options_.incarnation;
   decoded_.seq = published_ + 1;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "base/wall_clock.h"
 #include "codec/update_message.h"
 #include "model/model.h"
 #include "worker/backend_factory.h"
@@ -25,12 +26,6 @@ double ProcessCpuSeconds() {
   timespec t = {};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
-
-int64_t UnixNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // `count` distinct indices below `params`, ascending, each with a random sign
@@ -118,7 +113,8 @@ absl::Status CheckSyntheticOptions(const SyntheticOptions& synthetic, uint64_t p
 std::function<void(const server::OriginKey&, const v1::Update&)> ArrivalLog::Hook() {
   return [this](const server::OriginKey& origin, const v1::Update& update) {
     if (update.emitted_unix_ns() == 0) return;
-    const int64_t micros = (UnixNanos() - static_cast<int64_t>(update.emitted_unix_ns())) / 1000;
+    const int64_t micros =
+        (base::UnixNanos() - static_cast<int64_t>(update.emitted_unix_ns())) / 1000;
     absl::MutexLock l(&mu_);
     if (size_ >= kMaxArrivals) {
       ++dropped_;
