@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -417,6 +418,22 @@ TEST_F(Training, SameSeedSameHashOtherSeedOtherHash) {
   EXPECT_EQ(Run(o).weight_hash, a);
   o.seed = 2;
   EXPECT_NE(Run(o).weight_hash, a);
+}
+
+// The slow-device fault (--fault-slow-step-ms) is a floor under each step's
+// time and nothing else: N steps take at least (N - 1) floors (a sleep's
+// lower bound, whatever the machine) and end on the same replica.
+TEST_F(Training, ASlowStepFaultPutsAFloorUnderEveryStepAndChangesNothingElse) {
+  TrainerOptions o = Small(model::UpdateMode::kThreshold);
+  o.max_steps = 20;
+  const std::string plain = Run(o).weight_hash;
+  o.fault_slow_step_ms = 30;
+  const auto start = std::chrono::steady_clock::now();
+  const TrainSummary slow = Run(o);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(slow.steps, 20);
+  EXPECT_EQ(slow.weight_hash, plain);
+  EXPECT_GE(took, std::chrono::milliseconds(19 * 30));
 }
 
 TEST_F(Training, ResumeFromACheckpointEqualsAnUninterruptedRun) {

@@ -376,11 +376,11 @@ absl::StatusOr<reckon::base::FlagScope> WorkerFlags() {
       {"Benchmarking (synthetic members)", {"synthetic", "synthetic_updates", "synthetic_rate"}},
   };
   for (const auto& [title, names] : groups) RECKON_RETURN_IF_ERROR(scope.Group(title, names));
-  RECKON_RETURN_IF_ERROR(
-      scope.Group("Testing (fault injection)",
-                  {"fault_corrupt_weight_at_step", "fault_die_after_partial_send",
-                   "fault_corrupt_seq", "fault_duplicate", "fault_delay", "fault_max_delay_ms"},
-                  /*hidden=*/true));
+  RECKON_RETURN_IF_ERROR(scope.Group(
+      "Testing (fault injection)",
+      {"fault_corrupt_weight_at_step", "fault_slow_step_ms", "fault_die_after_partial_send",
+       "fault_corrupt_seq", "fault_duplicate", "fault_delay", "fault_max_delay_ms"},
+      /*hidden=*/true));
   return scope;
 }
 

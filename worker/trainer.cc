@@ -81,6 +81,10 @@ absl::Status Trainer::MakeReplica() {
     backend_ =
         WithWeightCorruption(std::move(backend_), options_.fault_corrupt_weight_at_step, log_);
   }
+  if (options_.fault_slow_step_ms > 0) {
+    backend_ =
+        WithSlowSteps(std::move(backend_), std::chrono::milliseconds(options_.fault_slow_step_ms));
+  }
   if (options_.wrap_backend) backend_ = options_.wrap_backend(std::move(backend_));
   log_ << "reckon-worker: backend " << chosen << "\n";
   if (options_.metrics != nullptr) {

@@ -162,6 +162,9 @@ struct TrainerOptions {
   // Test only: the backend corrupts one weight before this step (1-based;
   // 0: never). worker/fault_backend.h.
   uint64_t fault_corrupt_weight_at_step = 0;
+  // Test only: no training step starts sooner than this after the one
+  // before (0: no floor). worker/fault_backend.h.
+  int32_t fault_slow_step_ms = 0;
   // Test only: wraps every backend the run makes: its own, each auto-batch
   // trial's and each pre-training stage's (a test stands in a device that
   // fails, or stops the run at a chosen step).

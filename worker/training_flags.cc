@@ -128,6 +128,9 @@ ABSL_FLAG(std::string, progress, "auto", "live progress bar: auto (when a termin
 ABSL_FLAG(uint64_t, fault_corrupt_weight_at_step, 0,
           "TEST ONLY: before this step, add one quantum to one weight of the training replica "
           "(a memory fault the replica check must catch and repair)");
+ABSL_FLAG(int32_t, fault_slow_step_ms, 0,
+          "TEST ONLY: no training step starts sooner than this many milliseconds after the one "
+          "before (a slow device: a floor on how long a run lasts)");
 
 namespace reckon::worker {
 namespace {
@@ -259,6 +262,11 @@ absl::StatusOr<TrainerOptions> TrainerOptionsFromFlags() {
   RECKON_RETURN_IF_ERROR(CheckBackendName(o.backend));
   o.checkpoint_path = absl::GetFlag(FLAGS_checkpoint);
   o.fault_corrupt_weight_at_step = absl::GetFlag(FLAGS_fault_corrupt_weight_at_step);
+  o.fault_slow_step_ms = absl::GetFlag(FLAGS_fault_slow_step_ms);
+  if (o.fault_slow_step_ms < 0 || o.fault_slow_step_ms > 60000) {
+    return absl::InvalidArgumentError(absl::StrCat("--fault-slow-step-ms is ", o.fault_slow_step_ms,
+                                                   ": 0 to 60000 (a minute) only"));
+  }
   o.resume_path = absl::GetFlag(FLAGS_resume);
   const std::string progress = absl::GetFlag(FLAGS_progress);
   if (progress != "auto" && progress != "on" && progress != "off") {
