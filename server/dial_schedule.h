@@ -4,8 +4,9 @@
 // address, and a deadline on every dial, so a peer that accepts and never
 // answers (stopped, starved, half-partitioned) does not block its address.
 //
-// Pure bookkeeping: the node calls it under its lock, with its clock, and
-// does the dialing (and aborting) itself. Not thread-safe.
+// Pure bookkeeping: the node's membership part (node_membership.h) calls it
+// under the node's lock, with its clock, and does the dialing (and
+// aborting) itself. Not thread-safe.
 #ifndef RECKON_SERVER_DIAL_SCHEDULE_H_
 #define RECKON_SERVER_DIAL_SCHEDULE_H_
 

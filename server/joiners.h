@@ -6,7 +6,8 @@
 // its last request, so a probe that never comes holds nobody for long; at
 // most `cap` are noted at once (a flood of made-up requesters is not).
 //
-// Not thread-safe: GossipNode owns one and calls it under its lock.
+// Not thread-safe: the node's membership part (node_membership.h) owns one,
+// called under the node's lock.
 #ifndef RECKON_SERVER_JOINERS_H_
 #define RECKON_SERVER_JOINERS_H_
 

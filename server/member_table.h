@@ -5,14 +5,15 @@
 // (membership.h) to them: whom a Hello admits and as which incarnation,
 // what a heartbeat's member list teaches, which member a stream belongs to,
 // who is alive; and it alone changes a member's state (MarkAlive, MarkDead,
-// MarkLeft: Member::state() is read-only elsewhere). What the node does about each answer (frames
-// to send, counters, log lines, dials) stays with the node.
+// MarkLeft: Member::state() is read-only elsewhere). What is done about
+// each answer (dials, counters, log lines: node_membership.h; frames to
+// send: the node) stays with its callers.
 //
 // The read-only rules of other parts (quiescence.h, joiners.h, lanes.h)
 // take the plain map (`members()`), so they are tested without a table.
 //
-// Threads: GossipNode holds one under its lock (mu_) and calls it only so;
-// not thread-safe on its own.
+// Threads: the node's membership part (node_membership.h) holds it, under
+// the node's lock (mu_); not thread-safe on its own.
 #ifndef RECKON_SERVER_MEMBER_TABLE_H_
 #define RECKON_SERVER_MEMBER_TABLE_H_
 

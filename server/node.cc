@@ -103,16 +103,8 @@ GossipNode::GossipNode(NodeOptions options, AppliedReplica replica, bool clock_i
       replica_(std::move(replica)),
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
       log_(options_.log_byte_cap, options_.log_min_retention),
-      members_(MemberTable::Options{
-          self_, options_.max_members,
-          PendingHandshakes::Options{options_.max_pending_handshakes, options_.hello_timeout}}),
-      dial_(DialSchedule::Options{options_.initial_backoff, options_.max_backoff,
-                                  2 * options_.failure_timeout,
-                                  // every member's address once, and the seeds
-                                  options_.max_members + options_.seeds.size() + 1},
-            options_.incarnation),
-      joiners_(options_.max_members, options_.failure_timeout),
-      started_(Now()) {}
+      membership_(
+          options_, self_, counters_, [this](const std::string& line) { Log(line); }, Now()) {}
 
 GossipNode::~GossipNode() { Stop(false, std::chrono::milliseconds(0)); }
 
@@ -127,13 +119,7 @@ void GossipNode::Log(const std::string& line) {
 
 void GossipNode::Start(Dialer dialer) {
   absl::MutexLock l(&mu_);
-  dialer_ = std::move(dialer);
-  started_ = Now();
-  dial_.MarkSelf(options_.listen_address);
-  for (const std::string& seed : options_.seeds) {
-    dial_.Pin(seed);
-    dial_.Learn(seed, started_);
-  }
+  membership_.Start(std::move(dialer), Now());
   started_flag_.store(true);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "reckon-gossip");
@@ -157,7 +143,7 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     // settled, and a member waiting for a majority would not count it
     // (docs/protocol.md section 6).
     const HeartbeatBases last_word = leave ? MakeHeartbeats(/*tick=*/false) : HeartbeatBases{};
-    for (auto& [id, m] : members_) {
+    for (auto& [id, m] : membership_.table()) {
       if (!m.links.connected()) continue;
       if (leave) {
         SendCounted(*m.links.stream(), HeartbeatFor(m, last_word));
@@ -166,8 +152,8 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
       }
       for (std::shared_ptr<Link>& link : m.links.All()) links.push_back(std::move(link));
     }
-    for (auto& link : members_.AwaitingHello()) links.push_back(std::move(link));
-    for (auto& link : dial_.Pending()) links.push_back(std::move(link));
+    for (auto& link : membership_.table().AwaitingHello()) links.push_back(std::move(link));
+    for (auto& link : membership_.dials().Pending()) links.push_back(std::move(link));
     changed_.SignalAll();
   }
   const auto deadline = Clock::now() + flush;
@@ -281,7 +267,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   const auto now = Now();
   switch (e.kind) {
     case Inbox::Event::kUp:
-      AwaitHello(e.link, now);
+      membership_.AwaitHello(e.link, now);
       return;
     case Inbox::Event::kClosed:
       HandleLinkClosed(e.link, e.why, now);
@@ -306,7 +292,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     // this cluster.
     // Believed, it is the refuser's word on its own stream and address
     // only (RefusedByDialed).
-    const bool answer_to_our_hello = e.link->dialed() && members_.AwaitsHello(e.link);
+    const bool answer_to_our_hello = e.link->dialed() && membership_.table().AwaitsHello(e.link);
     if (answer_to_our_hello && f.refusal().permanent()) {
       RefusedByDialed(e.link, absl::StrCat("refused by peer ", e.link->Describe(), ": ",
                                            f.refusal().reason()));
@@ -314,7 +300,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     e.link->Close();
     return;
   }
-  Member* m = members_.FindByStream(e.link);
+  Member* m = membership_.table().FindByStream(e.link);
   if (m == nullptr) {
     // A lane's, or a frame before a handshake (a protocol error: ignored).
     HandleLaneFrame(e.link, f, std::move(e.validated), now);
@@ -324,11 +310,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   // Only updates are counted (the loss evidence of anti-entropy): a
   // heartbeat may overtake the updates queued before it (Link::SendUrgent).
   if (f.has_update()) m->links.CountReceived(0);
-  if (m->state() != MemberState::kAlive) {
-    members_.MarkAlive(*m, now);
-    Log(absl::StrCat("peer ", m->node_id, " is alive again"));
-    RebuildRing();
-  }
+  if (membership_.HeardAgain(*m, now)) Log(absl::StrCat("peer ", m->node_id, " is alive again"));
   if (f.has_update()) {
     HandleUpdate(*m, std::make_shared<v1::GossipFrame>(std::move(f)), std::move(e.validated));
   } else if (f.has_certificates()) {
@@ -339,9 +321,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     HandleHeartbeat(*m, f.heartbeat(), now);
   } else if (f.has_leave()) {
     Log(absl::StrCat("peer ", m->node_id, " left: ", f.leave().reason()));
-    members_.MarkLeft(*m);
-    DropLink(*m);
-    RebuildRing();
+    membership_.Left(*m);
   } else if (f.has_resync()) {
     HandleResyncRequired(*m, f.resync());
   }
@@ -350,9 +330,8 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
 void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::string& why,
                                   Clock::time_point now) {
   inbox_.Forget(link.get());
-  members_.StopAwaiting(link);
-  dial_.Closed(link);
-  if (Member* m = members_.FindByStream(link)) {
+  membership_.LinkClosed(link);
+  if (Member* m = membership_.table().FindByStream(link)) {
     Log(absl::StrCat("stream to ", m->node_id, " closed: ", why));
     m->links.StreamClosed();
   } else if (LaneRef ref = FindLane(link); ref.member != nullptr) {
@@ -370,27 +349,13 @@ void GossipNode::Tick(Clock::time_point now) {
   const HeartbeatBases heartbeat = MakeHeartbeats(/*tick=*/true);
   // Frames that arrived but wait in the inbox count as heard.
   const std::map<const Link*, Clock::time_point> arrivals = inbox_.LastArrivals();
-  for (auto& [id, m] : members_) {
+  for (auto& [id, m] : membership_.table()) {
     if (!m.links.connected()) continue;
     auto arrived = arrivals.find(m.links.stream().get());
     if (arrived != arrivals.end()) m.last_heard = std::max(m.last_heard, arrived->second);
   }
-  std::vector<std::string> names_gone;
-  for (auto& [id, m] : members_) {
-    if (std::optional<std::string> dead = SilentTooLong(m, now, options_.failure_timeout)) {
-      if (MemberTable::OnlyAName(m)) {
-        // Never reached, heard by nobody: a name in a member list. It had
-        // its failure timeout of dials; forgotten (a member list can name
-        // anyone, and the table is capped).
-        names_gone.push_back(id);
-        continue;
-      }
-      Log(*dead);
-      counters_.Add(Counters::kMembersFailedFieldNumber);
-      members_.MarkDead(m);
-      DropLink(m);
-      RebuildRing();
-    }
+  membership_.DetectFailures(now);
+  for (auto& [id, m] : membership_.table()) {
     if (m.links.connected() && HeartbeatDue(m)) {
       SendHeartbeat(m, heartbeat, 2 * options_.send_queue_byte_cap);
     }
@@ -398,19 +363,17 @@ void GossipNode::Tick(Clock::time_point now) {
     if (m.links.connected()) DialLanes(m, now);
     ComparePeerCheck(m);
   }
-  for (const std::string& id : names_gone) StopDialing(members_.Forget(id));
-  if (!names_gone.empty()) {
-    counters_.Add(Counters::kNamesForgottenFieldNumber, names_gone.size());
-  }
   CollectGarbage(now);
-  CloseSilentStreams(now);
-  DialDue(now);
+  membership_.CloseSilentStreams(now);
+  for (const std::shared_ptr<Link>& link : membership_.DialDue(now)) {
+    SendCounted(*link, MakeHello());
+  }
 }
 
 void GossipNode::CollectGarbage(Clock::time_point now) {
   // Until every seed had its chance to connect we do not know who needs what.
-  if (now - started_ < options_.failure_timeout) return;
-  for (const auto& [id, m] : members_) {
+  if (now - membership_.started() < options_.failure_timeout) return;
+  for (const auto& [id, m] : membership_.table()) {
     if (m.state() == MemberState::kConnecting) return;
   }
   // Per origin, the least any live member (and we) applied. Our own
@@ -421,7 +384,7 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
   VersionMap floor;
   for (const auto& [origin, entries] : log_.origins()) {
     uint64_t least = SeqOf(replica_.applied(), origin);
-    for (const auto& [id, m] : members_) {
+    for (const auto& [id, m] : membership_.table()) {
       const bool counts =
           m.state() == MemberState::kAlive || (origin == self_ && m.state() == MemberState::kDead);
       if (counts) least = std::min(least, SeqOf(m.applied, origin));
@@ -479,7 +442,7 @@ std::chrono::milliseconds GossipNode::LoopAge() const {
 uint64_t GossipNode::MessagesBehind() {
   absl::MutexLock l(&mu_);
   uint64_t most = 0;
-  for (const auto& [id, m] : members_) {
+  for (const auto& [id, m] : membership_.table()) {
     if (m.state() != MemberState::kAlive) continue;
     uint64_t behind = 0;
     for (const auto& [origin, seq] : m.applied) {

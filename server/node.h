@@ -3,7 +3,7 @@
 // failure detection and quiescence. Transport-agnostic: it talks to peers
 // through Link (link.h); grpc_transport.h provides the real links. Its
 // methods are in node*.cc, one file per concern, over parts that own their
-// state (inbox.h, pending_handshakes.h, dial_schedule.h, ...): docs/
+// state (inbox.h, node_membership.h, message_log.h, ...): docs/
 // architecture.md "The gossip node in parts".
 //
 // Threads: the node runs one thread of its own, "reckon-gossip", which
@@ -50,19 +50,17 @@
 #include "proto/reckon.pb.h"
 #include "server/applied_replica.h"
 #include "server/checksum_ledger.h"
-#include "server/dial_schedule.h"
 #include "server/early_arrivals.h"
 #include "server/inbox.h"
-#include "server/joiners.h"
 #include "server/link.h"
 #include "server/member.h"
 #include "server/member_table.h"
 #include "server/membership.h"
 #include "server/message_log.h"
 #include "server/node_counters.h"
+#include "server/node_membership.h"
 #include "server/node_options.h"
 #include "server/node_service.h"
-#include "server/overlay.h"
 #include "server/quiescence.h"
 #include "server/training_handoff.h"
 #include "server/update_signatures.h"
@@ -312,11 +310,8 @@ class GossipNode final : public NodeService {
   void Refuse(const std::shared_ptr<Link>& link, const std::string& peer, const std::string& reason,
               bool permanent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The peer we dialed on `link` refused us for good (`why`: its permanent
-  // Refusal, or its Hello of another cluster). A refusal changes only what
-  // the refuser owns (docs/protocol.md section 3): its address is not
-  // dialed again and it is counted (dials_refused). It stops this node
-  // (fatal_ = `why`) only when the node cannot be a member at all: no
-  // handshake has completed yet and every configured seed has refused it.
+  // Refusal, or its Hello of another cluster): Membership::RefusedByDialed,
+  // which stops this node (fatal_) only when it cannot be a member at all.
   void RefusedByDialed(const std::shared_ptr<Link>& link, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Validates (docs/wire.md: everything, before anything is kept), then accepts
@@ -342,9 +337,6 @@ class GossipNode final : public NodeService {
                                              const std::string& sender,
                                              const std::set<std::string>& avoid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `address` is dialed no more (unless it is a seed); a dial in flight to
-  // it is aborted.
-  void StopDialing(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new origin (nothing of it applied or held) would be refused now: the
@@ -394,21 +386,6 @@ class GossipNode final : public NodeService {
   bool SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
                   const std::shared_ptr<const v1::GossipFrame>& frame)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tree overlay (overlay.h): the ring is us and every member alive to us,
-  // rebuilt whenever one's state changes.
-  bool TreeOverlay() const { return options_.fingerprint.overlay() == v1::GOSSIP_OVERLAY_TREE; }
-  void RebuildRing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `origin` (this incarnation) is us or a member alive to us: on
-  // our ring, its messages travel down its tree. A dead one's are relayed
-  // by anti-entropy, in the tree as in the mesh.
-  bool OriginAlive(const OriginKey& origin) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `origin` may be alive though not alive to us: it is, or we have
-  // not had a failure timeout to reach it since we began (or learned of its
-  // member) and it is not known dead, gone or restarted. A member behind on
-  // such an origin is not told to re-join by us (AntiEntropy): the origin
-  // may serve it from its own log.
-  bool OriginMayBeAlive(const OriginKey& origin, Clock::time_point now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pushes a fresh message of `origin` to our children in its tree.
   void ForwardInTree(const OriginKey& origin, uint64_t seq,
                      const std::shared_ptr<const v1::GossipFrame>& frame)
@@ -418,18 +395,6 @@ class GossipNode final : public NodeService {
   // failure timeout): O(N log N) heartbeats a tick, not O(N^2).
   bool HeartbeatDue(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DialDue(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DropLink(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `m` listens at `address` (its Hello, or a heartbeat for a member never
-  // reached): the old address is no longer dialed, the new one is.
-  void MoveMember(Member& m, const std::string& address, Clock::time_point now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `link` (accepted or dialed) waits for its Hello; streams past the cap
-  // are closed (pending_handshakes.h).
-  void AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Closes the accepted streams that said no Hello within hello_timeout.
-  void CloseSilentStreams(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A frame on a link not bound to a member yet, or for the last time
   // (Hello, Refusal, Leave): sent and its bytes counted, nothing else.
   void SendCounted(Link& link, std::shared_ptr<const v1::GossipFrame> frame)
@@ -511,7 +476,6 @@ class GossipNode final : public NodeService {
   const NodeOptions options_;
   const OriginKey self_;
   const LanePolicy lanes_;  // from options_
-  Dialer dialer_;
   std::thread thread_;
 
   // Lock order: mu_ before the inbox's own lock, never the other way (the
@@ -527,11 +491,6 @@ class GossipNode final : public NodeService {
   std::atomic<bool> started_flag_{false};
   std::atomic<int64_t> last_loop_ns_{0};  // steady_clock, for LoopAge
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
-  // Whether a handshake has ever completed (a peer of this cluster took
-  // us), and the configured seeds that refused us for good before one did
-  // (RefusedByDialed).
-  bool handshaken_once_ ABSL_GUARDED_BY(mu_) = false;
-  std::set<std::string> seeds_refused_ ABSL_GUARDED_BY(mu_);
   // With TLS (NodeOptions::signatures): thread-safe, used off mu_.
   UpdateSignatures* const signatures_;
   const codec::WeightChecksum checksum_;
@@ -551,17 +510,15 @@ class GossipNode final : public NodeService {
   // The SHA-256 of the initial weights the replica started from (a join by
   // replay, ReplayOf); empty once a snapshot replaced them.
   std::string initial_sha256_ ABSL_GUARDED_BY(mu_);
-  // Every other member and the streams waiting for their Hello
-  // (member_table.h).
-  MemberTable members_ ABSL_GUARDED_BY(mu_);
-  Ring ring_ ABSL_GUARDED_BY(mu_);  // tree overlay only
+  // Counted without mu_ (node_counters.h): any thread.
+  NodeCounterSet counters_;
+  // Every other member, the streams waiting for their Hello, whom to dial,
+  // the joiners, the failure detector's verdicts and the tree's ring
+  // (node_membership.h).
+  Membership membership_ ABSL_GUARDED_BY(mu_);
   uint64_t ticks_ ABSL_GUARDED_BY(mu_) = 0;
   // Our vector as the last tick's heartbeats said it (MakeHeartbeats).
   VersionMap announced_ ABSL_GUARDED_BY(mu_);
-  DialSchedule dial_ ABSL_GUARDED_BY(mu_);
-  // Workers that asked for a snapshot and have not connected since
-  // (NoteJoiner; joiners.h).
-  Joiners joiners_ ABSL_GUARDED_BY(mu_);
   // What the training thread applies and reports, and where a re-join
   // fetches from (training_handoff.h).
   TrainingHandoff handoff_ ABSL_GUARDED_BY(mu_);
@@ -577,15 +534,10 @@ class GossipNode final : public NodeService {
   uint64_t last_published_ ABSL_GUARDED_BY(mu_) = 0;
   // Our messages published and not pushed yet (PushPublished).
   std::vector<std::shared_ptr<const v1::GossipFrame>> to_push_ ABSL_GUARDED_BY(mu_);
-  // A handshake with some member completed at least once.
-  bool reached_any_ ABSL_GUARDED_BY(mu_) = false;
   // Phase one of quiescence as last computed, the vector it held at, and
   // the replica's SHA-256 there.
   Settlement settlement_ ABSL_GUARDED_BY(mu_);
-  // Counted without mu_ (node_counters.h): any thread.
-  NodeCounterSet counters_;
   v1::InputStandardization input_ ABSL_GUARDED_BY(mu_);
-  Clock::time_point started_;
   mutable absl::Mutex log_mu_;
 };
 

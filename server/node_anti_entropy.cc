@@ -18,7 +18,7 @@
 namespace reckon::server {
 
 bool GossipNode::HeartbeatDue(const Member& m) const {
-  if (!TreeOverlay() || ring_.Neighbours(self_.node_id, m.node_id)) return true;
+  if (!membership_.tree() || membership_.ring().Neighbours(self_.node_id, m.node_id)) return true;
   const int64_t every =
       std::clamp<int64_t>(options_.failure_timeout / (4 * options_.heartbeat_interval), 1, 10);
   return ticks_ % static_cast<uint64_t>(every) == 0;
@@ -75,14 +75,14 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   // Lost on this stream: it processed the frame that carried what we pushed
   // and still lacks some of it. Serve again from what it has.
   m.links.ForgetLost(m.applied, hb.frames_received(), hb.lane_frames_received());
-  ListLearned learned = members_.Learn(m, hb.members(), now);
+  ListLearned learned = membership_.table().Learn(m, hb.members(), now);
   counters_.Add(Counters::kMembersRefusedFieldNumber, learned.refused);
   for (const LearnedAddress& l : learned.addresses) {
     if (l.new_member) {
       Log(absl::StrCat("learned of peer ", l.member->node_id, " at ", l.address.substr(0, 64),
                        " from ", m.node_id));
     }
-    MoveMember(*l.member, l.address, now);
+    membership_.MoveMember(*l.member, l.address, now);
   }
   AntiEntropy(m, now);
 }
@@ -144,7 +144,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
       // origin we have not reached yet may be as alive (OriginMayBeAlive).
       const bool may_hear =
           m.hears.count(origin) > 0 || now - m.alive_since() < options_.failure_timeout;
-      if (origin != self_ && OriginMayBeAlive(origin, now) && may_hear) continue;
+      if (origin != self_ && membership_.OriginMayBeAlive(origin, now) && may_hear) continue;
       auto frame = std::make_shared<v1::GossipFrame>();
       frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
       frame->mutable_resync()->mutable_origin()->set_incarnation(origin.incarnation);
@@ -155,15 +155,15 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     }
     if (plan.kind != RepairPlan::kSend) continue;
     // (Our own count as alive; the relay rules do not ask for them.)
-    const bool origin_alive = OriginAlive(origin);
+    const bool origin_alive = membership_.OriginAlive(origin);
     const bool member_hears_origin = m.hears.count(origin) > 0;
-    const bool tree_child =
-        TreeOverlay() && origin_alive && ring_.IsChild(origin.node_id, self_.node_id, m.node_id);
+    const bool tree_child = membership_.tree() && origin_alive &&
+                            membership_.ring().IsChild(origin.node_id, self_.node_id, m.node_id);
     for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
       if (m.links.LeastQueued() > options_.send_queue_byte_cap / 2) return;
       const Clock::duration age = now - it->second.added, heard_for = now - m.alive_since();
       const bool may =
-          TreeOverlay()
+          membership_.tree()
               ? MayRelayInTree(tree_child, origin == self_, origin_alive, member_hears_origin, age,
                                heard_for, options_.repair_timeout, options_.failure_timeout)
               : MayRelay(origin == self_, origin_alive, member_hears_origin, age, heard_for,
@@ -227,7 +227,7 @@ void GossipNode::AddMemberList(v1::Heartbeat* hb) const {
   me->set_node_id(self_.node_id);
   me->set_incarnation(self_.incarnation);
   me->set_address(options_.listen_address);
-  for (const auto& [id, m] : members_) {
+  for (const auto& [id, m] : membership_.table()) {
     if (m.state() == MemberState::kLeft || m.address.empty()) continue;
     v1::Member* other = hb->add_members();
     other->set_node_id(id);

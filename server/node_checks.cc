@@ -40,7 +40,7 @@ std::optional<std::string> GossipNode::RepairSourceLocked(const std::string& avo
                            m.checks_diverged == 0 && m.checks_agreed > 0, total);
   };
   auto rank_avoiding = [&](const Member& m) { return std::make_pair(m.address != avoid, rank(m)); };
-  for (const auto& [id, m] : members_) {
+  for (const auto& [id, m] : membership_.table()) {
     if (m.state() != MemberState::kAlive || m.address.empty()) continue;
     if (best == nullptr || rank_avoiding(m) > rank_avoiding(*best)) best = &m;
   }
@@ -79,7 +79,7 @@ void GossipNode::ComparePeerCheck(Member& m) {
 
 uint64_t GossipNode::MaxPeerLagLocked() {
   uint64_t lag = 0;
-  for (const auto& [id, m] : members_) {
+  for (const auto& [id, m] : membership_.table()) {
     if (m.state() != MemberState::kAlive) continue;
     const uint64_t theirs = SeqOf(m.applied, self_);
     if (last_published_ > theirs) lag = std::max(lag, last_published_ - theirs);
@@ -100,7 +100,7 @@ bool GossipNode::WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline) 
 size_t GossipNode::OwnBacklogBytesLocked() {
   bool any_alive = false;
   uint64_t least = last_published_;
-  for (const auto& [id, m] : members_) {
+  for (const auto& [id, m] : membership_.table()) {
     if (m.state() != MemberState::kAlive) continue;
     any_alive = true;
     least = std::min(least, SeqOf(m.applied, self_));
@@ -114,7 +114,7 @@ size_t GossipNode::OwnBacklogBytesLocked() {
 
 size_t GossipNode::MaxBacklogBytesLocked() {
   if (options_.max_backlog_bytes > 0) return options_.max_backlog_bytes;
-  return options_.log_byte_cap / (2 * (members_.CountAlive() + 1));
+  return options_.log_byte_cap / (2 * (membership_.table().CountAlive() + 1));
 }
 
 size_t GossipNode::OwnBacklogBytes() {
@@ -148,7 +148,7 @@ void GossipNode::SetTrainingDone(uint64_t local_steps) {
 int GossipNode::TrainingMembers() {
   absl::MutexLock l(&mu_);
   int members = handoff_.done() ? 0 : 1;
-  for (const auto& [id, m] : members_) {
+  for (const auto& [id, m] : membership_.table()) {
     if (m.state() == MemberState::kAlive && !m.training_done) ++members;
   }
   return members;
@@ -164,10 +164,8 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
   q.node_id = self_.node_id;
   q.training_done = handoff_.done();
   q.applying = handoff_.pending();
-  if (!reached_any_) {
-    for (const std::string& seed : options_.seeds) q.unreached |= !dial_.IsSelf(seed);
-  }
-  q.joining = joiners_.StillComing(members_.members(), Now());
+  q.unreached = membership_.SeedsUnreached();
+  q.joining = membership_.JoinersStillComing(Now());
   q.applied = replica_.applied();
   q.settled = settlement_.settled();
   q.settled_at = settlement_.at();
@@ -176,7 +174,7 @@ LocalQuiescence GossipNode::LocalQuiescenceLocked() {
 }
 
 bool GossipNode::SettledLocked(std::string* why) {
-  return Settled(LocalQuiescenceLocked(), members_.members(), why);
+  return Settled(LocalQuiescenceLocked(), membership_.table().members(), why);
 }
 
 void GossipNode::UpdateSettled() {
@@ -188,7 +186,7 @@ void GossipNode::UpdateSettled() {
                        return SettledHashLocked();
                      });
   if (settlement_.settled()) {
-    for (const auto& [id, m] : members_) CheckSettledHash(m);
+    for (const auto& [id, m] : membership_.table()) CheckSettledHash(m);
   }
 }
 
@@ -215,7 +213,7 @@ void GossipNode::CheckSettledHash(const Member& m) {
 }
 
 bool GossipNode::QuiescentLocked(std::string* why) {
-  return Quiescent(LocalQuiescenceLocked(), members_.members(), why);
+  return Quiescent(LocalQuiescenceLocked(), membership_.table().members(), why);
 }
 
 absl::Status GossipNode::WaitQuiescent(

@@ -93,7 +93,7 @@ bool GossipNode::RefusesNewOrigin(const OriginKey& origin) const {
   // their own), so invented origins cannot lock out a real one.
   return !early_.HoldsOrigin(origin) &&
          replica_.applied().size() + early_.unapplied_origins() >= options_.max_origins &&
-         !members_.IsCurrent(origin);
+         !membership_.table().IsCurrent(origin);
 }
 
 void GossipNode::AcceptWaiting(const OriginKey& origin) {
@@ -147,7 +147,7 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   if (options_.on_accept) options_.on_accept(origin, update);
   counters_.AddReceived(update.codec(), update.ByteSizeLong());
   handoff_.Queue(std::move(decoded), Clock::now());
-  if (TreeOverlay()) ForwardInTree(origin, update.seq(), frame);
+  if (membership_.tree()) ForwardInTree(origin, update.seq(), frame);
   log_.Add(origin, std::move(frame), Now());
 }
 
@@ -186,10 +186,10 @@ absl::Status GossipNode::Publish(v1::Update message, const codec::DecodedUpdate&
 void GossipNode::PushPublished() {
   for (const std::shared_ptr<const v1::GossipFrame>& frame : to_push_) {
     const uint64_t seq = frame->update().seq();
-    if (TreeOverlay()) {
+    if (membership_.tree()) {
       ForwardInTree(self_, seq, frame);
     } else {
-      for (auto& [id, m] : members_) PushTo(m, self_, seq, frame);
+      for (auto& [id, m] : membership_.table()) PushTo(m, self_, seq, frame);
     }
   }
   to_push_.clear();

@@ -1,7 +1,8 @@
 // One part of GossipNode's methods (server/node.h; docs/architecture.md "The
-// gossip node in parts"). The member table and handshakes: Hellos judged and
-// answered, refusals, dials and their addresses, joiners, the tree's ring,
-// certificates learned. Each runs on the thread and under the lock its
+// gossip node in parts"). Handshakes as the node answers them: Hellos
+// judged and answered, refusals, joiners noted, certificates learned; the
+// membership part (node_membership.h) keeps the table, the dials and the
+// failure detector. Each runs on the thread and under the lock its
 // declaration in node.h names.
 #include <algorithm>
 #include <tuple>
@@ -16,48 +17,6 @@
 #include "server/node.h"
 
 namespace reckon::server {
-
-void GossipNode::MoveMember(Member& m, const std::string& address, Clock::time_point now) {
-  if (m.address == address) return;
-  if (!m.address.empty()) {
-    // Its old address is dialed no more (unless it is a seed): an old pod
-    // IP would otherwise be redialed forever, and another process may
-    // listen there by now.
-    StopDialing(m.address);
-  }
-  m.address = address;
-  if (!dial_.Learn(address, now)) {
-    counters_.Add(Counters::kDialTargetsRefusedFieldNumber);
-    Log(absl::StrCat("not dialing ", address.substr(0, 64), " for ", m.node_id, ": ",
-                     dial_.targets(), " addresses known already"));
-  }
-}
-
-void GossipNode::StopDialing(const std::string& address) {
-  if (address.empty()) return;
-  if (std::shared_ptr<Link> pending = dial_.Forget(address)) {
-    members_.StopAwaiting(pending);
-    pending->Abort();
-  }
-}
-
-void GossipNode::AwaitHello(const std::shared_ptr<Link>& link, Clock::time_point now) {
-  for (const std::shared_ptr<Link>& evicted : members_.AwaitHello(link, now)) {
-    counters_.Add(Counters::kHandshakesEvictedFieldNumber);
-    Log(absl::StrCat("closing ", evicted->Describe(), ": no Hello yet, and ",
-                     options_.max_pending_handshakes, " streams wait for theirs"));
-    evicted->Abort();
-  }
-}
-
-void GossipNode::CloseSilentStreams(Clock::time_point now) {
-  for (const std::shared_ptr<Link>& silent : members_.TakeSilent(now)) {
-    counters_.Add(Counters::kHelloTimeoutsFieldNumber);
-    Log(absl::StrCat("closing ", silent->Describe(), ": no Hello within ",
-                     options_.hello_timeout.count(), " ms"));
-    silent->Abort();
-  }
-}
 
 absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
                                    const std::string& peer) const {
@@ -113,7 +72,7 @@ absl::Status GossipNode::CheckToken(const std::string& token) const {
 
 std::vector<std::string> GossipNode::LiveMemberAddresses(const std::string& except) {
   absl::MutexLock l(&mu_);
-  return members_.LiveAddresses(except);
+  return membership_.table().LiveAddresses(except);
 }
 
 std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) const {
@@ -144,24 +103,13 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
     RefusedByDialed(link, absl::StrCat("peer ", link->Describe(), " is not of this cluster: ",
                                        reason));
   }
-  members_.StopAwaiting(link);
+  membership_.table().StopAwaiting(link);
   link->Close();
 }
 
 void GossipNode::RefusedByDialed(const std::shared_ptr<Link>& link, const std::string& why) {
-  counters_.Add(Counters::kDialsRefusedFieldNumber);
-  const std::string address = dial_.Refused(link);
-  Log(absl::StrCat(why.substr(0, 300), ": not dialing ", address.empty() ? "it" : address,
-                   " again"));
-  if (handshaken_once_ || address.empty()) return;
-  const bool seed = std::find(options_.seeds.begin(), options_.seeds.end(), address) !=
-                    options_.seeds.end();
-  if (!seed) return;
-  seeds_refused_.insert(address);
-  for (const std::string& s : options_.seeds) {
-    if (!dial_.IsSelf(s) && !seeds_refused_.count(s)) return;  // another seed may take us
-  }
-  if (fatal_.ok()) fatal_ = absl::FailedPreconditionError(why);
+  absl::Status cannot_be_a_member = membership_.RefusedByDialed(link, why);
+  if (!cannot_be_a_member.ok() && fatal_.ok()) fatal_ = std::move(cannot_be_a_member);
 }
 
 HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
@@ -173,7 +121,7 @@ HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
   context.link_dialed = link.dialed();
   context.now = Now();
   context.failure_timeout = options_.failure_timeout;
-  return members_.Judge(hello, std::move(context));
+  return membership_.table().Judge(hello, std::move(context));
 }
 
 void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
@@ -182,13 +130,12 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     HandleLaneHello(link, hello);
     return;
   }
-  if (!members_.AwaitsHello(link)) return;  // a second Hello: ignore
+  if (!membership_.table().AwaitsHello(link)) return;  // a second Hello: ignore
   const std::string& id = hello.self().node_id();
   const HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
     // We dialed ourselves (our address is in the seed list): remember it.
-    dial_.DialedSelf(link);
-    members_.StopAwaiting(link);
+    membership_.DialedSelf(link);
     link->Close();
     return;
   }
@@ -201,22 +148,13 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
-  const MemberTable::Admitted admitted = members_.Admit(link, hello, now);
-  Member& m = *admitted.member;
-  if (!admitted.gave_way.empty()) StopDialing(admitted.gave_way);
-  if (admitted.restarted) {
-    Log(absl::StrCat("peer ", id, " restarted as incarnation ", m.incarnation));
-    if (m.links.connected()) DropLink(m);
-  }
-  dial_.Handshaken(link);  // before MoveMember, which may forget the address it was dialed at
-  handshaken_once_ = true;
-  if (!hello.listen_address().empty()) MoveMember(m, hello.listen_address(), now);
+  Member& m = membership_.Admit(link, hello, now);
   if (!link->dialed()) SendCounted(*link, MakeHello());
   if (m.links.connected() && m.links.stream() != link) {
     // Two streams for one pair (both dialed at once): both ends keep the one
     // dialed by the smaller node id, so they agree without talking.
     if (KeepsStream(self_.node_id, id, link->dialed())) {
-      DropLink(m);
+      Membership::DropLink(m);
     } else {
       link->Close();
       return;
@@ -234,80 +172,16 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     }
     SendTo(m, frame, SIZE_MAX);
   }
-  if (members_.MarkAlive(m, now)) {
+  if (membership_.Connected(m, now)) {
     Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
                      ") connected: ", link->Describe()));
   }
-  m.vouched = true;
-  RebuildRing();
-  reached_any_ = true;
   SendHeartbeat(m, MakeHeartbeats(/*tick=*/false), SIZE_MAX);
-}
-
-void GossipNode::DropLink(Member& m) {
-  m.links.Drop();
-  m.resync_told.clear();
-}
-
-void GossipNode::DialDue(Clock::time_point now) {
-  if (!dialer_) return;
-  for (DialSchedule::Expired& e : dial_.TakeExpired(now)) {
-    // Every dial has a deadline (two failure timeouts: a handshake needs a
-    // whole round trip, a heartbeat only half of one).
-    Log(absl::StrCat("dial to ", e.address, " got no handshake in ",
-                     absl::StrFormat("%.1f", std::chrono::duration<double>(e.waited).count()),
-                     " s: abandoned, will dial again"));
-    members_.StopAwaiting(e.link);
-    e.link->Abort();
-  }
-  auto connected = [this](const std::string& address) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return members_.ConnectedOrLeftAt(address);  // the caller holds mu_
-  };
-  for (const std::string& address : dial_.Due(now, connected)) {
-    std::shared_ptr<Link> link = dialer_(address);
-    if (!link) continue;
-    dial_.Dialed(address, link, now);
-    AwaitHello(link, now);
-    SendCounted(*link, MakeHello());
-  }
-  counters_.Set(Counters::kDialsDeferredFieldNumber, dial_.deferred());
 }
 
 void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {
   absl::MutexLock l(&mu_);
-  // Only ids a Hello could carry: they end up in logs, JSON and metric labels.
-  if (!ValidNodeId(node_id) || node_id == self_.node_id) return;
-  const Joiners::Noted noted = joiners_.Note(node_id, incarnation, Now());
-  if (noted == Joiners::Noted::kFull) return;
-  if (noted == Joiners::Noted::kNew) {
-    Log(absl::StrCat(node_id, " is joining (it asked for a snapshot)"));
-  }
-  changed_.SignalAll();
-}
-
-void GossipNode::RebuildRing() {
-  if (!TreeOverlay()) return;
-  std::vector<std::string> ids = {self_.node_id};
-  for (std::string& id : members_.AliveIds()) ids.push_back(std::move(id));
-  ring_ = Ring(std::move(ids));
-}
-
-bool GossipNode::OriginAlive(const OriginKey& origin) const {
-  return origin == self_ || members_.IsAlive(origin);
-}
-
-bool GossipNode::OriginMayBeAlive(const OriginKey& origin, Clock::time_point now) const {
-  if (OriginAlive(origin)) return true;
-  const Member* m = members_.Find(origin.node_id);
-  if (m != nullptr && m->incarnation == origin.incarnation &&
-      (m->state() == MemberState::kDead || m->state() == MemberState::kLeft)) {
-    return false;  // reached, then silent past the failure timeout, or gone
-  }
-  if (m != nullptr && m->incarnation != origin.incarnation) return false;  // it restarted
-  // Not reached (yet): given a failure timeout since we began, or since we
-  // learned of its member, before it is presumed gone.
-  const Clock::time_point since = m != nullptr ? std::max(started_, m->first_known) : started_;
-  return now - since < options_.failure_timeout;
+  if (membership_.NoteJoiner(node_id, incarnation, Now())) changed_.SignalAll();
 }
 
 void GossipNode::LearnCertificates(const Member* from, const std::vector<std::string>& pems) {
@@ -324,7 +198,7 @@ void GossipNode::LearnCertificates(const Member* from, const std::vector<std::st
     if (learned->new_one) news->mutable_certificates()->add_pem(pem);
   }
   if (news->certificates().pem_size() == 0) return;
-  for (auto& [id, m] : members_) {
+  for (auto& [id, m] : membership_.table()) {
     if (&m != from && m.links.connected()) SendTo(m, news, SIZE_MAX);
   }
 }

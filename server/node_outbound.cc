@@ -34,14 +34,14 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
     m.links.LaneAnswered(ours.lane.index);
     return;
   }
-  if (!members_.AwaitsHello(link)) return;
+  if (!membership_.table().AwaitsHello(link)) return;
   const std::string& id = hello.self().node_id();
   HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
     verdict = {HelloVerdict::kRefuse, "a lane to this node itself", false};
   }
   if (verdict.kind == HelloVerdict::kAdmit) {
-    if (std::optional<std::string> why = LaneRefusal(hello, members_.members())) {
+    if (std::optional<std::string> why = LaneRefusal(hello, membership_.table().members())) {
       verdict = {HelloVerdict::kRefuse, *why, false};
     }
   }
@@ -50,8 +50,8 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
-  Member& m = *members_.Find(id);  // LaneRefusal found its stream up
-  members_.StopAwaiting(link);
+  Member& m = *membership_.table().Find(id);  // LaneRefusal found its stream up
+  membership_.table().StopAwaiting(link);
   m.links.AcceptLane(hello.lane(), link, Now());
   SendCounted(*link, MakeHello(hello.lane()));
 }
@@ -80,7 +80,7 @@ void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFr
 }
 
 GossipNode::LaneRef GossipNode::FindLane(const std::shared_ptr<Link>& link) {
-  for (auto& [id, m] : members_) {
+  for (auto& [id, m] : membership_.table()) {
     if (std::optional<MemberLinks::LaneRef> lane = m.links.FindLane(link.get())) {
       return {&m, *lane};
     }
@@ -94,13 +94,13 @@ void GossipNode::ForgetLane(const LaneRef& ref, Clock::time_point now) {
 }
 
 void GossipNode::DialLanes(Member& m, Clock::time_point now) {
-  if (!dialer_ || m.state() != MemberState::kAlive) return;
+  if (!membership_.dials_out() || m.state() != MemberState::kAlive) return;
   // As any dial, two failure timeouts for the answer (a round trip).
   const std::vector<uint32_t> due =
       m.links.LanesToDial(now, now - 2 * options_.failure_timeout, lanes_);
   if (m.address.empty()) return;
   for (uint32_t index : due) {
-    std::shared_ptr<Link> link = dialer_(m.address);
+    std::shared_ptr<Link> link = membership_.Dial(m.address);
     if (!link) return;
     m.links.AddLane(index, link, now);
     SendCounted(*link, MakeHello(index));
@@ -154,9 +154,9 @@ void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
 
 void GossipNode::ForwardInTree(const OriginKey& origin, uint64_t seq,
                                const std::shared_ptr<const v1::GossipFrame>& frame) {
-  if (!OriginAlive(origin)) return;
-  for (const std::string& child : ring_.Children(origin.node_id, self_.node_id)) {
-    if (Member* m = members_.Find(child)) PushTo(*m, origin, seq, frame);
+  if (!membership_.OriginAlive(origin)) return;
+  for (const std::string& child : membership_.ring().Children(origin.node_id, self_.node_id)) {
+    if (Member* m = membership_.table().Find(child)) PushTo(*m, origin, seq, frame);
   }
 }
 

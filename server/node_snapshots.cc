@@ -44,7 +44,7 @@ void GossipNode::HandleResyncRequired(const Member& from, const v1::ResyncRequir
     }
   };
   if (origin == self_) return ignore("that origin is this node, which has all of its own");
-  if (members_.IsAlive(origin) && origin.node_id != from.node_id) {
+  if (membership_.table().IsAlive(origin) && origin.node_id != from.node_id) {
     return ignore("that origin is a live member and serves its own messages");
   }
   std::optional<std::string> source = ResyncSourceFor(origin, first, from.node_id, {});
@@ -60,7 +60,7 @@ std::optional<std::string> GossipNode::ResyncSourceFor(const OriginKey& origin,
                                                        const std::string& sender,
                                                        const std::set<std::string>& avoid) {
   const Member* last_resort = nullptr;
-  for (const auto& [id, m] : members_) {
+  for (const auto& [id, m] : membership_.table()) {
     if (m.state() != MemberState::kAlive || m.address.empty() || avoid.count(m.address)) continue;
     const bool has_it = SeqOf(m.applied, origin) + 1 >= first_retained ||
                         (origin.node_id == id && origin.incarnation == m.incarnation);
@@ -95,7 +95,7 @@ bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages,
       if (refused) return drop("no other live member has what we lack");
       // No answer: asked again while it is a live member; once it is not,
       // nobody is left to ask.
-      const std::vector<std::string> live = members_.LiveAddresses("");
+      const std::vector<std::string> live = membership_.table().LiveAddresses("");
       const bool source_alive = std::find(live.begin(), live.end(), source) != live.end();
       return source_alive ? false : drop("it is no longer a live member, nor is another that has what we lack");
     }
@@ -105,10 +105,11 @@ bool GossipNode::ResyncFailed(const std::string& source, bool need_our_messages,
   }
   if (need_our_messages) {
     const uint64_t published = last_published_;  // lambdas are not seen to hold mu_
-    const auto holder = std::find_if(members_.begin(), members_.end(), [&](const auto& entry) {
-      return entry.second.address == *other && SeqOf(entry.second.applied, self_) >= published;
-    });
-    if (holder == members_.end()) return false;
+    const auto holder = std::find_if(
+        membership_.table().begin(), membership_.table().end(), [&](const auto& entry) {
+          return entry.second.address == *other && SeqOf(entry.second.applied, self_) >= published;
+        });
+    if (holder == membership_.table().end()) return false;
   }
   handoff_.SwitchResync(*other);
   return true;
@@ -156,7 +157,7 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
     early_.SetOriginApplied(origin, replica_.applied().count(origin) > 0);
     AcceptWaiting(origin);
   }
-  for (auto& [id, m] : members_) {
+  for (auto& [id, m] : membership_.table()) {
     m.links.state().ForgetPushed();
   }
   handoff_.ResyncDone();

@@ -33,7 +33,7 @@ void GossipNode::FillCounters(v1::NodeStatus* out) {
   out->set_last_check_ms(handoff_.last_check_ms());
   out->set_early_held(early_.size());
   out->set_early_bytes(early_.bytes());
-  out->set_dial_targets(dial_.targets());
+  out->set_dial_targets(membership_.dials().targets());
   out->set_inbox_bytes(inbox_.bytes());
 }
 
@@ -69,15 +69,15 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   out->set_log_messages(log_.messages());
   std::string why;
   out->set_quiescent(QuiescentLocked(&why));  // also drops joiners that arrived or expired
-  for (const auto& [id, j] : joiners_.all()) {
-    if (members_.IsCurrent(OriginKey{id, j.incarnation})) continue;
+  for (const auto& [id, j] : membership_.joiners().all()) {
+    if (membership_.table().IsCurrent(OriginKey{id, j.incarnation})) continue;
     v1::MemberStatus* ms = out->add_members();
     ms->set_node_id(id);
     ms->set_incarnation(j.incarnation);
     ms->set_state("joining");
     ms->set_last_heard_s(SecondsSince(j.last_request, now));
   }
-  for (const auto& [id, m] : members_) {
+  for (const auto& [id, m] : membership_.table()) {
     v1::MemberStatus* ms = out->add_members();
     ms->set_node_id(id);
     ms->set_incarnation(m.incarnation);
