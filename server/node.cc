@@ -104,7 +104,10 @@ GossipNode::GossipNode(NodeOptions options, AppliedReplica replica, bool clock_i
       early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
       log_(options_.log_byte_cap, options_.log_min_retention),
       membership_(
-          options_, self_, counters_, [this](const std::string& line) { Log(line); }, Now()) {}
+          options_, self_, counters_, [this](const std::string& line) { Log(line); }, Now()),
+      heartbeats_(HeartbeatWriter::Options{self_, options_.listen_address,
+                                           options_.member_list_every, options_.failure_timeout,
+                                           options_.heartbeat_interval}) {}
 
 GossipNode::~GossipNode() { Stop(false, std::chrono::milliseconds(0)); }
 
@@ -142,11 +145,12 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     // heartbeat fell due would otherwise leave without having said it
     // settled, and a member waiting for a majority would not count it
     // (docs/protocol.md section 6).
-    const HeartbeatBases last_word = leave ? MakeHeartbeats(/*tick=*/false) : HeartbeatBases{};
+    const HeartbeatWriter::Bases last_word =
+        leave ? MakeHeartbeats(/*tick=*/false) : HeartbeatWriter::Bases{};
     for (auto& [id, m] : membership_.table()) {
       if (!m.links.connected()) continue;
       if (leave) {
-        SendCounted(*m.links.stream(), HeartbeatFor(m, last_word));
+        SendCounted(*m.links.stream(), heartbeats_.For(m, last_word, membership_.table()));
         SendCounted(*m.links.stream(), leave_frame);
         told.push_back(m.links.stream());
       }
@@ -343,10 +347,10 @@ void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::
 }
 
 void GossipNode::Tick(Clock::time_point now) {
-  ++ticks_;
+  heartbeats_.NextTick();
   UpdateSettled();
   handoff_.DropCut(Clock::now() - kTrainingCutKept);  // steady time, as it was made
-  const HeartbeatBases heartbeat = MakeHeartbeats(/*tick=*/true);
+  const HeartbeatWriter::Bases heartbeat = MakeHeartbeats(/*tick=*/true);
   // Frames that arrived but wait in the inbox count as heard.
   const std::map<const Link*, Clock::time_point> arrivals = inbox_.LastArrivals();
   for (auto& [id, m] : membership_.table()) {
@@ -356,7 +360,7 @@ void GossipNode::Tick(Clock::time_point now) {
   }
   membership_.DetectFailures(now);
   for (auto& [id, m] : membership_.table()) {
-    if (m.links.connected() && HeartbeatDue(m)) {
+    if (m.links.connected() && heartbeats_.Due(m, membership_.tree(), membership_.ring())) {
       SendHeartbeat(m, heartbeat, 2 * options_.send_queue_byte_cap);
     }
     if (m.links.connected()) AntiEntropy(m, now);
@@ -431,7 +435,7 @@ GossipNode::Counters GossipNode::counters() {
 std::optional<uint64_t> GossipNode::TicksForTesting() const {
   absl::MutexLock l(&mu_);
   if (stopping_) return std::nullopt;
-  return ticks_;
+  return heartbeats_.ticks();
 }
 
 std::chrono::milliseconds GossipNode::LoopAge() const {

@@ -51,6 +51,7 @@
 #include "server/applied_replica.h"
 #include "server/checksum_ledger.h"
 #include "server/early_arrivals.h"
+#include "server/heartbeat_writer.h"
 #include "server/inbox.h"
 #include "server/link.h"
 #include "server/member.h"
@@ -390,10 +391,6 @@ class GossipNode final : public NodeService {
   void ForwardInTree(const OriginKey& origin, uint64_t seq,
                      const std::shared_ptr<const v1::GossipFrame>& frame)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Heartbeats go to m on every tick in the mesh and to our tree neighbours;
-  // to the other members only every few ticks (still four or more within a
-  // failure timeout): O(N log N) heartbeats a tick, not O(N^2).
-  bool HeartbeatDue(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A frame on a link not bound to a member yet, or for the last time
   // (Hello, Refusal, Leave): sent and its bytes counted, nothing else.
@@ -426,27 +423,13 @@ class GossipNode final : public NodeService {
   void ForgetLane(const LaneRef& lane, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dials the lanes m should have and lacks; aborts ours it never answered.
   void DialLanes(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A heartbeat tick's frames, without member lists: `whole` carries our
-  // vector, `changes` (applied_changes_only) what changed in it since the
-  // previous tick's; null when it went back (a snapshot installed) or
-  // outside a tick, and every member is sent `whole`.
-  struct HeartbeatBases {
-    std::shared_ptr<const v1::GossipFrame> whole, changes;
-  };
-  // `tick`: the heartbeats of this tick (Tick only): the changes are taken
-  // against announced_, which then becomes our vector.
-  HeartbeatBases MakeHeartbeats(bool tick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Appends the member list (us first) to a heartbeat.
-  void AddMemberList(v1::Heartbeat* hb) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // m's heartbeat: the changes when its stream had the previous tick's
-  // heartbeat (and this one carries no member list), else the whole
-  // vector; with the stream's own count of frames received from `m`, and
-  // the member list on every member_list_every-th heartbeat (the O(members)
-  // list is built only then). Queued as SendTo(byte_cap); on success the
-  // stream remembers this tick.
-  bool SendHeartbeat(Member& m, const HeartbeatBases& bases, size_t byte_cap)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<const v1::GossipFrame> HeartbeatFor(Member& m, const HeartbeatBases& bases)
+  // A heartbeat's frames (heartbeat_writer.h) with what this node reports:
+  // its steps, training done, where it settled and with which hash, a
+  // passed check to announce. `tick`: a tick's (Tick only).
+  HeartbeatWriter::Bases MakeHeartbeats(bool tick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // m's heartbeat (HeartbeatWriter::For), queued as SendTo(byte_cap); on
+  // success the stream remembers this tick.
+  bool SendHeartbeat(Member& m, const HeartbeatWriter::Bases& bases, size_t byte_cap)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // This node's side of quiescence (quiescence.h), as of now.
   LocalQuiescence LocalQuiescenceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -516,9 +499,9 @@ class GossipNode final : public NodeService {
   // the joiners, the failure detector's verdicts and the tree's ring
   // (node_membership.h).
   Membership membership_ ABSL_GUARDED_BY(mu_);
-  uint64_t ticks_ ABSL_GUARDED_BY(mu_) = 0;
-  // Our vector as the last tick's heartbeats said it (MakeHeartbeats).
-  VersionMap announced_ ABSL_GUARDED_BY(mu_);
+  // The ticks, and our vector as the last tick's heartbeats said it
+  // (heartbeat_writer.h).
+  HeartbeatWriter heartbeats_ ABSL_GUARDED_BY(mu_);
   // What the training thread applies and reports, and where a re-join
   // fetches from (training_handoff.h).
   TrainingHandoff handoff_ ABSL_GUARDED_BY(mu_);

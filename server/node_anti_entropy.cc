@@ -1,7 +1,7 @@
 // One part of GossipNode's methods (server/node.h; docs/architecture.md "The
-// gossip node in parts"). Heartbeats and anti-entropy: what each heartbeat says
-// (version vector, frames received, the member list), what a member's says
-// about what it lacks, and what we send it again. Each runs on the thread and
+// gossip node in parts"). Heartbeats and anti-entropy: what each heartbeat
+// reports (heartbeat_writer.h writes it), what a member's says about what it
+// lacks, and what we send it again. Each runs on the thread and
 // under the lock its declaration in node.h names.
 #include <algorithm>
 #include <tuple>
@@ -16,13 +16,6 @@
 #include "server/node.h"
 
 namespace reckon::server {
-
-bool GossipNode::HeartbeatDue(const Member& m) const {
-  if (!membership_.tree() || membership_.ring().Neighbours(self_.node_id, m.node_id)) return true;
-  const int64_t every =
-      std::clamp<int64_t>(options_.failure_timeout / (4 * options_.heartbeat_interval), 1, 10);
-  return ticks_ % static_cast<uint64_t>(every) == 0;
-}
 
 void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now) {
   // Refused whole before anything of it is taken: no member's vector names
@@ -177,102 +170,26 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   }
 }
 
-GossipNode::HeartbeatBases GossipNode::MakeHeartbeats(bool tick) {
-  // What every heartbeat of the tick says besides the vector.
-  auto changes = std::make_shared<v1::GossipFrame>();
-  v1::Heartbeat* hb = changes->mutable_heartbeat();
-  hb->set_local_steps(handoff_.local_steps());
-  hb->set_training_done(handoff_.done());
-  const VersionMap& applied = replica_.applied();
-  if (settlement_.SettledAt(applied)) {
-    hb->set_settled(true);
-    hb->set_weight_hash(settlement_.hash());
+HeartbeatWriter::Bases GossipNode::MakeHeartbeats(bool tick) {
+  // What every heartbeat says besides the vector.
+  v1::Heartbeat said;
+  said.set_local_steps(handoff_.local_steps());
+  said.set_training_done(handoff_.done());
+  if (settlement_.SettledAt(replica_.applied())) {
+    said.set_settled(true);
+    said.set_weight_hash(settlement_.hash());
   }
   if (std::optional<Member::Check> check = handoff_.TakeCheckToAnnounce()) {
-    ToProto(check->at, hb->mutable_checked());
-    hb->set_checked_checksum(check->checksum);
+    ToProto(check->at, said.mutable_checked());
+    said.set_checked_checksum(check->checksum);
   }
-  auto whole = std::make_shared<v1::GossipFrame>(*changes);
-  ToProto(applied, whole->mutable_heartbeat()->mutable_applied());
-  if (!tick) return {whole, nullptr};
-  // One walk of both (sorted) maps: what is new or moved on, and whether
-  // an origin went back or is gone (a snapshot installed).
-  bool went_back = false;
-  v1::VersionVector* changed = hb->mutable_applied();
-  auto before = announced_.begin();
-  for (const auto& [origin, seq] : applied) {
-    while (before != announced_.end() && before->first < origin) {
-      went_back = true;  // announced, no longer in our vector
-      ++before;
-    }
-    const bool known = before != announced_.end() && before->first == origin;
-    const uint64_t said = known ? before->second : 0;
-    if (known) ++before;
-    if (seq < said) went_back = true;
-    if (seq == said) continue;
-    v1::VersionEntry* e = changed->add_entries();
-    e->mutable_origin()->set_node_id(origin.node_id);
-    e->mutable_origin()->set_incarnation(origin.incarnation);
-    e->set_seq(seq);
-  }
-  if (before != announced_.end()) went_back = true;
-  hb->set_applied_changes_only(true);
-  if (changed->entries_size() > 0 || went_back) announced_ = applied;
-  if (went_back) return {whole, nullptr};
-  return {whole, changes};
+  return heartbeats_.Make(said, replica_.applied(), tick);
 }
 
-void GossipNode::AddMemberList(v1::Heartbeat* hb) const {
-  v1::Member* me = hb->add_members();
-  me->set_node_id(self_.node_id);
-  me->set_incarnation(self_.incarnation);
-  me->set_address(options_.listen_address);
-  for (const auto& [id, m] : membership_.table()) {
-    if (m.state() == MemberState::kLeft || m.address.empty()) continue;
-    v1::Member* other = hb->add_members();
-    other->set_node_id(id);
-    other->set_incarnation(m.incarnation);
-    other->set_address(m.address);
-    other->set_heard(m.state() == MemberState::kAlive);
-  }
-}
-
-bool GossipNode::SendHeartbeat(Member& m, const HeartbeatBases& bases, size_t byte_cap) {
-  if (!SendTo(m, HeartbeatFor(m, bases), byte_cap)) return false;
-  m.links.state().heartbeat_tick = ticks_;
+bool GossipNode::SendHeartbeat(Member& m, const HeartbeatWriter::Bases& bases, size_t byte_cap) {
+  if (!SendTo(m, heartbeats_.For(m, bases, membership_.table()), byte_cap)) return false;
+  heartbeats_.Sent(m);
   return true;
-}
-
-std::shared_ptr<const v1::GossipFrame> GossipNode::HeartbeatFor(Member& m,
-                                                                const HeartbeatBases& bases) {
-  StreamState& stream = m.links.state();
-  const bool member_list =
-      stream.heartbeats_sent++ % static_cast<uint64_t>(std::max(1, options_.member_list_every)) ==
-      0;
-  // The receiver has our vector as of the previous tick only if the stream
-  // had that tick's heartbeat (queued in order, after the whole one).
-  const bool changes_do = bases.changes != nullptr && !member_list &&
-                          stream.heartbeat_tick.has_value() && *stream.heartbeat_tick + 1 == ticks_;
-  auto frame = std::make_shared<v1::GossipFrame>(changes_do ? *bases.changes : *bases.whole);
-  frame->mutable_heartbeat()->set_frames_received(stream.frames_received);
-  for (uint64_t frames : m.links.LaneFramesReceived()) {
-    frame->mutable_heartbeat()->add_lane_frames_received(frames);
-  }
-  if (member_list) AddMemberList(frame->mutable_heartbeat());
-  // What it applied that we refuse: those found since, and all of them with
-  // the member list (a heartbeat lost on the way is made good there).
-  auto tell = [&frame](const OriginKey& origin) {
-    v1::Origin* o = frame->mutable_heartbeat()->add_refused_origins();
-    o->set_node_id(origin.node_id);
-    o->set_incarnation(origin.incarnation);
-  };
-  if (member_list) {
-    for (const OriginKey& origin : m.refused_here) tell(origin);
-  } else {
-    for (const OriginKey& origin : m.refused_untold) tell(origin);
-  }
-  m.refused_untold.clear();
-  return frame;
 }
 
 }  // namespace reckon::server
