@@ -189,7 +189,7 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   // messages: they must be the same bit for bit. Without a mirror, the
   // drain's replica must measure what the node's ledger says.
   const std::string mirror_hash =
-      path.replica == server::NodeOptions::Replica::kMirror ? node->MirrorHash() : drain_hash;
+      path.replica == server::NodeOptions::Replica::kMirror ? node->ReplicaHash() : drain_hash;
   senders.clear();
   node->Stop(false, std::chrono::milliseconds(0));
   receiver.server->Shutdown(std::chrono::milliseconds(1000));

@@ -420,7 +420,7 @@ void GossipNode::SetInputStandardization(v1::InputStandardization input) {
   input_ = std::move(input);
 }
 
-std::string GossipNode::MirrorHash() {
+std::string GossipNode::ReplicaHash() {
   absl::MutexLock l(&mu_);
   if (replica_.has_mirror()) return replica_.mirror().WeightHash();
   return settlement_.SettledAt(replica_.applied()) ? settlement_.hash() : "";

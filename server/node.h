@@ -255,9 +255,11 @@ class GossipNode final : public NodeService {
   // The worker's standardization of raw features, once its data is read:
   // what an export (SnapshotRequest.for_export) serves with the weights.
   void SetInputStandardization(v1::InputStandardization input);
-  // The mirror's SHA-256; without a mirror, the training replica's as the
-  // node last settled with it at its current vector ("" if it has not).
-  std::string MirrorHash();
+  // The SHA-256 of the replica at this node's vector, as the node knows it:
+  // its mirror's where it keeps one; without one, the training replica's as
+  // the node last settled with it at its current vector ("" if it has not:
+  // the node never hashes a replica it does not hold).
+  std::string ReplicaHash();
   // The counters (proto/reckon.proto NodeCounters: one list, with each
   // one's help, for status, the worker's summary and /metrics).
   using Counters = v1::NodeCounters;

@@ -962,7 +962,7 @@ TEST(Lanes, TwoNodesOverGrpcSendOnLanesAndEndIdentical) {
         static_cast<unsigned long long>(c.repairs_sent()),
         static_cast<unsigned long long>(c.queue_drops()));
   }
-  EXPECT_EQ(a.node()->MirrorHash(), b.node()->MirrorHash());
+  EXPECT_EQ(a.node()->ReplicaHash(), b.node()->ReplicaHash());
 }
 
 // With mutual TLS a lane, like a stream, is refused to a certificate that

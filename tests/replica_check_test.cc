@@ -94,7 +94,7 @@ TEST(ReplicaCheck, TwoFacedOriginIsCaughtByComparingChecks) {
   ASSERT_TRUE(Eventually([&] {
     return SeqOf(c.node(0)->Applied(), origin) == 1 && SeqOf(c.node(1)->Applied(), origin) == 1;
   }));
-  ASSERT_NE(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
+  ASSERT_NE(c.node(0)->ReplicaHash(), c.node(1)->ReplicaHash());
   const auto start = Clock::now();
   CheckMirror(c.node(0));
   CheckMirror(c.node(1));
@@ -129,7 +129,7 @@ TEST(ReplicaCheck, UpdateWhoseContributionDoesNotMatchIsRefused) {
   std::mt19937_64 rng(3);
   Message m = MakeMessage(peer, 1, rng);
   const uint64_t right = c.node(0)->weight_checksum().OfUpdate(kStep, m.decoded.words);
-  const std::string before = c.node(0)->MirrorHash();
+  const std::string before = c.node(0)->ReplicaHash();
 
   v1::Update bigger_step = m.update;  // payload and CRC intact
   bigger_step.set_checksum_delta(right);
@@ -140,7 +140,7 @@ TEST(ReplicaCheck, UpdateWhoseContributionDoesNotMatchIsRefused) {
   p.SendUpdate(without);  // no contribution at all
   ASSERT_TRUE(Eventually([&] { return Counters(c.node(0)).decode_errors() == 2; }));
   EXPECT_EQ(Counters(c.node(0)).updates_applied(), 0u);
-  EXPECT_EQ(c.node(0)->MirrorHash(), before);
+  EXPECT_EQ(c.node(0)->ReplicaHash(), before);
 
   ASSERT_EQ(m.update.checksum_delta(), right);
   p.SendUpdate(m.update);
@@ -150,21 +150,21 @@ TEST(ReplicaCheck, UpdateWhoseContributionDoesNotMatchIsRefused) {
   codec::FixedPointReplica replica = codec::FixedPointReplica::Create(kParams, kFractionBits).value();
   ASSERT_TRUE(replica.Load(expected).ok());
   ASSERT_TRUE(replica.Apply(kStep, m.decoded.words).ok());
-  EXPECT_EQ(c.node(0)->MirrorHash(), replica.WeightHash());
+  EXPECT_EQ(c.node(0)->ReplicaHash(), replica.WeightHash());
 }
 
 // A snapshot whose weights are not what its messages say (the source's
 // memory is bad) is not installed; the node keeps what it had.
 TEST(ReplicaCheck, SnapshotThatFailsItsChecksumIsNotInstalled) {
   Nodes c(1);
-  const std::string before = c.node(0)->MirrorHash();
+  const std::string before = c.node(0)->ReplicaHash();
   std::vector<int64_t> weights = InitialWeights();
   const uint64_t checksum = c.node(0)->weight_checksum().Of(weights);
   weights[500] += 1;
   const absl::Status s = c.node(0)->InstallSnapshot(weights, {}, checksum, "inproc:source");
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("inproc:source"), std::string::npos) << s;
-  EXPECT_EQ(c.node(0)->MirrorHash(), before);
+  EXPECT_EQ(c.node(0)->ReplicaHash(), before);
   EXPECT_EQ(Counters(c.node(0)).snapshots_loaded(), 0u);
   weights[500] -= 1;
   EXPECT_TRUE(c.node(0)->InstallSnapshot(weights, {}, checksum, "inproc:source").ok());
@@ -180,14 +180,14 @@ TEST(ReplicaCheck, SnapshotThatFailsItsChecksumIsNotInstalled) {
 TEST(ReplicaCheck, SnapshotThatCannotBeCompletedLeavesTheMirrorAsItWas) {
   Nodes c(1, milliseconds(0), [](int, NodeOptions& o) { o.log_byte_cap = 1; });
   c.Publish(0, 1, 3);  // applied to our mirror, then evicted from our log
-  const std::string before = c.node(0)->MirrorHash();
+  const std::string before = c.node(0)->ReplicaHash();
   const VersionMap applied_before = c.node(0)->Applied();
   const std::vector<int64_t> weights = InitialWeights();
   const uint64_t checksum = c.node(0)->weight_checksum().Of(weights);
   const absl::Status s = c.node(0)->InstallSnapshot(weights, {}, checksum, "inproc:source");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("lacks our own messages"), std::string::npos) << s;
-  EXPECT_EQ(c.node(0)->MirrorHash(), before);
+  EXPECT_EQ(c.node(0)->ReplicaHash(), before);
   EXPECT_TRUE(SameVersions(c.node(0)->Applied(), applied_before));
   const GossipNode::Snapshot cut = c.node(0)->TakeSnapshot(true);
   EXPECT_TRUE(c.node(0)->CheckSnapshotServed(cut, c.node(0)->weight_checksum().Of(cut.weights)));

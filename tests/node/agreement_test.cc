@@ -17,7 +17,7 @@ TEST(GossipNode, ThreeNodesAgreeAtQuiescence) {
   for (int i = 0; i < 3; ++i) c.Publish(i, 1, 50);
   for (const absl::Status& s : c.Quiesce()) EXPECT_TRUE(s.ok()) << s;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(c.node(i)->MirrorHash(), c.node(0)->MirrorHash()) << i;
+    EXPECT_EQ(c.node(i)->ReplicaHash(), c.node(0)->ReplicaHash()) << i;
     EXPECT_TRUE(SameVersions(c.node(i)->Applied(), c.node(0)->Applied())) << i;
     EXPECT_EQ(c.node(i)->counters().updates_applied(), 100u) << i;
     EXPECT_EQ(SeqOf(c.node(i)->Applied(), {"n2", 1002}), 50u);
@@ -76,8 +76,8 @@ TEST(GossipNode, DivergedReplicasAreReportedNotQuiescent) {
   }
   // The line names both nodes and both hashes.
   const std::string line(results[0].message());
-  EXPECT_NE(line.find("n1 has weights " + c.node(1)->MirrorHash()), std::string::npos) << line;
-  EXPECT_NE(line.find("n0 has " + c.node(0)->MirrorHash()), std::string::npos) << line;
+  EXPECT_NE(line.find("n1 has weights " + c.node(1)->ReplicaHash()), std::string::npos) << line;
+  EXPECT_NE(line.find("n0 has " + c.node(0)->ReplicaHash()), std::string::npos) << line;
 }
 
 // Nodes without a mirror settle with their training replicas' hash, taken
@@ -93,7 +93,7 @@ TEST(GossipNode, NodesWithoutAMirrorAgreeWithTheirTrainingReplicasHash) {
   }
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(replicas[i].Hash(), replicas[0].Hash()) << i;
-    EXPECT_EQ(c.node(i)->MirrorHash(), replicas[i].Hash()) << i;  // what it settled with
+    EXPECT_EQ(c.node(i)->ReplicaHash(), replicas[i].Hash()) << i;  // what it settled with
     EXPECT_EQ(c.node(i)->counters().updates_applied(), 60u) << i;
   }
 }
@@ -218,7 +218,7 @@ TEST(GossipNode, FinishedNodesWaitForAWorkerThatIsJoining) {
   // It never connected: one failure timeout after its request they end.
   for (const absl::Status& s : QuiesceOn(c, clock, seconds(10))) EXPECT_TRUE(s.ok()) << s;
   EXPECT_GE(clock.Now() - asked, seconds(2));
-  EXPECT_EQ(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
+  EXPECT_EQ(c.node(0)->ReplicaHash(), c.node(1)->ReplicaHash());
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ TEST(GossipNode, LiveOriginsMessagesReachAMemberItCannotReachThroughAnother) {
       << VersionJson(c.node(2)->Applied());
   EXPECT_GE(c.node(1)->counters().repairs_sent(), 20u);
   EXPECT_EQ(c.node(1)->counters().repairs_resent(), 0u);
-  EXPECT_EQ(c.node(2)->MirrorHash(), c.node(0)->MirrorHash());
+  EXPECT_EQ(c.node(2)->ReplicaHash(), c.node(0)->ReplicaHash());
 }
 
 // The tree overlay (server/overlay.h) against the mesh, 8 members: each
@@ -144,7 +144,7 @@ TEST(GossipNode, TheTreeSpreadsTheOriginsCopiesAndDeliversEachOnce) {
     EXPECT_EQ(c.net().counters().update_frames - frames_before, 7u * 50) << others();
     for (int i = 0; i < 8; ++i) {
       EXPECT_EQ(c.node(i)->counters().duplicates_dropped(), 0u) << i;
-      EXPECT_EQ(c.node(i)->MirrorHash(), c.node(0)->MirrorHash()) << i;
+      EXPECT_EQ(c.node(i)->ReplicaHash(), c.node(0)->ReplicaHash()) << i;
     }
     if (tree) {
       // n3 is a leaf of n0's tree; n2 forwards to it, n4 to n5 and n6.
@@ -185,7 +185,7 @@ TEST(GossipNode, TheTreeClosesOverAFailedMember) {
       seconds(10)))
       << VersionJson(c.node(5)->Applied());
   for (int i : {1, 2, 3, 5, 6, 7}) {
-    EXPECT_EQ(c.node(i)->MirrorHash(), c.node(0)->MirrorHash()) << i;
+    EXPECT_EQ(c.node(i)->ReplicaHash(), c.node(0)->ReplicaHash()) << i;
   }
   EXPECT_EQ(SeqOf(c.node(4)->Applied(), n0), 10u) << "it failed after the first ten";
 }
@@ -278,7 +278,7 @@ TEST(GossipNode, RelayedUpdatesOfAnOriginNeverMetAreVerified) {
       << VersionJson(c.node(2)->Applied());
   EXPECT_EQ(c.node(2)->counters().signature_errors(), 0u);
   EXPECT_EQ(c.node(1)->counters().signature_errors(), 0u);
-  EXPECT_EQ(c.node(2)->MirrorHash(), c.node(1)->MirrorHash());
+  EXPECT_EQ(c.node(2)->ReplicaHash(), c.node(1)->ReplicaHash());
 }
 
 // Lanes (server/lanes.h) with the size floor at 0, so that the test's small
@@ -310,7 +310,7 @@ TEST(GossipNode, BigUpdatesGoOnLanesAndArriveExactlyOnce) {
     // about three in four on lanes.
     EXPECT_GE(n.lane_update_frames_sent(), 250u) << i;
     EXPECT_LT(n.lane_update_frames_sent(), 400u) << i;
-    EXPECT_EQ(c.node(i)->MirrorHash(), c.node(0)->MirrorHash()) << i;
+    EXPECT_EQ(c.node(i)->ReplicaHash(), c.node(0)->ReplicaHash()) << i;
     v1::NodeStatus s;
     c.node(i)->FillStatus(&s, false);
     for (const v1::MemberStatus& m : s.members()) {

@@ -85,7 +85,7 @@ TEST(GossipNode, MembersNobodyHeardDoNotCountAgainstTheMajority) {
   c.Publish(0, 1, 5);
   c.Publish(1, 1, 5);
   for (const absl::Status& s : QuiesceOn(c, clock, seconds(5))) EXPECT_TRUE(s.ok()) << s;
-  EXPECT_EQ(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
+  EXPECT_EQ(c.node(0)->ReplicaHash(), c.node(1)->ReplicaHash());
 }
 
 // A member list can name anyone: names nobody heard (heard: false) and
@@ -290,7 +290,7 @@ TEST(GossipNode, NodeBehindOnABacklogIsSlowNotDead) {
       seconds(30)));
   for (int i = 0; i < 2; ++i) EXPECT_EQ(c.node(i)->counters().members_failed(), 0u) << "n" << i;
   for (const absl::Status& s : c.Quiesce()) EXPECT_TRUE(s.ok()) << s;
-  EXPECT_EQ(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
+  EXPECT_EQ(c.node(0)->ReplicaHash(), c.node(1)->ReplicaHash());
 }
 
 // A peer announcing more members than the cap (invented, or a seed list

@@ -229,7 +229,7 @@ inline ReceiveOutcome Receive(int threads) {
   EXPECT_TRUE(Eventually([&] { return node->counters().duplicates_dropped() == 3; }))
       << node->counters().DebugString();
   ReceiveOutcome out;
-  out.hash = node->MirrorHash();
+  out.hash = node->ReplicaHash();
   for (const auto& u : node->TakeReceived().updates) out.accepted_seqs.push_back(u->seq);
   const GossipNode::Counters counters = node->counters();
   out.decode_errors = counters.decode_errors();

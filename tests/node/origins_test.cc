@@ -94,7 +94,7 @@ TEST(GossipNode, OriginsRefusedPastTheCapAreNotResentAndEndIdenticalWhereTheyMov
   ASSERT_NO_FATAL_FAILURE(StartAndShowEachNodeOtherOrigins(c, /*steps_each=*/0));
   const std::vector<absl::Status> results = c.Quiesce(seconds(20));
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
-  EXPECT_EQ(c.node(0)->MirrorHash(), c.node(1)->MirrorHash());
+  EXPECT_EQ(c.node(0)->ReplicaHash(), c.node(1)->ReplicaHash());
   EXPECT_FALSE(SameVersions(c.node(0)->Applied(), c.node(1)->Applied()));
   // Told, neither sends the other what it refuses any more.
   const uint64_t repairs =
@@ -157,7 +157,7 @@ TEST(GossipNode, AMessageThatOverflowsAWeightWrapsAndItsOriginGoesOn) {
     const uint32_t i = w & 0x7FFFFFFFu;
     expected[i] = add(expected[i], (w >> 31) ? -kStep : kStep);
   }
-  EXPECT_EQ(node->MirrorHash(), codec::WeightHashOf(expected));
+  EXPECT_EQ(node->ReplicaHash(), codec::WeightHashOf(expected));
   EXPECT_EQ(node->counters().weights_wrapped(), 1u);
   EXPECT_EQ(node->counters().decode_errors(), 0u);
 }
