@@ -5,13 +5,14 @@
 
 namespace reckon::server {
 
-HeartbeatWriter::HeartbeatWriter(Options options) : options_(std::move(options)) {}
+HeartbeatWriter::HeartbeatWriter(Options options)
+    : options_(std::move(options)),
+      far_every_(static_cast<uint64_t>(std::clamp<int64_t>(
+          options_.failure_timeout / (4 * options_.heartbeat_interval), 1, 10))) {}
 
 bool HeartbeatWriter::Due(const Member& m, bool tree, const Ring& ring) const {
   if (!tree || ring.Neighbours(options_.self.node_id, m.node_id)) return true;
-  const int64_t every =
-      std::clamp<int64_t>(options_.failure_timeout / (4 * options_.heartbeat_interval), 1, 10);
-  return ticks_ % static_cast<uint64_t>(every) == 0;
+  return ticks_ % far_every_ == 0;
 }
 
 HeartbeatWriter::Bases HeartbeatWriter::Make(const v1::Heartbeat& said, const VersionMap& applied,

@@ -29,8 +29,8 @@ class HeartbeatWriter {
     OriginKey self;
     std::string listen_address;  // ours, first in every member list
     int member_list_every = 1;   // NodeOptions::member_list_every (at least 1)
-    Clock::duration failure_timeout = std::chrono::seconds(2);
-    Clock::duration heartbeat_interval = std::chrono::milliseconds(250);
+    Clock::duration failure_timeout;     // NodeOptions::failure_timeout
+    Clock::duration heartbeat_interval;  // NodeOptions::heartbeat_interval (> 0)
   };
   explicit HeartbeatWriter(Options options);
 
@@ -74,6 +74,8 @@ class HeartbeatWriter {
   void AddMemberList(v1::Heartbeat* hb, const MemberTable& table) const;
 
   const Options options_;
+  // A tree's non-neighbours get every far_every_-th tick's heartbeat (Due).
+  const uint64_t far_every_;
   uint64_t ticks_ = 0;
   // Our vector as the last tick's heartbeats said it (Make).
   VersionMap announced_;
