@@ -149,7 +149,7 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
         *codec::FixedPointReplica::Create(size.params, kFractionBits);
     const double start = OwnCpuNs();
     while (drained < expected && !done.load()) {
-      server::Received got = node->TakeReceived(false);
+      server::Received got = node->training().TakeReceived(false);
       for (const auto& update : got.updates) {
         if (path.drain_applies) {
           if (absl::Status s = codec::ApplyDecoded(*update, &replica); !s.ok()) drain_status = s;

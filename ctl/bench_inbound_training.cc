@@ -121,14 +121,14 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
   // the trainer's publisher): the peers' messages applied in one batch, the
   // step, its own emission encoded, applied and published.
   publishing.sink = [node](v1::Update message, const codec::DecodedUpdate& decoded) {
-    return node->Publish(std::move(message), decoded);
+    return node->training().Publish(std::move(message), decoded);
   };
   worker::Publisher publisher(publishing);
   absl::Status status;
   double apply_ms = 0, publish_ms = 0;
   for (int i = 0; i < steps && status.ok(); ++i) {
     Clock::time_point at = Clock::now();
-    server::Received received = node->TakeReceived();
+    server::Received received = node->training().TakeReceived();
     std::vector<model::UpdateRef> batch;
     for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words, u->quanta});
     status = backend->ApplyUpdateBatch(batch);

@@ -321,7 +321,7 @@ absl::StatusOr<Latency> MeasureLatency(int nodes, int messages, double rate) {
           absl::MutexLock l(&mu);
           published[{update.origin().node_id(), update.seq()}] = Clock::now();
         }
-        return node->Publish(std::move(update), decoded);
+        return node->training().Publish(std::move(update), decoded);
       };
       worker::Publisher publisher(std::move(publishing));
       codec::ThresholdStep step;

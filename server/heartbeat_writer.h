@@ -6,7 +6,7 @@
 // of its we refuse. What a heartbeat reports of training, settlement and
 // checks is the node's (it hands them in); sending is the node's too.
 //
-// Threads: GossipNode holds one under its lock (mu_) and calls it only so;
+// Threads: GossipNode holds one under its lock (NodeCore::mu) and calls it only so;
 // not thread-safe on its own.
 #ifndef RECKON_SERVER_HEARTBEAT_WRITER_H_
 #define RECKON_SERVER_HEARTBEAT_WRITER_H_

@@ -13,7 +13,7 @@
 // take the plain map (`members()`), so they are tested without a table.
 //
 // Threads: the node's membership part (node_membership.h) holds it, under
-// the node's lock (mu_); not thread-safe on its own.
+// the node's lock (NodeCore::mu); not thread-safe on its own.
 #ifndef RECKON_SERVER_MEMBER_TABLE_H_
 #define RECKON_SERVER_MEMBER_TABLE_H_
 

@@ -61,8 +61,8 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
   {
     // O(param_count), once: a probe's answer says it (a join by replay).
     std::string initial_sha256 = codec::WeightHashOf(initial);
-    absl::MutexLock l(&node->mu_);
-    node->initial_sha256_ = std::move(initial_sha256);
+    absl::MutexLock l(&node->core_.mu);
+    node->core_.initial_sha256 = std::move(initial_sha256);
   }
   return node;
 }
@@ -88,41 +88,17 @@ std::unique_ptr<base::ThreadPool> ValidationPool(const NodeOptions& o) {
 GossipNode::GossipNode(NodeOptions options, AppliedReplica replica, bool clock_injected)
     : NodeService(options.fingerprint, options.node_id,
                   options.max_origins + options.max_members + 1),
-      options_(WithClock(std::move(options))),
-      self_{options_.node_id, options_.incarnation},
-      lanes_{options_.lanes, options_.lane_min_bytes},
-      // An injected clock (a test's) is looked at every millisecond: a
-      // test that moves it a heartbeat waits that long, not a heartbeat.
-      inbox_(
-          options_.inbox_byte_cap, options_.clock,
-          clock_injected ? Clock::duration(std::chrono::milliseconds(1)) : Clock::duration::max()),
-      signatures_(options_.signatures.get()),
-      checksum_(options_.fingerprint.seed()),
-      param_count_(replica.param_count()),
-      validators_(ValidationPool(options_)),
-      replica_(std::move(replica)),
-      early_(options_.early_arrival_cap, options_.early_arrival_byte_cap),
-      log_(options_.log_byte_cap, options_.log_min_retention),
-      membership_(
-          options_, self_, counters_, [this](const std::string& line) { Log(line); }, Now()),
-      heartbeats_(HeartbeatWriter::Options{self_, options_.listen_address,
-                                           options_.member_list_every, options_.failure_timeout,
-                                           options_.heartbeat_interval}) {}
+      core_(WithClock(std::move(options)), std::move(replica), clock_injected),
+      training_(core_),
+      validators_(ValidationPool(core_.options)) {}
 
 GossipNode::~GossipNode() { Stop(false, std::chrono::milliseconds(0)); }
 
-void GossipNode::Log(const std::string& line) {
-  // One write per line: nodes sharing a process (the transport bench) do not
-  // interleave within a line.
-  const std::string whole = absl::StrCat("reckon-gossip[", options_.node_id, "]: ", line, "\n");
-  absl::MutexLock l(&log_mu_);
-  std::cerr.write(whole.data(), static_cast<std::streamsize>(whole.size()));
-  std::cerr.flush();
-}
+void GossipNode::Log(const std::string& line) { core_.Log(line); }
 
 void GossipNode::Start(Dialer dialer) {
-  absl::MutexLock l(&mu_);
-  membership_.Start(std::move(dialer), Now());
+  absl::MutexLock l(&core_.mu);
+  core_.membership.Start(std::move(dialer), core_.Now());
   started_flag_.store(true);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "reckon-gossip");
@@ -133,10 +109,10 @@ void GossipNode::Start(Dialer dialer) {
 void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
   std::vector<std::shared_ptr<Link>> links, told;
   {
-    absl::MutexLock l(&mu_);
-    if (stopping_) return;
-    stopping_ = true;
-    inbox_.Stop();
+    absl::MutexLock l(&core_.mu);
+    if (core_.stopping) return;
+    core_.stopping = true;
+    core_.inbox.Stop();
     PushPublished();  // our last messages go before our Leave
     auto leave_frame = std::make_shared<v1::GossipFrame>();
     leave_frame->mutable_leave()->set_reason("shutting down");
@@ -147,25 +123,26 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     // (docs/protocol.md section 6).
     const HeartbeatWriter::Bases last_word =
         leave ? MakeHeartbeats(/*tick=*/false) : HeartbeatWriter::Bases{};
-    for (auto& [id, m] : membership_.table()) {
+    for (auto& [id, m] : core_.membership.table()) {
       if (!m.links.connected()) continue;
       if (leave) {
-        SendCounted(*m.links.stream(), heartbeats_.For(m, last_word, membership_.table()));
+        SendCounted(*m.links.stream(),
+                    core_.heartbeats.For(m, last_word, core_.membership.table()));
         SendCounted(*m.links.stream(), leave_frame);
         told.push_back(m.links.stream());
       }
       for (std::shared_ptr<Link>& link : m.links.All()) links.push_back(std::move(link));
     }
-    for (auto& link : membership_.table().AwaitingHello()) links.push_back(std::move(link));
-    for (auto& link : membership_.dials().Pending()) links.push_back(std::move(link));
-    changed_.SignalAll();
+    for (auto& link : core_.membership.table().AwaitingHello()) links.push_back(std::move(link));
+    for (auto& link : core_.membership.dials().Pending()) links.push_back(std::move(link));
+    core_.changed.SignalAll();
   }
   const auto deadline = Clock::now() + flush;
   // A member drops its stream when our Leave arrives: until each has, the
   // Leave (and the settled heartbeats before it) may still be on its way,
   // and closing now (a process exit resets the connection) could lose the
   // last word a member waits for to end. Seen on lossy links.
-  while (!inbox_.ClosedSinceStop(told) && Clock::now() < deadline) {
+  while (!core_.inbox.ClosedSinceStop(told) && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   for (const auto& link : links) {
@@ -177,36 +154,36 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
   if (thread_.joinable()) thread_.join();
 }
 
-void GossipNode::OnLinkUp(const std::shared_ptr<Link>& link) { inbox_.PushUp(link); }
+void GossipNode::OnLinkUp(const std::shared_ptr<Link>& link) { core_.inbox.PushUp(link); }
 
 bool GossipNode::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
-  return inbox_.PushFrame(link, std::move(frame));
+  return core_.inbox.PushFrame(link, std::move(frame));
 }
 
-size_t GossipNode::InboxBytes() { return inbox_.bytes(); }
+size_t GossipNode::InboxBytes() { return core_.inbox.bytes(); }
 
 void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) {
-  inbox_.PushClosed(link, why);
+  core_.inbox.PushClosed(link, why);
 }
 
 void GossipNode::Run() {
-  Clock::time_point next_tick = Now();
+  Clock::time_point next_tick = core_.Now();
   {
-    absl::MutexLock l(&mu_);
+    absl::MutexLock l(&core_.mu);
     node_thread_id_ = std::this_thread::get_id();
   }
   for (;;) {
     // Only the inbox's lock while waiting: a transport thread enqueueing a
-    // frame never waits behind mu_ (whoever holds it).
+    // frame never waits behind core_.mu (whoever holds it).
     Inbox::Batch batch;
-    if (!inbox_.Take(next_tick, &batch)) return;
+    if (!core_.inbox.Take(next_tick, &batch)) return;
     last_loop_ns_.store(Clock::now().time_since_epoch().count());
     // In slices whose decoded form stays under kDecodedSliceBytes: a batch
     // may hold the inbox's cap of frames, and decoded all at once they
     // could take 64x that. At least one slice, empty when the wait ended
     // for the tick alone: HandleBatch ticks.
     do {
-      Slice slice = TakeSlice(&batch.events, param_count_, kDecodedSliceBytes);
+      Slice slice = TakeSlice(&batch.events, core_.param_count, kDecodedSliceBytes);
       ValidateUpdates(slice);
       if (!HandleBatch(slice.events, next_tick)) return;
     } while (!batch.events.empty());  // each slice's memory goes before their links read on
@@ -221,8 +198,9 @@ void GossipNode::ValidateUpdates(Slice& slice) {
   }
   if (updates.empty()) return;
   auto validate = [this](Inbox::Event& e) {
-    e.validated = ValidateUpdate(e.frame.update(), param_count_, checksum_);
-    if (signatures_ != nullptr) e.validated->signature = signatures_->Verify(e.frame.update());
+    e.validated = ValidateUpdate(e.frame.update(), core_.param_count, core_.checksum);
+    if (core_.signatures != nullptr)
+      e.validated->signature = core_.signatures->Verify(e.frame.update());
   };
   if (slice.decoded_bytes < kParallelValidationBytes) {
     // Little work: on this thread alone. Handed to the other threads it
@@ -241,37 +219,37 @@ void GossipNode::ValidateUpdates(Slice& slice) {
 }
 
 bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick) {
-  // mu_ for the whole slice (up to kDecodedSliceBytes decoded). Released
+  // core_.mu for the whole slice (up to kDecodedSliceBytes decoded). Released
   // every few events instead, a training thread that takes each message as
   // it comes competes with the node for the cores: on 2 cores the node's
   // mirror took in 0.84x the updates (issue 56's note); that act is to be
   // split so that the apply leaves the lock first.
-  absl::MutexLock l(&mu_);
-  if (stopping_) return false;
+  absl::MutexLock l(&core_.mu);
+  if (core_.stopping) return false;
   PushPublished();
   // Ticks come due inside a long batch too (a backlog of large messages
   // on a loaded machine takes seconds): the heartbeats that tell peers
   // this node is alive must not wait for the backlog to drain.
-  auto tick_if_due = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu_ is held
-    const auto now = Now();
+  auto tick_if_due = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // core_.mu is held
+    const auto now = core_.Now();
     if (now < next_tick) return;
     Tick(now);
-    next_tick = now + options_.heartbeat_interval;
+    next_tick = now + core_.options.heartbeat_interval;
   };
   for (Inbox::Event& e : batch) {
     HandleEvent(e);
     tick_if_due();
   }
   tick_if_due();
-  changed_.SignalAll();
+  core_.changed.SignalAll();
   return true;
 }
 
 void GossipNode::HandleEvent(Inbox::Event& e) {
-  const auto now = Now();
+  const auto now = core_.Now();
   switch (e.kind) {
     case Inbox::Event::kUp:
-      membership_.AwaitHello(e.link, now);
+      core_.membership.AwaitHello(e.link, now);
       return;
     case Inbox::Event::kClosed:
       HandleLinkClosed(e.link, e.why, now);
@@ -280,7 +258,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
       break;
   }
   v1::GossipFrame& f = e.frame;
-  counters_.Add(Counters::kBytesReceivedFieldNumber, e.frame_bytes);
+  core_.counters.Add(Counters::kBytesReceivedFieldNumber, e.frame_bytes);
   if (f.has_hello()) {
     HandleHello(e.link, f.hello());
     return;
@@ -296,7 +274,8 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     // this cluster.
     // Believed, it is the refuser's word on its own stream and address
     // only (RefusedByDialed).
-    const bool answer_to_our_hello = e.link->dialed() && membership_.table().AwaitsHello(e.link);
+    const bool answer_to_our_hello =
+        e.link->dialed() && core_.membership.table().AwaitsHello(e.link);
     if (answer_to_our_hello && f.refusal().permanent()) {
       RefusedByDialed(e.link, absl::StrCat("refused by peer ", e.link->Describe(), ": ",
                                            f.refusal().reason()));
@@ -304,7 +283,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     e.link->Close();
     return;
   }
-  Member* m = membership_.table().FindByStream(e.link);
+  Member* m = core_.membership.table().FindByStream(e.link);
   if (m == nullptr) {
     // A lane's, or a frame before a handshake (a protocol error: ignored).
     HandleLaneFrame(e.link, f, std::move(e.validated), now);
@@ -314,18 +293,19 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   // Only updates are counted (the loss evidence of anti-entropy): a
   // heartbeat may overtake the updates queued before it (Link::SendUrgent).
   if (f.has_update()) m->links.CountReceived(0);
-  if (membership_.HeardAgain(*m, now)) Log(absl::StrCat("peer ", m->node_id, " is alive again"));
+  if (core_.membership.HeardAgain(*m, now))
+    Log(absl::StrCat("peer ", m->node_id, " is alive again"));
   if (f.has_update()) {
     HandleUpdate(*m, std::make_shared<v1::GossipFrame>(std::move(f)), std::move(e.validated));
   } else if (f.has_certificates()) {
-    if (signatures_ != nullptr) {
+    if (core_.signatures != nullptr) {
       LearnCertificates(m, {f.certificates().pem().begin(), f.certificates().pem().end()});
     }
   } else if (f.has_heartbeat()) {
     HandleHeartbeat(*m, f.heartbeat(), now);
   } else if (f.has_leave()) {
     Log(absl::StrCat("peer ", m->node_id, " left: ", f.leave().reason()));
-    membership_.Left(*m);
+    core_.membership.Left(*m);
   } else if (f.has_resync()) {
     HandleResyncRequired(*m, f.resync());
   }
@@ -333,9 +313,9 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
 
 void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::string& why,
                                   Clock::time_point now) {
-  inbox_.Forget(link.get());
-  membership_.LinkClosed(link);
-  if (Member* m = membership_.table().FindByStream(link)) {
+  core_.inbox.Forget(link.get());
+  core_.membership.LinkClosed(link);
+  if (Member* m = core_.membership.table().FindByStream(link)) {
     Log(absl::StrCat("stream to ", m->node_id, " closed: ", why));
     m->links.StreamClosed();
   } else if (LaneRef ref = FindLane(link); ref.member != nullptr) {
@@ -347,37 +327,39 @@ void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::
 }
 
 void GossipNode::Tick(Clock::time_point now) {
-  heartbeats_.NextTick();
-  UpdateSettled();
-  handoff_.DropCut(Clock::now() - kTrainingCutKept);  // steady time, as it was made
+  core_.heartbeats.NextTick();
+  core_.UpdateSettled();
+  core_.handoff.DropCut(Clock::now() -
+                        TrainingPort::kTrainingCutKept);  // steady time, as it was made
   const HeartbeatWriter::Bases heartbeat = MakeHeartbeats(/*tick=*/true);
   // Frames that arrived but wait in the inbox count as heard.
-  const std::map<const Link*, Clock::time_point> arrivals = inbox_.LastArrivals();
-  for (auto& [id, m] : membership_.table()) {
+  const std::map<const Link*, Clock::time_point> arrivals = core_.inbox.LastArrivals();
+  for (auto& [id, m] : core_.membership.table()) {
     if (!m.links.connected()) continue;
     auto arrived = arrivals.find(m.links.stream().get());
     if (arrived != arrivals.end()) m.last_heard = std::max(m.last_heard, arrived->second);
   }
-  membership_.DetectFailures(now);
-  for (auto& [id, m] : membership_.table()) {
-    if (m.links.connected() && heartbeats_.Due(m, membership_.tree(), membership_.ring())) {
-      SendHeartbeat(m, heartbeat, 2 * options_.send_queue_byte_cap);
+  core_.membership.DetectFailures(now);
+  for (auto& [id, m] : core_.membership.table()) {
+    if (m.links.connected() &&
+        core_.heartbeats.Due(m, core_.membership.tree(), core_.membership.ring())) {
+      SendHeartbeat(m, heartbeat, 2 * core_.options.send_queue_byte_cap);
     }
     if (m.links.connected()) AntiEntropy(m, now);
     if (m.links.connected()) DialLanes(m, now);
     ComparePeerCheck(m);
   }
   CollectGarbage(now);
-  membership_.CloseSilentStreams(now);
-  for (const std::shared_ptr<Link>& link : membership_.DialDue(now)) {
+  core_.membership.CloseSilentStreams(now);
+  for (const std::shared_ptr<Link>& link : core_.membership.DialDue(now)) {
     SendCounted(*link, MakeHello());
   }
 }
 
 void GossipNode::CollectGarbage(Clock::time_point now) {
   // Until every seed had its chance to connect we do not know who needs what.
-  if (now - membership_.started() < options_.failure_timeout) return;
-  for (const auto& [id, m] : membership_.table()) {
+  if (now - core_.membership.started() < core_.options.failure_timeout) return;
+  for (const auto& [id, m] : core_.membership.table()) {
     if (m.state() == MemberState::kConnecting) return;
   }
   // Per origin, the least any live member (and we) applied. Our own
@@ -386,56 +368,51 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
   // sure to hold them, and a re-join of ours from a snapshot without them
   // needs them (InstallSnapshot). The byte cap still bounds the log.
   VersionMap floor;
-  for (const auto& [origin, entries] : log_.origins()) {
-    uint64_t least = SeqOf(replica_.applied(), origin);
-    for (const auto& [id, m] : membership_.table()) {
-      const bool counts =
-          m.state() == MemberState::kAlive || (origin == self_ && m.state() == MemberState::kDead);
+  for (const auto& [origin, entries] : core_.log.origins()) {
+    uint64_t least = SeqOf(core_.replica.applied(), origin);
+    for (const auto& [id, m] : core_.membership.table()) {
+      const bool counts = m.state() == MemberState::kAlive ||
+                          (origin == core_.self && m.state() == MemberState::kDead);
       if (counts) least = std::min(least, SeqOf(m.applied, origin));
     }
     floor[origin] = least;
   }
-  log_.Collect(floor, now);
+  core_.log.Collect(floor, now);
 }
 
 absl::Status GossipNode::Health() {
-  absl::MutexLock l(&mu_);
-  return fatal_;
+  absl::MutexLock l(&core_.mu);
+  return core_.fatal;
 }
 
-void GossipNode::Count(int field_number, uint64_t n) { counters_.Add(field_number, n); }
+void GossipNode::Count(int field_number, uint64_t n) { core_.counters.Add(field_number, n); }
 
 VersionMap GossipNode::Applied() {
-  absl::MutexLock l(&mu_);
-  return replica_.applied();
+  absl::MutexLock l(&core_.mu);
+  return core_.replica.applied();
 }
 
 v1::InputStandardization GossipNode::InputStandardization() {
-  absl::MutexLock l(&mu_);
-  return input_;
-}
-
-void GossipNode::SetInputStandardization(v1::InputStandardization input) {
-  absl::MutexLock l(&mu_);
-  input_ = std::move(input);
+  absl::MutexLock l(&core_.mu);
+  return core_.input;
 }
 
 std::string GossipNode::ReplicaHash() {
-  absl::MutexLock l(&mu_);
-  if (replica_.has_mirror()) return replica_.mirror().WeightHash();
-  return settlement_.SettledAt(replica_.applied()) ? settlement_.hash() : "";
+  absl::MutexLock l(&core_.mu);
+  if (core_.replica.has_mirror()) return core_.replica.mirror().WeightHash();
+  return core_.settlement.SettledAt(core_.replica.applied()) ? core_.settlement.hash() : "";
 }
 
 GossipNode::Counters GossipNode::counters() {
-  Counters c = counters_.Snapshot();
-  c.set_inbox_pauses(inbox_.pauses());
+  Counters c = core_.counters.Snapshot();
+  c.set_inbox_pauses(core_.inbox.pauses());
   return c;
 }
 
 std::optional<uint64_t> GossipNode::TicksForTesting() const {
-  absl::MutexLock l(&mu_);
-  if (stopping_) return std::nullopt;
-  return heartbeats_.ticks();
+  absl::MutexLock l(&core_.mu);
+  if (core_.stopping) return std::nullopt;
+  return core_.heartbeats.ticks();
 }
 
 std::chrono::milliseconds GossipNode::LoopAge() const {
@@ -444,13 +421,13 @@ std::chrono::milliseconds GossipNode::LoopAge() const {
 }
 
 uint64_t GossipNode::MessagesBehind() {
-  absl::MutexLock l(&mu_);
+  absl::MutexLock l(&core_.mu);
   uint64_t most = 0;
-  for (const auto& [id, m] : membership_.table()) {
+  for (const auto& [id, m] : core_.membership.table()) {
     if (m.state() != MemberState::kAlive) continue;
     uint64_t behind = 0;
     for (const auto& [origin, seq] : m.applied) {
-      const uint64_t ours = SeqOf(replica_.applied(), origin);
+      const uint64_t ours = SeqOf(core_.replica.applied(), origin);
       if (seq > ours) behind += seq - ours;
     }
     most = std::max(most, behind);

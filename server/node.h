@@ -9,10 +9,11 @@
 // Threads: the node runs one thread of its own, "reckon-gossip", which
 // processes every received frame, link event and timer tick in order. Link
 // reactions only enqueue into its inbox (OnFrame / OnLinkUp / OnLinkClosed).
-// The training thread calls Publish / TakeReceived / WaitWhileLagging /
-// SetTrainingDone; the gRPC service calls FillStatus / TakeSnapshot. All
-// public methods are thread-safe and none blocks for long: the only blocking
-// calls (WaitWhileLagging, WaitQuiescent) take a deadline.
+// The training thread calls its side, training() (training_port.h:
+// Publish, TakeReceived, the waits), and InstallSnapshot; the gRPC service
+// calls the NodeService methods (FillStatus, TakeSnapshot, ...). The state
+// they share, and the one lock over it, is the core (node_core.h). All
+// public methods are thread-safe and none blocks for long.
 //
 // With NodeOptions::Replica::kMirror the node keeps its own fixed-point
 // mirror of the replica: the initial weights plus every message it has
@@ -58,12 +59,14 @@
 #include "server/member_table.h"
 #include "server/membership.h"
 #include "server/message_log.h"
+#include "server/node_core.h"
 #include "server/node_counters.h"
 #include "server/node_membership.h"
 #include "server/node_options.h"
 #include "server/node_service.h"
 #include "server/quiescence.h"
 #include "server/training_handoff.h"
+#include "server/training_port.h"
 #include "server/update_signatures.h"
 #include "server/update_validation.h"
 #include "server/version_vector.h"
@@ -91,84 +94,12 @@ class GossipNode final : public NodeService {
   // thread. Idempotent.
   void Stop(bool leave, std::chrono::milliseconds flush);
 
-  const NodeOptions& options() const { return options_; }
+  const NodeOptions& options() const { return core_.options; }
 
-  // --- training thread ---
-  // Our own update (already applied to the backend by the caller): applied
-  // to the mirror and logged here; the node thread pushes it to every peer
-  // (PushPublished) right after. Never blocks on peers: a full send queue
-  // drops the frame and anti-entropy repairs it later.
-  // REQUIRES: update.seq() is the previous Publish's seq + 1 (first: 1).
-  // `decoded` is `update` decoded (the caller has it already). The message
-  // is taken (moved into the frame that goes out: no copy of its payload).
-  absl::Status Publish(v1::Update update, const codec::DecodedUpdate& decoded);
-  // Moves out what arrived since the last call; `with_cut` also copies the
-  // version vector (for a replica check). Without a mirror, when a
-  // snapshot waits for the training replica, Received::weights_wanted is
-  // set (and the cut copied): once it is applied, the caller copies its
-  // replica's weights to OfferTrainingCut.
-  Received TakeReceived(bool with_cut = false);
-  // The training replica's weights once it applied everything up to `at`
-  // (Received::cut) whose checksum is `checksum` (Received::checksum): the
-  // snapshots asked for since are served from them (NodeOptions::Replica::
-  // kTrainingThread). Kept kTrainingCutKept for the snapshots asked meanwhile.
-  void OfferTrainingCut(VersionMap at, uint64_t checksum, std::vector<int64_t> weights);
-  static constexpr std::chrono::seconds kTrainingCutKept{5};
-  // The training thread measured its replica after applying everything up
-  // to `at` (Received::cut): `measured` against `expected`
-  // (Received::checksum), in `ms`. Counted; a passed check is announced to
-  // peers in the next heartbeat, a failed one logged loudly.
-  void RecordReplicaCheck(const VersionMap& at, uint64_t measured, uint64_t expected, double ms);
-  // Where to re-join from after a failed check: the address of a live peer,
-  // preferring those whose checks agreed with our messages and never
-  // diverged, then the most advanced. nullopt when none is alive.
-  std::optional<std::string> RepairSource();
-  void CountReplicaRepair();
-  const codec::WeightChecksum& weight_checksum() const override { return checksum_; }
-  // Blocks while some alive peer has applied fewer than our seq - max_lag
-  // of our messages, up to `deadline`. Returns true when it may go on.
-  bool WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline);
-  // Blocks while our backlog (own messages some live peer has not applied)
-  // is over NodeOptions::max_backlog_bytes, up to `deadline`; the time
-  // spent waiting is counted (backpressure_ms). Returns true when it may go on.
-  bool WaitWhileBacklogged(Clock::time_point deadline);
-  size_t OwnBacklogBytes();
-  void SetTrainingDone(uint64_t local_steps);
-  // Members still training, this node included while it is: the alive
-  // peers that have not said training_done, plus one. A peer not reached
-  // yet does not count (it may never come).
-  int TrainingMembers();
-  void SetLocalSteps(uint64_t steps);
-  // Blocks until the cluster is quiescent or `deadline`; `drain` is called
-  // with what arrives meanwhile, on the calling thread. Quiescent is a
-  // cluster-wide agreement in two phases (docs/protocol.md "Quiescence"):
-  // this node is settled (done, nothing left to apply, it reached the
-  // cluster, every live member it knows finished at its version vector),
-  // and every live member it knows reported itself settled at the same
-  // vector with the same weight hash. A member settled at the same vector
-  // with another hash is a divergence: kDataLoss, naming both.
-  // Without a mirror the training thread also serves, from here, what the
-  // node needs of its replica while it waits: `drain` gets a Received with
-  // weights_wanted for a snapshot, and `replica_hash` (required then) is
-  // called, with everything taken applied, for the SHA-256 this node
-  // settles with.
-  absl::Status WaitQuiescent(
-      Clock::time_point deadline, const std::function<absl::Status(Received&)>& drain,
-      const std::function<absl::StatusOr<std::string>()>& replica_hash = nullptr);
-  // A peer told us we fell out of its log: the address to re-join from.
-  std::optional<std::string> ResyncSource();
-  // Fetching or installing the snapshot from `source` (ResyncSource) failed:
-  // without an answer (gone, or too busy), it lacked our own messages that
-  // our log no longer holds (`need_our_messages`), or `source` refused the
-  // call (`refused`: not our fault, we are a member; a refusal changes only
-  // what the refuser owns). The next attempt goes to another live member:
-  // for a re-join a ResyncRequired asked, one whose vector holds what we
-  // lack (HandleResyncRequired); otherwise chosen as RepairSource does.
-  // Returns whether it switched to one (with `need_our_messages`: to one
-  // whose vector holds every message we published), or dropped the re-join
-  // (none left to ask after a refusal, or a ResyncRequired's with none left
-  // at all: counted, resyncs_ignored).
-  bool ResyncFailed(const std::string& source, bool need_our_messages, bool refused = false);
+  // The training thread's side (training_port.h): publish, take what
+  // arrived, report, wait for backpressure and quiescence.
+  TrainingPort& training() { return training_; }
+  const codec::WeightChecksum& weight_checksum() const override { return core_.checksum; }
   // Not OK once a peer refused us for good (another cluster, a taken node
   // id): the worker stops with this error.
   absl::Status Health();
@@ -199,7 +130,7 @@ class GossipNode final : public NodeService {
   // in the inbox exceed its share of inbox_byte_cap: the node thread
   // resumes it after handling what it took of the inbox.
   bool OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) override;
-  // Bytes of frames waiting in the inbox now (lock-free of mu_).
+  // Bytes of frames waiting in the inbox now (lock-free of the node's lock).
   size_t InboxBytes();
   void OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) override;
 
@@ -248,13 +179,10 @@ class GossipNode final : public NodeService {
   Replay ReplayOf(const VersionMap& applied, uint64_t limit) override;
   // ReplayOf's initial_sha256: what this node's own join compares.
   std::string InitialSha256() {
-    absl::MutexLock l(&mu_);
-    return initial_sha256_;
+    absl::MutexLock l(&core_.mu);
+    return core_.initial_sha256;
   }
   v1::InputStandardization InputStandardization() override;
-  // The worker's standardization of raw features, once its data is read:
-  // what an export (SnapshotRequest.for_export) serves with the weights.
-  void SetInputStandardization(v1::InputStandardization input);
   // The SHA-256 of the replica at this node's vector, as the node knows it:
   // its mirror's where it keeps one; without one, the training replica's as
   // the node last settled with it at its current vector ("" if it has not:
@@ -273,50 +201,40 @@ class GossipNode final : public NodeService {
  private:
   // `clock_injected`: options.clock was given (not the steady clock).
   GossipNode(NodeOptions options, AppliedReplica replica, bool clock_injected);
-  // What the training thread takes (TakeReceived, WaitQuiescent): the cut
-  // copied when asked or when a snapshot waits for the training replica.
-  Received TakeLocked(bool with_cut) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The hash quiescence compares, at the current vector: the mirror's, or
-  // the training replica's when it reported one there (else it is asked
-  // for: nullopt).
-  std::optional<std::string> SettledHashLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Protocol time (NodeOptions::clock).
-  Clock::time_point Now() const { return options_.clock(); }
-
   void Run();
   // The receive path's work that needs no node state (update_validation.h)
   // and the signature's check (with TLS), for every Update in a batch the
   // node thread took: off the lock, on the validation threads.
-  void ValidateUpdates(Slice& slice) ABSL_LOCKS_EXCLUDED(mu_);
+  void ValidateUpdates(Slice& slice) ABSL_LOCKS_EXCLUDED(core_.mu);
   // The decoded form a slice of a batch may hold at once (Run).
   static constexpr size_t kDecodedSliceBytes = size_t{64} << 20;
   // A slice whose decoded form is smaller is validated on the node thread
   // alone (about three Strom-size messages make 512 KiB).
   static constexpr size_t kParallelValidationBytes = size_t{512} << 10;
-  // Handles what Run took of the inbox, under mu_, ticking when due. False
+  // Handles what Run took of the inbox, under the node's lock, ticking when due. False
   // once the node is stopping.
   bool HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  void HandleEvent(Inbox::Event& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_LOCKS_EXCLUDED(core_.mu);
+  void HandleEvent(Inbox::Event& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // A link is gone: a member's stream (its lanes go with it), a lane, or
   // one not handshaken yet.
   void HandleLinkClosed(const std::shared_ptr<Link>& link, const std::string& why,
-                        Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                        Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   void HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Section 3's rules (membership.h JudgeHello) for a Hello on `link`.
   HelloVerdict Judge(const Link& link, const v1::Hello& hello) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+      ABSL_SHARED_LOCKS_REQUIRED(core_.mu);
   // Answers a Refusal (accepted streams), or, on a dialed one refused for
   // good, takes it as the peer refusing us (RefusedByDialed); closes the
   // stream.
   void Refuse(const std::shared_ptr<Link>& link, const std::string& peer, const std::string& reason,
-              bool permanent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+              bool permanent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // The peer we dialed on `link` refused us for good (`why`: its permanent
   // Refusal, or its Hello of another cluster): Membership::RefusedByDialed,
-  // which stops this node (fatal_) only when it cannot be a member at all.
+  // which stops this node (fatal) only when it cannot be a member at all.
   void RefusedByDialed(const std::shared_ptr<Link>& link, const std::string& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Validates (docs/wire.md: everything, before anything is kept), then accepts
   // in order or buffers an early arrival; corrupt ones are dropped and counted.
   // `frame` (an Update) is the received frame itself: kept, not copied.
@@ -324,7 +242,7 @@ class GossipNode final : public NodeService {
   // lock (ReceivePath::kParallel); else it runs here.
   void HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> frame,
                     std::optional<ValidatedUpdate> validated = std::nullopt)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // A peer says it no longer holds messages of an origin that we lack
   // (docs/protocol.md section 5). Believed, and a re-join asked, only where
   // one can bring them: not about a live member's current incarnation from
@@ -332,198 +250,123 @@ class GossipNode final : public NodeService {
   // member whose vector has the origin that far (others before the sender;
   // an origin has all of its own). Otherwise counted (resyncs_ignored).
   void HandleResyncRequired(const Member& from, const v1::ResyncRequired& resync)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A live member, its address not in `avoid`, whose vector has `origin`
-  // at least at `first_retained - 1` (or that is `origin`'s own node): other
-  // members first, `sender` last.
-  std::optional<std::string> ResyncSourceFor(const OriginKey& origin, uint64_t first_retained,
-                                             const std::string& sender,
-                                             const std::set<std::string>& avoid)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   void HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // A new origin (nothing of it applied or held) would be refused now: the
   // vector and the early arrivals hold --max-origins origins, and it is not
   // a member's current incarnation. HandleUpdate drops its Updates; a
   // member's vector naming it makes it Member::refused_here.
-  bool RefusesNewOrigin(const OriginKey& origin) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RefusesNewOrigin(const OriginKey& origin) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // What `hb` says of origins past a cap (Member::refused_here,
   // refused_there), counted (origins_diverged) and logged as found.
-  void LearnRefusedOrigins(Member& m, const v1::Heartbeat& hb) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LearnRefusedOrigins(Member& m, const v1::Heartbeat& hb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Adds certificates to the book; new ones are passed on to every other
   // member, so a member's signed Updates can be verified wherever relayed.
   void LearnCertificates(const Member* from, const std::vector<std::string>& pems)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Applies to the mirror (in stripes on validators_ when the node thread
   // accepts a large one: StripedApply), advances the version vector, logs,
   // and queues the update for the training thread.
   void Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
               std::shared_ptr<const codec::DecodedUpdate> decoded)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts (and logs, sparingly) the `wrapped` weights `seq` of `origin`
-  // took past the int64 range.
-  void CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Sends our messages published since the last call (Publish queues
   // them) to every member, or down our tree, in seq order.
-  void PushPublished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushPublished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Accepts the early arrivals of `origin` that are now next in line.
-  void AcceptWaiting(const OriginKey& origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AcceptWaiting(const OriginKey& origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // How Accept applies `decoded` to the mirror: in stripes on validators_
   // when this is the node thread and the message has at least
   // kStripedApplyUpdates updates (a cache miss each: stripes overlap more
   // of them), else null (one thread).
   codec::FixedPointReplica::ParallelFor StripedApply(const codec::DecodedUpdate& decoded)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   static constexpr size_t kStripedApplyUpdates = 16384;
-  void Tick(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Tick(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Pushes what `m`'s version vector shows it lacks and our log holds.
-  void AntiEntropy(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AntiEntropy(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Direct broadcast of a fresh message, when it is next in order for `m`.
   void PushTo(Member& m, const OriginKey& origin, uint64_t seq,
               const std::shared_ptr<const v1::GossipFrame>& frame)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // The one place Updates go out to a member: records the pushed seq and
   // the frame that carried it.
   // False (nothing recorded) when the send queue is over its cap.
   bool SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
                   const std::shared_ptr<const v1::GossipFrame>& frame)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Pushes a fresh message of `origin` to our children in its tree.
   void ForwardInTree(const OriginKey& origin, uint64_t seq,
                      const std::shared_ptr<const v1::GossipFrame>& frame)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
+  void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // A frame on a link not bound to a member yet, or for the last time
   // (Hello, Refusal, Leave): sent and its bytes counted, nothing else.
   void SendCounted(Link& link, std::shared_ptr<const v1::GossipFrame> frame)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Every frame to a bound member goes through here (member_links.h picks
   // the link; counted here).
   bool SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CountSent(const MemberLinks::Sent& sent, bool update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
+  void CountSent(const MemberLinks::Sent& sent, bool update)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // `lane` 0: the pair's stream's Hello (it says how many lanes we accept).
   std::shared_ptr<const v1::GossipFrame> MakeHello(uint32_t lane = 0) const;
   // A Hello with lane > 0: on a link we accepted, a member asks to open a
   // lane (registered, answered, or refused: server/lanes.h LaneRefusal); on
   // one we dialed, the member's answer.
   void HandleLaneHello(const std::shared_ptr<Link>& link, const v1::Hello& hello)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // A frame on a link that is not a member's stream: a lane's Update is
   // handled as the stream's would be; anything else ends the lane.
   void HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFrame& frame,
                        std::optional<ValidatedUpdate> validated, Clock::time_point now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   struct LaneRef {
     Member* member = nullptr;
     MemberLinks::LaneRef lane;
   };
-  LaneRef FindLane(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LaneRef FindLane(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Aborts a lane and forgets it at once (MemberLinks::ForgetLane); lanes
   // to that member wait a failure timeout before they are dialed again.
-  void ForgetLane(const LaneRef& lane, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetLane(const LaneRef& lane, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Dials the lanes m should have and lacks; aborts ours it never answered.
-  void DialLanes(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DialLanes(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // A heartbeat's frames (heartbeat_writer.h) with what this node reports:
   // its steps, training done, where it settled and with which hash, a
   // passed check to announce. `tick`: a tick's (Tick only).
-  HeartbeatWriter::Bases MakeHeartbeats(bool tick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  HeartbeatWriter::Bases MakeHeartbeats(bool tick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // m's heartbeat (HeartbeatWriter::For), queued as SendTo(byte_cap); on
   // success the stream remembers this tick.
   bool SendHeartbeat(Member& m, const HeartbeatWriter::Bases& bases, size_t byte_cap)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // This node's side of quiescence (quiescence.h), as of now.
-  LocalQuiescence LocalQuiescenceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool SettledLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Phase one recomputed at a tick: the weight hash is taken when this node
-  // settles at a new vector, and compared with every settled member's.
-  void UpdateSettled() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CheckSettledHash(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Compares m's pending replica check with our ledger once we have passed
   // its vector (docs/gossip.md "Divergence detection").
-  void ComparePeerCheck(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The best live member's address, `avoid` only when no other is alive:
-  // one whose vector holds every message we published first (a snapshot
-  // without them cannot be installed once our log let them go), then one
-  // whose checks agreed with ours, then the most advanced.
-  std::optional<std::string> RepairSourceLocked(const std::string& avoid = "")
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ComparePeerCheck(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Our last seq that a snapshot at `applied` plus our log can give.
-  uint64_t OwnMessagesBeyond(const VersionMap& applied) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  size_t OwnBacklogBytesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  size_t MaxBacklogBytesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool QuiescentLocked(std::string* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t OwnMessagesBeyond(const VersionMap& applied) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // The counters and limits part of FillStatus.
-  void FillCounters(v1::NodeStatus* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint64_t MaxPeerLagLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillCounters(v1::NodeStatus* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
 
-  const NodeOptions options_;
-  const OriginKey self_;
-  const LanePolicy lanes_;  // from options_
+  // The options, the lock and the parts under it, which the training port
+  // (training_port.h) shares (node_core.h).
+  NodeCore core_;
+  TrainingPort training_;
   std::thread thread_;
-
-  // Lock order: mu_ before the inbox's own lock, never the other way (the
-  // node thread does not take mu_ while it waits in Inbox::Take). Link
-  // reactions take only the inbox's, so a reaction run inline inside a Link
-  // call made under mu_ cannot deadlock.
-  Inbox inbox_;
-
-  mutable absl::Mutex mu_;
-  absl::CondVar changed_;  // received, version vectors, member states
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Lock-free: read by gRPC threads and by other nodes dialing in-process.
   std::atomic<bool> started_flag_{false};
   std::atomic<int64_t> last_loop_ns_{0};  // steady_clock, for LoopAge
-  absl::Status fatal_ ABSL_GUARDED_BY(mu_);
-  // With TLS (NodeOptions::signatures): thread-safe, used off mu_.
-  UpdateSignatures* const signatures_;
-  const codec::WeightChecksum checksum_;
-  const uint64_t param_count_;
   // The threads validating received Updates and applying large ones to the
   // mirror in stripes (the node thread one of them). Only the node thread
   // calls it.
   std::unique_ptr<base::ThreadPool> validators_;
   // Set by Run: whoever else accepts a message (a snapshot's installer
   // replaying early arrivals) applies it alone, not on validators_.
-  std::thread::id node_thread_id_ ABSL_GUARDED_BY(mu_);
-  // The mirror, the version vector and the checksum ledger, moving together
-  // (applied_replica.h).
-  AppliedReplica replica_ ABSL_GUARDED_BY(mu_);
-  EarlyArrivals early_ ABSL_GUARDED_BY(mu_);
-  MessageLog log_ ABSL_GUARDED_BY(mu_);
-  // The SHA-256 of the initial weights the replica started from (a join by
-  // replay, ReplayOf); empty once a snapshot replaced them.
-  std::string initial_sha256_ ABSL_GUARDED_BY(mu_);
-  // Counted without mu_ (node_counters.h): any thread.
-  NodeCounterSet counters_;
-  // Every other member, the streams waiting for their Hello, whom to dial,
-  // the joiners, the failure detector's verdicts and the tree's ring
-  // (node_membership.h).
-  Membership membership_ ABSL_GUARDED_BY(mu_);
-  // The ticks, and our vector as the last tick's heartbeats said it
-  // (heartbeat_writer.h).
-  HeartbeatWriter heartbeats_ ABSL_GUARDED_BY(mu_);
-  // What the training thread applies and reports, and where a re-join
-  // fetches from (training_handoff.h).
-  TrainingHandoff handoff_ ABSL_GUARDED_BY(mu_);
-  // The re-join a ResyncRequired asked for, while it is pending: what we
-  // lack, who said so, and the sources that refused it.
-  struct ResyncWant {
-    OriginKey origin;
-    uint64_t first_retained = 0;
-    std::string sender;
-    std::set<std::string> refused;  // addresses
-  };
-  std::optional<ResyncWant> resync_want_ ABSL_GUARDED_BY(mu_);
-  uint64_t last_published_ ABSL_GUARDED_BY(mu_) = 0;
-  // Our messages published and not pushed yet (PushPublished).
-  std::vector<std::shared_ptr<const v1::GossipFrame>> to_push_ ABSL_GUARDED_BY(mu_);
-  // Phase one of quiescence as last computed, the vector it held at, and
-  // the replica's SHA-256 there.
-  Settlement settlement_ ABSL_GUARDED_BY(mu_);
-  v1::InputStandardization input_ ABSL_GUARDED_BY(mu_);
-  mutable absl::Mutex log_mu_;
+  std::thread::id node_thread_id_ ABSL_GUARDED_BY(core_.mu);
 };
 
 }  // namespace reckon::server

@@ -1,7 +1,8 @@
 // One part of GossipNode's methods (server/node.h; docs/architecture.md "The
 // gossip node in parts"). Heartbeats and anti-entropy: what each heartbeat
 // reports (heartbeat_writer.h writes it), what a member's says about what it
-// lacks, and what we send it again. Each runs on the thread and
+// lacks, and what we send it again; a member's replica check it announced,
+// compared with our ledger. Each runs on the thread and
 // under the lock its declaration in node.h names.
 #include <algorithm>
 #include <tuple>
@@ -41,11 +42,11 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
     }
   }
   if (!bounded.ok()) {
-    counters_.Add(Counters::kFramesRefusedFieldNumber);
-    if (counters_.Get(Counters::kFramesRefusedFieldNumber) % 1000 ==
+    core_.counters.Add(Counters::kFramesRefusedFieldNumber);
+    if (core_.counters.Get(Counters::kFramesRefusedFieldNumber) % 1000 ==
         1) {  // a flood must not flood the log
       Log(absl::StrCat("refused a heartbeat from ", m.node_id, ": ", bounded.message(), " (",
-                       counters_.Get(Counters::kFramesRefusedFieldNumber),
+                       core_.counters.Get(Counters::kFramesRefusedFieldNumber),
                        " frames refused so far)"));
     }
     return;
@@ -60,7 +61,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   m.training_done = hb.training_done();
   m.settled = hb.settled();
   m.weight_hash = hb.weight_hash().substr(0, 64);
-  CheckSettledHash(m);
+  core_.CheckSettledHash(m);
   if (hb.has_checked()) {
     m.pending_check = Member::Check{FromProto(hb.checked()), hb.checked_checksum()};
     ComparePeerCheck(m);
@@ -68,14 +69,14 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   // Lost on this stream: it processed the frame that carried what we pushed
   // and still lacks some of it. Serve again from what it has.
   m.links.ForgetLost(m.applied, hb.frames_received(), hb.lane_frames_received());
-  ListLearned learned = membership_.table().Learn(m, hb.members(), now);
-  counters_.Add(Counters::kMembersRefusedFieldNumber, learned.refused);
+  ListLearned learned = core_.membership.table().Learn(m, hb.members(), now);
+  core_.counters.Add(Counters::kMembersRefusedFieldNumber, learned.refused);
   for (const LearnedAddress& l : learned.addresses) {
     if (l.new_member) {
       Log(absl::StrCat("learned of peer ", l.member->node_id, " at ", l.address.substr(0, 64),
                        " from ", m.node_id));
     }
-    membership_.MoveMember(*l.member, l.address, now);
+    core_.membership.MoveMember(*l.member, l.address, now);
   }
   AntiEntropy(m, now);
 }
@@ -88,20 +89,20 @@ void GossipNode::LearnRefusedOrigins(Member& m, const v1::Heartbeat& hb) {
   for (const v1::VersionEntry& e : hb.applied().entries()) {
     if (e.seq() == 0) continue;
     const OriginKey origin = KeyOf(e.origin());
-    if (replica_.applied().count(origin) > 0 || !RefusesNewOrigin(origin)) continue;
+    if (core_.replica.applied().count(origin) > 0 || !RefusesNewOrigin(origin)) continue;
     if (m.refused_here.insert(origin).second) m.refused_untold.push_back(origin);
   }
   // Ours that it refuses (only those we have: the set stays within our
   // vector).
   for (const v1::Origin& o : hb.refused_origins()) {
     const OriginKey origin = KeyOf(o);
-    if (replica_.applied().count(origin) > 0) m.refused_there.insert(origin);
+    if (core_.replica.applied().count(origin) > 0) m.refused_there.insert(origin);
   }
   const size_t found = m.refused_here.size() + m.refused_there.size() - before;
   if (found == 0) return;
-  counters_.Add(Counters::kOriginsDivergedFieldNumber, found);
+  core_.counters.Add(Counters::kOriginsDivergedFieldNumber, found);
   if (before == 0) {
-    Log(absl::StrCat("origins past --max-origins (", options_.max_origins, "): ", m.node_id,
+    Log(absl::StrCat("origins past --max-origins (", core_.options.max_origins, "): ", m.node_id,
                      " applied ", m.refused_here.size(), " that this node refuses and refuses ",
                      m.refused_there.size(),
                      " that it applied; neither sends the other those, and the ending compares "
@@ -119,11 +120,11 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   // the token can make them thousands of origins long).
   static const MessageLog::Entries kNothingRetained;
   SeqCursor theirs_at(m.applied), pushed_at(m.links.state().pushed);
-  for (const auto& [origin, ours] : replica_.applied()) {
+  for (const auto& [origin, ours] : core_.replica.applied()) {
     const uint64_t theirs = theirs_at.At(origin), pushed = pushed_at.At(origin);
     if (std::max(theirs, pushed) >= ours) continue;  // PlanRepair's kNothing
     if (m.Refuses(origin)) continue;  // it said it never takes them
-    const MessageLog::Entries* retained = log_.Find(origin);
+    const MessageLog::Entries* retained = core_.log.Find(origin);
     const MessageLog::Entries& entries = retained != nullptr ? *retained : kNothingRetained;
     const RepairPlan plan =
         PlanRepair(ours, theirs, pushed, entries.empty() ? ours + 1 : entries.begin()->first,
@@ -136,8 +137,9 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
       // may not say yet whom it hears (the relay rule waits as long). An
       // origin we have not reached yet may be as alive (OriginMayBeAlive).
       const bool may_hear =
-          m.hears.count(origin) > 0 || now - m.alive_since() < options_.failure_timeout;
-      if (origin != self_ && membership_.OriginMayBeAlive(origin, now) && may_hear) continue;
+          m.hears.count(origin) > 0 || now - m.alive_since() < core_.options.failure_timeout;
+      if (origin != core_.self && core_.membership.OriginMayBeAlive(origin, now) && may_hear)
+        continue;
       auto frame = std::make_shared<v1::GossipFrame>();
       frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
       frame->mutable_resync()->mutable_origin()->set_incarnation(origin.incarnation);
@@ -148,24 +150,26 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     }
     if (plan.kind != RepairPlan::kSend) continue;
     // (Our own count as alive; the relay rules do not ask for them.)
-    const bool origin_alive = membership_.OriginAlive(origin);
+    const bool origin_alive = core_.membership.OriginAlive(origin);
     const bool member_hears_origin = m.hears.count(origin) > 0;
-    const bool tree_child = membership_.tree() && origin_alive &&
-                            membership_.ring().IsChild(origin.node_id, self_.node_id, m.node_id);
+    const bool tree_child =
+        core_.membership.tree() && origin_alive &&
+        core_.membership.ring().IsChild(origin.node_id, core_.self.node_id, m.node_id);
     for (auto it = entries.find(plan.first); it != entries.end() && it->first <= plan.last; ++it) {
-      if (m.links.LeastQueued() > options_.send_queue_byte_cap / 2) return;
+      if (m.links.LeastQueued() > core_.options.send_queue_byte_cap / 2) return;
       const Clock::duration age = now - it->second.added, heard_for = now - m.alive_since();
       const bool may =
-          membership_.tree()
-              ? MayRelayInTree(tree_child, origin == self_, origin_alive, member_hears_origin, age,
-                               heard_for, options_.repair_timeout, options_.failure_timeout)
-              : MayRelay(origin == self_, origin_alive, member_hears_origin, age, heard_for,
-                         options_.repair_timeout, options_.failure_timeout);
+          core_.membership.tree()
+              ? MayRelayInTree(tree_child, origin == core_.self, origin_alive, member_hears_origin,
+                               age, heard_for, core_.options.repair_timeout,
+                               core_.options.failure_timeout)
+              : MayRelay(origin == core_.self, origin_alive, member_hears_origin, age, heard_for,
+                         core_.options.repair_timeout, core_.options.failure_timeout);
       if (!may) break;
       const bool resend = it->first <= SeqOf(m.ever_sent, origin);
       if (!SendUpdate(m, origin, it->first, it->second.frame)) break;
-      counters_.Add(Counters::kRepairsSentFieldNumber);
-      if (resend) counters_.Add(Counters::kRepairsResentFieldNumber);
+      core_.counters.Add(Counters::kRepairsSentFieldNumber);
+      if (resend) core_.counters.Add(Counters::kRepairsResentFieldNumber);
     }
   }
 }
@@ -173,23 +177,43 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
 HeartbeatWriter::Bases GossipNode::MakeHeartbeats(bool tick) {
   // What every heartbeat says besides the vector.
   v1::Heartbeat said;
-  said.set_local_steps(handoff_.local_steps());
-  said.set_training_done(handoff_.done());
-  if (settlement_.SettledAt(replica_.applied())) {
+  said.set_local_steps(core_.handoff.local_steps());
+  said.set_training_done(core_.handoff.done());
+  if (core_.settlement.SettledAt(core_.replica.applied())) {
     said.set_settled(true);
-    said.set_weight_hash(settlement_.hash());
+    said.set_weight_hash(core_.settlement.hash());
   }
-  if (std::optional<Member::Check> check = handoff_.TakeCheckToAnnounce()) {
+  if (std::optional<Member::Check> check = core_.handoff.TakeCheckToAnnounce()) {
     ToProto(check->at, said.mutable_checked());
     said.set_checked_checksum(check->checksum);
   }
-  return heartbeats_.Make(said, replica_.applied(), tick);
+  return core_.heartbeats.Make(said, core_.replica.applied(), tick);
 }
 
 bool GossipNode::SendHeartbeat(Member& m, const HeartbeatWriter::Bases& bases, size_t byte_cap) {
-  if (!SendTo(m, heartbeats_.For(m, bases, membership_.table()), byte_cap)) return false;
-  heartbeats_.Sent(m);
+  if (!SendTo(m, core_.heartbeats.For(m, bases, core_.membership.table()), byte_cap)) return false;
+  core_.heartbeats.Sent(m);
   return true;
+}
+
+void GossipNode::ComparePeerCheck(Member& m) {
+  if (!m.pending_check || !core_.replica.ledger().Passed(m.pending_check->at))
+    return;  // not there yet
+  const Member::Check check = *std::move(m.pending_check);
+  m.pending_check.reset();
+  const std::optional<uint64_t> ours = core_.replica.ledger().At(check.at);
+  if (!ours) return;  // behind the history we keep (or our snapshot's cut): not comparable
+  if (*ours == check.checksum) {
+    ++m.checks_agreed;
+    core_.counters.Add(Counters::kPeerChecksAgreedFieldNumber);
+    return;
+  }
+  ++m.checks_diverged;
+  core_.counters.Add(Counters::kDivergencesFieldNumber);
+  Log(absl::StrCat("DIVERGENCE: ", m.node_id, "'s replica checked ",
+                   codec::ChecksumHex(check.checksum), " at ", VersionJson(check.at),
+                   " but the messages this node applied give ", codec::ChecksumHex(*ours),
+                   " there: the two applied different messages under the same ids"));
 }
 
 }  // namespace reckon::server

@@ -20,12 +20,12 @@ namespace reckon::server {
 
 absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
                                    const std::string& peer) const {
-  const v1::ClusterFingerprint& ours = options_.fingerprint;
+  const v1::ClusterFingerprint& ours = core_.options.fingerprint;
   // Names both nodes, so the line reads the same in either one's log.
   auto differs = [&](const std::string& field, const auto& there, const auto& here) {
-    return absl::FailedPreconditionError(absl::StrCat("cluster fingerprint mismatch: ", field,
-                                                      " is ", there, " on '", peer.substr(0, 64),
-                                                      "' but ", here, " on '", self_.node_id, "'"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cluster fingerprint mismatch: ", field, " is ", there, " on '",
+                     peer.substr(0, 64), "' but ", here, " on '", core_.self.node_id, "'"));
   };
   if (theirs.protocol_version() != ours.protocol_version()) {
     return differs("protocol version", theirs.protocol_version(), ours.protocol_version());
@@ -35,7 +35,7 @@ absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const s
     if (std::optional<std::string> tensor = DescribeModelDifference(theirs.model(), ours.model())) {
       return absl::FailedPreconditionError(
           absl::StrCat("cluster fingerprint mismatch: the model differs: ", *tensor, " (there: '",
-                       peer.substr(0, 64), "', here: '", self_.node_id, "')"));
+                       peer.substr(0, 64), "', here: '", core_.self.node_id, "')"));
     }
     return differs("model", theirs.model().substr(0, 96), ours.model());
   }
@@ -64,15 +64,15 @@ absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const s
 }
 
 absl::Status GossipNode::CheckToken(const std::string& token) const {
-  if (!options_.cluster_token.empty() && !TokenMatches(token, options_.cluster_token)) {
+  if (!core_.options.cluster_token.empty() && !TokenMatches(token, core_.options.cluster_token)) {
     return absl::PermissionDeniedError("cluster token does not match");
   }
   return absl::OkStatus();
 }
 
 std::vector<std::string> GossipNode::LiveMemberAddresses(const std::string& except) {
-  absl::MutexLock l(&mu_);
-  return membership_.table().LiveAddresses(except);
+  absl::MutexLock l(&core_.mu);
+  return core_.membership.table().LiveAddresses(except);
 }
 
 std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) const {
@@ -83,11 +83,11 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) cons
   } else {
     h->set_lane(lane);
   }
-  *h->mutable_fingerprint() = options_.fingerprint;
-  h->mutable_self()->set_node_id(self_.node_id);
-  h->mutable_self()->set_incarnation(self_.incarnation);
-  h->set_listen_address(options_.listen_address);
-  h->set_cluster_token(options_.cluster_token);
+  *h->mutable_fingerprint() = core_.options.fingerprint;
+  h->mutable_self()->set_node_id(core_.self.node_id);
+  h->mutable_self()->set_incarnation(core_.self.incarnation);
+  h->set_listen_address(core_.options.listen_address);
+  h->set_cluster_token(core_.options.cluster_token);
   return frame;
 }
 
@@ -103,57 +103,57 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
     RefusedByDialed(link, absl::StrCat("peer ", link->Describe(), " is not of this cluster: ",
                                        reason));
   }
-  membership_.table().StopAwaiting(link);
+  core_.membership.table().StopAwaiting(link);
   link->Close();
 }
 
 void GossipNode::RefusedByDialed(const std::shared_ptr<Link>& link, const std::string& why) {
-  absl::Status cannot_be_a_member = membership_.RefusedByDialed(link, why);
-  if (!cannot_be_a_member.ok() && fatal_.ok()) fatal_ = std::move(cannot_be_a_member);
+  absl::Status cannot_be_a_member = core_.membership.RefusedByDialed(link, why);
+  if (!cannot_be_a_member.ok() && core_.fatal.ok()) core_.fatal = std::move(cannot_be_a_member);
 }
 
 HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
   HelloContext context;
   context.fingerprint_and_token =
       CheckPeer(hello.fingerprint(), hello.cluster_token(), hello.self().node_id());
-  context.require_identity = options_.require_peer_identity;
+  context.require_identity = core_.options.require_peer_identity;
   context.peer_identity = link.PeerIdentity();
   context.link_dialed = link.dialed();
-  context.now = Now();
-  context.failure_timeout = options_.failure_timeout;
-  return membership_.table().Judge(hello, std::move(context));
+  context.now = core_.Now();
+  context.failure_timeout = core_.options.failure_timeout;
+  return core_.membership.table().Judge(hello, std::move(context));
 }
 
 void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
-  const auto now = Now();
+  const auto now = core_.Now();
   if (hello.lane() != 0) {
     HandleLaneHello(link, hello);
     return;
   }
-  if (!membership_.table().AwaitsHello(link)) return;  // a second Hello: ignore
+  if (!core_.membership.table().AwaitsHello(link)) return;  // a second Hello: ignore
   const std::string& id = hello.self().node_id();
   const HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
     // We dialed ourselves (our address is in the seed list): remember it.
-    membership_.DialedSelf(link);
+    core_.membership.DialedSelf(link);
     link->Close();
     return;
   }
   if (verdict.kind == HelloVerdict::kRefuse) {
     if (verdict.over_member_cap) {
-      counters_.Add(Counters::kMembersRefusedFieldNumber);
+      core_.counters.Add(Counters::kMembersRefusedFieldNumber);
     } else {
-      counters_.Add(Counters::kPeersRefusedFieldNumber);
+      core_.counters.Add(Counters::kPeersRefusedFieldNumber);
     }
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
-  Member& m = membership_.Admit(link, hello, now);
+  Member& m = core_.membership.Admit(link, hello, now);
   if (!link->dialed()) SendCounted(*link, MakeHello());
   if (m.links.connected() && m.links.stream() != link) {
     // Two streams for one pair (both dialed at once): both ends keep the one
     // dialed by the smaller node id, so they agree without talking.
-    if (KeepsStream(self_.node_id, id, link->dialed())) {
+    if (KeepsStream(core_.self.node_id, id, link->dialed())) {
       Membership::DropLink(m);
     } else {
       link->Close();
@@ -162,17 +162,17 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
   }
   m.links.Attach(link, hello.lanes_accepted(), now);
   m.last_heard = now;
-  if (signatures_ != nullptr) {
+  if (core_.signatures != nullptr) {
     // Its handshake certificate first, then everything we know goes to it
     // before any Update can: relayed messages are always verifiable.
     LearnCertificates(&m, {link->PeerCertificate()});
     auto frame = std::make_shared<v1::GossipFrame>();
-    for (std::string& pem : signatures_->Certificates()) {
+    for (std::string& pem : core_.signatures->Certificates()) {
       frame->mutable_certificates()->add_pem(std::move(pem));
     }
     SendTo(m, frame, SIZE_MAX);
   }
-  if (membership_.Connected(m, now)) {
+  if (core_.membership.Connected(m, now)) {
     Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
                      ") connected: ", link->Describe()));
   }
@@ -180,17 +180,17 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
 }
 
 void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {
-  absl::MutexLock l(&mu_);
-  if (membership_.NoteJoiner(node_id, incarnation, Now())) changed_.SignalAll();
+  absl::MutexLock l(&core_.mu);
+  if (core_.membership.NoteJoiner(node_id, incarnation, core_.Now())) core_.changed.SignalAll();
 }
 
 void GossipNode::LearnCertificates(const Member* from, const std::vector<std::string>& pems) {
   auto news = std::make_shared<v1::GossipFrame>();
   for (const std::string& pem : pems) {
     if (pem.empty() || pem.size() > 16384) continue;
-    absl::StatusOr<UpdateSignatures::Learned> learned = signatures_->Learn(pem);
+    absl::StatusOr<UpdateSignatures::Learned> learned = core_.signatures->Learn(pem);
     if (!learned.ok()) {
-      counters_.Add(Counters::kSignatureErrorsFieldNumber);
+      core_.counters.Add(Counters::kSignatureErrorsFieldNumber);
       Log(absl::StrCat("ignored a certificate from ", from ? from->node_id : "?", ": ",
                        learned.status().message()));
       continue;
@@ -198,7 +198,7 @@ void GossipNode::LearnCertificates(const Member* from, const std::vector<std::st
     if (learned->new_one) news->mutable_certificates()->add_pem(pem);
   }
   if (news->certificates().pem_size() == 0) return;
-  for (auto& [id, m] : membership_.table()) {
+  for (auto& [id, m] : core_.membership.table()) {
     if (&m != from && m.links.connected()) SendTo(m, news, SIZE_MAX);
   }
 }

@@ -11,7 +11,7 @@
 // goes on the wire stays with the node: DialDue hands back the links it
 // dialed for the node to send its Hello on.
 //
-// Threads: GossipNode holds one under its lock (mu_) and calls it only so;
+// Threads: GossipNode holds one under its lock (NodeCore::mu) and calls it only so;
 // not thread-safe on its own. The log sink and the counters it is given
 // are thread-safe.
 #ifndef RECKON_SERVER_NODE_MEMBERSHIP_H_

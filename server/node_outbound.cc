@@ -28,31 +28,31 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
       Log(absl::StrCat("lane ", ours.lane.index, " to ", m.node_id, " was answered by '",
                        hello.self().node_id().substr(0, 64), "' incarnation ",
                        hello.self().incarnation(), " lane ", hello.lane(), ": closed"));
-      ForgetLane(ours, Now());
+      ForgetLane(ours, core_.Now());
       return;
     }
     m.links.LaneAnswered(ours.lane.index);
     return;
   }
-  if (!membership_.table().AwaitsHello(link)) return;
+  if (!core_.membership.table().AwaitsHello(link)) return;
   const std::string& id = hello.self().node_id();
   HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
     verdict = {HelloVerdict::kRefuse, "a lane to this node itself", false};
   }
   if (verdict.kind == HelloVerdict::kAdmit) {
-    if (std::optional<std::string> why = LaneRefusal(hello, membership_.table().members())) {
+    if (std::optional<std::string> why = LaneRefusal(hello, core_.membership.table().members())) {
       verdict = {HelloVerdict::kRefuse, *why, false};
     }
   }
   if (verdict.kind == HelloVerdict::kRefuse) {
-    counters_.Add(Counters::kPeersRefusedFieldNumber);
+    core_.counters.Add(Counters::kPeersRefusedFieldNumber);
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
-  Member& m = *membership_.table().Find(id);  // LaneRefusal found its stream up
-  membership_.table().StopAwaiting(link);
-  m.links.AcceptLane(hello.lane(), link, Now());
+  Member& m = *core_.membership.table().Find(id);  // LaneRefusal found its stream up
+  core_.membership.table().StopAwaiting(link);
+  m.links.AcceptLane(hello.lane(), link, core_.Now());
   SendCounted(*link, MakeHello(hello.lane()));
 }
 
@@ -80,7 +80,7 @@ void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFr
 }
 
 GossipNode::LaneRef GossipNode::FindLane(const std::shared_ptr<Link>& link) {
-  for (auto& [id, m] : membership_.table()) {
+  for (auto& [id, m] : core_.membership.table()) {
     if (std::optional<MemberLinks::LaneRef> lane = m.links.FindLane(link.get())) {
       return {&m, *lane};
     }
@@ -90,17 +90,17 @@ GossipNode::LaneRef GossipNode::FindLane(const std::shared_ptr<Link>& link) {
 
 void GossipNode::ForgetLane(const LaneRef& ref, Clock::time_point now) {
   // A lane of ours lost waits before lanes are dialed again.
-  ref.member->links.ForgetLane(ref.lane, now + options_.failure_timeout);
+  ref.member->links.ForgetLane(ref.lane, now + core_.options.failure_timeout);
 }
 
 void GossipNode::DialLanes(Member& m, Clock::time_point now) {
-  if (!membership_.dials_out() || m.state() != MemberState::kAlive) return;
+  if (!core_.membership.dials_out() || m.state() != MemberState::kAlive) return;
   // As any dial, two failure timeouts for the answer (a round trip).
   const std::vector<uint32_t> due =
-      m.links.LanesToDial(now, now - 2 * options_.failure_timeout, lanes_);
+      m.links.LanesToDial(now, now - 2 * core_.options.failure_timeout, core_.lanes);
   if (m.address.empty()) return;
   for (uint32_t index : due) {
-    std::shared_ptr<Link> link = membership_.Dial(m.address);
+    std::shared_ptr<Link> link = core_.membership.Dial(m.address);
     if (!link) return;
     m.links.AddLane(index, link, now);
     SendCounted(*link, MakeHello(index));
@@ -109,22 +109,24 @@ void GossipNode::DialLanes(Member& m, Clock::time_point now) {
 
 void GossipNode::SendCounted(Link& link, std::shared_ptr<const v1::GossipFrame> frame) {
   const size_t bytes = frame->ByteSizeLong();
-  if (link.Send(std::move(frame), SIZE_MAX)) counters_.Add(Counters::kBytesSentFieldNumber, bytes);
+  if (link.Send(std::move(frame), SIZE_MAX))
+    core_.counters.Add(Counters::kBytesSentFieldNumber, bytes);
 }
 
 void GossipNode::CountSent(const MemberLinks::Sent& sent, bool update) {
-  counters_.Add(Counters::kBytesSentFieldNumber, sent.bytes);
+  core_.counters.Add(Counters::kBytesSentFieldNumber, sent.bytes);
   if (!update) return;
-  counters_.Add(Counters::kUpdateFramesSentFieldNumber);
+  core_.counters.Add(Counters::kUpdateFramesSentFieldNumber);
   if (sent.lane != 0) {
-    counters_.Add(Counters::kLaneUpdateFramesSentFieldNumber);
+    core_.counters.Add(Counters::kLaneUpdateFramesSentFieldNumber);
   }
 }
 
 bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) {
   const bool update = frame->has_update();
-  std::optional<MemberLinks::Sent> sent = m.links.Send(
-      std::move(frame), byte_cap, lanes_, counters_.Get(Counters::kUpdateFramesSentFieldNumber));
+  std::optional<MemberLinks::Sent> sent =
+      m.links.Send(std::move(frame), byte_cap, core_.lanes,
+                   core_.counters.Get(Counters::kUpdateFramesSentFieldNumber));
   if (!sent) return false;
   CountSent(*sent, update);
   return true;
@@ -133,8 +135,8 @@ bool GossipNode::SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame,
 bool GossipNode::SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
                             const std::shared_ptr<const v1::GossipFrame>& frame) {
   std::optional<MemberLinks::Sent> sent =
-      m.links.SendUpdate(origin, seq, frame, options_.send_queue_byte_cap, lanes_,
-                         counters_.Get(Counters::kUpdateFramesSentFieldNumber));
+      m.links.SendUpdate(origin, seq, frame, core_.options.send_queue_byte_cap, core_.lanes,
+                         core_.counters.Get(Counters::kUpdateFramesSentFieldNumber));
   if (!sent) return false;
   CountSent(*sent, /*update=*/true);
   uint64_t& ever = m.ever_sent[origin];
@@ -149,14 +151,15 @@ void GossipNode::PushTo(Member& m, const OriginKey& origin, uint64_t seq,
   if (std::max(SeqOf(m.links.state().pushed, origin), SeqOf(m.applied, origin)) != seq - 1) {
     return;
   }
-  if (!SendUpdate(m, origin, seq, frame)) counters_.Add(Counters::kQueueDropsFieldNumber);
+  if (!SendUpdate(m, origin, seq, frame)) core_.counters.Add(Counters::kQueueDropsFieldNumber);
 }
 
 void GossipNode::ForwardInTree(const OriginKey& origin, uint64_t seq,
                                const std::shared_ptr<const v1::GossipFrame>& frame) {
-  if (!membership_.OriginAlive(origin)) return;
-  for (const std::string& child : membership_.ring().Children(origin.node_id, self_.node_id)) {
-    if (Member* m = membership_.table().Find(child)) PushTo(*m, origin, seq, frame);
+  if (!core_.membership.OriginAlive(origin)) return;
+  for (const std::string& child :
+       core_.membership.ring().Children(origin.node_id, core_.self.node_id)) {
+    if (Member* m = core_.membership.table().Find(child)) PushTo(*m, origin, seq, frame);
   }
 }
 

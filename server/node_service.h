@@ -86,7 +86,7 @@ class NodeService : public LinkEvents {
     return {};
   }
   // What the worker's model takes of raw features (an export's header);
-  // empty until the worker has said (GossipNode::SetInputStandardization).
+  // empty until the worker has said (TrainingPort::SetInputStandardization).
   virtual v1::InputStandardization InputStandardization() = 0;
   // A worker admitted by CheckPeer asked for a snapshot: on its way in.
   virtual void NoteJoiner(const std::string& node_id, uint64_t incarnation) = 0;

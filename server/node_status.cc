@@ -29,12 +29,12 @@ std::string NodeStatusJson(const v1::NodeStatus& status) {
 
 void GossipNode::FillCounters(v1::NodeStatus* out) {
   *out->mutable_counters() = counters();
-  out->set_checksum(replica_.ledger().total());
-  out->set_last_check_ms(handoff_.last_check_ms());
-  out->set_early_held(early_.size());
-  out->set_early_bytes(early_.bytes());
-  out->set_dial_targets(membership_.dials().targets());
-  out->set_inbox_bytes(inbox_.bytes());
+  out->set_checksum(core_.replica.ledger().total());
+  out->set_last_check_ms(core_.handoff.last_check_ms());
+  out->set_early_held(core_.early.size());
+  out->set_early_bytes(core_.early.bytes());
+  out->set_dial_targets(core_.membership.dials().targets());
+  out->set_inbox_bytes(core_.inbox.bytes());
 }
 
 void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
@@ -46,45 +46,46 @@ void GossipNode::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
     std::vector<int64_t> weights;
     std::optional<std::string> hash;
     {
-      absl::MutexLock l(&mu_);
-      if (replica_.has_mirror()) {
-        weights.assign(replica_.mirror().quanta().begin(), replica_.mirror().quanta().end());
+      absl::MutexLock l(&core_.mu);
+      if (core_.replica.has_mirror()) {
+        weights.assign(core_.replica.mirror().quanta().begin(),
+                       core_.replica.mirror().quanta().end());
       } else {
-        hash = settlement_.SettledAt(replica_.applied()) ? settlement_.hash() : "";
+        hash = core_.settlement.SettledAt(core_.replica.applied()) ? core_.settlement.hash() : "";
       }
     }
     out->set_weight_hash(hash ? *hash : codec::WeightHashOf(weights));
   }
-  absl::MutexLock l(&mu_);
-  const auto now = Now();
-  out->set_node_id(self_.node_id);
-  out->set_incarnation(self_.incarnation);
-  *out->mutable_fingerprint() = options_.fingerprint;
-  out->set_local_steps(handoff_.local_steps());
-  ToProto(replica_.applied(), out->mutable_applied());
-  out->set_training_done(handoff_.done());
+  absl::MutexLock l(&core_.mu);
+  const auto now = core_.Now();
+  out->set_node_id(core_.self.node_id);
+  out->set_incarnation(core_.self.incarnation);
+  *out->mutable_fingerprint() = core_.options.fingerprint;
+  out->set_local_steps(core_.handoff.local_steps());
+  ToProto(core_.replica.applied(), out->mutable_applied());
+  out->set_training_done(core_.handoff.done());
   out->set_joined(started_flag_.load());
   FillCounters(out);
-  out->set_log_bytes(log_.bytes());
-  out->set_log_messages(log_.messages());
+  out->set_log_bytes(core_.log.bytes());
+  out->set_log_messages(core_.log.messages());
   std::string why;
-  out->set_quiescent(QuiescentLocked(&why));  // also drops joiners that arrived or expired
-  for (const auto& [id, j] : membership_.joiners().all()) {
-    if (membership_.table().IsCurrent(OriginKey{id, j.incarnation})) continue;
+  out->set_quiescent(core_.QuiescentLocked(&why));  // also drops joiners that arrived or expired
+  for (const auto& [id, j] : core_.membership.joiners().all()) {
+    if (core_.membership.table().IsCurrent(OriginKey{id, j.incarnation})) continue;
     v1::MemberStatus* ms = out->add_members();
     ms->set_node_id(id);
     ms->set_incarnation(j.incarnation);
     ms->set_state("joining");
     ms->set_last_heard_s(SecondsSince(j.last_request, now));
   }
-  for (const auto& [id, m] : membership_.table()) {
+  for (const auto& [id, m] : core_.membership.table()) {
     v1::MemberStatus* ms = out->add_members();
     ms->set_node_id(id);
     ms->set_incarnation(m.incarnation);
     ms->set_address(m.address);
     ms->set_state(MemberStateName(m.state()));
-    ms->set_lag(static_cast<int64_t>(last_published_) -
-                static_cast<int64_t>(SeqOf(m.applied, self_)));
+    ms->set_lag(static_cast<int64_t>(core_.last_published) -
+                static_cast<int64_t>(SeqOf(m.applied, core_.self)));
     ms->set_training_done(m.training_done);
     ms->set_last_heard_s(m.state() == MemberState::kConnecting ? -1
                                                                : SecondsSince(m.last_heard, now));

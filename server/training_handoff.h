@@ -41,7 +41,7 @@ struct Received {
   std::optional<VersionMap> cut;
   // A snapshot waits for the training replica (the node keeps no mirror):
   // once the above is applied, its weights at `cut` (set) go to
-  // GossipNode::OfferTrainingCut.
+  // TrainingPort::OfferTrainingCut.
   bool weights_wanted = false;
 };
 

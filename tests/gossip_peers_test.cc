@@ -164,16 +164,16 @@ TEST(GossipPeers, ARejoinWhoseSourceDoesNotAnswerIsTriedElsewhere) {
   resync.mutable_resync()->set_first_retained_seq(5);
   gone.Send(resync);
   // Others before the sender.
-  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "127.0.0.1:2"; }));
+  ASSERT_TRUE(Eventually([&] { return node->training().ResyncSource() == "127.0.0.1:2"; }));
 
   const absl::Status step = w.peers->BeforeStep(*w.backend, 0);
   EXPECT_TRUE(step.ok()) << step;
-  EXPECT_EQ(node->ResyncSource(), "127.0.0.1:1");
+  EXPECT_EQ(node->training().ResyncSource(), "127.0.0.1:1");
   EXPECT_NE(w.log.str().find("re-join from 127.0.0.1:2 failed"), std::string::npos)
       << w.log.str();
   // And the other way round: never stuck on one that does not answer.
   EXPECT_TRUE(w.peers->BeforeStep(*w.backend, 0).ok());
-  EXPECT_EQ(node->ResyncSource(), "127.0.0.1:2");
+  EXPECT_EQ(node->training().ResyncSource(), "127.0.0.1:2");
 }
 
 // A seed that serves a snapshot of weights it made up, with their own
@@ -245,7 +245,7 @@ struct HonestSeed {
     std::mt19937_64 rng(5);
     for (uint64_t seq = 1; seq <= 3; ++seq) {
       t::Message m = t::MakeMessage(h, seq, rng);
-      EXPECT_TRUE(node->Publish(m.update, m.decoded).ok());
+      EXPECT_TRUE(node->training().Publish(m.update, m.decoded).ok());
     }
     truth = node->TakeSnapshot(true);
   }
@@ -325,7 +325,7 @@ TEST(GossipPeers, AFirstJoinIsWitnessedByTheOtherSeeds) {
   ASSERT_TRUE(joiner.ok()) << joiner.status() << "\n" << log.str();
   // The worker's node keeps no mirror: what it installed waits for the
   // training thread.
-  server::Received joined = (*joiner)->node()->TakeReceived();
+  server::Received joined = (*joiner)->node()->training().TakeReceived();
   ASSERT_TRUE(joined.replace_weights.has_value()) << log.str();
   EXPECT_EQ(*joined.replace_weights, honest.truth.weights) << log.str();
   EXPECT_TRUE(joined.updates.empty());
@@ -348,7 +348,7 @@ TEST(GossipPeers, AfterALiarsSnapshotTheJoinerIsSentTheCutByTheHonestLog) {
       GossipPeers::Create(JoinerOptions({liar_served.address, honest.address}), t::InitialWeights(),
                           t::kFractionBits, log);
   ASSERT_TRUE(joiner.ok()) << joiner.status() << "\n" << log.str();
-  server::Received joined = (*joiner)->node()->TakeReceived();
+  server::Received joined = (*joiner)->node()->training().TakeReceived();
   EXPECT_FALSE(joined.replace_weights.has_value()) << log.str();
   EXPECT_EQ(joined.updates.size(), 3u) << log.str();
   EXPECT_EQ((*joiner)->node()->Applied(), honest.truth.applied);
@@ -377,7 +377,7 @@ TEST(GossipPeers, AJoinByReplayWhoseMessagesDoNotComeLoadsTheSnapshot) {
                            " arrived (then none for 10 s); loading its snapshot instead"),
             std::string::npos)
       << log.str();
-  server::Received joined = (*joiner)->node()->TakeReceived();
+  server::Received joined = (*joiner)->node()->training().TakeReceived();
   ASSERT_TRUE(joined.replace_weights.has_value()) << log.str();
   EXPECT_EQ(*joined.replace_weights, honest.truth.weights);
   EXPECT_EQ((*joiner)->node()->Applied(), honest.truth.applied);

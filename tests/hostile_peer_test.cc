@@ -729,7 +729,7 @@ TEST(HostilePeer, AMadeUpSnapshotIsContradictedByAWitness) {
   std::mt19937_64 rng(11);
   for (uint64_t seq = 1; seq <= 3; ++seq) {
     Message m = MakeMessage(self, seq, rng);
-    ASSERT_TRUE(witness.node()->Publish(m.update, m.decoded).ok());
+    ASSERT_TRUE(witness.node()->training().Publish(m.update, m.decoded).ok());
   }
   const GossipNode::Snapshot cut = witness.node()->TakeSnapshot(false);
   ASSERT_EQ(SeqOf(cut.applied, OriginKey{self.node_id, self.incarnation}), 3u);
@@ -924,7 +924,7 @@ TEST(Lanes, TwoNodesOverGrpcSendOnLanesAndEndIdentical) {
     std::mt19937_64 rng(origin.incarnation * 1000 + first);
     for (int seq = first; seq <= last; ++seq) {
       Message m = MakeMessage(origin, seq, rng, /*count=*/400);
-      ASSERT_TRUE(node->Publish(m.update, m.decoded).ok());
+      ASSERT_TRUE(node->training().Publish(m.update, m.decoded).ok());
     }
   };
   // The first Update to a member opens its lanes; the rest go at once.
@@ -1055,7 +1055,7 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
   uint64_t seq = 0;
   while (Counters(victim.node()).queue_drops() == 0 && seq < 100000) {
     Message m = MakeMessage(self, ++seq, rng, /*count=*/400);
-    ASSERT_TRUE(victim.node()->Publish(m.update, m.decoded).ok());
+    ASSERT_TRUE(victim.node()->training().Publish(m.update, m.decoded).ok());
   }
   ASSERT_EQ(Counters(victim.node()).queue_drops(), 1u) << seq << " published";
   const uint64_t absorbed = seq;
@@ -1073,7 +1073,7 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
   // cap), however many are published.
   for (int k = 0; k < 20000; ++k) {
     Message m = MakeMessage(self, ++seq, rng, /*count=*/400);
-    ASSERT_TRUE(victim.node()->Publish(m.update, m.decoded).ok());
+    ASSERT_TRUE(victim.node()->training().Publish(m.update, m.decoded).ok());
     {  // after every publish: the queue drains between ticks
       v1::NodeStatus s;
       victim.node()->FillStatus(&s, false);
@@ -1199,7 +1199,7 @@ TEST(SnapshotStripes, AStripedFetchIsTheWholeSnapshot) {
   self.node_id = "victim";
   for (uint64_t seq = 1; seq <= 30; ++seq) {
     Message m = MakeMessage(self, seq, rng);
-    ASSERT_TRUE(victim.node()->Publish(m.update, m.decoded).ok());
+    ASSERT_TRUE(victim.node()->training().Publish(m.update, m.decoded).ok());
   }
   absl::StatusOr<FetchedSnapshot> whole =
       FetchSnapshot(victim.address(), StripedRequest(1), kParams, seconds(10));
@@ -1362,7 +1362,7 @@ TEST(HostilePeer, LyingStripingSourcesAreRefused) {
 // probe the node refuses (another cluster's fingerprint) holds nothing.
 TEST(HostilePeer, ProbeThatNeverJoinsHoldsAFinishedNodeForOneFailureTimeout) {
   Victim victim(TlsConfig{});
-  victim.node()->SetTrainingDone(0);
+  victim.node()->training().SetTrainingDone(0);
   auto quiescent = [&] {
     v1::NodeStatus status;
     victim.node()->FillStatus(&status);

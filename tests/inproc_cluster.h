@@ -189,7 +189,7 @@ class Nodes {
     std::mt19937_64 rng(first * 31 + static_cast<uint64_t>(i));
     for (int k = 0; k < count; ++k) {
       Message m = MakeMessage(options_[i], first + k, rng);
-      ASSERT_TRUE(node(i)->Publish(m.update, m.decoded).ok());
+      ASSERT_TRUE(node(i)->training().Publish(m.update, m.decoded).ok());
       if (gap.count() > 0) std::this_thread::sleep_for(gap);
     }
   }
@@ -201,9 +201,9 @@ class Nodes {
     std::vector<std::thread> threads;
     for (size_t i = 0; i < nodes_.size(); ++i) {
       threads.emplace_back([&, i] {
-        node(i)->SetTrainingDone(0);
-        results[i] = node(i)->WaitQuiescent(Clock::now() + timeout,
-                                            [](Received&) { return absl::OkStatus(); });
+        node(i)->training().SetTrainingDone(0);
+        results[i] = node(i)->training().WaitQuiescent(Clock::now() + timeout,
+                                                       [](Received&) { return absl::OkStatus(); });
       });
     }
     for (auto& t : threads) t.join();
@@ -266,11 +266,11 @@ inline std::vector<absl::Status> QuiesceOn(Nodes& c, ManualClock& clock,
   std::vector<std::thread> threads;
   for (int i = 0; i < c.size(); ++i) {
     threads.emplace_back([&, i] {
-      c.node(i)->SetTrainingDone(0);
+      c.node(i)->training().SetTrainingDone(0);
       absl::Status s;
       do {
-        s = c.node(i)->WaitQuiescent(Clock::now() + milliseconds(50),
-                                     [](Received&) { return absl::OkStatus(); });
+        s = c.node(i)->training().WaitQuiescent(Clock::now() + milliseconds(50),
+                                                [](Received&) { return absl::OkStatus(); });
       } while (s.code() == absl::StatusCode::kDeadlineExceeded && !stepping_ended.load());
       results[i] = s;
       ++finished;

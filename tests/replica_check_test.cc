@@ -24,8 +24,8 @@ using std::chrono::seconds;
 // in for the training replica: measured on a consistent cut.
 void CheckMirror(GossipNode* node) {
   GossipNode::Snapshot cut = node->TakeSnapshot(/*with_weights=*/true);
-  node->RecordReplicaCheck(cut.applied, node->weight_checksum().Of(cut.weights), cut.checksum,
-                           0);
+  node->training().RecordReplicaCheck(cut.applied, node->weight_checksum().Of(cut.weights),
+                                      cut.checksum, 0);
 }
 
 GossipNode::Counters Counters(GossipNode* node) { return node->counters(); }
@@ -42,7 +42,7 @@ TEST(ReplicaCheck, HealthyReplicasAgreeWhileTraining) {
       std::mt19937_64 rng(i);
       for (uint64_t seq = 1; seq <= 200; ++seq) {
         Message m = MakeMessage(c.options(i), seq, rng);
-        ASSERT_TRUE(c.node(i)->Publish(m.update, m.decoded).ok());
+        ASSERT_TRUE(c.node(i)->training().Publish(m.update, m.decoded).ok());
         if (seq % 20 == 0) CheckMirror(c.node(i));
         std::this_thread::sleep_for(milliseconds(3));
       }
@@ -204,11 +204,11 @@ TEST(ReplicaCheck, CorruptMirrorIsNotServedAndIsRepaired) {
   ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(0)->Applied(), {"n1", 1001}) == 5; }));
   GossipNode::Snapshot cut = c.node(0)->TakeSnapshot(true);
   EXPECT_TRUE(c.node(0)->CheckSnapshotServed(cut, c.node(0)->weight_checksum().Of(cut.weights)));
-  EXPECT_FALSE(c.node(0)->ResyncSource().has_value());
+  EXPECT_FALSE(c.node(0)->training().ResyncSource().has_value());
   cut.weights[7] -= 3;
   EXPECT_FALSE(c.node(0)->CheckSnapshotServed(cut, c.node(0)->weight_checksum().Of(cut.weights)));
   EXPECT_EQ(Counters(c.node(0)).replica_check_failures(), 1u);
-  EXPECT_EQ(c.node(0)->ResyncSource(), std::optional<std::string>(Address(1)));
+  EXPECT_EQ(c.node(0)->training().ResyncSource(), std::optional<std::string>(Address(1)));
 }
 
 }  // namespace

@@ -263,7 +263,7 @@ absl::Status GossipPeers::Resync(const std::string& source,
 }
 
 absl::Status GossipPeers::ResyncIfAsked() {
-  const std::optional<std::string> source = node_->ResyncSource();
+  const std::optional<std::string> source = node_->training().ResyncSource();
   if (!source) return absl::OkStatus();
   const absl::Status s = Resync(*source, node_->LiveMemberAddresses(*source));
   if (s.ok()) return s;
@@ -278,7 +278,7 @@ absl::Status GossipPeers::ResyncIfAsked() {
     // what its own header says: never installed; ask another member.
     *log_ << "reckon-worker: snapshot from " << *source << " NOT INSTALLED: " << s.message() << "\n"
           << std::flush;
-    node_->ResyncFailed(*source, /*need_our_messages=*/false);
+    node_->training().ResyncFailed(*source, /*need_our_messages=*/false);
     return absl::OkStatus();
   }
   if (!no_answer && !lacks_ours) {
@@ -288,12 +288,12 @@ absl::Status GossipPeers::ResyncIfAsked() {
     // refuser owns). Another member is asked, or the re-join dropped.
     *log_ << "reckon-worker: re-join from " << *source << " refused: " << s.message() << "\n"
           << std::flush;
-    node_->ResyncFailed(*source, /*need_our_messages=*/false, /*refused=*/true);
+    node_->training().ResyncFailed(*source, /*need_our_messages=*/false, /*refused=*/true);
     return absl::OkStatus();
   }
-  if (!node_->ResyncFailed(*source, lacks_ours) && lacks_ours) return s;
+  if (!node_->training().ResyncFailed(*source, lacks_ours) && lacks_ours) return s;
   *log_ << "reckon-worker: re-join from " << *source << " failed (" << s.message()
-        << "); trying again from " << node_->ResyncSource().value_or(*source) << "\n"
+        << "); trying again from " << node_->training().ResyncSource().value_or(*source) << "\n"
         << std::flush;
   return absl::OkStatus();
 }
@@ -342,7 +342,8 @@ absl::Status GossipPeers::Apply(model::Replica& replica, server::Received& recei
     // cut the node gave with what was just applied (one copy; on a GPU one
     // copy off the device).
     RECKON_ASSIGN_OR_RETURN(std::vector<int64_t> weights, replica.ReadWeights());
-    node_->OfferTrainingCut(*std::move(received.cut), received.checksum, std::move(weights));
+    node_->training().OfferTrainingCut(*std::move(received.cut), received.checksum,
+                                       std::move(weights));
   }
   return absl::OkStatus();
 }
@@ -353,7 +354,7 @@ absl::Status GossipPeers::WaitApplying(model::Replica& replica,
   // take the step anyway (the next one waits again).
   const auto deadline = server::Clock::now() + 2 * options_.node.failure_timeout;
   while (!wait(server::Clock::now() + std::chrono::milliseconds(50))) {
-    server::Received r = node_->TakeReceived();
+    server::Received r = node_->training().TakeReceived();
     RECKON_RETURN_IF_ERROR(Apply(replica, r));
     // SIGTERM: this step is the last; the trainer stops before the next.
     if (server::Clock::now() > deadline || Stopped()) break;
@@ -364,26 +365,27 @@ absl::Status GossipPeers::WaitApplying(model::Replica& replica,
 absl::Status GossipPeers::BeforeStep(model::Replica& replica, uint64_t steps_done) {
   RECKON_RETURN_IF_ERROR(node_->Health());
   RECKON_RETURN_IF_ERROR(ResyncIfAsked());
-  node_->SetLocalSteps(steps_done);
+  node_->training().SetLocalSteps(steps_done);
   // Backpressure: never outrun the links so far that the log would have to
   // drop our own messages before a live peer has them (NodeOptions::
   // max_backlog_bytes).
-  RECKON_RETURN_IF_ERROR(WaitApplying(
-      replica, [&](server::Clock::time_point until) { return node_->WaitWhileBacklogged(until); }));
+  RECKON_RETURN_IF_ERROR(WaitApplying(replica, [&](server::Clock::time_point until) {
+    return node_->training().WaitWhileBacklogged(until);
+  }));
   if (options_.max_lag > 0) {  // bounded staleness: wait for the slowest live peer
     RECKON_RETURN_IF_ERROR(WaitApplying(replica, [&](server::Clock::time_point until) {
-      return node_->WaitWhileLagging(options_.max_lag, until);
+      return node_->training().WaitWhileLagging(options_.max_lag, until);
     }));
   }
   if (options_.check_interval.count() > 0 && server::Clock::now() >= next_check_) {
     return CheckReplica(replica, steps_done);
   }
-  server::Received received = node_->TakeReceived();
+  server::Received received = node_->training().TakeReceived();
   return Apply(replica, received);
 }
 
 absl::Status GossipPeers::CheckReplica(model::Replica& replica, uint64_t steps_done) {
-  server::Received received = node_->TakeReceived(/*with_cut=*/true);
+  server::Received received = node_->training().TakeReceived(/*with_cut=*/true);
   RECKON_RETURN_IF_ERROR(Apply(replica, received));
   const auto start = server::Clock::now();
   RECKON_ASSIGN_OR_RETURN(const uint64_t measured, replica.Checksum(node_->weight_checksum()));
@@ -392,12 +394,12 @@ absl::Status GossipPeers::CheckReplica(model::Replica& replica, uint64_t steps_d
   next_check_ =
       server::Clock::now() + std::max<server::Clock::duration>(options_.check_interval, 100 * took);
   const double ms = std::chrono::duration<double, std::milli>(took).count();
-  node_->RecordReplicaCheck(*received.cut, measured, received.checksum, ms);
+  node_->training().RecordReplicaCheck(*received.cut, measured, received.checksum, ms);
   if (measured == received.checksum) return absl::OkStatus();
   // This replica is wrong and every step from it would train on wrong
   // weights: replace it by a live peer's, which that peer checks before
   // sending and we check again before installing.
-  std::optional<std::string> source = node_->RepairSource();
+  std::optional<std::string> source = node_->training().RepairSource();
   if (!source) {
     *log_ << "reckon-worker: the replica failed its check at step " << steps_done
           << " and no peer is alive to repair it from; checking again at the next interval\n"
@@ -414,18 +416,18 @@ absl::Status GossipPeers::CheckReplica(model::Replica& replica, uint64_t steps_d
     next_check_ = server::Clock::now();
     return absl::OkStatus();
   }
-  node_->CountReplicaRepair();
-  server::Received repaired = node_->TakeReceived();
+  node_->training().CountReplicaRepair();
+  server::Received repaired = node_->training().TakeReceived();
   return Apply(replica, repaired);
 }
 
 absl::Status GossipPeers::Publish(v1::Update message, const codec::DecodedUpdate& decoded) {
-  return node_->Publish(std::move(message), decoded);
+  return node_->training().Publish(std::move(message), decoded);
 }
 
 absl::Status GossipPeers::Finish(model::Replica& replica, uint64_t steps_done,
                                  const std::atomic<bool>* stop) {
-  node_->SetTrainingDone(steps_done);
+  node_->training().SetTrainingDone(steps_done);
   *log_ << "reckon-worker: finished training; waiting for the cluster to be quiescent\n"
         << std::flush;
   const auto deadline = server::Clock::now() + options_.quiesce_timeout;
@@ -450,7 +452,7 @@ absl::Status GossipPeers::CheckReplicaAtQuiescence(model::Replica& replica) {
   // Quiescent: nothing left to take, so the replica is at the node's vector
   // and must have the checksum its messages give (the node settled with
   // this replica's own hash: the checksum is the independent check).
-  server::Received rest = node_->TakeReceived();
+  server::Received rest = node_->training().TakeReceived();
   RECKON_RETURN_IF_ERROR(Apply(replica, rest));
   RECKON_ASSIGN_OR_RETURN(const uint64_t measured, replica.Checksum(node_->weight_checksum()));
   if (measured != rest.checksum) {
@@ -464,7 +466,7 @@ absl::Status GossipPeers::CheckReplicaAtQuiescence(model::Replica& replica) {
 absl::Status GossipPeers::ApplyUntilQuiescent(model::Replica& replica,
                                               server::Clock::time_point until) {
   RECKON_RETURN_IF_ERROR(ResyncIfAsked());
-  return node_->WaitQuiescent(
+  return node_->training().WaitQuiescent(
       until, [&](server::Received& r) { return Apply(replica, r); },
       [&] { return replica.WeightHash(); });
 }
@@ -497,10 +499,10 @@ void GossipPeers::DescribeInput(const InputTransform& input) {
   proto.set_divisor(input.divisor);
   proto.mutable_mean()->Assign(input.mean.begin(), input.mean.end());
   proto.mutable_inv_stddev()->Assign(input.inv_stddev.begin(), input.inv_stddev.end());
-  node_->SetInputStandardization(std::move(proto));
+  node_->training().SetInputStandardization(std::move(proto));
 }
 
-int GossipPeers::TrainingMembers() { return node_->TrainingMembers(); }
+int GossipPeers::TrainingMembers() { return node_->training().TrainingMembers(); }
 
 bool GossipPeers::HoldsMessages() { return TotalSeqs(node_->Applied()) > 0; }
 

@@ -10,7 +10,7 @@
 //   words --encode--> Update --decode--> DecodedUpdate == words  (the self-check)
 //                        |                    |
 //                        |                    +--> own replica (ApplyOwnEmission / ApplyUpdates)
-//                        +--(moved)--> sink (TrainingPeers::Publish -> GossipNode::Publish)
+//                        +--(moved)--> sink (TrainingPeers::Publish -> TrainingPort::Publish)
 //
 // The own replica applies the emitted words only after the self-check has
 // shown that every peer decodes exactly those: the replicas stay identical

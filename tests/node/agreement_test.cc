@@ -173,7 +173,7 @@ TEST(GossipNode, ASnapshotInstalledWithoutAMirrorIsReplayedByTheTrainingThread) 
                   ->InstallSnapshot(snapshot, {{{"n0", 1000}, 1}},
                                     c.node(0)->weight_checksum().Of(snapshot), "peer")
                   .ok());
-  Received got = c.node(0)->TakeReceived();
+  Received got = c.node(0)->training().TakeReceived();
   ASSERT_TRUE(got.replace_weights.has_value());
   EXPECT_EQ(*got.replace_weights, snapshot);
   EXPECT_EQ(got.updates.size(), 2u);  // seqs 2 and 3, ours, from the log

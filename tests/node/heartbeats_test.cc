@@ -283,16 +283,17 @@ TEST(GossipNode, TrainingWaitsWhileItsBacklogIsOverTheCap) {
     o.failure_timeout = seconds(3);
     o.max_backlog_bytes = 1;
   });
-  EXPECT_TRUE(c.node(0)->WaitWhileBacklogged(Clock::now()));  // no peer yet: nothing owed
+  EXPECT_TRUE(
+      c.node(0)->training().WaitWhileBacklogged(Clock::now()));  // no peer yet: nothing owed
   c.Start();
   ASSERT_TRUE(PeerAlive(c));
   c.Publish(0, 1, 3);
-  EXPECT_GT(c.node(0)->OwnBacklogBytes(), 0u);
+  EXPECT_GT(c.node(0)->training().OwnBacklogBytes(), 0u);
   const auto start = Clock::now();
-  ASSERT_TRUE(c.node(0)->WaitWhileBacklogged(start + seconds(20)));
+  ASSERT_TRUE(c.node(0)->training().WaitWhileBacklogged(start + seconds(20)));
   const auto waited = Clock::now() - start;
   EXPECT_EQ(SeqOf(c.node(1)->Applied(), {"n0", 1000}), 3u);
-  EXPECT_EQ(c.node(0)->OwnBacklogBytes(), 0u);
+  EXPECT_EQ(c.node(0)->training().OwnBacklogBytes(), 0u);
   EXPECT_GE(waited, milliseconds(600));  // out and back over a 300 ms link
   EXPECT_GE(c.node(0)->counters().backpressure_ms(), 600u);
 }
@@ -307,9 +308,9 @@ TEST(GossipNode, DefaultBacklogCapIsAShareOfTheLog) {
   ASSERT_TRUE(StepUntil(
       c, clock, [&] { return AllAliveNow(c); }, seconds(5)));
   c.Publish(0, 1, 3);
-  EXPECT_GT(c.node(0)->OwnBacklogBytes(), 0u);
-  EXPECT_LT(c.node(0)->OwnBacklogBytes(), size_t{1 << 20} / 4);
-  EXPECT_TRUE(c.node(0)->WaitWhileBacklogged(Clock::now()));
+  EXPECT_GT(c.node(0)->training().OwnBacklogBytes(), 0u);
+  EXPECT_LT(c.node(0)->training().OwnBacklogBytes(), size_t{1 << 20} / 4);
+  EXPECT_TRUE(c.node(0)->training().WaitWhileBacklogged(Clock::now()));
   EXPECT_EQ(c.node(0)->counters().backpressure_ms(), 0u);
 }
 

@@ -143,18 +143,18 @@ TEST(GossipNode, AMemberThatSaysItTrainsCountsAmongTheWorkersTraining) {
   Nodes c(1);
   c.Start();
   GossipNode* node = c.node(0);
-  EXPECT_EQ(node->TrainingMembers(), 1);
+  EXPECT_EQ(node->training().TrainingMembers(), 1);
   ScriptedPeer a(node, "a", 7, "inproc:a");
   ScriptedPeer b(node, "b", 8, "inproc:b");
-  ASSERT_TRUE(Eventually([&] { return node->TrainingMembers() == 3; }));
+  ASSERT_TRUE(Eventually([&] { return node->training().TrainingMembers() == 3; }));
   v1::GossipFrame done;
   done.mutable_heartbeat()->set_training_done(true);
   a.Send(done);
-  ASSERT_TRUE(Eventually([&] { return node->TrainingMembers() == 2; }));
+  ASSERT_TRUE(Eventually([&] { return node->training().TrainingMembers() == 2; }));
   v1::GossipFrame leave;
   leave.mutable_leave()->set_reason("gone");
   b.Send(leave);
-  ASSERT_TRUE(Eventually([&] { return node->TrainingMembers() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return node->training().TrainingMembers() == 1; }));
 }
 
 // A mesh member does not forward: in a tree cluster the members below it

@@ -52,14 +52,14 @@ class TrainingReplica {
     if (got.replace_weights) RECKON_RETURN_IF_ERROR(replica_.Load(*got.replace_weights));
     for (const auto& u : got.updates) RECKON_RETURN_IF_ERROR(codec::ApplyDecoded(*u, &replica_));
     if (got.weights_wanted) {
-      node->OfferTrainingCut(*got.cut, got.checksum, Weights());
+      node->training().OfferTrainingCut(*got.cut, got.checksum, Weights());
       ++cuts_offered_;
     }
     return absl::OkStatus();
   }
   // One step boundary: what arrived is taken and applied.
   absl::Status Step(GossipNode* node) {
-    Received got = node->TakeReceived();
+    Received got = node->training().TakeReceived();
     return Drain(node, got);
   }
   void Publish(GossipNode* node, const NodeOptions& o, uint64_t first, int count) {
@@ -67,12 +67,12 @@ class TrainingReplica {
     for (int k = 0; k < count; ++k) {
       Message m = MakeMessage(o, first + k, rng);
       ASSERT_TRUE(codec::ApplyDecoded(m.decoded, &replica_).ok());
-      ASSERT_TRUE(node->Publish(m.update, m.decoded).ok());
+      ASSERT_TRUE(node->training().Publish(m.update, m.decoded).ok());
     }
   }
   absl::Status Quiesce(GossipNode* node, milliseconds timeout) {
-    node->SetTrainingDone(0);
-    return node->WaitQuiescent(
+    node->training().SetTrainingDone(0);
+    return node->training().WaitQuiescent(
         Clock::now() + timeout, [&](Received& r) { return Drain(node, r); },
         [&]() -> absl::StatusOr<std::string> { return replica_.WeightHash(); });
   }
@@ -230,7 +230,7 @@ inline ReceiveOutcome Receive(int threads) {
       << node->counters().DebugString();
   ReceiveOutcome out;
   out.hash = node->ReplicaHash();
-  for (const auto& u : node->TakeReceived().updates) out.accepted_seqs.push_back(u->seq);
+  for (const auto& u : node->training().TakeReceived().updates) out.accepted_seqs.push_back(u->seq);
   const GossipNode::Counters counters = node->counters();
   out.decode_errors = counters.decode_errors();
   out.duplicates_dropped = counters.duplicates_dropped();

@@ -121,13 +121,13 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
   resync.mutable_resync()->set_first_retained_seq(5);
   behind.Send(resync);
   // Both have a's messages; the sender is asked last.
-  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:b"; }));
+  ASSERT_TRUE(Eventually([&] { return node->training().ResyncSource() == "inproc:b"; }));
   // Nobody holds all our messages: nowhere better to go.
-  EXPECT_FALSE(node->ResyncFailed("inproc:b", /*need_our_messages=*/true));
-  EXPECT_EQ(node->ResyncSource(), "inproc:b");
+  EXPECT_FALSE(node->training().ResyncFailed("inproc:b", /*need_our_messages=*/true));
+  EXPECT_EQ(node->training().ResyncSource(), "inproc:b");
   // A source that did not answer: another that has what we lack will do.
-  EXPECT_TRUE(node->ResyncFailed("inproc:b", /*need_our_messages=*/false));
-  EXPECT_EQ(node->ResyncSource(), "inproc:a");
+  EXPECT_TRUE(node->training().ResyncFailed("inproc:b", /*need_our_messages=*/false));
+  EXPECT_EQ(node->training().ResyncSource(), "inproc:a");
   // Once b holds all three, a snapshot lacking them sends us there.
   holder.Send(heartbeat(3));
   ASSERT_TRUE(Eventually([&] {
@@ -138,8 +138,8 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
     }
     return false;
   }));
-  EXPECT_TRUE(node->ResyncFailed("inproc:a", /*need_our_messages=*/true));
-  EXPECT_EQ(node->ResyncSource(), "inproc:b");
+  EXPECT_TRUE(node->training().ResyncFailed("inproc:a", /*need_our_messages=*/true));
+  EXPECT_EQ(node->training().ResyncSource(), "inproc:b");
 }
 
 // A ResyncRequired says its sender no longer holds messages of an origin
@@ -177,44 +177,45 @@ TEST(GossipNode, AResyncRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
   mallory.Send(resync("a", 7, 5));
   mallory.Send(resync("n0", 1000, uint64_t{1} << 60));
   ASSERT_TRUE(Eventually([&] { return ignored() == 2; }));
-  EXPECT_FALSE(node->ResyncSource().has_value());
+  EXPECT_FALSE(node->training().ResyncSource().has_value());
   // About an origin nobody has applied that far.
   const OriginKey ghost{"ghost", 1};
   mallory.Send(resync("ghost", 1, 5));
   ASSERT_TRUE(Eventually([&] { return ignored() == 3; }));
-  EXPECT_FALSE(node->ResyncSource().has_value());
+  EXPECT_FALSE(node->training().ResyncSource().has_value());
   // The liar alone claims it: asked, it refuses, and the re-join is dropped.
   mallory.Send(claims(ghost, 10));
   mallory.Send(resync("ghost", 1, 5));
-  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:mallory"; }));
-  EXPECT_TRUE(node->ResyncFailed("inproc:mallory", /*need_our_messages=*/false, /*refused=*/true));
-  EXPECT_FALSE(node->ResyncSource().has_value());
+  ASSERT_TRUE(Eventually([&] { return node->training().ResyncSource() == "inproc:mallory"; }));
+  EXPECT_TRUE(node->training().ResyncFailed("inproc:mallory", /*need_our_messages=*/false,
+                                            /*refused=*/true));
+  EXPECT_FALSE(node->training().ResyncSource().has_value());
   EXPECT_EQ(ignored(), 4u);
   // b has it too: b is asked, not the sender.
   b.Send(claims(ghost, 6));
   mallory.Send(resync("ghost", 1, 5));
-  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:b"; }));
+  ASSERT_TRUE(Eventually([&] { return node->training().ResyncSource() == "inproc:b"; }));
   // b does not answer: the sender is the other that has it; it refuses, and
   // b is asked again; b refuses too: none left.
-  EXPECT_TRUE(node->ResyncFailed("inproc:b", /*need_our_messages=*/false));
-  EXPECT_EQ(node->ResyncSource(), "inproc:mallory");
-  EXPECT_TRUE(node->ResyncFailed("inproc:mallory", false, /*refused=*/true));
-  EXPECT_EQ(node->ResyncSource(), "inproc:b");
-  EXPECT_TRUE(node->ResyncFailed("inproc:b", false, /*refused=*/true));
-  EXPECT_FALSE(node->ResyncSource().has_value());
+  EXPECT_TRUE(node->training().ResyncFailed("inproc:b", /*need_our_messages=*/false));
+  EXPECT_EQ(node->training().ResyncSource(), "inproc:mallory");
+  EXPECT_TRUE(node->training().ResyncFailed("inproc:mallory", false, /*refused=*/true));
+  EXPECT_EQ(node->training().ResyncSource(), "inproc:b");
+  EXPECT_TRUE(node->training().ResyncFailed("inproc:b", false, /*refused=*/true));
+  EXPECT_FALSE(node->training().ResyncSource().has_value());
   EXPECT_EQ(ignored(), 5u);
   // An origin about itself: its own messages are its to serve.
   a.Send(resync("a", 7, 5));
-  ASSERT_TRUE(Eventually([&] { return node->ResyncSource() == "inproc:a"; }));
+  ASSERT_TRUE(Eventually([&] { return node->training().ResyncSource() == "inproc:a"; }));
   EXPECT_EQ(ignored(), 5u);
   // It does not answer: asked again while it is a live member, and the
   // re-join dropped once it is dead (its address was junk, say).
-  EXPECT_FALSE(node->ResyncFailed("inproc:a", /*need_our_messages=*/false));
-  EXPECT_EQ(node->ResyncSource(), "inproc:a");
+  EXPECT_FALSE(node->training().ResyncFailed("inproc:a", /*need_our_messages=*/false));
+  EXPECT_EQ(node->training().ResyncSource(), "inproc:a");
   a.Close();
   ASSERT_TRUE(Eventually([&] {
-    node->ResyncFailed("inproc:a", false);
-    return !node->ResyncSource().has_value();
+    node->training().ResyncFailed("inproc:a", false);
+    return !node->training().ResyncSource().has_value();
   }));
   EXPECT_EQ(ignored(), 6u);
 }
@@ -240,7 +241,8 @@ TEST(GossipNode, MemberBehindOnAnOriginNoLogHoldsIsToldToRejoin) {
   c.node(0)->FillStatus(&s, false);
   ASSERT_EQ(s.log_messages(), 0u) << "n0 still holds n1's messages: nothing to test";
   c.net().Heal();
-  EXPECT_TRUE(step_until([&] { return c.node(2)->ResyncSource() == "inproc:n0"; }, seconds(10)))
+  EXPECT_TRUE(
+      step_until([&] { return c.node(2)->training().ResyncSource() == "inproc:n0"; }, seconds(10)))
       << VersionJson(c.node(2)->Applied());
 }
 

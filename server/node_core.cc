@@ -1,0 +1,149 @@
+// The state the gossip node's sides share, and the questions more than one of
+// them asks of it under the lock (server/node_core.h).
+#include "server/node_core.h"
+
+#include <algorithm>
+#include <iostream>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "codec/codec.h"
+#include "server/membership.h"
+
+namespace reckon::server {
+
+NodeCore::NodeCore(NodeOptions options_in, AppliedReplica replica_in, bool clock_injected)
+    : options(std::move(options_in)),
+      self{options.node_id, options.incarnation},
+      lanes{options.lanes, options.lane_min_bytes},
+      signatures(options.signatures.get()),
+      checksum(options.fingerprint.seed()),
+      param_count(replica_in.param_count()),
+      // An injected clock (a test's) is looked at every millisecond: a
+      // test that moves it a heartbeat waits that long, not a heartbeat.
+      inbox(
+          options.inbox_byte_cap, options.clock,
+          clock_injected ? Clock::duration(std::chrono::milliseconds(1)) : Clock::duration::max()),
+      replica(std::move(replica_in)),
+      early(options.early_arrival_cap, options.early_arrival_byte_cap),
+      log(options.log_byte_cap, options.log_min_retention),
+      membership(
+          options, self, counters, [this](const std::string& line) { Log(line); }, Now()),
+      heartbeats(HeartbeatWriter::Options{self, options.listen_address, options.member_list_every,
+                                          options.failure_timeout, options.heartbeat_interval}) {}
+
+void NodeCore::Log(const std::string& line) const {
+  // One write per line: nodes sharing a process (the transport bench) do not
+  // interleave within a line.
+  const std::string whole = absl::StrCat("reckon-gossip[", options.node_id, "]: ", line, "\n");
+  absl::MutexLock l(&log_mu_);
+  std::cerr.write(whole.data(), static_cast<std::streamsize>(whole.size()));
+  std::cerr.flush();
+}
+
+LocalQuiescence NodeCore::LocalQuiescenceLocked() {
+  LocalQuiescence q;
+  q.node_id = self.node_id;
+  q.training_done = handoff.done();
+  q.applying = handoff.pending();
+  q.unreached = membership.SeedsUnreached();
+  q.joining = membership.JoinersStillComing(Now());
+  q.applied = replica.applied();
+  q.settled = settlement.settled();
+  q.settled_at = settlement.at();
+  q.settled_hash = settlement.hash();
+  return q;
+}
+
+bool NodeCore::SettledLocked(std::string* why) {
+  return Settled(LocalQuiescenceLocked(), membership.table().members(), why);
+}
+
+bool NodeCore::QuiescentLocked(std::string* why) {
+  return Quiescent(LocalQuiescenceLocked(), membership.table().members(), why);
+}
+
+void NodeCore::UpdateSettled() {
+  std::string why;
+  // SHA-256 of the whole replica, on this thread: only when this node
+  // settles at a new vector.
+  settlement.Record(SettledLocked(&why), replica.applied(),
+                    [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu is held
+                      return SettledHashLocked();
+                    });
+  if (settlement.settled()) {
+    for (const auto& [id, m] : membership.table()) CheckSettledHash(m);
+  }
+}
+
+void NodeCore::CheckSettledHash(const Member& m) {
+  // Per heartbeat received: nothing to compare (and no state to copy) until
+  // both sides have settled, i.e. during all of training.
+  if (!fatal.ok() || !settlement.settled() || !m.settled) return;
+  if (std::optional<std::string> line = Divergence(LocalQuiescenceLocked(), m)) {
+    fatal = absl::DataLossError(*line);
+    Log(*line);
+  }
+}
+
+std::optional<std::string> NodeCore::SettledHashLocked() {
+  if (replica.has_mirror()) return replica.mirror().WeightHash();
+  if (std::optional<std::string> hash = handoff.HashAt(replica.applied())) return hash;
+  // Settled: the training thread is in WaitQuiescent, which hashes its
+  // replica once it applied everything taken.
+  if (!handoff.hash_wanted()) {
+    handoff.WantHash();
+    changed.SignalAll();
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> NodeCore::RepairSourceLocked(const std::string& avoid) {
+  const Member* best = nullptr;
+  const uint64_t published = last_published;  // lambdas are not seen to hold mu
+  auto rank = [&](const Member& m) {
+    uint64_t total = 0;
+    for (const auto& [origin, seq] : m.applied) total += seq;
+    return std::make_tuple(SeqOf(m.applied, self) >= published,
+                           m.checks_diverged == 0 && m.checks_agreed > 0, total);
+  };
+  auto rank_avoiding = [&](const Member& m) { return std::make_pair(m.address != avoid, rank(m)); };
+  for (const auto& [id, m] : membership.table()) {
+    if (m.state() != MemberState::kAlive || m.address.empty()) continue;
+    if (best == nullptr || rank_avoiding(m) > rank_avoiding(*best)) best = &m;
+  }
+  if (best == nullptr) return std::nullopt;
+  return best->address;
+}
+
+std::optional<std::string> NodeCore::ResyncSourceFor(const OriginKey& origin,
+                                                     uint64_t first_retained,
+                                                     const std::string& sender,
+                                                     const std::set<std::string>& avoid) {
+  const Member* last_resort = nullptr;
+  for (const auto& [id, m] : membership.table()) {
+    if (m.state() != MemberState::kAlive || m.address.empty() || avoid.count(m.address)) continue;
+    const bool has_it = SeqOf(m.applied, origin) + 1 >= first_retained ||
+                        (origin.node_id == id && origin.incarnation == m.incarnation);
+    if (!has_it) continue;
+    if (id != sender) return m.address;
+    last_resort = &m;
+  }
+  if (last_resort == nullptr) return std::nullopt;
+  return last_resort->address;
+}
+
+void NodeCore::CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped) {
+  if (wrapped == 0) return;
+  counters.Add(Counters::kWeightsWrappedFieldNumber, wrapped);
+  // Counted under mu here (the node thread and Publish): the total read
+  // back is this call's.
+  const uint64_t total = counters.Get(Counters::kWeightsWrappedFieldNumber);
+  if ((total - wrapped) / 1000 != total / 1000 ||
+      total == wrapped) {  // a flood must not flood the log
+    Log(absl::StrCat(origin.ToString().substr(0, 96), " seq ", seq, " took ", wrapped,
+                     " weights past the int64 range: they wrapped (", total, " so far)"));
+  }
+}
+
+}  // namespace reckon::server
