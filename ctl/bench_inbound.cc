@@ -161,7 +161,7 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
     }
     drain_cpu_ns = OwnCpuNs() - start;
     drain_hash = replica.WeightHash();  // after the timing
-    drain_checksum = node->weight_checksum().Of(replica.quanta());
+    drain_checksum = node->service().weight_checksum().Of(replica.quanta());
   });
   const uint64_t node_cpu_before = ThreadCpuNs("reckon-gossip");
   const uint64_t recv_cpu_before = ThreadCpuNs("reckon-recv");
@@ -171,7 +171,7 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
     writers.emplace_back([&, i] { senders[i]->Send(frames[i]); });
   }
   const auto deadline = start + std::chrono::minutes(5);
-  while (node->counters().updates_applied() < expected && Clock::now() < deadline) {
+  while (node->service().counters().updates_applied() < expected && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
   out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -180,16 +180,17 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   for (std::thread& w : writers) w.join();
   // The drain ends by itself once it has applied every message the node
   // accepted; if the node fell short, it is told to stop.
-  if (node->counters().updates_applied() < expected) done = true;
+  if (node->service().counters().updates_applied() < expected) done = true;
   drain.join();
   if (!drain_status.ok()) return drain_status;
-  const uint64_t applied = node->counters().updates_applied();
+  const uint64_t applied = node->service().counters().updates_applied();
   // The node's mirror (applied in stripes on the receive threads when the
   // messages are large) and the drain's replica (one thread) took the same
   // messages: they must be the same bit for bit. Without a mirror, the
   // drain's replica must measure what the node's ledger says.
-  const std::string mirror_hash =
-      path.replica == server::NodeOptions::Replica::kMirror ? node->ReplicaHash() : drain_hash;
+  const std::string mirror_hash = path.replica == server::NodeOptions::Replica::kMirror
+                                      ? node->service().ReplicaHash()
+                                      : drain_hash;
   senders.clear();
   node->Stop(false, std::chrono::milliseconds(0));
   receiver.server->Shutdown(std::chrono::milliseconds(1000));

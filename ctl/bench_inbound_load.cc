@@ -85,8 +85,8 @@ absl::StatusOr<Receiver> StartReceiver(server::NodeOptions o, std::span<const in
   o.listen_address = absl::StrCat("127.0.0.1:", port);
   o.failure_timeout = std::chrono::seconds(120);  // origins send no heartbeats
   RECKON_ASSIGN_OR_RETURN(r.node, server::GossipNode::Create(o, initial, kFractionBits));
-  r.server->SetNode(r.node.get());
-  r.node->Start(r.server->MakeDialer(r.node.get()));
+  r.server->SetNode(&r.node->service());
+  r.node->Start(r.server->MakeDialer(&r.node->service()));
   for (int i = 0; i < origins; ++i) {
     r.origins.push_back(
         std::make_unique<Origin>(o.listen_address, absl::StrCat("o", i), o.fingerprint));

@@ -146,7 +146,7 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
   out.step_ms_absorbing = MsSince(t0) / steps;
   const uint64_t node_cpu_ns = ThreadCpuNs("reckon-gossip") - node_cpu_before;
   const uint64_t recv_cpu_ns = ThreadCpuNs("reckon-recv") - recv_cpu_before;
-  const uint64_t accepted = node->counters().updates_applied();
+  const uint64_t accepted = node->service().counters().updates_applied();
   stop = true;
   for (std::thread& w : writers) w.join();
   senders.clear();

@@ -295,8 +295,8 @@ absl::StatusOr<Latency> MeasureLatency(int nodes, int messages, double rate) {
     absl::StatusOr<std::unique_ptr<server::GossipNode>> n =
         server::GossipNode::Create(o, initial, 32);
     if (!n.ok()) return n.status();
-    servers[i]->SetNode(n->get());
-    (*n)->Start(servers[i]->MakeDialer(n->get()));
+    servers[i]->SetNode(&(*n)->service());
+    (*n)->Start(servers[i]->MakeDialer(&(*n)->service()));
     node_list.push_back(*std::move(n));
   }
   // Let the mesh form before timing.

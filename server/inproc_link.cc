@@ -77,11 +77,11 @@ InProcNetwork::~InProcNetwork() { in_flight_.reset(); }
 
 void InProcNetwork::Listen(const std::string& address, GossipNode* node, LinkEvents* events) {
   absl::MutexLock l(&mu_);
-  listeners_[address] = Listener{node, events != nullptr ? events : node};
+  listeners_[address] = Listener{node, events != nullptr ? events : &node->service()};
 }
 
 Dialer InProcNetwork::MakeDialer(GossipNode* node, LinkEvents* events) {
-  if (events == nullptr) events = node;
+  if (events == nullptr) events = &node->service();
   return [this, node, events](const std::string& address) { return Dial(node, events, address); };
 }
 
@@ -145,7 +145,7 @@ std::shared_ptr<Link> InProcNetwork::Dial(GossipNode* from, LinkEvents* events,
       reachable = Connected(from, listener);
     }
   }
-  if (listener == nullptr || !listener->started()) {
+  if (listener == nullptr || !listener->service().started()) {
     // Nobody there: refused at once.
     events->OnLinkClosed(dialed, "connection refused");
     absl::MutexLock l(&pipe->mu);

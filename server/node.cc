@@ -86,20 +86,17 @@ std::unique_ptr<base::ThreadPool> ValidationPool(const NodeOptions& o) {
 }  // namespace
 
 GossipNode::GossipNode(NodeOptions options, AppliedReplica replica, bool clock_injected)
-    : NodeService(options.fingerprint, options.node_id,
-                  options.max_origins + options.max_members + 1),
-      core_(WithClock(std::move(options)), std::move(replica), clock_injected),
+    : core_(WithClock(std::move(options)), std::move(replica), clock_injected),
       training_(core_),
+      service_(core_),
       validators_(ValidationPool(core_.options)) {}
 
 GossipNode::~GossipNode() { Stop(false, std::chrono::milliseconds(0)); }
 
-void GossipNode::Log(const std::string& line) { core_.Log(line); }
-
 void GossipNode::Start(Dialer dialer) {
   absl::MutexLock l(&core_.mu);
   core_.membership.Start(std::move(dialer), core_.Now());
-  started_flag_.store(true);
+  core_.started.store(true);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "reckon-gossip");
     Run();
@@ -154,18 +151,6 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
   if (thread_.joinable()) thread_.join();
 }
 
-void GossipNode::OnLinkUp(const std::shared_ptr<Link>& link) { core_.inbox.PushUp(link); }
-
-bool GossipNode::OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) {
-  return core_.inbox.PushFrame(link, std::move(frame));
-}
-
-size_t GossipNode::InboxBytes() { return core_.inbox.bytes(); }
-
-void GossipNode::OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) {
-  core_.inbox.PushClosed(link, why);
-}
-
 void GossipNode::Run() {
   Clock::time_point next_tick = core_.Now();
   {
@@ -177,7 +162,7 @@ void GossipNode::Run() {
     // frame never waits behind core_.mu (whoever holds it).
     Inbox::Batch batch;
     if (!core_.inbox.Take(next_tick, &batch)) return;
-    last_loop_ns_.store(Clock::now().time_since_epoch().count());
+    core_.last_loop_ns.store(Clock::now().time_since_epoch().count());
     // In slices whose decoded form stays under kDecodedSliceBytes: a batch
     // may hold the inbox's cap of frames, and decoded all at once they
     // could take 64x that. At least one slice, empty when the wait ended
@@ -264,7 +249,8 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     return;
   }
   if (f.has_refusal()) {
-    Log(absl::StrCat("refused by ", e.link->Describe(), ": ", f.refusal().reason().substr(0, 200)));
+    core_.Log(
+        absl::StrCat("refused by ", e.link->Describe(), ": ", f.refusal().reason().substr(0, 200)));
     // A Refusal is believed only as the answer to our own Hello: on a
     // stream we dialed whose handshake has not completed. Anyone can open a
     // stream to us and send one (an outsider without the token, any
@@ -294,7 +280,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   // heartbeat may overtake the updates queued before it (Link::SendUrgent).
   if (f.has_update()) m->links.CountReceived(0);
   if (core_.membership.HeardAgain(*m, now))
-    Log(absl::StrCat("peer ", m->node_id, " is alive again"));
+    core_.Log(absl::StrCat("peer ", m->node_id, " is alive again"));
   if (f.has_update()) {
     HandleUpdate(*m, std::make_shared<v1::GossipFrame>(std::move(f)), std::move(e.validated));
   } else if (f.has_certificates()) {
@@ -304,7 +290,7 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   } else if (f.has_heartbeat()) {
     HandleHeartbeat(*m, f.heartbeat(), now);
   } else if (f.has_leave()) {
-    Log(absl::StrCat("peer ", m->node_id, " left: ", f.leave().reason()));
+    core_.Log(absl::StrCat("peer ", m->node_id, " left: ", f.leave().reason()));
     core_.membership.Left(*m);
   } else if (f.has_resync()) {
     HandleResyncRequired(*m, f.resync());
@@ -316,11 +302,12 @@ void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::
   core_.inbox.Forget(link.get());
   core_.membership.LinkClosed(link);
   if (Member* m = core_.membership.table().FindByStream(link)) {
-    Log(absl::StrCat("stream to ", m->node_id, " closed: ", why));
+    core_.Log(absl::StrCat("stream to ", m->node_id, " closed: ", why));
     m->links.StreamClosed();
   } else if (LaneRef ref = FindLane(link); ref.member != nullptr) {
     if (ref.lane.ours) {
-      Log(absl::StrCat("lane ", ref.lane.index, " to ", ref.member->node_id, " closed: ", why));
+      core_.Log(
+          absl::StrCat("lane ", ref.lane.index, " to ", ref.member->node_id, " closed: ", why));
     }
     ForgetLane(ref, now);
   }
@@ -383,56 +370,6 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
 absl::Status GossipNode::Health() {
   absl::MutexLock l(&core_.mu);
   return core_.fatal;
-}
-
-void GossipNode::Count(int field_number, uint64_t n) { core_.counters.Add(field_number, n); }
-
-VersionMap GossipNode::Applied() {
-  absl::MutexLock l(&core_.mu);
-  return core_.replica.applied();
-}
-
-v1::InputStandardization GossipNode::InputStandardization() {
-  absl::MutexLock l(&core_.mu);
-  return core_.input;
-}
-
-std::string GossipNode::ReplicaHash() {
-  absl::MutexLock l(&core_.mu);
-  if (core_.replica.has_mirror()) return core_.replica.mirror().WeightHash();
-  return core_.settlement.SettledAt(core_.replica.applied()) ? core_.settlement.hash() : "";
-}
-
-GossipNode::Counters GossipNode::counters() {
-  Counters c = core_.counters.Snapshot();
-  c.set_inbox_pauses(core_.inbox.pauses());
-  return c;
-}
-
-std::optional<uint64_t> GossipNode::TicksForTesting() const {
-  absl::MutexLock l(&core_.mu);
-  if (core_.stopping) return std::nullopt;
-  return core_.heartbeats.ticks();
-}
-
-std::chrono::milliseconds GossipNode::LoopAge() const {
-  const Clock::time_point last{Clock::duration(last_loop_ns_.load())};
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last);
-}
-
-uint64_t GossipNode::MessagesBehind() {
-  absl::MutexLock l(&core_.mu);
-  uint64_t most = 0;
-  for (const auto& [id, m] : core_.membership.table()) {
-    if (m.state() != MemberState::kAlive) continue;
-    uint64_t behind = 0;
-    for (const auto& [origin, seq] : m.applied) {
-      const uint64_t ours = SeqOf(core_.replica.applied(), origin);
-      if (seq > ours) behind += seq - ours;
-    }
-    most = std::max(most, behind);
-  }
-  return most;
 }
 
 }  // namespace reckon::server

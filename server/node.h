@@ -1,19 +1,21 @@
 // The gossip node (docs/design.md "The gossip node"): membership, version vectors,
 // exactly-once in-order delivery per origin, the message log, anti-entropy,
 // failure detection and quiescence. Transport-agnostic: it talks to peers
-// through Link (link.h); grpc_transport.h provides the real links. Its
-// methods are in node*.cc, one file per concern, over parts that own their
+// through Link (link.h); grpc_transport.h provides the real links. The node
+// thread's methods are in node*.cc, one file per concern, over parts that own their
 // state (inbox.h, node_membership.h, message_log.h, ...): docs/
 // architecture.md "The gossip node in parts".
 //
 // Threads: the node runs one thread of its own, "reckon-gossip", which
 // processes every received frame, link event and timer tick in order. Link
 // reactions only enqueue into its inbox (OnFrame / OnLinkUp / OnLinkClosed).
-// The training thread calls its side, training() (training_port.h:
-// Publish, TakeReceived, the waits), and InstallSnapshot; the gRPC service
-// calls the NodeService methods (FillStatus, TakeSnapshot, ...). The state
-// they share, and the one lock over it, is the core (node_core.h). All
-// public methods are thread-safe and none blocks for long.
+// The node is split by who calls it: the training thread calls its side,
+// training() (training_port.h: Publish, TakeReceived, the waits), and
+// InstallSnapshot; the gRPC service, the HTTP endpoint and the transport's
+// link reactions call service() (service_port.h, the NodeService). The
+// state the three share, and the one lock over it, is the core
+// (node_core.h). All public methods are thread-safe and none blocks for
+// long.
 //
 // With NodeOptions::Replica::kMirror the node keeps its own fixed-point
 // mirror of the replica: the initial weights plus every message it has
@@ -65,6 +67,7 @@
 #include "server/node_options.h"
 #include "server/node_service.h"
 #include "server/quiescence.h"
+#include "server/service_port.h"
 #include "server/training_handoff.h"
 #include "server/training_port.h"
 #include "server/update_signatures.h"
@@ -73,17 +76,15 @@
 
 namespace reckon::server {
 
-// A status as the JSON `reckonctl status` and /status print: protobuf's
-// JSON mapping, field names as in the proto, every field present.
-std::string NodeStatusJson(const v1::NodeStatus& status);
-
-class GossipNode final : public NodeService {
+class GossipNode final {
  public:
+  // The counters (proto/reckon.proto NodeCounters): service().counters().
+  using Counters = NodeCore::Counters;
   // `initial_weights`: the replica before any message (from the seed).
   static absl::StatusOr<std::unique_ptr<GossipNode>> Create(NodeOptions options,
                                                             std::span<const int64_t> initial,
                                                             int fraction_bits);
-  ~GossipNode() override;
+  ~GossipNode();
 
   // Starts the node thread; from then on it dials peers. Call once, after
   // any snapshot was installed (InstallSnapshot) and the transport is ready.
@@ -99,12 +100,12 @@ class GossipNode final : public NodeService {
   // The training thread's side (training_port.h): publish, take what
   // arrived, report, wait for backpressure and quiescence.
   TrainingPort& training() { return training_; }
-  const codec::WeightChecksum& weight_checksum() const override { return core_.checksum; }
+  // The service's side (service_port.h): what the gRPC service, /status,
+  // /metrics and the transport's link reactions ask of the node.
+  ServicePort& service() { return service_; }
   // Not OK once a peer refused us for good (another cluster, a taken node
   // id): the worker stops with this error.
   absl::Status Health();
-  // True once Start ran (the service refuses streams before). Lock-free.
-  bool started() const override { return started_flag_.load(); }
 
   // --- join ---
   // Replaces the mirror and version vector with a snapshot, keeping our
@@ -115,88 +116,6 @@ class GossipNode final : public NodeService {
   // replica is not what its messages say). On any error nothing changes.
   absl::Status InstallSnapshot(std::span<const int64_t> weights, const VersionMap& applied,
                                uint64_t checksum, const std::string& source);
-
-  // A worker admitted by CheckPeer asked us for a snapshot (its join probe
-  // or the weights): it is on its way in. Until it completes a handshake,
-  // or for one failure timeout after its last request, this node does not
-  // settle (it would end the cluster without that worker's shard), and
-  // FillStatus lists it as "joining". Past max_members such workers, the
-  // newest are not recorded.
-  void NoteJoiner(const std::string& node_id, uint64_t incarnation) override;
-
-  // --- transport (link reactions; they only enqueue) ---
-  void OnLinkUp(const std::shared_ptr<Link>& link) override;
-  // False (the transport pauses the link) once the link's frames waiting
-  // in the inbox exceed its share of inbox_byte_cap: the node thread
-  // resumes it after handling what it took of the inbox.
-  bool OnFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) override;
-  // Bytes of frames waiting in the inbox now (lock-free of the node's lock).
-  size_t InboxBytes();
-  void OnLinkClosed(const std::shared_ptr<Link>& link, const std::string& why) override;
-
-  // --- service ---
-  // The status `reckonctl status` and /status show. Without
-  // `with_weight_hash` (a metrics scrape) the replica is neither copied nor
-  // hashed: the cost stays independent of the model's size.
-  void FillStatus(v1::NodeStatus* out, bool with_weight_hash = true) override;
-  // Messages the most advanced live member it hears has applied that this
-  // node has not (summed over origins): 0 when caught up.
-  uint64_t MessagesBehind();
-  // How long ago the node's event loop last ran (it runs at least every
-  // heartbeat interval while the node is started).
-  std::chrono::milliseconds LoopAge() const;
-  // Ticks the node thread has run (heartbeats, timers, dials); nullopt once
-  // stopping. For tests on a ManualClock: after the clock moves a heartbeat
-  // interval, the tick that follows has run once this count grows.
-  std::optional<uint64_t> TicksForTesting() const;
-  // A consistent cut. `with_weights` copies the replica (MiBs: a join's
-  // probe needs only the vector).
-  Snapshot TakeSnapshot(bool with_weights, Clock::time_point asked_at = {}) override;
-  // The service measured a cut's weights before serving them: a mismatch
-  // means this node's mirror is wrong. Counted and logged; the node then
-  // re-joins from a peer (ResyncSource). Returns measured == snapshot.checksum.
-  bool CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) override;
-  // Checks the fingerprint and token of `peer` (its node id): an error naming
-  // the field that differs and both nodes.
-  absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
-                         const std::string& peer) const override;
-  // The replica checksum at `at`, as the messages this node applied give it:
-  // nullopt when it has not applied that far, or its ledger no longer
-  // reaches back there (a snapshot's witness, docs/protocol.md section 7).
-  std::optional<uint64_t> ChecksumAt(const VersionMap& at) override;
-  // The addresses of the members alive now, but `except`: who may witness
-  // a snapshot of `except`.
-  std::vector<std::string> LiveMemberAddresses(const std::string& except);
-  // kPermissionDenied unless `token` is the cluster's (always OK in a
-  // cluster without one). Status calls check it; Hellos and Snapshot
-  // requests go through CheckPeer, which checks it too.
-  absl::Status CheckToken(const std::string& token) const override;
-
-  // One line on stderr, "reckon-gossip[<node id>]: ...".
-  void Log(const std::string& line) override;
-
-  VersionMap Applied() override;
-  Replay ReplayOf(const VersionMap& applied, uint64_t limit) override;
-  // ReplayOf's initial_sha256: what this node's own join compares.
-  std::string InitialSha256() {
-    absl::MutexLock l(&core_.mu);
-    return core_.initial_sha256;
-  }
-  v1::InputStandardization InputStandardization() override;
-  // The SHA-256 of the replica at this node's vector, as the node knows it:
-  // its mirror's where it keeps one; without one, the training replica's as
-  // the node last settled with it at its current vector ("" if it has not:
-  // the node never hashes a replica it does not hold).
-  std::string ReplicaHash();
-  // The counters (proto/reckon.proto NodeCounters: one list, with each
-  // one's help, for status, the worker's summary and /metrics).
-  using Counters = v1::NodeCounters;
-  Counters counters();
-  // Adds `n` to one counter, for what the service sees (snapshots served or
-  // expired, calls refused): e.g.
-  // Count(Counters::kRequestsRefusedFieldNumber). Aborts on a field number
-  // that is not a uint64 counter (a programming error).
-  void Count(int field_number, uint64_t n = 1) override;
 
  private:
   // `clock_injected`: options.clock was given (not the steady clock).
@@ -349,17 +268,13 @@ class GossipNode final : public NodeService {
   // Our last seq that a snapshot at `applied` plus our log can give.
   uint64_t OwnMessagesBeyond(const VersionMap& applied) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // The counters and limits part of FillStatus.
-  void FillCounters(v1::NodeStatus* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
 
   // The options, the lock and the parts under it, which the training port
   // (training_port.h) shares (node_core.h).
   NodeCore core_;
   TrainingPort training_;
+  ServicePort service_;
   std::thread thread_;
-  // Lock-free: read by gRPC threads and by other nodes dialing in-process.
-  std::atomic<bool> started_flag_{false};
-  std::atomic<int64_t> last_loop_ns_{0};  // steady_clock, for LoopAge
   // The threads validating received Updates and applying large ones to the
   // mirror in stripes (the node thread one of them). Only the node thread
   // calls it.

@@ -22,7 +22,7 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   // Refused whole before anything of it is taken: no member's vector names
   // more origins than ours may (a map per member of what a frame can list
   // would be memory nobody counts), as sent or as its changes make it.
-  const size_t bound = max_vector_origins();
+  const size_t bound = service_.max_vector_origins();
   absl::Status bounded = CheckOrigins(hb.applied(), bound);
   if (bounded.ok()) bounded = CheckOrigins(hb.checked(), bound);
   if (bounded.ok() && static_cast<size_t>(hb.refused_origins_size()) > bound) {
@@ -45,9 +45,9 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
     core_.counters.Add(Counters::kFramesRefusedFieldNumber);
     if (core_.counters.Get(Counters::kFramesRefusedFieldNumber) % 1000 ==
         1) {  // a flood must not flood the log
-      Log(absl::StrCat("refused a heartbeat from ", m.node_id, ": ", bounded.message(), " (",
-                       core_.counters.Get(Counters::kFramesRefusedFieldNumber),
-                       " frames refused so far)"));
+      core_.Log(absl::StrCat("refused a heartbeat from ", m.node_id, ": ", bounded.message(), " (",
+                             core_.counters.Get(Counters::kFramesRefusedFieldNumber),
+                             " frames refused so far)"));
     }
     return;
   }
@@ -73,8 +73,8 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   core_.counters.Add(Counters::kMembersRefusedFieldNumber, learned.refused);
   for (const LearnedAddress& l : learned.addresses) {
     if (l.new_member) {
-      Log(absl::StrCat("learned of peer ", l.member->node_id, " at ", l.address.substr(0, 64),
-                       " from ", m.node_id));
+      core_.Log(absl::StrCat("learned of peer ", l.member->node_id, " at ", l.address.substr(0, 64),
+                             " from ", m.node_id));
     }
     core_.membership.MoveMember(*l.member, l.address, now);
   }
@@ -102,11 +102,11 @@ void GossipNode::LearnRefusedOrigins(Member& m, const v1::Heartbeat& hb) {
   if (found == 0) return;
   core_.counters.Add(Counters::kOriginsDivergedFieldNumber, found);
   if (before == 0) {
-    Log(absl::StrCat("origins past --max-origins (", core_.options.max_origins, "): ", m.node_id,
-                     " applied ", m.refused_here.size(), " that this node refuses and refuses ",
-                     m.refused_there.size(),
-                     " that it applied; neither sends the other those, and the ending compares "
-                     "the rest (the weight hashes say whether the replicas differ)"));
+    core_.Log(absl::StrCat(
+        "origins past --max-origins (", core_.options.max_origins, "): ", m.node_id, " applied ",
+        m.refused_here.size(), " that this node refuses and refuses ", m.refused_there.size(),
+        " that it applied; neither sends the other those, and the ending compares "
+        "the rest (the weight hashes say whether the replicas differ)"));
   }
 }
 
@@ -210,10 +210,10 @@ void GossipNode::ComparePeerCheck(Member& m) {
   }
   ++m.checks_diverged;
   core_.counters.Add(Counters::kDivergencesFieldNumber);
-  Log(absl::StrCat("DIVERGENCE: ", m.node_id, "'s replica checked ",
-                   codec::ChecksumHex(check.checksum), " at ", VersionJson(check.at),
-                   " but the messages this node applied give ", codec::ChecksumHex(*ours),
-                   " there: the two applied different messages under the same ids"));
+  core_.Log(absl::StrCat("DIVERGENCE: ", m.node_id, "'s replica checked ",
+                         codec::ChecksumHex(check.checksum), " at ", VersionJson(check.at),
+                         " but the messages this node applied give ", codec::ChecksumHex(*ours),
+                         " there: the two applied different messages under the same ids"));
 }
 
 }  // namespace reckon::server

@@ -146,4 +146,55 @@ void NodeCore::CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrap
   }
 }
 
+absl::Status NodeCore::CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
+                                 const std::string& peer) const {
+  const v1::ClusterFingerprint& ours = options.fingerprint;
+  // Names both nodes, so the line reads the same in either one's log.
+  auto differs = [&](const std::string& field, const auto& there, const auto& here) {
+    return absl::FailedPreconditionError(absl::StrCat("cluster fingerprint mismatch: ", field,
+                                                      " is ", there, " on '", peer.substr(0, 64),
+                                                      "' but ", here, " on '", self.node_id, "'"));
+  };
+  if (theirs.protocol_version() != ours.protocol_version()) {
+    return differs("protocol version", theirs.protocol_version(), ours.protocol_version());
+  }
+  if (theirs.model() != ours.model()) {
+    // A framework's layout: the tensor that differs, by name.
+    if (std::optional<std::string> tensor = DescribeModelDifference(theirs.model(), ours.model())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cluster fingerprint mismatch: the model differs: ", *tensor, " (there: '",
+                       peer.substr(0, 64), "', here: '", self.node_id, "')"));
+    }
+    return differs("model", theirs.model().substr(0, 96), ours.model());
+  }
+  if (theirs.param_count() != ours.param_count()) {
+    return differs("param count", theirs.param_count(), ours.param_count());
+  }
+  if (theirs.fraction_bits() != ours.fraction_bits()) {
+    return differs("fraction bits", theirs.fraction_bits(), ours.fraction_bits());
+  }
+  if (theirs.codec() != ours.codec()) {
+    return differs("codec", v1::Codec_Name(theirs.codec()), v1::Codec_Name(ours.codec()));
+  }
+  if (theirs.seed() != ours.seed()) return differs("seed", theirs.seed(), ours.seed());
+  if (theirs.overlay() != ours.overlay()) {
+    return differs("overlay", v1::GossipOverlay_Name(theirs.overlay()),
+                   v1::GossipOverlay_Name(ours.overlay()));
+  }
+  if (theirs.pretrain_samples() != ours.pretrain_samples()) {
+    return differs("pretrain samples", theirs.pretrain_samples(), ours.pretrain_samples());
+  }
+  if (theirs.data() != ours.data()) {
+    return differs("the training data", absl::StrCat("'", theirs.data().substr(0, 96), "'"),
+                   absl::StrCat("'", ours.data(), "'"));
+  }
+  return CheckToken(token);
+}
+
+absl::Status NodeCore::CheckToken(const std::string& token) const {
+  if (!options.cluster_token.empty() && !TokenMatches(token, options.cluster_token)) {
+    return absl::PermissionDeniedError("cluster token does not match");
+  }
+  return absl::OkStatus();
+}
 }  // namespace reckon::server

@@ -5,10 +5,10 @@
 //     link event and tick; it also owns the core and the other sides;
 //   - TrainingPort (training_port.h): the training thread: publish, take
 //     what arrived, report, wait for backpressure and quiescence;
-//   - the service's calls (NodeService, node_service.h), which GossipNode
-//     answers on gRPC's threads.
+//   - ServicePort (service_port.h): the gRPC service's calls
+//     (NodeService), /status and /metrics, and the link reactions.
 // The core's methods are the questions more than one side asks of the state
-// under the lock (quiescence, where to re-join from, how far peers lag).
+// under the lock (quiescence, where to re-join from, who may ask).
 //
 // Threads: every field says how it may be read: constant after
 // construction, thread-safe on its own, or guarded by `mu`. Methods marked
@@ -89,6 +89,14 @@ struct NodeCore {
                                              const std::string& sender,
                                              const std::set<std::string>& avoid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Checks the fingerprint and token of `peer` (a Hello's or a Snapshot
+  // request's node id): an error naming the field that differs and both
+  // nodes. Any thread.
+  absl::Status CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
+                         const std::string& peer) const;
+  // kPermissionDenied unless `token` is the cluster's (always OK in a
+  // cluster without one). Any thread.
+  absl::Status CheckToken(const std::string& token) const;
   // Counts (and logs, sparingly) the `wrapped` weights `seq` of `origin`
   // took past the int64 range.
   void CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped)
@@ -111,6 +119,10 @@ struct NodeCore {
   Inbox inbox;
   // Counted without mu (node_counters.h): any thread.
   NodeCounterSet counters;
+  // Set once GossipNode::Start ran (the service refuses streams before).
+  std::atomic<bool> started{false};
+  // When the node thread's loop last ran (steady clock, ns): LoopAge.
+  std::atomic<int64_t> last_loop_ns{0};
 
   // --- guarded by mu ---
   mutable absl::Mutex mu;

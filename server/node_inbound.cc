@@ -23,7 +23,8 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   const OriginKey origin = KeyOf(update.origin());
   if (!ValidNodeId(origin.node_id) || update.seq() == 0) {
     core_.counters.Add(Counters::kDecodeErrorsFieldNumber);
-    Log(absl::StrCat("dropped an Update from ", from.node_id, ": origin or seq is not valid"));
+    core_.Log(
+        absl::StrCat("dropped an Update from ", from.node_id, ": origin or seq is not valid"));
     return;
   }
   const uint64_t have = SeqOf(core_.replica.applied(), origin);
@@ -37,10 +38,10 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
     core_.counters.Add(Counters::kOriginsRefusedFieldNumber);
     if (core_.counters.Get(Counters::kOriginsRefusedFieldNumber) % 1000 ==
         1) {  // a flood must not flood the log
-      Log(absl::StrCat("dropped an Update of a new origin ", origin.ToString().substr(0, 96),
-                       " from ", from.node_id, ": ", core_.replica.applied().size(),
-                       " origins known (", core_.counters.Get(Counters::kOriginsRefusedFieldNumber),
-                       " dropped so far)"));
+      core_.Log(absl::StrCat(
+          "dropped an Update of a new origin ", origin.ToString().substr(0, 96), " from ",
+          from.node_id, ": ", core_.replica.applied().size(), " origins known (",
+          core_.counters.Get(Counters::kOriginsRefusedFieldNumber), " dropped so far)"));
     }
     return;
   }
@@ -57,10 +58,10 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
       core_.counters.Add(Counters::kSignatureErrorsFieldNumber);
       if (core_.counters.Get(Counters::kSignatureErrorsFieldNumber) % 1000 ==
           1) {  // a flood must not flood the log
-        Log(absl::StrCat("refused Update ", origin.ToString().substr(0, 96), " seq ", update.seq(),
-                         " from ", from.node_id, ": ", v.message(), " (",
-                         core_.counters.Get(Counters::kSignatureErrorsFieldNumber),
-                         " refused so far)"));
+        core_.Log(absl::StrCat("refused Update ", origin.ToString().substr(0, 96), " seq ",
+                               update.seq(), " from ", from.node_id, ": ", v.message(), " (",
+                               core_.counters.Get(Counters::kSignatureErrorsFieldNumber),
+                               " refused so far)"));
       }
       return;
     }
@@ -72,8 +73,8 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
   }
   if (!validated->status.ok()) {
     core_.counters.Add(Counters::kDecodeErrorsFieldNumber);
-    Log(absl::StrCat("dropped Update ", origin.ToString(), " seq ", update.seq(), " from ",
-                     from.node_id, ": ", validated->status.message()));
+    core_.Log(absl::StrCat("dropped Update ", origin.ToString(), " seq ", update.seq(), " from ",
+                           from.node_id, ": ", validated->status.message()));
     return;
   }
   std::shared_ptr<const codec::DecodedUpdate> decoded = std::move(validated->decoded);
@@ -128,8 +129,8 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
     // Validated already (DecodeUpdate against this model) and next in
     // line: not reached.
     core_.counters.Add(Counters::kDecodeErrorsFieldNumber);
-    Log(absl::StrCat("could not apply ", origin.ToString(), " seq ", update.seq(), ": ",
-                     wrapped.status().message()));
+    core_.Log(absl::StrCat("could not apply ", origin.ToString(), " seq ", update.seq(), ": ",
+                           wrapped.status().message()));
     return;
   }
   core_.CountWrapped(origin, update.seq(), *wrapped);

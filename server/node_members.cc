@@ -18,63 +18,6 @@
 
 namespace reckon::server {
 
-absl::Status GossipNode::CheckPeer(const v1::ClusterFingerprint& theirs, const std::string& token,
-                                   const std::string& peer) const {
-  const v1::ClusterFingerprint& ours = core_.options.fingerprint;
-  // Names both nodes, so the line reads the same in either one's log.
-  auto differs = [&](const std::string& field, const auto& there, const auto& here) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cluster fingerprint mismatch: ", field, " is ", there, " on '",
-                     peer.substr(0, 64), "' but ", here, " on '", core_.self.node_id, "'"));
-  };
-  if (theirs.protocol_version() != ours.protocol_version()) {
-    return differs("protocol version", theirs.protocol_version(), ours.protocol_version());
-  }
-  if (theirs.model() != ours.model()) {
-    // A framework's layout: the tensor that differs, by name.
-    if (std::optional<std::string> tensor = DescribeModelDifference(theirs.model(), ours.model())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cluster fingerprint mismatch: the model differs: ", *tensor, " (there: '",
-                       peer.substr(0, 64), "', here: '", core_.self.node_id, "')"));
-    }
-    return differs("model", theirs.model().substr(0, 96), ours.model());
-  }
-  if (theirs.param_count() != ours.param_count()) {
-    return differs("param count", theirs.param_count(), ours.param_count());
-  }
-  if (theirs.fraction_bits() != ours.fraction_bits()) {
-    return differs("fraction bits", theirs.fraction_bits(), ours.fraction_bits());
-  }
-  if (theirs.codec() != ours.codec()) {
-    return differs("codec", v1::Codec_Name(theirs.codec()), v1::Codec_Name(ours.codec()));
-  }
-  if (theirs.seed() != ours.seed()) return differs("seed", theirs.seed(), ours.seed());
-  if (theirs.overlay() != ours.overlay()) {
-    return differs("overlay", v1::GossipOverlay_Name(theirs.overlay()),
-                   v1::GossipOverlay_Name(ours.overlay()));
-  }
-  if (theirs.pretrain_samples() != ours.pretrain_samples()) {
-    return differs("pretrain samples", theirs.pretrain_samples(), ours.pretrain_samples());
-  }
-  if (theirs.data() != ours.data()) {
-    return differs("the training data", absl::StrCat("'", theirs.data().substr(0, 96), "'"),
-                   absl::StrCat("'", ours.data(), "'"));
-  }
-  return CheckToken(token);
-}
-
-absl::Status GossipNode::CheckToken(const std::string& token) const {
-  if (!core_.options.cluster_token.empty() && !TokenMatches(token, core_.options.cluster_token)) {
-    return absl::PermissionDeniedError("cluster token does not match");
-  }
-  return absl::OkStatus();
-}
-
-std::vector<std::string> GossipNode::LiveMemberAddresses(const std::string& except) {
-  absl::MutexLock l(&core_.mu);
-  return core_.membership.table().LiveAddresses(except);
-}
-
 std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) const {
   auto frame = std::make_shared<v1::GossipFrame>();
   v1::Hello* h = frame->mutable_hello();
@@ -93,7 +36,8 @@ std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) cons
 
 void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& peer,
                         const std::string& reason, bool permanent) {
-  Log(absl::StrCat("refusing ", link->Describe(), " (node '", peer.substr(0, 64), "'): ", reason));
+  core_.Log(
+      absl::StrCat("refusing ", link->Describe(), " (node '", peer.substr(0, 64), "'): ", reason));
   if (!link->dialed()) {
     auto frame = std::make_shared<v1::GossipFrame>();
     frame->mutable_refusal()->set_reason(reason);
@@ -115,7 +59,7 @@ void GossipNode::RefusedByDialed(const std::shared_ptr<Link>& link, const std::s
 HelloVerdict GossipNode::Judge(const Link& link, const v1::Hello& hello) const {
   HelloContext context;
   context.fingerprint_and_token =
-      CheckPeer(hello.fingerprint(), hello.cluster_token(), hello.self().node_id());
+      core_.CheckPeer(hello.fingerprint(), hello.cluster_token(), hello.self().node_id());
   context.require_identity = core_.options.require_peer_identity;
   context.peer_identity = link.PeerIdentity();
   context.link_dialed = link.dialed();
@@ -173,15 +117,10 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     SendTo(m, frame, SIZE_MAX);
   }
   if (core_.membership.Connected(m, now)) {
-    Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
-                     ") connected: ", link->Describe()));
+    core_.Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
+                           ") connected: ", link->Describe()));
   }
   SendHeartbeat(m, MakeHeartbeats(/*tick=*/false), SIZE_MAX);
-}
-
-void GossipNode::NoteJoiner(const std::string& node_id, uint64_t incarnation) {
-  absl::MutexLock l(&core_.mu);
-  if (core_.membership.NoteJoiner(node_id, incarnation, core_.Now())) core_.changed.SignalAll();
 }
 
 void GossipNode::LearnCertificates(const Member* from, const std::vector<std::string>& pems) {
@@ -191,8 +130,8 @@ void GossipNode::LearnCertificates(const Member* from, const std::vector<std::st
     absl::StatusOr<UpdateSignatures::Learned> learned = core_.signatures->Learn(pem);
     if (!learned.ok()) {
       core_.counters.Add(Counters::kSignatureErrorsFieldNumber);
-      Log(absl::StrCat("ignored a certificate from ", from ? from->node_id : "?", ": ",
-                       learned.status().message()));
+      core_.Log(absl::StrCat("ignored a certificate from ", from ? from->node_id : "?", ": ",
+                             learned.status().message()));
       continue;
     }
     if (learned->new_one) news->mutable_certificates()->add_pem(pem);

@@ -144,10 +144,10 @@ void AddState(const v1::NodeStatus& s, uint64_t behind, Families& f) {
 
 std::vector<MetricFamily> NodeMetrics::Collect() const {
   v1::NodeStatus s;
-  node_->FillStatus(&s, /*with_weight_hash=*/false);
+  node_->service().FillStatus(&s, /*with_weight_hash=*/false);
   Families f(s.node_id());
   AddCounters(s.counters(), f);  // FillStatus copied them already
-  AddState(s, node_->MessagesBehind(), f);
+  AddState(s, node_->service().MessagesBehind(), f);
   return f.Take();
 }
 

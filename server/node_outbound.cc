@@ -25,9 +25,9 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
     if (m.links.LaneUp(ours.lane.index)) return;
     if (hello.self().node_id() != m.node_id || hello.self().incarnation() != m.incarnation ||
         hello.lane() != ours.lane.index) {
-      Log(absl::StrCat("lane ", ours.lane.index, " to ", m.node_id, " was answered by '",
-                       hello.self().node_id().substr(0, 64), "' incarnation ",
-                       hello.self().incarnation(), " lane ", hello.lane(), ": closed"));
+      core_.Log(absl::StrCat("lane ", ours.lane.index, " to ", m.node_id, " was answered by '",
+                             hello.self().node_id().substr(0, 64), "' incarnation ",
+                             hello.self().incarnation(), " lane ", hello.lane(), ": closed"));
       ForgetLane(ours, core_.Now());
       return;
     }
@@ -68,8 +68,8 @@ void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFr
     const char* kind = frame.body_case() == v1::GossipFrame::kHeartbeat ? "a Heartbeat"
                        : frame.has_update()                             ? "an Update"
                                                                         : "a non-Update frame";
-    Log(absl::StrCat("lane ", ref.lane.index, ref.lane.ours ? " to " : " from ", m.node_id,
-                     " carried ", kind, ", which lanes do not: closed"));
+    core_.Log(absl::StrCat("lane ", ref.lane.index, ref.lane.ours ? " to " : " from ", m.node_id,
+                           " carried ", kind, ", which lanes do not: closed"));
     // At once: frames of it already in the inbox find no lane.
     ForgetLane(ref, now);
     return;

@@ -1,8 +1,8 @@
 // What the gossip service (grpc_transport.h: the Exchange, Snapshot and
 // Status calls) needs of the node it serves, and nothing more: the link
 // events of accepted streams, who may ask (fingerprint, token), and a source
-// of snapshots, witnesses and status. GossipNode (node.h) implements it; the
-// transport knows only this, so it can serve another implementation (a test's
+// of snapshots, witnesses and status. ServicePort (service_port.h), the gossip node's service side,
+// implements it; the transport knows only this, so it can serve another implementation (a test's
 // stand-in) and the node's other methods stay out of its reach.
 //
 // Threads: every method is called from gRPC's threads or the service's own

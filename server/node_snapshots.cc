@@ -17,11 +17,6 @@
 
 namespace reckon::server {
 
-std::optional<uint64_t> GossipNode::ChecksumAt(const VersionMap& at) {
-  absl::MutexLock l(&core_.mu);
-  return core_.replica.ledger().At(at);
-}
-
 void GossipNode::HandleResyncRequired(const Member& from, const v1::ResyncRequired& resync) {
   const OriginKey origin = KeyOf(resync.origin());
   const uint64_t have = SeqOf(core_.replica.applied(), origin);
@@ -32,7 +27,7 @@ void GossipNode::HandleResyncRequired(const Member& from, const v1::ResyncRequir
     core_.counters.Add(Counters::kResyncsIgnoredFieldNumber);
     if (core_.counters.Get(Counters::kResyncsIgnoredFieldNumber) % 1000 ==
         1) {  // a flood must not flood the log
-      Log(absl::StrCat(
+      core_.Log(absl::StrCat(
           from.node_id, " says its log no longer holds ", origin.ToString().substr(0, 96),
           " before seq ", first, " (we have ", have, "): not re-joining, ", why, " (",
           core_.counters.Get(Counters::kResyncsIgnoredFieldNumber), " ignored so far)"));
@@ -44,8 +39,9 @@ void GossipNode::HandleResyncRequired(const Member& from, const v1::ResyncRequir
   }
   std::optional<std::string> source = core_.ResyncSourceFor(origin, first, from.node_id, {});
   if (!source) return ignore("no live member has applied it that far");
-  Log(absl::StrCat("fell out of ", from.node_id, "'s log for ", origin.ToString(), " (we have ",
-                   have, ", it keeps from ", first, "): re-joining from a snapshot of ", *source));
+  core_.Log(absl::StrCat("fell out of ", from.node_id, "'s log for ", origin.ToString(),
+                         " (we have ", have, ", it keeps from ", first,
+                         "): re-joining from a snapshot of ", *source));
   core_.resync_want = NodeCore::ResyncWant{origin, first, from.node_id, {}};
   core_.handoff.AskResync(*source);
 }
@@ -100,8 +96,8 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   // The replica no longer rests on our initial weights (whatever the
   // cluster's were, we cannot vouch for them now).
   core_.initial_sha256.clear();
-  Log(absl::StrCat("installed a snapshot from ", source, ": ",
-                   VersionJson(core_.replica.applied())));
+  core_.Log(absl::StrCat("installed a snapshot from ", source, ": ",
+                         VersionJson(core_.replica.applied())));
   core_.changed.SignalAll();
   return absl::OkStatus();
 }
@@ -114,74 +110,6 @@ uint64_t GossipNode::OwnMessagesBeyond(const VersionMap& applied) const {
     ++seq;
   }
   return seq;
-}
-
-GossipNode::Snapshot GossipNode::TakeSnapshot(bool with_weights, Clock::time_point asked_at) {
-  std::shared_ptr<const TrainingCut> cut;
-  {
-    absl::MutexLock l(&core_.mu);
-    if (!with_weights || core_.replica.has_mirror()) {
-      Snapshot out{core_.replica.applied(), core_.replica.ledger().total(), {}};
-      if (with_weights)
-        out.weights.assign(core_.replica.mirror().quanta().begin(),
-                           core_.replica.mirror().quanta().end());
-      return out;
-    }
-    cut = core_.handoff.CutSince(asked_at);
-    if (cut == nullptr) {
-      // The training thread cuts its replica at its next step boundary
-      // (TakeReceived), or in WaitQuiescent once it finished.
-      core_.handoff.WantWeights();
-      core_.changed.SignalAll();
-      Snapshot pending;
-      pending.pending = true;
-      return pending;
-    }
-  }
-  // Copied outside the lock: the cut is immutable, and shared by every
-  // snapshot asked for before it was made.
-  return Snapshot{cut->at, cut->checksum, cut->weights};
-}
-
-bool GossipNode::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) {
-  if (measured == snapshot.checksum) return true;
-  absl::MutexLock l(&core_.mu);
-  core_.counters.Add(Counters::kReplicaCheckFailuresFieldNumber);
-  Log(absl::StrCat("REPLICA CHECK FAILED: this node's replica has checksum ",
-                   codec::ChecksumHex(measured), " but its messages give ",
-                   codec::ChecksumHex(snapshot.checksum), " at ", VersionJson(snapshot.applied),
-                   ": snapshot refused; re-joining from a peer"));
-  if (!core_.handoff.resync_source()) {
-    if (std::optional<std::string> source = core_.RepairSourceLocked()) {
-      core_.resync_want.reset();  // a repair: any member will do
-      core_.handoff.AskResync(*source);
-    }
-  }
-  return false;
-}
-
-NodeService::Replay GossipNode::ReplayOf(const VersionMap& applied, uint64_t limit) {
-  absl::MutexLock l(&core_.mu);
-  Replay replay;
-  replay.initial_sha256 = core_.initial_sha256;
-  if (core_.initial_sha256.empty()) return replay;
-  // Every message of the cut from seq 1, without a gap; bounded by `limit`
-  // (a log of Strom's messages holds millions: a probe stops early).
-  uint64_t bytes = 0;
-  for (const auto& [origin, seq] : applied) {
-    if (seq == 0) continue;
-    const MessageLog::Entries* held = core_.log.Find(origin);
-    if (held == nullptr || held->empty() || held->begin()->first != 1) return replay;
-    uint64_t expected = 1;
-    for (auto it = held->begin(); it != held->end() && it->first <= seq; ++it, ++expected) {
-      if (it->first != expected) return replay;
-      bytes += it->second.bytes;
-      if (bytes >= limit) return replay;
-    }
-    if (expected != seq + 1) return replay;
-  }
-  replay.bytes = bytes;
-  return replay;
 }
 
 }  // namespace reckon::server

@@ -188,8 +188,8 @@ TEST(FlatPeer, AJoinerThatStartedWhereTheClusterDidIsSentTheCutNotTheSnapshot) {
   EXPECT_NE(log1.str().find("arrived from the members' logs, 3 messages applied"),
             std::string::npos)
       << log1.str();
-  EXPECT_EQ((*p1)->peers().node()->counters().snapshots_loaded(), 0u);
-  EXPECT_EQ((*p0)->peers().node()->counters().snapshots_served(), 0u);
+  EXPECT_EQ((*p1)->peers().node()->service().counters().snapshots_loaded(), 0u);
+  EXPECT_EQ((*p0)->peers().node()->service().counters().snapshots_served(), 0u);
   // It starts at p0's cut: p0's three steps applied to the same start.
   std::vector<float> params1(kParams);
   ASSERT_TRUE((*p1)->ReadInto(params1).ok());
@@ -200,7 +200,7 @@ TEST(FlatPeer, AJoinerThatStartedWhereTheClusterDidIsSentTheCutNotTheSnapshot) {
       JoinWhileStepping(**p0, params0, Options("p2", seeds), OtherInitial(), log2);
   ASSERT_TRUE(p2.ok()) << p2.status() << "\n" << log2.str();
   EXPECT_EQ(log2.str().find("joining by replay"), std::string::npos) << log2.str();
-  EXPECT_EQ((*p2)->peers().node()->counters().snapshots_loaded(), 1u);
+  EXPECT_EQ((*p2)->peers().node()->service().counters().snapshots_loaded(), 1u);
 
   // Each trains a few steps of its own, then all agree.
   std::vector<std::vector<float>> params = {params0, params1, std::vector<float>(kParams)};
@@ -370,7 +370,7 @@ TEST(FlatPeer, PeersOnAGpuAndOnTheHostEndWithTheSameReplica) {
   absl::StatusOr<std::unique_ptr<FlatPeer>> p2 =
       JoinWhileStepping(**p0, params0, on_gpu, OtherInitial(), log2);
   ASSERT_TRUE(p2.ok()) << p2.status() << "\n" << log2.str();
-  EXPECT_EQ((*p2)->peers().node()->counters().snapshots_loaded(), 1u) << log2.str();
+  EXPECT_EQ((*p2)->peers().node()->service().counters().snapshots_loaded(), 1u) << log2.str();
   GpuParams params1, params2;
   ASSERT_TRUE((*p1)->ReadInto(params1.span()).ok());
   params1.Download();

@@ -97,7 +97,7 @@ TEST(GossipPeers, ASnapshotIsCutFromTheTrainingReplicaAtAStepBoundary) {
   absl::StatusOr<server::FetchedSnapshot> got = w.Fetch();
   ASSERT_TRUE(got.ok()) << got.status() << "\n" << w.log.str();
   EXPECT_EQ(got->weights, *w.backend->ReadWeights());
-  EXPECT_EQ(got->header.checksum(), w.peers->node()->weight_checksum().Of(w.initial));
+  EXPECT_EQ(got->header.checksum(), w.peers->node()->service().weight_checksum().Of(w.initial));
   stepping = false;
   training.join();
 
@@ -124,7 +124,7 @@ TEST(GossipPeers, ASnapshotIsCutFromTheTrainingReplicaAtAStepBoundary) {
   stepping = false;
   corrupted.join();
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
-  EXPECT_EQ(w.peers->node()->counters().replica_check_failures(), 1u);
+  EXPECT_EQ(w.peers->node()->service().counters().replica_check_failures(), 1u);
 }
 
 // The node keeps no mirror to see a weight wrap past the int64 range: the
@@ -138,9 +138,9 @@ TEST(GossipPeers, WeightsThatWrapInTheTrainingReplicaAreCountedByTheNode) {
   ASSERT_TRUE(w.backend->ApplyUpdates(int64_t{1} << 24, std::vector<uint32_t>{0}).ok());
   EXPECT_EQ(w.backend->WeightsWrapped(), 1u);
   ASSERT_TRUE(w.peers->BeforeStep(*w.backend, 0).ok());
-  EXPECT_EQ(w.peers->node()->counters().weights_wrapped(), 1u);
+  EXPECT_EQ(w.peers->node()->service().counters().weights_wrapped(), 1u);
   ASSERT_TRUE(w.peers->BeforeStep(*w.backend, 1).ok());  // counted once
-  EXPECT_EQ(w.peers->node()->counters().weights_wrapped(), 1u);
+  EXPECT_EQ(w.peers->node()->service().counters().weights_wrapped(), 1u);
   EXPECT_NE(w.log.str().find("1 weight additions passed the int64 range"), std::string::npos)
       << w.log.str();
 }
@@ -240,14 +240,14 @@ struct HonestSeed {
     h.listen_address = address = absl::StrCat("127.0.0.1:", port);
     h.seeds.clear();
     node = *server::GossipNode::Create(h, t::InitialWeights(), t::kFractionBits);
-    server->SetNode(node.get(), node.get());
-    node->Start(server->MakeDialer(node.get()));
+    server->SetNode(&node->service(), &node->service());
+    node->Start(server->MakeDialer(&node->service()));
     std::mt19937_64 rng(5);
     for (uint64_t seq = 1; seq <= 3; ++seq) {
       t::Message m = t::MakeMessage(h, seq, rng);
       EXPECT_TRUE(node->training().Publish(m.update, m.decoded).ok());
     }
-    truth = node->TakeSnapshot(true);
+    truth = node->service().TakeSnapshot(true);
   }
   ~HonestSeed() {
     node->Stop(false, std::chrono::milliseconds(0));
@@ -256,7 +256,7 @@ struct HonestSeed {
   std::unique_ptr<server::GossipServer> server;
   std::unique_ptr<server::GossipNode> node;
   std::string address;
-  server::GossipNode::Snapshot truth;
+  server::NodeService::Snapshot truth;
   // What a liar serves as this seed's cut: one weight moved far.
   std::vector<int64_t> MadeUpWeights() const {
     std::vector<int64_t> w = truth.weights;
@@ -329,7 +329,7 @@ TEST(GossipPeers, AFirstJoinIsWitnessedByTheOtherSeeds) {
   ASSERT_TRUE(joined.replace_weights.has_value()) << log.str();
   EXPECT_EQ(*joined.replace_weights, honest.truth.weights) << log.str();
   EXPECT_TRUE(joined.updates.empty());
-  EXPECT_EQ((*joiner)->node()->Applied(), honest.truth.applied);
+  EXPECT_EQ((*joiner)->node()->service().Applied(), honest.truth.applied);
   ExpectRefused(log.str(), liar_served.address);
   EXPECT_NE(log.str().find("confirmed by another member"), std::string::npos) << log.str();
 }
@@ -351,7 +351,7 @@ TEST(GossipPeers, AfterALiarsSnapshotTheJoinerIsSentTheCutByTheHonestLog) {
   server::Received joined = (*joiner)->node()->training().TakeReceived();
   EXPECT_FALSE(joined.replace_weights.has_value()) << log.str();
   EXPECT_EQ(joined.updates.size(), 3u) << log.str();
-  EXPECT_EQ((*joiner)->node()->Applied(), honest.truth.applied);
+  EXPECT_EQ((*joiner)->node()->service().Applied(), honest.truth.applied);
   ExpectRefused(log.str(), liar_served.address);
   EXPECT_NE(log.str().find("joining by replay"), std::string::npos) << log.str();
 }
@@ -380,8 +380,8 @@ TEST(GossipPeers, AJoinByReplayWhoseMessagesDoNotComeLoadsTheSnapshot) {
   server::Received joined = (*joiner)->node()->training().TakeReceived();
   ASSERT_TRUE(joined.replace_weights.has_value()) << log.str();
   EXPECT_EQ(*joined.replace_weights, honest.truth.weights);
-  EXPECT_EQ((*joiner)->node()->Applied(), honest.truth.applied);
-  EXPECT_EQ((*joiner)->node()->counters().joins_by_replay(), 0u);
+  EXPECT_EQ((*joiner)->node()->service().Applied(), honest.truth.applied);
+  EXPECT_EQ((*joiner)->node()->service().counters().joins_by_replay(), 0u);
 }
 
 // Once a witness contradicted a snapshot, one of the two lied and the

@@ -178,8 +178,8 @@ class Victim {
                                     ? InitialWeights()
                                     : std::vector<int64_t>(o.fingerprint.param_count(), 1),
                                 kFractionBits);
-    server_->SetNode(node_.get(), node_.get());
-    node_->Start(server_->MakeDialer(node_.get()));
+    server_->SetNode(&node_->service(), &node_->service());
+    node_->Start(server_->MakeDialer(&node_->service()));
   }
   ~Victim() {
     node_->Stop(false, milliseconds(0));
@@ -237,7 +237,7 @@ class Attacker {
   std::unique_ptr<grpc::ClientReaderWriter<v1::GossipFrame, v1::GossipFrame>> stream_;
 };
 
-GossipNode::Counters Counters(GossipNode* node) { return node->counters(); }
+GossipNode::Counters Counters(GossipNode* node) { return node->service().counters(); }
 
 TEST(Tls, CertificatesAreCheckedBeforeAnythingListens) {
   const Pki& pki = TestPki();
@@ -309,7 +309,7 @@ TEST(HostilePeer, ARestartClaimedWhileTheMemberIsAliveIsRefusedUntilItIsGone) {
   }
   // The real member is still the member, on its stream.
   v1::NodeStatus status;
-  victim.node()->FillStatus(&status, false);
+  victim.node()->service().FillStatus(&status, false);
   ASSERT_EQ(status.members_size(), 1);
   EXPECT_EQ(status.members(0).incarnation(), 7u);
   // Its process ends (the stream closes): a restart gets in.
@@ -352,7 +352,7 @@ TEST(HostilePeer, ASecondStreamInALiveMembersNameIsRefusedUntilTheFirstIsGone) {
   }
   // Alice is still alive, on her own stream: the victim still talks to it.
   v1::NodeStatus status;
-  victim.node()->FillStatus(&status, false);
+  victim.node()->service().FillStatus(&status, false);
   ASSERT_EQ(status.members_size(), 1);
   EXPECT_EQ(status.members(0).state(), "alive");
   std::optional<v1::GossipFrame> next = honest->Read();
@@ -381,7 +381,7 @@ TEST(HostilePeer, PeerWithoutACertificateOfTheClusterCaIsRefusedAtTheHandshake) 
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
   }
   v1::NodeStatus status;
-  victim.node()->FillStatus(&status);
+  victim.node()->service().FillStatus(&status);
   EXPECT_EQ(status.members_size(), 0);
   // The same for snapshots: and a member asking in another's name is refused.
   Attacker w1(victim.address(), pki.For(pki.w1, pki.ca));
@@ -571,7 +571,7 @@ TEST(HostilePeer, StreamsThatNeverSayHelloAreClosedAndCapped) {
   EXPECT_GE(c.handshakes_evicted(), 4u);
   EXPECT_GE(c.handshakes_evicted() + c.hello_timeouts(), 9u);
   v1::NodeStatus status;
-  victim.node()->FillStatus(&status, false);
+  victim.node()->service().FillStatus(&status, false);
   EXPECT_EQ(status.counters().handshakes_evicted(), c.handshakes_evicted());
 }
 
@@ -698,7 +698,7 @@ TEST(HostilePeer, FramesFasterThanTheNodeHandlesThemArePausedNotQueued) {
   });
   size_t most = 0;
   for (int i = 0; i < 100; ++i) {  // a second
-    most = std::max(most, victim.node()->InboxBytes());
+    most = std::max(most, victim.node()->service().InboxBytes());
     std::this_thread::sleep_for(milliseconds(10));
   }
   const int written_while_held = written.load();
@@ -731,7 +731,7 @@ TEST(HostilePeer, AMadeUpSnapshotIsContradictedByAWitness) {
     Message m = MakeMessage(self, seq, rng);
     ASSERT_TRUE(witness.node()->training().Publish(m.update, m.decoded).ok());
   }
-  const GossipNode::Snapshot cut = witness.node()->TakeSnapshot(false);
+  const NodeService::Snapshot cut = witness.node()->service().TakeSnapshot(false);
   ASSERT_EQ(SeqOf(cut.applied, OriginKey{self.node_id, self.incarnation}), 3u);
   v1::SnapshotRequest probe;
   *probe.mutable_fingerprint() = Fingerprint();
@@ -869,7 +869,7 @@ TEST(HostilePeer, LanesOfStrangersOrOtherIncarnationsAreRefusedAndCarryOnlyUpdat
   ASSERT_TRUE(lane.Send(update));
   ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied() == 1; }));
   v1::NodeStatus status;
-  victim.node()->FillStatus(&status);
+  victim.node()->service().FillStatus(&status);
   ASSERT_EQ(status.members_size(), 1);
   EXPECT_EQ(status.members(0).lanes_in(), 1u);
   v1::GossipFrame heartbeat;
@@ -882,7 +882,7 @@ TEST(HostilePeer, LanesOfStrangersOrOtherIncarnationsAreRefusedAndCarryOnlyUpdat
   lane.Finish();
   ASSERT_TRUE(Eventually([&] {
     status.Clear();
-    victim.node()->FillStatus(&status);
+    victim.node()->service().FillStatus(&status);
     return status.members(0).lanes_in() == 0;
   }));
   EXPECT_EQ(status.members(0).state(), "alive");
@@ -916,7 +916,7 @@ TEST(Lanes, TwoNodesOverGrpcSendOnLanesAndEndIdentical) {
   a_options.node_id = "victim";
   ASSERT_TRUE(Eventually([&] {
     v1::NodeStatus s;
-    a.node()->FillStatus(&s, false);
+    a.node()->service().FillStatus(&s, false);
     return s.members_size() == 1 && s.members(0).state() == "alive";
   }));
   constexpr int kMessages = 300;
@@ -933,7 +933,7 @@ TEST(Lanes, TwoNodesOverGrpcSendOnLanesAndEndIdentical) {
   ASSERT_TRUE(Eventually([&] {
     for (GossipNode* node : {a.node(), b.node()}) {
       v1::NodeStatus s;
-      node->FillStatus(&s, false);
+      node->service().FillStatus(&s, false);
       if (s.members_size() != 1 || s.members(0).lanes_out() != 3) return false;
     }
     return true;
@@ -943,11 +943,11 @@ TEST(Lanes, TwoNodesOverGrpcSendOnLanesAndEndIdentical) {
   pa.join();
   pb.join();
   ASSERT_TRUE(Eventually([&] {
-    return SeqOf(a.node()->Applied(), {"b", 2}) == kMessages &&
-           SeqOf(b.node()->Applied(), {"victim", a_options.incarnation}) == kMessages;
+    return SeqOf(a.node()->service().Applied(), {"b", 2}) == kMessages &&
+           SeqOf(b.node()->service().Applied(), {"victim", a_options.incarnation}) == kMessages;
   }));
   for (GossipNode* node : {a.node(), b.node()}) {
-    const GossipNode::Counters c = node->counters();
+    const GossipNode::Counters c = node->service().counters();
     EXPECT_EQ(c.updates_applied(), uint64_t{kMessages});
     EXPECT_EQ(c.duplicates_dropped(), 0u);
     // Nothing sent twice (the frontier rule). A first copy sent late by
@@ -962,7 +962,7 @@ TEST(Lanes, TwoNodesOverGrpcSendOnLanesAndEndIdentical) {
         static_cast<unsigned long long>(c.repairs_sent()),
         static_cast<unsigned long long>(c.queue_drops()));
   }
-  EXPECT_EQ(a.node()->ReplicaHash(), b.node()->ReplicaHash());
+  EXPECT_EQ(a.node()->service().ReplicaHash(), b.node()->service().ReplicaHash());
 }
 
 // With mutual TLS a lane, like a stream, is refused to a certificate that
@@ -1014,7 +1014,7 @@ TEST(HostilePeer, FloodOfEarlyArrivalsStaysBounded) {
   v1::NodeStatus status;
   ASSERT_TRUE(Eventually([&] {
     status.Clear();
-    victim.node()->FillStatus(&status);
+    victim.node()->service().FillStatus(&status);
     return status.counters().early_dropped() + status.early_held() == sent;
   })) << status.counters().early_dropped()
       << " dropped + " << status.early_held() << " held of " << sent;
@@ -1043,7 +1043,7 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
   ASSERT_TRUE(a.Hello("w1"));  // and never a Read
   ASSERT_TRUE(Eventually([&] {
     v1::NodeStatus s;
-    victim.node()->FillStatus(&s);
+    victim.node()->service().FillStatus(&s);
     return s.members_size() == 1 && s.members(0).state() == "alive";
   }));
   std::mt19937_64 rng(11);
@@ -1062,7 +1062,7 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
   size_t most_queued = 0;
   {  // the moment it dropped: full
     v1::NodeStatus s;
-    victim.node()->FillStatus(&s, false);
+    victim.node()->service().FillStatus(&s, false);
     most_queued = s.members(0).queued_bytes();
   }
   // From the first drop on, fresh messages are not queued for it while its
@@ -1076,7 +1076,7 @@ TEST(HostilePeer, PeerThatNeverReadsCannotGrowTheSendQueue) {
     ASSERT_TRUE(victim.node()->training().Publish(m.update, m.decoded).ok());
     {  // after every publish: the queue drains between ticks
       v1::NodeStatus s;
-      victim.node()->FillStatus(&s, false);
+      victim.node()->service().FillStatus(&s, false);
       most_queued = std::max<size_t>(most_queued, s.members(0).queued_bytes());
     }
   }
@@ -1365,7 +1365,7 @@ TEST(HostilePeer, ProbeThatNeverJoinsHoldsAFinishedNodeForOneFailureTimeout) {
   victim.node()->training().SetTrainingDone(0);
   auto quiescent = [&] {
     v1::NodeStatus status;
-    victim.node()->FillStatus(&status);
+    victim.node()->service().FillStatus(&status);
     return status.quiescent();
   };
   ASSERT_TRUE(Eventually(quiescent));
@@ -1394,7 +1394,7 @@ TEST(HostilePeer, ProbeThatNeverJoinsHoldsAFinishedNodeForOneFailureTimeout) {
   const auto asked = Clock::now();
   ASSERT_TRUE(FetchSnapshot(victim.address(), probe, kParams, seconds(5)).ok());
   v1::NodeStatus status;
-  victim.node()->FillStatus(&status);
+  victim.node()->service().FillStatus(&status);
   EXPECT_FALSE(status.quiescent());
   ASSERT_EQ(status.members_size(), 1) << status.DebugString();
   EXPECT_EQ(status.members(0).node_id(), "prober");
@@ -1402,7 +1402,7 @@ TEST(HostilePeer, ProbeThatNeverJoinsHoldsAFinishedNodeForOneFailureTimeout) {
   ASSERT_TRUE(Eventually(quiescent));
   EXPECT_GE(Clock::now() - asked, victim.node()->options().failure_timeout);
   v1::NodeStatus after;
-  victim.node()->FillStatus(&after);
+  victim.node()->service().FillStatus(&after);
   EXPECT_EQ(after.members_size(), 0) << after.DebugString();
 }
 
@@ -1434,7 +1434,7 @@ TEST(HostilePeer, VectorsNamingMoreOriginsThanTheCapAreRefusedWhole) {
   };
   auto training_done = [&] {
     v1::NodeStatus status;
-    victim.node()->FillStatus(&status, false);
+    victim.node()->service().FillStatus(&status, false);
     return status.members_size() == 1 && status.members(0).training_done();
   };
   for (bool in_checked : {false, true}) {
@@ -1493,7 +1493,7 @@ TEST(HostilePeer, ForgedUnsignedOrAlteredUpdatesAreRefused) {
   certs.mutable_certificates()->add_pem(pki.w2.cert_pem);
   ASSERT_TRUE(w1.Send(certs));
   std::unique_ptr<UpdateSigner> w1_key = *UpdateSigner::Create(pki.w1.key_pem);
-  const codec::WeightChecksum& checksum = victim.node()->weight_checksum();
+  const codec::WeightChecksum& checksum = victim.node()->service().weight_checksum();
   std::mt19937_64 rng(9);
   auto update = [&](const std::string& origin, uint64_t seq) {
     NodeOptions o = Options(1, 2);
@@ -1525,12 +1525,12 @@ TEST(HostilePeer, ForgedUnsignedOrAlteredUpdatesAreRefused) {
   ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).signature_errors() == 4; }))
       << Counters(victim.node()).signature_errors();
   EXPECT_EQ(Counters(victim.node()).updates_applied(), 0u);
-  EXPECT_EQ(SeqOf(victim.node()->Applied(), {"w2", 7}), 0u);
+  EXPECT_EQ(SeqOf(victim.node()->service().Applied(), {"w2", 7}), 0u);
   v1::Update own = update("w1", 1);
   w1_key->Sign(&own);
   send(own);
   ASSERT_TRUE(Eventually([&] { return Counters(victim.node()).updates_applied() == 1; }));
-  EXPECT_EQ(SeqOf(victim.node()->Applied(), {"w1", 7}), 1u);
+  EXPECT_EQ(SeqOf(victim.node()->service().Applied(), {"w1", 7}), 1u);
   EXPECT_EQ(Counters(victim.node()).signature_errors(), 4u);
 }
 

@@ -160,10 +160,11 @@ class Nodes {
   // Nodes given faults talk through a FaultInjector (server/fault_link.h).
   void Start() {
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      LinkEvents* events = node(i);
+      LinkEvents* events = &node(i)->service();
       if (auto f = fault_options_.find(static_cast<int>(i)); f != fault_options_.end()) {
         injectors_[i] = std::make_unique<FaultInjector>(
-            f->second, OriginKey{options_[i].node_id, options_[i].incarnation}, node(i), i);
+            f->second, OriginKey{options_[i].node_id, options_[i].incarnation}, &node(i)->service(),
+            i);
         events = injectors_[i].get();
       }
       events_.push_back(events);
@@ -232,12 +233,12 @@ inline bool StepUntil(Nodes& c, ManualClock& clock, const std::function<bool()>&
   for (milliseconds passed{0}; passed <= limit; passed += step) {
     if (done()) return true;
     std::vector<std::optional<uint64_t>> before;
-    for (int i = 0; i < c.size(); ++i) before.push_back(c.node(i)->TicksForTesting());
+    for (int i = 0; i < c.size(); ++i) before.push_back(c.node(i)->service().TicksForTesting());
     clock.Advance(step);
     const auto give_up = Clock::now() + seconds(10);
     for (int i = 0; i < c.size(); ++i) {
       while (before[i] && Clock::now() < give_up) {
-        const std::optional<uint64_t> now = c.node(i)->TicksForTesting();
+        const std::optional<uint64_t> now = c.node(i)->service().TicksForTesting();
         if (!now || *now > *before[i]) break;
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }

@@ -23,12 +23,12 @@ using std::chrono::seconds;
 // A check as the training thread does it, with the node's mirror standing
 // in for the training replica: measured on a consistent cut.
 void CheckMirror(GossipNode* node) {
-  GossipNode::Snapshot cut = node->TakeSnapshot(/*with_weights=*/true);
-  node->training().RecordReplicaCheck(cut.applied, node->weight_checksum().Of(cut.weights),
-                                      cut.checksum, 0);
+  NodeService::Snapshot cut = node->service().TakeSnapshot(/*with_weights=*/true);
+  node->training().RecordReplicaCheck(
+      cut.applied, node->service().weight_checksum().Of(cut.weights), cut.checksum, 0);
 }
 
-GossipNode::Counters Counters(GossipNode* node) { return node->counters(); }
+GossipNode::Counters Counters(GossipNode* node) { return node->service().counters(); }
 
 // Checks are taken at whatever vector a replica is at while everyone is
 // still publishing, and compared by peers once they got that far: healthy
@@ -62,7 +62,7 @@ TEST(ReplicaCheck, HealthyReplicasAgreeWhileTraining) {
     EXPECT_EQ(Counters(c.node(i)).replica_checks(), 10u) << i;
     EXPECT_EQ(Counters(c.node(i)).replica_check_failures(), 0u) << i;
     v1::NodeStatus status;
-    c.node(i)->FillStatus(&status);
+    c.node(i)->service().FillStatus(&status);
     for (const v1::MemberStatus& m : status.members()) {
       EXPECT_GT(m.checks_agreed(), 0u) << i << " about " << m.node_id();
       EXPECT_EQ(m.checks_diverged(), 0u);
@@ -80,7 +80,7 @@ TEST(ReplicaCheck, TwoFacedOriginIsCaughtByComparingChecks) {
   c.Start();
   ASSERT_TRUE(Eventually([&] {
     v1::NodeStatus s;
-    c.node(0)->FillStatus(&s);
+    c.node(0)->service().FillStatus(&s);
     return s.members_size() == 1 && s.members(0).state() == "alive";
   }));
   const NodeOptions liar = Options(9, 0);
@@ -92,9 +92,10 @@ TEST(ReplicaCheck, TwoFacedOriginIsCaughtByComparingChecks) {
   to1.SendUpdate(b.update);
   const OriginKey origin{liar.node_id, liar.incarnation};
   ASSERT_TRUE(Eventually([&] {
-    return SeqOf(c.node(0)->Applied(), origin) == 1 && SeqOf(c.node(1)->Applied(), origin) == 1;
+    return SeqOf(c.node(0)->service().Applied(), origin) == 1 &&
+           SeqOf(c.node(1)->service().Applied(), origin) == 1;
   }));
-  ASSERT_NE(c.node(0)->ReplicaHash(), c.node(1)->ReplicaHash());
+  ASSERT_NE(c.node(0)->service().ReplicaHash(), c.node(1)->service().ReplicaHash());
   const auto start = Clock::now();
   CheckMirror(c.node(0));
   CheckMirror(c.node(1));
@@ -108,7 +109,7 @@ TEST(ReplicaCheck, TwoFacedOriginIsCaughtByComparingChecks) {
     EXPECT_EQ(Counters(c.node(i)).replica_check_failures(), 0u) << "each replica is what its "
                                                                  "messages say";
     v1::NodeStatus status;
-    c.node(i)->FillStatus(&status);
+    c.node(i)->service().FillStatus(&status);
     EXPECT_GE(status.counters().divergences(), 1u);
     for (const v1::MemberStatus& m : status.members()) {
       if (m.node_id() == c.options(1 - i).node_id) {
@@ -128,8 +129,8 @@ TEST(ReplicaCheck, UpdateWhoseContributionDoesNotMatchIsRefused) {
   ScriptedPeer p(c.node(0), peer.node_id, peer.incarnation, peer.listen_address);
   std::mt19937_64 rng(3);
   Message m = MakeMessage(peer, 1, rng);
-  const uint64_t right = c.node(0)->weight_checksum().OfUpdate(kStep, m.decoded.words);
-  const std::string before = c.node(0)->ReplicaHash();
+  const uint64_t right = c.node(0)->service().weight_checksum().OfUpdate(kStep, m.decoded.words);
+  const std::string before = c.node(0)->service().ReplicaHash();
 
   v1::Update bigger_step = m.update;  // payload and CRC intact
   bigger_step.set_checksum_delta(right);
@@ -140,7 +141,7 @@ TEST(ReplicaCheck, UpdateWhoseContributionDoesNotMatchIsRefused) {
   p.SendUpdate(without);  // no contribution at all
   ASSERT_TRUE(Eventually([&] { return Counters(c.node(0)).decode_errors() == 2; }));
   EXPECT_EQ(Counters(c.node(0)).updates_applied(), 0u);
-  EXPECT_EQ(c.node(0)->ReplicaHash(), before);
+  EXPECT_EQ(c.node(0)->service().ReplicaHash(), before);
 
   ASSERT_EQ(m.update.checksum_delta(), right);
   p.SendUpdate(m.update);
@@ -150,21 +151,21 @@ TEST(ReplicaCheck, UpdateWhoseContributionDoesNotMatchIsRefused) {
   codec::FixedPointReplica replica = codec::FixedPointReplica::Create(kParams, kFractionBits).value();
   ASSERT_TRUE(replica.Load(expected).ok());
   ASSERT_TRUE(replica.Apply(kStep, m.decoded.words).ok());
-  EXPECT_EQ(c.node(0)->ReplicaHash(), replica.WeightHash());
+  EXPECT_EQ(c.node(0)->service().ReplicaHash(), replica.WeightHash());
 }
 
 // A snapshot whose weights are not what its messages say (the source's
 // memory is bad) is not installed; the node keeps what it had.
 TEST(ReplicaCheck, SnapshotThatFailsItsChecksumIsNotInstalled) {
   Nodes c(1);
-  const std::string before = c.node(0)->ReplicaHash();
+  const std::string before = c.node(0)->service().ReplicaHash();
   std::vector<int64_t> weights = InitialWeights();
-  const uint64_t checksum = c.node(0)->weight_checksum().Of(weights);
+  const uint64_t checksum = c.node(0)->service().weight_checksum().Of(weights);
   weights[500] += 1;
   const absl::Status s = c.node(0)->InstallSnapshot(weights, {}, checksum, "inproc:source");
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("inproc:source"), std::string::npos) << s;
-  EXPECT_EQ(c.node(0)->ReplicaHash(), before);
+  EXPECT_EQ(c.node(0)->service().ReplicaHash(), before);
   EXPECT_EQ(Counters(c.node(0)).snapshots_loaded(), 0u);
   weights[500] -= 1;
   EXPECT_TRUE(c.node(0)->InstallSnapshot(weights, {}, checksum, "inproc:source").ok());
@@ -180,17 +181,18 @@ TEST(ReplicaCheck, SnapshotThatFailsItsChecksumIsNotInstalled) {
 TEST(ReplicaCheck, SnapshotThatCannotBeCompletedLeavesTheMirrorAsItWas) {
   Nodes c(1, milliseconds(0), [](int, NodeOptions& o) { o.log_byte_cap = 1; });
   c.Publish(0, 1, 3);  // applied to our mirror, then evicted from our log
-  const std::string before = c.node(0)->ReplicaHash();
-  const VersionMap applied_before = c.node(0)->Applied();
+  const std::string before = c.node(0)->service().ReplicaHash();
+  const VersionMap applied_before = c.node(0)->service().Applied();
   const std::vector<int64_t> weights = InitialWeights();
-  const uint64_t checksum = c.node(0)->weight_checksum().Of(weights);
+  const uint64_t checksum = c.node(0)->service().weight_checksum().Of(weights);
   const absl::Status s = c.node(0)->InstallSnapshot(weights, {}, checksum, "inproc:source");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("lacks our own messages"), std::string::npos) << s;
-  EXPECT_EQ(c.node(0)->ReplicaHash(), before);
-  EXPECT_TRUE(SameVersions(c.node(0)->Applied(), applied_before));
-  const GossipNode::Snapshot cut = c.node(0)->TakeSnapshot(true);
-  EXPECT_TRUE(c.node(0)->CheckSnapshotServed(cut, c.node(0)->weight_checksum().Of(cut.weights)));
+  EXPECT_EQ(c.node(0)->service().ReplicaHash(), before);
+  EXPECT_TRUE(SameVersions(c.node(0)->service().Applied(), applied_before));
+  const NodeService::Snapshot cut = c.node(0)->service().TakeSnapshot(true);
+  EXPECT_TRUE(c.node(0)->service().CheckSnapshotServed(
+      cut, c.node(0)->service().weight_checksum().Of(cut.weights)));
   EXPECT_EQ(Counters(c.node(0)).replica_check_failures(), 0u);
   EXPECT_EQ(Counters(c.node(0)).snapshots_loaded(), 0u);
 }
@@ -201,12 +203,14 @@ TEST(ReplicaCheck, CorruptMirrorIsNotServedAndIsRepaired) {
   Nodes c(2);
   c.Start();
   c.Publish(1, 1, 5);
-  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(0)->Applied(), {"n1", 1001}) == 5; }));
-  GossipNode::Snapshot cut = c.node(0)->TakeSnapshot(true);
-  EXPECT_TRUE(c.node(0)->CheckSnapshotServed(cut, c.node(0)->weight_checksum().Of(cut.weights)));
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(0)->service().Applied(), {"n1", 1001}) == 5; }));
+  NodeService::Snapshot cut = c.node(0)->service().TakeSnapshot(true);
+  EXPECT_TRUE(c.node(0)->service().CheckSnapshotServed(
+      cut, c.node(0)->service().weight_checksum().Of(cut.weights)));
   EXPECT_FALSE(c.node(0)->training().ResyncSource().has_value());
   cut.weights[7] -= 3;
-  EXPECT_FALSE(c.node(0)->CheckSnapshotServed(cut, c.node(0)->weight_checksum().Of(cut.weights)));
+  EXPECT_FALSE(c.node(0)->service().CheckSnapshotServed(
+      cut, c.node(0)->service().weight_checksum().Of(cut.weights)));
   EXPECT_EQ(Counters(c.node(0)).replica_check_failures(), 1u);
   EXPECT_EQ(c.node(0)->training().ResyncSource(), std::optional<std::string>(Address(1)));
 }

@@ -47,7 +47,7 @@ class ScriptedLink final : public Link, public std::enable_shared_from_this<Scri
       if (closed_) return;
       closed_ = true;
     }
-    node_->OnLinkClosed(shared_from_this(), why);
+    node_->service().OnLinkClosed(shared_from_this(), why);
   }
 
   GossipNode* const node_;
@@ -62,7 +62,7 @@ class ScriptedPeer {
   ScriptedPeer(GossipNode* node, const std::string& id, uint64_t incarnation,
                const std::string& address)
       : node_(node), link_(std::make_shared<ScriptedLink>(node)) {
-    node_->OnLinkUp(link_);
+    node_->service().OnLinkUp(link_);
     v1::GossipFrame hello;
     *hello.mutable_hello()->mutable_fingerprint() = node->options().fingerprint;
     hello.mutable_hello()->mutable_self()->set_node_id(id);
@@ -71,7 +71,7 @@ class ScriptedPeer {
     hello.mutable_hello()->set_cluster_token(node->options().cluster_token);
     Send(std::move(hello));
   }
-  void Send(v1::GossipFrame frame) { node_->OnFrame(link_, std::move(frame)); }
+  void Send(v1::GossipFrame frame) { node_->service().OnFrame(link_, std::move(frame)); }
   void SendUpdate(const v1::Update& update) {
     v1::GossipFrame frame;
     *frame.mutable_update() = update;
@@ -79,7 +79,9 @@ class ScriptedPeer {
   }
   ScriptedLink& link() { return *link_; }
   // Its stream ends, as when its process does.
-  void Close(const std::string& why = "scripted peer gone") { node_->OnLinkClosed(link_, why); }
+  void Close(const std::string& why = "scripted peer gone") {
+    node_->service().OnLinkClosed(link_, why);
+  }
 
  private:
   GossipNode* const node_;

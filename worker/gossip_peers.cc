@@ -63,16 +63,16 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> GossipPeers::Create(PeerOptions opt
       << options.node.incarnation << " listening on " << advertise << " (" << options.listen
       << "), " << seeds.size() << " seed(s)\n";
 
-  server::LinkEvents* events = peers->node_.get();
+  server::LinkEvents* events = &peers->node_->service();
   if (options.faults.any()) {
     peers->faults_ = std::make_unique<server::FaultInjector>(
         options.faults, server::OriginKey{options.node.node_id, options.node.incarnation},
-        peers->node_.get(), options.node.incarnation);
+        &peers->node_->service(), options.node.incarnation);
     events = peers->faults_.get();
   }
   // Probes are answered while we join too (a joining node holds nothing),
   // so workers started together see each other's "not trained".
-  peers->server_->SetNode(peers->node_.get(), events);
+  peers->server_->SetNode(&peers->node_->service(), events);
   RECKON_RETURN_IF_ERROR(peers->JoinFromSeeds(seeds));
   server::Dialer dialer = peers->server_->MakeDialer(events);
   if (peers->faults_) dialer = peers->faults_->Wrap(std::move(dialer));
@@ -93,7 +93,7 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
   rules.join_timeout = options_.join_timeout;
   rules.stop = options_.stop;
   const JoinPlanner planner(
-      rules, node_->InitialSha256(),
+      rules, node_->service().InitialSha256(),
       [this](const std::vector<std::string>& probed) { return ProbeSeeds(probed); }, log_);
   for (;;) {
     JoinSource source;
@@ -195,7 +195,7 @@ absl::Status GossipPeers::AwaitReplay() {
   auto until = server::Clock::now() + kReplayWait;
   uint64_t arrived = 0;
   for (;;) {
-    const server::VersionMap applied = node_->Applied();
+    const server::VersionMap applied = node_->service().Applied();
     bool all = true;
     uint64_t of_cut = 0;
     for (const auto& [origin, seq] : replay_.replay_cut) {
@@ -208,7 +208,7 @@ absl::Status GossipPeers::AwaitReplay() {
       until = server::Clock::now() + kReplayWait;
     }
     if (all) {
-      node_->Count(v1::NodeCounters::kJoinsByReplayFieldNumber);
+      node_->service().Count(v1::NodeCounters::kJoinsByReplayFieldNumber);
       *log_ << "reckon-worker: the cut of " << replay_.address
             << " arrived from the members' logs, " << TotalSeqs(applied)
             << " messages applied; training starts there\n";
@@ -265,7 +265,7 @@ absl::Status GossipPeers::Resync(const std::string& source,
 absl::Status GossipPeers::ResyncIfAsked() {
   const std::optional<std::string> source = node_->training().ResyncSource();
   if (!source) return absl::OkStatus();
-  const absl::Status s = Resync(*source, node_->LiveMemberAddresses(*source));
+  const absl::Status s = Resync(*source, node_->service().LiveMemberAddresses(*source));
   if (s.ok()) return s;
   const bool no_answer =
       s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kDeadlineExceeded;
@@ -322,7 +322,8 @@ absl::Status GossipPeers::Apply(model::Replica& replica, server::Received& recei
   // The node keeps no mirror: the wraps are the training replica's to see
   // (our own messages' included, as the node counted them).
   if (const uint64_t wrapped = replica.WeightsWrapped(); wrapped > wrapped_counted_) {
-    node_->Count(v1::NodeCounters::kWeightsWrappedFieldNumber, wrapped - wrapped_counted_);
+    node_->service().Count(v1::NodeCounters::kWeightsWrappedFieldNumber,
+                           wrapped - wrapped_counted_);
     if (wrapped_counted_ == 0 || wrapped / 1000 != wrapped_counted_ / 1000) {  // not a flood
       *log_ << "reckon-worker: " << wrapped - wrapped_counted_
             << " weight additions passed the int64 range and wrapped (" << wrapped
@@ -388,7 +389,8 @@ absl::Status GossipPeers::CheckReplica(model::Replica& replica, uint64_t steps_d
   server::Received received = node_->training().TakeReceived(/*with_cut=*/true);
   RECKON_RETURN_IF_ERROR(Apply(replica, received));
   const auto start = server::Clock::now();
-  RECKON_ASSIGN_OR_RETURN(const uint64_t measured, replica.Checksum(node_->weight_checksum()));
+  RECKON_ASSIGN_OR_RETURN(const uint64_t measured,
+                          replica.Checksum(node_->service().weight_checksum()));
   const auto took = server::Clock::now() - start;
   // At most 1% of the time: a model whose scan takes 50 ms is checked every 5 s.
   next_check_ =
@@ -409,7 +411,7 @@ absl::Status GossipPeers::CheckReplica(model::Replica& replica, uint64_t steps_d
   *log_ << "reckon-worker: the replica failed its check at step " << steps_done
         << "; re-joining from " << *source << "\n"
         << std::flush;
-  if (absl::Status r = Resync(*source, node_->LiveMemberAddresses(*source)); !r.ok()) {
+  if (absl::Status r = Resync(*source, node_->service().LiveMemberAddresses(*source)); !r.ok()) {
     *log_ << "reckon-worker: repair from " << *source << " failed (" << r.message()
           << "); trying again at the next check\n"
           << std::flush;
@@ -454,7 +456,8 @@ absl::Status GossipPeers::CheckReplicaAtQuiescence(model::Replica& replica) {
   // this replica's own hash: the checksum is the independent check).
   server::Received rest = node_->training().TakeReceived();
   RECKON_RETURN_IF_ERROR(Apply(replica, rest));
-  RECKON_ASSIGN_OR_RETURN(const uint64_t measured, replica.Checksum(node_->weight_checksum()));
+  RECKON_ASSIGN_OR_RETURN(const uint64_t measured,
+                          replica.Checksum(node_->service().weight_checksum()));
   if (measured != rest.checksum) {
     return absl::InternalError(
         absl::StrCat("the replica has checksum ", codec::ChecksumHex(measured),
@@ -474,13 +477,13 @@ absl::Status GossipPeers::ApplyUntilQuiescent(model::Replica& replica,
 absl::Status GossipPeers::Serve(model::Replica& replica, const std::atomic<bool>& stop,
                                 const std::function<absl::Status()>& on_agreement) {
   // The vector of the last agreement: Finish's.
-  server::VersionMap agreed = node_->Applied();
+  server::VersionMap agreed = node_->service().Applied();
   while (!stop.load()) {
     absl::Status s =
         ApplyUntilQuiescent(replica, server::Clock::now() + std::chrono::milliseconds(500));
     if (s.code() == absl::StatusCode::kCancelled && stop.load()) break;  // a re-join cut short
     if (s.ok()) {
-      if (server::VersionMap now = node_->Applied(); now != agreed) {
+      if (server::VersionMap now = node_->service().Applied(); now != agreed) {
         // Agreed again, at another vector: the caller reports it.
         RECKON_RETURN_IF_ERROR(CheckReplicaAtQuiescence(replica));
         agreed = std::move(now);
@@ -504,11 +507,11 @@ void GossipPeers::DescribeInput(const InputTransform& input) {
 
 int GossipPeers::TrainingMembers() { return node_->training().TrainingMembers(); }
 
-bool GossipPeers::HoldsMessages() { return TotalSeqs(node_->Applied()) > 0; }
+bool GossipPeers::HoldsMessages() { return TotalSeqs(node_->service().Applied()) > 0; }
 
 uint64_t GossipPeers::PublishedByEarlierLives() {
   uint64_t published = 0;
-  for (const auto& [origin, seq] : node_->Applied()) {
+  for (const auto& [origin, seq] : node_->service().Applied()) {
     if (origin.node_id == options_.node.node_id && origin.incarnation < options_.node.incarnation) {
       published += seq;
     }
@@ -518,7 +521,7 @@ uint64_t GossipPeers::PublishedByEarlierLives() {
 
 base::Json GossipPeers::VersionVector() {
   base::Json vector = base::Json::object();
-  for (const auto& [origin, seq] : node_->Applied()) vector[origin.ToString()] = seq;
+  for (const auto& [origin, seq] : node_->service().Applied()) vector[origin.ToString()] = seq;
   return vector;
 }
 
@@ -528,7 +531,7 @@ base::Json GossipPeers::Counters() {
                                     : "mesh"}};
   // Every counter of the node, as the proto names it (NodeCounters: the
   // one list), as JSON numbers: protobuf's own JSON prints uint64 as text.
-  const server::GossipNode::Counters c = node_->counters();
+  const server::GossipNode::Counters c = node_->service().counters();
   const google::protobuf::Descriptor* d = c.GetDescriptor();
   const google::protobuf::Reflection* r = c.GetReflection();
   for (int i = 0; i < d->field_count(); ++i) {

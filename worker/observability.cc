@@ -71,9 +71,10 @@ server::HttpResponse Observability::Metrics() {
 
 server::HttpResponse Observability::Health() {
   absl::MutexLock l(&mu_);
-  if (node_ != nullptr && node_->started() && node_->LoopAge() > kLoopStuckAfter) {
+  if (node_ != nullptr && node_->service().started() &&
+      node_->service().LoopAge() > kLoopStuckAfter) {
     return Text(503, absl::StrCat("the gossip node's loop has not run for ",
-                                  node_->LoopAge().count(), " ms\n"));
+                                  node_->service().LoopAge().count(), " ms\n"));
   }
   return Text(200, "ok\n");
 }
@@ -85,8 +86,8 @@ server::HttpResponse Observability::Ready() {
     return training_started_.load() ? Text(200, "ready: training alone\n")
                                     : Text(503, "not ready: joining the cluster\n");
   }
-  if (!node_->started()) return Text(503, "not ready: joining the cluster\n");
-  const uint64_t behind = node_->MessagesBehind();
+  if (!node_->service().started()) return Text(503, "not ready: joining the cluster\n");
+  const uint64_t behind = node_->service().MessagesBehind();
   if (behind > ready_max_behind_) {
     return Text(503, absl::StrCat("not ready: ", behind,
                                   " messages behind the most advanced peer (at most ",
@@ -107,7 +108,7 @@ server::HttpResponse Observability::Status() {
   const auto now = std::chrono::steady_clock::now();
   if (status_cache_.empty() || now - status_cached_at_ >= kStatusCacheFor) {
     v1::NodeStatus status;
-    node_->FillStatus(&status);
+    node_->service().FillStatus(&status);
     status_cache_ = server::NodeStatusJson(status);
     status_cached_at_ = now;
   }

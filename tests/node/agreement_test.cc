@@ -17,10 +17,10 @@ TEST(GossipNode, ThreeNodesAgreeAtQuiescence) {
   for (int i = 0; i < 3; ++i) c.Publish(i, 1, 50);
   for (const absl::Status& s : c.Quiesce()) EXPECT_TRUE(s.ok()) << s;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(c.node(i)->ReplicaHash(), c.node(0)->ReplicaHash()) << i;
-    EXPECT_TRUE(SameVersions(c.node(i)->Applied(), c.node(0)->Applied())) << i;
-    EXPECT_EQ(c.node(i)->counters().updates_applied(), 100u) << i;
-    EXPECT_EQ(SeqOf(c.node(i)->Applied(), {"n2", 1002}), 50u);
+    EXPECT_EQ(c.node(i)->service().ReplicaHash(), c.node(0)->service().ReplicaHash()) << i;
+    EXPECT_TRUE(SameVersions(c.node(i)->service().Applied(), c.node(0)->service().Applied())) << i;
+    EXPECT_EQ(c.node(i)->service().counters().updates_applied(), 100u) << i;
+    EXPECT_EQ(SeqOf(c.node(i)->service().Applied(), {"n2", 1002}), 50u);
   }
 }
 
@@ -32,28 +32,29 @@ TEST(GossipNode, AReplayIsOfferedOnlyWhenTheLogHoldsTheWholeCutInFewerBytes) {
   c.Start();
   c.Publish(0, 1, 5);
   for (const absl::Status& s : c.Quiesce()) ASSERT_TRUE(s.ok()) << s;
-  const VersionMap cut = c.node(0)->Applied();
+  const VersionMap cut = c.node(0)->service().Applied();
   ASSERT_EQ(SeqOf(cut, {"n0", 1000}), 5u);
-  const NodeService::Replay whole = c.node(0)->ReplayOf(cut, uint64_t{1} << 40);
+  const NodeService::Replay whole = c.node(0)->service().ReplayOf(cut, uint64_t{1} << 40);
   EXPECT_EQ(whole.initial_sha256, codec::WeightHashOf(InitialWeights()));
   ASSERT_TRUE(whole.bytes.has_value());
   EXPECT_GT(*whole.bytes, 5u * 8);
   // Its peer holds the same messages in its log.
-  EXPECT_EQ(c.node(1)->ReplayOf(cut, uint64_t{1} << 40).bytes, whole.bytes);
+  EXPECT_EQ(c.node(1)->service().ReplayOf(cut, uint64_t{1} << 40).bytes, whole.bytes);
   // Not below the limit (the weights' bytes, in a probe), or not all held.
-  EXPECT_FALSE(c.node(0)->ReplayOf(cut, *whole.bytes).bytes.has_value());
+  EXPECT_FALSE(c.node(0)->service().ReplayOf(cut, *whole.bytes).bytes.has_value());
   VersionMap beyond = cut;
   beyond[{"n0", 1000}] = 6;
-  EXPECT_FALSE(c.node(0)->ReplayOf(beyond, uint64_t{1} << 40).bytes.has_value());
+  EXPECT_FALSE(c.node(0)->service().ReplayOf(beyond, uint64_t{1} << 40).bytes.has_value());
   beyond = cut;
   beyond[{"n7", 1}] = 1;
-  EXPECT_FALSE(c.node(0)->ReplayOf(beyond, uint64_t{1} << 40).bytes.has_value());
+  EXPECT_FALSE(c.node(0)->service().ReplayOf(beyond, uint64_t{1} << 40).bytes.has_value());
   // A replica that a snapshot replaced no longer rests on those weights.
   std::vector<int64_t> weights = InitialWeights();
-  ASSERT_TRUE(c.node(1)
-                  ->InstallSnapshot(weights, {}, c.node(1)->weight_checksum().Of(weights), "test")
-                  .ok());
-  const NodeService::Replay after = c.node(1)->ReplayOf(cut, uint64_t{1} << 40);
+  ASSERT_TRUE(
+      c.node(1)
+          ->InstallSnapshot(weights, {}, c.node(1)->service().weight_checksum().Of(weights), "test")
+          .ok());
+  const NodeService::Replay after = c.node(1)->service().ReplayOf(cut, uint64_t{1} << 40);
   EXPECT_EQ(after.initial_sha256, "");
   EXPECT_FALSE(after.bytes.has_value());
 }
@@ -76,8 +77,9 @@ TEST(GossipNode, DivergedReplicasAreReportedNotQuiescent) {
   }
   // The line names both nodes and both hashes.
   const std::string line(results[0].message());
-  EXPECT_NE(line.find("n1 has weights " + c.node(1)->ReplicaHash()), std::string::npos) << line;
-  EXPECT_NE(line.find("n0 has " + c.node(0)->ReplicaHash()), std::string::npos) << line;
+  EXPECT_NE(line.find("n1 has weights " + c.node(1)->service().ReplicaHash()), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("n0 has " + c.node(0)->service().ReplicaHash()), std::string::npos) << line;
 }
 
 // Nodes without a mirror settle with their training replicas' hash, taken
@@ -93,8 +95,8 @@ TEST(GossipNode, NodesWithoutAMirrorAgreeWithTheirTrainingReplicasHash) {
   }
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(replicas[i].Hash(), replicas[0].Hash()) << i;
-    EXPECT_EQ(c.node(i)->ReplicaHash(), replicas[i].Hash()) << i;  // what it settled with
-    EXPECT_EQ(c.node(i)->counters().updates_applied(), 60u) << i;
+    EXPECT_EQ(c.node(i)->service().ReplicaHash(), replicas[i].Hash()) << i;  // what it settled with
+    EXPECT_EQ(c.node(i)->service().counters().updates_applied(), 60u) << i;
   }
 }
 
@@ -126,25 +128,27 @@ TEST(GossipNode, ASnapshotWithoutAMirrorIsTheTrainingReplicaAtAStepBoundary) {
   std::vector<TrainingReplica> replicas(2, TrainingReplica(InitialWeights()));
   c.Start();
   replicas[0].Publish(c.node(0), c.options(0), 1, 5);
-  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 5; }));
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->service().Applied(), {"n0", 1000}) == 5; }));
   const auto asked = Clock::now();
-  EXPECT_TRUE(c.node(1)->TakeSnapshot(/*with_weights=*/true, asked).pending);
+  EXPECT_TRUE(c.node(1)->service().TakeSnapshot(/*with_weights=*/true, asked).pending);
   // Header-only answers need no cut.
-  const GossipNode::Snapshot header = c.node(1)->TakeSnapshot(/*with_weights=*/false, asked);
+  const NodeService::Snapshot header =
+      c.node(1)->service().TakeSnapshot(/*with_weights=*/false, asked);
   EXPECT_FALSE(header.pending);
   EXPECT_EQ(SeqOf(header.applied, {"n0", 1000}), 5u);
   ASSERT_TRUE(replicas[1].Step(c.node(1)).ok());
   EXPECT_EQ(replicas[1].cuts_offered(), 1);
-  const GossipNode::Snapshot snap = c.node(1)->TakeSnapshot(/*with_weights=*/true, asked);
+  const NodeService::Snapshot snap =
+      c.node(1)->service().TakeSnapshot(/*with_weights=*/true, asked);
   ASSERT_FALSE(snap.pending);
   EXPECT_EQ(snap.weights, replicas[1].Weights());
   EXPECT_EQ(SeqOf(snap.applied, {"n0", 1000}), 5u);
-  EXPECT_EQ(snap.checksum, c.node(1)->weight_checksum().Of(snap.weights));
+  EXPECT_EQ(snap.checksum, c.node(1)->service().weight_checksum().Of(snap.weights));
   EXPECT_NE(snap.weights, InitialWeights());
   // The next step offers nothing more unless asked again.
   ASSERT_TRUE(replicas[1].Step(c.node(1)).ok());
   EXPECT_EQ(replicas[1].cuts_offered(), 1);
-  EXPECT_TRUE(c.node(1)->TakeSnapshot(true, Clock::now() + milliseconds(1)).pending);
+  EXPECT_TRUE(c.node(1)->service().TakeSnapshot(true, Clock::now() + milliseconds(1)).pending);
 }
 
 // A snapshot installed on a node without a mirror goes to the training
@@ -171,7 +175,7 @@ TEST(GossipNode, ASnapshotInstalledWithoutAMirrorIsReplayedByTheTrainingThread) 
   const std::vector<int64_t> snapshot = at_one.Weights();
   ASSERT_TRUE(c.node(0)
                   ->InstallSnapshot(snapshot, {{{"n0", 1000}, 1}},
-                                    c.node(0)->weight_checksum().Of(snapshot), "peer")
+                                    c.node(0)->service().weight_checksum().Of(snapshot), "peer")
                   .ok());
   Received got = c.node(0)->training().TakeReceived();
   ASSERT_TRUE(got.replace_weights.has_value());
@@ -179,8 +183,8 @@ TEST(GossipNode, ASnapshotInstalledWithoutAMirrorIsReplayedByTheTrainingThread) 
   EXPECT_EQ(got.updates.size(), 2u);  // seqs 2 and 3, ours, from the log
   ASSERT_TRUE(replica.Drain(c.node(0), got).ok());
   EXPECT_EQ(replica.Weights(), before);
-  EXPECT_EQ(SeqOf(c.node(0)->Applied(), {"n0", 1000}), 3u);
-  EXPECT_EQ(got.checksum, c.node(0)->weight_checksum().Of(before));
+  EXPECT_EQ(SeqOf(c.node(0)->service().Applied(), {"n0", 1000}), 3u);
+  EXPECT_EQ(got.checksum, c.node(0)->service().weight_checksum().Of(before));
 }
 
 // A worker that asked for a snapshot (its join probe, then the weights) is
@@ -198,14 +202,14 @@ TEST(GossipNode, FinishedNodesWaitForAWorkerThatIsJoining) {
   c.Publish(0, 1, 5);
   c.Publish(1, 1, 5);
   const auto asked = clock.Now();
-  c.node(0)->NoteJoiner("late", 42);
+  c.node(0)->service().NoteJoiner("late", 42);
   const std::vector<absl::Status> held = QuiesceOn(c, clock, milliseconds(500));
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(held[i].code(), absl::StatusCode::kDeadlineExceeded) << i << ": " << held[i];
   }
   EXPECT_NE(held[0].message().find("late is joining"), std::string::npos) << held[0];
   v1::NodeStatus status;
-  c.node(0)->FillStatus(&status);
+  c.node(0)->service().FillStatus(&status);
   EXPECT_FALSE(status.quiescent());
   bool listed = false;
   for (const v1::MemberStatus& m : status.members()) {
@@ -218,7 +222,7 @@ TEST(GossipNode, FinishedNodesWaitForAWorkerThatIsJoining) {
   // It never connected: one failure timeout after its request they end.
   for (const absl::Status& s : QuiesceOn(c, clock, seconds(10))) EXPECT_TRUE(s.ok()) << s;
   EXPECT_GE(clock.Now() - asked, seconds(2));
-  EXPECT_EQ(c.node(0)->ReplicaHash(), c.node(1)->ReplicaHash());
+  EXPECT_EQ(c.node(0)->service().ReplicaHash(), c.node(1)->service().ReplicaHash());
 }
 
 }  // namespace

@@ -25,22 +25,23 @@ TEST(GossipNode, SlowIntactLinkGetsNoRepairs) {
   c.Start();
   ASSERT_TRUE(StepUntil(
       c, clock, [&] { return AllAliveNow(c); }, seconds(5)));
-  const uint64_t repairs_before = c.node(0)->counters().repairs_sent();
+  const uint64_t repairs_before = c.node(0)->service().counters().repairs_sent();
   for (int k = 0; k < 50; ++k) {  // 200 messages, four a heartbeat interval
     c.Publish(0, 1 + 4 * k, 4);
     StepFor(c, clock, milliseconds(20));
   }
-  EXPECT_LT(SeqOf(c.node(1)->Applied(), {"n0", 1000}), 200u) << "the last are 400 ms away";
+  EXPECT_LT(SeqOf(c.node(1)->service().Applied(), {"n0", 1000}), 200u)
+      << "the last are 400 ms away";
   ASSERT_TRUE(StepUntil(
       c, clock,
       [&] {
-        return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 200;
+        return SeqOf(c.node(1)->service().Applied(), {"n0", 1000}) == 200;
       },
       seconds(5)));
   StepFor(c, clock, seconds(1));  // many heartbeats more
   EXPECT_EQ(repairs_before, 0u);
-  EXPECT_EQ(c.node(0)->counters().repairs_sent(), 0u);
-  EXPECT_EQ(c.node(1)->counters().duplicates_dropped(), 0u);
+  EXPECT_EQ(c.node(0)->service().counters().repairs_sent(), 0u);
+  EXPECT_EQ(c.node(1)->service().counters().duplicates_dropped(), 0u);
   EXPECT_EQ(c.net().counters().update_frames, 200u);
 }
 
@@ -65,20 +66,20 @@ TEST(GossipNode, OriginsQueuedStreamIsNotDoubledByRelays) {
   for (int k = 0; k < 150; ++k) {
     if (k == 40) {
       // 0.8 s in: n0's first update is still 1 s on its way to n2.
-      EXPECT_EQ(SeqOf(c.node(2)->Applied(), n0), 0u);
+      EXPECT_EQ(SeqOf(c.node(2)->service().Applied(), n0), 0u);
     }
     if (k == 75) {
-      ASSERT_GE(SeqOf(c.node(2)->Applied(), n0), 20u);
-      relays_before = c.node(1)->counters().repairs_sent();
+      ASSERT_GE(SeqOf(c.node(2)->service().Applied(), n0), 20u);
+      relays_before = c.node(1)->service().counters().repairs_sent();
     }
     c.Publish(0, 1 + 2 * k, 2);
     StepFor(c, clock, milliseconds(20));
   }
   ASSERT_TRUE(StepUntil(
-      c, clock, [&] { return SeqOf(c.node(2)->Applied(), n0) == 300; }, seconds(5)));
+      c, clock, [&] { return SeqOf(c.node(2)->service().Applied(), n0) == 300; }, seconds(5)));
   StepFor(c, clock, milliseconds(300));  // heartbeats more
-  EXPECT_EQ(c.node(1)->counters().repairs_sent(), relays_before);
-  EXPECT_EQ(c.node(0)->counters().repairs_sent(), 0u);
+  EXPECT_EQ(c.node(1)->service().counters().repairs_sent(), relays_before);
+  EXPECT_EQ(c.node(0)->service().counters().repairs_sent(), 0u);
 }
 
 // The relay covers a member a live origin cannot reach: n0 and n2 are cut
@@ -96,11 +97,11 @@ TEST(GossipNode, LiveOriginsMessagesReachAMemberItCannotReachThroughAnother) {
   }
   const OriginKey n0{"n0", 1000};
   ASSERT_TRUE(StepUntil(
-      c, clock, [&] { return SeqOf(c.node(2)->Applied(), n0) == 20; }, seconds(10)))
-      << VersionJson(c.node(2)->Applied());
-  EXPECT_GE(c.node(1)->counters().repairs_sent(), 20u);
-  EXPECT_EQ(c.node(1)->counters().repairs_resent(), 0u);
-  EXPECT_EQ(c.node(2)->ReplicaHash(), c.node(0)->ReplicaHash());
+      c, clock, [&] { return SeqOf(c.node(2)->service().Applied(), n0) == 20; }, seconds(10)))
+      << VersionJson(c.node(2)->service().Applied());
+  EXPECT_GE(c.node(1)->service().counters().repairs_sent(), 20u);
+  EXPECT_EQ(c.node(1)->service().counters().repairs_resent(), 0u);
+  EXPECT_EQ(c.node(2)->service().ReplicaHash(), c.node(0)->service().ReplicaHash());
 }
 
 // The tree overlay (server/overlay.h) against the mesh, 8 members: each
@@ -123,7 +124,7 @@ TEST(GossipNode, TheTreeSpreadsTheOriginsCopiesAndDeliversEachOnce) {
     const OriginKey n0{"n0", 1000};
     ASSERT_TRUE(Eventually([&] {
       for (int i = 1; i < 8; ++i) {
-        if (SeqOf(c.node(i)->Applied(), n0) != 50) return false;
+        if (SeqOf(c.node(i)->service().Applied(), n0) != 50) return false;
       }
       return true;
     }));
@@ -133,24 +134,25 @@ TEST(GossipNode, TheTreeSpreadsTheOriginsCopiesAndDeliversEachOnce) {
     const auto others = [&] {
       std::string said;
       for (int i = 0; i < 8; ++i) {
-        const v1::NodeCounters& k = c.node(i)->counters();
+        const v1::NodeCounters& k = c.node(i)->service().counters();
         absl::StrAppend(&said, " n", i, ": repairs ", k.repairs_sent(), " (", k.repairs_resent(),
                         " resent), queue drops ", k.queue_drops(), ", members failed ",
                         k.members_failed(), ";");
       }
       return said;
     };
-    EXPECT_EQ(c.node(0)->counters().update_frames_sent(), tree ? 3u * 50 : 7u * 50) << others();
+    EXPECT_EQ(c.node(0)->service().counters().update_frames_sent(), tree ? 3u * 50 : 7u * 50)
+        << others();
     EXPECT_EQ(c.net().counters().update_frames - frames_before, 7u * 50) << others();
     for (int i = 0; i < 8; ++i) {
-      EXPECT_EQ(c.node(i)->counters().duplicates_dropped(), 0u) << i;
-      EXPECT_EQ(c.node(i)->ReplicaHash(), c.node(0)->ReplicaHash()) << i;
+      EXPECT_EQ(c.node(i)->service().counters().duplicates_dropped(), 0u) << i;
+      EXPECT_EQ(c.node(i)->service().ReplicaHash(), c.node(0)->service().ReplicaHash()) << i;
     }
     if (tree) {
       // n3 is a leaf of n0's tree; n2 forwards to it, n4 to n5 and n6.
-      EXPECT_EQ(c.node(3)->counters().update_frames_sent(), 0u);
-      EXPECT_EQ(c.node(2)->counters().update_frames_sent(), 50u);
-      EXPECT_EQ(c.node(4)->counters().update_frames_sent(), 2u * 50);
+      EXPECT_EQ(c.node(3)->service().counters().update_frames_sent(), 0u);
+      EXPECT_EQ(c.node(2)->service().counters().update_frames_sent(), 50u);
+      EXPECT_EQ(c.node(4)->service().counters().update_frames_sent(), 2u * 50);
     }
     EXPECT_TRUE(AllAlive(c)) << "the fewer heartbeats to non-neighbours still keep all alive";
   }
@@ -168,7 +170,7 @@ TEST(GossipNode, TheTreeClosesOverAFailedMember) {
   c.Publish(0, 1, 10);
   const OriginKey n0{"n0", 1000};
   ASSERT_TRUE(StepUntil(
-      c, clock, [&] { return SeqOf(c.node(4)->Applied(), n0) == 10; }, seconds(5)));
+      c, clock, [&] { return SeqOf(c.node(4)->service().Applied(), n0) == 10; }, seconds(5)));
   c.node(4)->Stop(/*leave=*/false, milliseconds(0));
   for (int k = 0; k < 20; ++k) {  // 40 more, two a heartbeat interval
     c.Publish(0, 11 + 2 * k, 2);
@@ -178,16 +180,16 @@ TEST(GossipNode, TheTreeClosesOverAFailedMember) {
       c, clock,
       [&] {
         for (int i : {1, 2, 3, 5, 6, 7}) {
-          if (SeqOf(c.node(i)->Applied(), n0) != 50) return false;
+          if (SeqOf(c.node(i)->service().Applied(), n0) != 50) return false;
         }
         return true;
       },
       seconds(10)))
-      << VersionJson(c.node(5)->Applied());
+      << VersionJson(c.node(5)->service().Applied());
   for (int i : {1, 2, 3, 5, 6, 7}) {
-    EXPECT_EQ(c.node(i)->ReplicaHash(), c.node(0)->ReplicaHash()) << i;
+    EXPECT_EQ(c.node(i)->service().ReplicaHash(), c.node(0)->service().ReplicaHash()) << i;
   }
-  EXPECT_EQ(SeqOf(c.node(4)->Applied(), n0), 10u) << "it failed after the first ten";
+  EXPECT_EQ(SeqOf(c.node(4)->service().Applied(), n0), 10u) << "it failed after the first ten";
 }
 
 // Our own messages stay in our log while a member that has not applied
@@ -207,15 +209,17 @@ TEST(GossipNode, OwnMessagesStayLoggedForADeadMemberThatLacksThem) {
   ASSERT_TRUE(step_until([&] { return SeesAs(c, 0, "n2", "dead"); }, seconds(5)));
   c.Publish(0, 1, 5);
   const OriginKey n0{"n0", 1000};
-  ASSERT_TRUE(step_until([&] { return SeqOf(c.node(1)->Applied(), n0) == 5; }, seconds(5)));
+  ASSERT_TRUE(
+      step_until([&] { return SeqOf(c.node(1)->service().Applied(), n0) == 5; }, seconds(5)));
   step_until([] { return false; }, milliseconds(1500));  // past the retention (1 s here)
   v1::NodeStatus s;
-  c.node(0)->FillStatus(&s, false);
+  c.node(0)->service().FillStatus(&s, false);
   EXPECT_GE(s.log_messages(), 5u) << s.DebugString();
   c.net().Heal();
-  ASSERT_TRUE(step_until([&] { return SeqOf(c.node(2)->Applied(), n0) == 5; }, seconds(10)))
-      << VersionJson(c.node(2)->Applied());
-  EXPECT_EQ(c.node(2)->counters().snapshots_loaded(), 0u);
+  ASSERT_TRUE(
+      step_until([&] { return SeqOf(c.node(2)->service().Applied(), n0) == 5; }, seconds(10)))
+      << VersionJson(c.node(2)->service().Applied());
+  EXPECT_EQ(c.node(2)->service().counters().snapshots_loaded(), 0u);
 }
 
 // What the receiver drops on an intact stream (here: early arrivals past a
@@ -233,14 +237,14 @@ TEST(GossipNode, MessageDroppedOnIntactStreamIsRepaired) {
   c.Start();
   c.Publish(0, 1, 100, milliseconds(2));
   EXPECT_TRUE(Eventually([&] {
-    return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 100;
-  })) << VersionJson(c.node(1)->Applied());
-  EXPECT_GT(c.node(1)->counters().early_dropped(), 0u);  // there were losses...
-  EXPECT_GT(c.node(0)->counters().repairs_sent(), 0u);   // ...and repairs
-  const GossipNode::Counters n0 = c.node(0)->counters();
+    return SeqOf(c.node(1)->service().Applied(), {"n0", 1000}) == 100;
+  })) << VersionJson(c.node(1)->service().Applied());
+  EXPECT_GT(c.node(1)->service().counters().early_dropped(), 0u);  // there were losses...
+  EXPECT_GT(c.node(0)->service().counters().repairs_sent(), 0u);   // ...and repairs
+  const GossipNode::Counters n0 = c.node(0)->service().counters();
   EXPECT_GT(n0.repairs_resent(), 0u);
   EXPECT_LE(n0.repairs_sent() - n0.repairs_resent(), 100u) << n0.repairs_sent() << " repairs";
-  EXPECT_EQ(c.node(1)->counters().updates_applied(), 100u);
+  EXPECT_EQ(c.node(1)->service().counters().updates_applied(), 100u);
 }
 
 // Signed updates travel with their signatures, and certificates travel
@@ -264,7 +268,7 @@ TEST(GossipNode, RelayedUpdatesOfAnOriginNeverMetAreVerified) {
   ASSERT_TRUE(StepUntil(
       c, clock,
       [&] {
-        return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 10;
+        return SeqOf(c.node(1)->service().Applied(), {"n0", 1000}) == 10;
       },
       seconds(5)));
   c.node(0)->Stop(/*leave=*/false, milliseconds(0));  // it dies before n2 ever met it
@@ -272,13 +276,13 @@ TEST(GossipNode, RelayedUpdatesOfAnOriginNeverMetAreVerified) {
   ASSERT_TRUE(StepUntil(
       c, clock,
       [&] {
-        return SeqOf(c.node(2)->Applied(), {"n0", 1000}) == 10;
+        return SeqOf(c.node(2)->service().Applied(), {"n0", 1000}) == 10;
       },
       seconds(10)))
-      << VersionJson(c.node(2)->Applied());
-  EXPECT_EQ(c.node(2)->counters().signature_errors(), 0u);
-  EXPECT_EQ(c.node(1)->counters().signature_errors(), 0u);
-  EXPECT_EQ(c.node(2)->ReplicaHash(), c.node(1)->ReplicaHash());
+      << VersionJson(c.node(2)->service().Applied());
+  EXPECT_EQ(c.node(2)->service().counters().signature_errors(), 0u);
+  EXPECT_EQ(c.node(1)->service().counters().signature_errors(), 0u);
+  EXPECT_EQ(c.node(2)->service().ReplicaHash(), c.node(1)->service().ReplicaHash());
 }
 
 // Lanes (server/lanes.h) with the size floor at 0, so that the test's small
@@ -302,7 +306,7 @@ TEST(GossipNode, BigUpdatesGoOnLanesAndArriveExactlyOnce) {
   for (auto& p : publishers) p.join();
   for (const absl::Status& s : c.Quiesce()) EXPECT_TRUE(s.ok()) << s;
   for (int i = 0; i < 3; ++i) {
-    const GossipNode::Counters n = c.node(i)->counters();
+    const GossipNode::Counters n = c.node(i)->service().counters();
     EXPECT_EQ(n.updates_applied(), 400u) << i;
     EXPECT_EQ(n.duplicates_dropped(), 0u) << i;
     EXPECT_EQ(n.repairs_sent(), 0u) << i;
@@ -310,9 +314,9 @@ TEST(GossipNode, BigUpdatesGoOnLanesAndArriveExactlyOnce) {
     // about three in four on lanes.
     EXPECT_GE(n.lane_update_frames_sent(), 250u) << i;
     EXPECT_LT(n.lane_update_frames_sent(), 400u) << i;
-    EXPECT_EQ(c.node(i)->ReplicaHash(), c.node(0)->ReplicaHash()) << i;
+    EXPECT_EQ(c.node(i)->service().ReplicaHash(), c.node(0)->service().ReplicaHash()) << i;
     v1::NodeStatus s;
-    c.node(i)->FillStatus(&s, false);
+    c.node(i)->service().FillStatus(&s, false);
     for (const v1::MemberStatus& m : s.members()) {
       EXPECT_EQ(m.lanes_out(), 3u) << i << " to " << m.node_id();
       EXPECT_EQ(m.lanes_in(), 3u) << i << " from " << m.node_id();
@@ -330,18 +334,20 @@ TEST(GossipNode, SmallUpdatesOpenNoLanes) {
       c, clock,
       [&] {
         v1::NodeStatus s;
-        c.node(0)->FillStatus(&s);
+        c.node(0)->service().FillStatus(&s);
         return s.members_size() == 1 && s.members(0).state() == "alive";
       },
       milliseconds(2000)));
   c.Publish(0, 1, 50, milliseconds(2));
-  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 50; }));
+  ASSERT_TRUE(Eventually([&] {
+    return SeqOf(c.node(1)->service().Applied(), {"n0", 1000}) == 50;
+  }));
   // Ten ticks (lanes are dialed at a tick) on the nodes' clock.
   StepUntil(
       c, clock, [] { return false; }, milliseconds(200), milliseconds(20));
-  EXPECT_EQ(c.node(0)->counters().lane_update_frames_sent(), 0u);
+  EXPECT_EQ(c.node(0)->service().counters().lane_update_frames_sent(), 0u);
   v1::NodeStatus s;
-  c.node(1)->FillStatus(&s, false);
+  c.node(1)->service().FillStatus(&s, false);
   ASSERT_EQ(s.members_size(), 1);
   EXPECT_EQ(s.members(0).lanes_in(), 0u);
 }

@@ -22,13 +22,15 @@ TEST(GossipNode, MetricsCountTheUpdateFramesAndBytesSent) {
   c.Start();
   ASSERT_TRUE(AllAlive(c));
   c.Publish(0, 1, 20, milliseconds(2));
-  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(3)->Applied(), {"n0", 1000}) == 20; }));
+  ASSERT_TRUE(Eventually([&] {
+    return SeqOf(c.node(3)->service().Applied(), {"n0", 1000}) == 20;
+  }));
   std::map<std::string, double> values;
   for (const prometheus::MetricFamily& family : NodeMetrics(c.node(0)).Collect()) {
     if (family.metric.size() == 1) values[family.name] = family.metric[0].counter.value;
   }
   EXPECT_EQ(values["reckon_update_frames_sent_total"], 2 * 20);
-  const GossipNode::Counters counters = c.node(0)->counters();
+  const GossipNode::Counters counters = c.node(0)->service().counters();
   // Heartbeats go on: the counters read after the scrape are at least its.
   EXPECT_GT(values["reckon_gossip_sent_bytes_total"], 20 * 100);
   EXPECT_LE(values["reckon_gossip_sent_bytes_total"], double(counters.bytes_sent()));
@@ -52,11 +54,11 @@ TEST(GossipNode, DefaultTimeoutsHoldToTheTickOnTheNodesClock) {
   c.Start();
   GossipNode* node = c.node(0);
   auto silent = std::make_shared<ScriptedLink>(node);
-  node->OnLinkUp(silent);
+  node->service().OnLinkUp(silent);
   ScriptedPeer member(node, "w1", 7, "inproc:w1");
   auto member_alive = [&] {
     v1::NodeStatus s;
-    node->FillStatus(&s, false);
+    node->service().FillStatus(&s, false);
     return s.members_size() == 1 && s.members(0).state() == "alive";
   };
   ASSERT_TRUE(Eventually(member_alive));
@@ -68,7 +70,7 @@ TEST(GossipNode, DefaultTimeoutsHoldToTheTickOnTheNodesClock) {
     return Eventually([&] { return member.link().sent().size() > before; });
   };
   auto member_speaks = [&] {
-    const uint64_t before = node->counters().bytes_received();
+    const uint64_t before = node->service().counters().bytes_received();
     v1::GossipFrame heartbeat;
     heartbeat.mutable_heartbeat()->set_local_steps(1);
     member.Send(std::move(heartbeat));
@@ -82,15 +84,15 @@ TEST(GossipNode, DefaultTimeoutsHoldToTheTickOnTheNodesClock) {
   member_speaks();                        // at 7.5 s, its last word
   ASSERT_TRUE(step(milliseconds(2480)));  // 9.98 s
   EXPECT_FALSE(silent->closed());
-  EXPECT_EQ(node->counters().hello_timeouts(), 0u);
+  EXPECT_EQ(node->service().counters().hello_timeouts(), 0u);
   ASSERT_TRUE(step(milliseconds(40)));  // 10.02 s
   ASSERT_TRUE(Eventually([&] { return silent->closed(); }));
-  EXPECT_EQ(node->counters().hello_timeouts(), 1u);
+  EXPECT_EQ(node->service().counters().hello_timeouts(), 1u);
   ASSERT_TRUE(step(milliseconds(460)));  // 10.48 s: 2.98 s since the member spoke
   EXPECT_TRUE(member_alive());
-  EXPECT_EQ(node->counters().members_failed(), 0u);
+  EXPECT_EQ(node->service().counters().members_failed(), 0u);
   clock.Advance(milliseconds(40));  // 3.02 s
-  ASSERT_TRUE(Eventually([&] { return node->counters().members_failed() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return node->service().counters().members_failed() == 1; }));
   EXPECT_FALSE(member_alive());
 }
 
@@ -111,7 +113,7 @@ TEST(GossipNode, HeartbeatsCarryTheVectorsChangesAndTheReceiverKeepsTheRest) {
   ScriptedPeer member(node, "w1", 7, "inproc:w1");
   ASSERT_TRUE(Eventually([&] {
     v1::NodeStatus s;
-    node->FillStatus(&s, false);
+    node->service().FillStatus(&s, false);
     return s.members_size() == 1 && s.members(0).state() == "alive";
   }));
   auto heartbeats = [&] {
@@ -155,11 +157,11 @@ TEST(GossipNode, HeartbeatsCarryTheVectorsChangesAndTheReceiverKeepsTheRest) {
   // The receiving side: w1's whole vector, then its changes.
   auto lag = [&] {
     v1::NodeStatus s;
-    node->FillStatus(&s, false);
+    node->service().FillStatus(&s, false);
     return s.members(0).lag();
   };
   auto member_says = [&](bool changes_only, std::vector<std::pair<std::string, uint64_t>> entries) {
-    const uint64_t before = node->counters().bytes_received();
+    const uint64_t before = node->service().counters().bytes_received();
     v1::GossipFrame f;
     f.mutable_heartbeat()->set_applied_changes_only(changes_only);
     for (const auto& [id, seq] : entries) {
@@ -179,7 +181,7 @@ TEST(GossipNode, HeartbeatsCarryTheVectorsChangesAndTheReceiverKeepsTheRest) {
   EXPECT_EQ(lag(), 0);
   member_says(false, {{"x", 4}});  // whole: n0 absent is 0
   EXPECT_EQ(lag(), 2);
-  EXPECT_EQ(node->counters().frames_refused(), 0u);
+  EXPECT_EQ(node->service().counters().frames_refused(), 0u);
 }
 
 // The counters are one proto message (NodeCounters): /metrics exposes every
@@ -191,14 +193,14 @@ TEST(GossipNode, EveryCounterOfTheProtoIsOnMetricsWithItsHelp) {
   c.Start();
   ASSERT_TRUE(PeerAlive(c));
   c.Publish(0, 1, 5, milliseconds(1));
-  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 5; }));
+  ASSERT_TRUE(Eventually([&] { return SeqOf(c.node(1)->service().Applied(), {"n0", 1000}) == 5; }));
   c.StopAll();  // nothing counts between the scrape and the reads below
   std::map<std::string, const prometheus::MetricFamily*> families;
   const std::vector<prometheus::MetricFamily> collected = NodeMetrics(c.node(1)).Collect();
   for (const prometheus::MetricFamily& f : collected) families[f.name] = &f;
-  const GossipNode::Counters counters = c.node(1)->counters();
+  const GossipNode::Counters counters = c.node(1)->service().counters();
   v1::NodeStatus status;
-  c.node(1)->FillStatus(&status, false);
+  c.node(1)->service().FillStatus(&status, false);
   EXPECT_EQ(status.counters().SerializeAsString(), counters.SerializeAsString());
   const google::protobuf::Descriptor* d = counters.GetDescriptor();
   ASSERT_GE(d->field_count(), 30);
@@ -292,10 +294,10 @@ TEST(GossipNode, TrainingWaitsWhileItsBacklogIsOverTheCap) {
   const auto start = Clock::now();
   ASSERT_TRUE(c.node(0)->training().WaitWhileBacklogged(start + seconds(20)));
   const auto waited = Clock::now() - start;
-  EXPECT_EQ(SeqOf(c.node(1)->Applied(), {"n0", 1000}), 3u);
+  EXPECT_EQ(SeqOf(c.node(1)->service().Applied(), {"n0", 1000}), 3u);
   EXPECT_EQ(c.node(0)->training().OwnBacklogBytes(), 0u);
   EXPECT_GE(waited, milliseconds(600));  // out and back over a 300 ms link
-  EXPECT_GE(c.node(0)->counters().backpressure_ms(), 600u);
+  EXPECT_GE(c.node(0)->service().counters().backpressure_ms(), 600u);
 }
 
 // The default cap is a share of the log (log_byte_cap / (2 x members)):
@@ -311,7 +313,7 @@ TEST(GossipNode, DefaultBacklogCapIsAShareOfTheLog) {
   EXPECT_GT(c.node(0)->training().OwnBacklogBytes(), 0u);
   EXPECT_LT(c.node(0)->training().OwnBacklogBytes(), size_t{1 << 20} / 4);
   EXPECT_TRUE(c.node(0)->training().WaitWhileBacklogged(Clock::now()));
-  EXPECT_EQ(c.node(0)->counters().backpressure_ms(), 0u);
+  EXPECT_EQ(c.node(0)->service().counters().backpressure_ms(), 0u);
 }
 
 }  // namespace

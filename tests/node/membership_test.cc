@@ -21,7 +21,7 @@ TEST(GossipNode, HelloWithoutListenAddressIsRefused) {
   ASSERT_TRUE(Eventually([&] { return !c.node(1)->Health().ok(); }));
   EXPECT_NE(c.node(1)->Health().message().find("sent no listen_address"), std::string::npos)
       << c.node(1)->Health();
-  EXPECT_EQ(c.node(0)->counters().updates_applied(), 0u);
+  EXPECT_EQ(c.node(0)->service().counters().updates_applied(), 0u);
 }
 
 // A dial that is never answered (the peer accepted nothing: a partition, a
@@ -36,16 +36,16 @@ TEST(GossipNode, UnansweredDialIsRetriedAfterHealing) {
   c.Start();
   StepUntil(
       c, clock, [] { return false; }, milliseconds(1500), milliseconds(100));
-  EXPECT_EQ(c.node(0)->counters().updates_applied(), 0u);
+  EXPECT_EQ(c.node(0)->service().counters().updates_applied(), 0u);
   c.net().Heal();
   c.Publish(0, 1, 5);
   EXPECT_TRUE(StepUntil(
       c, clock,
       [&] {
-        return SeqOf(c.node(1)->Applied(), {"n0", 1000}) == 5;
+        return SeqOf(c.node(1)->service().Applied(), {"n0", 1000}) == 5;
       },
       seconds(5), milliseconds(100)))
-      << VersionJson(c.node(1)->Applied());
+      << VersionJson(c.node(1)->service().Applied());
 }
 
 // A member's heartbeat may name members nobody ever reached (made up, or an
@@ -78,14 +78,14 @@ TEST(GossipNode, MembersNobodyHeardDoNotCountAgainstTheMajority) {
       c, clock,
       [&] {
         v1::NodeStatus s;
-        c.node(1)->FillStatus(&s, false);
+        c.node(1)->service().FillStatus(&s, false);
         return s.members_size() == 4;  // n0 and the ghosts (the liar left)
       },
       seconds(5)));
   c.Publish(0, 1, 5);
   c.Publish(1, 1, 5);
   for (const absl::Status& s : QuiesceOn(c, clock, seconds(5))) EXPECT_TRUE(s.ok()) << s;
-  EXPECT_EQ(c.node(0)->ReplicaHash(), c.node(1)->ReplicaHash());
+  EXPECT_EQ(c.node(0)->service().ReplicaHash(), c.node(1)->service().ReplicaHash());
 }
 
 // A member list can name anyone: names nobody heard (heard: false) and
@@ -102,7 +102,7 @@ TEST(GossipNode, NamesNobodyHeardAreForgottenAndGiveWayToARealMember) {
   GossipNode* node = c.node(0);
   auto members = [&] {
     v1::NodeStatus s;
-    node->FillStatus(&s, false);
+    node->service().FillStatus(&s, false);
     return s.members_size();
   };
   ScriptedPeer liar(node, "liar", 9, "inproc:liar");
@@ -118,10 +118,10 @@ TEST(GossipNode, NamesNobodyHeardAreForgottenAndGiveWayToARealMember) {
   // A real worker comes: a name gives way.
   ScriptedPeer real(node, "real", 3, "inproc:real");
   ASSERT_TRUE(Eventually([&] {
-    return SeqOf(node->Applied(), OriginKey{"real", 3}) == 0 &&
-           node->counters().members_refused() >= 13 && [&] {
+    return SeqOf(node->service().Applied(), OriginKey{"real", 3}) == 0 &&
+           node->service().counters().members_refused() >= 13 && [&] {
              v1::NodeStatus s;
-             node->FillStatus(&s, false);
+             node->service().FillStatus(&s, false);
              for (const auto& m : s.members())
                if (m.node_id() == "real") return m.state() == "alive";
              return false;
@@ -203,7 +203,7 @@ TEST(GossipNode, AnnouncedAddressesAreOnePerMemberAndForgottenWhenItMoves) {
   GossipNode* node = c.node(0);
   auto status = [&] {
     v1::NodeStatus s;
-    node->FillStatus(&s, false);
+    node->service().FillStatus(&s, false);
     return s;
   };
   const uint64_t at_start = status().dial_targets();
@@ -278,19 +278,20 @@ TEST(GossipNode, NodeBehindOnABacklogIsSlowNotDead) {
   c.Start();
   ASSERT_TRUE(Eventually([&] {
     v1::NodeStatus s;
-    c.node(1)->FillStatus(&s);
+    c.node(1)->service().FillStatus(&s);
     return s.members_size() == 1 && s.members(0).state() == "alive";
   }));
   // 150 messages at once: 1.5 s of work for n0, almost four failure timeouts.
   c.Publish(1, 1, 150);
   ASSERT_TRUE(Eventually(
       [&] {
-        return SeqOf(c.node(0)->Applied(), {"n1", 1001}) == 150;
+        return SeqOf(c.node(0)->service().Applied(), {"n1", 1001}) == 150;
       },
       seconds(30)));
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(c.node(i)->counters().members_failed(), 0u) << "n" << i;
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(c.node(i)->service().counters().members_failed(), 0u) << "n" << i;
   for (const absl::Status& s : c.Quiesce()) EXPECT_TRUE(s.ok()) << s;
-  EXPECT_EQ(c.node(0)->ReplicaHash(), c.node(1)->ReplicaHash());
+  EXPECT_EQ(c.node(0)->service().ReplicaHash(), c.node(1)->service().ReplicaHash());
 }
 
 // A peer announcing more members than the cap (invented, or a seed list
@@ -302,15 +303,15 @@ TEST(GossipNode, MembersPastTheCapAreRefusedAndCounted) {
   for (int i = 0; i < 4; ++i) c.Publish(i, 1, 3);
   ASSERT_TRUE(Eventually([&] {
     uint64_t refused = 0;
-    for (int i = 0; i < 4; ++i) refused += c.node(i)->counters().members_refused();
+    for (int i = 0; i < 4; ++i) refused += c.node(i)->service().counters().members_refused();
     return refused > 0;
   }));
   for (int i = 0; i < 4; ++i) {
     v1::NodeStatus s;
-    c.node(i)->FillStatus(&s);
+    c.node(i)->service().FillStatus(&s);
     EXPECT_LE(s.members_size(), 2) << i;
     // A member past the cap is not a peer of another cluster.
-    EXPECT_EQ(c.node(i)->counters().peers_refused(), 0u) << i;
+    EXPECT_EQ(c.node(i)->service().counters().peers_refused(), 0u) << i;
   }
 }
 

@@ -116,7 +116,7 @@ inline NodeOptions OriginOf(const std::string& node_id, uint64_t incarnation) {
 inline bool PeerAlive(Nodes& c) {
   return Eventually([&] {
     v1::NodeStatus s;
-    c.node(0)->FillStatus(&s);
+    c.node(0)->service().FillStatus(&s);
     return s.members_size() == 1 && s.members(0).state() == "alive";
   });
 }
@@ -125,7 +125,7 @@ inline bool PeerAlive(Nodes& c) {
 inline bool AllAliveNow(Nodes& c) {
   for (int i = 0; i < c.size(); ++i) {
     v1::NodeStatus s;
-    c.node(i)->FillStatus(&s, false);
+    c.node(i)->service().FillStatus(&s, false);
     if (s.members_size() != c.size() - 1) return false;
     for (const auto& m : s.members()) {
       if (m.state() != "alive") return false;
@@ -141,7 +141,7 @@ inline bool AllAlive(Nodes& c) {
 // Node `at` sees `peer` in `state` ("alive", "dead", ...), now.
 inline bool SeesAs(Nodes& c, int at, const std::string& peer, const std::string& state) {
   v1::NodeStatus s;
-  c.node(at)->FillStatus(&s, false);
+  c.node(at)->service().FillStatus(&s, false);
   for (const auto& m : s.members()) {
     if (m.node_id() == peer) return m.state() == state;
   }
@@ -183,8 +183,8 @@ inline void StartAndShowEachNodeOtherOrigins(Nodes& c, int steps_each) {
   c.Publish(1, 1, 3);
   ShowEachNodeOtherOrigins(c, steps_each);
   ASSERT_TRUE(Eventually([&] {
-    return c.node(0)->counters().origins_refused() > 0 &&
-           c.node(1)->counters().origins_refused() > 0;
+    return c.node(0)->service().counters().origins_refused() > 0 &&
+           c.node(1)->service().counters().origins_refused() > 0;
   }));
 }
 
@@ -223,15 +223,15 @@ inline ReceiveOutcome Receive(int threads) {
     member.SendUpdate(*u);
   }
   for (uint64_t seq = 6; seq <= 8; ++seq) member.SendUpdate(m[seq].update);
-  EXPECT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"m", 3}) == 8; }));
+  EXPECT_TRUE(Eventually([&] { return SeqOf(node->service().Applied(), OriginKey{"m", 3}) == 8; }));
   // The last duplicate is handled with or after seq 8's batch.
   member.SendUpdate(m[8].update);
-  EXPECT_TRUE(Eventually([&] { return node->counters().duplicates_dropped() == 3; }))
-      << node->counters().DebugString();
+  EXPECT_TRUE(Eventually([&] { return node->service().counters().duplicates_dropped() == 3; }))
+      << node->service().counters().DebugString();
   ReceiveOutcome out;
-  out.hash = node->ReplicaHash();
+  out.hash = node->service().ReplicaHash();
   for (const auto& u : node->training().TakeReceived().updates) out.accepted_seqs.push_back(u->seq);
-  const GossipNode::Counters counters = node->counters();
+  const GossipNode::Counters counters = node->service().counters();
   out.decode_errors = counters.decode_errors();
   out.duplicates_dropped = counters.duplicates_dropped();
   out.updates_applied = counters.updates_applied();
@@ -266,9 +266,10 @@ inline void JoinFromASnapshotAt(GossipNode* node, const OriginKey& origin, uint6
 // is not yet a frame handled. FillStatus takes the lock the node holds for
 // a whole batch, so it returns once the batch that counted them is done.
 inline bool HandledBytes(GossipNode* node, uint64_t bytes) {
-  if (!Eventually([&] { return node->counters().bytes_received() >= bytes; })) return false;
+  if (!Eventually([&] { return node->service().counters().bytes_received() >= bytes; }))
+    return false;
   v1::NodeStatus ignored;
-  node->FillStatus(&ignored, /*with_weight_hash=*/false);
+  node->service().FillStatus(&ignored, /*with_weight_hash=*/false);
   return true;
 }
 
@@ -291,7 +292,7 @@ class BehindTheCut {
   }
   GossipNode* node() { return nodes_.node(0); }
   void Step(milliseconds by) {
-    const uint64_t received = node()->counters().bytes_received();
+    const uint64_t received = node()->service().counters().bytes_received();
     uint64_t sent = 0;
     if (origin_) {
       v1::GossipFrame alive;

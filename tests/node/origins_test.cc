@@ -33,13 +33,15 @@ TEST(GossipNode, InventedOriginsStopAtTheCap) {
   honest.node_id = "liar";
   honest.incarnation = 7;
   liar.SendUpdate(MakeMessage(honest, 1, rng).update);
-  ASSERT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"liar", 7}) == 1; }));
+  ASSERT_TRUE(Eventually([&] {
+    return SeqOf(node->service().Applied(), OriginKey{"liar", 7}) == 1;
+  }));
   // 16 origins, and the member's own beyond the cap.
-  EXPECT_EQ(node->Applied().size(), 17u);
+  EXPECT_EQ(node->service().Applied().size(), 17u);
   v1::NodeStatus status;
-  node->FillStatus(&status, false);
+  node->service().FillStatus(&status, false);
   EXPECT_EQ(status.counters().origins_refused(), 200u - 16u);
-  EXPECT_EQ(node->counters().origins_refused(), status.counters().origins_refused());
+  EXPECT_EQ(node->service().counters().origins_refused(), status.counters().origins_refused());
 }
 
 // An origin that never reaches seq 1 holds memory too: its early arrivals.
@@ -62,7 +64,7 @@ TEST(GossipNode, OriginsThatNeverReachSeqOneCountAgainstTheCap) {
   v1::NodeStatus status;
   ASSERT_TRUE(Eventually([&] {
     status.Clear();
-    node->FillStatus(&status, false);
+    node->service().FillStatus(&status, false);
     return status.early_held() + status.counters().origins_refused() == 200;
   })) << status.early_held()
       << " held, " << status.counters().origins_refused() << " refused";
@@ -71,7 +73,9 @@ TEST(GossipNode, OriginsThatNeverReachSeqOneCountAgainstTheCap) {
   // Seq 1 of a held origin: applied, then its seq 2; still 16 origins.
   invented.node_id = "invented3";
   liar.SendUpdate(MakeMessage(invented, 1, rng, /*count=*/1).update);
-  ASSERT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"invented3", 1}) == 2; }));
+  ASSERT_TRUE(Eventually([&] {
+    return SeqOf(node->service().Applied(), OriginKey{"invented3", 1}) == 2;
+  }));
   invented.node_id = "invented999";
   liar.SendUpdate(MakeMessage(invented, 1, rng, /*count=*/1).update);
   NodeOptions honest;
@@ -79,13 +83,15 @@ TEST(GossipNode, OriginsThatNeverReachSeqOneCountAgainstTheCap) {
   honest.incarnation = 7;
   liar.SendUpdate(MakeMessage(honest, 2, rng).update);
   liar.SendUpdate(MakeMessage(honest, 1, rng).update);
-  ASSERT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"liar", 7}) == 2; }));
+  ASSERT_TRUE(Eventually([&] {
+    return SeqOf(node->service().Applied(), OriginKey{"liar", 7}) == 2;
+  }));
   status.Clear();
-  node->FillStatus(&status, false);
+  node->service().FillStatus(&status, false);
   EXPECT_EQ(status.counters().origins_refused(), 200u - 16u + 1u);
-  EXPECT_EQ(SeqOf(node->Applied(), OriginKey{"invented999", 1}), 0u);
+  EXPECT_EQ(SeqOf(node->service().Applied(), OriginKey{"invented999", 1}), 0u);
   EXPECT_EQ(status.early_held(), 15u);
-  EXPECT_EQ(node->Applied().size(), 2u);
+  EXPECT_EQ(node->service().Applied().size(), 2u);
 }
 
 TEST(GossipNode, OriginsRefusedPastTheCapAreNotResentAndEndIdenticalWhereTheyMovedNothing) {
@@ -94,15 +100,17 @@ TEST(GossipNode, OriginsRefusedPastTheCapAreNotResentAndEndIdenticalWhereTheyMov
   ASSERT_NO_FATAL_FAILURE(StartAndShowEachNodeOtherOrigins(c, /*steps_each=*/0));
   const std::vector<absl::Status> results = c.Quiesce(seconds(20));
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
-  EXPECT_EQ(c.node(0)->ReplicaHash(), c.node(1)->ReplicaHash());
-  EXPECT_FALSE(SameVersions(c.node(0)->Applied(), c.node(1)->Applied()));
+  EXPECT_EQ(c.node(0)->service().ReplicaHash(), c.node(1)->service().ReplicaHash());
+  EXPECT_FALSE(SameVersions(c.node(0)->service().Applied(), c.node(1)->service().Applied()));
   // Told, neither sends the other what it refuses any more.
-  const uint64_t repairs =
-      c.node(0)->counters().repairs_sent() + c.node(1)->counters().repairs_sent();
+  const uint64_t repairs = c.node(0)->service().counters().repairs_sent() +
+                           c.node(1)->service().counters().repairs_sent();
   std::this_thread::sleep_for(milliseconds(600));
-  EXPECT_EQ(c.node(0)->counters().repairs_sent() + c.node(1)->counters().repairs_sent(), repairs);
+  EXPECT_EQ(c.node(0)->service().counters().repairs_sent() +
+                c.node(1)->service().counters().repairs_sent(),
+            repairs);
   v1::NodeStatus status;
-  c.node(0)->FillStatus(&status, false);
+  c.node(0)->service().FillStatus(&status, false);
   EXPECT_GT(status.counters().origins_diverged(), 0u);
 }
 
@@ -145,7 +153,7 @@ TEST(GossipNode, AMessageThatOverflowsAWeightWrapsAndItsOriginGoesOn) {
   const Message next = MakeMessage(origin, 2, rng);
   member.SendUpdate(next.update);
   ASSERT_TRUE(Eventually([&] {
-    return SeqOf(node->Applied(), OriginKey{"big", 7}) == 2;
+    return SeqOf(node->service().Applied(), OriginKey{"big", 7}) == 2;
   })) << "the origin stalled at its overflowing message";
   std::vector<int64_t> expected = InitialWeights();
   ASSERT_GT(expected[1], 0);
@@ -157,9 +165,9 @@ TEST(GossipNode, AMessageThatOverflowsAWeightWrapsAndItsOriginGoesOn) {
     const uint32_t i = w & 0x7FFFFFFFu;
     expected[i] = add(expected[i], (w >> 31) ? -kStep : kStep);
   }
-  EXPECT_EQ(node->ReplicaHash(), codec::WeightHashOf(expected));
-  EXPECT_EQ(node->counters().weights_wrapped(), 1u);
-  EXPECT_EQ(node->counters().decode_errors(), 0u);
+  EXPECT_EQ(node->service().ReplicaHash(), codec::WeightHashOf(expected));
+  EXPECT_EQ(node->service().counters().weights_wrapped(), 1u);
+  EXPECT_EQ(node->service().counters().decode_errors(), 0u);
 }
 
 TEST(GossipNode, AnyNumberOfValidationThreadsAcceptsAndRefusesTheSame) {

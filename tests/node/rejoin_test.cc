@@ -132,7 +132,7 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
   holder.Send(heartbeat(3));
   ASSERT_TRUE(Eventually([&] {
     v1::NodeStatus s;
-    node->FillStatus(&s, false);
+    node->service().FillStatus(&s, false);
     for (const auto& m : s.members()) {
       if (m.node_id() == "b") return m.lag() == 0;  // it applied all of ours
     }
@@ -171,7 +171,7 @@ TEST(GossipNode, AResyncRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
     ToProto({{origin, seq}}, f.mutable_heartbeat()->mutable_applied());
     return f;
   };
-  auto ignored = [&] { return node->counters().resyncs_ignored(); };
+  auto ignored = [&] { return node->service().counters().resyncs_ignored(); };
   // About a live member, from another: a serves its own. About this node's
   // own origin: it has every message of its own.
   mallory.Send(resync("a", 7, 5));
@@ -234,16 +234,17 @@ TEST(GossipNode, MemberBehindOnAnOriginNoLogHoldsIsToldToRejoin) {
   c.net().Partition({{c.node(0), c.node(1)}, {c.node(2)}});
   c.Publish(1, 1, 5);
   const OriginKey n1{"n1", 1001};
-  ASSERT_TRUE(step_until([&] { return SeqOf(c.node(0)->Applied(), n1) == 5; }, seconds(5)));
+  ASSERT_TRUE(
+      step_until([&] { return SeqOf(c.node(0)->service().Applied(), n1) == 5; }, seconds(5)));
   c.node(1)->Stop(/*leave=*/true, milliseconds(100));    // n1 is gone for good
   step_until([] { return false; }, milliseconds(1500));  // past the retention (1 s)
   v1::NodeStatus s;
-  c.node(0)->FillStatus(&s, false);
+  c.node(0)->service().FillStatus(&s, false);
   ASSERT_EQ(s.log_messages(), 0u) << "n0 still holds n1's messages: nothing to test";
   c.net().Heal();
   EXPECT_TRUE(
       step_until([&] { return c.node(2)->training().ResyncSource() == "inproc:n0"; }, seconds(10)))
-      << VersionJson(c.node(2)->Applied());
+      << VersionJson(c.node(2)->service().Applied());
 }
 
 }  // namespace

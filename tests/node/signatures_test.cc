@@ -63,14 +63,14 @@ TEST(GossipNode, ASignatureCheckHoldsNotTheNodesLock) {
   // The check is running: what takes the node's lock still answers.
   auto status = std::async(std::launch::async, [&] {
     v1::NodeStatus s;
-    node->FillStatus(&s, /*with_weight_hash=*/false);
+    node->service().FillStatus(&s, /*with_weight_hash=*/false);
     return s.counters().updates_applied();
   });
   const bool answered = status.wait_for(seconds(10)) == std::future_status::ready;
   held->Release();
   ASSERT_TRUE(answered) << "status waited for a signature check";
   EXPECT_EQ(status.get(), 0u);
-  EXPECT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"m", 3}) == 1; }));
+  EXPECT_TRUE(Eventually([&] { return SeqOf(node->service().Applied(), OriginKey{"m", 3}) == 1; }));
 }
 
 // The checks of a batch run before any of its frames is handled: an Update
@@ -102,15 +102,17 @@ TEST(GossipNode, AnUpdateWhoseCertificateCameInTheSameBatchIsVerified) {
   member.Send(certificates);
   member.SendUpdate(m1.update);
   held->Release();
-  ASSERT_TRUE(Eventually([&] { return SeqOf(node->Applied(), OriginKey{"w2", 4}) == 1; }));
-  EXPECT_EQ(node->counters().signature_errors(), 1u) << "the one before the certificate";
+  ASSERT_TRUE(Eventually([&] {
+    return SeqOf(node->service().Applied(), OriginKey{"w2", 4}) == 1;
+  }));
+  EXPECT_EQ(node->service().counters().signature_errors(), 1u) << "the one before the certificate";
   // Altered after signing: refused, whenever its certificate came.
   Message m2 = MakeMessage(OriginOf("w2", 4), 2, rng);
   w2_key->Sign(&m2.update);
   m2.update.set_step_quanta(m2.update.step_quanta() + 1);
   member.SendUpdate(m2.update);
-  EXPECT_TRUE(Eventually([&] { return node->counters().signature_errors() == 2; }));
-  EXPECT_EQ(SeqOf(node->Applied(), OriginKey{"w2", 4}), 1u);
+  EXPECT_TRUE(Eventually([&] { return node->service().counters().signature_errors() == 2; }));
+  EXPECT_EQ(SeqOf(node->service().Applied(), OriginKey{"w2", 4}), 1u);
 }
 
 }  // namespace
