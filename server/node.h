@@ -66,6 +66,7 @@
 #include "server/node_membership.h"
 #include "server/node_options.h"
 #include "server/node_service.h"
+#include "server/outbound.h"
 #include "server/quiescence.h"
 #include "server/service_port.h"
 #include "server/training_handoff.h"
@@ -191,9 +192,6 @@ class GossipNode final {
   void Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
               std::shared_ptr<const codec::DecodedUpdate> decoded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // Sends our messages published since the last call (Publish queues
-  // them) to every member, or down our tree, in seq order.
-  void PushPublished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Accepts the early arrivals of `origin` that are now next in line.
   void AcceptWaiting(const OriginKey& origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // How Accept applies `decoded` to the mirror: in stripes on validators_
@@ -206,33 +204,7 @@ class GossipNode final {
   void Tick(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Pushes what `m`'s version vector shows it lacks and our log holds.
   void AntiEntropy(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // Direct broadcast of a fresh message, when it is next in order for `m`.
-  void PushTo(Member& m, const OriginKey& origin, uint64_t seq,
-              const std::shared_ptr<const v1::GossipFrame>& frame)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // The one place Updates go out to a member: records the pushed seq and
-  // the frame that carried it.
-  // False (nothing recorded) when the send queue is over its cap.
-  bool SendUpdate(Member& m, const OriginKey& origin, uint64_t seq,
-                  const std::shared_ptr<const v1::GossipFrame>& frame)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // Pushes a fresh message of `origin` to our children in its tree.
-  void ForwardInTree(const OriginKey& origin, uint64_t seq,
-                     const std::shared_ptr<const v1::GossipFrame>& frame)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   void CollectGarbage(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // A frame on a link not bound to a member yet, or for the last time
-  // (Hello, Refusal, Leave): sent and its bytes counted, nothing else.
-  void SendCounted(Link& link, std::shared_ptr<const v1::GossipFrame> frame)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // Every frame to a bound member goes through here (member_links.h picks
-  // the link; counted here).
-  bool SendTo(Member& m, std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  void CountSent(const MemberLinks::Sent& sent, bool update)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // `lane` 0: the pair's stream's Hello (it says how many lanes we accept).
-  std::shared_ptr<const v1::GossipFrame> MakeHello(uint32_t lane = 0) const;
   // A Hello with lane > 0: on a link we accepted, a member asks to open a
   // lane (registered, answered, or refused: server/lanes.h LaneRefusal); on
   // one we dialed, the member's answer.
@@ -243,17 +215,6 @@ class GossipNode final {
   void HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFrame& frame,
                        std::optional<ValidatedUpdate> validated, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  struct LaneRef {
-    Member* member = nullptr;
-    MemberLinks::LaneRef lane;
-  };
-  LaneRef FindLane(const std::shared_ptr<Link>& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // Aborts a lane and forgets it at once (MemberLinks::ForgetLane); lanes
-  // to that member wait a failure timeout before they are dialed again.
-  void ForgetLane(const LaneRef& lane, Clock::time_point now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // Dials the lanes m should have and lacks; aborts ours it never answered.
-  void DialLanes(Member& m, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // A heartbeat's frames (heartbeat_writer.h) with what this node reports:
   // its steps, training done, where it settled and with which hash, a
   // passed check to announce. `tick`: a tick's (Tick only).
@@ -274,6 +235,8 @@ class GossipNode final {
   NodeCore core_;
   TrainingPort training_;
   ServicePort service_;
+  // Every frame out (outbound.h): under core_.mu, like the node thread.
+  Outbound outbound_;
   std::thread thread_;
   // The threads validating received Updates and applying large ones to the
   // mirror in stripes (the node thread one of them). Only the node thread

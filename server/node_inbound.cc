@@ -1,8 +1,8 @@
 // One part of GossipNode's methods (server/node.h; docs/architecture.md "The
 // gossip node in parts"). What comes in: an Update validated before anything is
-// kept, accepted in order per origin or held as an early arrival; our own
-// published; what the training thread takes. Each runs on the thread and under
-// the lock its declaration in node.h names.
+// kept, accepted in order per origin or held as an early arrival; a frame on a
+// lane. Each runs on the thread and under the lock its declaration in node.h
+// names.
 #include <algorithm>
 #include <tuple>
 
@@ -138,20 +138,31 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   if (core_.options.on_accept) core_.options.on_accept(origin, update);
   core_.counters.AddReceived(update.codec(), update.ByteSizeLong());
   core_.handoff.Queue(std::move(decoded), Clock::now());
-  if (core_.membership.tree()) ForwardInTree(origin, update.seq(), frame);
+  if (core_.membership.tree()) outbound_.ForwardInTree(origin, update.seq(), frame);
   core_.log.Add(origin, std::move(frame), core_.Now());
 }
 
-void GossipNode::PushPublished() {
-  for (const std::shared_ptr<const v1::GossipFrame>& frame : core_.to_push) {
-    const uint64_t seq = frame->update().seq();
-    if (core_.membership.tree()) {
-      ForwardInTree(core_.self, seq, frame);
-    } else {
-      for (auto& [id, m] : core_.membership.table()) PushTo(m, core_.self, seq, frame);
-    }
+void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFrame& frame,
+                                 std::optional<ValidatedUpdate> validated, Clock::time_point now) {
+  const Outbound::LaneRef ref = outbound_.FindLane(link);
+  if (ref.member == nullptr) return;
+  Member& m = *ref.member;
+  if (ref.lane.ours || !frame.has_update()) {
+    // Lanes carry the dialer's Updates only: a member that sends anything
+    // else on one (membership, a heartbeat it could forge a count with)
+    // loses the lane, and nothing of the frame is kept.
+    const char* kind = frame.body_case() == v1::GossipFrame::kHeartbeat ? "a Heartbeat"
+                       : frame.has_update()                             ? "an Update"
+                                                                        : "a non-Update frame";
+    core_.Log(absl::StrCat("lane ", ref.lane.index, ref.lane.ours ? " to " : " from ", m.node_id,
+                           " carried ", kind, ", which lanes do not: closed"));
+    // At once: frames of it already in the inbox find no lane.
+    outbound_.ForgetLane(ref, now);
+    return;
   }
-  core_.to_push.clear();
+  m.last_heard = now;
+  m.links.CountReceived(ref.lane.index);
+  HandleUpdate(m, std::make_shared<v1::GossipFrame>(std::move(frame)), std::move(validated));
 }
 
 }  // namespace reckon::server

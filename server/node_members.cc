@@ -1,6 +1,6 @@
 // One part of GossipNode's methods (server/node.h; docs/architecture.md "The
-// gossip node in parts"). Handshakes as the node answers them: Hellos
-// judged and answered, refusals, joiners noted, certificates learned; the
+// gossip node in parts"). Handshakes as the node answers them: Hellos (a
+// stream's or a lane's) judged and answered, refusals, certificates learned; the
 // membership part (node_membership.h) keeps the table, the dials and the
 // failure detector. Each runs on the thread and under the lock its
 // declaration in node.h names.
@@ -18,22 +18,6 @@
 
 namespace reckon::server {
 
-std::shared_ptr<const v1::GossipFrame> GossipNode::MakeHello(uint32_t lane) const {
-  auto frame = std::make_shared<v1::GossipFrame>();
-  v1::Hello* h = frame->mutable_hello();
-  if (lane == 0) {
-    h->set_lanes_accepted(kMaxLanes);
-  } else {
-    h->set_lane(lane);
-  }
-  *h->mutable_fingerprint() = core_.options.fingerprint;
-  h->mutable_self()->set_node_id(core_.self.node_id);
-  h->mutable_self()->set_incarnation(core_.self.incarnation);
-  h->set_listen_address(core_.options.listen_address);
-  h->set_cluster_token(core_.options.cluster_token);
-  return frame;
-}
-
 void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& peer,
                         const std::string& reason, bool permanent) {
   core_.Log(
@@ -42,7 +26,7 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
     auto frame = std::make_shared<v1::GossipFrame>();
     frame->mutable_refusal()->set_reason(reason);
     frame->mutable_refusal()->set_permanent(permanent);
-    SendCounted(*link, frame);
+    outbound_.SendCounted(*link, frame);
   } else if (permanent) {
     RefusedByDialed(link, absl::StrCat("peer ", link->Describe(), " is not of this cluster: ",
                                        reason));
@@ -93,7 +77,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     return;
   }
   Member& m = core_.membership.Admit(link, hello, now);
-  if (!link->dialed()) SendCounted(*link, MakeHello());
+  if (!link->dialed()) outbound_.SendCounted(*link, outbound_.MakeHello());
   if (m.links.connected() && m.links.stream() != link) {
     // Two streams for one pair (both dialed at once): both ends keep the one
     // dialed by the smaller node id, so they agree without talking.
@@ -114,7 +98,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     for (std::string& pem : core_.signatures->Certificates()) {
       frame->mutable_certificates()->add_pem(std::move(pem));
     }
-    SendTo(m, frame, SIZE_MAX);
+    outbound_.SendTo(m, frame, SIZE_MAX);
   }
   if (core_.membership.Connected(m, now)) {
     core_.Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
@@ -138,8 +122,47 @@ void GossipNode::LearnCertificates(const Member* from, const std::vector<std::st
   }
   if (news->certificates().pem_size() == 0) return;
   for (auto& [id, m] : core_.membership.table()) {
-    if (&m != from && m.links.connected()) SendTo(m, news, SIZE_MAX);
+    if (&m != from && m.links.connected()) outbound_.SendTo(m, news, SIZE_MAX);
   }
+}
+
+void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
+  if (Outbound::LaneRef ours = outbound_.FindLane(link); ours.member != nullptr) {
+    if (!ours.lane.ours) return;  // a second Hello on a lane: ignore
+    // The member's answer to our lane: it must be the member we dialed.
+    Member& m = *ours.member;
+    if (m.links.LaneUp(ours.lane.index)) return;
+    if (hello.self().node_id() != m.node_id || hello.self().incarnation() != m.incarnation ||
+        hello.lane() != ours.lane.index) {
+      core_.Log(absl::StrCat("lane ", ours.lane.index, " to ", m.node_id, " was answered by '",
+                             hello.self().node_id().substr(0, 64), "' incarnation ",
+                             hello.self().incarnation(), " lane ", hello.lane(), ": closed"));
+      outbound_.ForgetLane(ours, core_.Now());
+      return;
+    }
+    m.links.LaneAnswered(ours.lane.index);
+    return;
+  }
+  if (!core_.membership.table().AwaitsHello(link)) return;
+  const std::string& id = hello.self().node_id();
+  HelloVerdict verdict = Judge(*link, hello);
+  if (verdict.kind == HelloVerdict::kSelfDial) {
+    verdict = {HelloVerdict::kRefuse, "a lane to this node itself", false};
+  }
+  if (verdict.kind == HelloVerdict::kAdmit) {
+    if (std::optional<std::string> why = LaneRefusal(hello, core_.membership.table().members())) {
+      verdict = {HelloVerdict::kRefuse, *why, false};
+    }
+  }
+  if (verdict.kind == HelloVerdict::kRefuse) {
+    core_.counters.Add(Counters::kPeersRefusedFieldNumber);
+    Refuse(link, id, verdict.reason, verdict.permanent);
+    return;
+  }
+  Member& m = *core_.membership.table().Find(id);  // LaneRefusal found its stream up
+  core_.membership.table().StopAwaiting(link);
+  m.links.AcceptLane(hello.lane(), link, core_.Now());
+  outbound_.SendCounted(*link, outbound_.MakeHello(hello.lane()));
 }
 
 }  // namespace reckon::server
