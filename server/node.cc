@@ -89,7 +89,6 @@ GossipNode::GossipNode(NodeOptions options, AppliedReplica replica, bool clock_i
     : core_(WithClock(std::move(options)), std::move(replica), clock_injected),
       training_(core_),
       service_(core_),
-      outbound_(core_),
       validators_(ValidationPool(core_.options)) {}
 
 GossipNode::~GossipNode() { Stop(false, std::chrono::milliseconds(0)); }
@@ -111,7 +110,7 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     if (core_.stopping) return;
     core_.stopping = true;
     core_.inbox.Stop();
-    outbound_.PushPublished();  // our last messages go before our Leave
+    outbound::PushPublished(core_);  // our last messages go before our Leave
     auto leave_frame = std::make_shared<v1::GossipFrame>();
     leave_frame->mutable_leave()->set_reason("shutting down");
     // Our last word before the Leave: where we settled, and with which
@@ -124,9 +123,9 @@ void GossipNode::Stop(bool leave, std::chrono::milliseconds flush) {
     for (auto& [id, m] : core_.membership.table()) {
       if (!m.links.connected()) continue;
       if (leave) {
-        outbound_.SendCounted(*m.links.stream(),
+        outbound::SendCounted(core_, *m.links.stream(),
                               core_.heartbeats.For(m, last_word, core_.membership.table()));
-        outbound_.SendCounted(*m.links.stream(), leave_frame);
+        outbound::SendCounted(core_, *m.links.stream(), leave_frame);
         told.push_back(m.links.stream());
       }
       for (std::shared_ptr<Link>& link : m.links.All()) links.push_back(std::move(link));
@@ -212,7 +211,7 @@ bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point&
   // split so that the apply leaves the lock first.
   absl::MutexLock l(&core_.mu);
   if (core_.stopping) return false;
-  outbound_.PushPublished();
+  outbound::PushPublished(core_);
   // Ticks come due inside a long batch too (a backlog of large messages
   // on a loaded machine takes seconds): the heartbeats that tell peers
   // this node is alive must not wait for the backlog to drain.
@@ -305,12 +304,12 @@ void GossipNode::HandleLinkClosed(const std::shared_ptr<Link>& link, const std::
   if (Member* m = core_.membership.table().FindByStream(link)) {
     core_.Log(absl::StrCat("stream to ", m->node_id, " closed: ", why));
     m->links.StreamClosed();
-  } else if (Outbound::LaneRef ref = outbound_.FindLane(link); ref.member != nullptr) {
+  } else if (outbound::LaneRef ref = outbound::FindLane(core_, link); ref.member != nullptr) {
     if (ref.lane.ours) {
       core_.Log(
           absl::StrCat("lane ", ref.lane.index, " to ", ref.member->node_id, " closed: ", why));
     }
-    outbound_.ForgetLane(ref, now);
+    outbound::ForgetLane(core_, ref, now);
   }
 }
 
@@ -334,13 +333,13 @@ void GossipNode::Tick(Clock::time_point now) {
       SendHeartbeat(m, heartbeat, 2 * core_.options.send_queue_byte_cap);
     }
     if (m.links.connected()) AntiEntropy(m, now);
-    if (m.links.connected()) outbound_.DialLanes(m, now);
+    if (m.links.connected()) outbound::DialLanes(core_, m, now);
     ComparePeerCheck(m);
   }
   CollectGarbage(now);
   core_.membership.CloseSilentStreams(now);
   for (const std::shared_ptr<Link>& link : core_.membership.DialDue(now)) {
-    outbound_.SendCounted(*link, outbound_.MakeHello());
+    outbound::SendCounted(core_, *link, outbound::MakeHello(core_));
   }
 }
 

@@ -235,8 +235,6 @@ class GossipNode final {
   NodeCore core_;
   TrainingPort training_;
   ServicePort service_;
-  // Every frame out (outbound.h): under core_.mu, like the node thread.
-  Outbound outbound_;
   std::thread thread_;
   // The threads validating received Updates and applying large ones to the
   // mirror in stripes (the node thread one of them). Only the node thread

@@ -144,7 +144,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
       frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
       frame->mutable_resync()->mutable_origin()->set_incarnation(origin.incarnation);
       frame->mutable_resync()->set_first_retained_seq(plan.first);
-      outbound_.SendTo(m, frame, SIZE_MAX);
+      outbound::SendTo(core_, m, frame, SIZE_MAX);
       m.resync_told.insert(origin);
       continue;
     }
@@ -167,7 +167,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
                          core_.options.repair_timeout, core_.options.failure_timeout);
       if (!may) break;
       const bool resend = it->first <= SeqOf(m.ever_sent, origin);
-      if (!outbound_.SendUpdate(m, origin, it->first, it->second.frame)) break;
+      if (!outbound::SendUpdate(core_, m, origin, it->first, it->second.frame)) break;
       core_.counters.Add(Counters::kRepairsSentFieldNumber);
       if (resend) core_.counters.Add(Counters::kRepairsResentFieldNumber);
     }
@@ -191,7 +191,8 @@ HeartbeatWriter::Bases GossipNode::MakeHeartbeats(bool tick) {
 }
 
 bool GossipNode::SendHeartbeat(Member& m, const HeartbeatWriter::Bases& bases, size_t byte_cap) {
-  if (!outbound_.SendTo(m, core_.heartbeats.For(m, bases, core_.membership.table()), byte_cap))
+  if (!outbound::SendTo(core_, m, core_.heartbeats.For(m, bases, core_.membership.table()),
+                        byte_cap))
     return false;
   core_.heartbeats.Sent(m);
   return true;

@@ -138,13 +138,13 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   if (core_.options.on_accept) core_.options.on_accept(origin, update);
   core_.counters.AddReceived(update.codec(), update.ByteSizeLong());
   core_.handoff.Queue(std::move(decoded), Clock::now());
-  if (core_.membership.tree()) outbound_.ForwardInTree(origin, update.seq(), frame);
+  if (core_.membership.tree()) outbound::ForwardInTree(core_, origin, update.seq(), frame);
   core_.log.Add(origin, std::move(frame), core_.Now());
 }
 
 void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFrame& frame,
                                  std::optional<ValidatedUpdate> validated, Clock::time_point now) {
-  const Outbound::LaneRef ref = outbound_.FindLane(link);
+  const outbound::LaneRef ref = outbound::FindLane(core_, link);
   if (ref.member == nullptr) return;
   Member& m = *ref.member;
   if (ref.lane.ours || !frame.has_update()) {
@@ -157,7 +157,7 @@ void GossipNode::HandleLaneFrame(const std::shared_ptr<Link>& link, v1::GossipFr
     core_.Log(absl::StrCat("lane ", ref.lane.index, ref.lane.ours ? " to " : " from ", m.node_id,
                            " carried ", kind, ", which lanes do not: closed"));
     // At once: frames of it already in the inbox find no lane.
-    outbound_.ForgetLane(ref, now);
+    outbound::ForgetLane(core_, ref, now);
     return;
   }
   m.last_heard = now;

@@ -26,7 +26,7 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
     auto frame = std::make_shared<v1::GossipFrame>();
     frame->mutable_refusal()->set_reason(reason);
     frame->mutable_refusal()->set_permanent(permanent);
-    outbound_.SendCounted(*link, frame);
+    outbound::SendCounted(core_, *link, frame);
   } else if (permanent) {
     RefusedByDialed(link, absl::StrCat("peer ", link->Describe(), " is not of this cluster: ",
                                        reason));
@@ -77,7 +77,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     return;
   }
   Member& m = core_.membership.Admit(link, hello, now);
-  if (!link->dialed()) outbound_.SendCounted(*link, outbound_.MakeHello());
+  if (!link->dialed()) outbound::SendCounted(core_, *link, outbound::MakeHello(core_));
   if (m.links.connected() && m.links.stream() != link) {
     // Two streams for one pair (both dialed at once): both ends keep the one
     // dialed by the smaller node id, so they agree without talking.
@@ -98,7 +98,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     for (std::string& pem : core_.signatures->Certificates()) {
       frame->mutable_certificates()->add_pem(std::move(pem));
     }
-    outbound_.SendTo(m, frame, SIZE_MAX);
+    outbound::SendTo(core_, m, frame, SIZE_MAX);
   }
   if (core_.membership.Connected(m, now)) {
     core_.Log(absl::StrCat("peer ", id, " (incarnation ", m.incarnation,
@@ -122,12 +122,12 @@ void GossipNode::LearnCertificates(const Member* from, const std::vector<std::st
   }
   if (news->certificates().pem_size() == 0) return;
   for (auto& [id, m] : core_.membership.table()) {
-    if (&m != from && m.links.connected()) outbound_.SendTo(m, news, SIZE_MAX);
+    if (&m != from && m.links.connected()) outbound::SendTo(core_, m, news, SIZE_MAX);
   }
 }
 
 void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::Hello& hello) {
-  if (Outbound::LaneRef ours = outbound_.FindLane(link); ours.member != nullptr) {
+  if (outbound::LaneRef ours = outbound::FindLane(core_, link); ours.member != nullptr) {
     if (!ours.lane.ours) return;  // a second Hello on a lane: ignore
     // The member's answer to our lane: it must be the member we dialed.
     Member& m = *ours.member;
@@ -137,7 +137,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
       core_.Log(absl::StrCat("lane ", ours.lane.index, " to ", m.node_id, " was answered by '",
                              hello.self().node_id().substr(0, 64), "' incarnation ",
                              hello.self().incarnation(), " lane ", hello.lane(), ": closed"));
-      outbound_.ForgetLane(ours, core_.Now());
+      outbound::ForgetLane(core_, ours, core_.Now());
       return;
     }
     m.links.LaneAnswered(ours.lane.index);
@@ -162,7 +162,7 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
   Member& m = *core_.membership.table().Find(id);  // LaneRefusal found its stream up
   core_.membership.table().StopAwaiting(link);
   m.links.AcceptLane(hello.lane(), link, core_.Now());
-  outbound_.SendCounted(*link, outbound_.MakeHello(hello.lane()));
+  outbound::SendCounted(core_, *link, outbound::MakeHello(core_, hello.lane()));
 }
 
 }  // namespace reckon::server

@@ -1,4 +1,4 @@
-// Outbound: what goes out of the gossip node (server/outbound.h), tested over
+// outbound.h: what goes out of the gossip node (server/outbound.h), tested over
 // the node's core without a node thread or sockets: a fresh message goes to a
 // member only as the next it lacks, and is recorded and counted; a full send
 // queue drops it and counts the drop; our published messages go to every
@@ -62,8 +62,7 @@ NodeOptions Options(Clock::time_point now) {
 
 class OutboundTest : public ::testing::Test {
  protected:
-  OutboundTest()
-      : core_(Options(t0_), AppliedReplica(4, 0), /*clock_injected=*/true), out_(core_) {}
+  OutboundTest() : core_(Options(t0_), AppliedReplica(4, 0), /*clock_injected=*/true) {}
 
   // A member admitted on a stream of its own, alive, as the node makes one.
   Member& Connect(const std::string& id, const std::shared_ptr<StreamLink>& stream)
@@ -79,7 +78,6 @@ class OutboundTest : public ::testing::Test {
 
   const Clock::time_point t0_ = Clock::time_point{} + seconds(100);
   NodeCore core_;
-  Outbound out_;
 };
 
 TEST_F(OutboundTest, AFreshMessageGoesToAMemberOnlyAsTheNextItLacksAndIsCounted) {
@@ -87,10 +85,10 @@ TEST_F(OutboundTest, AFreshMessageGoesToAMemberOnlyAsTheNextItLacksAndIsCounted)
   auto stream = std::make_shared<StreamLink>();
   Member& b = Connect("b", stream);
   // Seq 2 before 1: anti-entropy serves a member that is behind, not a push.
-  out_.PushTo(b, kA, 2, UpdateOf(kA, 2));
+  outbound::PushTo(core_, b, kA, 2, UpdateOf(kA, 2));
   EXPECT_TRUE(stream->sent.empty());
-  out_.PushTo(b, kA, 1, UpdateOf(kA, 1));
-  out_.PushTo(b, kA, 2, UpdateOf(kA, 2));
+  outbound::PushTo(core_, b, kA, 1, UpdateOf(kA, 1));
+  outbound::PushTo(core_, b, kA, 2, UpdateOf(kA, 2));
   ASSERT_EQ(stream->sent.size(), 2u);
   EXPECT_EQ(stream->sent[0]->update().seq(), 1u);
   EXPECT_EQ(stream->sent[1]->update().seq(), 2u);
@@ -101,7 +99,7 @@ TEST_F(OutboundTest, AFreshMessageGoesToAMemberOnlyAsTheNextItLacksAndIsCounted)
             stream->sent[0]->ByteSizeLong() + stream->sent[1]->ByteSizeLong());
   // A member that already applied it is not sent it again.
   b.applied[kB] = 1;
-  out_.PushTo(b, kB, 1, UpdateOf(kB, 1));
+  outbound::PushTo(core_, b, kB, 1, UpdateOf(kB, 1));
   EXPECT_EQ(stream->sent.size(), 2u);
   EXPECT_EQ(Count(Counters::kQueueDropsFieldNumber), 0u);
 }
@@ -111,13 +109,13 @@ TEST_F(OutboundTest, AFullSendQueueDropsTheFreshMessageAndCountsTheDrop) {
   auto stream = std::make_shared<StreamLink>();
   Member& b = Connect("b", stream);
   stream->queued = core_.options.send_queue_byte_cap;
-  out_.PushTo(b, kA, 1, UpdateOf(kA, 1));
+  outbound::PushTo(core_, b, kA, 1, UpdateOf(kA, 1));
   EXPECT_TRUE(stream->sent.empty());
   EXPECT_EQ(Count(Counters::kQueueDropsFieldNumber), 1u);
   EXPECT_EQ(Count(Counters::kUpdateFramesSentFieldNumber), 0u);
   EXPECT_EQ(b.ever_sent.count(kA), 0u);  // nothing recorded: it goes again later
   stream->queued = 0;
-  out_.PushTo(b, kA, 1, UpdateOf(kA, 1));
+  outbound::PushTo(core_, b, kA, 1, UpdateOf(kA, 1));
   EXPECT_EQ(stream->sent.size(), 1u);
 }
 
@@ -127,8 +125,8 @@ TEST_F(OutboundTest, OurPublishedMessagesGoToEveryMemberInSeqOrderOnce) {
   Connect("b", to_b);
   Connect("c", to_c);
   core_.to_push = {UpdateOf(core_.self, 1), UpdateOf(core_.self, 2), UpdateOf(core_.self, 3)};
-  out_.PushPublished();
-  out_.PushPublished();  // nothing left: nothing twice
+  outbound::PushPublished(core_);
+  outbound::PushPublished(core_);  // nothing left: nothing twice
   EXPECT_TRUE(core_.to_push.empty());
   for (const auto& stream : {to_b, to_c}) {
     ASSERT_EQ(stream->sent.size(), 3u);
@@ -140,7 +138,7 @@ TEST_F(OutboundTest, OurPublishedMessagesGoToEveryMemberInSeqOrderOnce) {
 }
 
 TEST_F(OutboundTest, TheHelloSaysWhoWeAreAndWhatAStreamOrALaneAccepts) {
-  const auto stream_hello = out_.MakeHello();
+  const auto stream_hello = outbound::MakeHello(core_);
   const v1::Hello& h = stream_hello->hello();
   EXPECT_EQ(h.self().node_id(), "me");
   EXPECT_EQ(h.self().incarnation(), 7u);
@@ -149,7 +147,7 @@ TEST_F(OutboundTest, TheHelloSaysWhoWeAreAndWhatAStreamOrALaneAccepts) {
   EXPECT_EQ(h.fingerprint().param_count(), 4u);
   EXPECT_EQ(h.lanes_accepted(), kMaxLanes);
   EXPECT_EQ(h.lane(), 0u);
-  const auto lane_hello = out_.MakeHello(3);
+  const auto lane_hello = outbound::MakeHello(core_, 3);
   EXPECT_EQ(lane_hello->hello().lane(), 3u);
   EXPECT_EQ(lane_hello->hello().lanes_accepted(), 0u);
 }
