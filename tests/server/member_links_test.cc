@@ -9,35 +9,13 @@
 #include <vector>
 
 #include "server/lanes.h"
+#include "tests/server/parts_test_util.h"
 #include "tests/update_frame.h"
 
 namespace reckon::server {
 namespace {
 
 using std::chrono::milliseconds;
-
-class FakeLink final : public Link {
- public:
-  bool Send(std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) override {
-    if (queued >= byte_cap) return false;
-    sent.push_back(std::move(frame));
-    return true;
-  }
-  bool SendUrgent(std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) override {
-    if (queued >= byte_cap) return false;
-    urgent.push_back(std::move(frame));
-    return true;
-  }
-  size_t QueuedBytes() const override { return queued; }
-  void Close() override { closed = true; }
-  void Abort() override { aborted = true; }
-  bool dialed() const override { return true; }
-  std::string Describe() const override { return "fake"; }
-
-  size_t queued = 0;  // what QueuedBytes says; sending does not change it
-  bool closed = false, aborted = false;
-  std::vector<std::shared_ptr<const v1::GossipFrame>> sent, urgent;
-};
 
 std::shared_ptr<const v1::GossipFrame> Heartbeat() {
   auto frame = std::make_shared<v1::GossipFrame>();
@@ -50,8 +28,8 @@ const Clock::time_point kT0{};
 
 TEST(MemberLinks, LanesLiveOnlyWhileTheStreamDoesAndANewStreamStartsAfresh) {
   MemberLinks links;
-  auto first = std::make_shared<FakeLink>();
-  auto out = std::make_shared<FakeLink>(), in = std::make_shared<FakeLink>();
+  auto first = std::make_shared<RecordingLink>();
+  auto out = std::make_shared<RecordingLink>(), in = std::make_shared<RecordingLink>();
   links.Attach(first, /*lanes_accepted=*/4, Clock::now());
   links.AddLane(1, out, kT0);
   links.LaneAnswered(1);
@@ -65,7 +43,7 @@ TEST(MemberLinks, LanesLiveOnlyWhileTheStreamDoesAndANewStreamStartsAfresh) {
 
   // A second stream replaces the first: it and both lanes are aborted, the
   // stream's counts start again.
-  auto second = std::make_shared<FakeLink>();
+  auto second = std::make_shared<RecordingLink>();
   links.Attach(second, 4, Clock::now());
   EXPECT_TRUE(first->aborted);
   EXPECT_TRUE(out->aborted);
@@ -78,7 +56,7 @@ TEST(MemberLinks, LanesLiveOnlyWhileTheStreamDoesAndANewStreamStartsAfresh) {
   EXPECT_EQ(links.stream(), second);
 
   // The stream closed by itself: not aborted again, its lanes are.
-  auto lane = std::make_shared<FakeLink>();
+  auto lane = std::make_shared<RecordingLink>();
   links.AcceptLane(2, lane, kT0);
   links.StreamClosed();
   EXPECT_FALSE(second->aborted);
@@ -87,7 +65,7 @@ TEST(MemberLinks, LanesLiveOnlyWhileTheStreamDoesAndANewStreamStartsAfresh) {
   EXPECT_FALSE(links.Send(Heartbeat(), SIZE_MAX, kTwoLanes, 0).has_value()) << "no stream";
 
   // Dropped: the stream is aborted too.
-  auto third = std::make_shared<FakeLink>();
+  auto third = std::make_shared<RecordingLink>();
   links.Attach(third, 4, Clock::now());
   links.Drop();
   EXPECT_TRUE(third->aborted);
@@ -96,7 +74,7 @@ TEST(MemberLinks, LanesLiveOnlyWhileTheStreamDoesAndANewStreamStartsAfresh) {
 
 TEST(MemberLinks, BigUpdatesTakeTheLeastQueuedLinkAndTheirFrontierCountsEveryLink) {
   MemberLinks links;
-  auto stream = std::make_shared<FakeLink>();
+  auto stream = std::make_shared<RecordingLink>();
   links.Attach(stream, 3, Clock::now());
   const OriginKey a{"a", 1};
   // Small Updates and other frames stay on the stream; heartbeats go ahead.
@@ -114,7 +92,7 @@ TEST(MemberLinks, BigUpdatesTakeTheLeastQueuedLinkAndTheirFrontierCountsEveryLin
   EXPECT_GT(big->bytes, 2000u);
   EXPECT_EQ(big->lane, 0u) << "no lane is up yet";
   EXPECT_EQ(links.LanesToDial(kT0, kT0, kTwoLanes), (std::vector<uint32_t>{1, 2}));
-  auto lane1 = std::make_shared<FakeLink>(), lane2 = std::make_shared<FakeLink>();
+  auto lane1 = std::make_shared<RecordingLink>(), lane2 = std::make_shared<RecordingLink>();
   links.AddLane(1, lane1, kT0);
   links.AddLane(2, lane2, kT0);
   EXPECT_TRUE(links.LanesToDial(kT0, kT0, kTwoLanes).empty()) << "both are open";
@@ -139,8 +117,8 @@ TEST(MemberLinks, BigUpdatesTakeTheLeastQueuedLinkAndTheirFrontierCountsEveryLin
 
 TEST(MemberLinks, WhatTheMemberProcessedAndStillLacksIsPushedAgainNotWhatIsLate) {
   MemberLinks links;
-  links.Attach(std::make_shared<FakeLink>(), 1, Clock::now());
-  auto lane = std::make_shared<FakeLink>();
+  links.Attach(std::make_shared<RecordingLink>(), 1, Clock::now());
+  auto lane = std::make_shared<RecordingLink>();
   const OriginKey a{"a", 1}, b{"b", 1};
   ASSERT_TRUE(links.SendUpdate(a, 1, UpdateFrame(a, 1, 10), SIZE_MAX, kTwoLanes, 0).has_value());
   links.AddLane(1, lane, kT0);
@@ -168,10 +146,10 @@ TEST(MemberLinks, WhatTheMemberProcessedAndStillLacksIsPushedAgainNotWhatIsLate)
 
 TEST(MemberLinks, AForgottenLaneOfOursLosesWhatItCarriedAndWaitsBeforeItIsDialedAgain) {
   MemberLinks links;
-  links.Attach(std::make_shared<FakeLink>(), 2, Clock::now());
+  links.Attach(std::make_shared<RecordingLink>(), 2, Clock::now());
   const OriginKey a{"a", 1};
   ASSERT_TRUE(links.SendUpdate(a, 1, UpdateFrame(a, 1, 2000), SIZE_MAX, kTwoLanes, 0).has_value());
-  auto ours = std::make_shared<FakeLink>(), theirs = std::make_shared<FakeLink>();
+  auto ours = std::make_shared<RecordingLink>(), theirs = std::make_shared<RecordingLink>();
   links.AddLane(1, ours, kT0);
   links.AcceptLane(1, theirs, kT0);
   links.CountReceived(1);
@@ -196,7 +174,7 @@ TEST(MemberLinks, AForgottenLaneOfOursLosesWhatItCarriedAndWaitsBeforeItIsDialed
 
   // A lane never answered is aborted once it was dialed before the deadline
   // given (its close, through the node, forgets it).
-  auto silent = std::make_shared<FakeLink>();
+  auto silent = std::make_shared<RecordingLink>();
   links.AddLane(1, silent, kT0 + milliseconds(1000));
   links.LanesToDial(kT0 + milliseconds(2000), kT0 + milliseconds(1000), kTwoLanes);
   EXPECT_FALSE(silent->aborted);

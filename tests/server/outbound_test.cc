@@ -22,24 +22,6 @@ namespace {
 using Counters = NodeCore::Counters;
 using std::chrono::seconds;
 
-// A member's stream: keeps what was sent; refuses when `queued` is at the cap.
-class StreamLink final : public Link {
- public:
-  bool Send(std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) override {
-    if (queued >= byte_cap) return false;
-    sent.push_back(std::move(frame));
-    return true;
-  }
-  size_t QueuedBytes() const override { return queued; }
-  void Close() override {}
-  void Abort() override {}
-  bool dialed() const override { return false; }
-  std::string Describe() const override { return "stream"; }
-
-  size_t queued = 0;
-  std::vector<std::shared_ptr<const v1::GossipFrame>> sent;
-};
-
 std::shared_ptr<const v1::GossipFrame> UpdateOf(const OriginKey& origin, uint64_t seq) {
   auto frame = std::make_shared<v1::GossipFrame>();
   frame->mutable_update()->mutable_origin()->set_node_id(origin.node_id);
@@ -65,7 +47,7 @@ class OutboundTest : public ::testing::Test {
   OutboundTest() : core_(Options(t0_), AppliedReplica(4, 0), /*clock_injected=*/true) {}
 
   // A member admitted on a stream of its own, alive, as the node makes one.
-  Member& Connect(const std::string& id, const std::shared_ptr<StreamLink>& stream)
+  Member& Connect(const std::string& id, const std::shared_ptr<RecordingLink>& stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu) {
     core_.membership.AwaitHello(stream, t0_);
     Member& m = core_.membership.Admit(stream, HelloFrom(id, 1, id + ":1"), t0_);
@@ -82,7 +64,7 @@ class OutboundTest : public ::testing::Test {
 
 TEST_F(OutboundTest, AFreshMessageGoesToAMemberOnlyAsTheNextItLacksAndIsCounted) {
   absl::MutexLock l(&core_.mu);
-  auto stream = std::make_shared<StreamLink>();
+  auto stream = std::make_shared<RecordingLink>();
   Member& b = Connect("b", stream);
   // Seq 2 before 1: anti-entropy serves a member that is behind, not a push.
   outbound::PushTo(core_, b, kA, 2, UpdateOf(kA, 2));
@@ -106,7 +88,7 @@ TEST_F(OutboundTest, AFreshMessageGoesToAMemberOnlyAsTheNextItLacksAndIsCounted)
 
 TEST_F(OutboundTest, AFullSendQueueDropsTheFreshMessageAndCountsTheDrop) {
   absl::MutexLock l(&core_.mu);
-  auto stream = std::make_shared<StreamLink>();
+  auto stream = std::make_shared<RecordingLink>();
   Member& b = Connect("b", stream);
   stream->queued = core_.options.send_queue_byte_cap;
   outbound::PushTo(core_, b, kA, 1, UpdateOf(kA, 1));
@@ -121,7 +103,7 @@ TEST_F(OutboundTest, AFullSendQueueDropsTheFreshMessageAndCountsTheDrop) {
 
 TEST_F(OutboundTest, OurPublishedMessagesGoToEveryMemberInSeqOrderOnce) {
   absl::MutexLock l(&core_.mu);
-  auto to_b = std::make_shared<StreamLink>(), to_c = std::make_shared<StreamLink>();
+  auto to_b = std::make_shared<RecordingLink>(), to_c = std::make_shared<RecordingLink>();
   Connect("b", to_b);
   Connect("c", to_c);
   core_.to_push = {UpdateOf(core_.self, 1), UpdateOf(core_.self, 2), UpdateOf(core_.self, 3)};

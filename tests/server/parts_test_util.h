@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/early_arrivals.h"
@@ -101,6 +102,32 @@ class NowhereLink final : public Link {
   void Abort() override {}
   bool dialed() const override { return false; }
   std::string Describe() const override { return "nowhere"; }
+};
+
+// A link that records what it was given and what was done to it; it
+// refuses a frame while `queued` (what QueuedBytes says; sending does not
+// change it) is at the byte cap.
+class RecordingLink final : public Link {
+ public:
+  bool Send(std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) override {
+    if (queued >= byte_cap) return false;
+    sent.push_back(std::move(frame));
+    return true;
+  }
+  bool SendUrgent(std::shared_ptr<const v1::GossipFrame> frame, size_t byte_cap) override {
+    if (queued >= byte_cap) return false;
+    urgent.push_back(std::move(frame));
+    return true;
+  }
+  size_t QueuedBytes() const override { return queued; }
+  void Close() override { closed = true; }
+  void Abort() override { aborted = true; }
+  bool dialed() const override { return true; }
+  std::string Describe() const override { return "recording"; }
+
+  size_t queued = 0;  // what QueuedBytes says; sending does not change it
+  bool closed = false, aborted = false;
+  std::vector<std::shared_ptr<const v1::GossipFrame>> sent, urgent;
 };
 
 inline v1::Hello HelloFrom(const std::string& id, uint64_t incarnation,
