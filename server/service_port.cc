@@ -81,24 +81,7 @@ void ServicePort::FillCounters(v1::NodeStatus* out) {
 }
 
 void ServicePort::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
-  if (with_weight_hash) {
-    // Computed on a copy, outside the lock: SHA-256 of the whole replica
-    // must not stall the node thread (status is polled). Without a mirror:
-    // the training replica's, where this node settled with it (empty while
-    // it trains).
-    std::vector<int64_t> weights;
-    std::optional<std::string> hash;
-    {
-      absl::MutexLock l(&core_.mu);
-      if (core_.replica.has_mirror()) {
-        weights.assign(core_.replica.mirror().quanta().begin(),
-                       core_.replica.mirror().quanta().end());
-      } else {
-        hash = core_.settlement.SettledAt(core_.replica.applied()) ? core_.settlement.hash() : "";
-      }
-    }
-    out->set_weight_hash(hash ? *hash : codec::WeightHashOf(weights));
-  }
+  if (with_weight_hash) out->set_weight_hash(ReplicaHash());
   absl::MutexLock l(&core_.mu);
   const auto now = core_.Now();
   out->set_node_id(core_.self.node_id);
@@ -255,9 +238,19 @@ v1::InputStandardization ServicePort::InputStandardization() {
 }
 
 std::string ServicePort::ReplicaHash() {
-  absl::MutexLock l(&core_.mu);
-  if (core_.replica.has_mirror()) return core_.replica.mirror().WeightHash();
-  return core_.settlement.SettledAt(core_.replica.applied()) ? core_.settlement.hash() : "";
+  // Computed on a copy, outside the lock: SHA-256 of the whole replica must
+  // not stall the node thread (status is polled). Without a mirror: the
+  // training replica's, where this node settled with it (empty while it
+  // trains).
+  std::vector<int64_t> weights;
+  {
+    absl::MutexLock l(&core_.mu);
+    if (!core_.replica.has_mirror()) {
+      return core_.settlement.SettledAt(core_.replica.applied()) ? core_.settlement.hash() : "";
+    }
+    weights.assign(core_.replica.mirror().quanta().begin(), core_.replica.mirror().quanta().end());
+  }
+  return codec::WeightHashOf(weights);
 }
 
 ServicePort::Counters ServicePort::counters() {

@@ -113,7 +113,8 @@ class ServicePort final : public NodeService {
   // The SHA-256 of the replica at this node's vector, as the node knows it:
   // its mirror's where it keeps one; without one, the training replica's as
   // the node last settled with it at its current vector ("" if it has not:
-  // the node never hashes a replica it does not hold).
+  // the node never hashes a replica it does not hold). The mirror is copied
+  // under the lock and hashed off it.
   std::string ReplicaHash();
   // The counters (proto/reckon.proto NodeCounters: one list, with each
   // one's help, for status, the worker's summary and /metrics).
