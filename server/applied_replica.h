@@ -1,8 +1,9 @@
 // The replica as the applied messages make it: the fixed-point mirror, the
 // version vector and the checksum ledger, which move together. A message is
 // applied to all three or to none, once, and only as the next of its
-// origin; a snapshot replaces all three, with the log's messages beyond its
-// cut replayed, or changes nothing. Whatever decides *whether* a message is
+// origin (to the mirror it is queued, and added off the node's lock:
+// server/mirror.h); a snapshot replaces all three, with the log's messages
+// beyond its cut replayed, or changes nothing. Whatever decides *whether* a message is
 // applied (validation, signatures, the origin cap, early arrivals) is the
 // node's; this part keeps the three consistent.
 //
@@ -12,7 +13,8 @@
 // messages back, for the training thread to apply after the snapshot's
 // weights.
 //
-// Not thread-safe: GossipNode owns one and calls it under its lock.
+// Not thread-safe: the node's core owns one and calls it under its lock
+// (NodeCore::mu); the mirror it shares is thread-safe on its own.
 #ifndef RECKON_SERVER_APPLIED_REPLICA_H_
 #define RECKON_SERVER_APPLIED_REPLICA_H_
 
@@ -29,6 +31,7 @@
 #include "codec/weight_checksum.h"
 #include "server/checksum_ledger.h"
 #include "server/message_log.h"
+#include "server/mirror.h"
 #include "server/version_vector.h"
 
 namespace reckon::server {
@@ -37,8 +40,8 @@ class AppliedReplica {
  public:
   // `mirror`: the initial weights, no message applied. `checksum` measures
   // weights (the cluster's seed): the initial ones' is the ledger's start. `prefetch`: how
-  // messages are applied (kOff only for the benchmark's "before" path).
-  using Prefetch = codec::FixedPointReplica::Prefetch;
+  // messages are added (kOff only for the benchmark's "before" path).
+  using Prefetch = Mirror::Prefetch;
   AppliedReplica(codec::FixedPointReplica mirror, const codec::WeightChecksum& checksum,
                  Prefetch prefetch = Prefetch::kOn);
   // No mirror: `initial_checksum` is the checksum of the initial weights.
@@ -46,25 +49,22 @@ class AppliedReplica {
 
   const VersionMap& applied() const { return applied_; }
   const ChecksumLedger& ledger() const { return ledger_; }
-  bool has_mirror() const { return mirror_.has_value(); }
+  bool has_mirror() const { return mirror_ != nullptr; }
   uint64_t param_count() const { return param_count_; }
-  // REQUIRES: has_mirror().
-  const codec::FixedPointReplica& mirror() const { return *mirror_; }
+  // The mirror (null without one): the same object for this one's life, so
+  // that its holder can add what is queued without the node's lock.
+  const std::shared_ptr<Mirror>& mirror() const { return mirror_; }
   // The replica checksum the applied messages give (docs/protocol.md 4a).
   uint64_t checksum() const { return ledger_.total(); }
 
   // Applies seq `seq` of `origin` (decoded, and `contribution` its checksum
-  // contribution, both checked by the caller). How many weights wrapped
-  // past the int64 range (0 without a mirror: the training replica's apply
-  // counts them). kFailedPrecondition, and nothing changed, unless
-  // it is the next of its origin (seq == applied + 1); an error of the
-  // mirror (a message for another model) changes nothing either.
-  // `parallel_for`: the mirror's apply in stripes on the caller's threads
-  // (codec::FixedPointReplica::Apply).
-  absl::StatusOr<uint64_t> Apply(
-      const OriginKey& origin, uint64_t seq, uint64_t contribution,
-      const codec::DecodedUpdate& decoded,
-      const codec::FixedPointReplica::ParallelFor& parallel_for = nullptr);
+  // contribution, both checked by the caller against this model): the
+  // vector and the ledger move, and the mirror queues it (Mirror::Queue;
+  // weights wrapped past the int64 range are reported when it is added).
+  // kFailedPrecondition, and nothing changed, unless it is the next of its
+  // origin (seq == applied + 1).
+  absl::Status Apply(const OriginKey& origin, uint64_t seq, uint64_t contribution,
+                     std::shared_ptr<const codec::DecodedUpdate> decoded);
 
   // Replaces the replica by `weights` at `cut` whose checksum is `checksum`
   // (measured by the caller), then replays what `log` holds beyond the cut,
@@ -79,8 +79,7 @@ class AppliedReplica {
       std::vector<std::shared_ptr<const codec::DecodedUpdate>>* replayed = nullptr);
 
  private:
-  std::optional<codec::FixedPointReplica> mirror_;
-  Prefetch prefetch_;
+  std::shared_ptr<Mirror> mirror_;
   uint64_t param_count_;
   VersionMap applied_;
   ChecksumLedger ledger_;

@@ -115,8 +115,13 @@ class GossipNode final {
   // A slice whose decoded form is smaller is validated on the node thread
   // alone (about three Strom-size messages make 512 KiB).
   static constexpr size_t kParallelValidationBytes = size_t{512} << 10;
-  // Handles what Run took of the inbox, under the node's lock, ticking when due. False
-  // once the node is stopping.
+  // The most decoded update bytes (as TakeSlice counts them) handled under
+  // one hold of the node's lock: 256 Ki updates of a threshold codec.
+  static constexpr size_t kLockedRunBytes = size_t{1} << 20;
+  // Handles what Run took of the inbox, in runs of events under the node's
+  // lock (kLockedRunBytes), ticking when due, and adds what each run
+  // accepted to the mirror after it (AddToMirror). False once the node is
+  // stopping.
   bool HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick)
       ABSL_LOCKS_EXCLUDED(core_.mu);
   void HandleEvent(Inbox::Event& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
@@ -170,20 +175,22 @@ class GossipNode final {
   // member, so a member's signed Updates can be verified wherever relayed.
   void LearnCertificates(const Member* from, const std::vector<std::string>& pems)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // Applies to the mirror (in stripes on validators_ when the node thread
-  // accepts a large one: StripedApply), advances the version vector, logs,
-  // and queues the update for the training thread.
+  // Advances the version vector and the ledger, queues the update for the
+  // mirror (added by AddToMirror, after the lock) and for the training
+  // thread, logs it, forwards it down the tree.
   void Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
               std::shared_ptr<const codec::DecodedUpdate> decoded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Accepts the early arrivals of `origin` that are now next in line.
   void AcceptWaiting(const OriginKey& origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
-  // How Accept applies `decoded` to the mirror: in stripes on validators_
-  // when this is the node thread and the message has at least
-  // kStripedApplyUpdates updates (a cache miss each: stripes overlap more
-  // of them), else null (one thread).
-  codec::FixedPointReplica::ParallelFor StripedApply(const codec::DecodedUpdate& decoded)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
+  // Adds what was accepted to the mirror (none: nothing to do), counting
+  // what the adds found (NodeCore::CountMirrorReport). Without the node's
+  // lock: the training thread and the service do not wait for it.
+  void AddToMirror() ABSL_LOCKS_EXCLUDED(core_.mu);
+  // How AddToMirror adds `decoded`: in stripes on validators_ when it has
+  // at least kStripedApplyUpdates updates (a cache miss each: stripes
+  // overlap more of them), else null (one thread).
+  codec::FixedPointReplica::ParallelFor StripedApply(const codec::DecodedUpdate& decoded) const;
   static constexpr size_t kStripedApplyUpdates = 16384;
   void Tick(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   // Pushes what `m`'s version vector shows it lacks and our log holds.
@@ -224,9 +231,6 @@ class GossipNode final {
   // mirror in stripes (the node thread one of them). Only the node thread
   // calls it.
   std::unique_ptr<base::ThreadPool> validators_;
-  // Set by Run: whoever else accepts a message (a snapshot's installer
-  // replaying early arrivals) applies it alone, not on validators_.
-  std::thread::id node_thread_id_ ABSL_GUARDED_BY(core_.mu);
 };
 
 }  // namespace reckon::server

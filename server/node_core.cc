@@ -19,6 +19,7 @@ NodeCore::NodeCore(NodeOptions options_in, AppliedReplica replica_in, bool clock
       signatures(options.signatures.get()),
       checksum(options.fingerprint.seed()),
       param_count(replica_in.param_count()),
+      mirror(replica_in.mirror()),
       // An injected clock (a test's) is looked at every millisecond: a
       // test that moves it a heartbeat waits that long, not a heartbeat.
       inbox(
@@ -87,7 +88,11 @@ void NodeCore::CheckSettledHash(const Member& m) {
 }
 
 std::optional<std::string> NodeCore::SettledHashLocked() {
-  if (replica.has_mirror()) return replica.mirror().WeightHash();
+  if (mirror) {
+    std::string hash;
+    mirror->Read([&](const codec::FixedPointReplica& weights) { hash = weights.WeightHash(); });
+    return hash;
+  }
   if (std::optional<std::string> hash = handoff.HashAt(replica.applied())) return hash;
   // Settled: the training thread is in WaitQuiescent, which hashes its
   // replica once it applied everything taken.
@@ -133,16 +138,24 @@ std::optional<std::string> NodeCore::ResyncSourceFor(const OriginKey& origin,
   return last_resort->address;
 }
 
-void NodeCore::CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped) {
-  if (wrapped == 0) return;
-  counters.Add(Counters::kWeightsWrappedFieldNumber, wrapped);
-  // Counted under mu here (the node thread and Publish): the total read
-  // back is this call's.
-  const uint64_t total = counters.Get(Counters::kWeightsWrappedFieldNumber);
-  if ((total - wrapped) / 1000 != total / 1000 ||
-      total == wrapped) {  // a flood must not flood the log
-    Log(absl::StrCat(origin.ToString().substr(0, 96), " seq ", seq, " took ", wrapped,
-                     " weights past the int64 range: they wrapped (", total, " so far)"));
+void NodeCore::CountMirrorReport(const Mirror::Report& report) {
+  for (const Mirror::Wrapped& w : report.wrapped) {
+    counters.Add(Counters::kWeightsWrappedFieldNumber, w.weights);
+    // Only the node thread counts the mirror's wraps: the total read back
+    // is this call's.
+    const uint64_t total = counters.Get(Counters::kWeightsWrappedFieldNumber);
+    if ((total - w.weights) / 1000 != total / 1000 ||
+        total == w.weights) {  // a flood must not flood the log
+      Log(absl::StrCat(w.origin.ToString().substr(0, 96), " seq ", w.seq, " took ", w.weights,
+                       " weights past the int64 range: they wrapped (", total, " so far)"));
+    }
+  }
+  for (const absl::Status& failed : report.failed) {
+    // Validated against this model before it was accepted: not reached.
+    // The replica check (docs/gossip.md "Divergence detection") then finds
+    // the mirror wrong, and the node re-joins.
+    counters.Add(Counters::kDecodeErrorsFieldNumber);
+    Log(std::string(failed.message()));
   }
 }
 

@@ -97,10 +97,10 @@ struct NodeCore {
   // kPermissionDenied unless `token` is the cluster's (always OK in a
   // cluster without one). Any thread.
   absl::Status CheckToken(const std::string& token) const;
-  // Counts (and logs, sparingly) the `wrapped` weights `seq` of `origin`
-  // took past the int64 range.
-  void CountWrapped(const OriginKey& origin, uint64_t seq, uint64_t wrapped)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Counts (and logs, sparingly) what adding messages to the mirror found
+  // (Mirror::AddQueued): weights wrapped past the int64 range, messages
+  // that could not be added. The node thread, without mu.
+  void CountMirrorReport(const Mirror::Report& report);
 
   // --- constant after construction ---
   const NodeOptions options;
@@ -110,6 +110,10 @@ struct NodeCore {
   UpdateSignatures* const signatures;
   const codec::WeightChecksum checksum;
   const uint64_t param_count;
+  // The replica's mirror (null without one: NodeOptions::Replica::
+  // kTrainingThread): thread-safe on its own (mirror.h), the same object
+  // for the node's life; what `replica` accepts, it queues.
+  const std::shared_ptr<Mirror> mirror;
 
   // --- thread-safe on their own ---
   // Lock order: mu before the inbox's own lock, never the other way (the

@@ -108,12 +108,9 @@ void GossipNode::AcceptWaiting(const OriginKey& origin) {
 }
 
 codec::FixedPointReplica::ParallelFor GossipNode::StripedApply(
-    const codec::DecodedUpdate& decoded) {
+    const codec::DecodedUpdate& decoded) const {
   const size_t updates = decoded.dense() ? decoded.quanta.size() : decoded.words.size();
-  if (validators_->threads() < 2 || updates < kStripedApplyUpdates ||
-      std::this_thread::get_id() != node_thread_id_) {
-    return nullptr;
-  }
+  if (validators_->threads() < 2 || updates < kStripedApplyUpdates) return nullptr;
   return [this](size_t n, const std::function<void(size_t, size_t)>& stripe) {
     validators_->ParallelFor(n, stripe, /*min_chunk=*/kStripedApplyUpdates / 2);
   };
@@ -122,18 +119,16 @@ codec::FixedPointReplica::ParallelFor GossipNode::StripedApply(
 void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::GossipFrame> frame,
                         std::shared_ptr<const codec::DecodedUpdate> decoded) {
   const v1::Update& update = frame->update();
-  // Its checksum_delta was verified against its words (HandleUpdate).
-  absl::StatusOr<uint64_t> wrapped = core_.replica.Apply(
-      origin, update.seq(), update.checksum_delta(), *decoded, StripedApply(*decoded));
-  if (!wrapped.ok()) {
-    // Validated already (DecodeUpdate against this model) and next in
-    // line: not reached.
+  // Its checksum_delta was verified against its words (HandleUpdate). The
+  // mirror adds it after the lock (HandleBatch).
+  if (absl::Status s = core_.replica.Apply(origin, update.seq(), update.checksum_delta(), decoded);
+      !s.ok()) {
+    // Next in line (HandleUpdate, AcceptWaiting): not reached.
     core_.counters.Add(Counters::kDecodeErrorsFieldNumber);
     core_.Log(absl::StrCat("could not apply ", origin.ToString(), " seq ", update.seq(), ": ",
-                           wrapped.status().message()));
+                           s.message()));
     return;
   }
-  core_.CountWrapped(origin, update.seq(), *wrapped);
   core_.counters.Add(Counters::kUpdatesAppliedFieldNumber);
   if (core_.options.on_accept) core_.options.on_accept(origin, update);
   core_.counters.AddReceived(update.codec(), update.ByteSizeLong());

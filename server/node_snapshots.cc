@@ -74,9 +74,8 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
       !s.ok()) {
     return s;
   }
-  if (core_.replica.has_mirror()) {
-    core_.handoff.ReplaceWeights(std::vector<int64_t>(core_.replica.mirror().quanta().begin(),
-                                                      core_.replica.mirror().quanta().end()));
+  if (core_.mirror) {
+    core_.handoff.ReplaceWeights(core_.mirror->CopyWeights());
   } else {
     core_.handoff.ReplaceWeights(std::vector<int64_t>(weights.begin(), weights.end()));
     const auto now = Clock::now();

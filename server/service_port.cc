@@ -153,11 +153,9 @@ ServicePort::Snapshot ServicePort::TakeSnapshot(bool with_weights, Clock::time_p
   std::shared_ptr<const TrainingCut> cut;
   {
     absl::MutexLock l(&core_.mu);
-    if (!with_weights || core_.replica.has_mirror()) {
+    if (!with_weights || core_.mirror) {
       Snapshot out{core_.replica.applied(), core_.replica.ledger().total(), {}};
-      if (with_weights)
-        out.weights.assign(core_.replica.mirror().quanta().begin(),
-                           core_.replica.mirror().quanta().end());
+      if (with_weights) out.weights = core_.mirror->CopyWeights();
       return out;
     }
     cut = core_.handoff.CutSince(asked_at);
@@ -245,10 +243,10 @@ std::string ServicePort::ReplicaHash() {
   std::vector<int64_t> weights;
   {
     absl::MutexLock l(&core_.mu);
-    if (!core_.replica.has_mirror()) {
+    if (!core_.mirror) {
       return core_.settlement.SettledAt(core_.replica.applied()) ? core_.settlement.hash() : "";
     }
-    weights.assign(core_.replica.mirror().quanta().begin(), core_.replica.mirror().quanta().end());
+    weights = core_.mirror->CopyWeights();
   }
   return codec::WeightHashOf(weights);
 }

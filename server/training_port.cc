@@ -21,16 +21,19 @@ absl::Status TrainingPort::Publish(v1::Update message, const codec::DecodedUpdat
   const uint64_t contribution = codec::ChecksumContribution(core_.checksum, decoded);
   frame->mutable_update()->set_checksum_delta(contribution);
   if (core_.signatures != nullptr) core_.signatures->Sign(frame->mutable_update());
+  // The mirror adds it later, on the node thread: it keeps its own copy.
+  std::shared_ptr<const codec::DecodedUpdate> for_mirror =
+      core_.mirror ? std::make_shared<const codec::DecodedUpdate>(decoded) : nullptr;
   {
     absl::MutexLock l(&core_.mu);
     if (update.seq() != core_.last_published + 1) {
       return absl::InternalError(
           absl::StrCat("published seq ", update.seq(), " after ", core_.last_published));
     }
-    absl::StatusOr<uint64_t> wrapped =
-        core_.replica.Apply(core_.self, update.seq(), contribution, decoded);
-    if (!wrapped.ok()) return wrapped.status();
-    core_.CountWrapped(core_.self, update.seq(), *wrapped);
+    if (absl::Status s = core_.replica.Apply(core_.self, update.seq(), contribution, for_mirror);
+        !s.ok()) {
+      return s;
+    }
     core_.last_published = update.seq();
     core_.log.Add(core_.self, frame, core_.Now());
     // Pushed by the node thread (PushPublished): a send may write to the
