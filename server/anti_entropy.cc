@@ -5,14 +5,14 @@
 namespace reckon::server {
 
 RepairPlan PlanRepair(uint64_t ours, uint64_t theirs, uint64_t pushed, uint64_t first_retained,
-                      bool resync_told) {
+                      bool rejoin_told) {
   const uint64_t from = std::max(theirs, pushed);
   if (from >= ours || first_retained == 0) return {};
   if (first_retained > from + 1) {
     // The next seq it needs is gone from our log. Only what it has applied
     // counts here: what we pushed may still fill the gap.
-    if (theirs < first_retained - 1 && !resync_told) {
-      return {RepairPlan::kResync, first_retained, 0};
+    if (theirs < first_retained - 1 && !rejoin_told) {
+      return {RepairPlan::kRejoin, first_retained, 0};
     }
     return {};
   }

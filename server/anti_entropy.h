@@ -2,6 +2,8 @@
 // functions of what the node knows, so each rule is tested on its own
 // (tests/server/). The node applies them per member and origin on every
 // heartbeat from that member, under its lock.
+//
+// Threads: pure functions, any thread. Errors: none; a decision is a value.
 #ifndef RECKON_SERVER_ANTI_ENTROPY_H_
 #define RECKON_SERVER_ANTI_ENTROPY_H_
 
@@ -16,19 +18,19 @@ namespace reckon::server {
 struct RepairPlan {
   enum Kind {
     kNothing,  // it has, or was sent on this stream, all we have
-    kResync,   // it lacks messages our log no longer holds: tell it to re-join
+    kRejoin,   // it lacks messages our log no longer holds: tell it to re-join
     kSend,     // send seqs [first, last] from the log, in order
   } kind = kNothing;
-  uint64_t first = 0;  // kSend: first seq to send; kResync: our first retained seq
+  uint64_t first = 0;  // kSend: first seq to send; kRejoin: our first retained seq
   uint64_t last = 0;   // kSend: the last (ours)
 };
 
 // `ours`: our applied seq of the origin; `theirs`: the member's (its last
 // heartbeat); `pushed`: the highest we sent it on this stream and have no
 // evidence of losing; `first_retained`: the lowest seq our log holds (0:
-// none); `resync_told`: we told it to re-join for this origin already.
+// none); `rejoin_told`: we told it to re-join for this origin already.
 RepairPlan PlanRepair(uint64_t ours, uint64_t theirs, uint64_t pushed, uint64_t first_retained,
-                      bool resync_told);
+                      bool rejoin_told);
 
 // Whether a message `age` old in our log may be relayed now to a member we
 // have heard for `heard_for` (since it last connected or came back). Our own

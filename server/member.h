@@ -3,6 +3,9 @@
 // its heartbeats said. A record: the member table (member_table.h) keeps
 // one per member, by node id, under the node's lock, and alone changes its
 // state; the node's parts (quiescence.h) read them.
+//
+// Threads: a plain record, read and written on the node thread under its
+// lock (NodeCore::mu). Errors: none.
 #ifndef RECKON_SERVER_MEMBER_H_
 #define RECKON_SERVER_MEMBER_H_
 
@@ -64,7 +67,7 @@ struct Member {
   // Its last heartbeat's quiescence phase one, and its weight hash then.
   bool settled = false;
   std::string weight_hash;
-  std::set<OriginKey> resync_told;  // told to re-join for these origins
+  std::set<OriginKey> rejoin_told;  // told to re-join for these origins
   // Origins past a --max-origins cap (a member of a token cluster invented
   // more than it allows and showed us and it others): `refused_here`, those
   // its vector names that we refuse and will never apply; `refused_there`,

@@ -1,7 +1,7 @@
 // The gossip node's own fixed-point replica (NodeOptions::Replica::kMirror),
 // with the messages accepted into it but not added yet.
 //
-// Accepting a message (AppliedReplica::Apply: the version vector and the
+// Accepting a message (AppliedState::Apply: the version vector and the
 // checksum ledger move) happens under the node's lock; adding it to the
 // weights, a cache miss per update and the bulk of the receive path's work
 // on a node with a mirror, happens after, off that lock (the node thread,

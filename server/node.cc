@@ -40,24 +40,24 @@ absl::StatusOr<std::unique_ptr<GossipNode>> GossipNode::Create(NodeOptions optio
         absl::StrCat("param_count ", initial.size(), " exceeds 2^31"));
   }
   const codec::WeightChecksum checksum(options.fingerprint.seed());
-  std::optional<AppliedReplica> replica;
+  std::optional<AppliedState> state;
   if (options.replica == NodeOptions::Replica::kMirror) {
     // The node never reads the float copy: it keeps none.
     absl::StatusOr<codec::FixedPointReplica> mirror = codec::FixedPointReplica::Create(
         initial.size(), fraction_bits, codec::FixedPointReplica::FloatCopy::kNone);
     if (!mirror.ok()) return mirror.status();
     if (absl::Status s = mirror->Load(initial); !s.ok()) return s;
-    replica.emplace(*std::move(mirror), checksum, AppliedReplica::Prefetch::kOn);
+    state.emplace(*std::move(mirror), checksum, AppliedState::Prefetch::kOn);
   } else {
     // Checked as a mirror's would be: the cluster's fraction bits.
     if (absl::Status s = codec::FixedPointReplica::Create(0, fraction_bits).status(); !s.ok()) {
       return s;
     }
-    replica.emplace(initial.size(), checksum.Of(initial));
+    state.emplace(initial.size(), checksum.Of(initial));
   }
   const bool clock_injected = static_cast<bool>(options.clock);
   auto node = std::unique_ptr<GossipNode>(
-      new GossipNode(std::move(options), *std::move(replica), clock_injected));
+      new GossipNode(std::move(options), *std::move(state), clock_injected));
   {
     // O(param_count), once: a probe's answer says it (a join by replay).
     std::string initial_sha256 = codec::WeightHashOf(initial);
@@ -85,8 +85,8 @@ std::unique_ptr<base::ThreadPool> ValidationPool(const NodeOptions& o) {
 
 }  // namespace
 
-GossipNode::GossipNode(NodeOptions options, AppliedReplica replica, bool clock_injected)
-    : core_(WithClock(std::move(options)), std::move(replica), clock_injected),
+GossipNode::GossipNode(NodeOptions options, AppliedState state, bool clock_injected)
+    : core_(WithClock(std::move(options)), std::move(state), clock_injected),
       training_(core_),
       service_(core_),
       validators_(ValidationPool(core_.options)) {}
@@ -306,8 +306,8 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
   } else if (f.has_leave()) {
     core_.Log(absl::StrCat("peer ", m->node_id, " left: ", f.leave().reason()));
     core_.membership.Left(*m);
-  } else if (f.has_resync()) {
-    HandleResyncRequired(*m, f.resync());
+  } else if (f.has_rejoin()) {
+    HandleRejoinRequired(*m, f.rejoin());
   }
 }
 
@@ -370,7 +370,7 @@ void GossipNode::CollectGarbage(Clock::time_point now) {
   // needs them (InstallSnapshot). The byte cap still bounds the log.
   VersionMap floor;
   for (const auto& [origin, entries] : core_.log.origins()) {
-    uint64_t least = SeqOf(core_.replica.applied(), origin);
+    uint64_t least = SeqOf(core_.state.applied(), origin);
     for (const auto& [id, m] : core_.membership.table()) {
       const bool counts = m.state() == MemberState::kAlive ||
                           (origin == core_.self && m.state() == MemberState::kDead);

@@ -45,7 +45,7 @@
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
 #include "proto/reckon.pb.h"
-#include "server/applied_replica.h"
+#include "server/applied_state.h"
 #include "server/heartbeat_writer.h"
 #include "server/inbox.h"
 #include "server/link.h"
@@ -104,7 +104,7 @@ class GossipNode final {
 
  private:
   // `clock_injected`: options.clock was given (not the steady clock).
-  GossipNode(NodeOptions options, AppliedReplica replica, bool clock_injected);
+  GossipNode(NodeOptions options, AppliedState state, bool clock_injected);
   void Run();
   // The receive path's work that needs no node state (update_validation.h)
   // and the signature's check (with TLS), for every Update in a batch the
@@ -157,8 +157,8 @@ class GossipNode final {
   // one can bring them: not about a live member's current incarnation from
   // anyone but that member (it serves its own messages), and only from a
   // member whose vector has the origin that far (others before the sender;
-  // an origin has all of its own). Otherwise counted (resyncs_ignored).
-  void HandleResyncRequired(const Member& from, const v1::ResyncRequired& resync)
+  // an origin has all of its own). Otherwise counted (rejoins_ignored).
+  void HandleRejoinRequired(const Member& from, const v1::RejoinRequired& rejoin)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   void HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);

@@ -89,14 +89,14 @@ void GossipNode::LearnRefusedOrigins(Member& m, const v1::Heartbeat& hb) {
   for (const v1::VersionEntry& e : hb.applied().entries()) {
     if (e.seq() == 0) continue;
     const OriginKey origin = KeyOf(e.origin());
-    if (core_.replica.applied().count(origin) > 0 || !RefusesNewOrigin(origin)) continue;
+    if (core_.state.applied().count(origin) > 0 || !RefusesNewOrigin(origin)) continue;
     if (m.refused_here.insert(origin).second) m.refused_untold.push_back(origin);
   }
   // Ours that it refuses (only those we have: the set stays within our
   // vector).
   for (const v1::Origin& o : hb.refused_origins()) {
     const OriginKey origin = KeyOf(o);
-    if (core_.replica.applied().count(origin) > 0) m.refused_there.insert(origin);
+    if (core_.state.applied().count(origin) > 0) m.refused_there.insert(origin);
   }
   const size_t found = m.refused_here.size() + m.refused_there.size() - before;
   if (found == 0) return;
@@ -120,7 +120,7 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
   // the token can make them thousands of origins long).
   static const MessageLog::Entries kNothingRetained;
   SeqCursor theirs_at(m.applied), pushed_at(m.links.state().pushed);
-  for (const auto& [origin, ours] : core_.replica.applied()) {
+  for (const auto& [origin, ours] : core_.state.applied()) {
     const uint64_t theirs = theirs_at.At(origin), pushed = pushed_at.At(origin);
     if (std::max(theirs, pushed) >= ours) continue;  // PlanRepair's kNothing
     if (m.Refuses(origin)) continue;  // it said it never takes them
@@ -128,8 +128,8 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
     const MessageLog::Entries& entries = retained != nullptr ? *retained : kNothingRetained;
     const RepairPlan plan =
         PlanRepair(ours, theirs, pushed, entries.empty() ? ours + 1 : entries.begin()->first,
-                   m.resync_told.count(origin) > 0);
-    if (plan.kind == RepairPlan::kResync) {
+                   m.rejoin_told.count(origin) > 0);
+    if (plan.kind == RepairPlan::kRejoin) {
       // A live origin that m hears serves m itself (its own log decides
       // whether m must re-join): from us, a joiner whose cut is later than
       // m's, it would be a spurious snapshot. So does one m may still be
@@ -141,11 +141,11 @@ void GossipNode::AntiEntropy(Member& m, Clock::time_point now) {
       if (origin != core_.self && core_.membership.OriginMayBeAlive(origin, now) && may_hear)
         continue;
       auto frame = std::make_shared<v1::GossipFrame>();
-      frame->mutable_resync()->mutable_origin()->set_node_id(origin.node_id);
-      frame->mutable_resync()->mutable_origin()->set_incarnation(origin.incarnation);
-      frame->mutable_resync()->set_first_retained_seq(plan.first);
+      frame->mutable_rejoin()->mutable_origin()->set_node_id(origin.node_id);
+      frame->mutable_rejoin()->mutable_origin()->set_incarnation(origin.incarnation);
+      frame->mutable_rejoin()->set_first_retained_seq(plan.first);
       outbound::SendTo(core_, m, frame, SIZE_MAX);
-      m.resync_told.insert(origin);
+      m.rejoin_told.insert(origin);
       continue;
     }
     if (plan.kind != RepairPlan::kSend) continue;
@@ -179,7 +179,7 @@ HeartbeatWriter::Bases GossipNode::MakeHeartbeats(bool tick) {
   v1::Heartbeat said;
   said.set_local_steps(core_.handoff.local_steps());
   said.set_training_done(core_.handoff.done());
-  if (core_.settlement.SettledAt(core_.replica.applied())) {
+  if (core_.settlement.SettledAt(core_.state.applied())) {
     said.set_settled(true);
     said.set_weight_hash(core_.settlement.hash());
   }
@@ -187,7 +187,7 @@ HeartbeatWriter::Bases GossipNode::MakeHeartbeats(bool tick) {
     ToProto(check->at, said.mutable_checked());
     said.set_checked_checksum(check->checksum);
   }
-  return core_.heartbeats.Make(said, core_.replica.applied(), tick);
+  return core_.heartbeats.Make(said, core_.state.applied(), tick);
 }
 
 bool GossipNode::SendHeartbeat(Member& m, const HeartbeatWriter::Bases& bases, size_t byte_cap) {
@@ -199,11 +199,11 @@ bool GossipNode::SendHeartbeat(Member& m, const HeartbeatWriter::Bases& bases, s
 }
 
 void GossipNode::ComparePeerCheck(Member& m) {
-  if (!m.pending_check || !core_.replica.ledger().Passed(m.pending_check->at))
+  if (!m.pending_check || !core_.state.ledger().Passed(m.pending_check->at))
     return;  // not there yet
   const Member::Check check = *std::move(m.pending_check);
   m.pending_check.reset();
-  const std::optional<uint64_t> ours = core_.replica.ledger().At(check.at);
+  const std::optional<uint64_t> ours = core_.state.ledger().At(check.at);
   if (!ours) return;  // behind the history we keep (or our snapshot's cut): not comparable
   if (*ours == check.checksum) {
     ++m.checks_agreed;

@@ -12,20 +12,20 @@
 
 namespace reckon::server {
 
-NodeCore::NodeCore(NodeOptions options_in, AppliedReplica replica_in, bool clock_injected)
+NodeCore::NodeCore(NodeOptions options_in, AppliedState state_in, bool clock_injected)
     : options(std::move(options_in)),
       self{options.node_id, options.incarnation},
       lanes{options.lanes, options.lane_min_bytes},
       signatures(options.signatures.get()),
       checksum(options.fingerprint.seed()),
-      param_count(replica_in.param_count()),
-      mirror(replica_in.mirror()),
+      param_count(state_in.param_count()),
+      mirror(state_in.mirror()),
       // An injected clock (a test's) is looked at every millisecond: a
       // test that moves it a heartbeat waits that long, not a heartbeat.
       inbox(
           options.inbox_byte_cap, options.clock,
           clock_injected ? Clock::duration(std::chrono::milliseconds(1)) : Clock::duration::max()),
-      replica(std::move(replica_in)),
+      state(std::move(state_in)),
       early(options.early_arrival_cap, options.early_arrival_byte_cap),
       log(options.log_byte_cap, options.log_min_retention),
       membership(
@@ -49,7 +49,7 @@ LocalQuiescence NodeCore::LocalQuiescenceLocked() {
   q.applying = handoff.pending();
   q.unreached = membership.SeedsUnreached();
   q.joining = membership.JoinersStillComing(Now());
-  q.applied = replica.applied();
+  q.applied = state.applied();
   q.settled = settlement.settled();
   q.settled_at = settlement.at();
   q.settled_hash = settlement.hash();
@@ -68,7 +68,7 @@ void NodeCore::UpdateSettled() {
   std::string why;
   // SHA-256 of the whole replica, on this thread: only when this node
   // settles at a new vector.
-  settlement.Record(SettledLocked(&why), replica.applied(),
+  settlement.Record(SettledLocked(&why), state.applied(),
                     [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu is held
                       return SettledHashLocked();
                     });
@@ -93,7 +93,7 @@ std::optional<std::string> NodeCore::SettledHashLocked() {
     mirror->Read([&](const codec::FixedPointReplica& weights) { hash = weights.WeightHash(); });
     return hash;
   }
-  if (std::optional<std::string> hash = handoff.HashAt(replica.applied())) return hash;
+  if (std::optional<std::string> hash = handoff.HashAt(state.applied())) return hash;
   // Settled: the training thread is in WaitQuiescent, which hashes its
   // replica once it applied everything taken.
   if (!handoff.hash_wanted()) {
@@ -103,7 +103,7 @@ std::optional<std::string> NodeCore::SettledHashLocked() {
   return std::nullopt;
 }
 
-std::optional<std::string> NodeCore::RepairSourceLocked(const std::string& avoid) {
+std::optional<std::string> NodeCore::RejoinSourceLocked(const std::string& avoid) {
   const Member* best = nullptr;
   const uint64_t published = last_published;  // lambdas are not seen to hold mu
   auto rank = [&](const Member& m) {
@@ -121,7 +121,7 @@ std::optional<std::string> NodeCore::RepairSourceLocked(const std::string& avoid
   return best->address;
 }
 
-std::optional<std::string> NodeCore::ResyncSourceFor(const OriginKey& origin,
+std::optional<std::string> NodeCore::RejoinSourceFor(const OriginKey& origin,
                                                      uint64_t first_retained,
                                                      const std::string& sender,
                                                      const std::set<std::string>& avoid) {

@@ -30,7 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "codec/weight_checksum.h"
 #include "proto/reckon.pb.h"
-#include "server/applied_replica.h"
+#include "server/applied_state.h"
 #include "server/early_arrivals.h"
 #include "server/heartbeat_writer.h"
 #include "server/inbox.h"
@@ -52,7 +52,7 @@ struct NodeCore {
 
   // `options.clock` set; `clock_injected`: it was given (a test's clock),
   // so the inbox looks at it every millisecond.
-  NodeCore(NodeOptions options, AppliedReplica replica, bool clock_injected);
+  NodeCore(NodeOptions options, AppliedState state, bool clock_injected);
   NodeCore(const NodeCore&) = delete;
   NodeCore& operator=(const NodeCore&) = delete;
 
@@ -80,12 +80,12 @@ struct NodeCore {
   // one whose vector holds every message we published first (a snapshot
   // without them cannot be installed once our log let them go), then one
   // whose checks agreed with ours, then the most advanced.
-  std::optional<std::string> RepairSourceLocked(const std::string& avoid = "")
+  std::optional<std::string> RejoinSourceLocked(const std::string& avoid = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A live member, its address not in `avoid`, whose vector has `origin`
   // at least at `first_retained - 1` (or that is `origin`'s own node): other
   // members first, `sender` last.
-  std::optional<std::string> ResyncSourceFor(const OriginKey& origin, uint64_t first_retained,
+  std::optional<std::string> RejoinSourceFor(const OriginKey& origin, uint64_t first_retained,
                                              const std::string& sender,
                                              const std::set<std::string>& avoid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -112,7 +112,7 @@ struct NodeCore {
   const uint64_t param_count;
   // The replica's mirror (null without one: NodeOptions::Replica::
   // kTrainingThread): thread-safe on its own (mirror.h), the same object
-  // for the node's life; what `replica` accepts, it queues.
+  // for the node's life; what `state` accepts, it queues.
   const std::shared_ptr<Mirror> mirror;
 
   // --- thread-safe on their own ---
@@ -134,8 +134,8 @@ struct NodeCore {
   bool stopping ABSL_GUARDED_BY(mu) = false;
   absl::Status fatal ABSL_GUARDED_BY(mu);
   // The mirror, the version vector and the checksum ledger, moving together
-  // (applied_replica.h).
-  AppliedReplica replica ABSL_GUARDED_BY(mu);
+  // (applied_state.h).
+  AppliedState state ABSL_GUARDED_BY(mu);
   EarlyArrivals early ABSL_GUARDED_BY(mu);
   MessageLog log ABSL_GUARDED_BY(mu);
   // The SHA-256 of the initial weights the replica started from (a join by
@@ -151,15 +151,15 @@ struct NodeCore {
   // What the training thread applies and reports, and where a re-join
   // fetches from (training_handoff.h).
   TrainingHandoff handoff ABSL_GUARDED_BY(mu);
-  // The re-join a ResyncRequired asked for, while it is pending: what we
+  // The re-join a RejoinRequired asked for, while it is pending: what we
   // lack, who said so, and the sources that refused it.
-  struct ResyncWant {
+  struct RejoinWant {
     OriginKey origin;
     uint64_t first_retained = 0;
     std::string sender;
     std::set<std::string> refused;  // addresses
   };
-  std::optional<ResyncWant> resync_want ABSL_GUARDED_BY(mu);
+  std::optional<RejoinWant> rejoin_want ABSL_GUARDED_BY(mu);
   // Our last message's seq (TrainingPort::Publish).
   uint64_t last_published ABSL_GUARDED_BY(mu) = 0;
   // Our messages published and not pushed yet (GossipNode::PushPublished).

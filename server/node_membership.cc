@@ -150,7 +150,7 @@ void Membership::DetectFailures(Clock::time_point now) {
 
 void Membership::DropLink(Member& m) {
   m.links.Drop();
-  m.resync_told.clear();
+  m.rejoin_told.clear();
 }
 
 void Membership::MoveMember(Member& m, const std::string& address, Clock::time_point now) {

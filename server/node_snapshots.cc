@@ -17,33 +17,33 @@
 
 namespace reckon::server {
 
-void GossipNode::HandleResyncRequired(const Member& from, const v1::ResyncRequired& resync) {
-  const OriginKey origin = KeyOf(resync.origin());
-  const uint64_t have = SeqOf(core_.replica.applied(), origin);
-  const uint64_t first = resync.first_retained_seq();
-  if (have + 1 >= first || core_.handoff.resync_source()) return;  // nothing lacking, or re-joining
+void GossipNode::HandleRejoinRequired(const Member& from, const v1::RejoinRequired& rejoin) {
+  const OriginKey origin = KeyOf(rejoin.origin());
+  const uint64_t have = SeqOf(core_.state.applied(), origin);
+  const uint64_t first = rejoin.first_retained_seq();
+  if (have + 1 >= first || core_.handoff.rejoin_source()) return;  // nothing lacking, or re-joining
   // The caller holds core_.mu (lambdas are not seen to hold it).
   auto ignore = [&](const std::string& why) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    core_.counters.Add(Counters::kResyncsIgnoredFieldNumber);
-    if (core_.counters.Get(Counters::kResyncsIgnoredFieldNumber) % 1000 ==
+    core_.counters.Add(Counters::kRejoinsIgnoredFieldNumber);
+    if (core_.counters.Get(Counters::kRejoinsIgnoredFieldNumber) % 1000 ==
         1) {  // a flood must not flood the log
       core_.Log(absl::StrCat(
           from.node_id, " says its log no longer holds ", origin.ToString().substr(0, 96),
           " before seq ", first, " (we have ", have, "): not re-joining, ", why, " (",
-          core_.counters.Get(Counters::kResyncsIgnoredFieldNumber), " ignored so far)"));
+          core_.counters.Get(Counters::kRejoinsIgnoredFieldNumber), " ignored so far)"));
     }
   };
   if (origin == core_.self) return ignore("that origin is this node, which has all of its own");
   if (core_.membership.table().IsAlive(origin) && origin.node_id != from.node_id) {
     return ignore("that origin is a live member and serves its own messages");
   }
-  std::optional<std::string> source = core_.ResyncSourceFor(origin, first, from.node_id, {});
+  std::optional<std::string> source = core_.RejoinSourceFor(origin, first, from.node_id, {});
   if (!source) return ignore("no live member has applied it that far");
   core_.Log(absl::StrCat("fell out of ", from.node_id, "'s log for ", origin.ToString(),
                          " (we have ", have, ", it keeps from ", first,
                          "): re-joining from a snapshot of ", *source));
-  core_.resync_want = NodeCore::ResyncWant{origin, first, from.node_id, {}};
-  core_.handoff.AskResync(*source);
+  core_.rejoin_want = NodeCore::RejoinWant{origin, first, from.node_id, {}};
+  core_.handoff.AskRejoin(*source);
 }
 
 absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
@@ -69,8 +69,8 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
   // the snapshot's source may not have them yet) are replayed onto it
   // (without a mirror: by the training thread, after the weights).
   std::vector<std::shared_ptr<const codec::DecodedUpdate>> replayed;
-  if (absl::Status s = core_.replica.Install(weights, applied, checksum, core_.log,
-                                             core_.replica.has_mirror() ? nullptr : &replayed);
+  if (absl::Status s = core_.state.Install(weights, applied, checksum, core_.log,
+                                           core_.state.has_mirror() ? nullptr : &replayed);
       !s.ok()) {
     return s;
   }
@@ -82,21 +82,21 @@ absl::Status GossipNode::InstallSnapshot(std::span<const int64_t> weights,
     for (auto& decoded : replayed) core_.handoff.Queue(std::move(decoded), now);
   }
   core_.handoff.DropCut();  // of the replica this one replaces
-  core_.resync_want.reset();
+  core_.rejoin_want.reset();
   for (const OriginKey& origin : core_.early.Origins()) {
-    core_.early.SetOriginApplied(origin, core_.replica.applied().count(origin) > 0);
+    core_.early.SetOriginApplied(origin, core_.state.applied().count(origin) > 0);
     AcceptWaiting(origin);
   }
   for (auto& [id, m] : core_.membership.table()) {
     m.links.state().ForgetPushed();
   }
-  core_.handoff.ResyncDone();
+  core_.handoff.RejoinDone();
   core_.counters.Add(Counters::kSnapshotsLoadedFieldNumber);
   // The replica no longer rests on our initial weights (whatever the
   // cluster's were, we cannot vouch for them now).
   core_.initial_sha256.clear();
-  core_.Log(absl::StrCat("installed a snapshot from ", source, ": ",
-                         VersionJson(core_.replica.applied())));
+  core_.Log(
+      absl::StrCat("installed a snapshot from ", source, ": ", VersionJson(core_.state.applied())));
   core_.changed.SignalAll();
   return absl::OkStatus();
 }

@@ -72,7 +72,7 @@ void ServicePort::OnLinkClosed(const std::shared_ptr<Link>& link, const std::str
 
 void ServicePort::FillCounters(v1::NodeStatus* out) {
   *out->mutable_counters() = counters();
-  out->set_checksum(core_.replica.ledger().total());
+  out->set_checksum(core_.state.ledger().total());
   out->set_last_check_ms(core_.handoff.last_check_ms());
   out->set_early_held(core_.early.size());
   out->set_early_bytes(core_.early.bytes());
@@ -88,7 +88,7 @@ void ServicePort::FillStatus(v1::NodeStatus* out, bool with_weight_hash) {
   out->set_incarnation(core_.self.incarnation);
   *out->mutable_fingerprint() = core_.options.fingerprint;
   out->set_local_steps(core_.handoff.local_steps());
-  ToProto(core_.replica.applied(), out->mutable_applied());
+  ToProto(core_.state.applied(), out->mutable_applied());
   out->set_training_done(core_.handoff.done());
   out->set_joined(core_.started.load());
   FillCounters(out);
@@ -130,7 +130,7 @@ uint64_t ServicePort::MessagesBehind() {
     if (m.state() != MemberState::kAlive) continue;
     uint64_t behind = 0;
     for (const auto& [origin, seq] : m.applied) {
-      const uint64_t ours = SeqOf(core_.replica.applied(), origin);
+      const uint64_t ours = SeqOf(core_.state.applied(), origin);
       if (seq > ours) behind += seq - ours;
     }
     most = std::max(most, behind);
@@ -154,7 +154,7 @@ ServicePort::Snapshot ServicePort::TakeSnapshot(bool with_weights, Clock::time_p
   {
     absl::MutexLock l(&core_.mu);
     if (!with_weights || core_.mirror) {
-      Snapshot out{core_.replica.applied(), core_.replica.ledger().total(), {}};
+      Snapshot out{core_.state.applied(), core_.state.ledger().total(), {}};
       if (with_weights) out.weights = core_.mirror->CopyWeights();
       return out;
     }
@@ -182,10 +182,10 @@ bool ServicePort::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measure
       "REPLICA CHECK FAILED: this node's replica has checksum ", codec::ChecksumHex(measured),
       " but its messages give ", codec::ChecksumHex(snapshot.checksum), " at ",
       VersionJson(snapshot.applied), ": snapshot refused; re-joining from a peer"));
-  if (!core_.handoff.resync_source()) {
-    if (std::optional<std::string> source = core_.RepairSourceLocked()) {
-      core_.resync_want.reset();  // a repair: any member will do
-      core_.handoff.AskResync(*source);
+  if (!core_.handoff.rejoin_source()) {
+    if (std::optional<std::string> source = core_.RejoinSourceLocked()) {
+      core_.rejoin_want.reset();  // after a failed check: any member will do
+      core_.handoff.AskRejoin(*source);
     }
   }
   return false;
@@ -193,7 +193,7 @@ bool ServicePort::CheckSnapshotServed(const Snapshot& snapshot, uint64_t measure
 
 std::optional<uint64_t> ServicePort::ChecksumAt(const VersionMap& at) {
   absl::MutexLock l(&core_.mu);
-  return core_.replica.ledger().At(at);
+  return core_.state.ledger().At(at);
 }
 
 std::vector<std::string> ServicePort::LiveMemberAddresses(const std::string& except) {
@@ -203,7 +203,7 @@ std::vector<std::string> ServicePort::LiveMemberAddresses(const std::string& exc
 
 VersionMap ServicePort::Applied() {
   absl::MutexLock l(&core_.mu);
-  return core_.replica.applied();
+  return core_.state.applied();
 }
 
 NodeService::Replay ServicePort::ReplayOf(const VersionMap& applied, uint64_t limit) {
@@ -244,7 +244,7 @@ std::string ServicePort::ReplicaHash() {
   {
     absl::MutexLock l(&core_.mu);
     if (!core_.mirror) {
-      return core_.settlement.SettledAt(core_.replica.applied()) ? core_.settlement.hash() : "";
+      return core_.settlement.SettledAt(core_.state.applied()) ? core_.settlement.hash() : "";
     }
     weights = core_.mirror->CopyWeights();
   }

@@ -84,7 +84,7 @@ class ServicePort final : public NodeService {
   Snapshot TakeSnapshot(bool with_weights, Clock::time_point asked_at = {}) override;
   // The service measured a cut's weights before serving them: a mismatch
   // means this node's mirror is wrong. Counted and logged; the node then
-  // re-joins from a peer (ResyncSource). Returns measured == snapshot.checksum.
+  // re-joins from a peer (RejoinSource). Returns measured == snapshot.checksum.
   bool CheckSnapshotServed(const Snapshot& snapshot, uint64_t measured) override;
   // Checks the fingerprint and token of `peer` (its node id): an error naming
   // the field that differs and both nodes.

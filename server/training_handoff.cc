@@ -66,8 +66,8 @@ void TrainingHandoff::SetDone(uint64_t local_steps) {
   local_steps_ = local_steps;
 }
 
-void TrainingHandoff::AskResync(std::string source) {
-  if (!resync_source_) resync_source_ = std::move(source);
+void TrainingHandoff::AskRejoin(std::string source) {
+  if (!rejoin_source_) rejoin_source_ = std::move(source);
 }
 
 }  // namespace reckon::server

@@ -105,14 +105,14 @@ class TrainingHandoff {
   // --- re-joins ---
   // Where the training thread should fetch a snapshot from; none while no
   // re-join is due.
-  const std::optional<std::string>& resync_source() const { return resync_source_; }
+  const std::optional<std::string>& rejoin_source() const { return rejoin_source_; }
   // A re-join is due (we fell out of a log, or our mirror failed a check):
   // from `source`, unless one is already under way (the first reason wins).
-  void AskResync(std::string source);
+  void AskRejoin(std::string source);
   // The re-join under way goes to `source` instead (the first failed).
-  void SwitchResync(std::string source) { resync_source_ = std::move(source); }
+  void SwitchRejoin(std::string source) { rejoin_source_ = std::move(source); }
   // A snapshot was installed: no re-join is due.
-  void ResyncDone() { resync_source_.reset(); }
+  void RejoinDone() { rejoin_source_.reset(); }
 
  private:
   Received received_;
@@ -120,7 +120,7 @@ class TrainingHandoff {
   double last_check_ms_ = 0;
   uint64_t local_steps_ = 0;
   bool done_ = false;
-  std::optional<std::string> resync_source_;
+  std::optional<std::string> rejoin_source_;
   bool weights_wanted_ = false;
   std::shared_ptr<const TrainingCut> cut_;
   bool hash_wanted_ = false;

@@ -30,7 +30,7 @@ absl::Status TrainingPort::Publish(v1::Update message, const codec::DecodedUpdat
       return absl::InternalError(
           absl::StrCat("published seq ", update.seq(), " after ", core_.last_published));
     }
-    if (absl::Status s = core_.replica.Apply(core_.self, update.seq(), contribution, for_mirror);
+    if (absl::Status s = core_.state.Apply(core_.self, update.seq(), contribution, for_mirror);
         !s.ok()) {
       return s;
     }
@@ -56,8 +56,8 @@ Received TrainingPort::TakeReceived(bool with_cut) {
 Received TrainingPort::TakeLocked(bool with_cut) {
   with_cut = with_cut || core_.handoff.weights_wanted();
   return core_.handoff.Take(
-      core_.replica.ledger().total(),
-      with_cut ? std::optional<VersionMap>(core_.replica.applied()) : std::nullopt);
+      core_.state.ledger().total(),
+      with_cut ? std::optional<VersionMap>(core_.state.applied()) : std::nullopt);
 }
 
 void TrainingPort::OfferTrainingCut(VersionMap at, uint64_t checksum,
@@ -81,14 +81,14 @@ void TrainingPort::RecordReplicaCheck(const VersionMap& at, uint64_t measured, u
                          " (memory corruption, a faulty device, or a bug in apply)"));
 }
 
-std::optional<std::string> TrainingPort::RepairSource() {
+std::optional<std::string> TrainingPort::RejoinSourceAfterFailedCheck() {
   absl::MutexLock l(&core_.mu);
-  return core_.RepairSourceLocked();
+  return core_.RejoinSourceLocked();
 }
 
-void TrainingPort::CountReplicaRepair() {
+void TrainingPort::CountRejoinAfterFailedCheck() {
   absl::MutexLock l(&core_.mu);
-  core_.counters.Add(Counters::kReplicaRepairsFieldNumber);
+  core_.counters.Add(Counters::kReplicaRejoinsFieldNumber);
 }
 
 uint64_t TrainingPort::MaxPeerLagLocked() {
@@ -189,7 +189,7 @@ absl::Status TrainingPort::WaitQuiescent(
       // before this turn), so with nothing pending the training replica is
       // at the node's vector.
       if (core_.handoff.hash_wanted() && !core_.handoff.pending() && replica_hash) {
-        hash_at = core_.replica.applied();
+        hash_at = core_.state.applied();
       } else if (!core_.handoff.weights_wanted() && core_.QuiescentLocked(&why)) {
         return absl::OkStatus();
       }
@@ -221,30 +221,30 @@ absl::Status TrainingPort::WaitQuiescent(
   }
 }
 
-std::optional<std::string> TrainingPort::ResyncSource() {
+std::optional<std::string> TrainingPort::RejoinSource() {
   absl::MutexLock l(&core_.mu);
-  return core_.handoff.resync_source();
+  return core_.handoff.rejoin_source();
 }
 
-bool TrainingPort::ResyncFailed(const std::string& source, bool need_our_messages, bool refused) {
+bool TrainingPort::RejoinFailed(const std::string& source, bool need_our_messages, bool refused) {
   absl::MutexLock l(&core_.mu);
-  if (core_.handoff.resync_source() != source) return false;
+  if (core_.handoff.rejoin_source() != source) return false;
   auto drop = [&](const std::string& why) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under core_.mu
-    core_.counters.Add(Counters::kResyncsIgnoredFieldNumber);
+    core_.counters.Add(Counters::kRejoinsIgnoredFieldNumber);
     core_.Log(absl::StrCat("re-join from ", source, " failed and ", why, ": not re-joining"));
-    core_.resync_want.reset();
-    core_.handoff.ResyncDone();
+    core_.rejoin_want.reset();
+    core_.handoff.RejoinDone();
     return true;
   };
   std::optional<std::string> other;
-  if (core_.resync_want) {
+  if (core_.rejoin_want) {
     // A refuser is not asked again in this re-join; one that did not answer
     // or lacked our messages may be, later.
-    if (refused) core_.resync_want->refused.insert(source);
-    std::set<std::string> avoid = core_.resync_want->refused;
+    if (refused) core_.rejoin_want->refused.insert(source);
+    std::set<std::string> avoid = core_.rejoin_want->refused;
     avoid.insert(source);
-    other = core_.ResyncSourceFor(core_.resync_want->origin, core_.resync_want->first_retained,
-                                  core_.resync_want->sender, avoid);
+    other = core_.RejoinSourceFor(core_.rejoin_want->origin, core_.rejoin_want->first_retained,
+                                  core_.rejoin_want->sender, avoid);
     if (!other) {
       if (refused) return drop("no other live member has what we lack");
       // No answer: asked again while it is a live member; once it is not,
@@ -256,7 +256,7 @@ bool TrainingPort::ResyncFailed(const std::string& source, bool need_our_message
                  : drop("it is no longer a live member, nor is another that has what we lack");
     }
   } else {
-    other = core_.RepairSourceLocked(source);
+    other = core_.RejoinSourceLocked(source);
     if (!other || *other == source) return refused ? drop("no other member to ask") : false;
   }
   if (need_our_messages) {
@@ -268,7 +268,7 @@ bool TrainingPort::ResyncFailed(const std::string& source, bool need_our_message
                                      });
     if (holder == core_.membership.table().end()) return false;
   }
-  core_.handoff.SwitchResync(*other);
+  core_.handoff.SwitchRejoin(*other);
   return true;
 }
 

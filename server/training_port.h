@@ -69,8 +69,8 @@ class TrainingPort {
   // Where to re-join from after a failed check: the address of a live peer,
   // preferring those whose checks agreed with our messages and never
   // diverged, then the most advanced. nullopt when none is alive.
-  std::optional<std::string> RepairSource();
-  void CountReplicaRepair();
+  std::optional<std::string> RejoinSourceAfterFailedCheck();
+  void CountRejoinAfterFailedCheck();
   // Blocks while some alive peer has applied fewer than our seq - max_lag
   // of our messages, up to `deadline`. Returns true when it may go on.
   bool WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline);
@@ -102,19 +102,19 @@ class TrainingPort {
       Clock::time_point deadline, const std::function<absl::Status(Received&)>& drain,
       const std::function<absl::StatusOr<std::string>()>& replica_hash = nullptr);
   // A peer told us we fell out of its log: the address to re-join from.
-  std::optional<std::string> ResyncSource();
-  // Fetching or installing the snapshot from `source` (ResyncSource) failed:
+  std::optional<std::string> RejoinSource();
+  // Fetching or installing the snapshot from `source` (RejoinSource) failed:
   // without an answer (gone, or too busy), it lacked our own messages that
   // our log no longer holds (`need_our_messages`), or `source` refused the
   // call (`refused`: not our fault, we are a member; a refusal changes only
   // what the refuser owns). The next attempt goes to another live member:
-  // for a re-join a ResyncRequired asked, one whose vector holds what we
-  // lack (GossipNode::HandleResyncRequired); otherwise chosen as RepairSource does.
+  // for a re-join a RejoinRequired asked, one whose vector holds what we
+  // lack (GossipNode::HandleRejoinRequired); otherwise chosen as RejoinSourceAfterFailedCheck does.
   // Returns whether it switched to one (with `need_our_messages`: to one
   // whose vector holds every message we published), or dropped the re-join
-  // (none left to ask after a refusal, or a ResyncRequired's with none left
-  // at all: counted, resyncs_ignored).
-  bool ResyncFailed(const std::string& source, bool need_our_messages, bool refused = false);
+  // (none left to ask after a refusal, or a RejoinRequired's with none left
+  // at all: counted, rejoins_ignored).
+  bool RejoinFailed(const std::string& source, bool need_our_messages, bool refused = false);
   // The worker's standardization of raw features, once its data is read:
   // what an export (SnapshotRequest.for_export) serves with the weights.
   void SetInputStandardization(v1::InputStandardization input);

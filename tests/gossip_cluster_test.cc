@@ -65,9 +65,9 @@ TEST(GossipCluster, ThreeWorkersEndIdentical) {
 
 // A replica corrupted in memory (one quantum of one weight, as a bit flip
 // or a faulty device would) is found by the running check within its
-// interval, repaired from a peer's snapshot, and counted; all end identical.
+// interval, the worker re-joins from a peer's snapshot, counted; all end identical.
 // Meanwhile healthy replicas compare their checks and agree.
-TEST(GossipCluster, CorruptedReplicaIsDetectedAndRepaired) {
+TEST(GossipCluster, CorruptedReplicaIsDetectedAndRejoins) {
   Cluster c(3);
   for (int i = 0; i < 3; ++i) {
     std::vector<std::string> extra = {"--max-steps", "2500", "--epochs", "30"};
@@ -89,7 +89,7 @@ TEST(GossipCluster, CorruptedReplicaIsDetectedAndRepaired) {
   c.ExpectIdentical({0, 1, 2});
   const std::string s1 = c.Summary(1);
   EXPECT_EQ(Counter(s1, "replica_check_failures"), 1) << s1;
-  EXPECT_EQ(Counter(s1, "replica_repairs"), 1) << s1;
+  EXPECT_EQ(Counter(s1, "replica_rejoins"), 1) << s1;
   EXPECT_EQ(Counter(s1, "snapshots_loaded"), 1) << s1;
   EXPECT_NE(c.Err(1).find("REPLICA CHECK FAILED"), std::string::npos) << c.Err(1);
   double agreed = 0;

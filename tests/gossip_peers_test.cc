@@ -158,22 +158,22 @@ TEST(GossipPeers, ARejoinWhoseSourceDoesNotAnswerIsTriedElsewhere) {
   server::ToProto({{server::OriginKey{"gone", 7}, 6}},
                   has_them.mutable_heartbeat()->mutable_applied());
   other.Send(has_them);
-  v1::GossipFrame resync;
-  resync.mutable_resync()->mutable_origin()->set_node_id("gone");
-  resync.mutable_resync()->mutable_origin()->set_incarnation(7);
-  resync.mutable_resync()->set_first_retained_seq(5);
-  gone.Send(resync);
+  v1::GossipFrame rejoin;
+  rejoin.mutable_rejoin()->mutable_origin()->set_node_id("gone");
+  rejoin.mutable_rejoin()->mutable_origin()->set_incarnation(7);
+  rejoin.mutable_rejoin()->set_first_retained_seq(5);
+  gone.Send(rejoin);
   // Others before the sender.
-  ASSERT_TRUE(Eventually([&] { return node->training().ResyncSource() == "127.0.0.1:2"; }));
+  ASSERT_TRUE(Eventually([&] { return node->training().RejoinSource() == "127.0.0.1:2"; }));
 
   const absl::Status step = w.peers->BeforeStep(*w.backend, 0);
   EXPECT_TRUE(step.ok()) << step;
-  EXPECT_EQ(node->training().ResyncSource(), "127.0.0.1:1");
+  EXPECT_EQ(node->training().RejoinSource(), "127.0.0.1:1");
   EXPECT_NE(w.log.str().find("re-join from 127.0.0.1:2 failed"), std::string::npos)
       << w.log.str();
   // And the other way round: never stuck on one that does not answer.
   EXPECT_TRUE(w.peers->BeforeStep(*w.backend, 0).ok());
-  EXPECT_EQ(node->training().ResyncSource(), "127.0.0.1:2");
+  EXPECT_EQ(node->training().RejoinSource(), "127.0.0.1:2");
 }
 
 // A seed that serves a snapshot of weights it made up, with their own

@@ -718,7 +718,7 @@ TEST(HostilePeer, FramesFasterThanTheNodeHandlesThemArePausedNotQueued) {
   EXPECT_GE(Counters(victim.node()).inbox_pauses(), 1u);
 }
 
-// A member can tell another to re-join (ResyncRequired) and then serve it
+// A member can tell another to re-join (RejoinRequired) and then serve it
 // weights it made up, with their checksum: the weights match what the
 // source says of them, so that check alone installed them. A witness, a
 // member whose own messages give the checksum at the cut, must confirm it

@@ -199,7 +199,7 @@ TEST(ReplicaCheck, SnapshotThatCannotBeCompletedLeavesTheMirrorAsItWas) {
 
 // A node about to serve a snapshot measures it first: a mirror that fails is
 // not handed on, and the node re-joins from a live peer.
-TEST(ReplicaCheck, CorruptMirrorIsNotServedAndIsRepaired) {
+TEST(ReplicaCheck, CorruptMirrorIsNotServedAndRejoins) {
   Nodes c(2);
   c.Start();
   c.Publish(1, 1, 5);
@@ -207,12 +207,12 @@ TEST(ReplicaCheck, CorruptMirrorIsNotServedAndIsRepaired) {
   NodeService::Snapshot cut = c.node(0)->service().TakeSnapshot(true);
   EXPECT_TRUE(c.node(0)->service().CheckSnapshotServed(
       cut, c.node(0)->service().weight_checksum().Of(cut.weights)));
-  EXPECT_FALSE(c.node(0)->training().ResyncSource().has_value());
+  EXPECT_FALSE(c.node(0)->training().RejoinSource().has_value());
   cut.weights[7] -= 3;
   EXPECT_FALSE(c.node(0)->service().CheckSnapshotServed(
       cut, c.node(0)->service().weight_checksum().Of(cut.weights)));
   EXPECT_EQ(Counters(c.node(0)).replica_check_failures(), 1u);
-  EXPECT_EQ(c.node(0)->training().ResyncSource(), std::optional<std::string>(Address(1)));
+  EXPECT_EQ(c.node(0)->training().RejoinSource(), std::optional<std::string>(Address(1)));
 }
 
 }  // namespace

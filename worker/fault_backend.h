@@ -4,7 +4,7 @@
 //  - WithWeightCorruption: just before its N-th training step, adds one
 //    quantum to one weight, the way a bit flip or a faulty device would
 //    corrupt memory. The replica check (docs/gossip.md "Divergence
-//    detection") must find and repair it. `--fault-corrupt-weight-at-step`.
+//    detection") must find it, and the worker re-join. `--fault-corrupt-weight-at-step`.
 //  - WithSlowSteps: no training step starts sooner than a given time after
 //    the one before (a slow device). A test that must know how long a run
 //    lasts at least (a worker still training when another resumes) sets it

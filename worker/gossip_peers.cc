@@ -124,7 +124,7 @@ absl::Status GossipPeers::JoinFromSeeds(const std::vector<std::string>& seeds) {
       RECKON_RETURN_IF_ERROR(WaitForAWitness(planner, join_start, source.address, refused));
       continue;
     }
-    const absl::Status s = Resync(source.address, source.witnesses);
+    const absl::Status s = Rejoin(source.address, source.witnesses);
     if (s.ok()) break;
     if (s.code() == absl::StatusCode::kDataLoss) {
       *log_ << "reckon-worker: snapshot from " << source.address
@@ -226,10 +226,10 @@ absl::Status GossipPeers::AwaitReplay() {
                 ? absl::StrCat(kReplayDeadline.count(), " s in all")
                 : absl::StrCat("then none for ", kReplayWait.count(), " s"))
         << "); loading its snapshot instead\n";
-  return Resync(replay_.address, replay_.witnesses);
+  return Rejoin(replay_.address, replay_.witnesses);
 }
 
-absl::Status GossipPeers::Resync(const std::string& source,
+absl::Status GossipPeers::Rejoin(const std::string& source,
                                  const std::vector<std::string>& witnesses) {
   v1::SnapshotRequest request = SnapshotRequest(/*header_only=*/false);
   const uint64_t param_count = options_.node.fingerprint.param_count();
@@ -262,10 +262,10 @@ absl::Status GossipPeers::Resync(const std::string& source,
   return node_->InstallSnapshot(snap.weights, snap.applied, snap.header.checksum(), source);
 }
 
-absl::Status GossipPeers::ResyncIfAsked() {
-  const std::optional<std::string> source = node_->training().ResyncSource();
+absl::Status GossipPeers::RejoinIfAsked() {
+  const std::optional<std::string> source = node_->training().RejoinSource();
   if (!source) return absl::OkStatus();
-  const absl::Status s = Resync(*source, node_->service().LiveMemberAddresses(*source));
+  const absl::Status s = Rejoin(*source, node_->service().LiveMemberAddresses(*source));
   if (s.ok()) return s;
   const bool no_answer =
       s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kDeadlineExceeded;
@@ -278,7 +278,7 @@ absl::Status GossipPeers::ResyncIfAsked() {
     // what its own header says: never installed; ask another member.
     *log_ << "reckon-worker: snapshot from " << *source << " NOT INSTALLED: " << s.message() << "\n"
           << std::flush;
-    node_->training().ResyncFailed(*source, /*need_our_messages=*/false);
+    node_->training().RejoinFailed(*source, /*need_our_messages=*/false);
     return absl::OkStatus();
   }
   if (!no_answer && !lacks_ours) {
@@ -288,12 +288,12 @@ absl::Status GossipPeers::ResyncIfAsked() {
     // refuser owns). Another member is asked, or the re-join dropped.
     *log_ << "reckon-worker: re-join from " << *source << " refused: " << s.message() << "\n"
           << std::flush;
-    node_->training().ResyncFailed(*source, /*need_our_messages=*/false, /*refused=*/true);
+    node_->training().RejoinFailed(*source, /*need_our_messages=*/false, /*refused=*/true);
     return absl::OkStatus();
   }
-  if (!node_->training().ResyncFailed(*source, lacks_ours) && lacks_ours) return s;
+  if (!node_->training().RejoinFailed(*source, lacks_ours) && lacks_ours) return s;
   *log_ << "reckon-worker: re-join from " << *source << " failed (" << s.message()
-        << "); trying again from " << node_->training().ResyncSource().value_or(*source) << "\n"
+        << "); trying again from " << node_->training().RejoinSource().value_or(*source) << "\n"
         << std::flush;
   return absl::OkStatus();
 }
@@ -365,7 +365,7 @@ absl::Status GossipPeers::WaitApplying(model::Replica& replica,
 
 absl::Status GossipPeers::BeforeStep(model::Replica& replica, uint64_t steps_done) {
   RECKON_RETURN_IF_ERROR(node_->Health());
-  RECKON_RETURN_IF_ERROR(ResyncIfAsked());
+  RECKON_RETURN_IF_ERROR(RejoinIfAsked());
   node_->training().SetLocalSteps(steps_done);
   // Backpressure: never outrun the links so far that the log would have to
   // drop our own messages before a live peer has them (NodeOptions::
@@ -401,26 +401,26 @@ absl::Status GossipPeers::CheckReplica(model::Replica& replica, uint64_t steps_d
   // This replica is wrong and every step from it would train on wrong
   // weights: replace it by a live peer's, which that peer checks before
   // sending and we check again before installing.
-  std::optional<std::string> source = node_->training().RepairSource();
+  std::optional<std::string> source = node_->training().RejoinSourceAfterFailedCheck();
   if (!source) {
     *log_ << "reckon-worker: the replica failed its check at step " << steps_done
-          << " and no peer is alive to repair it from; checking again at the next interval\n"
+          << " and no peer is alive to re-join from; checking again at the next interval\n"
           << std::flush;
     return absl::OkStatus();
   }
   *log_ << "reckon-worker: the replica failed its check at step " << steps_done
         << "; re-joining from " << *source << "\n"
         << std::flush;
-  if (absl::Status r = Resync(*source, node_->service().LiveMemberAddresses(*source)); !r.ok()) {
-    *log_ << "reckon-worker: repair from " << *source << " failed (" << r.message()
+  if (absl::Status r = Rejoin(*source, node_->service().LiveMemberAddresses(*source)); !r.ok()) {
+    *log_ << "reckon-worker: re-join from " << *source << " failed (" << r.message()
           << "); trying again at the next check\n"
           << std::flush;
     next_check_ = server::Clock::now();
     return absl::OkStatus();
   }
-  node_->training().CountReplicaRepair();
-  server::Received repaired = node_->training().TakeReceived();
-  return Apply(replica, repaired);
+  node_->training().CountRejoinAfterFailedCheck();
+  server::Received rejoined = node_->training().TakeReceived();
+  return Apply(replica, rejoined);
 }
 
 absl::Status GossipPeers::Publish(v1::Update message, const codec::DecodedUpdate& decoded) {
@@ -468,7 +468,7 @@ absl::Status GossipPeers::CheckReplicaAtQuiescence(model::Replica& replica) {
 
 absl::Status GossipPeers::ApplyUntilQuiescent(model::Replica& replica,
                                               server::Clock::time_point until) {
-  RECKON_RETURN_IF_ERROR(ResyncIfAsked());
+  RECKON_RETURN_IF_ERROR(RejoinIfAsked());
   return node_->training().WaitQuiescent(
       until, [&](server::Received& r) { return Apply(replica, r); },
       [&] { return replica.WeightHash(); });

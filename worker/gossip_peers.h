@@ -112,12 +112,12 @@ class GossipPeers final : public TrainingPeers {
   // kDataLoss when a witness's messages say otherwise, kUnavailable when
   // none could tell within 10 s. With nobody to ask (a lone seed, a cluster
   // of two) it is installed unwitnessed, and said so.
-  absl::Status Resync(const std::string& source, const std::vector<std::string>& witnesses);
-  // Re-joins when the node asks (ResyncRequired, or a failed check). A
+  absl::Status Rejoin(const std::string& source, const std::vector<std::string>& witnesses);
+  // Re-joins when the node asks (RejoinRequired, or a failed check). A
   // source that does not answer, or whose snapshot lacks our own messages
   // while another live member has them, is not fatal: the node picks
   // another and the next call tries again.
-  absl::Status ResyncIfAsked();
+  absl::Status RejoinIfAsked();
   // What this worker asks a peer's Snapshot call: its fingerprint, identity
   // and token; with `header_only`, the header alone (a join probe).
   v1::SnapshotRequest SnapshotRequest(bool header_only) const;

@@ -127,7 +127,7 @@ ABSL_FLAG(std::string, progress, "auto", "live progress bar: auto (when a termin
 // Test-only faults (the failure tests).
 ABSL_FLAG(uint64_t, fault_corrupt_weight_at_step, 0,
           "TEST ONLY: before this step, add one quantum to one weight of the training replica "
-          "(a memory fault the replica check must catch and repair)");
+          "(a memory fault the replica check must catch, the worker then re-joining from a peer)");
 ABSL_FLAG(int32_t, fault_slow_step_ms, 0,
           "TEST ONLY: no training step starts sooner than this many milliseconds after the one "
           "before (a slow device: a floor on how long a run lasts)");

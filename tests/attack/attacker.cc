@@ -16,7 +16,7 @@
 //            invented origins (next in line, early, at seq 2^40, duplicated,
 //            corrupted, with unknown fields; with --actions equivocation,
 //            another message under an id already sent); heartbeats with made-up vectors,
-//            member lists and checks; Leaves, Refusals, ResyncRequired,
+//            member lists and checks; Leaves, Refusals, RejoinRequired,
 //            Certificates; Status and Snapshot calls. Its listen address
 //            answers every dial with a permanent Refusal. Its threads
 //            invent `--invented` origins in all: past the workers'
@@ -67,7 +67,7 @@ ABSL_FLAG(int32_t, invented, 3000,
           "workers' --max-origins (4,096) their replicas differ for good");
 ABSL_FLAG(std::string, actions, "",
           "random scenario: only these kinds of action, comma-separated (hello, update, "
-          "bad_update, heartbeat, leave, refusal, resync, certificates, drop, status, "
+          "bad_update, heartbeat, leave, refusal, rejoin, certificates, drop, status, "
           "snapshot, equivocation); empty: all but equivocation (two members sent different "
           "messages under one id)");
 ABSL_FLAG(int32_t, phantoms, 40, "made-up members a heartbeat's member list names at most");
@@ -234,9 +234,9 @@ class RandomAttack {
   void Run() {
     // Each kind of action and its weight.
     const std::vector<std::pair<std::string, int>> kinds = {
-        {"hello", 6},  {"update", 42},      {"bad_update", 10}, {"heartbeat", 12},
-        {"leave", 4},  {"refusal", 4},      {"resync", 3},      {"certificates", 3},
-        {"drop", 4},   {"status", 8},       {"snapshot", 4},     {"equivocation", 0}};
+        {"hello", 6}, {"update", 42}, {"bad_update", 10}, {"heartbeat", 12},
+        {"leave", 4}, {"refusal", 4}, {"rejoin", 3},      {"certificates", 3},
+        {"drop", 4},  {"status", 8},  {"snapshot", 4},    {"equivocation", 0}};
     const std::string only = absl::GetFlag(FLAGS_actions);
     const std::vector<std::string> allowed = absl::StrSplit(only, ',', absl::SkipEmpty());
     std::vector<std::pair<std::string, int>> chosen;
@@ -515,10 +515,10 @@ class RandomAttack {
     } else if (kind == "refusal") {
       f.mutable_refusal()->set_permanent(rng_() % 2);
       f.mutable_refusal()->set_reason("you may never join this cluster");
-    } else if (kind == "resync") {
-      *f.mutable_resync()->mutable_origin() =
+    } else if (kind == "rejoin") {
+      *f.mutable_rejoin()->mutable_origin() =
           c_.members.empty() ? invented_[0].first : c_.members[rng_() % c_.members.size()];
-      f.mutable_resync()->set_first_retained_seq(rng_());
+      f.mutable_rejoin()->set_first_retained_seq(rng_());
     } else {
       for (int i = 0, n = static_cast<int>(rng_() % 6); i < n; ++i) {
         f.mutable_certificates()->add_pem(std::string(rng_() % 20000, 'c'));

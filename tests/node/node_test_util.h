@@ -240,7 +240,7 @@ inline ReceiveOutcome Receive(int threads) {
 
 // A node that joined from a snapshot holds nothing of an origin before its
 // cut. A member behind that cut used to be told by it to re-join from a
-// snapshot (ResyncRequired), though the origin itself is alive, heard by
+// snapshot (RejoinRequired), though the origin itself is alive, heard by
 // that member, and serves what it lacks from its own log: a spurious
 // second snapshot (seen as GossipCluster.WorkersBeyondStartWorkers...
 // loading two). Telling a member to re-join for a live origin it hears is
@@ -259,7 +259,7 @@ inline void JoinFromASnapshotAt(GossipNode* node, const OriginKey& origin, uint6
 // snapshot at seq 10 of origin a; b comes, behind that cut (a:5), saying
 // nothing of whom it hears. Step(by): b speaks (and a, when it is
 // `reached`: alive to the node), then the clock moves one heartbeat
-// interval `by`. Resyncs(): what b was told to re-join for.
+// interval `by`. Rejoins(): what b was told to re-join for.
 // Waits until `node` has received `bytes` frame bytes in all and handled
 // the frames that carried them. The node counts a frame's bytes, without
 // its lock, as it starts to handle it (server/node_counters.h): a count seen
@@ -309,9 +309,9 @@ class BehindTheCut {
     clock_.Advance(by);
     ASSERT_TRUE(Eventually([&] { return newcomer_->link().sent().size() > before; }));
   }
-  int Resyncs() {
+  int Rejoins() {
     int n = 0;
-    for (const auto& frame : newcomer_->link().sent()) n += frame->has_resync();
+    for (const auto& frame : newcomer_->link().sent()) n += frame->has_rejoin();
     return n;
   }
 

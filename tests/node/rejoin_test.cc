@@ -17,13 +17,13 @@ using std::chrono::seconds;
 // then serves it. Seen as WorkersBeyondStartWorkers... loading two
 // snapshots under ASan: a joiner's first heartbeat reached another joiner
 // before its handshake with the origin. Driven by the node's clock.
-TEST(GossipNode, NoResyncToAMemberNotYetKnownToHearALiveOrigin) {
+TEST(GossipNode, NoRejoinToAMemberNotYetKnownToHearALiveOrigin) {
   BehindTheCut t(/*reached=*/true);
   for (int i = 0; i < 10; ++i) t.Step(milliseconds(250));  // 2.5 s: still new
-  EXPECT_EQ(t.Resyncs(), 0) << "told to re-join while it may still be reaching a";
+  EXPECT_EQ(t.Rejoins(), 0) << "told to re-join while it may still be reaching a";
   // A failure timeout with us and still not hearing a: we are its only way.
   t.Step(milliseconds(600));
-  ASSERT_TRUE(Eventually([&] { return t.Resyncs() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return t.Rejoins() == 1; }));
 }
 
 // A node that has just started (joined from a snapshot, its dials still
@@ -34,17 +34,17 @@ TEST(GossipNode, NoResyncToAMemberNotYetKnownToHearALiveOrigin) {
 // the joiner w2 reached w1 before w0, the origin). Only once the node had a
 // failure timeout to reach the origin and has not is it presumed gone, and
 // the member told to re-join.
-TEST(GossipNode, NoResyncForAnOriginNotReachedYetWithinAFailureTimeoutOfTheStart) {
+TEST(GossipNode, NoRejoinForAnOriginNotReachedYetWithinAFailureTimeoutOfTheStart) {
   BehindTheCut t(/*reached=*/false);
   for (int i = 0; i < 10; ++i) t.Step(milliseconds(250));  // 2.5 s since the start
-  EXPECT_EQ(t.Resyncs(), 0) << "told to re-join for an origin we may still be reaching";
+  EXPECT_EQ(t.Rejoins(), 0) << "told to re-join for an origin we may still be reaching";
   // A failure timeout since the start and a never reached: presumed gone,
   // and we are b's only way.
   t.Step(milliseconds(600));
-  ASSERT_TRUE(Eventually([&] { return t.Resyncs() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return t.Rejoins() == 1; }));
 }
 
-TEST(GossipNode, NoResyncForALiveOriginTheMemberHears) {
+TEST(GossipNode, NoRejoinForALiveOriginTheMemberHears) {
   ManualClock clock;
   Nodes c(1, milliseconds(0), nullptr, {}, &clock);
   c.Start();
@@ -63,9 +63,9 @@ TEST(GossipNode, NoResyncForALiveOriginTheMemberHears) {
     listed->set_heard(hears_a);
     return f;
   };
-  auto resyncs = [&] {
+  auto rejoins = [&] {
     int n = 0;
-    for (const auto& frame : behind.link().sent()) n += frame->has_resync();
+    for (const auto& frame : behind.link().sent()) n += frame->has_rejoin();
     return n;
   };
   // Both speak every heartbeat interval (neither is ever silent long
@@ -84,13 +84,13 @@ TEST(GossipNode, NoResyncForALiveOriginTheMemberHears) {
         return false;
       },
       milliseconds(1000));
-  EXPECT_EQ(resyncs(), 0) << "told to re-join though a serves it";
+  EXPECT_EQ(rejoins(), 0) << "told to re-join though a serves it";
   // b stops hearing a: now we are its only way, and the log cannot serve it.
   ASSERT_TRUE(StepUntil(
       c, clock,
       [&] {
         both_speak(/*b_hears_a=*/false);
-        return resyncs() == 1;
+        return rejoins() == 1;
       },
       milliseconds(100)));
   EXPECT_TRUE(SeesAs(c, 0, "a", "alive")) << "a lived: the re-join is for b's not hearing it";
@@ -115,19 +115,19 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
   };
   behind.Send(heartbeat(1));
   holder.Send(heartbeat(2));  // not all three of ours yet
-  v1::GossipFrame resync;
-  resync.mutable_resync()->mutable_origin()->set_node_id("a");
-  resync.mutable_resync()->mutable_origin()->set_incarnation(7);
-  resync.mutable_resync()->set_first_retained_seq(5);
-  behind.Send(resync);
+  v1::GossipFrame rejoin;
+  rejoin.mutable_rejoin()->mutable_origin()->set_node_id("a");
+  rejoin.mutable_rejoin()->mutable_origin()->set_incarnation(7);
+  rejoin.mutable_rejoin()->set_first_retained_seq(5);
+  behind.Send(rejoin);
   // Both have a's messages; the sender is asked last.
-  ASSERT_TRUE(Eventually([&] { return node->training().ResyncSource() == "inproc:b"; }));
+  ASSERT_TRUE(Eventually([&] { return node->training().RejoinSource() == "inproc:b"; }));
   // Nobody holds all our messages: nowhere better to go.
-  EXPECT_FALSE(node->training().ResyncFailed("inproc:b", /*need_our_messages=*/true));
-  EXPECT_EQ(node->training().ResyncSource(), "inproc:b");
+  EXPECT_FALSE(node->training().RejoinFailed("inproc:b", /*need_our_messages=*/true));
+  EXPECT_EQ(node->training().RejoinSource(), "inproc:b");
   // A source that did not answer: another that has what we lack will do.
-  EXPECT_TRUE(node->training().ResyncFailed("inproc:b", /*need_our_messages=*/false));
-  EXPECT_EQ(node->training().ResyncSource(), "inproc:a");
+  EXPECT_TRUE(node->training().RejoinFailed("inproc:b", /*need_our_messages=*/false));
+  EXPECT_EQ(node->training().RejoinSource(), "inproc:a");
   // Once b holds all three, a snapshot lacking them sends us there.
   holder.Send(heartbeat(3));
   ASSERT_TRUE(Eventually([&] {
@@ -138,11 +138,11 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
     }
     return false;
   }));
-  EXPECT_TRUE(node->training().ResyncFailed("inproc:a", /*need_our_messages=*/true));
-  EXPECT_EQ(node->training().ResyncSource(), "inproc:b");
+  EXPECT_TRUE(node->training().RejoinFailed("inproc:a", /*need_our_messages=*/true));
+  EXPECT_EQ(node->training().RejoinSource(), "inproc:b");
 }
 
-// A ResyncRequired says its sender no longer holds messages of an origin
+// A RejoinRequired says its sender no longer holds messages of an origin
 // that we lack. From a member with the token, anyone can say it, about
 // anyone: it made every worker re-join from a snapshot of the liar, whose
 // refusal of the snapshot call then stopped them (reckon-attacker). It is
@@ -152,18 +152,18 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
 // the origin that far (others first, the sender last; an origin always has
 // its own messages). A source that refuses is not asked again; with none
 // left the re-join is dropped. Each belief declined is counted.
-TEST(GossipNode, AResyncRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
+TEST(GossipNode, ARejoinRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
   Nodes c(1);
   c.Start();
   GossipNode* node = c.node(0);
   ScriptedPeer a(node, "a", 7, "inproc:a");
   ScriptedPeer b(node, "b", 8, "inproc:b");
   ScriptedPeer mallory(node, "mallory", 9, "inproc:mallory");
-  auto resync = [](const std::string& id, uint64_t incarnation, uint64_t first) {
+  auto rejoin = [](const std::string& id, uint64_t incarnation, uint64_t first) {
     v1::GossipFrame f;
-    f.mutable_resync()->mutable_origin()->set_node_id(id);
-    f.mutable_resync()->mutable_origin()->set_incarnation(incarnation);
-    f.mutable_resync()->set_first_retained_seq(first);
+    f.mutable_rejoin()->mutable_origin()->set_node_id(id);
+    f.mutable_rejoin()->mutable_origin()->set_incarnation(incarnation);
+    f.mutable_rejoin()->set_first_retained_seq(first);
     return f;
   };
   auto claims = [](const OriginKey& origin, uint64_t seq) {
@@ -171,51 +171,51 @@ TEST(GossipNode, AResyncRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
     ToProto({{origin, seq}}, f.mutable_heartbeat()->mutable_applied());
     return f;
   };
-  auto ignored = [&] { return node->service().counters().resyncs_ignored(); };
+  auto ignored = [&] { return node->service().counters().rejoins_ignored(); };
   // About a live member, from another: a serves its own. About this node's
   // own origin: it has every message of its own.
-  mallory.Send(resync("a", 7, 5));
-  mallory.Send(resync("n0", 1000, uint64_t{1} << 60));
+  mallory.Send(rejoin("a", 7, 5));
+  mallory.Send(rejoin("n0", 1000, uint64_t{1} << 60));
   ASSERT_TRUE(Eventually([&] { return ignored() == 2; }));
-  EXPECT_FALSE(node->training().ResyncSource().has_value());
+  EXPECT_FALSE(node->training().RejoinSource().has_value());
   // About an origin nobody has applied that far.
   const OriginKey ghost{"ghost", 1};
-  mallory.Send(resync("ghost", 1, 5));
+  mallory.Send(rejoin("ghost", 1, 5));
   ASSERT_TRUE(Eventually([&] { return ignored() == 3; }));
-  EXPECT_FALSE(node->training().ResyncSource().has_value());
+  EXPECT_FALSE(node->training().RejoinSource().has_value());
   // The liar alone claims it: asked, it refuses, and the re-join is dropped.
   mallory.Send(claims(ghost, 10));
-  mallory.Send(resync("ghost", 1, 5));
-  ASSERT_TRUE(Eventually([&] { return node->training().ResyncSource() == "inproc:mallory"; }));
-  EXPECT_TRUE(node->training().ResyncFailed("inproc:mallory", /*need_our_messages=*/false,
+  mallory.Send(rejoin("ghost", 1, 5));
+  ASSERT_TRUE(Eventually([&] { return node->training().RejoinSource() == "inproc:mallory"; }));
+  EXPECT_TRUE(node->training().RejoinFailed("inproc:mallory", /*need_our_messages=*/false,
                                             /*refused=*/true));
-  EXPECT_FALSE(node->training().ResyncSource().has_value());
+  EXPECT_FALSE(node->training().RejoinSource().has_value());
   EXPECT_EQ(ignored(), 4u);
   // b has it too: b is asked, not the sender.
   b.Send(claims(ghost, 6));
-  mallory.Send(resync("ghost", 1, 5));
-  ASSERT_TRUE(Eventually([&] { return node->training().ResyncSource() == "inproc:b"; }));
+  mallory.Send(rejoin("ghost", 1, 5));
+  ASSERT_TRUE(Eventually([&] { return node->training().RejoinSource() == "inproc:b"; }));
   // b does not answer: the sender is the other that has it; it refuses, and
   // b is asked again; b refuses too: none left.
-  EXPECT_TRUE(node->training().ResyncFailed("inproc:b", /*need_our_messages=*/false));
-  EXPECT_EQ(node->training().ResyncSource(), "inproc:mallory");
-  EXPECT_TRUE(node->training().ResyncFailed("inproc:mallory", false, /*refused=*/true));
-  EXPECT_EQ(node->training().ResyncSource(), "inproc:b");
-  EXPECT_TRUE(node->training().ResyncFailed("inproc:b", false, /*refused=*/true));
-  EXPECT_FALSE(node->training().ResyncSource().has_value());
+  EXPECT_TRUE(node->training().RejoinFailed("inproc:b", /*need_our_messages=*/false));
+  EXPECT_EQ(node->training().RejoinSource(), "inproc:mallory");
+  EXPECT_TRUE(node->training().RejoinFailed("inproc:mallory", false, /*refused=*/true));
+  EXPECT_EQ(node->training().RejoinSource(), "inproc:b");
+  EXPECT_TRUE(node->training().RejoinFailed("inproc:b", false, /*refused=*/true));
+  EXPECT_FALSE(node->training().RejoinSource().has_value());
   EXPECT_EQ(ignored(), 5u);
   // An origin about itself: its own messages are its to serve.
-  a.Send(resync("a", 7, 5));
-  ASSERT_TRUE(Eventually([&] { return node->training().ResyncSource() == "inproc:a"; }));
+  a.Send(rejoin("a", 7, 5));
+  ASSERT_TRUE(Eventually([&] { return node->training().RejoinSource() == "inproc:a"; }));
   EXPECT_EQ(ignored(), 5u);
   // It does not answer: asked again while it is a live member, and the
   // re-join dropped once it is dead (its address was junk, say).
-  EXPECT_FALSE(node->training().ResyncFailed("inproc:a", /*need_our_messages=*/false));
-  EXPECT_EQ(node->training().ResyncSource(), "inproc:a");
+  EXPECT_FALSE(node->training().RejoinFailed("inproc:a", /*need_our_messages=*/false));
+  EXPECT_EQ(node->training().RejoinSource(), "inproc:a");
   a.Close();
   ASSERT_TRUE(Eventually([&] {
-    node->training().ResyncFailed("inproc:a", false);
-    return !node->training().ResyncSource().has_value();
+    node->training().RejoinFailed("inproc:a", false);
+    return !node->training().RejoinSource().has_value();
   }));
   EXPECT_EQ(ignored(), 6u);
 }
@@ -243,7 +243,7 @@ TEST(GossipNode, MemberBehindOnAnOriginNoLogHoldsIsToldToRejoin) {
   ASSERT_EQ(s.log_messages(), 0u) << "n0 still holds n1's messages: nothing to test";
   c.net().Heal();
   EXPECT_TRUE(
-      step_until([&] { return c.node(2)->training().ResyncSource() == "inproc:n0"; }, seconds(10)))
+      step_until([&] { return c.node(2)->training().RejoinSource() == "inproc:n0"; }, seconds(10)))
       << VersionJson(c.node(2)->service().Applied());
 }
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/applied_replica.h"
+#include "server/applied_state.h"
 #include "server/checksum_ledger.h"
 #include "server/dial_schedule.h"
 #include "server/early_arrivals.h"
@@ -58,13 +58,13 @@ TEST(AntiEntropy, SendsWhatTheMemberLacksFromWhatItHasOrWasSent) {
 
 TEST(AntiEntropy, TellsAMemberBehindTheLogToRejoinOnce) {
   RepairPlan p = PlanRepair(100, 3, 0, 50, false);
-  EXPECT_EQ(p.kind, RepairPlan::kResync);
+  EXPECT_EQ(p.kind, RepairPlan::kRejoin);
   EXPECT_EQ(p.first, 50u);
   EXPECT_EQ(PlanRepair(100, 3, 0, 50, true).kind, RepairPlan::kNothing);  // told already
-  // What we pushed may still fill the gap: no resync while that is possible,
+  // What we pushed may still fill the gap: no rejoin while that is possible,
   // and nothing to send from the log either.
-  EXPECT_EQ(PlanRepair(100, 3, 60, 80, false).kind, RepairPlan::kResync);
-  EXPECT_EQ(PlanRepair(100, 49, 60, 80, false).kind, RepairPlan::kResync);
+  EXPECT_EQ(PlanRepair(100, 3, 60, 80, false).kind, RepairPlan::kRejoin);
+  EXPECT_EQ(PlanRepair(100, 49, 60, 80, false).kind, RepairPlan::kRejoin);
   EXPECT_EQ(PlanRepair(100, 49, 60, 50, false).kind, RepairPlan::kSend);
 }
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "server/applied_replica.h"
+#include "server/applied_state.h"
 #include "server/lanes.h"
 #include "server/node_core.h"
 #include "tests/server/parts_test_util.h"
@@ -44,7 +44,7 @@ NodeOptions Options(Clock::time_point now) {
 
 class OutboundTest : public ::testing::Test {
  protected:
-  OutboundTest() : core_(Options(t0_), AppliedReplica(4, 0), /*clock_injected=*/true) {}
+  OutboundTest() : core_(Options(t0_), AppliedState(4, 0), /*clock_injected=*/true) {}
 
   // A member admitted on a stream of its own, alive, as the node makes one.
   Member& Connect(const std::string& id, const std::shared_ptr<RecordingLink>& stream)

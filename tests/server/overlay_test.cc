@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/anti_entropy.h"
-#include "server/applied_replica.h"
+#include "server/applied_state.h"
 #include "server/checksum_ledger.h"
 #include "server/dial_schedule.h"
 #include "server/early_arrivals.h"

@@ -84,16 +84,16 @@ TEST(TrainingHandoff, APassedCheckIsAnnouncedOnceAndAFailedOneNever) {
 
 TEST(TrainingHandoff, TheFirstReasonForAReJoinWinsUntilASwitchOrTheInstall) {
   TrainingHandoff handoff;
-  EXPECT_FALSE(handoff.resync_source().has_value());
-  handoff.AskResync("10.0.0.1:7000");
-  handoff.AskResync("10.0.0.2:7000");
-  EXPECT_EQ(handoff.resync_source(), "10.0.0.1:7000");
-  handoff.SwitchResync("10.0.0.3:7000");
-  EXPECT_EQ(handoff.resync_source(), "10.0.0.3:7000");
-  handoff.ResyncDone();
-  EXPECT_FALSE(handoff.resync_source().has_value());
-  handoff.AskResync("10.0.0.2:7000");
-  EXPECT_EQ(handoff.resync_source(), "10.0.0.2:7000");
+  EXPECT_FALSE(handoff.rejoin_source().has_value());
+  handoff.AskRejoin("10.0.0.1:7000");
+  handoff.AskRejoin("10.0.0.2:7000");
+  EXPECT_EQ(handoff.rejoin_source(), "10.0.0.1:7000");
+  handoff.SwitchRejoin("10.0.0.3:7000");
+  EXPECT_EQ(handoff.rejoin_source(), "10.0.0.3:7000");
+  handoff.RejoinDone();
+  EXPECT_FALSE(handoff.rejoin_source().has_value());
+  handoff.AskRejoin("10.0.0.2:7000");
+  EXPECT_EQ(handoff.rejoin_source(), "10.0.0.2:7000");
 }
 
 TEST(TrainingHandoff, StepsAndDoneAreWhatTheTrainingThreadLastSaid) {

@@ -1,4 +1,4 @@
-#include "server/applied_replica.h"
+#include "server/applied_state.h"
 
 #include <vector>
 
@@ -7,20 +7,20 @@
 
 namespace reckon::server {
 
-AppliedReplica::AppliedReplica(codec::FixedPointReplica mirror,
-                               const codec::WeightChecksum& checksum, Prefetch prefetch)
+AppliedState::AppliedState(codec::FixedPointReplica mirror, const codec::WeightChecksum& checksum,
+                           Prefetch prefetch)
     : param_count_(mirror.param_count()) {
   ledger_.Reset(checksum.Of(mirror.quanta()), {});
   mirror_ = std::make_shared<Mirror>(std::move(mirror), prefetch);
 }
 
-AppliedReplica::AppliedReplica(uint64_t param_count, uint64_t initial_checksum)
+AppliedState::AppliedState(uint64_t param_count, uint64_t initial_checksum)
     : param_count_(param_count) {
   ledger_.Reset(initial_checksum, {});
 }
 
-absl::Status AppliedReplica::Apply(const OriginKey& origin, uint64_t seq, uint64_t contribution,
-                                   std::shared_ptr<const codec::DecodedUpdate> decoded) {
+absl::Status AppliedState::Apply(const OriginKey& origin, uint64_t seq, uint64_t contribution,
+                                 std::shared_ptr<const codec::DecodedUpdate> decoded) {
   const uint64_t have = SeqOf(applied_, origin);
   if (seq != have + 1) {
     return absl::FailedPreconditionError(absl::StrCat(origin.ToString().substr(0, 96), " seq ", seq,
@@ -32,7 +32,7 @@ absl::Status AppliedReplica::Apply(const OriginKey& origin, uint64_t seq, uint64
   return absl::OkStatus();
 }
 
-absl::Status AppliedReplica::Install(
+absl::Status AppliedState::Install(
     std::span<const int64_t> weights, const VersionMap& cut, uint64_t checksum,
     const MessageLog& log, std::vector<std::shared_ptr<const codec::DecodedUpdate>>* replayed) {
   if (!mirror_ && replayed == nullptr) {

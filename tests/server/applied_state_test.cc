@@ -1,5 +1,5 @@
-// AppliedReplica: the gossip node's part, tested without sockets (server/applied_replica.h).
-#include "server/applied_replica.h"
+// AppliedState: the gossip node's part, tested without sockets (server/applied_state.h).
+#include "server/applied_state.h"
 
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -45,27 +45,27 @@ using std::chrono::seconds;
 // message is applied to all three or to none, only as the next of its
 // origin; a snapshot replaces all three, the log beyond its cut replayed,
 // or changes nothing.
-TEST(AppliedReplica, AppliesOnlyTheNextMessageAndInstallsAllOrNothing) {
+TEST(AppliedState, AppliesOnlyTheNextMessageAndInstallsAllOrNothing) {
   namespace t = ::reckon::server::testing;
   const codec::WeightChecksum checksum(t::Fingerprint().seed());
   auto fresh = [&] {
     codec::FixedPointReplica mirror =
         *codec::FixedPointReplica::Create(t::kParams, t::kFractionBits);
     EXPECT_TRUE(mirror.Load(t::InitialWeights()).ok());
-    return AppliedReplica(std::move(mirror), checksum);
+    return AppliedState(std::move(mirror), checksum);
   };
-  auto weights = [](const AppliedReplica& r) { return r.mirror()->CopyWeights(); };
+  auto weights = [](const AppliedState& r) { return r.mirror()->CopyWeights(); };
   const NodeOptions a = t::Options(0, 1);
   const OriginKey origin{a.node_id, a.incarnation};
   std::mt19937_64 rng(3);
   std::vector<t::Message> m;
   for (uint64_t seq = 1; seq <= 3; ++seq) m.push_back(t::MakeMessage(a, seq, rng));
-  auto apply = [&](AppliedReplica& r, uint64_t seq) {
+  auto apply = [&](AppliedState& r, uint64_t seq) {
     return r.Apply(origin, seq, m[seq - 1].update.checksum_delta(),
                    std::make_shared<const codec::DecodedUpdate>(m[seq - 1].decoded));
   };
 
-  AppliedReplica r = fresh();
+  AppliedState r = fresh();
   const uint64_t initial = r.checksum();
   EXPECT_EQ(initial, checksum.Of(t::InitialWeights()));
   // Not the next: refused, nothing moved.
@@ -95,7 +95,7 @@ TEST(AppliedReplica, AppliesOnlyTheNextMessageAndInstallsAllOrNothing) {
     log.Add(origin, frame, Clock::now());
   }
   const VersionMap cut = {{origin, 1}};
-  AppliedReplica joined = fresh();
+  AppliedState joined = fresh();
   ASSERT_TRUE(joined.Install(at_one, cut, sum_at_one, log).ok());
   EXPECT_EQ(joined.applied(), r.applied());
   EXPECT_EQ(weights(joined), weights(r));
@@ -108,7 +108,7 @@ TEST(AppliedReplica, AppliesOnlyTheNextMessageAndInstallsAllOrNothing) {
   *bad->mutable_update() = m[1].update;
   bad->mutable_update()->set_crc32c(bad->update().crc32c() ^ 1);
   corrupt.Add(origin, bad, Clock::now());
-  AppliedReplica untouched = fresh();
+  AppliedState untouched = fresh();
   EXPECT_EQ(untouched.Install(at_one, cut, sum_at_one, corrupt).code(),
             absl::StatusCode::kDataLoss);
   EXPECT_FALSE(untouched.Install(std::vector<int64_t>(10), cut, sum_at_one, log).ok());
@@ -121,13 +121,13 @@ TEST(AppliedReplica, AppliesOnlyTheNextMessageAndInstallsAllOrNothing) {
 // the vector and the ledger move as with one, and a snapshot's replay hands
 // back the replayed messages: the snapshot's weights plus those, applied in
 // that order, are the replica a mirror would have installed.
-TEST(AppliedReplica, WithoutAMirrorTheReplayIsHandedToTheTrainingReplica) {
+TEST(AppliedState, WithoutAMirrorTheReplayIsHandedToTheTrainingReplica) {
   namespace t = ::reckon::server::testing;
   const codec::WeightChecksum checksum(t::Fingerprint().seed());
   codec::FixedPointReplica kept = *codec::FixedPointReplica::Create(t::kParams, t::kFractionBits);
   ASSERT_TRUE(kept.Load(t::InitialWeights()).ok());
-  AppliedReplica with(std::move(kept), checksum);
-  AppliedReplica without(t::kParams, checksum.Of(t::InitialWeights()));
+  AppliedState with(std::move(kept), checksum);
+  AppliedState without(t::kParams, checksum.Of(t::InitialWeights()));
   EXPECT_FALSE(without.has_mirror());
   EXPECT_EQ(without.checksum(), with.checksum());
   const NodeOptions a = t::Options(0, 1);
@@ -156,7 +156,7 @@ TEST(AppliedReplica, WithoutAMirrorTheReplayIsHandedToTheTrainingReplica) {
     log.Add(origin, frame, Clock::now());
   }
   const VersionMap cut = {{origin, 1}};
-  AppliedReplica joined(t::kParams, checksum.Of(t::InitialWeights()));
+  AppliedState joined(t::kParams, checksum.Of(t::InitialWeights()));
   // Without a mirror the replay must go somewhere.
   EXPECT_FALSE(joined.Install(snapshot, cut, checksum.Of(snapshot), log).ok());
   std::vector<std::shared_ptr<const codec::DecodedUpdate>> replayed;
@@ -170,7 +170,7 @@ TEST(AppliedReplica, WithoutAMirrorTheReplayIsHandedToTheTrainingReplica) {
 
   // Weights of another size: refused, nothing changed.
   replayed.clear();
-  AppliedReplica untouched(t::kParams, checksum.Of(t::InitialWeights()));
+  AppliedState untouched(t::kParams, checksum.Of(t::InitialWeights()));
   EXPECT_EQ(untouched.Install(std::vector<int64_t>(10), cut, 0, log, &replayed).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(untouched.applied().empty());

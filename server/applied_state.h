@@ -15,8 +15,8 @@
 //
 // Not thread-safe: the node's core owns one and calls it under its lock
 // (NodeCore::mu); the mirror it shares is thread-safe on its own.
-#ifndef RECKON_SERVER_APPLIED_REPLICA_H_
-#define RECKON_SERVER_APPLIED_REPLICA_H_
+#ifndef RECKON_SERVER_APPLIED_STATE_H_
+#define RECKON_SERVER_APPLIED_STATE_H_
 
 #include <cstdint>
 #include <memory>
@@ -36,16 +36,16 @@
 
 namespace reckon::server {
 
-class AppliedReplica {
+class AppliedState {
  public:
   // `mirror`: the initial weights, no message applied. `checksum` measures
   // weights (the cluster's seed): the initial ones' is the ledger's start. `prefetch`: how
   // messages are added (kOff only for the benchmark's "before" path).
   using Prefetch = Mirror::Prefetch;
-  AppliedReplica(codec::FixedPointReplica mirror, const codec::WeightChecksum& checksum,
-                 Prefetch prefetch = Prefetch::kOn);
+  AppliedState(codec::FixedPointReplica mirror, const codec::WeightChecksum& checksum,
+               Prefetch prefetch = Prefetch::kOn);
   // No mirror: `initial_checksum` is the checksum of the initial weights.
-  AppliedReplica(uint64_t param_count, uint64_t initial_checksum);
+  AppliedState(uint64_t param_count, uint64_t initial_checksum);
 
   const VersionMap& applied() const { return applied_; }
   const ChecksumLedger& ledger() const { return ledger_; }
@@ -87,4 +87,4 @@ class AppliedReplica {
 
 }  // namespace reckon::server
 
-#endif  // RECKON_SERVER_APPLIED_REPLICA_H_
+#endif  // RECKON_SERVER_APPLIED_STATE_H_
