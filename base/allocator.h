@@ -1,4 +1,7 @@
 // Process-wide allocator settings. Every reckon main calls this first.
+//
+// Threads: call once, first thing in main, before any other thread starts.
+// Errors: none (a setting the allocator refuses is left at its default).
 #ifndef RECKON_BASE_ALLOCATOR_H_
 #define RECKON_BASE_ALLOCATOR_H_
 

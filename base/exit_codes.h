@@ -2,6 +2,8 @@
 // for both (docs/flags.md "Exit codes"), so that a supervisor (systemd's
 // RestartPreventExitStatus, a Kubernetes restart policy, a script) reads
 // them alike whichever program it runs.
+//
+// Threads: constants, any thread. Errors: none.
 #ifndef RECKON_BASE_EXIT_CODES_H_
 #define RECKON_BASE_EXIT_CODES_H_
 

@@ -1,4 +1,9 @@
 // File reads and atomic, durable writes for every reckon binary. Errors name the path.
+//
+// Threads: functions, any thread; an AtomicFileWriter or FileReader is
+// one thread's at a time. Errors: kNotFound, kPermissionDenied, kDataLoss
+// (short or damaged), kInvalidArgument, kResourceExhausted (past a cap),
+// each naming the path.
 #ifndef RECKON_BASE_FILES_H_
 #define RECKON_BASE_FILES_H_
 

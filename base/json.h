@@ -4,6 +4,9 @@
 // parsing; keys stay in the order they were set, so files read in the order
 // the docs list them. Readers parse and look fields up by name; a missing
 // field or one of another type is an error naming it, never a default.
+//
+// Threads: values, one thread's at a time; parsing keeps no state. Errors:
+// kInvalidArgument naming the field or the position that is wrong.
 #ifndef RECKON_BASE_JSON_H_
 #define RECKON_BASE_JSON_H_
 

@@ -1,5 +1,8 @@
 // Child processes for `reckonctl local` and the multi-process tests: spawn
 // with output to files, poll, signal, wait with a deadline. POSIX only.
+//
+// Threads: a ChildProcess is one thread's at a time. Errors: a spawn that
+// fails (fork or exec) is kUnavailable, named.
 #ifndef RECKON_BASE_PROCESS_H_
 #define RECKON_BASE_PROCESS_H_
 

@@ -1,5 +1,7 @@
 // Status plumbing shared by every reckon library. This Abseil (20220623) has
 // no RETURN_IF_ERROR / ASSIGN_OR_RETURN, so these are ours.
+//
+// Threads: macros, any thread. Errors: they return the error they were given.
 #ifndef RECKON_BASE_STATUS_MACROS_H_
 #define RECKON_BASE_STATUS_MACROS_H_
 

@@ -2,6 +2,9 @@
 // local headers, the data, the central directory and its end record
 // (PKWARE APPNOTE 4.3), without Zip64. numpy.load, Python's zipfile and
 // unzip read it.
+//
+// Threads: a function, any thread. Errors: an archive past what a zip
+// without Zip64 holds (names, entries, 4 GiB) is kInvalidArgument, named.
 #ifndef RECKON_BASE_ZIP_WRITER_H_
 #define RECKON_BASE_ZIP_WRITER_H_
 

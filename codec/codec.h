@@ -15,6 +15,11 @@
 // - The threshold codecs (docs/wire.md 3) are not here: their decoded form is
 //   sparse words, and their error feedback (Strom's residual) is fused into
 //   the quantizer scan for speed (quantizer.h, cuda/threshold_pass.h).
+//
+// Threads: a Codec and its CodecState are one thread's at a time (the
+// training thread); the free functions keep no state, any thread.
+// Errors: input that cannot be encoded is kInvalidArgument, a payload
+// that does not decode kDataLoss; each names the field.
 #ifndef RECKON_CODEC_CODEC_H_
 #define RECKON_CODEC_CODEC_H_
 

@@ -1,6 +1,9 @@
 // Internal to codec/: the byte-level pieces the quanta codecs share
 // (docs/wire-codecs.md 1-2): little-endian fields, the tensor-layout header, and
 // the per-codec encoders and payload decoders behind codec.h.
+//
+// Threads: functions, any thread. Errors: a payload that does not decode is
+// kDataLoss naming the field.
 #ifndef RECKON_CODEC_CODEC_PAYLOAD_H_
 #define RECKON_CODEC_CODEC_PAYLOAD_H_
 

@@ -7,6 +7,9 @@
 // in the same order, compiled without contraction (codec/CMakeLists.txt),
 // so replicas agree across machines with and without AVX-512
 // (tests/quanta_codec_test.cc holds both to the scalar definitions).
+//
+// Threads: functions over the spans given, any thread (a caller's
+// ParallelFor splits the ranges). Errors: none.
 #ifndef RECKON_CODEC_ELEMENTWISE_H_
 #define RECKON_CODEC_ELEMENTWISE_H_
 

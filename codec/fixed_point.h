@@ -3,6 +3,12 @@
 // with, always equal to (float)((double)fixed * q). Applying a message is
 // integer addition, so replicas that applied the same messages are
 // bit-identical whatever the order.
+//
+// Threads: a FixedPointReplica is one thread's at a time (a caller's
+// ParallelFor may stripe one Apply, each stripe its own parameters);
+// ThresholdStep and SplitMix64 are values. Errors: a message or weights of
+// another size, or words not strictly ascending below the model's size,
+// are kInvalidArgument and change nothing.
 #ifndef RECKON_CODEC_FIXED_POINT_H_
 #define RECKON_CODEC_FIXED_POINT_H_
 

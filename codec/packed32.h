@@ -1,5 +1,8 @@
 // packed32 threshold codec (docs/wire.md §3.1): `count` little-endian uint32
 // words, `(sign << 31) | index`, strictly ascending by index.
+//
+// Threads: functions, any thread. Errors: a payload whose words are not
+// strictly ascending or not as many as it says is kDataLoss, named.
 #ifndef RECKON_CODEC_PACKED32_H_
 #define RECKON_CODEC_PACKED32_H_
 

@@ -1,4 +1,8 @@
 // Strom's threshold quantizer with residual (docs/design.md step 5).
+//
+// Threads: functions over the spans given, any thread. Errors: a NaN or Inf
+// in the residual, sizes that differ or a step that cannot be are
+// kInvalidArgument, named, with nothing changed.
 #ifndef RECKON_CODEC_QUANTIZER_H_
 #define RECKON_CODEC_QUANTIZER_H_
 

@@ -2,6 +2,10 @@
 // index_{i-1} - 1 (index_{-1} = -1); the quotient gap >> k is written in
 // unary (q zero bits, then a one), then the k low bits of gap, then the sign
 // bit, all least-significant-bit first; the stream is zero-padded to a byte.
+//
+// Threads: functions, any thread. Errors: a stream docs/wire.md refuses
+// (ends early, an index past the model, bits after the padding) is
+// kDataLoss, named (DecodeRice).
 #ifndef RECKON_CODEC_RICE_H_
 #define RECKON_CODEC_RICE_H_
 

@@ -1,4 +1,7 @@
 // SHA-256 (OpenSSL's libcrypto), for replica identity and checkpoint checksums.
+//
+// Threads: a Sha256 is one thread's at a time; the functions any thread.
+// Errors: none.
 #ifndef RECKON_CODEC_SHA256_H_
 #define RECKON_CODEC_SHA256_H_
 

@@ -1,6 +1,10 @@
 // The Update message (docs/wire.md §4) to and from a validated update set. This is
 // the only place where bytes from the network become updates: everything
 // docs/wire.md requires is checked here, before anything can be applied.
+//
+// Threads: functions, any thread (the node validates on several at once).
+// Errors: a message that is not valid is kDataLoss or kInvalidArgument, one
+// too large kResourceExhausted, each naming what is wrong.
 #ifndef RECKON_CODEC_UPDATE_MESSAGE_H_
 #define RECKON_CODEC_UPDATE_MESSAGE_H_
 

@@ -1,6 +1,9 @@
 // The in-memory form of a threshold update set, shared by every codec and by
 // apply: one uint32 per update, `(sign << 31) | index` (the packed32 word of
 // docs/wire.md §3.1), strictly ascending by index.
+//
+// Threads: functions, any thread. Errors: words out of order or past the
+// model are kDataLoss (from the wire) or kInvalidArgument (from a caller).
 #ifndef RECKON_CODEC_UPDATE_WORDS_H_
 #define RECKON_CODEC_UPDATE_WORDS_H_
 

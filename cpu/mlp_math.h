@@ -1,6 +1,10 @@
 // The MLP's forward and backward passes on the CPU, for float (training) and
 // double (gradient checks). GEMMs go to OpenBLAS; the elementwise parts are
 // plain loops. This is the CPU twin that the CUDA kernels are tested against.
+//
+// Threads: functions over the buffers given, any thread; OpenBLAS runs its
+// own threads inside a GEMM. Errors: none (shapes are the caller's
+// contract, checked by the CPU backend).
 #ifndef RECKON_CPU_MLP_MATH_H_
 #define RECKON_CPU_MLP_MATH_H_
 

@@ -3,6 +3,8 @@
 //   0 success; 1 invalid input data (corrupt message, NaN residual, missing
 //   file); 2 usage error (unknown flag, bad value). On failure exactly one
 //   line goes to `err`, saying what is wrong, and nothing to `out`.
+//
+// Threads: each command runs on the calling thread (reckonctl's main).
 #ifndef RECKON_CTL_COMMANDS_H_
 #define RECKON_CTL_COMMANDS_H_
 

@@ -1,6 +1,9 @@
 // Flags more than one reckonctl subcommand takes (base/flags.h parses them;
 // each subcommand's own flags are defined in its file). A subcommand gives
 // its own default in its FlagScope where the meaning differs.
+//
+// Threads: read on reckonctl's main thread. Errors: a bad value is a usage
+// error naming the flag.
 #ifndef RECKON_CTL_COMMON_FLAGS_H_
 #define RECKON_CTL_COMMON_FLAGS_H_
 

@@ -2,6 +2,9 @@
 // of the gossip layer, from their summaries: the figures of docs/scaling.md's
 // node-count table, printed by `reckonctl local` when its workers are
 // synthetic.
+//
+// Threads: functions, any thread. Errors: a summary without what a figure
+// needs is kInvalidArgument naming the field.
 #ifndef RECKON_CTL_GOSSIP_FIGURES_H_
 #define RECKON_CTL_GOSSIP_FIGURES_H_
 

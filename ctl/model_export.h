@@ -3,6 +3,11 @@
 // standardization the weights were trained behind, so that raw features go
 // in. As ONNX, built and checked with the ONNX library (Debian's
 // libonnx-dev), and as numpy's .npz.
+//
+// Threads: functions, the calling thread. Errors: a peer that does not
+// answer kUnavailable, one that refuses kPermissionDenied, weights that do
+// not match their checksum kDataLoss, an export the model cannot make
+// kFailedPrecondition; each named.
 #ifndef RECKON_CTL_MODEL_EXPORT_H_
 #define RECKON_CTL_MODEL_EXPORT_H_
 

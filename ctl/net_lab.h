@@ -32,6 +32,10 @@
 // that was killed (names carry its pid) are deleted by the next NetLab.
 //
 // Needs root, `ip` (iproute2) and /dev/net/tun: Available() says why not.
+//
+// Threads: a NetLab is one thread's (its link shapers run their own
+// threads). Errors: a namespace, link or TUN that cannot be made is the
+// failing command's error, named; Available() says why none can be.
 #ifndef RECKON_CTL_NET_LAB_H_
 #define RECKON_CTL_NET_LAB_H_
 

@@ -7,6 +7,10 @@
 // hostile until checked: its size is capped, every node's operator,
 // attributes and operand shapes are checked at load, and a refusal names the
 // node and what is wrong.
+//
+// Threads: a loaded model is one thread's at a time. Errors: a missing file
+// kNotFound, one that is not a model kDataLoss, one this runner refuses
+// kInvalidArgument naming the node.
 #ifndef RECKON_CTL_ONNX_RUNNER_H_
 #define RECKON_CTL_ONNX_RUNNER_H_
 

@@ -1,5 +1,8 @@
 // Reading the summary reckon-worker writes with --summary-json
 // (worker/summary.h), and finding the reckon-worker binary to run.
+//
+// Threads: functions, any thread. Errors: a summary that cannot be read is
+// its file's or parser's error, named; no reckon-worker is kUnavailable.
 #ifndef RECKON_CTL_WORKER_SUMMARY_H_
 #define RECKON_CTL_WORKER_SUMMARY_H_
 

@@ -6,6 +6,9 @@
 // pays, once.
 //
 // Host C++ only (nvcc-compiled files do not call cuBLAS).
+//
+// Threads: loaded once (thread-safe); each handle is one thread's. Errors:
+// no libcublas is kUnavailable, naming what was looked for.
 #ifndef RECKON_CUDA_CUBLAS_API_H_
 #define RECKON_CUDA_CUBLAS_API_H_
 

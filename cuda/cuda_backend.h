@@ -2,6 +2,10 @@
 // optimizer state in device memory, cuBLAS GEMMs, the fused threshold pass
 // (CUB). The same shape as cpu/cpu_backend.h; worker/backend_factory.h
 // chooses between them. Host C++20 (this header is never seen by nvcc).
+//
+// Threads: a Backend is the training thread's alone. Errors: no device or
+// no CUDA kUnavailable, a shape it cannot run kInvalidArgument, a CUDA
+// error kInternal naming the call (the backend is then unusable).
 #ifndef RECKON_CUDA_CUDA_BACKEND_H_
 #define RECKON_CUDA_CUDA_BACKEND_H_
 

@@ -4,6 +4,8 @@
 // own words, returned to the caller (errors are values, never aborts). A sticky
 // error (the context is lost) is reported the same way; the backend that
 // sees one is unusable and says so on every later call.
+//
+// Threads: functions, any thread.
 #ifndef RECKON_CUDA_CUDA_CHECK_H_
 #define RECKON_CUDA_CUDA_CHECK_H_
 

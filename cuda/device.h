@@ -1,6 +1,9 @@
 // Finding a CUDA device. The training backends (issue: CUDA backend) and the
 // GPU tests start here: no device is a clear status, never a crash, so that
 // `--backend auto` can fall back to the CPU and tests can skip saying why.
+//
+// Threads: functions, any thread. Errors: no device or driver kUnavailable,
+// a CUDA error kInternal, each naming why.
 #ifndef RECKON_CUDA_DEVICE_H_
 #define RECKON_CUDA_DEVICE_H_
 

@@ -12,6 +12,8 @@
 //
 // Plain C++17 and no CUDA headers without nvcc: this header compiles in
 // every build.
+//
+// Threads: device functions over the element given, any thread. Errors: none.
 #ifndef RECKON_CUDA_DEVICE_ELEMENTWISE_H_
 #define RECKON_CUDA_DEVICE_ELEMENTWISE_H_
 

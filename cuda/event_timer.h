@@ -1,5 +1,8 @@
 // Best-of-N timing of GPU work with CUDA events, for the benchmarks
 // (`reckonctl bench gpu`). Plain C++17: nvcc includes it too.
+//
+// Threads: one thread's at a time, on the stream given. Errors: a CUDA
+// error, returned as cuda_check.h words it.
 #ifndef RECKON_CUDA_EVENT_TIMER_H_
 #define RECKON_CUDA_EVENT_TIMER_H_
 

@@ -13,6 +13,10 @@
 // Every launcher enqueues on `stream`, returns the launch status at once and
 // takes device pointers unless a name says h_. Row-major matrices, as on
 // the CPU. Plain pointers and C++17 only: nvcc compiles this header.
+//
+// Threads: the launchers, any host thread, on the stream given. Errors: a
+// launch that fails, or sizes past the kernels' range (kInvalidArgument),
+// returned at once, named.
 #ifndef RECKON_CUDA_KERNELS_H_
 #define RECKON_CUDA_KERNELS_H_
 

@@ -2,6 +2,10 @@
 // sigmoid hidden units, softmax cross-entropy output. Its parameters are one
 // flat vector in the order docs/wire.md §1 fixes: W1, b1, W2, b2, ..., each W of
 // shape [out][in], row-major.
+//
+// Threads: a ModelShape is immutable once parsed, read from any thread; the
+// functions keep no state. Errors: a shape or flag that cannot be is
+// kInvalidArgument, naming it.
 #ifndef RECKON_MODEL_MODEL_H_
 #define RECKON_MODEL_MODEL_H_
 

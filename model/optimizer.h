@@ -1,6 +1,10 @@
 // Optimizers and learning-rate schedules. The schedule is host arithmetic;
 // the per-element rule has a CPU twin here (AccumulateDelta) that the CUDA
 // kernel must match.
+//
+// Threads: pure functions and values, any thread. Errors: an unknown
+// optimizer, schedule or placement name is kInvalidArgument naming it
+// (the Parse* functions).
 #ifndef RECKON_MODEL_OPTIMIZER_H_
 #define RECKON_MODEL_OPTIMIZER_H_
 

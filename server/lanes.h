@@ -11,6 +11,9 @@
 // certificates, Leave) stays on the pair's stream, and a lane lives only
 // while that stream does. The decisions are pure functions here, tested on
 // their own (tests/server/); the node applies them under its lock.
+//
+// Threads: pure functions, any thread (the node calls them on its thread,
+// under its lock). Errors: a refused lane is LaneRefusal's reason, named.
 #ifndef RECKON_SERVER_LANES_H_
 #define RECKON_SERVER_LANES_H_
 

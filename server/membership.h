@@ -4,6 +4,9 @@
 // teaches, which of two streams between a pair survives, and when the
 // failure detector declares a member dead.
 // The node applies them under its lock.
+//
+// Threads: pure functions, any thread. Errors: a refused Hello is a verdict
+// naming why (the node sends it as the Refusal's reason).
 #ifndef RECKON_SERVER_MEMBERSHIP_H_
 #define RECKON_SERVER_MEMBERSHIP_H_
 

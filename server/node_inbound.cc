@@ -27,12 +27,12 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
         absl::StrCat("dropped an Update from ", from.node_id, ": origin or seq is not valid"));
     return;
   }
-  const uint64_t have = SeqOf(core_.replica.applied(), origin);
+  const uint64_t have = SeqOf(core_.state.applied(), origin);
   if (origin == core_.self || update.seq() <= have || core_.early.Holds(origin, update.seq())) {
     core_.counters.Add(Counters::kDuplicatesDroppedFieldNumber);
     return;
   }
-  const bool origin_applied = have > 0 || core_.replica.applied().count(origin) > 0;
+  const bool origin_applied = have > 0 || core_.state.applied().count(origin) > 0;
   if (!origin_applied && RefusesNewOrigin(origin)) {
     // Dropped before anything is kept of it.
     core_.counters.Add(Counters::kOriginsRefusedFieldNumber);
@@ -40,7 +40,7 @@ void GossipNode::HandleUpdate(Member& from, std::shared_ptr<v1::GossipFrame> fra
         1) {  // a flood must not flood the log
       core_.Log(absl::StrCat(
           "dropped an Update of a new origin ", origin.ToString().substr(0, 96), " from ",
-          from.node_id, ": ", core_.replica.applied().size(), " origins known (",
+          from.node_id, ": ", core_.state.applied().size(), " origins known (",
           core_.counters.Get(Counters::kOriginsRefusedFieldNumber), " dropped so far)"));
     }
     return;
@@ -95,14 +95,14 @@ bool GossipNode::RefusesNewOrigin(const OriginKey& origin) const {
   // member's current incarnation always gets in (members are capped on
   // their own), so invented origins cannot lock out a real one.
   return !core_.early.HoldsOrigin(origin) &&
-         core_.replica.applied().size() + core_.early.unapplied_origins() >=
+         core_.state.applied().size() + core_.early.unapplied_origins() >=
              core_.options.max_origins &&
          !core_.membership.table().IsCurrent(origin);
 }
 
 void GossipNode::AcceptWaiting(const OriginKey& origin) {
   while (std::optional<EarlyArrivals::Arrival> next =
-             core_.early.TakeNext(origin, SeqOf(core_.replica.applied(), origin))) {
+             core_.early.TakeNext(origin, SeqOf(core_.state.applied(), origin))) {
     Accept(origin, next->frame, next->decoded);
   }
 }
@@ -121,7 +121,7 @@ void GossipNode::Accept(const OriginKey& origin, std::shared_ptr<const v1::Gossi
   const v1::Update& update = frame->update();
   // Its checksum_delta was verified against its words (HandleUpdate). The
   // mirror adds it after the lock (HandleBatch).
-  if (absl::Status s = core_.replica.Apply(origin, update.seq(), update.checksum_delta(), decoded);
+  if (absl::Status s = core_.state.Apply(origin, update.seq(), update.checksum_delta(), decoded);
       !s.ok()) {
     // Next in line (HandleUpdate, AcceptWaiting): not reached.
     core_.counters.Add(Counters::kDecodeErrorsFieldNumber);

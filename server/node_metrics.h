@@ -3,6 +3,10 @@
 // under its own lock, so the hot path pays nothing for being watched. Every
 // series carries `node` (this node id); per-peer series add `peer` (a member's
 // node id: bounded by the cluster's size). docs/guide-monitoring.md lists them.
+//
+// Threads: Collect runs on the HTTP endpoint's thread; it reads the node
+// through ServicePort, which takes the node's lock briefly. Errors: none (a
+// scrape of a stopping node reads what its counters hold).
 #ifndef RECKON_SERVER_NODE_METRICS_H_
 #define RECKON_SERVER_NODE_METRICS_H_
 

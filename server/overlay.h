@@ -17,6 +17,8 @@
 // Members whose views of the ring differ (one has not heard of a joiner
 // yet) may miss a message or get it twice: anti-entropy fills the gap and
 // the version vector drops the duplicate, so apply stays exactly-once.
+//
+// Threads: pure functions, any thread. Errors: none.
 #ifndef RECKON_SERVER_OVERLAY_H_
 #define RECKON_SERVER_OVERLAY_H_
 

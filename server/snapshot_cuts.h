@@ -8,6 +8,10 @@
 // stripe 0 at once, and the joiner fetches stripes 1..k-1 of the same cut
 // side by side on k-1 connections of their own. Every stripe is of one
 // consistent cut, so the assembled weights match the header's SHA-256.
+//
+// Threads: SnapshotCuts is thread-safe (its own lock: gRPC's threads and
+// the service thread). Errors: a stripe not kept is kNotFound, one out of
+// range kInvalidArgument (SnapshotCuts::Take).
 #ifndef RECKON_SERVER_SNAPSHOT_CUTS_H_
 #define RECKON_SERVER_SNAPSHOT_CUTS_H_
 

@@ -2,6 +2,10 @@
 // (a join probe's header, a witness's answer, a whole cut or one stripe of
 // a kept cut; docs/protocol.md section 7), and the deadlines every such
 // call must meet.
+//
+// Threads: the reactor on gRPC's threads and the service thread (Start);
+// SnapshotDeadlines on any thread. Errors: a call ends with a gRPC status
+// naming what is wrong (not served yet, refused, past its deadline).
 #ifndef RECKON_SERVER_SNAPSHOT_WRITER_H_
 #define RECKON_SERVER_SNAPSHOT_WRITER_H_
 

@@ -1,6 +1,10 @@
 // Origins and version vectors (docs/design.md "The gossip node"). An origin is
 // one process life of one worker: (node_id, incarnation). A version vector
 // maps each origin to the highest seq applied with no gap before it.
+//
+// Threads: values and pure functions, any thread. Errors: a vector from the
+// wire with too many origins is refused before it is read, named
+// (CheckOrigins).
 #ifndef RECKON_SERVER_VERSION_VECTOR_H_
 #define RECKON_SERVER_VERSION_VECTOR_H_
 

@@ -11,6 +11,12 @@
    includes only server/ headers of its own layer and those it builds on,
    and only the transport sees gRPC, only the endpoint sees Beast and
    Prometheus, only security sees OpenSSL.
+4. No source file outside tests is longer than MAX_FILE_LINES, and no class
+   or struct declares more than MAX_CLASS_METHODS member functions in its
+   body (constructors, operators and inline ones included; deleted ones,
+   nested classes' and friends not).
+5. Every header outside tests opens with a comment that says which threads
+   may call it (the word "thread" in the comment before its include guard).
 
 Fails listing every violation. Usage: check_structure.py SOURCE_DIR
 """
@@ -21,6 +27,9 @@ import sys
 # Lowest first. A folder may include itself and folders listed before it.
 LAYERS = ["proto", "base", "codec", "model", "cpu", "cuda", "server", "worker", "python", "ctl"]
 MAX_FUNCTION_LINES = 80
+MAX_FILE_LINES = 600
+MAX_CLASS_METHODS = 40
+SIZE_CHECKED = LAYERS  # every folder of the libraries, mains and ctl
 LENGTH_CHECKED = ["base", "codec", "model", "cpu", "cuda", "server", "worker", "python"]
 # Functions over the limit, each with why it stays whole.
 LONG_FUNCTION_EXCEPTIONS = {
@@ -126,15 +135,105 @@ def check_lengths(root):
     return errors
 
 
+def code_only(text):
+    """`text` without comments, string and character literals, or
+    preprocessor lines (their places kept as spaces)."""
+    text = re.sub(r"^[ \t]*#.*?(?<!\\)$", "", text, flags=re.M | re.S)
+    token = re.compile(r'//[^\n]*|/\*.*?\*/|R"(\w*)\(.*?\)\1"|"(?:\\.|[^"\\\n])*"|'
+                       r"'(?:\\.|[^'\\\n])*'", re.S)
+    return token.sub(lambda m: '""' if m.group(0)[0] in "R\"'" else " ", text)
+
+
+CLASS_HEAD = re.compile(r"(?<!enum )\b(?:class|struct)\s+(?:\w+\s+)*?(\w+)\s*(?:final\s*)?"
+                        r"(?::[^;{()]*)?\{")
+NESTED = re.compile(r"^\s*(?:template\s*<.*>\s*)?(?:class|struct|union|enum)\b")
+NOT_A_METHOD = re.compile(r"^\s*(?:using|friend|typedef|static_assert|template\s*<[^>]*>\s*friend)\b")
+
+
+def member_functions(body):
+    """The member functions declared directly in a class body (the text
+    between its braces, code_only): each declaration at the body's depth,
+    its inline definition and nested types skipped."""
+    count, statement, depth, i = 0, "", 0, 0
+    while i < len(body):
+        c = body[i]
+        if depth == 0 and c in ";{":
+            head = re.sub(r"\b(?:public|private|protected)\s*:(?!:)", " ", statement)
+            head = re.sub(r"\bABSL_\w+(?:\([^()]*\))?|\[\[[^\]]*\]\]", " ", head)
+            head = re.sub(r"\boperator\s*(?:\(\s*\)|\[\s*\]|[^\w\s(]+)", "operator_", head)
+            while True:  # template arguments, whatever they hold
+                shorter = re.sub(r"<[^<>;{}]*>", "", head)
+                if shorter == head:
+                    break
+                head = shorter
+            paren, equals = head.find("("), head.find("=")
+            is_method = (re.search(r"[\w~]\s*\(", head) is not None and
+                         (equals < 0 or paren < equals) and not NOT_A_METHOD.match(head) and
+                         not NESTED.match(head) and not re.search(r"=\s*delete\s*$", head))
+            count += is_method
+            statement = ""
+            if c == "{":
+                depth = 1
+        elif depth > 0:
+            depth += {"{": 1, "}": -1}.get(c, 0)
+        else:
+            statement += c
+        i += 1
+    return count
+
+
+def class_bodies(text):
+    for m in CLASS_HEAD.finditer(text):
+        start, depth = m.end(), 1
+        for j in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            if depth == 0:
+                yield m.group(1), text.count("\n", 0, m.start()) + 1, text[start:j]
+                break
+
+
+def check_header_contracts(root):
+    errors = []
+    for folder in SIZE_CHECKED:
+        for rel, path in sources(root, folder):
+            if not rel.endswith((".h", ".cuh")):
+                continue
+            with open(path, encoding="utf-8") as f:
+                head = re.split(r"^#(?:ifndef|pragma)", f.read(), maxsplit=1, flags=re.M)[0]
+            if not re.search(r"thread", head, re.I):
+                errors.append(f"{rel}: its opening comment says nothing of threads: state who "
+                              f"may call it (\"Threads: ...\") and its errors")
+    return errors
+
+
+def check_sizes(root):
+    errors = []
+    for folder in SIZE_CHECKED:
+        for rel, path in sources(root, folder):
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            lines = text.count("\n")
+            if lines > MAX_FILE_LINES:
+                errors.append(f"{rel}: {lines} lines (at most {MAX_FILE_LINES}): split it by concern")
+            for name, line, body in class_bodies(code_only(text)):
+                n = member_functions(body)
+                if n > MAX_CLASS_METHODS:
+                    errors.append(f"{rel}:{line}: {name} declares {n} member functions (at most "
+                                  f"{MAX_CLASS_METHODS}): split it by who calls it")
+    return errors
+
+
 def main(root):
-    errors = check_layers(root) + check_server_layers(root) + check_lengths(root)
+    errors = (check_layers(root) + check_server_layers(root) + check_lengths(root) +
+              check_sizes(root) + check_header_contracts(root))
     for e in errors:
         print(e)
     if errors:
         return 1
     print(f"folders layered {' < '.join(LAYERS)}; server/ in layers "
           f"{', '.join(['gossip'] + list(SERVER_LAYERS))}; functions within "
-          f"{MAX_FUNCTION_LINES} lines")
+          f"{MAX_FUNCTION_LINES} lines; files within {MAX_FILE_LINES} lines, classes within "
+          f"{MAX_CLASS_METHODS} member functions; every header states its threads")
     return 0
 
 

@@ -1,6 +1,10 @@
 // --backend: which training backend runs the step. The one place that knows
 // every backend (cpu/, cuda/); its own library (reckon_backend_factory), so
 // that neither backend depends on the other and the trainer on neither.
+//
+// Threads: called once, on the thread that then runs the training loop.
+// Errors: an unknown or unavailable backend is kInvalidArgument, naming it
+// and why (no GPU, no CUDA in this build).
 #ifndef RECKON_WORKER_BACKEND_FACTORY_H_
 #define RECKON_WORKER_BACKEND_FACTORY_H_
 

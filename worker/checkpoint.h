@@ -2,6 +2,12 @@
 // with the configuration they belong to, in a file guarded by a SHA-256
 // checksum (the layout: proto/reckon.proto Checkpoint; the arrays are
 // little-endian).
+//
+// Threads: functions over files, any thread; a checkpoint is written by
+// the training thread between steps. Errors: a missing file is kNotFound;
+// a damaged one (checksum, layout, sizes) kDataLoss; one of another
+// configuration kFailedPrecondition, naming what differs; one too large
+// kResourceExhausted. A refusal names the file.
 #ifndef RECKON_WORKER_CHECKPOINT_H_
 #define RECKON_WORKER_CHECKPOINT_H_
 

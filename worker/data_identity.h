@@ -5,6 +5,9 @@
 // SHA-256 over each file's name, size and first and last 64 KiB (the
 // header, the first rows and the last ones, the labels of a small file
 // whole).
+//
+// Threads: a function over files, any thread. Errors: a folder that cannot
+// be read is its read error, naming the file.
 #ifndef RECKON_WORKER_DATA_IDENTITY_H_
 #define RECKON_WORKER_DATA_IDENTITY_H_
 

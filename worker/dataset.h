@@ -1,5 +1,9 @@
 // Training data: IDX files (MNIST / Fashion-MNIST layout, gzip'd or not),
 // checked against their headers, as float images in [0, 1] and int labels.
+//
+// Threads: functions over files, and data read once then read-only: any
+// thread. Errors: a missing file kNotFound, a malformed one kDataLoss,
+// a mismatch (count, width) kInvalidArgument; each names the file.
 #ifndef RECKON_WORKER_DATASET_H_
 #define RECKON_WORKER_DATASET_H_
 

@@ -1,6 +1,9 @@
 // Steers tau toward a target update density (docs/design.md step 5), so the
 // wire budget is set directly and emission does not dry up as the learning
 // rate decays.
+//
+// Threads: not thread-safe; the training thread owns one. Errors: none
+// (where the fixed-point grid cannot represent the change, the step stays).
 #ifndef RECKON_WORKER_DENSITY_CONTROLLER_H_
 #define RECKON_WORKER_DENSITY_CONTROLLER_H_
 

@@ -8,6 +8,9 @@
 // checked before it is trusted (the header is at most 1 MiB, the shape's
 // product fits, the data is exactly as long as the shape says), and a
 // refusal names the file and what is wrong with it.
+//
+// Threads: functions over files, any thread. Errors: a missing file is
+// kNotFound, anything else wrong kDataLoss, naming the file.
 #ifndef RECKON_WORKER_NPY_H_
 #define RECKON_WORKER_NPY_H_
 

@@ -8,6 +8,9 @@
 // This part checks a folder's files (their headers), and reads a split
 // into memory (--data-in-memory; samples.h maps it and reads it as it
 // trains instead). Every refusal names the file and what is wrong with it.
+//
+// Threads: functions over files, any thread. Errors: as npy.h, naming the
+// file.
 #ifndef RECKON_WORKER_NPY_DATASET_H_
 #define RECKON_WORKER_NPY_DATASET_H_
 

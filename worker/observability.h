@@ -9,6 +9,11 @@
 //   confirmed fresh) and within `ready_max_behind` messages of the most
 //   advanced live peer it hears. 503 with the reason otherwise.
 // /status: the JSON of `reckonctl status` (404 for a standalone worker).
+//
+// Threads: the endpoint answers on its own thread; AttachNode, DetachNode
+// and SetTrainingStarted come from the worker's main or training thread
+// (the node pointer under its own lock). Errors: Start's bind or listen
+// error, naming the address.
 #ifndef RECKON_WORKER_OBSERVABILITY_H_
 #define RECKON_WORKER_OBSERVABILITY_H_
 

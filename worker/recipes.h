@@ -2,6 +2,9 @@
 // stands in for `--recipe NAME` where it is written, as a flags file does,
 // so that flags after it win (`--recipe strom2015 --epochs 2`). The recipes
 // and the measurements that chose them are in docs/training.md "Recipes".
+//
+// Threads: pure functions, any thread. Errors: an unknown or missing
+// recipe name is kInvalidArgument naming the value (ExpandRecipes).
 #ifndef RECKON_WORKER_RECIPES_H_
 #define RECKON_WORKER_RECIPES_H_
 

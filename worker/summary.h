@@ -1,6 +1,9 @@
 // What a run reports when it ends: reckon-worker writes it with
 // --summary-json, `reckonctl local` and the tests read it back. The JSON
 // field names are documented in docs/guide-worker.md ("The summary"); keep them.
+//
+// Threads: values, written once at the end of a run; any thread. Errors:
+// none (the writer's file errors are reckon-worker's).
 #ifndef RECKON_WORKER_SUMMARY_H_
 #define RECKON_WORKER_SUMMARY_H_
 

@@ -8,6 +8,11 @@
 //
 // Its replicas must end identical like any cluster's: the random updates are
 // real updates of the model's weights (threshold codec, the cluster's tau).
+//
+// Threads: RunSynthetic on the calling thread (as Trainer::Run);
+// ArrivalLog's Hook on the node thread, its readers anywhere (its own
+// lock). Errors: options that cannot be are kInvalidArgument naming the
+// flag (CheckSyntheticOptions).
 #ifndef RECKON_WORKER_SYNTHETIC_H_
 #define RECKON_WORKER_SYNTHETIC_H_
 
