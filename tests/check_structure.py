@@ -63,6 +63,16 @@ def sources(root, folder):
                 yield os.path.relpath(path, root), path
 
 
+def source_texts(root, folders, suffixes=(".cc", ".h", ".cu", ".cuh")):
+    """(path relative to root, text) of every source in `folders` whose name
+    ends with one of `suffixes`."""
+    for folder in folders:
+        for rel, path in sources(root, folder):
+            if rel.endswith(suffixes):
+                with open(path, encoding="utf-8") as f:
+                    yield rel, f.read()
+
+
 def check_layers(root):
     errors = []
     rank = {folder: i for i, folder in enumerate(LAYERS)}
@@ -111,27 +121,23 @@ def check_server_layers(root):
 
 def check_lengths(root):
     errors = []
-    for folder in LENGTH_CHECKED:
-        for rel, path in sources(root, folder):
-            if not rel.endswith((".cc", ".cu")):
-                continue
-            with open(path, encoding="utf-8") as f:
-                lines = f.read().split("\n")
-            start = None
-            for i, line in enumerate(lines):
-                if start is None:
-                    m = DEFINITION.match(line)
-                    if m and not line.rstrip().endswith((";", "}")):
-                        start = (i, m.group(1).split("::")[-1])
-                elif line.startswith("}"):
-                    length = i - start[0] + 1
-                    if (length > MAX_FUNCTION_LINES and
-                            (rel, start[1]) not in LONG_FUNCTION_EXCEPTIONS):
-                        errors.append(f"{rel}:{start[0] + 1}: {start[1]} is {length} lines "
-                                      f"(at most {MAX_FUNCTION_LINES}): split it into named steps")
-                    start = None
-                elif line and not line[0].isspace() and line.rstrip().endswith(";"):
-                    start = None  # a declaration spread over lines
+    for rel, text in source_texts(root, LENGTH_CHECKED, (".cc", ".cu")):
+        lines = text.split("\n")
+        start = None
+        for i, line in enumerate(lines):
+            if start is None:
+                m = DEFINITION.match(line)
+                if m and not line.rstrip().endswith((";", "}")):
+                    start = (i, m.group(1).split("::")[-1])
+            elif line.startswith("}"):
+                length = i - start[0] + 1
+                if (length > MAX_FUNCTION_LINES and
+                        (rel, start[1]) not in LONG_FUNCTION_EXCEPTIONS):
+                    errors.append(f"{rel}:{start[0] + 1}: {start[1]} is {length} lines "
+                                  f"(at most {MAX_FUNCTION_LINES}): split it into named steps")
+                start = None
+            elif line and not line[0].isspace() and line.rstrip().endswith(";"):
+                start = None  # a declaration spread over lines
     return errors
 
 
@@ -194,32 +200,25 @@ def class_bodies(text):
 
 def check_header_contracts(root):
     errors = []
-    for folder in SIZE_CHECKED:
-        for rel, path in sources(root, folder):
-            if not rel.endswith((".h", ".cuh")):
-                continue
-            with open(path, encoding="utf-8") as f:
-                head = re.split(r"^#(?:ifndef|pragma)", f.read(), maxsplit=1, flags=re.M)[0]
-            if not re.search(r"thread", head, re.I):
-                errors.append(f"{rel}: its opening comment says nothing of threads: state who "
-                              f"may call it (\"Threads: ...\") and its errors")
+    for rel, text in source_texts(root, SIZE_CHECKED, (".h", ".cuh")):
+        head = re.split(r"^#(?:ifndef|pragma)", text, maxsplit=1, flags=re.M)[0]
+        if not re.search(r"thread", head, re.I):
+            errors.append(f"{rel}: its opening comment says nothing of threads: state who "
+                          f"may call it (\"Threads: ...\") and its errors")
     return errors
 
 
 def check_sizes(root):
     errors = []
-    for folder in SIZE_CHECKED:
-        for rel, path in sources(root, folder):
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-            lines = text.count("\n")
-            if lines > MAX_FILE_LINES:
-                errors.append(f"{rel}: {lines} lines (at most {MAX_FILE_LINES}): split it by concern")
-            for name, line, body in class_bodies(code_only(text)):
-                n = member_functions(body)
-                if n > MAX_CLASS_METHODS:
-                    errors.append(f"{rel}:{line}: {name} declares {n} member functions (at most "
-                                  f"{MAX_CLASS_METHODS}): split it by who calls it")
+    for rel, text in source_texts(root, SIZE_CHECKED):
+        lines = text.count("\n")
+        if lines > MAX_FILE_LINES:
+            errors.append(f"{rel}: {lines} lines (at most {MAX_FILE_LINES}): split it by concern")
+        for name, line, body in class_bodies(code_only(text)):
+            n = member_functions(body)
+            if n > MAX_CLASS_METHODS:
+                errors.append(f"{rel}:{line}: {name} declares {n} member functions (at most "
+                              f"{MAX_CLASS_METHODS}): split it by who calls it")
     return errors
 
 

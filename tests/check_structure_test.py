@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""check_structure.py's class-size count on bodies whose answer is known:
-what looks like a method and is not (a field of a function type, a
-guarded field, a deleted constructor, a nested type's methods, a friend)
-is not counted; what is one (inline, operator, constructor) is."""
+"""check_structure.py on inputs whose answer is known: the class-size count
+(what looks like a method and is not, a field of a function type, a
+guarded field, a deleted constructor, a nested type's methods, a friend,
+is not counted; what is one, inline, operator, constructor, is), and each
+limit failing a tree that breaks it, naming the file."""
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -55,6 +57,25 @@ class ClassSizeTest(unittest.TestCase):
         [(name, line, b)] = list(cs.class_bodies(text))
         self.assertEqual((name, line), ("Big", 1))
         self.assertEqual(cs.member_functions(b), cs.MAX_CLASS_METHODS + 1)
+
+
+class TreeTest(unittest.TestCase):
+    def test_each_limit_names_the_file_that_breaks_it(self):
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, "server"))
+            with open(os.path.join(root, "server", "long.cc"), "w") as f:
+                f.write("int F() {\n" + "  int a = 1;\n" * 90 + "}\n" + "\n" * 600)
+            with open(os.path.join(root, "server", "big.h"), "w") as f:
+                f.write("// Says nothing of who calls it.\n#ifndef BIG_H_\n#define BIG_H_\n"
+                        "class Big {\n" + "".join(f"  void M{i}();\n" for i in range(41)) +
+                        "};\n#endif\n")
+            errors = (cs.check_lengths(root) + cs.check_sizes(root) +
+                      cs.check_header_contracts(root))
+        self.assertEqual(len(errors), 4, errors)
+        self.assertTrue(any(e.startswith("server/long.cc:1: F is 92 lines") for e in errors))
+        self.assertTrue(any(e.startswith("server/long.cc: 692 lines") for e in errors))
+        self.assertTrue(any(e.startswith("server/big.h:4: Big declares 41") for e in errors))
+        self.assertTrue(any(e.startswith("server/big.h: its opening comment") for e in errors))
 
 
 if __name__ == "__main__":

@@ -158,11 +158,7 @@ TEST(GossipPeers, ARejoinWhoseSourceDoesNotAnswerIsTriedElsewhere) {
   server::ToProto({{server::OriginKey{"gone", 7}, 6}},
                   has_them.mutable_heartbeat()->mutable_applied());
   other.Send(has_them);
-  v1::GossipFrame rejoin;
-  rejoin.mutable_rejoin()->mutable_origin()->set_node_id("gone");
-  rejoin.mutable_rejoin()->mutable_origin()->set_incarnation(7);
-  rejoin.mutable_rejoin()->set_first_retained_seq(5);
-  gone.Send(rejoin);
+  gone.Send(server::RejoinRequiredFrame("gone", 7, 5));
   // Others before the sender.
   ASSERT_TRUE(Eventually([&] { return node->training().RejoinSource() == "127.0.0.1:2"; }));
 

@@ -56,6 +56,18 @@ class ScriptedLink final : public Link, public std::enable_shared_from_this<Scri
   std::vector<std::shared_ptr<const v1::GossipFrame>> sent_ ABSL_GUARDED_BY(mu_);
 };
 
+// A RejoinRequired frame: the sender says we lack the messages of origin
+// (node_id, incarnation) before `first_retained`, which its log no longer
+// holds.
+inline v1::GossipFrame RejoinRequiredFrame(const std::string& node_id, uint64_t incarnation,
+                                           uint64_t first_retained) {
+  v1::GossipFrame f;
+  f.mutable_rejoin()->mutable_origin()->set_node_id(node_id);
+  f.mutable_rejoin()->mutable_origin()->set_incarnation(incarnation);
+  f.mutable_rejoin()->set_first_retained_seq(first_retained);
+  return f;
+}
+
 class ScriptedPeer {
  public:
   // Opens a link to `node` and says Hello as (id, incarnation) at `address`.

@@ -115,11 +115,7 @@ TEST(GossipNode, AFailedRejoinGoesToAMemberThatHoldsOurMessages) {
   };
   behind.Send(heartbeat(1));
   holder.Send(heartbeat(2));  // not all three of ours yet
-  v1::GossipFrame rejoin;
-  rejoin.mutable_rejoin()->mutable_origin()->set_node_id("a");
-  rejoin.mutable_rejoin()->mutable_origin()->set_incarnation(7);
-  rejoin.mutable_rejoin()->set_first_retained_seq(5);
-  behind.Send(rejoin);
+  behind.Send(RejoinRequiredFrame("a", 7, 5));
   // Both have a's messages; the sender is asked last.
   ASSERT_TRUE(Eventually([&] { return node->training().RejoinSource() == "inproc:b"; }));
   // Nobody holds all our messages: nowhere better to go.
@@ -159,13 +155,6 @@ TEST(GossipNode, ARejoinRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
   ScriptedPeer a(node, "a", 7, "inproc:a");
   ScriptedPeer b(node, "b", 8, "inproc:b");
   ScriptedPeer mallory(node, "mallory", 9, "inproc:mallory");
-  auto rejoin = [](const std::string& id, uint64_t incarnation, uint64_t first) {
-    v1::GossipFrame f;
-    f.mutable_rejoin()->mutable_origin()->set_node_id(id);
-    f.mutable_rejoin()->mutable_origin()->set_incarnation(incarnation);
-    f.mutable_rejoin()->set_first_retained_seq(first);
-    return f;
-  };
   auto claims = [](const OriginKey& origin, uint64_t seq) {
     v1::GossipFrame f;
     ToProto({{origin, seq}}, f.mutable_heartbeat()->mutable_applied());
@@ -174,18 +163,18 @@ TEST(GossipNode, ARejoinRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
   auto ignored = [&] { return node->service().counters().rejoins_ignored(); };
   // About a live member, from another: a serves its own. About this node's
   // own origin: it has every message of its own.
-  mallory.Send(rejoin("a", 7, 5));
-  mallory.Send(rejoin("n0", 1000, uint64_t{1} << 60));
+  mallory.Send(RejoinRequiredFrame("a", 7, 5));
+  mallory.Send(RejoinRequiredFrame("n0", 1000, uint64_t{1} << 60));
   ASSERT_TRUE(Eventually([&] { return ignored() == 2; }));
   EXPECT_FALSE(node->training().RejoinSource().has_value());
   // About an origin nobody has applied that far.
   const OriginKey ghost{"ghost", 1};
-  mallory.Send(rejoin("ghost", 1, 5));
+  mallory.Send(RejoinRequiredFrame("ghost", 1, 5));
   ASSERT_TRUE(Eventually([&] { return ignored() == 3; }));
   EXPECT_FALSE(node->training().RejoinSource().has_value());
   // The liar alone claims it: asked, it refuses, and the re-join is dropped.
   mallory.Send(claims(ghost, 10));
-  mallory.Send(rejoin("ghost", 1, 5));
+  mallory.Send(RejoinRequiredFrame("ghost", 1, 5));
   ASSERT_TRUE(Eventually([&] { return node->training().RejoinSource() == "inproc:mallory"; }));
   EXPECT_TRUE(node->training().RejoinFailed("inproc:mallory", /*need_our_messages=*/false,
                                             /*refused=*/true));
@@ -193,7 +182,7 @@ TEST(GossipNode, ARejoinRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
   EXPECT_EQ(ignored(), 4u);
   // b has it too: b is asked, not the sender.
   b.Send(claims(ghost, 6));
-  mallory.Send(rejoin("ghost", 1, 5));
+  mallory.Send(RejoinRequiredFrame("ghost", 1, 5));
   ASSERT_TRUE(Eventually([&] { return node->training().RejoinSource() == "inproc:b"; }));
   // b does not answer: the sender is the other that has it; it refuses, and
   // b is asked again; b refuses too: none left.
@@ -205,7 +194,7 @@ TEST(GossipNode, ARejoinRequiredIsBelievedOnlyWhereARejoinCanBringWhatWeLack) {
   EXPECT_FALSE(node->training().RejoinSource().has_value());
   EXPECT_EQ(ignored(), 5u);
   // An origin about itself: its own messages are its to serve.
-  a.Send(rejoin("a", 7, 5));
+  a.Send(RejoinRequiredFrame("a", 7, 5));
   ASSERT_TRUE(Eventually([&] { return node->training().RejoinSource() == "inproc:a"; }));
   EXPECT_EQ(ignored(), 5u);
   // It does not answer: asked again while it is a live member, and the
