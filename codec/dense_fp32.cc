@@ -1,6 +1,7 @@
 // CODEC_DENSE_FP32 (docs/wire-codecs.md 5): every parameter's delta as a float32
 // count of quanta. The baseline: 32 bits per parameter per step.
 #include <bit>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -49,15 +50,34 @@ absl::Status DecodeDenseFp32(std::string_view bytes, uint64_t param_count,
                              std::vector<int64_t>* quanta) {
   RECKON_RETURN_IF_ERROR(CheckLength("dense fp32", bytes.size(), 4 * param_count));
   quanta->resize(param_count);
+  // One branch-free pass, no call per value (PayloadValueToQuanta's
+  // std::trunc is a libm call per value on x86-64 before SSE4.1; this pass
+  // took 2.3x fewer samples decoding the same messages, `perf record` of a
+  // dense worker decoding its own): a value below 2^62 in magnitude
+  // converts exactly by truncation, and is integral exactly when the
+  // truncation converts back to it; NaN fails the magnitude test. The value
+  // that failed is found again only when one did.
+  const float limit = static_cast<float>(kMaxPayloadQuanta);
+  int64_t* out = quanta->data();
+  bool all_valid = true;
   for (uint64_t i = 0; i < param_count; ++i) {
     const float v = GetF32(bytes.data() + 4 * i);
-    if (!PayloadValueToQuanta(v, &(*quanta)[i])) {
+    const bool in_range = std::fabs(v) < limit;
+    const int64_t q = static_cast<int64_t>(in_range ? v : 0.0f);
+    all_valid &= in_range & (static_cast<float>(q) == v);
+    out[i] = q;
+  }
+  if (all_valid) return absl::OkStatus();
+  for (uint64_t i = 0; i < param_count; ++i) {
+    const float v = GetF32(bytes.data() + 4 * i);
+    int64_t unused;
+    if (!PayloadValueToQuanta(v, &unused)) {
       quanta->clear();
       return absl::DataLossError(absl::StrCat("dense fp32: value ", i, " is ", v,
                                               ", not an integral number of quanta below 2^62"));
     }
   }
-  return absl::OkStatus();
+  return absl::InternalError("dense fp32: a value failed one check and passed the other");
 }
 
 }  // namespace reckon::codec::payload

@@ -495,6 +495,28 @@ TEST(QuantaCodec, PayloadViolationsAreRejected) {
   p = dense.payload();
   SetF32(&p, 8, INFINITY);
   ExpectRejected(WithPayload(dense, p), "infinite value");
+  // The dense decoder checks every value in one pass and names the first
+  // bad one: each kind, anywhere, and the edges that are valid.
+  for (const size_t at : {size_t{0}, size_t{5}, dense.payload().size() / 4 - 1}) {
+    for (const float bad : {0.5f, -1.25f, NAN, -INFINITY, std::ldexp(1.0f, 62),
+                            -std::ldexp(1.0f, 62), std::ldexp(1.0f, 100)}) {
+      p = dense.payload();
+      SetF32(&p, 4 * at, bad);
+      DecodedUpdate d;
+      const absl::Status s = DecodeUpdate(WithPayload(dense, p), &d);
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << bad << " at " << at;
+      EXPECT_NE(s.message().find(absl::StrCat("value ", at, " is")), std::string::npos) << s;
+      EXPECT_TRUE(d.quanta.empty());
+    }
+  }
+  const float largest = std::nextafter(std::ldexp(1.0f, 62), 0.0f);
+  for (const float edge : {largest, -largest, -0.0f, 3.0f, std::ldexp(1.0f, 40)}) {
+    p = dense.payload();
+    SetF32(&p, 20, edge);
+    DecodedUpdate d;
+    ASSERT_TRUE(DecodeUpdate(WithPayload(dense, p), &d).ok()) << edge;
+    EXPECT_EQ(d.quanta[5], static_cast<int64_t>(edge)) << edge;
+  }
 }
 
 TEST(QuantaCodec, DecodersAgreeWithTheReferenceOnRandomCorruptions) {
