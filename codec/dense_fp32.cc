@@ -50,23 +50,13 @@ absl::Status DecodeDenseFp32(std::string_view bytes, uint64_t param_count,
                              std::vector<int64_t>* quanta) {
   RECKON_RETURN_IF_ERROR(CheckLength("dense fp32", bytes.size(), 4 * param_count));
   quanta->resize(param_count);
-  // One branch-free pass, no call per value (PayloadValueToQuanta's
-  // std::trunc is a libm call per value on x86-64 before SSE4.1; this pass
-  // took 2.3x fewer samples decoding the same messages, `perf record` of a
-  // dense worker decoding its own): a value below 2^62 in magnitude
-  // converts exactly by truncation, and is integral exactly when the
-  // truncation converts back to it; NaN fails the magnitude test. The value
-  // that failed is found again only when one did.
-  const float limit = static_cast<float>(kMaxPayloadQuanta);
-  int64_t* out = quanta->data();
-  bool all_valid = true;
-  for (uint64_t i = 0; i < param_count; ++i) {
-    const float v = GetF32(bytes.data() + 4 * i);
-    const bool in_range = std::fabs(v) < limit;
-    const int64_t q = static_cast<int64_t>(in_range ? v : 0.0f);
-    all_valid &= in_range & (static_cast<float>(q) == v);
-    out[i] = q;
-  }
+  // One pass with no call per value, vectorized where the CPU has AVX-512
+  // (elementwise.h): the same decodes took 7,061 samples through
+  // PayloadValueToQuanta (std::trunc is a libm call on x86-64 before
+  // SSE4.1), 3,030 branch-free and 1,901 on AVX-512 (`perf record` of a
+  // dense worker decoding its own messages). The value that failed is found
+  // again only when one did.
+  const bool all_valid = DecodeDenseFp32Values(bytes.data(), param_count, quanta->data());
   if (all_valid) return absl::OkStatus();
   for (uint64_t i = 0; i < param_count; ++i) {
     const float v = GetF32(bytes.data() + 4 * i);

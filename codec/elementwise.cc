@@ -41,6 +41,31 @@ namespace {
   }
 }
 
+[[gnu::always_inline]] inline bool DecodeDenseBody(const char* __restrict payload, size_t n,
+                                                   int64_t* __restrict quanta) {
+  // A value below 2^62 in magnitude converts exactly by truncation, and is
+  // integral exactly when the truncation converts back to it; NaN fails the
+  // magnitude test. No call and no branch per value (std::trunc is a libm
+  // call on x86-64 before SSE4.1).
+  constexpr float kMax = static_cast<float>(kMaxPayloadQuanta);
+  unsigned all_valid = 1;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(&bits, payload + 4 * i, 4);
+    } else {
+      bits = 0;
+      for (int b = 0; b < 4; ++b) bits |= uint32_t(uint8_t(payload[4 * i + b])) << (8 * b);
+    }
+    const float v = std::bit_cast<float>(bits);
+    const bool in_range = std::fabs(v) < kMax;
+    const int64_t q = static_cast<int64_t>(in_range ? v : 0.0f);
+    all_valid &= unsigned(in_range) & unsigned(static_cast<float>(q) == v);
+    quanta[i] = q;
+  }
+  return all_valid != 0;
+}
+
 [[gnu::always_inline]] inline void SubtractQuantaBody(float* __restrict residual,
                                                       const int64_t* __restrict quanta, size_t n,
                                                       double quantum) {
@@ -60,6 +85,9 @@ void EncodeDensePortable(const float* values, size_t n, int fraction_bits, char*
                          int64_t* quanta) {
   EncodeDenseBody(values, n, fraction_bits, payload, quanta);
 }
+bool DecodeDensePortable(const char* payload, size_t n, int64_t* quanta) {
+  return DecodeDenseBody(payload, n, quanta);
+}
 void SubtractQuantaPortable(float* residual, const int64_t* quanta, size_t n, double quantum) {
   SubtractQuantaBody(residual, quanta, n, quantum);
 }
@@ -72,6 +100,9 @@ void QuantaToFloatsPortable(const int64_t* quanta, size_t n, double quantum, flo
 RECKON_AVX512 void EncodeDenseAvx512(const float* values, size_t n, int fraction_bits,
                                      char* payload, int64_t* quanta) {
   EncodeDenseBody(values, n, fraction_bits, payload, quanta);
+}
+RECKON_AVX512 bool DecodeDenseAvx512(const char* payload, size_t n, int64_t* quanta) {
+  return DecodeDenseBody(payload, n, quanta);
 }
 RECKON_AVX512 void SubtractQuantaAvx512(float* residual, const int64_t* quanta, size_t n,
                                         double quantum) {
@@ -105,6 +136,13 @@ void EncodeDenseFp32Values(const float* values, size_t n, int fraction_bits, cha
   if (UseAvx512(isa)) return EncodeDenseAvx512(values, n, fraction_bits, payload, quanta);
 #endif
   EncodeDensePortable(values, n, fraction_bits, payload, quanta);
+}
+
+bool DecodeDenseFp32Values(const char* payload, size_t n, int64_t* quanta, Isa isa) {
+#if defined(__x86_64__)
+  if (UseAvx512(isa)) return DecodeDenseAvx512(payload, n, quanta);
+#endif
+  return DecodeDensePortable(payload, n, quanta);
 }
 
 void SubtractQuanta(float* residual, const int64_t* quanta, size_t n, double quantum, Isa isa) {

@@ -1,5 +1,6 @@
 // The passes over every parameter that a quanta codec's round trip makes
-// each step (encode, error feedback, the float copy of a dense apply), each
+// each step (encode, decode, error feedback, the float copy of a dense
+// apply), each
 // compiled twice: for any x86-64, and for AVX-512, where the int64 <-> float
 // conversions they need vectorize (the dense encode of 669,706 values: 3.5
 // ms -> 0.18 ms on this VM's AMD EPYC). Which copy runs is chosen once, at
@@ -28,6 +29,13 @@ bool Avx512Available();
 // payload + 4 i, and as quanta[i].
 void EncodeDenseFp32Values(const float* values, size_t n, int fraction_bits, char* payload,
                            int64_t* quanta, Isa isa = Isa::kBest);
+
+// The dense fp32 payload's values as quanta: quanta[i] is the value stored
+// as four little-endian bytes at payload + 4 i, truncated. Returns whether
+// every value is an integral number of quanta below 2^62 in magnitude
+// (PayloadValueToQuanta, codec.h); where one is not, its quanta[i] is
+// unspecified and the caller refuses the whole payload.
+bool DecodeDenseFp32Values(const char* payload, size_t n, int64_t* quanta, Isa isa = Isa::kBest);
 
 // Error feedback: residual[i] -= (float)((double)quanta[i] * quantum).
 void SubtractQuanta(float* residual, const int64_t* quanta, size_t n, double quantum,

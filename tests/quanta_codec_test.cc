@@ -381,6 +381,35 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
         }
       }
     }
+    // The decode, each value on its own (one bad value fails the whole
+    // payload) and the encoder's whole payload, against PayloadValueToQuanta.
+    for (size_t i = 0; i < n; ++i) {
+      int64_t want = 0;
+      const bool valid = PayloadValueToQuanta(values[i], &want);
+      for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+        int64_t got = 0;
+        ASSERT_EQ(DecodeDenseFp32Values(reinterpret_cast<const char*>(&values[i]), 1, &got, isa),
+                  valid)
+            << values[i];
+        if (valid) {
+          ASSERT_EQ(got, want) << values[i];
+        }
+      }
+    }
+    for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+      std::vector<int64_t> decoded(n);
+      ASSERT_TRUE(DecodeDenseFp32Values(payload[0].data(), n, decoded.data(), isa));
+      ASSERT_EQ(decoded, quanta[0]);
+      // One bad value anywhere (in a vector's lanes or the tail) fails it.
+      for (const size_t at : {size_t{0}, size_t{7}, size_t{16}, n / 2, n - 1}) {
+        for (const float bad : {0.5f, NAN, INFINITY, 0x1p62f}) {
+          std::vector<char> one_bad = payload[0];
+          std::memcpy(one_bad.data() + 4 * at, &bad, 4);
+          ASSERT_FALSE(DecodeDenseFp32Values(one_bad.data(), n, decoded.data(), isa))
+              << bad << " at " << at;
+        }
+      }
+    }
     const double quantum = std::ldexp(1.0, -fb);
     std::vector<int64_t> q(n);
     for (size_t i = 0; i < n; ++i) {
