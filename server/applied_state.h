@@ -1,5 +1,6 @@
-// The replica as the applied messages make it: the fixed-point mirror, the
-// version vector and the checksum ledger, which move together. A message is
+// What the applied messages make at the node (docs/architecture.md
+// "Words"): the version vector, the checksum ledger and, on a node that
+// keeps one, the fixed-point mirror, which move together. A message is
 // applied to all three or to none, once, and only as the next of its
 // origin (to the mirror it is queued, and added off the node's lock:
 // server/mirror.h); a snapshot replaces all three, with the log's messages
