@@ -43,12 +43,20 @@ std::vector<std::string> SmallClusterArgs(int workers, const ScratchDir& dir,
 // after checking what every such run must show (exit 0, identical replicas,
 // each worker applied the three others' `steps` messages each).
 //
-// Staleness is bounded (--max-lag 2), so that how well the model learns
-// measures the codec, not the machine's schedule: unbounded, how stale the
-// steps each worker applies are depends on the load, and under the sanitizers
-// onebit ended anywhere from 0.51 to 0.78 test accuracy after 100 steps (CI
-// failed onebit at 0.565 and dyntree8 below 0.6 on 2026-11-26). With the bound
-// it was 0.80-0.84 in 10 of 10 runs, two clusters at once, about as fast.
+// Staleness is bounded (--max-lag 2): unbounded, how stale the steps each
+// worker applies are depends on the load, and under the sanitizers onebit
+// ended anywhere from 0.51 to 0.78 test accuracy after 100 steps. The bound
+// does not fix how the four workers' steps interleave, though: in a run
+// under load that ended at 0.69, two workers had finished while the others
+// were at steps 81 and 83, which then trained on with the momentum and
+// learning rate matched to fewer workers. CI failed
+// onebit at 0.565 before the bound (2026-11-26) and at 0.574 with it
+// (2026-11-30); three such clusters at once under the sanitizers gave
+// 0.62-0.84 over 27 runs, one at a time 0.75-0.84. So the tests here ask
+// that the model learns (kLearnedAccuracy; chance is 0.10); how well each
+// codec trains is measured outside CI (docs/benchmarks.md).
+constexpr double kLearnedAccuracy = 0.45;
+
 base::Json RunFourWorkers(const std::vector<std::string>& extra, int steps = 100) {
   ScratchDir dir;
   const std::string summary = (dir / "local.json").string();
@@ -104,7 +112,7 @@ TEST_P(EveryCodec, FourWorkersEndIdenticalAndLearn) {
   const base::Json summary = RunFourWorkers({"--codec", GetParam()});
   ASSERT_TRUE(summary.contains("workers"));
   for (const base::Json& w : summary.at("workers")) EXPECT_EQ(w.at("codec"), GetParam());
-  EXPECT_GT(summary.at("test_accuracy").get<double>(), 0.6);
+  EXPECT_GT(summary.at("test_accuracy").get<double>(), kLearnedAccuracy);
   // 784,32,10 = 25,450 parameters. onebit: a bit each plus 64 bits per
   // column of 32 (W1) or 10 rows (W2): about 3.4 bits, 9-10x. dyntree8: a
   // byte each, just under 4x. dense: 4 bytes each plus headers.
@@ -136,7 +144,7 @@ TEST_P(AggregateAdagrad, FourWorkersEndIdenticalAndLearn) {
   const base::Json summary = RunFourWorkers({"--codec", GetParam(), "--optimizer", "adagrad",
                                              "--adagrad-placement", "aggregate", "--lr", "0.01"});
   ASSERT_TRUE(summary.contains("workers"));
-  EXPECT_GT(summary.at("test_accuracy").get<double>(), 0.6);
+  EXPECT_GT(summary.at("test_accuracy").get<double>(), kLearnedAccuracy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, AggregateAdagrad, ::testing::Values("threshold", "onebit"),
