@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "codec/codec_payload.h"
 #include "codec/crc32c.h"
 #include "codec/elementwise.h"
@@ -268,7 +269,30 @@ absl::Status DecodeQuantaPayload(const v1::Update& msg, std::vector<int64_t>* qu
   return s;
 }
 
+absl::Status CheckQuantaPayload(const v1::Update& msg, std::span<const int64_t> quanta) {
+  if (msg.param_count() != quanta.size()) {
+    return absl::InternalError(
+        absl::StrCat("param_count ", msg.param_count(), " for ", quanta.size(), " values"));
+  }
+  switch (msg.codec()) {
+    case v1::CODEC_DENSE_FP32:
+      return payload::CheckDenseFp32(msg.payload(), quanta);
+    case v1::CODEC_ONEBIT:
+      return payload::CheckOneBit(msg.payload(), quanta);
+    case v1::CODEC_DYNTREE8:
+      return payload::CheckDynTree8(msg.payload(), quanta);
+    default:
+      return absl::DataLossError(absl::StrCat("codec ", msg.codec(), " is not a quanta codec"));
+  }
+}
+
 namespace payload {
+
+absl::Status QuantaCompare::Result(const char* codec) const {
+  if (first_ == kNone) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(codec, ": value ", first_, " decodes to ", got_,
+                                          " quanta, not the ", expected_[first_], " encoded"));
+}
 
 void PutLayout(const TensorLayout& layout, std::string* out) {
   PutU32(out, static_cast<uint32_t>(layout.size()));

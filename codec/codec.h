@@ -210,6 +210,13 @@ void FinishDynTree8Message(const TensorLayout& layout, std::span<const float> sc
 // length has been checked against param_count.
 absl::Status DecodeQuantaPayload(const v1::Update& msg, std::vector<int64_t>* quanta);
 
+// Whether the payload of such a message decodes to exactly `quanta`
+// (param_count values): OK when it does, DecodeQuantaPayload's kDataLoss
+// when it breaks the format, kInternal naming the first value that differs.
+// Each codec checks in one walk over the payload that compares each value
+// with `quanta` and writes nothing (no decoded vector to fill and compare).
+absl::Status CheckQuantaPayload(const v1::Update& msg, std::span<const int64_t> quanta);
+
 }  // namespace reckon::codec
 
 #endif  // RECKON_CODEC_CODEC_H_

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,45 @@ absl::Status ParseLayout(std::string_view codec, std::string_view bytes, uint64_
 // kDataLoss "<what>: payload is N bytes, expected M" when they differ.
 absl::Status CheckLength(std::string_view what, size_t actual, uint64_t expected);
 
+// Where a payload decoder puts each value's quanta, in order: the one walk
+// over a payload serves both the decode (QuantaStore) and the publisher's
+// self-check (QuantaCompare), which so needs no decoded vector.
+// Begin(n) comes after the payload's header and length have been checked.
+class QuantaStore {
+ public:
+  explicit QuantaStore(std::vector<int64_t>* out) : out_(out) {}
+  void Begin(uint64_t n) {
+    out_->resize(n);
+    data_ = out_->data();
+  }
+  void Put(uint64_t i, int64_t q) { data_[i] = q; }
+
+ private:
+  std::vector<int64_t>* out_;
+  int64_t* data_ = nullptr;
+};
+
+class QuantaCompare {
+ public:
+  explicit QuantaCompare(std::span<const int64_t> expected) : expected_(expected) {}
+  void Begin(uint64_t) {}
+  // A branch that is never taken while the payload agrees.
+  void Put(uint64_t i, int64_t q) {
+    if (q != expected_[i] && first_ == kNone) {
+      first_ = i;
+      got_ = q;
+    }
+  }
+  // OK, or kInternal "<codec>: value I decodes to Q quanta, not the E encoded".
+  absl::Status Result(const char* codec) const;
+
+ private:
+  static constexpr uint64_t kNone = ~uint64_t{0};
+  std::span<const int64_t> expected_;
+  uint64_t first_ = kNone;
+  int64_t got_ = 0;
+};
+
 // The per-codec halves of codec.h.
 std::unique_ptr<Codec> MakeDenseFp32(const CodecOptions& options);
 std::unique_ptr<Codec> MakeOneBit(const CodecOptions& options);
@@ -68,6 +108,11 @@ absl::Status DecodeOneBit(std::string_view bytes, uint64_t param_count,
                           std::vector<int64_t>* quanta);
 absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
                             std::vector<int64_t>* quanta);
+// Whether the payload decodes to exactly `quanta` (CheckQuantaPayload,
+// codec.h): the decoders' checks and walk, comparing instead of storing.
+absl::Status CheckDenseFp32(std::string_view bytes, std::span<const int64_t> quanta);
+absl::Status CheckOneBit(std::string_view bytes, std::span<const int64_t> quanta);
+absl::Status CheckDynTree8(std::string_view bytes, std::span<const int64_t> quanta);
 
 // Fills the header fields every quanta codec sets the same way (count =
 // param_count, step_quanta = 0, rice_k = 0, crc32c of the payload).

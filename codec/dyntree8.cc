@@ -117,8 +117,13 @@ std::unique_ptr<Codec> MakeDynTree8(const CodecOptions& options) {
   return std::make_unique<DynTree8>(options);
 }
 
-absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
-                            std::vector<int64_t>* quanta) {
+namespace {
+
+// The payload's checks (docs/wire-codecs.md 4), then each value's quanta to
+// `sink` in flat order. A code 0x80 found on the way is kDataLoss after
+// `sink` has had the values before it.
+template <typename Sink>
+absl::Status WalkDynTree8(std::string_view bytes, uint64_t param_count, Sink& sink) {
   TensorLayout layout;
   size_t at = 0;
   RECKON_RETURN_IF_ERROR(ParseLayout("dyntree8", bytes, param_count, &layout, &at));
@@ -135,22 +140,37 @@ absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
     tables[t] = MagnitudeTable(scale);
   }
   const uint8_t* codes = reinterpret_cast<const uint8_t*>(bytes.data() + at);
-  quanta->resize(param_count);
+  sink.Begin(param_count);
   uint64_t i = 0;
   for (size_t t = 0; t < layout.size(); ++t) {
     const std::array<int64_t, 128>& table = tables[t];
     for (const uint64_t end = i + layout[t].size(); i < end; ++i) {
       const uint8_t code = codes[i];
       if (code == 0x80) {
-        quanta->clear();
         return absl::DataLossError(
             absl::StrCat("dyntree8: code 0x80 (negative zero) at parameter ", i));
       }
       const int64_t magnitude = table[code & 0x7F];
-      (*quanta)[i] = (code & 0x80) ? -magnitude : magnitude;
+      sink.Put(i, (code & 0x80) ? -magnitude : magnitude);
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
+                            std::vector<int64_t>* quanta) {
+  QuantaStore store(quanta);
+  absl::Status s = WalkDynTree8(bytes, param_count, store);
+  if (!s.ok()) quanta->clear();
+  return s;
+}
+
+absl::Status CheckDynTree8(std::string_view bytes, std::span<const int64_t> quanta) {
+  QuantaCompare compare(quanta);
+  RECKON_RETURN_IF_ERROR(WalkDynTree8(bytes, quanta.size(), compare));
+  return compare.Result("dyntree8");
 }
 
 }  // namespace reckon::codec::payload

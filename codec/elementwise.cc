@@ -41,29 +41,54 @@ namespace {
   }
 }
 
+[[gnu::always_inline]] inline uint32_t LoadPayloadBits(const char* at) {
+  uint32_t bits;
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&bits, at, 4);
+  } else {
+    bits = 0;
+    for (int b = 0; b < 4; ++b) bits |= uint32_t(uint8_t(at[b])) << (8 * b);
+  }
+  return bits;
+}
+
+// The quanta of the payload value with these bits, and in *valid (0 or 1)
+// whether it is one: below 2^62 in magnitude (compared as bits: NaN's are
+// above) it converts exactly by truncation, and is integral exactly when
+// the truncation converts back to it (-0 to +0 included). Where it is not,
+// it is 0. In integer masks and float compares only, no branch, no select
+// on a float and no call (std::trunc is a libm call on x86-64 before
+// SSE4.1): gcc vectorizes the loops below with AVX-512 (a ternary on the
+// float here compiled to a branch per value, and the decode stayed scalar).
+[[gnu::always_inline]] inline int64_t PayloadQuanta(uint32_t bits, uint32_t* valid) {
+  constexpr uint32_t kMaxBits = std::bit_cast<uint32_t>(static_cast<float>(kMaxPayloadQuanta));
+  const uint32_t in_range = (bits & 0x7fffffffu) < kMaxBits;
+  const float v = std::bit_cast<float>(bits & (0u - in_range));
+  const int64_t q = static_cast<int64_t>(v);
+  *valid = in_range & uint32_t(static_cast<float>(q) == v);
+  return q;
+}
+
 [[gnu::always_inline]] inline bool DecodeDenseBody(const char* __restrict payload, size_t n,
                                                    int64_t* __restrict quanta) {
-  // A value below 2^62 in magnitude converts exactly by truncation, and is
-  // integral exactly when the truncation converts back to it; NaN fails the
-  // magnitude test. No call and no branch per value (std::trunc is a libm
-  // call on x86-64 before SSE4.1).
-  constexpr float kMax = static_cast<float>(kMaxPayloadQuanta);
-  unsigned all_valid = 1;
+  uint32_t all_valid = 1;
   for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    if constexpr (std::endian::native == std::endian::little) {
-      std::memcpy(&bits, payload + 4 * i, 4);
-    } else {
-      bits = 0;
-      for (int b = 0; b < 4; ++b) bits |= uint32_t(uint8_t(payload[4 * i + b])) << (8 * b);
-    }
-    const float v = std::bit_cast<float>(bits);
-    const bool in_range = std::fabs(v) < kMax;
-    const int64_t q = static_cast<int64_t>(in_range ? v : 0.0f);
-    all_valid &= unsigned(in_range) & unsigned(static_cast<float>(q) == v);
-    quanta[i] = q;
+    uint32_t valid;
+    quanta[i] = PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid);
+    all_valid &= valid;
   }
   return all_valid != 0;
+}
+
+[[gnu::always_inline]] inline bool DenseEqualBody(const char* __restrict payload,
+                                                  const int64_t* __restrict quanta, size_t n) {
+  uint32_t all_equal = 1;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t valid;
+    const int64_t q = PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid);
+    all_equal &= valid & uint32_t(q == quanta[i]);
+  }
+  return all_equal != 0;
 }
 
 [[gnu::always_inline]] inline void SubtractQuantaBody(float* __restrict residual,
@@ -88,6 +113,9 @@ void EncodeDensePortable(const float* values, size_t n, int fraction_bits, char*
 bool DecodeDensePortable(const char* payload, size_t n, int64_t* quanta) {
   return DecodeDenseBody(payload, n, quanta);
 }
+bool DenseEqualPortable(const char* payload, const int64_t* quanta, size_t n) {
+  return DenseEqualBody(payload, quanta, n);
+}
 void SubtractQuantaPortable(float* residual, const int64_t* quanta, size_t n, double quantum) {
   SubtractQuantaBody(residual, quanta, n, quantum);
 }
@@ -103,6 +131,9 @@ RECKON_AVX512 void EncodeDenseAvx512(const float* values, size_t n, int fraction
 }
 RECKON_AVX512 bool DecodeDenseAvx512(const char* payload, size_t n, int64_t* quanta) {
   return DecodeDenseBody(payload, n, quanta);
+}
+RECKON_AVX512 bool DenseEqualAvx512(const char* payload, const int64_t* quanta, size_t n) {
+  return DenseEqualBody(payload, quanta, n);
 }
 RECKON_AVX512 void SubtractQuantaAvx512(float* residual, const int64_t* quanta, size_t n,
                                         double quantum) {
@@ -143,6 +174,13 @@ bool DecodeDenseFp32Values(const char* payload, size_t n, int64_t* quanta, Isa i
   if (UseAvx512(isa)) return DecodeDenseAvx512(payload, n, quanta);
 #endif
   return DecodeDensePortable(payload, n, quanta);
+}
+
+bool DenseFp32ValuesEqual(const char* payload, const int64_t* quanta, size_t n, Isa isa) {
+#if defined(__x86_64__)
+  if (UseAvx512(isa)) return DenseEqualAvx512(payload, quanta, n);
+#endif
+  return DenseEqualPortable(payload, quanta, n);
 }
 
 void SubtractQuanta(float* residual, const int64_t* quanta, size_t n, double quantum, Isa isa) {

@@ -37,6 +37,13 @@ void EncodeDenseFp32Values(const float* values, size_t n, int fraction_bits, cha
 // unspecified and the caller refuses the whole payload.
 bool DecodeDenseFp32Values(const char* payload, size_t n, int64_t* quanta, Isa isa = Isa::kBest);
 
+// Whether DecodeDenseFp32Values would succeed on the payload and give
+// exactly `quanta`: one pass that reads both and writes nothing (the
+// publisher's self-check, which so needs no decoded vector to fill and
+// compare: 12 bytes a value read, not 24 moved).
+bool DenseFp32ValuesEqual(const char* payload, const int64_t* quanta, size_t n,
+                          Isa isa = Isa::kBest);
+
 // Error feedback: residual[i] -= (float)((double)quanta[i] * quantum).
 void SubtractQuanta(float* residual, const int64_t* quanta, size_t n, double quantum,
                     Isa isa = Isa::kBest);

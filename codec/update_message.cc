@@ -55,8 +55,8 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes, size_t max_bytes)
 
 namespace {
 
-// docs/wire-codecs.md 2: the header of a quanta-codec message, then its payload.
-absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
+// docs/wire-codecs.md 2: the header of a quanta-codec message.
+absl::Status CheckQuantaHeader(const v1::Update& msg) {
   const std::string name = v1::Codec_Name(msg.codec());
   if (msg.param_count() > kMaxParamCount) {
     return absl::DataLossError(absl::StrCat("param_count ", msg.param_count(), " exceeds 2^31"));
@@ -73,6 +73,12 @@ absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
     return absl::DataLossError(absl::StrCat("CRC-32C mismatch: payload has ", absl::Hex(crc),
                                             ", header says ", absl::Hex(msg.crc32c())));
   }
+  return absl::OkStatus();
+}
+
+// The header, then the payload.
+absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
+  RECKON_RETURN_IF_ERROR(CheckQuantaHeader(msg));
   RECKON_RETURN_IF_ERROR(DecodeQuantaPayload(msg, &out->quanta));
   out->node_id = msg.origin().node_id();
   out->incarnation = msg.origin().incarnation();
@@ -84,6 +90,14 @@ absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
 }
 
 }  // namespace
+
+absl::Status CheckQuantaUpdate(const v1::Update& msg, std::span<const int64_t> quanta) {
+  if (!IsQuantaCodec(msg.codec())) {
+    return absl::InternalError(absl::StrCat(v1::Codec_Name(msg.codec()), " is not a quanta codec"));
+  }
+  RECKON_RETURN_IF_ERROR(CheckQuantaHeader(msg));
+  return CheckQuantaPayload(msg, quanta);
+}
 
 absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {
   out->words.clear();

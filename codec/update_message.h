@@ -69,6 +69,14 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes,
 // that breaks docs/wire-codecs.md.
 absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out);
 
+// The publisher's self-check of a quanta-codec message (onebit, dyntree8,
+// dense): OK exactly when DecodeUpdate would accept `msg` and give
+// `quanta`. kDataLoss as DecodeUpdate's for a header or payload that breaks
+// docs/wire-codecs.md; kInternal naming the first value that differs (or a
+// codec that is not a quanta codec). Writes nothing (CheckQuantaPayload,
+// codec.h).
+absl::Status CheckQuantaUpdate(const v1::Update& msg, std::span<const int64_t> quanta);
+
 // Applies a decoded update to a replica, all or nothing
 // (FixedPointReplica::Apply or ApplyDense), in stripes on `parallel_for`'s
 // threads when one is given.

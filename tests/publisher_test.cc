@@ -8,7 +8,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "codec/codec.h"
+#include "codec/crc32c.h"
 #include "codec/update_message.h"
 #include "cpu/cpu_backend.h"
 #include "model/model.h"
@@ -154,6 +156,63 @@ TEST(Publisher, AQuantaCodecsEmissionIsTakenAppliedAndSent) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(publisher.published(), 1u);
 }
+
+// The quanta codecs' self-check: an emission whose payload decodes to
+// anything but the quanta given (an encoder bug: here one value moved by a
+// quantum, or a payload value that is not one) is refused, naming the value,
+// before anything is applied, sent or numbered; the next good one is seq 1.
+class QuantaSelfCheck : public ::testing::TestWithParam<v1::Codec> {};
+
+TEST_P(QuantaSelfCheck, AnEmissionThatDecodesToOtherQuantaIsNotSent) {
+  Fixture f;
+  Publisher publisher(f.Options(/*with_sink=*/true));
+  const uint64_t n = f.config.shape.param_count();
+  codec::CodecOptions options;
+  options.codec = GetParam();
+  options.layout = f.config.shape.Layout();
+  options.fraction_bits = f.config.fraction_bits;
+  std::unique_ptr<codec::Codec> encoder = *codec::MakeCodec(options);
+  std::vector<float> delta(n);
+  for (uint64_t i = 0; i < n; ++i) delta[i] = 0.001f * float(int(i % 7) - 3);
+  auto emit = [&](v1::Update* encoded, std::vector<int64_t>* quanta) {
+    ASSERT_TRUE(codec::EncodeWithFeedback(*encoder, options, delta, encoded, quanta).ok());
+  };
+  v1::Update encoded;
+  std::vector<int64_t> quanta;
+  emit(&encoded, &quanta);
+  quanta[n / 2] += 1;
+  absl::StatusOr<Published> p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInternal) << p.status();
+  EXPECT_NE(p.status().message().find(absl::StrCat("value ", n / 2, " decodes to")),
+            std::string::npos)
+      << p.status();
+  EXPECT_NE(p.status().message().find("not sent"), std::string::npos) << p.status();
+  if (GetParam() == v1::CODEC_DENSE_FP32) {
+    // A payload value that is no count of quanta (the CRC made to match, as
+    // a buggy encoder would): refused as the receivers would, by index.
+    emit(&encoded, &quanta);
+    const float half = 0.5f;
+    encoded.mutable_payload()->replace(4 * 3, 4, reinterpret_cast<const char*>(&half), 4);
+    encoded.set_crc32c(codec::Crc32c(encoded.payload()));
+    p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInternal) << p.status();
+    EXPECT_NE(p.status().message().find("value 3 is 0.5"), std::string::npos) << p.status();
+  }
+  EXPECT_TRUE(f.sent.empty());
+  EXPECT_EQ(publisher.published(), 0u);
+  EXPECT_EQ(*f.own->ReadWeights(), f.initial);
+  emit(&encoded, &quanta);
+  const std::vector<int64_t> expected = quanta;
+  ASSERT_TRUE(publisher.PublishQuanta(f.own.get(), encoded, quanta).ok());
+  ASSERT_EQ(f.sent.size(), 1u);
+  EXPECT_EQ(f.sent[0].message.seq(), 1u);
+  EXPECT_EQ(f.sent[0].decoded.quanta, expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, QuantaSelfCheck,
+                         ::testing::Values(v1::CODEC_ONEBIT, v1::CODEC_DYNTREE8,
+                                           v1::CODEC_DENSE_FP32),
+                         [](const auto& info) { return v1::Codec_Name(info.param); });
 
 }  // namespace
 }  // namespace reckon::worker

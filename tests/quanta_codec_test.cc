@@ -400,6 +400,8 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
       std::vector<int64_t> decoded(n);
       ASSERT_TRUE(DecodeDenseFp32Values(payload[0].data(), n, decoded.data(), isa));
       ASSERT_EQ(decoded, quanta[0]);
+      // The self-check's pass agrees (DenseFp32ValuesEqual).
+      ASSERT_TRUE(DenseFp32ValuesEqual(payload[0].data(), quanta[0].data(), n, isa));
       // One bad value anywhere (in a vector's lanes or the tail) fails it.
       for (const size_t at : {size_t{0}, size_t{7}, size_t{16}, n / 2, n - 1}) {
         for (const float bad : {0.5f, NAN, INFINITY, 0x1p62f}) {
@@ -407,7 +409,22 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
           std::memcpy(one_bad.data() + 4 * at, &bad, 4);
           ASSERT_FALSE(DecodeDenseFp32Values(one_bad.data(), n, decoded.data(), isa))
               << bad << " at " << at;
+          ASSERT_FALSE(DenseFp32ValuesEqual(one_bad.data(), quanta[0].data(), n, isa))
+              << bad << " at " << at;
         }
+        // So does one quanta that differs, by one, or by one that a float
+        // conversion of it would hide (2^30 + 1 -> 2^30).
+        std::vector<int64_t> other = quanta[0];
+        other[at] += 1;
+        ASSERT_FALSE(DenseFp32ValuesEqual(payload[0].data(), other.data(), n, isa)) << at;
+        std::vector<char> big = payload[0];
+        const float two_to_30 = 0x1p30f;
+        std::memcpy(big.data() + 4 * at, &two_to_30, 4);
+        other = quanta[0];
+        other[at] = (int64_t{1} << 30) + 1;
+        ASSERT_FALSE(DenseFp32ValuesEqual(big.data(), other.data(), n, isa)) << at;
+        other[at] = int64_t{1} << 30;
+        ASSERT_TRUE(DenseFp32ValuesEqual(big.data(), other.data(), n, isa)) << at;
       }
     }
     const double quantum = std::ldexp(1.0, -fb);
@@ -445,6 +462,11 @@ void ExpectRejected(const v1::Update& msg, const std::string& why) {
   const absl::Status s = DecodeUpdate(msg, &d);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << why << ": " << s;
   EXPECT_TRUE(d.quanta.empty()) << why;
+  // The publisher's self-check refuses it too, whatever quanta it is given.
+  if (msg.param_count() <= (1u << 20)) {
+    const std::vector<int64_t> zeros(msg.param_count(), 0);
+    EXPECT_FALSE(CheckQuantaUpdate(msg, zeros).ok()) << why;
+  }
   EXPECT_FALSE(
       testing::ReferenceDecodeQuanta(msg.codec(), msg.payload(), msg.param_count()).has_value() &&
       msg.count() == msg.param_count() && msg.step_quanta() == 0 && msg.rice_k() == 0 &&

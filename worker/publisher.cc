@@ -67,6 +67,18 @@ absl::StatusOr<Published> Publisher::PublishQuanta(model::Replica* own, v1::Upda
   message_.mutable_payload()->swap(*encoded.mutable_payload());
   message_.set_crc32c(encoded.crc32c());
   encoded.Clear();
+  // The self-check, as for a threshold message: every peer adds what the
+  // payload decodes to, so it must be the emission's quanta. The
+  // check is one walk over the payload that writes nothing (codec.h
+  // CheckQuantaPayload); its cost is in docs/benchmarks.md "The publisher's
+  // self-check".
+  if (absl::Status s = codec::CheckQuantaUpdate(message_, quanta); !s.ok()) {
+    return absl::InternalError(absl::StrCat("seq ", published_ + 1,
+                                            ": the encoded message does not decode to the "
+                                            "emission (",
+                                            codec::WireCodecLabel(codec),
+                                            " encoder): not sent: ", s.message()));
+  }
   Number(codec, 0);
   decoded_.words.clear();
   decoded_.quanta.swap(quanta);

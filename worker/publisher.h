@@ -8,6 +8,7 @@
 // (docs/design.md "One worker, one step", step 4):
 //
 //   words --encode--> Update --decode--> DecodedUpdate == words  (the self-check)
+//   (a quanta codec: Update's payload checked against the emission's quanta)
 //                        |                    |
 //                        |                    +--> own replica (ApplyOwnEmission / ApplyUpdates)
 //                        +--(moved)--> sink (TrainingPeers::Publish -> TrainingPort::Publish)
