@@ -150,6 +150,15 @@ bool UseAvx512(Isa isa) { return isa == Isa::kBest && Avx512Available(); }
 
 }  // namespace
 
+bool Avx2Available() {
+#if defined(__x86_64__)
+  static const bool available = __builtin_cpu_supports("avx2");
+  return available;
+#else
+  return false;
+#endif
+}
+
 bool Avx512Available() {
 #if defined(__x86_64__)
   static const bool available =

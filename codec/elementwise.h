@@ -19,10 +19,13 @@
 
 namespace reckon::codec {
 
-// kBest: AVX-512 where the CPU has it (F, DQ, VL, BW), else portable.
-// kPortable: the copy for any x86-64 (tests compare the two).
-enum class Isa { kBest, kPortable };
+// kBest: AVX-512 where the CPU has it (F, DQ, VL, BW), else the best copy
+// there is. kPortable: the copy for any x86-64 (tests compare the copies).
+// kAvx2: a function's AVX2 copy where it has one and the CPU has AVX2 (the
+// weight checksum's), else portable.
+enum class Isa { kBest, kPortable, kAvx2 };
 bool Avx512Available();
+bool Avx2Available();
 
 // For i in [0, n): the dense fp32 payload value of values[i]
 // (QuantaPayloadValue, codec.h), stored as four little-endian bytes at

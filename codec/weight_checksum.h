@@ -22,6 +22,8 @@
 #include <span>
 #include <string>
 
+#include "codec/elementwise.h"  // Isa
+
 namespace reckon::codec {
 
 class WeightChecksum {
@@ -29,17 +31,21 @@ class WeightChecksum {
   explicit WeightChecksum(uint64_t cluster_seed);
 
   // The coefficient of parameter `index`.
-  uint64_t Coefficient(uint64_t index) const {
+  [[gnu::always_inline]] uint64_t Coefficient(uint64_t index) const {
     uint64_t z = key_ + (index + 1) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
-  // C(w) of a whole replica: O(param_count), a few ns per parameter.
-  uint64_t Of(std::span<const int64_t> quanta) const;
+  // C(w) of a whole replica: O(param_count).
+  uint64_t Of(std::span<const int64_t> quanta, Isa isa = Isa::kBest) const;
   // C(d) of a threshold update (docs/wire.md 3): +-step_quanta at each word's
   // index. Words past param_count are the decoder's business, not checked.
-  uint64_t OfUpdate(int64_t step_quanta, std::span<const uint32_t> words) const;
+  // The node computes it for every message it takes in: compiled for any
+  // x86-64, AVX2 and AVX-512 (the three 64-bit multiplies of a coefficient
+  // vectorize; elementwise.h's Isa picks the copy, the tests compare them).
+  uint64_t OfUpdate(int64_t step_quanta, std::span<const uint32_t> words,
+                    Isa isa = Isa::kBest) const;
 
  private:
   uint64_t key_;

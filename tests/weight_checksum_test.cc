@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <limits>
 #include <vector>
 
@@ -28,10 +29,22 @@ FixedPointReplica SeededReplica(uint64_t params, uint64_t seed) {
   return r;
 }
 
+// Every copy (any x86-64, AVX2, AVX-512 where this CPU has them: the
+// others fall back, and say so) against the definition, at lengths that end
+// inside and on a vector's lanes.
+constexpr Isa kEveryCopy[] = {Isa::kPortable, Isa::kAvx2, Isa::kBest};
+
 TEST(WeightChecksum, MatchesItsDefinition) {
-  const FixedPointReplica r = SeededReplica(1001, 5);
-  for (const uint64_t seed : {0ull, 1ull, 0xDEADBEEFull}) {
-    EXPECT_EQ(WeightChecksum(seed).Of(r.quanta()), ReferenceChecksum(seed, r.quanta()));
+  std::printf("FIGURES AVX2 on this CPU: %s, AVX-512: %s\n", Avx2Available() ? "yes" : "no",
+              Avx512Available() ? "yes" : "no");
+  for (const uint64_t params : {1001u, 1u, 7u, 8u, 9u, 64u}) {
+    const FixedPointReplica r = SeededReplica(params, 5);
+    for (const uint64_t seed : {0ull, 1ull, 0xDEADBEEFull}) {
+      for (const Isa isa : kEveryCopy) {
+        EXPECT_EQ(WeightChecksum(seed).Of(r.quanta(), isa), ReferenceChecksum(seed, r.quanta()))
+            << params << " parameters, copy " << static_cast<int>(isa);
+      }
+    }
   }
   EXPECT_EQ(WeightChecksum(3).Of({}), 0u);
 }
@@ -65,10 +78,13 @@ TEST(WeightChecksum, AnUpdatesContributionIsItsSignedStepsTimesTheirCoefficients
             (w >> 31) != 0 ? 0 - static_cast<uint64_t>(step) : static_cast<uint64_t>(step);
         expected += checksum.Coefficient(w & 0x7FFFFFFFu) * signed_step;
       }
-      EXPECT_EQ(checksum.OfUpdate(step, words), expected) << "step " << step << ", message " << m;
+      for (const Isa isa : kEveryCopy) {
+        EXPECT_EQ(checksum.OfUpdate(step, words, isa), expected)
+            << "step " << step << ", message " << m << ", copy " << static_cast<int>(isa);
+      }
     }
   }
-  EXPECT_EQ(checksum.OfUpdate(5, {}), 0u);
+  for (const Isa isa : kEveryCopy) EXPECT_EQ(checksum.OfUpdate(5, {}, isa), 0u);
 }
 
 TEST(WeightChecksum, SeesOneQuantumAnywhereAndDependsOnTheSeed) {
