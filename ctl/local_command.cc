@@ -33,6 +33,7 @@
 #include "ctl/commands.h"
 #include "ctl/common_flags.h"
 #include "ctl/gossip_figures.h"
+#include "ctl/local_prometheus.h"
 #include "ctl/net_lab.h"
 #include "ctl/worker_summary.h"
 #include "server/grpc_clients.h"
@@ -40,6 +41,9 @@
 #include "server/version_vector.h"
 
 ABSL_FLAG(bool, baseline, false, "then train one dense worker alone, for comparison");
+ABSL_FLAG(bool, alone, false,
+          "then train the same workers at once, each alone on its shard with gossip off (same "
+          "flags, same threads), and print the cluster's samples/s against theirs");
 ABSL_FLAG(std::string, summary_json, "", "write the cluster's summary here as JSON");
 ABSL_FLAG(std::string, work_dir, "", "logs and summaries (default: a new /tmp/reckon-local-*)");
 ABSL_FLAG(std::string, worker_binary, "",
@@ -71,7 +75,9 @@ std::string TrimNewline(std::string s) {
 
 struct LocalOptions {
   int workers = 4;
+  int threads = 1;  // each worker's (--threads), from the cores
   bool baseline = false;
+  bool alone = false;
   std::string summary_json;
   std::string work_dir;
   std::string worker_binary;
@@ -88,6 +94,7 @@ const base::FlagScope& LocalFlags() {
   static const base::FlagScope scope{"reckonctl local",
                                      {{"workers"},
                                       {"baseline"},
+                                      {"alone"},
                                       {"summary_json"},
                                       {"work_dir"},
                                       {"worker_binary"},
@@ -123,7 +130,12 @@ int ParseLocal(const std::vector<std::string>& args, LocalOptions* o, std::ostre
     return kExitUsage;
   }
   o->workers = static_cast<int>(workers);
+  // The cores shared out (a --threads among the training flags wins, for
+  // the cluster and --alone alike: it comes after this one).
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  o->threads = std::max(1, static_cast<int>(cores) / o->workers);
   o->baseline = absl::GetFlag(FLAGS_baseline);
+  o->alone = absl::GetFlag(FLAGS_alone);
   o->checkpoints = absl::GetFlag(FLAGS_checkpoints);
   o->summary_json = absl::GetFlag(FLAGS_summary_json);
   o->work_dir = absl::GetFlag(FLAGS_work_dir);
@@ -229,6 +241,35 @@ absl::StatusOr<ClusterFigures> ReadClusterFigures(const std::vector<Worker>& wor
   return c;
 }
 
+// --alone: the same workers trained at once, each alone on its shard (gossip
+// off, the same flags and threads), and the cluster's samples/s against
+// theirs, both counted the same way (every worker's samples over the
+// slowest one's training time).
+absl::StatusOr<base::Json> CompareWithShardsAlone(const LocalOptions& o, const ClusterFigures& c,
+                                                  std::ostream& out) {
+  out << "alone: the same " << o.workers << " workers, each alone on its shard...\n" << std::flush;
+  RECKON_ASSIGN_OR_RETURN(std::vector<WorkerSummary> alone,
+                          RunShardsAlone(o.worker_binary, o.work_dir, o.training_flags, o.workers,
+                                         o.threads, o.timeout_s));
+  double samples = 0, max_train_s = 0;
+  for (const WorkerSummary& w : alone) {
+    samples += w.samples;
+    max_train_s = std::max(max_train_s, w.train_seconds);
+  }
+  const double alone_per_s = max_train_s > 0 ? samples / max_train_s : 0;
+  const double ratio = alone_per_s > 0 ? c.samples_per_s / alone_per_s : 0;
+  out << absl::StrFormat(
+      "alone: %.0f samples/s (%d workers on their shards, gossip off)\n"
+      "cluster / alone: %.3fx samples/s\n",
+      alone_per_s, o.workers, ratio);
+  base::Json json;
+  json["workers"] = base::Json::array();
+  for (const WorkerSummary& w : alone) json["workers"].push_back(w.json);
+  json["samples_per_s"] = alone_per_s;
+  json["cluster_over_alone"] = ratio;
+  return json;
+}
+
 int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, double wall,
                   std::ostream& out, std::ostream& err) {
   absl::StatusOr<ClusterFigures> c = ReadClusterFigures(workers, out);
@@ -273,11 +314,21 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
         b->samples_per_s > 0 ? c->samples_per_s / b->samples_per_s : 0, c->compression_ratio);
     baseline = b->json;
   }
+  base::Json alone = nullptr;
+  if (o.alone) {
+    absl::StatusOr<base::Json> a = CompareWithShardsAlone(o, *c, out);
+    if (!a.ok()) {
+      err << "reckonctl local: --alone: " << a.status().message() << "\n";
+      return kExitFailed;
+    }
+    alone = *std::move(a);
+  }
   if (!o.summary_json.empty()) {
     base::Json summary;
     summary["workers"] = base::Json::array();
     for (const WorkerSummary& w : c->workers) summary["workers"].push_back(w.json);
     summary["baseline"] = baseline;
+    summary["alone"] = alone;
     summary["gossip"] = gossip;
     summary["compression_ratio"] = c->compression_ratio;
     summary["samples_per_s"] = c->samples_per_s;
@@ -297,52 +348,6 @@ int ReportCluster(const LocalOptions& o, const std::vector<Worker>& workers, dou
     return kExitFailed;
   }
   return kExitOk;
-}
-
-// The dashboards/ directory: --dashboards, or the source tree's beside the
-// build (build/ctl/reckonctl -> dashboards/); empty when there is none.
-std::string FindDashboards(const std::string& given) {
-  namespace fs = std::filesystem;
-  if (!given.empty()) return given;
-  for (const char* up : {"/../../dashboards", "/../dashboards", "/../share/reckon/dashboards"}) {
-    const std::string candidate = base::ExecutableDir() + up;
-    if (fs::exists(candidate + "/prometheus.yml")) return fs::weakly_canonical(candidate).string();
-  }
-  return "";
-}
-
-// Starts Prometheus on the workers' HTTP ports with dashboards/prometheus.yml
-// and alerts.yml (copied into the work dir, the workers as file targets)
-// and the console page.
-absl::StatusOr<base::ChildProcess> StartPrometheus(const LocalOptions& o,
-                                                   const std::vector<Worker>& workers) {
-  namespace fs = std::filesystem;
-  const std::string dashboards = FindDashboards(o.dashboards);
-  if (dashboards.empty()) {
-    return absl::NotFoundError("cannot find dashboards/ (give --dashboards DIR)");
-  }
-  const fs::path dir = fs::path(o.work_dir) / "prometheus";
-  std::error_code ec;
-  fs::create_directories(dir / "targets", ec);
-  fs::create_directories(dir / "libraries", ec);
-  for (const char* file : {"prometheus.yml", "alerts.yml"}) {
-    fs::copy_file(fs::path(dashboards) / file, dir / file, fs::copy_options::overwrite_existing,
-                  ec);
-    if (ec) return absl::UnavailableError(absl::StrCat("copying ", file, ": ", ec.message()));
-  }
-  base::Json targets = base::Json::array();
-  for (const Worker& w : workers) targets.push_back(w.http);
-  RECKON_RETURN_IF_ERROR(
-      base::WriteFileAtomically((dir / "targets" / "reckon.json").string(),
-                                base::Json::array({{{"targets", targets}}}).dump(2) + "\n"));
-  return base::ChildProcess::Spawn("/usr/bin/prometheus",
-                                   {"--config.file=" + (dir / "prometheus.yml").string(),
-                                    "--storage.tsdb.path=" + (dir / "data").string(),
-                                    "--web.listen-address=" + o.prometheus_listen,
-                                    "--web.console.templates=" + dashboards + "/consoles",
-                                    "--web.console.libraries=" + (dir / "libraries").string()},
-                                   (dir / "prometheus.log").string(),
-                                   (dir / "prometheus.log").string());
 }
 
 // Every flag in `flags` is one of `worker`'s (its --helpfull, run once into
@@ -430,8 +435,7 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
       http_addresses.push_back(absl::StrCat("127.0.0.1:", (*ports)[o.workers + i]));
     }
   }
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const int threads = std::max(1, static_cast<int>(cores) / o.workers);
+  const int threads = o.threads;
   const std::string peer_list = absl::StrJoin(addresses, ",");
 
   base::CatchStopSignals();
@@ -482,7 +486,10 @@ int RunLocalCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   std::optional<base::ChildProcess> prometheus;
   if (o.prometheus) {
-    absl::StatusOr<base::ChildProcess> p = StartPrometheus(o, workers);
+    std::vector<std::string> targets;
+    for (const Worker& w : workers) targets.push_back(w.http);
+    absl::StatusOr<base::ChildProcess> p =
+        StartPrometheus(o.dashboards, o.work_dir, o.prometheus_listen, targets);
     if (!p.ok()) {
       err << "reckonctl local: --prometheus: " << p.status().message() << "\n";
       return kExitFailed;

@@ -1,5 +1,6 @@
 #include "ctl/worker_summary.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -39,32 +40,97 @@ std::string FindWorkerBinary() {
   return "";
 }
 
+namespace {
+
+// A worker trained alone: `args` (--standalone and its own flags), then
+// `training_flags` without --fault-*; logs to work_dir/<name>.{log,err},
+// summary to work_dir/<name>.json.
+struct AloneWorker {
+  std::string name, summary, err_path;
+  std::optional<base::ChildProcess> process;
+};
+
+absl::StatusOr<AloneWorker> SpawnAlone(const std::string& worker_binary,
+                                       const std::string& work_dir, const std::string& name,
+                                       std::vector<std::string> args,
+                                       const std::vector<std::string>& training_flags) {
+  AloneWorker w;
+  w.name = name;
+  w.summary = work_dir + "/" + name + ".json";
+  w.err_path = work_dir + "/" + name + ".err";
+  std::error_code ec;
+  std::filesystem::remove(w.summary, ec);
+  args.insert(args.end(), {"--progress", "off", "--summary-json", w.summary, "--http-listen", ""});
+  for (const std::string& f : training_flags) {
+    if (f.rfind("--fault", 0) != 0) args.push_back(f);
+  }
+  RECKON_ASSIGN_OR_RETURN(
+      base::ChildProcess p,
+      base::ChildProcess::Spawn(worker_binary, args, work_dir + "/" + name + ".log", w.err_path));
+  w.process.emplace(std::move(p));
+  return w;
+}
+
+// Waits for it until `deadline` and reads its summary; kUnavailable with
+// its stderr when it fails or runs past the deadline (it is then killed).
+absl::StatusOr<WorkerSummary> FinishAlone(AloneWorker& w,
+                                          std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::max(std::chrono::steady_clock::duration::zero(),
+                             deadline - std::chrono::steady_clock::now());
+  std::optional<int> code =
+      w.process->Wait(std::chrono::duration_cast<std::chrono::milliseconds>(left));
+  if (!code || *code != 0) {
+    if (!code) w.process.reset();  // killed and reaped
+    absl::StatusOr<std::string> err = base::ReadFile(w.err_path, 1 << 20);
+    std::string text = err.ok() ? *err : "";
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return absl::UnavailableError(
+        absl::StrCat(w.name, code ? " failed: " : " ran past the timeout: ", text.substr(0, 2000)));
+  }
+  return ReadWorkerSummary(w.summary);
+}
+
+}  // namespace
+
 absl::StatusOr<WorkerSummary> RunDenseBaseline(const std::string& worker_binary,
                                                const std::string& work_dir,
                                                const std::vector<std::string>& training_flags,
                                                int64_t timeout_s) {
-  const std::string summary = work_dir + "/baseline.json";
-  std::error_code ec;
-  std::filesystem::remove(summary, ec);
-  std::vector<std::string> args = {"--standalone", "--codec",       "dense",
-                                   "--progress",   "off",           "--summary-json",
-                                   summary,        "--http-listen", ""};
-  for (const std::string& f : training_flags) {
-    if (f.rfind("--fault", 0) != 0) args.push_back(f);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  RECKON_ASSIGN_OR_RETURN(AloneWorker w,
+                          SpawnAlone(worker_binary, work_dir, "baseline",
+                                     {"--standalone", "--codec", "dense"}, training_flags));
+  absl::StatusOr<WorkerSummary> s = FinishAlone(w, deadline);
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat("the ", s.status().message()));
+  return s;
+}
+
+absl::StatusOr<std::vector<WorkerSummary>> RunShardsAlone(
+    const std::string& worker_binary, const std::string& work_dir,
+    const std::vector<std::string>& training_flags, int workers, int threads, int64_t timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  std::vector<AloneWorker> running;
+  for (int i = 0; i < workers; ++i) {
+    absl::StatusOr<AloneWorker> w =
+        SpawnAlone(worker_binary, work_dir, absl::StrCat("alone-w", i),
+                   {"--standalone", "--shard", absl::StrCat(i, "/", workers), "--threads",
+                    absl::StrCat(threads)},
+                   training_flags);
+    if (!w.ok()) return w.status();  // the ones running are killed with `running`
+    running.push_back(*std::move(w));
   }
-  const std::string err_path = work_dir + "/baseline.err";
-  RECKON_ASSIGN_OR_RETURN(
-      base::ChildProcess p,
-      base::ChildProcess::Spawn(worker_binary, args, work_dir + "/baseline.log", err_path));
-  std::optional<int> code = p.Wait(std::chrono::seconds(timeout_s));
-  if (!code || *code != 0) {
-    absl::StatusOr<std::string> err = base::ReadFile(err_path, 1 << 20);
-    std::string text = err.ok() ? *err : "";
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-    return absl::UnavailableError(
-        absl::StrCat("the baseline worker failed: ", text.substr(0, 2000)));
+  std::vector<WorkerSummary> summaries;
+  absl::Status first_error;
+  for (AloneWorker& w : running) {
+    absl::StatusOr<WorkerSummary> s = FinishAlone(w, deadline);
+    if (s.ok()) {
+      summaries.push_back(*std::move(s));
+    } else if (first_error.ok()) {
+      first_error = s.status();
+    }
   }
-  return ReadWorkerSummary(summary);
+  if (!first_error.ok()) return first_error;
+  return summaries;
 }
 
 }  // namespace reckon::ctl

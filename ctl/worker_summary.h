@@ -36,6 +36,16 @@ absl::StatusOr<WorkerSummary> RunDenseBaseline(const std::string& worker_binary,
                                                const std::vector<std::string>& training_flags,
                                                int64_t timeout_s);
 
+// Trains `workers` workers alone at once, each on its shard (--standalone
+// --shard i/workers --threads `threads`) with `training_flags` (--fault-*
+// dropped), logging to work_dir/alone-wI.{log,err}: what `reckonctl local
+// --alone` compares the cluster with (the same work on the same cores,
+// gossip off). Their summaries in shard order; kUnavailable naming the
+// first that failed, with its stderr.
+absl::StatusOr<std::vector<WorkerSummary>> RunShardsAlone(
+    const std::string& worker_binary, const std::string& work_dir,
+    const std::vector<std::string>& training_flags, int workers, int threads, int64_t timeout_s);
+
 // The reckon-worker binary built or installed beside the running reckonctl
 // (or test); empty when there is none.
 std::string FindWorkerBinary();

@@ -103,6 +103,40 @@ TEST(ReckonctlLocal, TwoWorkersEndIdenticalAndTheSummaryParses) {
   EXPECT_GT(json->at("test_accuracy").get<double>(), 0.5) << r.out;
 }
 
+// --alone: the same two workers then train at once, each alone on its
+// shard with gossip off, and the cluster's samples/s is printed against
+// theirs. The alone workers did the cluster's work (the same steps and
+// samples, each on its own shard: two different models), sent nothing, and
+// the ratio is the two rates' quotient.
+TEST(ReckonctlLocal, AloneTrainsTheSameShardsWithoutGossipAndPrintsTheRatio) {
+  ScratchDir dir;
+  const std::string summary = (dir / "local.json").string();
+  std::vector<std::string> args = SmallClusterArgs(2, dir, summary, 40);
+  args.push_back("--alone");
+  ::reckon::testing::ProcessResult r = RunProcess(RECKONCTL_PATH, args, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("cluster / alone: "), std::string::npos) << r.out;
+  absl::StatusOr<base::Json> json = base::ReadJsonFile(summary);
+  ASSERT_TRUE(json.ok()) << json.status();
+  const base::Json& alone = json->at("alone");
+  ASSERT_EQ(alone.at("workers").size(), 2u) << alone.dump(2);
+  for (int i = 0; i < 2; ++i) {
+    const base::Json& a = alone.at("workers")[i];
+    const base::Json& c = json->at("workers")[i];
+    EXPECT_EQ(a.at("steps"), c.at("steps")) << a.dump(2);
+    EXPECT_EQ(a.at("samples"), c.at("samples"));
+    EXPECT_EQ(a.at("bytes_sent"), 0) << a.dump(2);
+    EXPECT_TRUE(a.at("node").empty()) << "a worker alone has no node";
+  }
+  EXPECT_NE(alone.at("workers")[0].at("weight_hash"), alone.at("workers")[1].at("weight_hash"))
+      << "each trained its own shard";
+  const double cluster = json->at("samples_per_s").get<double>();
+  const double alone_rate = alone.at("samples_per_s").get<double>();
+  ASSERT_GT(alone_rate, 0);
+  EXPECT_NEAR(alone.at("cluster_over_alone").get<double>(), cluster / alone_rate,
+              1e-9 * cluster / alone_rate);
+}
+
 // The quanta codecs (docs/wire-codecs.md) over real gRPC between four worker
 // processes: every worker applies the others' messages, the replicas end
 // bit-identical, the model learns, and the bytes match the codec's size.
