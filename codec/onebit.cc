@@ -27,10 +27,11 @@ class OneBit final : public Codec {
   v1::Codec id() const override { return v1::CODEC_ONEBIT; }
 
   using Codec::Encode;
-  // One thread: its reconstruction values are column statistics
-  // (parallel_for unused).
+  // On parallel_for's threads (when given): a tensor's column sums split by
+  // columns (each column still summed in row order: the same bits on any
+  // number of threads), its quanta by rows, the signs by bytes.
   absl::Status Encode(std::span<const float> values, v1::Update* msg, std::vector<int64_t>* quanta,
-                      const ParallelFor& /*parallel_for*/) override {
+                      const ParallelFor& parallel_for) override {
     std::string* out = msg->mutable_payload();
     out->clear();
     PutLayout(options_.layout, out);
@@ -38,7 +39,7 @@ class OneBit final : public Codec {
     size_t offset = 0;
     for (const TensorShape& t : options_.layout) {
       EncodeTensor(t, values.subspan(offset, t.size()), out,
-                   std::span<int64_t>(*quanta).subspan(offset, t.size()));
+                   std::span<int64_t>(*quanta).subspan(offset, t.size()), parallel_for);
       offset += t.size();
     }
     // The signs, LSB first in flat order; the padding bits stay zero. A
@@ -48,14 +49,16 @@ class OneBit final : public Codec {
     const size_t n = values.size();
     out->resize(bits_at + (n + 7) / 8, '\0');
     char* bits = out->data() + bits_at;
-    const float* v = values.data();
-    for (size_t byte = 0; byte < n / 8; ++byte, v += 8) {
-      unsigned packed = 0;
-      for (int b = 0; b < 8; ++b) packed |= unsigned(v[b] >= 0.0f) << b;
-      bits[byte] = static_cast<char>(packed);
-    }
+    ForChunks(parallel_for, n / 8, [&](size_t begin, size_t end) {
+      for (size_t byte = begin; byte < end; ++byte) {
+        const float* v = values.data() + 8 * byte;
+        unsigned packed = 0;
+        for (int b = 0; b < 8; ++b) packed |= unsigned(v[b] >= 0.0f) << b;
+        bits[byte] = static_cast<char>(packed);
+      }
+    });
     unsigned last = 0;
-    for (size_t b = 0; b < n % 8; ++b) last |= unsigned(v[b] >= 0.0f) << b;
+    for (size_t i = n - n % 8; i < n; ++i) last |= unsigned(values[i] >= 0.0f) << (i % 8);
     if (n % 8 != 0) bits[n / 8] = static_cast<char>(last);
     FinishMessage(id(), values.size(), msg);
     return absl::OkStatus();
@@ -64,7 +67,7 @@ class OneBit final : public Codec {
  private:
   // Appends the tensor's (plus, minus) per column and writes its quanta.
   void EncodeTensor(const TensorShape& t, std::span<const float> v, std::string* out,
-                    std::span<int64_t> quanta) {
+                    std::span<int64_t> quanta, const ParallelFor& parallel_for) {
     sum_pos_.assign(t.cols, 0.0);
     sum_neg_.assign(t.cols, 0.0);
     count_pos_.assign(t.cols, 0);
@@ -75,17 +78,19 @@ class OneBit final : public Codec {
     double* sum_pos = sum_pos_.data();
     double* sum_neg = sum_neg_.data();
     uint32_t* count_pos = count_pos_.data();
-    for (uint32_t r = 0; r < t.rows; ++r) {
-      const float* row = v.data() + size_t{r} * t.cols;
-      for (uint32_t c = 0; c < t.cols; ++c) {
-        const uint64_t x = std::bit_cast<uint64_t>(static_cast<double>(row[c]));
-        const uint32_t pos = row[c] >= 0.0f;
-        const uint64_t pos_mask = 0 - uint64_t{pos};
-        sum_pos[c] += std::bit_cast<double>(x & pos_mask);
-        sum_neg[c] += std::bit_cast<double>(x & ~pos_mask);
-        count_pos[c] += pos;
+    ForChunks(parallel_for, t.cols, [&](size_t first, size_t last) {
+      for (uint32_t r = 0; r < t.rows; ++r) {
+        const float* row = v.data() + size_t{r} * t.cols;
+        for (size_t c = first; c < last; ++c) {
+          const uint64_t x = std::bit_cast<uint64_t>(static_cast<double>(row[c]));
+          const uint32_t pos = row[c] >= 0.0f;
+          const uint64_t pos_mask = 0 - uint64_t{pos};
+          sum_pos[c] += std::bit_cast<double>(x & pos_mask);
+          sum_neg[c] += std::bit_cast<double>(x & ~pos_mask);
+          count_pos[c] += pos;
+        }
       }
-    }
+    });
     plus_.resize(t.cols);
     minus_.resize(t.cols);
     for (uint32_t c = 0; c < t.cols; ++c) {
@@ -102,13 +107,17 @@ class OneBit final : public Codec {
     }
     // By row and column (a division per value, i % cols, was most of the
     // encode), branch-free.
-    for (uint32_t r = 0; r < t.rows; ++r) {
-      const float* row = v.data() + size_t{r} * t.cols;
-      int64_t* out_row = quanta.data() + size_t{r} * t.cols;
-      for (uint32_t c = 0; c < t.cols; ++c) {
-        out_row[c] = SelectQuanta(row[c] >= 0.0f, plus_[c], minus_[c]);
+    const int64_t* plus = plus_.data();
+    const int64_t* minus = minus_.data();
+    ForChunks(parallel_for, t.rows, [&](size_t first, size_t last) {
+      for (size_t r = first; r < last; ++r) {
+        const float* row = v.data() + r * t.cols;
+        int64_t* out_row = quanta.data() + r * t.cols;
+        for (uint32_t c = 0; c < t.cols; ++c) {
+          out_row[c] = SelectQuanta(row[c] >= 0.0f, plus[c], minus[c]);
+        }
       }
-    }
+    });
   }
 
   CodecOptions options_;
