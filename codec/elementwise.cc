@@ -91,6 +91,22 @@ namespace {
   return all_equal != 0;
 }
 
+// Wrapped when both addends' signs differ from the sum's; with the
+// pointers __restrict, the loop vectorizes (it did not through the
+// replica's lambda: 5.9% of a dense worker's samples, one value at a time).
+[[gnu::always_inline]] inline uint64_t AddWrappingBody(int64_t* __restrict quanta,
+                                                       const int64_t* __restrict delta, size_t n) {
+  uint64_t wraps = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t a = static_cast<uint64_t>(quanta[i]);
+    const uint64_t b = static_cast<uint64_t>(delta[i]);
+    const uint64_t sum = a + b;
+    wraps += ((a ^ sum) & (b ^ sum)) >> 63;
+    quanta[i] = static_cast<int64_t>(sum);
+  }
+  return wraps;
+}
+
 [[gnu::always_inline]] inline void SubtractQuantaBody(float* __restrict residual,
                                                       const int64_t* __restrict quanta, size_t n,
                                                       double quantum) {
@@ -116,6 +132,9 @@ bool DecodeDensePortable(const char* payload, size_t n, int64_t* quanta) {
 bool DenseEqualPortable(const char* payload, const int64_t* quanta, size_t n) {
   return DenseEqualBody(payload, quanta, n);
 }
+uint64_t AddWrappingPortable(int64_t* quanta, const int64_t* delta, size_t n) {
+  return AddWrappingBody(quanta, delta, n);
+}
 void SubtractQuantaPortable(float* residual, const int64_t* quanta, size_t n, double quantum) {
   SubtractQuantaBody(residual, quanta, n, quantum);
 }
@@ -134,6 +153,9 @@ RECKON_AVX512 bool DecodeDenseAvx512(const char* payload, size_t n, int64_t* qua
 }
 RECKON_AVX512 bool DenseEqualAvx512(const char* payload, const int64_t* quanta, size_t n) {
   return DenseEqualBody(payload, quanta, n);
+}
+RECKON_AVX512 uint64_t AddWrappingAvx512(int64_t* quanta, const int64_t* delta, size_t n) {
+  return AddWrappingBody(quanta, delta, n);
 }
 RECKON_AVX512 void SubtractQuantaAvx512(float* residual, const int64_t* quanta, size_t n,
                                         double quantum) {
@@ -190,6 +212,13 @@ bool DenseFp32ValuesEqual(const char* payload, const int64_t* quanta, size_t n, 
   if (UseAvx512(isa)) return DenseEqualAvx512(payload, quanta, n);
 #endif
   return DenseEqualPortable(payload, quanta, n);
+}
+
+uint64_t AddQuantaWrapping(int64_t* quanta, const int64_t* delta, size_t n, Isa isa) {
+#if defined(__x86_64__)
+  if (UseAvx512(isa)) return AddWrappingAvx512(quanta, delta, n);
+#endif
+  return AddWrappingPortable(quanta, delta, n);
 }
 
 void SubtractQuanta(float* residual, const int64_t* quanta, size_t n, double quantum, Isa isa) {

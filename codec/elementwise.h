@@ -1,6 +1,6 @@
 // The passes over every parameter that a quanta codec's round trip makes
-// each step (encode, decode, error feedback, the float copy of a dense
-// apply), each
+// each step (encode, decode, error feedback, a dense apply's sum and float
+// copy), each
 // compiled twice: for any x86-64, and for AVX-512, where the int64 <-> float
 // conversions they need vectorize (the dense encode of 669,706 values: 3.5
 // ms -> 0.18 ms on this VM's AMD EPYC). Which copy runs is chosen once, at
@@ -46,6 +46,11 @@ bool DecodeDenseFp32Values(const char* payload, size_t n, int64_t* quanta, Isa i
 // compare: 12 bytes a value read, not 24 moved).
 bool DenseFp32ValuesEqual(const char* payload, const int64_t* quanta, size_t n,
                           Isa isa = Isa::kBest);
+
+// The dense apply's sum: quanta[i] += delta[i] modulo 2^64 (the replica's
+// arithmetic); returns how many of the signed sums left the int64 range.
+// `quanta` and `delta` must not overlap.
+uint64_t AddQuantaWrapping(int64_t* quanta, const int64_t* delta, size_t n, Isa isa = Isa::kBest);
 
 // Error feedback: residual[i] -= (float)((double)quanta[i] * quantum).
 void SubtractQuanta(float* residual, const int64_t* quanta, size_t n, double quantum,

@@ -174,20 +174,17 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
         absl::StrCat("dense update has ", delta.size(), " values, replica has ", quanta_.size()));
   }
   int64_t* quanta = quanta_.data();
+  if (delta.data() < quanta + quanta_.size() && quanta < delta.data() + delta.size()) {
+    return absl::InvalidArgumentError("a dense update in the replica's own quanta");
+  }
   float* weights = weights_.data();
   const double quantum = quantum_;
   std::atomic<uint64_t> wrapped{0};
   const bool floats = floats_ == FloatCopy::kKept;
-  // Two loops, the float copy's outside the sum's: the sum then
-  // vectorizes, and the int64-to-float conversion, scalar on x86-64 before
-  // AVX-512, runs only where a float copy is kept.
+  // Two passes, the float copy after the sum, each vectorized
+  // (elementwise.h); the float copy runs only where one is kept.
   auto add = [&](size_t begin, size_t end) {
-    uint64_t local = 0;
-    for (size_t i = begin; i < end; ++i) {
-      int64_t sum;
-      local += WrappingAdd(quanta[i], delta[i], &sum);
-      quanta[i] = sum;
-    }
+    const uint64_t local = AddQuantaWrapping(quanta + begin, delta.data() + begin, end - begin);
     if (floats) {
       QuantaToFloats(quanta + begin, end - begin, quantum, weights + begin);
     }

@@ -216,6 +216,11 @@ TEST(FixedPointReplica, SumsPastTheInt64RangeWrapTheSameInAnyOrder) {
   ASSERT_TRUE(a->ApplyDense(std::vector<int64_t>{std::numeric_limits<int64_t>::max(), 0}).ok());
   EXPECT_EQ(a->quanta()[0], std::numeric_limits<int64_t>::min());  // 1 + INT64_MAX wraps
   EXPECT_EQ(a->wrapped(), 4u);
+  // The sum runs over two arrays that may not overlap: the replica's own
+  // quanta as the update are refused, and nothing moves.
+  const std::vector<int64_t> before(a->quanta().begin(), a->quanta().end());
+  EXPECT_EQ(a->ApplyDense(a->quanta()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), a->quanta().begin()));
 }
 
 // The heart of dead reckoning: the same messages in any order give

@@ -347,6 +347,48 @@ TEST(ErrorFeedback, OnThreadsItIsOneThreadsBitForBit) {
 // definitions' bits, on values of every magnitude, ties, the clamp, NaN and
 // Inf, signed zeros and subnormals, at several fraction_bits; so a machine
 // without AVX-512 computes the same replica.
+// The dense apply's sum, both copies, against the definition: modulo 2^64,
+// and a wrap counted where the signed sum leaves the int64 range (both
+// ways, at the edges, in a vector's lanes and the tail).
+TEST(Elementwise, TheDenseSumWrapsAndCountsAsTheDefinition) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> start, delta;
+  const std::pair<int64_t, int64_t> edges[] = {
+      {kMax, 1},      {kMin, -1}, {kMax, kMax}, {kMin, kMin}, {kMax, kMin}, {kMax - 1, 1},
+      {kMin + 1, -1}, {0, kMin},  {-1, kMin},   {1, kMax},    {0, 0},       {kMax, -1}};
+  for (const auto& [a, b] : edges) {
+    start.push_back(a);
+    delta.push_back(b);
+  }
+  for (int i = 0; i < 1000; ++i) {
+    start.push_back(static_cast<int64_t>(rng()) >> (rng() % 4));
+    delta.push_back(static_cast<int64_t>(rng()) >> (rng() % 64));
+  }
+  uint64_t want_wraps = 0;
+  std::vector<int64_t> want(start.size());
+  for (size_t i = 0; i < start.size(); ++i) {
+    want[i] =
+        static_cast<int64_t>(static_cast<uint64_t>(start[i]) + static_cast<uint64_t>(delta[i]));
+    const __int128 exact = static_cast<__int128>(start[i]) + delta[i];
+    want_wraps += exact > kMax || exact < kMin;
+  }
+  ASSERT_GT(want_wraps, 4u);
+  for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+    for (const size_t n : {start.size(), size_t{7}, size_t{12}, size_t{0}}) {
+      std::vector<int64_t> got(start.begin(), start.begin() + n);
+      uint64_t wraps_in_n = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const __int128 exact = static_cast<__int128>(start[i]) + delta[i];
+        wraps_in_n += exact > kMax || exact < kMin;
+      }
+      EXPECT_EQ(AddQuantaWrapping(got.data(), delta.data(), n, isa), wraps_in_n) << n;
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << n;
+    }
+  }
+}
+
 TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
   std::printf("FIGURES AVX-512 on this CPU: %s (without it only the portable copy runs)\n",
               Avx512Available() ? "yes" : "no");
