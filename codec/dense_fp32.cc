@@ -50,8 +50,9 @@ namespace {
 
 // Where a pass over the whole payload failed, the value that failed, found
 // again one at a time: kDataLoss for a value that is not a payload value,
-// kInternal for one that differs from expected[i] (`expected` may be null).
-absl::Status FirstDenseFp32Failure(std::string_view bytes, const int64_t* expected) {
+// else each value to `sink` (QuantaCompare names one that differs).
+template <typename Sink>
+absl::Status WalkDenseFp32OneByOne(std::string_view bytes, Sink& sink) {
   const uint64_t n = bytes.size() / 4;
   for (uint64_t i = 0; i < n; ++i) {
     const float v = GetF32(bytes.data() + 4 * i);
@@ -60,13 +61,14 @@ absl::Status FirstDenseFp32Failure(std::string_view bytes, const int64_t* expect
       return absl::DataLossError(absl::StrCat("dense fp32: value ", i, " is ", v,
                                               ", not an integral number of quanta below 2^62"));
     }
-    if (expected != nullptr && q != expected[i]) {
-      return absl::InternalError(absl::StrCat("dense fp32: value ", i, " decodes to ", q,
-                                              " quanta, not the ", expected[i], " encoded"));
-    }
+    sink.Put(i, q);
   }
-  return absl::InternalError("dense fp32: a value failed one check and passed the other");
+  return absl::OkStatus();
 }
+
+struct NoSink {
+  void Put(uint64_t, int64_t) {}
+};
 
 }  // namespace
 
@@ -82,13 +84,18 @@ absl::Status DecodeDenseFp32(std::string_view bytes, uint64_t param_count,
   // again only when one did.
   if (DecodeDenseFp32Values(bytes.data(), param_count, quanta->data())) return absl::OkStatus();
   quanta->clear();
-  return FirstDenseFp32Failure(bytes, nullptr);
+  NoSink none;
+  RECKON_RETURN_IF_ERROR(WalkDenseFp32OneByOne(bytes, none));
+  return absl::InternalError("dense fp32: a value failed one check and passed the other");
 }
 
 absl::Status CheckDenseFp32(std::string_view bytes, std::span<const int64_t> quanta) {
   RECKON_RETURN_IF_ERROR(CheckLength("dense fp32", bytes.size(), 4 * quanta.size()));
   if (DenseFp32ValuesEqual(bytes.data(), quanta.data(), quanta.size())) return absl::OkStatus();
-  return FirstDenseFp32Failure(bytes, quanta.data());
+  QuantaCompare compare(quanta);
+  RECKON_RETURN_IF_ERROR(WalkDenseFp32OneByOne(bytes, compare));
+  RECKON_RETURN_IF_ERROR(compare.Result("dense fp32"));
+  return absl::InternalError("dense fp32: a value failed one check and passed the other");
 }
 
 }  // namespace reckon::codec::payload
