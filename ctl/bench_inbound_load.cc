@@ -1,3 +1,4 @@
+#include <sys/types.h>
 #include <time.h>
 
 #include <filesystem>
@@ -51,7 +52,11 @@ std::vector<v1::GossipFrame> MakeMessages(const std::string& origin, const Size&
 }
 
 // CPU time the threads of this process whose names start with `prefix` have
-// run, in ns (schedstat's first field): 0 when there are none.
+// run, in ns: 0 when there are none. Read from each thread's CPU clock
+// (Linux's per-thread clock id of a tid, as pthread_getcpuclockid makes
+// it), which counts the slice a running thread is in; schedstat's figure
+// does not until its next tick or switch, and a node thread that took a few
+// messages in under a tick read 0 ms a message (CI, 2026-11-30).
 uint64_t ThreadCpuNs(const std::string& prefix) {
   uint64_t total = 0;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
@@ -59,10 +64,12 @@ uint64_t ThreadCpuNs(const std::string& prefix) {
     std::string line;
     std::getline(comm, line);
     if (line.rfind(prefix, 0) != 0) continue;
-    std::ifstream stat(task.path() / "schedstat");
-    uint64_t ns = 0;
-    stat >> ns;
-    total += ns;
+    const pid_t tid = static_cast<pid_t>(std::stol(task.path().filename().string()));
+    // CPUCLOCK_PERTHREAD (4) | CPUCLOCK_SCHED (2), the tid inverted above.
+    const clockid_t clock = static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);
+    timespec t{};
+    if (clock_gettime(clock, &t) != 0) continue;  // the thread has ended
+    total += uint64_t(t.tv_sec) * 1'000'000'000u + uint64_t(t.tv_nsec);
   }
   return total;
 }
