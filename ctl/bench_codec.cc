@@ -210,8 +210,11 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (!args.empty() && args[0] == "inbound") {
     return RunBenchInbound({args.begin() + 1, args.end()}, out, err);
   }
+  if (!args.empty() && args[0] == "show")
+    return RunBenchShow({args.begin() + 1, args.end()}, out, err);
   if (args.empty() || args[0] != "codec") {
-    err << "usage: reckonctl bench codec|train|transport|inbound|gpu [flags] (--help for flags)\n";
+    err << "usage: reckonctl bench codec|train|transport|inbound|gpu|show [flags] (--help for "
+           "flags)\n";
     return kExitUsage;
   }
   for (const std::string& a : args) {

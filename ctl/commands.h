@@ -71,6 +71,10 @@ int RunBenchInbound(const std::vector<std::string>& args, std::ostream& out, std
 // cub::DeviceSelect, its share of a training step, FLOP/s, apply rate.
 int RunBenchGpu(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// reckonctl bench show --from FILE: a kept figures file (a bench's --json)
+// printed again as tables (bench_show.cc).
+int RunBenchShow(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 }  // namespace reckon::ctl
 
 #endif  // RECKON_CTL_COMMANDS_H_

@@ -34,7 +34,8 @@ constexpr char kUsage[] =
     "  bench train [--json]          training step FLOP/s against sgemm on the same shapes\n"
     "  bench transport [--json]      gRPC stream vs raw TCP, gossip latency and step overhead\n"
     "  bench inbound [--json]        one node taking in its peers' messages: updates/s, CPU\n"
-    "  bench gpu [--json]            CUDA threshold pass vs memcpy and CUB, step share, apply\n";
+    "  bench gpu [--json]            CUDA threshold pass vs memcpy and CUB, step share, apply\n"
+    "  bench show --from FILE        a kept figures file (a bench's --json) as tables again\n";
 
 }  // namespace
 

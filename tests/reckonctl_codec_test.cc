@@ -194,6 +194,72 @@ TEST_F(ReckonctlCodec, DynTreeTable1PrintsEveryDistribution) {
   EXPECT_NE(wrong.err.find("give --codec dyntree8"), std::string::npos) << wrong.err;
 }
 
+// A bench's --json, kept in a file, prints again as its table (docs/
+// benchmarks.md quotes figures from such files): the fields asked for, the
+// rows asked for, values as the JSON has them; a document's arrays of
+// objects as tables under its other fields. Bad files and flags fail with
+// one line.
+TEST_F(ReckonctlCodec, BenchShowPrintsAKeptFiguresFileAgain) {
+  const Result bench =
+      Run({"bench", "codec", "--codec", "dyntree8", "--table1", "--json", "--draws", "100000"});
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  const std::string kept = Write("table1.jsonl", bench.out).string();
+  const Result shown =
+      Run({"bench", "show", "--from", kept, "--columns", "distribution,mean_rel_error_pct"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  std::istringstream bench_lines(bench.out), shown_lines(shown.out);
+  std::string line;
+  std::getline(shown_lines, line);
+  EXPECT_EQ(line.substr(0, line.find(' ')), "distribution");
+  EXPECT_NE(line.find("mean_rel_error_pct"), std::string::npos);
+  int rows = 0;
+  while (std::getline(bench_lines, line)) {
+    const base::Json row = base::Json::parse(line);
+    char rel[32];
+    std::snprintf(rel, sizeof(rel), "%.4g", row.at("mean_rel_error_pct").get<double>());
+    std::string printed;
+    ASSERT_TRUE(std::getline(shown_lines, printed));
+    std::istringstream cells(printed);
+    std::string name, value;
+    cells >> name >> value;
+    EXPECT_EQ(name, row.at("distribution").get<std::string>());
+    EXPECT_EQ(value, rel) << printed;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 4);
+  EXPECT_FALSE(std::getline(shown_lines, line)) << line;
+
+  const Result one = Run({"bench", "show", "--from", kept, "--where", "distribution=N(0,1)",
+                          "--columns", "distribution"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.out, "distribution\nN(0,1)\n");
+
+  const std::string document =
+      Write("gpu.json",
+            R"({"device": "X", "density": 0.001, "sizes": [)"
+            R"({"params": 10, "m": {"a": 1.5}}, {"params": 20, "m": {"a": 0.123456}}]})")
+          .string();
+  const Result doc = Run({"bench", "show", "--from", document});
+  ASSERT_EQ(doc.exit_code, 0) << doc.err;
+  EXPECT_EQ(doc.out,
+            "device: X\ndensity: 0.001\n\n"
+            "table  params  m.a\n"
+            "sizes  10      1.5\n"
+            "sizes  20      0.1235\n");
+
+  ExpectCleanFailure(
+      Run({"bench", "show", "--from", Write("bad.jsonl", "{\"a\": 1}\n{\"a\": \n").string()}), 1,
+      "line 2");
+  ExpectCleanFailure(Run({"bench", "show", "--from", (dir_ / "absent.jsonl").string()}), 1,
+                     "absent.jsonl");
+  ExpectCleanFailure(Run({"bench", "show", "--from", kept, "--where", "colour=red"}), 1, "colour");
+  ExpectCleanFailure(Run({"bench", "show", "--from", kept, "--where", "distribution=N(9,9)"}), 1,
+                     "matches");
+  ExpectCleanFailure(Run({"bench", "show", "--from", kept, "--where", "distribution"}), 2,
+                     "name=value");
+  ExpectCleanFailure(Run({"bench", "show"}), 2, "--from is required");
+}
+
 // `reckonctl bench inbound` runs one node against real origins over gRPC and
 // reports, per size, what the node accepted: every message (the run fails
 // otherwise), its rate and the CPU spent. Figures in docs/benchmarks.md.
