@@ -216,7 +216,6 @@ struct ClusterFigures {
 absl::StatusOr<ClusterFigures> ReadClusterFigures(const std::vector<Worker>& workers,
                                                   std::ostream& out) {
   ClusterFigures c;
-  double samples = 0, max_train_s = 0;
   out << "\nworker  steps  test acc   wire bytes   compression  weights\n";
   for (const Worker& w : workers) {
     absl::StatusOr<WorkerSummary> s = ReadWorkerSummary(w.summary);
@@ -226,8 +225,6 @@ absl::StatusOr<ClusterFigures> ReadClusterFigures(const std::vector<Worker>& wor
     }
     c.hashes_equal = c.hashes_equal && !s->weight_hash.empty() &&
                      (c.workers.empty() || s->weight_hash == c.workers[0].weight_hash);
-    samples += s->samples;
-    max_train_s = std::max(max_train_s, s->train_seconds);
     c.wire_bytes += s->wire_bytes;
     c.dense_bytes += s->dense_bytes;
     out << absl::StrFormat("%-6s %6.0f  %6.2f%%  %11.0f  %10.0fx  %s\n", w.name, s->steps,
@@ -236,7 +233,7 @@ absl::StatusOr<ClusterFigures> ReadClusterFigures(const std::vector<Worker>& wor
     c.workers.push_back(*std::move(s));
   }
   c.test_accuracy = c.workers[0].test_accuracy;
-  c.samples_per_s = max_train_s > 0 ? samples / max_train_s : 0;
+  c.samples_per_s = SamplesPerSecondTogether(c.workers);
   c.compression_ratio = c.wire_bytes > 0 ? c.dense_bytes / c.wire_bytes : 0;
   return c;
 }
@@ -251,12 +248,7 @@ absl::StatusOr<base::Json> CompareWithShardsAlone(const LocalOptions& o, const C
   RECKON_ASSIGN_OR_RETURN(std::vector<WorkerSummary> alone,
                           RunShardsAlone(o.worker_binary, o.work_dir, o.training_flags, o.workers,
                                          o.threads, o.timeout_s));
-  double samples = 0, max_train_s = 0;
-  for (const WorkerSummary& w : alone) {
-    samples += w.samples;
-    max_train_s = std::max(max_train_s, w.train_seconds);
-  }
-  const double alone_per_s = max_train_s > 0 ? samples / max_train_s : 0;
+  const double alone_per_s = SamplesPerSecondTogether(alone);
   const double ratio = alone_per_s > 0 ? c.samples_per_s / alone_per_s : 0;
   out << absl::StrFormat(
       "alone: %.0f samples/s (%d workers on their shards, gossip off)\n"

@@ -12,6 +12,15 @@
 
 namespace reckon::ctl {
 
+double SamplesPerSecondTogether(const std::vector<WorkerSummary>& workers) {
+  double samples = 0, slowest_train_s = 0;
+  for (const WorkerSummary& w : workers) {
+    samples += w.samples;
+    slowest_train_s = std::max(slowest_train_s, w.train_seconds);
+  }
+  return slowest_train_s > 0 ? samples / slowest_train_s : 0;
+}
+
 absl::StatusOr<WorkerSummary> ReadWorkerSummary(const std::string& path) {
   WorkerSummary s;
   RECKON_ASSIGN_OR_RETURN(s.json, base::ReadJsonFile(path));

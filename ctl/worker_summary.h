@@ -23,6 +23,11 @@ struct WorkerSummary {
   double test_accuracy = 0, wire_bytes = 0, dense_bytes = 0, compression_ratio = 0;
 };
 
+// Workers that trained at once, as one rate: every worker's samples over
+// the slowest one's training time (0 when none trained). `reckonctl local`
+// counts the cluster and --alone's workers so, to compare them.
+double SamplesPerSecondTogether(const std::vector<WorkerSummary>& workers);
+
 // Parses the summary at `path`; an error names the file and, for a field
 // missing or of another type, the field.
 absl::StatusOr<WorkerSummary> ReadWorkerSummary(const std::string& path);
