@@ -225,6 +225,7 @@ absl::StatusOr<size_t> Show(const std::string& path, const Filter& f, std::ostre
       rows.push_back(std::move(fields));
     }
   }
+  if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " holds no figures"));
   for (const auto& [name, value] : f.where) {
     bool named = false;
     for (const Fields& r : rows) named = named || Find(r, name) != nullptr;

@@ -252,6 +252,10 @@ TEST_F(ReckonctlCodec, BenchShowPrintsAKeptFiguresFileAgain) {
       "line 2");
   ExpectCleanFailure(Run({"bench", "show", "--from", (dir_ / "absent.jsonl").string()}), 1,
                      "absent.jsonl");
+  ExpectCleanFailure(Run({"bench", "show", "--from", Write("empty.jsonl", "\n \n").string()}), 1,
+                     "holds no figures");
+  ExpectCleanFailure(Run({"bench", "show", "--from", Write("array.json", "[1, 2]").string()}), 1,
+                     "not a JSON object");
   ExpectCleanFailure(Run({"bench", "show", "--from", kept, "--where", "colour=red"}), 1, "colour");
   ExpectCleanFailure(Run({"bench", "show", "--from", kept, "--where", "distribution=N(9,9)"}), 1,
                      "matches");

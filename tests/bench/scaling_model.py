@@ -40,7 +40,8 @@ model beside the 100 Mbit/s runs and the synthetic members' bytes.
 
 Usage: scaling_model.py [--nodes 10,80,1000] [--link-gbit 10] [--step-ms 2.96]
                         [--message-kb 69] [--batch 1024] [--overlay mesh|tree]
-                        [--inbound-json FILE] [--node-cores 16] [--check]
+                        [--inbound-json FILE] [--node-cores 16]
+                        [--inbound-speedup F] [--check]
 """
 import argparse
 import json
@@ -113,6 +114,15 @@ class Inbound:
         # r(c) / r(1) = 1 / ((1 - p) + p / c)  =>  p = (1 - r1 / rc) / (1 - 1 / c)
         p = (1 - self.r1 / self.by_threads[c]) / (1 - 1 / c)
         self.parallel_share = min(1.0, max(0.0, p))
+
+    def scaled(self, factor, why):
+        """These rates `factor` times faster at every thread count (the same
+        parallel share): a per-core speed-up of the node measured elsewhere,
+        side by side, since these rates were (--inbound-speedup)."""
+        if not factor > 0:
+            raise ValueError(f"a speed-up must be above 0, not {factor}")
+        return Inbound({t: r * factor for t, r in self.by_threads.items()},
+                       f"{self.source}, x {factor:g}: {why}")
 
     def per_s(self, cores):
         p = self.parallel_share
@@ -279,6 +289,10 @@ def main():
                         "(default: the figures docs/benchmarks.md records)")
     p.add_argument("--node-cores", type=float, default=MEASURED_INBOUND_CORES,
                    help="receive threads a node has (default 16: the H100 host measured)")
+    p.add_argument("--inbound-speedup", type=float, metavar="F",
+                   help="the inbound rates times F: a projection, for a per-core speed-up "
+                        "of the node measured since they were (the same bench, old and new "
+                        "binary side by side on one machine)")
     p.add_argument("--check", action="store_true",
                    help="print the model beside the lab's measurements")
     args = p.parse_args()
@@ -287,10 +301,17 @@ def main():
         return 0
     try:
         inbound = read_inbound_json(args.inbound_json) if args.inbound_json else None
-        rates = Rates(inbound, args.node_cores)
     except (OSError, ValueError, KeyError) as e:
         print(f"scaling_model.py: --inbound-json {args.inbound_json}: {e}", file=sys.stderr)
         return 2
+    rates = Rates(inbound, args.node_cores)
+    if args.inbound_speedup is not None:
+        try:
+            rates.inbound = rates.inbound.scaled(args.inbound_speedup,
+                                                 "projected with --inbound-speedup")
+        except ValueError as e:
+            print(f"scaling_model.py: --inbound-speedup: {e}", file=sys.stderr)
+            return 2
     print_table(args, rates)
     return 0
 

@@ -38,6 +38,16 @@ class InboundFit(unittest.TestCase):
         self.assertEqual(inbound.parallel_share, 0.0)
         self.assertAlmostEqual(inbound.per_s(64), 30e6, delta=1)
 
+    def test_a_speedup_scales_every_thread_count_and_keeps_the_share(self):
+        inbound = model.Inbound({1: 30e6, 2: 45e6}, "test").scaled(2.0, "why")
+        self.assertEqual(inbound.by_threads, {1: 60e6, 2: 90e6})
+        self.assertAlmostEqual(inbound.parallel_share, 2 / 3, places=9)
+        self.assertAlmostEqual(inbound.per_s(16), 2 * model.Inbound({1: 30e6, 2: 45e6},
+                                                                    "t").per_s(16), delta=1)
+        self.assertIn("x 2: why", inbound.source)
+        with self.assertRaises(ValueError):
+            model.Inbound({1: 30e6, 2: 45e6}, "test").scaled(0, "why")
+
     def test_one_thread_is_required(self):
         with self.assertRaises(ValueError):
             model.Inbound({2: 45e6}, "test")
@@ -105,6 +115,21 @@ class NodeTerm(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertEqual(bad.returncode, 2)
         self.assertIn("--inbound-json /nonexistent.json", bad.stderr)
+
+    def test_the_script_projects_a_speedup_and_refuses_a_bad_one(self):
+        def node_rate(*extra):
+            out = subprocess.run([sys.executable, SCRIPT, "--nodes", "80", *extra],
+                                 capture_output=True, text=True, check=True).stdout
+            head = out.splitlines()[0]
+            return float(head.rsplit("receive threads: ", 1)[1].split(" M")[0]), out
+        measured, _ = node_rate()
+        projected, out = node_rate("--inbound-speedup", "1.5")
+        self.assertAlmostEqual(projected, 1.5 * measured, delta=0.2)
+        self.assertIn("projected with --inbound-speedup", out)
+        bad = subprocess.run([sys.executable, SCRIPT, "--inbound-speedup", "-1"],
+                             capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--inbound-speedup", bad.stderr)
 
 
 if __name__ == "__main__":
