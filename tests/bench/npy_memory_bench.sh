@@ -14,10 +14,13 @@
 # and prints each run's samples a second, its weight hash (the same every
 # way) and its peak RSS. Needs root (drop_caches, the cgroup) and a built
 # tree (build/worker/reckon-worker). Defaults: 640,512,512,10, 1000, 2.
+# With FIGURES (a fourth argument), each run's figures are appended to that
+# file, one JSON object a line (`reckonctl bench show --from FIGURES`).
 set -euo pipefail
 layers=${1:-640,512,512,10}
 steps=${2:-1000}
 rounds=${3:-2}
+figures=${4:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 worker=$root/build/worker/reckon-worker
 data=/tmp/reckon-npy-bench
@@ -51,13 +54,19 @@ cgroup=$memory_cgroup/reckon-npy-bench-$$
 trap 'rmdir "$cgroup" 2> /dev/null || true' EXIT
 
 report() {  # report NAME SUMMARY [EXTRA]
-  python3 - "$@" << 'PY'
-import json, sys
+  FIGURES="$figures" LAYERS="$layers" STEPS="$steps" ROUND="$round" python3 - "$@" << 'PY'
+import json, os, sys
 name, path = sys.argv[1], sys.argv[2]
 extra = sys.argv[3] if len(sys.argv) > 3 else ""
 j = json.load(open(path))
 print(f"{name:8} {j['samples_per_s']:9.0f} samples/s  weights {j['weight_hash'][:12]}  "
       f"peak RSS {j['max_rss_bytes'] / 2**20:5.0f} MiB{extra}")
+if os.environ["FIGURES"]:
+    with open(os.environ["FIGURES"], "a") as f:
+        f.write(json.dumps({"way": name, "round": int(os.environ["ROUND"]),
+                            "layers": os.environ["LAYERS"], "steps": int(os.environ["STEPS"]),
+                            "samples_per_s": j["samples_per_s"], "weight_hash": j["weight_hash"],
+                            "max_rss_bytes": j["max_rss_bytes"]}) + "\n")
 PY
 }
 run() {  # run NAME FLAGS...

@@ -4,6 +4,7 @@
 # compression, like Table 3 of Strom 2015), and the CPU training FLOP/s
 # against sgemm on the same shapes. Takes about 10 minutes on 2 cores.
 #   usage: tests/bench/train_benchmarks.sh [OUT_DIR] [TAU ...]
+# Every run's summary also goes, one a line, to OUT_DIR/figures.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-bench-results}
@@ -37,6 +38,15 @@ echo "== training FLOP/s against sgemm"
 python3 - "$out" "${taus[@]}" <<'PY'
 import json, sys
 out, taus = sys.argv[1], sys.argv[2:]
+# Every run's summary, one a line with its name: OUT_DIR/figures.jsonl, which
+# `reckonctl bench show --from` prints again (docs/benchmarks.md keeps it).
+with open(f"{out}/figures.jsonl", "w") as figures:
+    named = [("dense", "dense.json")] + [(f"threshold {tau}", f"threshold-{tau}.json") for tau in taus]
+    named += [("steered to density 1e-3", "controlled-0.001.json"),
+              ("bench train dense", "bench-train-dense.json"),
+              ("bench train threshold", "bench-train-threshold.json")]
+    for name, file in named:
+        figures.write(json.dumps({"run": name, **json.load(open(f"{out}/{file}"))}) + "\n")
 dense = json.load(open(f"{out}/dense.json"))
 print(f"\ndense baseline: test accuracy {100*dense['test_accuracy']:.2f}%, "
       f"{dense['samples_per_s']:.0f} samples/s, weights {dense['weight_hash'][:16]}")
