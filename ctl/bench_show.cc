@@ -29,6 +29,7 @@
 #include "base/files.h"
 #include "base/flags.h"
 #include "base/json.h"
+#include "base/status_macros.h"
 #include "ctl/commands.h"
 
 ABSL_FLAG(std::string, from, "", "the figures file to print (bench show)");
@@ -73,18 +74,28 @@ bool IsTable(const base::Json& v) {
 
 // `object`'s fields flattened under `prefix`; arrays of objects are not
 // fields: they go to `tables` (by their dotted name) when it is given.
-void Flatten(const base::Json& object, const std::string& prefix, Fields* fields,
-             std::vector<std::pair<std::string, const base::Json*>>* tables) {
+// Objects nest at most this deep: a file is read whole, but a name of a
+// hundred thousand parts would take as many frames of this recursion.
+constexpr int kMaxDepth = 32;
+
+absl::Status Flatten(const base::Json& object, const std::string& prefix, Fields* fields,
+                     std::vector<std::pair<std::string, const base::Json*>>* tables,
+                     int depth = 0) {
+  if (depth > kMaxDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("objects nested deeper than ", kMaxDepth,
+                                                   " levels (at ", prefix.substr(0, 64), "...)"));
+  }
   for (auto it = object.begin(); it != object.end(); ++it) {
     const std::string name = prefix.empty() ? it.key() : absl::StrCat(prefix, ".", it.key());
     if (it.value().is_object()) {
-      Flatten(it.value(), name, fields, tables);
+      RECKON_RETURN_IF_ERROR(Flatten(it.value(), name, fields, tables, depth + 1));
     } else if (tables != nullptr && IsTable(it.value())) {
       tables->emplace_back(name, &it.value());
     } else {
       fields->emplace_back(name, PrintScalar(it.value()));
     }
   }
+  return absl::OkStatus();
 }
 
 struct Filter {
@@ -192,7 +203,7 @@ absl::StatusOr<size_t> Show(const std::string& path, const Filter& f, std::ostre
   if (whole.ok() && whole->is_object()) {
     Fields header;
     std::vector<std::pair<std::string, const base::Json*>> tables;
-    Flatten(*whole, "", &header, &tables);
+    RECKON_RETURN_IF_ERROR(Flatten(*whole, "", &header, &tables));
     if (tables.empty()) {
       rows.push_back(std::move(header));
     } else {
@@ -201,7 +212,7 @@ absl::StatusOr<size_t> Show(const std::string& path, const Filter& f, std::ostre
       for (const auto& [name, array] : tables) {
         for (const base::Json& e : *array) {
           Fields row = {{"table", name}};
-          Flatten(e, "", &row, nullptr);
+          RECKON_RETURN_IF_ERROR(Flatten(e, "", &row, nullptr));
           rows.push_back(std::move(row));
         }
       }
@@ -221,7 +232,7 @@ absl::StatusOr<size_t> Show(const std::string& path, const Filter& f, std::ostre
             absl::StrCat(path, " line ", line_number, " is not a JSON object"));
       }
       Fields fields;
-      Flatten(*row, "", &fields, nullptr);
+      RECKON_RETURN_IF_ERROR(Flatten(*row, "", &fields, nullptr));
       rows.push_back(std::move(fields));
     }
   }

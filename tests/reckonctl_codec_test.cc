@@ -256,6 +256,12 @@ TEST_F(ReckonctlCodec, BenchShowPrintsAKeptFiguresFileAgain) {
                      "holds no figures");
   ExpectCleanFailure(Run({"bench", "show", "--from", Write("array.json", "[1, 2]").string()}), 1,
                      "not a JSON object");
+  // A hostile file's nesting is refused, not followed until the stack ends.
+  std::string deep;
+  for (int i = 0; i < 100'000; ++i) deep += "{\"a\": ";
+  deep += "1" + std::string(100'000, '}');
+  ExpectCleanFailure(Run({"bench", "show", "--from", Write("deep.json", deep).string()}), 1,
+                     "nested deeper than 32 levels");
   ExpectCleanFailure(Run({"bench", "show", "--from", kept, "--where", "colour=red"}), 1, "colour");
   ExpectCleanFailure(Run({"bench", "show", "--from", kept, "--where", "distribution=N(9,9)"}), 1,
                      "matches");
