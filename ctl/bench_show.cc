@@ -72,12 +72,12 @@ bool IsTable(const base::Json& v) {
   return true;
 }
 
-// `object`'s fields flattened under `prefix`; arrays of objects are not
-// fields: they go to `tables` (by their dotted name) when it is given.
 // Objects nest at most this deep: a file is read whole, but a name of a
-// hundred thousand parts would take as many frames of this recursion.
+// hundred thousand parts would take as many frames of Flatten's recursion.
 constexpr int kMaxDepth = 32;
 
+// `object`'s fields flattened under `prefix`; arrays of objects are not
+// fields: they go to `tables` (by their dotted name) when it is given.
 absl::Status Flatten(const base::Json& object, const std::string& prefix, Fields* fields,
                      std::vector<std::pair<std::string, const base::Json*>>* tables,
                      int depth = 0) {
