@@ -218,14 +218,18 @@ bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point&
     Tick(now);
     next_tick = now + core_.options.heartbeat_interval;
   };
-  bool first = true;
   do {
     Slice run = TakeSlice(&batch, core_.param_count, kLockedRunBytes);
     {
       absl::MutexLock l(&core_.mu);
       if (core_.stopping) return false;
-      if (first) outbound::PushPublished(core_);
-      first = false;
+      // Every run, not a batch's first only: the training thread publishes
+      // between runs (the lock is let go for AddToMirror), and a message
+      // logged but not pushed looked to this run's anti-entropy like one the
+      // peer lacks: it went out as a repair
+      // (GossipNode.OriginsQueuedStreamIsNotDoubledByRelays, 1 in 120 under
+      // load).
+      outbound::PushPublished(core_);
       for (Inbox::Event& e : run.events) {
         HandleEvent(e);
         tick_if_due();
