@@ -107,21 +107,22 @@ absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
       }
     }
   }
-  if (absl::Status s = codec.Encode(residual, msg, quanta, parallel_for); !s.ok()) {
-    quanta->clear();
-    return s;
-  }
+  // The feedback as the encoder finishes each range (Codec::QuantaWritten):
+  // a dense block's residual and quanta are still in the cache then.
   const double quantum = std::ldexp(1.0, -options.fraction_bits);
-  const int64_t* q = quanta->data();
   float* r = residual.data();
   const bool feedback = options.error_feedback;
-  ForChunks(parallel_for, residual.size(), [&](size_t begin, size_t end) {
+  auto feed_back = [&](size_t begin, size_t end) {
     if (feedback) {
-      SubtractQuanta(r + begin, q + begin, end - begin, quantum);
+      SubtractQuanta(r + begin, quanta->data() + begin, end - begin, quantum);
     } else {
       std::fill(r + begin, r + end, 0.0f);
     }
-  });
+  };
+  if (absl::Status s = codec.Encode(residual, msg, quanta, parallel_for, feed_back); !s.ok()) {
+    quanta->clear();
+    return s;
+  }
   return absl::OkStatus();
 }
 
@@ -356,6 +357,11 @@ void FinishMessage(v1::Codec codec, uint64_t param_count, v1::Update* msg) {
   msg->set_step_quanta(0);
   msg->set_rice_k(0);
   msg->set_crc32c(Crc32c(msg->payload()));
+}
+
+void ReportAllWritten(const ParallelFor& parallel_for, size_t n,
+                      const Codec::QuantaWritten& written) {
+  if (written) ForChunks(parallel_for, n, written);
 }
 
 }  // namespace payload

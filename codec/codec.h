@@ -87,18 +87,30 @@ class Codec {
   // another count or not integral numbers of quanta in [0, 2^52]; any
   // state for a codec that keeps none); the codec is unchanged then.
   virtual absl::Status Restore(const CodecState& state);
+  // Called by an encoder for ranges [begin, end) of the quanta it has
+  // written for good: every index exactly once, on the thread that wrote
+  // it. The encoder reads values[begin, end) no more after the call, so the
+  // callee may rewrite them (EncodeWithFeedback's feedback, which so finds
+  // a dense block's values and quanta still in the cache). An encoder that
+  // fails has reported no range.
+  using QuantaWritten = std::function<void(size_t begin, size_t end)>;
+
   // Fills codec, param_count, count, step_quanta (0), rice_k (0), payload and
   // crc32c of `*msg` from `values` and writes the decoded quanta. REQUIRES:
   // every value finite with |value| * 2^fb < 2^62 (EncodeWithFeedback checks
-  // this first) and values.size() == the layout's param_count.
+  // this first) and values.size() == the layout's param_count. The payload
+  // and `*quanta` may hold anything on entry (a previous emission's buffers,
+  // kept at their size so that they are not zeroed each step): they are
+  // overwritten whole.
   // `parallel_for` (may be null): a codec whose pass is elementwise (dense,
   // dyntree8's codes) splits it over those threads; the message is the same
-  // bit for bit.
+  // bit for bit. `written` (may be null): see QuantaWritten.
   virtual absl::Status Encode(std::span<const float> values, v1::Update* msg,
-                              std::vector<int64_t>* quanta, const ParallelFor& parallel_for) = 0;
+                              std::vector<int64_t>* quanta, const ParallelFor& parallel_for,
+                              const QuantaWritten& written) = 0;
   absl::Status Encode(std::span<const float> values, v1::Update* msg,
                       std::vector<int64_t>* quanta) {
-    return Encode(values, msg, quanta, nullptr);
+    return Encode(values, msg, quanta, nullptr, nullptr);
   }
 };
 

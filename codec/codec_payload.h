@@ -118,6 +118,12 @@ absl::Status CheckDynTree8(std::string_view bytes, std::span<const int64_t> quan
 // param_count, step_quanta = 0, rice_k = 0, crc32c of the payload).
 void FinishMessage(v1::Codec codec, uint64_t param_count, v1::Update* msg);
 
+// For an encoder whose values are read until its end (onebit's signs,
+// dyntree8's tensors): every quanta index reported written at once, on
+// parallel_for's threads (Codec::QuantaWritten; nothing when null).
+void ReportAllWritten(const ParallelFor& parallel_for, size_t n,
+                      const Codec::QuantaWritten& written);
+
 }  // namespace reckon::codec::payload
 
 #endif  // RECKON_CODEC_CODEC_PAYLOAD_H_

@@ -52,7 +52,7 @@ class DynTree8 final : public Codec {
 
   using Codec::Encode;
   absl::Status Encode(std::span<const float> values, v1::Update* msg, std::vector<int64_t>* quanta,
-                      const ParallelFor& parallel_for) override {
+                      const ParallelFor& parallel_for, const QuantaWritten& written) override {
     const bool rescale = steps_++ % options_.absmax_every == 0;
     std::string* out = msg->mutable_payload();
     out->clear();
@@ -75,6 +75,7 @@ class DynTree8 final : public Codec {
       offset += size;
     }
     FinishMessage(id(), values.size(), msg);
+    ReportAllWritten(parallel_for, values.size(), written);
     return absl::OkStatus();
   }
 

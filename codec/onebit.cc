@@ -31,7 +31,7 @@ class OneBit final : public Codec {
   // columns (each column still summed in row order: the same bits on any
   // number of threads), its quanta by rows, the signs by bytes.
   absl::Status Encode(std::span<const float> values, v1::Update* msg, std::vector<int64_t>* quanta,
-                      const ParallelFor& parallel_for) override {
+                      const ParallelFor& parallel_for, const QuantaWritten& written) override {
     std::string* out = msg->mutable_payload();
     out->clear();
     PutLayout(options_.layout, out);
@@ -61,6 +61,7 @@ class OneBit final : public Codec {
     for (size_t i = n - n % 8; i < n; ++i) last |= unsigned(values[i] >= 0.0f) << (i % 8);
     if (n % 8 != 0) bits[n / 8] = static_cast<char>(last);
     FinishMessage(id(), values.size(), msg);
+    ReportAllWritten(parallel_for, values.size(), written);
     return absl::OkStatus();
   }
 

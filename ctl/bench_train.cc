@@ -10,6 +10,9 @@
 #include "absl/strings/str_format.h"
 #include "base/flags.h"
 #include "base/json.h"
+#include "base/status_macros.h"
+#include "base/thread_pool.h"
+#include "codec/codec.h"
 #include "codec/update_message.h"
 #include "codec/weight_checksum.h"
 #include "cpu/cpu_backend.h"
@@ -32,6 +35,64 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A quanta codec's round trip, each part timed alone over `steps` runs on
+// `threads` threads, in ms a step: what the worker does with each step's
+// residual besides training (worker/publisher.h).
+struct RoundTrip {
+  double encode_ms = 0;  // codec::EncodeWithFeedback: check, encode, feedback
+  double check_ms = 0;   // the publisher's self-check, codec::CheckQuantaUpdate
+  double apply_ms = 0;   // the replica's dense apply (codec::FixedPointReplica::ApplyDense)
+  double total_ms() const { return encode_ms + check_ms + apply_ms; }
+};
+
+absl::StatusOr<RoundTrip> TimeRoundTrip(const model::BackendConfig& config,
+                                        std::span<const int64_t> weights, int threads,
+                                        int64_t steps) {
+  // One pool for every part, and the backend's idle: two pools' threads
+  // would spin against each other on the same cores.
+  base::ThreadPool pool(threads, "bench-trip");
+  RECKON_ASSIGN_OR_RETURN(
+      codec::FixedPointReplica replica,
+      codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits));
+  RECKON_RETURN_IF_ERROR(replica.Load(weights));
+  const codec::ParallelFor parallel_for = [&](size_t n, const auto& fn) {
+    pool.ParallelFor(n, fn);
+  };
+  const codec::CodecOptions options = model::FilledCodecOptions(config);
+  RECKON_ASSIGN_OR_RETURN(std::unique_ptr<codec::Codec> encoder, codec::MakeCodec(options));
+  // A residual of a trained step's size: a few quanta a value, each step's
+  // feedback leaving the remainder, as in training.
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  std::vector<float> residual(config.shape.param_count());
+  std::vector<float> gradient_step(residual.size());
+  for (float& v : gradient_step) v = normal(rng);
+  model::Emission emission;
+  RoundTrip t;
+  for (int64_t i = -1; i < steps; ++i) {  // a warm-up run first, not counted
+    if (i == 0) t = RoundTrip{};
+    // On the pool, as the optimizer writes it: each thread's chunk of the
+    // residual then sits in its own core's cache, as in a training step.
+    pool.ParallelFor(residual.size(), [&](size_t begin, size_t end) {
+      for (size_t k = begin; k < end; ++k) residual[k] += gradient_step[k];
+    });
+    Clock::time_point t0 = Clock::now();
+    RECKON_RETURN_IF_ERROR(codec::EncodeWithFeedback(*encoder, options, residual, &emission.encoded,
+                                                     &emission.dense, parallel_for));
+    t.encode_ms += 1e3 * Seconds(t0);
+    t0 = Clock::now();
+    RECKON_RETURN_IF_ERROR(codec::CheckQuantaUpdate(emission.encoded, emission.dense));
+    t.check_ms += 1e3 * Seconds(t0);
+    t0 = Clock::now();
+    RECKON_RETURN_IF_ERROR(replica.ApplyDense(emission.dense, parallel_for));
+    t.apply_ms += 1e3 * Seconds(t0);
+  }
+  t.encode_ms /= double(steps);
+  t.check_ms /= double(steps);
+  t.apply_ms /= double(steps);
+  return t;
 }
 
 }  // namespace
@@ -210,6 +271,18 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
   const double verify_us = 1e6 * Seconds(t0) / kSignatures;
   if (sink == 42) out << "";  // keeps the loops
   const double step_ms = 1e3 * train_s / steps;
+  RoundTrip trip;
+  if (config.mode == model::UpdateMode::kCodec) {
+    absl::StatusOr<RoundTrip> timed = TimeRoundTrip(config, init.quanta(), cores, steps);
+    if (!timed.ok()) {
+      err << "reckonctl bench train: the round trip: " << timed.status().message() << "\n";
+      return kExitFailed;
+    }
+    trip = *timed;
+  }
+  // The training step timed above holds the encode and the apply but not
+  // the publisher's self-check: the worker's step is both.
+  const double trip_share = trip.total_ms() / (step_ms + trip.check_ms);
   // At the default interval (2 s): the share of the time spent checking.
   const double check_share = check_ms / 2000.0;
 
@@ -231,7 +304,11 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
                                 {"contribution_us", contribution_us},
                                 {"updates_per_message", emission.words.size()},
                                 {"sign_us", sign_us},
-                                {"verify_us", verify_us}};
+                                {"verify_us", verify_us},
+                                {"round_trip_encode_ms", trip.encode_ms},
+                                {"round_trip_check_ms", trip.check_ms},
+                                {"round_trip_apply_ms", trip.apply_ms},
+                                {"round_trip_share", trip_share}};
     out << figures.dump() << "\n";
   } else {
     out << absl::StrFormat(
@@ -249,6 +326,18 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
         shape->param_count(), 100 * check_share, check_share * step_ms, contribution_us,
         emission.words.size(), 100 * contribution_us / (1e3 * step_ms), sign_us, verify_us,
         100 * sign_us / (1e3 * step_ms), 100 * verify_us / (1e3 * step_ms));
+    if (config.mode == model::UpdateMode::kCodec) {
+      // The apply reads each parameter's quanta and delta and writes the
+      // quanta and the float copy: 28 bytes a parameter.
+      const double apply_gb_per_s =
+          28.0 * double(shape->param_count()) / (1e-3 * trip.apply_ms) / 1e9;
+      out << absl::StrFormat(
+          "  round trip      %.3f ms a step: encode and feedback %.3f, self-check %.3f, "
+          "apply %.3f (%.1f GB/s)\n"
+          "                  %.1f%% of the worker's step (target <= 10%%)  %s\n",
+          trip.total_ms(), trip.encode_ms, trip.check_ms, trip.apply_ms, apply_gb_per_s,
+          100 * trip_share, trip_share <= 0.10 ? "ok" : "MISSED");
+    }
   }
   return kExitOk;
 }

@@ -139,7 +139,8 @@ TEST(Publisher, AQuantaCodecsEmissionIsTakenAppliedAndSent) {
   absl::StatusOr<Published> p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->updates, n);
-  EXPECT_TRUE(quanta.empty());  // taken
+  EXPECT_EQ(encoded.codec(), v1::CODEC_UNSPECIFIED);  // taken: no codec fields left
+  EXPECT_EQ(encoded.crc32c(), 0u);
   ASSERT_EQ(f.sent.size(), 1u);
   EXPECT_EQ(f.sent[0].message.seq(), 1u);
   EXPECT_EQ(f.sent[0].message.origin().node_id(), "w0");
@@ -149,12 +150,31 @@ TEST(Publisher, AQuantaCodecsEmissionIsTakenAppliedAndSent) {
   EXPECT_EQ(f.sent[0].decoded.quanta, expected);
   ASSERT_TRUE(f.twin->ApplyDense(expected).ok());
   EXPECT_EQ(*f.own->ReadWeights(), *f.twin->ReadWeights());
+  // The next emission encoded into the buffers the publisher left (kept at
+  // their size, holding the last one's bytes): the same message as one
+  // encoded into fresh buffers.
+  for (uint64_t i = 0; i < n; ++i) delta[i] = 0.002f * float(int(i % 5) - 2);
+  std::vector<float> fresh_delta = delta;
+  v1::Update fresh;
+  std::vector<int64_t> fresh_quanta;
+  ASSERT_TRUE(
+      codec::EncodeWithFeedback(*encoder, options, fresh_delta, &fresh, &fresh_quanta).ok());
+  ASSERT_TRUE(codec::EncodeWithFeedback(*encoder, options, delta, &encoded, &quanta).ok());
+  EXPECT_EQ(encoded.SerializeAsString(), fresh.SerializeAsString());
+  EXPECT_EQ(quanta, fresh_quanta);
+  p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(f.sent.size(), 2u);
+  ASSERT_TRUE(codec::DecodeUpdate(f.sent[1].message, &decoded).ok());
+  EXPECT_EQ(decoded.quanta, fresh_quanta);
+  ASSERT_TRUE(f.twin->ApplyDense(fresh_quanta).ok());
+  EXPECT_EQ(*f.own->ReadWeights(), *f.twin->ReadWeights());
   // A dense emission of the wrong size: refused before anything is done.
   std::vector<int64_t> short_one(n - 1, 1);
   v1::Update other = f.sent[0].message;
   EXPECT_EQ(publisher.PublishQuanta(f.own.get(), other, short_one).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(publisher.published(), 1u);
+  EXPECT_EQ(publisher.published(), 2u);
 }
 
 // The quanta codecs' self-check: an emission whose payload decodes to

@@ -4,6 +4,7 @@
 // payloads; every rejection the spec lists is made; error feedback keeps
 // exactly what the message did not carry.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -85,6 +86,48 @@ TEST(QuantaCodec, DecodingGivesExactlyWhatTheEncoderComputed) {
         EXPECT_NEAR(decoded, values[i], std::fabs(values[i]) * 1e-7 + quantum) << i;
       } else if (std::fabs(values[i]) > 0.01) {
         EXPECT_GT(decoded * values[i], 0) << i;
+      }
+    }
+  }
+}
+
+// An emission's buffers are kept from step to step (worker/publisher.h), so
+// each encoder overwrites whatever its payload and quanta hold: the same
+// message and quanta as into fresh buffers, whether the old ones were
+// shorter, longer or as long. Every quanta index is reported written
+// exactly once (Codec::QuantaWritten), on one thread and on three.
+TEST(QuantaCodec, EncodersOverwriteTheBuffersOfAnEarlierEmission) {
+  const TensorLayout layout = {{64, 300}, {64, 1}, {10, 64}, {10, 1}};
+  const size_t n = LayoutParamCount(layout);
+  const std::vector<float> values = Gaussian(n, 0.01, 5);
+  auto threads = [](size_t count, const std::function<void(size_t, size_t)>& fn) {
+    std::vector<std::thread> chunks;
+    for (size_t k = 0; k < 3; ++k) chunks.emplace_back(fn, count * k / 3, count * (k + 1) / 3);
+    for (std::thread& t : chunks) t.join();
+  };
+  for (const v1::Codec c : kQuantaCodecs) {
+    SCOPED_TRACE(v1::Codec_Name(c));
+    const Encoded fresh = EncodeOnce(Options(c, layout), values);
+    for (const size_t old_size : {size_t{0}, n / 3, n, 5 * n}) {
+      SCOPED_TRACE(old_size);
+      for (const bool on_threads : {false, true}) {
+        auto codec = *MakeCodec(Options(c, layout));
+        v1::Update msg;
+        msg.set_payload(std::string(4 * old_size, '\x5A'));
+        msg.set_crc32c(7);
+        std::vector<int64_t> quanta(old_size, int64_t{-3});
+        std::vector<std::atomic<int>> reported(n);
+        ASSERT_TRUE(codec
+                        ->Encode(values, &msg, &quanta, on_threads ? ParallelFor(threads) : nullptr,
+                                 [&](size_t begin, size_t end) {
+                                   for (size_t i = begin; i < end; ++i) ++reported[i];
+                                 })
+                        .ok());
+        EXPECT_EQ(msg.SerializeAsString(), fresh.msg.SerializeAsString());
+        EXPECT_EQ(quanta, fresh.quanta);
+        size_t not_once = 0;
+        for (const std::atomic<int>& r : reported) not_once += r.load() != 1;
+        EXPECT_EQ(not_once, 0u);
       }
     }
   }

@@ -335,6 +335,36 @@ TEST_F(ReckonctlCodec, BenchInboundReportsEverySizeItAccepted) {
   EXPECT_EQ(Run({"bench", "inbound", "--train-origins", "0"}).exit_code, 2);
 }
 
+// `bench train` of a quanta codec times its round trip's parts alone (the
+// encode with feedback, the publisher's self-check, the dense apply) and
+// prints their share of the worker's step; a threshold run has none.
+TEST_F(ReckonctlCodec, BenchTrainTimesAQuantaCodecsRoundTrip) {
+  for (const std::string codec : {"dense", "onebit", "threshold"}) {
+    SCOPED_TRACE(codec);
+    const Result r = Run({"bench", "train", "--codec", codec, "--layers", "64,32,10", "--batch",
+                          "16", "--steps", "4", "--threads", "2", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const base::Json figures = base::Json::parse(r.out);
+    const double share = figures.at("round_trip_share");
+    if (codec == "threshold") {
+      EXPECT_EQ(share, 0.0) << r.out;
+      continue;
+    }
+    for (const char* part :
+         {"round_trip_encode_ms", "round_trip_check_ms", "round_trip_apply_ms"}) {
+      EXPECT_GT(double(figures.at(part)), 0.0) << part << ": " << r.out;
+    }
+    // (Below 1 on any real model; on this toy one, timed for 4 steps on a
+    // loaded machine, the parts timed alone can outlast the step.)
+    EXPECT_GT(share, 0.0) << r.out;
+  }
+  const Result text = Run({"bench", "train", "--codec", "dense", "--layers", "64,32,10", "--batch",
+                           "16", "--steps", "4"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("round trip"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("of the worker's step (target <= 10%)"), std::string::npos) << text.out;
+}
+
 // `reckonctl bench gpu` runs to the end on a GPU (on the H100 of
 // 2026-11-22 it stopped at "ThresholdPass::Launch twice without Finish":
 // its timed loop launched the pass again before finishing the last), with
