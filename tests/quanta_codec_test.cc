@@ -46,6 +46,13 @@ CodecOptions Options(v1::Codec codec, TensorLayout layout = SmallLayout()) {
   return o;
 }
 
+// A ParallelFor of three threads, each a third of the range.
+void ThreeThreads(size_t n, const std::function<void(size_t, size_t)>& fn) {
+  std::vector<std::thread> chunks;
+  for (size_t k = 0; k < 3; ++k) chunks.emplace_back(fn, n * k / 3, n * (k + 1) / 3);
+  for (std::thread& t : chunks) t.join();
+}
+
 struct Encoded {
   v1::Update msg;
   std::vector<int64_t> quanta;
@@ -100,11 +107,6 @@ TEST(QuantaCodec, EncodersOverwriteTheBuffersOfAnEarlierEmission) {
   const TensorLayout layout = {{64, 300}, {64, 1}, {10, 64}, {10, 1}};
   const size_t n = LayoutParamCount(layout);
   const std::vector<float> values = Gaussian(n, 0.01, 5);
-  auto threads = [](size_t count, const std::function<void(size_t, size_t)>& fn) {
-    std::vector<std::thread> chunks;
-    for (size_t k = 0; k < 3; ++k) chunks.emplace_back(fn, count * k / 3, count * (k + 1) / 3);
-    for (std::thread& t : chunks) t.join();
-  };
   for (const v1::Codec c : kQuantaCodecs) {
     SCOPED_TRACE(v1::Codec_Name(c));
     const Encoded fresh = EncodeOnce(Options(c, layout), values);
@@ -118,7 +120,8 @@ TEST(QuantaCodec, EncodersOverwriteTheBuffersOfAnEarlierEmission) {
         std::vector<int64_t> quanta(old_size, int64_t{-3});
         std::vector<std::atomic<int>> reported(n);
         ASSERT_TRUE(codec
-                        ->Encode(values, &msg, &quanta, on_threads ? ParallelFor(threads) : nullptr,
+                        ->Encode(values, &msg, &quanta,
+                                 on_threads ? ParallelFor(ThreeThreads) : nullptr,
                                  [&](size_t begin, size_t end) {
                                    for (size_t i = begin; i < end; ++i) ++reported[i];
                                  })
@@ -345,11 +348,6 @@ TEST(ErrorFeedback, NanOrInfEmitsNothingAndLeavesTheResidual) {
 // whole step with the residual unchanged.
 TEST(ErrorFeedback, OnThreadsItIsOneThreadsBitForBit) {
   const TensorLayout layout = {{256, 300}, {256, 1}, {10, 256}, {10, 1}};
-  auto threads = [](size_t n, const std::function<void(size_t, size_t)>& fn) {
-    std::vector<std::thread> chunks;
-    for (size_t k = 0; k < 3; ++k) chunks.emplace_back(fn, n * k / 3, n * (k + 1) / 3);
-    for (std::thread& t : chunks) t.join();
-  };
   for (const v1::Codec c : kQuantaCodecs) {
     SCOPED_TRACE(v1::Codec_Name(c));
     CodecOptions o = Options(c, layout);
@@ -367,7 +365,7 @@ TEST(ErrorFeedback, OnThreadsItIsOneThreadsBitForBit) {
       v1::Update m1, m2;
       std::vector<int64_t> q1, q2;
       ASSERT_TRUE(EncodeWithFeedback(*one, o, r1, &m1, &q1).ok());
-      ASSERT_TRUE(EncodeWithFeedback(*many, o, r2, &m2, &q2, threads).ok());
+      ASSERT_TRUE(EncodeWithFeedback(*many, o, r2, &m2, &q2, ThreeThreads).ok());
       EXPECT_EQ(m1.SerializeAsString(), m2.SerializeAsString()) << "step " << step;
       EXPECT_EQ(q1, q2) << "step " << step;
       EXPECT_EQ(0, std::memcmp(r1.data(), r2.data(), 4 * r1.size())) << "step " << step;
@@ -377,7 +375,7 @@ TEST(ErrorFeedback, OnThreadsItIsOneThreadsBitForBit) {
     const std::vector<float> before = bad;
     v1::Update msg;
     std::vector<int64_t> quanta{1};
-    const absl::Status s = EncodeWithFeedback(*many, o, bad, &msg, &quanta, threads);
+    const absl::Status s = EncodeWithFeedback(*many, o, bad, &msg, &quanta, ThreeThreads);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_NE(s.message().find(absl::StrCat("element ", bad.size() - 5)), std::string::npos) << s;
     EXPECT_TRUE(quanta.empty());
