@@ -14,9 +14,6 @@ namespace {
 
 class DenseFp32 final : public Codec {
  public:
-  // Values a block of the encode: 16 KiB of them and 32 KiB of quanta.
-  static constexpr size_t kEncodeBlock = 4096;
-
   explicit DenseFp32(const CodecOptions& options) : options_(options) {}
   v1::Codec id() const override { return v1::CODEC_DENSE_FP32; }
 
@@ -34,8 +31,8 @@ class DenseFp32 final : public Codec {
     // Block by block, each reported written at once (the feedback then
     // reads the block's values and quanta from the L1 cache).
     auto encode = [&](size_t begin, size_t end) {
-      for (size_t block = begin; block < end; block += kEncodeBlock) {
-        const size_t len = std::min(kEncodeBlock, end - block);
+      for (size_t block = begin; block < end; block += kCacheBlockValues) {
+        const size_t len = std::min(kCacheBlockValues, end - block);
         EncodeDenseFp32Values(values.data() + block, len, fraction_bits, bytes + 4 * block,
                               q + block);
         if (written) written(block, block + len);

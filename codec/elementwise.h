@@ -24,6 +24,11 @@ namespace reckon::codec {
 // kAvx2: a function's AVX2 copy where it has one and the CPU has AVX2 (the
 // weight checksum's), else portable.
 enum class Isa { kBest, kPortable, kAvx2 };
+
+// Values a pass takes at a time where a second pass follows on the same
+// values (the dense encode and its feedback, the dense apply's sum and float
+// copy): 32 KiB of int64 quanta, so the second reads them from the L1 cache.
+constexpr size_t kCacheBlockValues = 4096;
 bool Avx512Available();
 bool Avx2Available();
 

@@ -103,10 +103,6 @@ absl::Status FixedPointReplica::InitializeUniform(uint64_t seed, uint64_t stream
 
 namespace {
 
-// Values a dense apply sums and then copies to floats in one go: 32 KiB of
-// quanta, well inside an L1 data cache.
-constexpr size_t kDenseApplyBlock = 4096;
-
 // a + b modulo 2^64 (the replica's arithmetic: associative and commutative,
 // so any order of the same additions gives the same quanta), and whether
 // the signed sum left the int64 range.
@@ -190,8 +186,8 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
   // block, so that the copy reads the sums from the L1 cache, not memory.
   auto add = [&](size_t begin, size_t end) {
     uint64_t local = 0;
-    for (size_t block = begin; block < end; block += kDenseApplyBlock) {
-      const size_t len = std::min(kDenseApplyBlock, end - block);
+    for (size_t block = begin; block < end; block += kCacheBlockValues) {
+      const size_t len = std::min(kCacheBlockValues, end - block);
       local += AddQuantaWrapping(quanta + block, delta.data() + block, len);
       if (floats) QuantaToFloats(quanta + block, len, quantum, weights + block);
     }
