@@ -143,72 +143,6 @@ DynTreeFraction DynTreeMagnitude(uint32_t m) {
   return {intervals2 + 9 * (2 * k + 1), pow10 * intervals2};
 }
 
-namespace {
-
-// Midpoints between consecutive magnitudes, as doubles, for the nearest-code
-// search (only the encoder uses doubles; decoding is exact integers), padded
-// with two that no number is below.
-struct DynTreeSearch {
-  static constexpr int kLowestExponent = -22;  // 2^-22 < mids[0] = 2.75e-7
-  static constexpr int kMantissaBits = 5;      // sub-buckets of a binade: 32
-  std::array<double, 129> mids;
-  // For each bucket (a binade from 2^-22 to 1, cut in 32 by the top mantissa
-  // bits): how many midpoints lie below its first number.
-  std::array<uint8_t, size_t{-kLowestExponent} << kMantissaBits> below;
-};
-
-const DynTreeSearch& DynTreeSearchTables() {
-  static const DynTreeSearch tables = [] {
-    DynTreeSearch t{};
-    std::array<double, 128> mag{};
-    for (uint32_t m = 0; m < 128; ++m) {
-      const DynTreeFraction f = DynTreeMagnitude(m);
-      mag[m] = static_cast<double>(f.numerator) / static_cast<double>(f.denominator);
-    }
-    for (int j = 0; j < 127; ++j) t.mids[j] = 0.5 * (mag[j] + mag[j + 1]);
-    t.mids[127] = t.mids[128] = std::numeric_limits<double>::infinity();
-    for (size_t b = 0; b < t.below.size(); ++b) {
-      const int exponent = DynTreeSearch::kLowestExponent + int(b >> DynTreeSearch::kMantissaBits);
-      const double first = std::ldexp(1.0 + double(b & ((1u << DynTreeSearch::kMantissaBits) - 1)) /
-                                                double(1u << DynTreeSearch::kMantissaBits),
-                                      exponent);
-      t.below[b] = static_cast<uint8_t>(
-          std::lower_bound(t.mids.begin(), t.mids.begin() + 127, first) - t.mids.begin());
-    }
-    return t;
-  }();
-  return tables;
-}
-
-}  // namespace
-
-uint32_t DynTreeNearestCode(double normalized) {
-  // How many midpoints lie below `normalized` (std::lower_bound's answer),
-  // without a search: the double's exponent and top mantissa bits pick a
-  // bucket that holds at most two midpoints (the codes are 0.014 apart at
-  // most, in the top decade; a bucket of the top binade is 0.0156 wide), and
-  // two compares finish it. The encoder calls it once per parameter; a
-  // binary search over the 127 midpoints took half a dyntree8 worker's
-  // step. (NearestCodeIsTheLowerBoundOverTheMidpoints checks it against
-  // std::lower_bound.)
-  const DynTreeSearch& t = DynTreeSearchTables();
-  if (!(normalized >= std::ldexp(1.0, DynTreeSearch::kLowestExponent))) return 0;  // NaN too
-  if (normalized >= 1.0) return 127;
-  // The bucket from the bits: its binade (unbiased exponent from -22 to
-  // -1) and its top five mantissa bits.
-  const uint64_t bits = std::bit_cast<uint64_t>(normalized);
-  const int exponent = static_cast<int>(bits >> 52) - 1023;
-  const size_t bucket =
-      (size_t(exponent - DynTreeSearch::kLowestExponent) << DynTreeSearch::kMantissaBits) |
-      size_t((bits >> (52 - DynTreeSearch::kMantissaBits)) &
-             ((1u << DynTreeSearch::kMantissaBits) - 1));
-  const uint32_t lo = t.below[bucket];
-  return lo + static_cast<uint32_t>(t.mids[lo] < normalized) +
-         static_cast<uint32_t>(t.mids[lo + 1] < normalized);
-}
-
-const double* DynTreeMidpoints() { return DynTreeSearchTables().mids.data(); }
-
 absl::Status Codec::Restore(const CodecState& state) {
   if (state == CodecState{}) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("codec ", CodecFlagName(id()),
@@ -228,7 +162,7 @@ void FinishFromParts(v1::Codec codec, const TensorLayout& layout, std::span<cons
   payload::PutLayout(layout, out);
   for (const float v : values) payload::PutF32(out, v);
   out->append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  payload::FinishMessage(codec, LayoutParamCount(layout), msg);
+  payload::FinishMessage(codec, LayoutParamCount(layout), /*parallel_for=*/nullptr, msg);
 }
 
 }  // namespace
@@ -270,14 +204,15 @@ absl::Status DecodeQuantaPayload(const v1::Update& msg, std::vector<int64_t>* qu
   return s;
 }
 
-absl::Status CheckQuantaPayload(const v1::Update& msg, std::span<const int64_t> quanta) {
+absl::Status CheckQuantaPayload(const v1::Update& msg, std::span<const int64_t> quanta,
+                                const ParallelFor& parallel_for) {
   if (msg.param_count() != quanta.size()) {
     return absl::InternalError(
         absl::StrCat("param_count ", msg.param_count(), " for ", quanta.size(), " values"));
   }
   switch (msg.codec()) {
     case v1::CODEC_DENSE_FP32:
-      return payload::CheckDenseFp32(msg.payload(), quanta);
+      return payload::CheckDenseFp32(msg.payload(), quanta, parallel_for);
     case v1::CODEC_ONEBIT:
       return payload::CheckOneBit(msg.payload(), quanta);
     case v1::CODEC_DYNTREE8:
@@ -350,13 +285,14 @@ absl::Status CheckLength(std::string_view what, size_t actual, uint64_t expected
       absl::StrCat(std::string(what), ": payload is ", actual, " bytes, expected ", expected));
 }
 
-void FinishMessage(v1::Codec codec, uint64_t param_count, v1::Update* msg) {
+void FinishMessage(v1::Codec codec, uint64_t param_count, const ParallelFor& parallel_for,
+                   v1::Update* msg) {
   msg->set_codec(codec);
   msg->set_param_count(param_count);
   msg->set_count(static_cast<uint32_t>(param_count));
   msg->set_step_quanta(0);
   msg->set_rice_k(0);
-  msg->set_crc32c(Crc32c(msg->payload()));
+  msg->set_crc32c(Crc32cOnThreads(msg->payload(), parallel_for));
 }
 
 void ReportAllWritten(const ParallelFor& parallel_for, size_t n,

@@ -34,7 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "codec/fixed_point.h"  // ParallelFor
+#include "codec/parallel_for.h"
 #include "proto/reckon.pb.h"
 
 namespace reckon::codec {
@@ -191,7 +191,8 @@ struct DynTreeFraction {
 };
 DynTreeFraction DynTreeMagnitude(uint32_t m);
 // The magnitude code nearest to `normalized` (>= 0; above 1 gives 127),
-// ties to the smaller magnitude.
+// ties to the smaller magnitude. (codec/elementwise.cc, beside the
+// encoder's loop, elementwise.h DynTreeEncodeValues, that inlines it.)
 uint32_t DynTreeNearestCode(double normalized);
 // A code's magnitude in quanta for a tensor scaled by `scale_quanta`
 // (0 <= scale_quanta <= 2^52): round(scale * numerator / denominator), half
@@ -226,8 +227,11 @@ absl::Status DecodeQuantaPayload(const v1::Update& msg, std::vector<int64_t>* qu
 // (param_count values): OK when it does, DecodeQuantaPayload's kDataLoss
 // when it breaks the format, kInternal naming the first value that differs.
 // Each codec checks in one walk over the payload that compares each value
-// with `quanta` and writes nothing (no decoded vector to fill and compare).
-absl::Status CheckQuantaPayload(const v1::Update& msg, std::span<const int64_t> quanta);
+// with `quanta` and writes nothing (no decoded vector to fill and compare);
+// the dense codec's walk runs on parallel_for's threads when it is not null
+// (onebit's and dyntree8's are one walk on this thread).
+absl::Status CheckQuantaPayload(const v1::Update& msg, std::span<const int64_t> quanta,
+                                const ParallelFor& parallel_for = nullptr);
 
 }  // namespace reckon::codec
 

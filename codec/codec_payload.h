@@ -110,13 +110,16 @@ absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
                             std::vector<int64_t>* quanta);
 // Whether the payload decodes to exactly `quanta` (CheckQuantaPayload,
 // codec.h): the decoders' checks and walk, comparing instead of storing.
-absl::Status CheckDenseFp32(std::string_view bytes, std::span<const int64_t> quanta);
+absl::Status CheckDenseFp32(std::string_view bytes, std::span<const int64_t> quanta,
+                            const ParallelFor& parallel_for);
 absl::Status CheckOneBit(std::string_view bytes, std::span<const int64_t> quanta);
 absl::Status CheckDynTree8(std::string_view bytes, std::span<const int64_t> quanta);
 
 // Fills the header fields every quanta codec sets the same way (count =
-// param_count, step_quanta = 0, rice_k = 0, crc32c of the payload).
-void FinishMessage(v1::Codec codec, uint64_t param_count, v1::Update* msg);
+// param_count, step_quanta = 0, rice_k = 0, crc32c of the payload, on
+// parallel_for's threads when not null: Crc32cOnThreads).
+void FinishMessage(v1::Codec codec, uint64_t param_count, const ParallelFor& parallel_for,
+                   v1::Update* msg);
 
 // For an encoder whose values are read until its end (onebit's signs,
 // dyntree8's tensors): every quanta index reported written at once, on

@@ -1,8 +1,12 @@
 #include "codec/crc32c.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
@@ -148,6 +152,77 @@ bool Crc32cHardwareAvailable() { return false; }
 uint32_t Crc32c(const void* data, size_t size, uint32_t crc) {
   return Crc32cHardwareAvailable() ? Crc32cHardware(data, size, crc)
                                    : Crc32cPortable(data, size, crc);
+}
+
+namespace {
+
+// Polynomials over GF(2) modulo the CRC's, in the reflected order (the
+// highest bit is x^0): a * b mod P.
+uint32_t MultiplyModP(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
+    if (a & m) product ^= b;
+    b = (b & 1u) ? (b >> 1) ^ kPolynomial : b >> 1;
+  }
+  return product;
+}
+
+// x^(2^k) mod P for k in [0, 64): squaring from x^1.
+constexpr std::array<uint32_t, 64> PowersOfXSquared() {
+  std::array<uint32_t, 64> table{};
+  uint32_t p = 1u << 30;  // x^1
+  for (int k = 0; k < 64; ++k) {
+    table[k] = p;
+    // p * p mod P, written out for constexpr.
+    uint32_t product = 0, b = p;
+    for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
+      if (p & m) product ^= b;
+      b = (b & 1u) ? (b >> 1) ^ kPolynomial : b >> 1;
+    }
+    p = product;
+  }
+  return table;
+}
+
+constexpr std::array<uint32_t, 64> kPowersOfXSquared = PowersOfXSquared();
+
+}  // namespace
+
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t size_b) {
+  // x^(8 size_b) = the product of x^(2^(k+3)) over size_b's set bits k.
+  uint32_t shift = 1u << 31;  // x^0
+  for (int k = 3; size_b != 0; size_b >>= 1, ++k) {
+    if (size_b & 1u) shift = MultiplyModP(kPowersOfXSquared[k & 63], shift);
+  }
+  return MultiplyModP(shift, crc_a) ^ crc_b;
+}
+
+uint32_t Crc32cOnThreads(const void* data, size_t size, const ParallelFor& parallel_for) {
+  if (!parallel_for || size < kCrc32cThreadedBytes) return Crc32c(data, size);
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  struct Piece {
+    size_t begin, end;
+    uint32_t crc;
+  };
+  absl::Mutex mu;
+  std::vector<Piece> pieces;  // one a chunk: a few
+  parallel_for(size, [&](size_t begin, size_t end) {
+    const uint32_t crc = Crc32c(bytes + begin, end - begin);
+    absl::MutexLock lock(&mu);
+    pieces.push_back({begin, end, crc});
+  });
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
+  uint32_t crc = 0;
+  size_t covered = 0;
+  for (const Piece& piece : pieces) {
+    if (piece.begin != covered) break;  // a ParallelFor that broke its contract
+    crc = Crc32cCombine(crc, piece.crc, piece.end - piece.begin);
+    covered = piece.end;
+  }
+  // The contract broken (a gap, an overlap, a range left out): the CRC of
+  // the bytes, not of what the chunks happened to cover.
+  return covered == size ? crc : Crc32c(data, size);
 }
 
 }  // namespace reckon::codec

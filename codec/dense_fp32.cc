@@ -1,6 +1,7 @@
 // CODEC_DENSE_FP32 (docs/wire-codecs.md 5): every parameter's delta as a float32
 // count of quanta. The baseline: 32 bits per parameter per step.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 
@@ -39,7 +40,7 @@ class DenseFp32 final : public Codec {
       }
     };
     ForChunks(parallel_for, values.size(), encode);
-    FinishMessage(id(), values.size(), msg);
+    FinishMessage(id(), values.size(), parallel_for, msg);
     return absl::OkStatus();
   }
 
@@ -96,9 +97,19 @@ absl::Status DecodeDenseFp32(std::string_view bytes, uint64_t param_count,
   return absl::InternalError("dense fp32: a value failed one check and passed the other");
 }
 
-absl::Status CheckDenseFp32(std::string_view bytes, std::span<const int64_t> quanta) {
+absl::Status CheckDenseFp32(std::string_view bytes, std::span<const int64_t> quanta,
+                            const ParallelFor& parallel_for) {
   RECKON_RETURN_IF_ERROR(CheckLength("dense fp32", bytes.size(), 4 * quanta.size()));
-  if (DenseFp32ValuesEqual(bytes.data(), quanta.data(), quanta.size())) return absl::OkStatus();
+  // Each chunk on its thread (the publisher's self-check, every step);
+  // where one differs, the whole payload walked again one value at a time
+  // for the error's words.
+  std::atomic<bool> all_equal{true};
+  ForChunks(parallel_for, quanta.size(), [&](size_t begin, size_t end) {
+    if (!DenseFp32ValuesEqual(bytes.data() + 4 * begin, quanta.data() + begin, end - begin)) {
+      all_equal.store(false, std::memory_order_relaxed);
+    }
+  });
+  if (all_equal.load(std::memory_order_relaxed)) return absl::OkStatus();
   QuantaCompare compare(quanta);
   RECKON_RETURN_IF_ERROR(WalkDenseFp32OneByOne(bytes, compare));
   RECKON_RETURN_IF_ERROR(compare.Result("dense fp32"));

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "codec/codec_payload.h"
+#include "codec/elementwise.h"
 
 namespace reckon::codec::payload {
 namespace {
@@ -74,7 +75,7 @@ class DynTree8 final : public Codec {
                    out->data() + codes_at + offset, quanta->data() + offset, parallel_for);
       offset += size;
     }
-    FinishMessage(id(), values.size(), msg);
+    FinishMessage(id(), values.size(), parallel_for, msg);
     ReportAllWritten(parallel_for, values.size(), written);
     return absl::OkStatus();
   }
@@ -97,12 +98,8 @@ class DynTree8 final : public Codec {
     const double to_normalized =
         scale_quanta > 0 ? std::ldexp(1.0, options_.fraction_bits) / double(scale_quanta) : 0.0;
     auto encode = [&](size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i) {
-        const uint32_t m = DynTreeNearestCode(std::fabs(double(v[i])) * to_normalized);
-        const bool negative = v[i] < 0 && m != 0;
-        codes[i] = static_cast<char>((uint32_t{negative} << 7) | m);
-        quanta[i] = negative ? -table[m] : table[m];
-      }
+      DynTreeEncodeValues(v.data() + begin, end - begin, to_normalized, table.data(), codes + begin,
+                          quanta + begin);
     };
     ForChunks(parallel_for, v.size(), encode);
   }

@@ -66,6 +66,15 @@ void SubtractQuanta(float* residual, const int64_t* quanta, size_t n, double qua
 void QuantaToFloats(const int64_t* quanta, size_t n, double quantum, float* weights,
                     Isa isa = Isa::kBest);
 
+// The dyntree8 encoder's loop over `n` values of one tensor: codes[i] is
+// DynTreeNearestCode(|values[i]| * to_normalized) (codec.h), with bit 7
+// set for a negative value whose code is not 0, and quanta[i] is
+// magnitudes[code], negated with that sign (`magnitudes`: 128 entries,
+// DynTreeQuanta of each code at the tensor's scale).
+void DynTreeEncodeValues(const float* values, size_t n, double to_normalized,
+                         const int64_t* magnitudes, char* codes, int64_t* quanta,
+                         Isa isa = Isa::kBest);
+
 }  // namespace reckon::codec
 
 #endif  // RECKON_CODEC_ELEMENTWISE_H_

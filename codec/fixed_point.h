@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/huge_pages.h"
+#include "codec/parallel_for.h"
 
 namespace reckon::codec {
 
@@ -65,20 +66,6 @@ class SplitMix64 {
  private:
   uint64_t state_;
 };
-
-// Runs fn(begin, end) over chunks covering [0, n), possibly in parallel,
-// and returns when all are done. The codec has no threads of its own;
-// callers that have some pass them in this way.
-using ParallelFor = std::function<void(size_t n, const std::function<void(size_t, size_t)>& fn)>;
-// parallel_for(n, fn), or fn(0, n) on this thread when it is null.
-inline void ForChunks(const ParallelFor& parallel_for, size_t n,
-                      const std::function<void(size_t, size_t)>& fn) {
-  if (parallel_for) {
-    parallel_for(n, fn);
-  } else {
-    fn(0, n);
-  }
-}
 
 // One replica. Not thread-safe: callers serialize Apply and reads (the
 // worker applies between training steps).

@@ -60,7 +60,7 @@ class OneBit final : public Codec {
     unsigned last = 0;
     for (size_t i = n - n % 8; i < n; ++i) last |= unsigned(values[i] >= 0.0f) << (i % 8);
     if (n % 8 != 0) bits[n / 8] = static_cast<char>(last);
-    FinishMessage(id(), values.size(), msg);
+    FinishMessage(id(), values.size(), parallel_for, msg);
     ReportAllWritten(parallel_for, values.size(), written);
     return absl::OkStatus();
   }

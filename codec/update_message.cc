@@ -56,7 +56,7 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes, size_t max_bytes)
 namespace {
 
 // docs/wire-codecs.md 2: the header of a quanta-codec message.
-absl::Status CheckQuantaHeader(const v1::Update& msg) {
+absl::Status CheckQuantaHeader(const v1::Update& msg, const ParallelFor& parallel_for) {
   const std::string name = v1::Codec_Name(msg.codec());
   if (msg.param_count() > kMaxParamCount) {
     return absl::DataLossError(absl::StrCat("param_count ", msg.param_count(), " exceeds 2^31"));
@@ -68,7 +68,7 @@ absl::Status CheckQuantaHeader(const v1::Update& msg) {
   if (msg.step_quanta() != 0 || msg.rice_k() != 0) {
     return absl::DataLossError(absl::StrCat(name, ": step_quanta and rice_k must be 0"));
   }
-  const uint32_t crc = Crc32c(msg.payload());
+  const uint32_t crc = Crc32cOnThreads(msg.payload(), parallel_for);
   if (crc != msg.crc32c()) {
     return absl::DataLossError(absl::StrCat("CRC-32C mismatch: payload has ", absl::Hex(crc),
                                             ", header says ", absl::Hex(msg.crc32c())));
@@ -78,7 +78,7 @@ absl::Status CheckQuantaHeader(const v1::Update& msg) {
 
 // The header, then the payload.
 absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
-  RECKON_RETURN_IF_ERROR(CheckQuantaHeader(msg));
+  RECKON_RETURN_IF_ERROR(CheckQuantaHeader(msg, /*parallel_for=*/nullptr));
   RECKON_RETURN_IF_ERROR(DecodeQuantaPayload(msg, &out->quanta));
   out->node_id = msg.origin().node_id();
   out->incarnation = msg.origin().incarnation();
@@ -91,12 +91,13 @@ absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
 
 }  // namespace
 
-absl::Status CheckQuantaUpdate(const v1::Update& msg, std::span<const int64_t> quanta) {
+absl::Status CheckQuantaUpdate(const v1::Update& msg, std::span<const int64_t> quanta,
+                               const ParallelFor& parallel_for) {
   if (!IsQuantaCodec(msg.codec())) {
     return absl::InternalError(absl::StrCat(v1::Codec_Name(msg.codec()), " is not a quanta codec"));
   }
-  RECKON_RETURN_IF_ERROR(CheckQuantaHeader(msg));
-  return CheckQuantaPayload(msg, quanta);
+  RECKON_RETURN_IF_ERROR(CheckQuantaHeader(msg, parallel_for));
+  return CheckQuantaPayload(msg, quanta, parallel_for);
 }
 
 absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {

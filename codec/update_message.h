@@ -74,8 +74,10 @@ absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out);
 // `quanta`. kDataLoss as DecodeUpdate's for a header or payload that breaks
 // docs/wire-codecs.md; kInternal naming the first value that differs (or a
 // codec that is not a quanta codec). Writes nothing (CheckQuantaPayload,
-// codec.h).
-absl::Status CheckQuantaUpdate(const v1::Update& msg, std::span<const int64_t> quanta);
+// codec.h). The CRC, and the dense payload's walk, run on parallel_for's
+// threads when it is not null (the publisher lends the replica's).
+absl::Status CheckQuantaUpdate(const v1::Update& msg, std::span<const int64_t> quanta,
+                               const ParallelFor& parallel_for = nullptr);
 
 // Applies a decoded update to a replica, all or nothing
 // (FixedPointReplica::Apply or ApplyDense), in stripes on `parallel_for`'s

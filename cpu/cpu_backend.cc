@@ -118,9 +118,8 @@ class CpuBackend final : public model::Backend {
       if (!s.ok()) return s;
     } else {
       out->words.clear();
-      absl::Status s =
-          codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded, &out->dense,
-                                    [this](size_t n, const auto& fn) { pool_.ParallelFor(n, fn); });
+      absl::Status s = codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded,
+                                                 &out->dense, HostThreads());
       if (!s.ok()) return s;
     }
     if (aggregate_adagrad_) RecordAfterOwn(*out);
@@ -140,8 +139,12 @@ class CpuBackend final : public model::Backend {
   }
   uint64_t WeightsWrapped() const override { return replica_.wrapped(); }
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
-    return replica_.ApplyDense(quanta,
-                               [this](size_t n, const auto& fn) { pool_.ParallelFor(n, fn); });
+    return replica_.ApplyDense(quanta, HostThreads());
+  }
+  codec::ParallelFor HostThreads() override {
+    return [this](size_t n, const std::function<void(size_t, size_t)>& fn) {
+      pool_.ParallelFor(n, fn);
+    };
   }
 
   absl::StatusOr<model::BatchStats> Evaluate(const float* images, const int32_t* labels,

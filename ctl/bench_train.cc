@@ -83,7 +83,8 @@ absl::StatusOr<RoundTrip> TimeRoundTrip(const model::BackendConfig& config,
                                                      &emission.dense, parallel_for));
     t.encode_ms += 1e3 * Seconds(t0);
     t0 = Clock::now();
-    RECKON_RETURN_IF_ERROR(codec::CheckQuantaUpdate(emission.encoded, emission.dense));
+    RECKON_RETURN_IF_ERROR(
+        codec::CheckQuantaUpdate(emission.encoded, emission.dense, parallel_for));
     t.check_ms += 1e3 * Seconds(t0);
     t0 = Clock::now();
     RECKON_RETURN_IF_ERROR(replica.ApplyDense(emission.dense, parallel_for));

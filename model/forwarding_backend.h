@@ -58,6 +58,7 @@ class ForwardingBackend : public Backend {
   absl::Status ApplyDense(std::span<const int64_t> quanta) override {
     return real_->ApplyDense(quanta);
   }
+  codec::ParallelFor HostThreads() override { return real_->HostThreads(); }
   absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels,
                                       size_t count) override {
     return real_->Evaluate(images, labels, count);

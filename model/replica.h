@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "codec/parallel_for.h"
 #include "codec/weight_checksum.h"
 
 namespace reckon::model {
@@ -84,6 +85,14 @@ class Replica {
   }
   // Applies a dense update (quanta per parameter), all or nothing.
   virtual absl::Status ApplyDense(std::span<const int64_t> quanta) = 0;
+
+  // The host threads this replica runs its own passes on, lent for a pass
+  // its caller makes over a whole emission between two of its calls (the
+  // publisher's self-check and CRC): the CPU backend's pool. Null (this
+  // default) where there are none to lend: the pass runs on the caller's
+  // thread. The same contract as every method: called from the replica's
+  // one thread, never during another of its calls, nor from inside a chunk.
+  virtual codec::ParallelFor HostThreads() { return nullptr; }
 };
 
 }  // namespace reckon::model

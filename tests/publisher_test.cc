@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "codec/crc32c.h"
 #include "codec/update_message.h"
 #include "cpu/cpu_backend.h"
+#include "model/forwarding_backend.h"
 #include "model/model.h"
 
 namespace reckon::worker {
@@ -226,6 +228,65 @@ TEST_P(QuantaSelfCheck, AnEmissionThatDecodesToOtherQuantaIsNotSent) {
   ASSERT_TRUE(publisher.PublishQuanta(f.own.get(), encoded, quanta).ok());
   ASSERT_EQ(f.sent.size(), 1u);
   EXPECT_EQ(f.sent[0].message.seq(), 1u);
+  EXPECT_EQ(f.sent[0].decoded.quanta, expected);
+}
+
+// A backend whose lent threads count the chunks they run.
+class CountingHostThreads : public model::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  codec::ParallelFor HostThreads() override {
+    return [this, real = real().HostThreads()](size_t n, const auto& fn) {
+      real(n, [&](size_t begin, size_t end) {
+        ++chunks;
+        fn(begin, end);
+      });
+    };
+  }
+  std::atomic<int> chunks{0};
+};
+
+// The self-check of a dense emission runs on the replica's threads (the
+// CPU backend's pool, three here), and refuses there what it refuses on one.
+TEST_P(QuantaSelfCheck, ItRunsOnTheReplicasThreadsAndRefusesTheSame) {
+  Fixture f;
+  f.config.shape = *model::ModelShape::Parse("300,256,10", "relu");  // a 300 KiB payload
+  f.config.threads = 3;
+  f.initial = *model::InitialWeights(f.config.shape, f.config.fraction_bits, 1);
+  auto counting = std::make_unique<CountingHostThreads>(*cpu::MakeCpuBackend(f.config));
+  CountingHostThreads& own = *counting;
+  f.own = std::move(counting);
+  ASSERT_TRUE(f.own->LoadWeights(f.initial).ok());
+  Publisher publisher(f.Options(/*with_sink=*/true));
+  const uint64_t n = f.config.shape.param_count();
+  codec::CodecOptions options;
+  options.codec = GetParam();
+  options.layout = f.config.shape.Layout();
+  options.fraction_bits = f.config.fraction_bits;
+  std::unique_ptr<codec::Codec> encoder = *codec::MakeCodec(options);
+  std::vector<float> delta(n);
+  for (uint64_t i = 0; i < n; ++i) delta[i] = 0.001f * float(int(i % 7) - 3);
+  v1::Update encoded;
+  std::vector<int64_t> quanta;
+  ASSERT_TRUE(codec::EncodeWithFeedback(*encoder, options, delta, &encoded, &quanta).ok());
+  quanta[n - 3] -= 1;  // in the last thread's chunk
+  absl::StatusOr<Published> p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInternal) << p.status();
+  EXPECT_NE(p.status().message().find(absl::StrCat("value ", n - 3, " decodes to")),
+            std::string::npos)
+      << p.status();
+  // Dense: its CRC and walk split three ways each (onebit's and dyntree8's
+  // payloads, 1 and 8 bits a value, are below Crc32cOnThreads' size).
+  const int lent_chunks = GetParam() == v1::CODEC_DENSE_FP32 ? 6 : 0;
+  EXPECT_GE(own.chunks.load(), lent_chunks);
+  EXPECT_TRUE(f.sent.empty());
+  EXPECT_EQ(*f.own->ReadWeights(), f.initial);
+  ASSERT_TRUE(codec::EncodeWithFeedback(*encoder, options, delta, &encoded, &quanta).ok());
+  const std::vector<int64_t> expected = quanta;
+  own.chunks = 0;
+  ASSERT_TRUE(publisher.PublishQuanta(f.own.get(), encoded, quanta).ok());
+  EXPECT_GE(own.chunks.load(), lent_chunks);
+  ASSERT_EQ(f.sent.size(), 1u);
   EXPECT_EQ(f.sent[0].decoded.quanta, expected);
 }
 

@@ -4,6 +4,7 @@
 // payloads; every rejection the spec lists is made; error feedback keeps
 // exactly what the message did not carry.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -268,6 +269,79 @@ TEST(DynTree, NearestCodeIsTheLowerBoundOverTheMidpoints) {
   for (const double x : values) ASSERT_EQ(DynTreeNearestCode(x), reference(x)) << x;
 }
 
+// The encoder's loop (elementwise.h DynTreeEncodeValues), both copies, the
+// AVX-512 one in intrinsics eight values at a time with the rest on the
+// portable body: each value's code and quanta are the scalar definition's,
+// at every length's tail, near every midpoint, and for the values that are
+// no fraction at all (NaN, Inf, 0 and -0, above the abs max, below 2^-22).
+TEST(DynTree8, BothCopiesOfTheEncodeLoopGiveTheDefinitionsCodes) {
+  std::printf("FIGURES AVX-512 on this CPU: %s (without it only the portable copy runs)\n",
+              Avx512Available() ? "yes" : "no");
+  std::mt19937_64 rng(23);
+  std::vector<float> values;
+  for (uint32_t m = 0; m < 127; ++m) {
+    const DynTreeFraction a = DynTreeMagnitude(m), b = DynTreeMagnitude(m + 1);
+    const float mid = static_cast<float>(
+        0.5 * (double(a.numerator) / a.denominator + double(b.numerator) / b.denominator));
+    for (const float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 2.0f)}) {
+      values.push_back(v);
+      values.push_back(-v);
+    }
+  }
+  for (const float special : {0.0f, -0.0f, NAN, -NAN, INFINITY, -INFINITY, 1.0f, -1.0f, 3.0f, -3.0f,
+                              1e-9f, -1e-9f, 0x1p-22f, -0x1p-22f, 1e-45f, -1e-45f}) {
+    values.push_back(special);
+  }
+  for (int i = 0; i < 100000; ++i) {
+    const float v = static_cast<float>(std::pow(10.0, -9.0 + 9.5 * double(rng() % 100000) / 1e5));
+    values.push_back(rng() % 2 ? -v : v);
+  }
+  std::array<int64_t, 128> magnitudes;
+  for (uint32_t m = 0; m < 128; ++m) magnitudes[m] = DynTreeQuanta(m, int64_t{1} << 40);
+  for (const double to_normalized : {1.0, 0.37, 1e6, std::ldexp(1.0, -10)}) {
+    SCOPED_TRACE(to_normalized);
+    // Every tail length (0 to 17 values), then everything at once.
+    for (size_t begin = 0, len = 0; begin + len <= values.size(); begin += len, ++len) {
+      if (len > 17) len = values.size() - begin;
+      std::vector<char> codes[2] = {std::vector<char>(len, 'x'), std::vector<char>(len, 'x')};
+      std::vector<int64_t> quanta[2] = {std::vector<int64_t>(len, 5), std::vector<int64_t>(len, 5)};
+      const Isa isas[2] = {Isa::kPortable, Isa::kBest};
+      for (int copy = 0; copy < 2; ++copy) {
+        DynTreeEncodeValues(values.data() + begin, len, to_normalized, magnitudes.data(),
+                            codes[copy].data(), quanta[copy].data(), isas[copy]);
+      }
+      for (size_t i = 0; i < len; ++i) {
+        const float v = values[begin + i];
+        const uint32_t m = DynTreeNearestCode(std::fabs(double(v)) * to_normalized);
+        const bool negative = v < 0 && m != 0;
+        const char code = static_cast<char>((uint32_t{negative} << 7) | m);
+        const int64_t q = negative ? -magnitudes[m] : magnitudes[m];
+        for (int copy = 0; copy < 2; ++copy) {
+          ASSERT_EQ(codes[copy][i], code) << "copy " << copy << " value " << v;
+          ASSERT_EQ(quanta[copy][i], q) << "copy " << copy << " value " << v;
+        }
+      }
+      if (len == values.size() - begin && len > 17) break;
+    }
+  }
+  // Exact ties: |v| * to_normalized is a midpoint itself (v = +-1, the
+  // midpoint as the scale), which goes to the smaller magnitude.
+  const std::vector<float> ones = {1, -1, 1, 1, -1, -1, 1, -1, 1, -1, 1};
+  const double* mids = DynTreeMidpoints();
+  for (uint32_t m = 0; m < 127; ++m) {
+    for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+      std::vector<char> codes(ones.size());
+      std::vector<int64_t> quanta(ones.size());
+      DynTreeEncodeValues(ones.data(), ones.size(), mids[m], magnitudes.data(), codes.data(),
+                          quanta.data(), isa);
+      for (size_t i = 0; i < ones.size(); ++i) {
+        const uint32_t code = m == 0 ? 0u : (ones[i] < 0 ? 0x80u : 0u) | m;
+        ASSERT_EQ(uint32_t(uint8_t(codes[i])), code) << "midpoint " << m << " value " << i;
+      }
+    }
+  }
+}
+
 TEST(DynTree8, StaleAbsMaxClipsToTheTopCodeAndRecomputesEveryK) {
   CodecOptions o = Options(v1::CODEC_DYNTREE8, {{1, 4}});
   o.absmax_every = 2;
@@ -528,6 +602,53 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
         ASSERT_EQ(std::bit_cast<uint32_t>(residual[copy][i]), std::bit_cast<uint32_t>(left)) << i;
         ASSERT_EQ(std::bit_cast<uint32_t>(floats[copy][i]), std::bit_cast<uint32_t>(step)) << i;
       }
+    }
+  }
+}
+
+// The publisher's self-check on a replica's threads (the CRC in chunks
+// combined, the dense walk in chunks): it accepts what one thread accepts
+// and refuses, with the same words, a value that differs in any chunk, a
+// payload value that is no count of quanta, and a CRC that does not match.
+TEST(QuantaCodec, TheSelfCheckOnThreadsRefusesWhatOneThreadRefuses) {
+  // Payloads past kCrc32cThreadedBytes, so that the CRC is split too.
+  const TensorLayout layout = {{256, 400}, {256, 1}, {10, 256}, {10, 1}};
+  const size_t n = LayoutParamCount(layout);
+  ASSERT_GT(4 * n, kCrc32cThreadedBytes);
+  const std::vector<float> values = Gaussian(n, 0.01, 8);
+  for (const v1::Codec c : kQuantaCodecs) {
+    SCOPED_TRACE(v1::Codec_Name(c));
+    Encoded e = EncodeOnce(Options(c, layout), values);
+    const auto check = [&](const v1::Update& msg, std::span<const int64_t> quanta) {
+      const absl::Status one = CheckQuantaUpdate(msg, quanta);
+      const absl::Status three = CheckQuantaUpdate(msg, quanta, ThreeThreads);
+      EXPECT_EQ(one, three);
+      return three;
+    };
+    EXPECT_TRUE(check(e.msg, e.quanta).ok());
+    for (const size_t at : {size_t{0}, n / 3 - 1, n / 3, n / 2, 2 * n / 3, n - 1}) {
+      std::vector<int64_t> other = e.quanta;
+      other[at] += 1;
+      const absl::Status s = check(e.msg, other);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+      EXPECT_NE(s.message().find(absl::StrCat("value ", at, " decodes to")), std::string::npos)
+          << s;
+    }
+    // One payload byte in the last third changed, the CRC left.
+    v1::Update corrupt = e.msg;
+    (*corrupt.mutable_payload())[corrupt.payload().size() - 5] ^= 0x10;
+    absl::Status s = check(corrupt, e.quanta);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_NE(s.message().find("CRC-32C mismatch"), std::string::npos) << s;
+    if (c == v1::CODEC_DENSE_FP32) {
+      const float half = 0.5f;
+      const size_t at = n - 2;
+      corrupt = e.msg;
+      corrupt.mutable_payload()->replace(4 * at, 4, reinterpret_cast<const char*>(&half), 4);
+      corrupt.set_crc32c(Crc32c(corrupt.payload()));
+      s = check(corrupt, e.quanta);
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+      EXPECT_NE(s.message().find(absl::StrCat("value ", at, " is 0.5")), std::string::npos) << s;
     }
   }
 }

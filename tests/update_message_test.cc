@@ -63,6 +63,60 @@ TEST(Crc32c, ThreeStreamsGiveOneStreamsCrcAtEveryRoundEdge) {
   }
 }
 
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::string data(n, '\0');
+  uint64_t x = seed | 1;
+  for (char& c : data) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  return data;
+}
+
+// crc(A B) from crc(A), crc(B) and |B| alone, at every split of a buffer
+// (empty halves included) and for lengths with high bits set.
+TEST(Crc32c, CombineGivesTheCrcOfTheConcatenation) {
+  const std::string data = RandomBytes(3000, 5);
+  for (size_t split = 0; split <= data.size(); split += (split < 40 ? 1 : 97)) {
+    const std::string_view a(data.data(), split), b(data.data() + split, data.size() - split);
+    EXPECT_EQ(Crc32cCombine(Crc32c(a), Crc32c(b), b.size()), Crc32c(data)) << split;
+  }
+  EXPECT_EQ(Crc32cCombine(0x12345678u, 0x9abcdef0u, 0), 0x12345678u ^ 0x9abcdef0u);
+  const std::string big = RandomBytes((size_t{1} << 20) + 13, 6);
+  EXPECT_EQ(
+      Crc32cCombine(Crc32c(big.data(), 7), Crc32c(big.data() + 7, big.size() - 7), big.size() - 7),
+      Crc32c(big));
+}
+
+// A ParallelFor that splits [0, n) into `pieces` uneven chunks and runs
+// them last first: the combined CRC must not depend on the order or sizes.
+ParallelFor UnevenChunksBackwards(size_t pieces) {
+  return [pieces](size_t n, const std::function<void(size_t, size_t)>& fn) {
+    std::vector<size_t> edges = {0};
+    for (size_t i = 1; i < pieces; ++i) edges.push_back(n * i * i / (pieces * pieces));
+    edges.push_back(n);
+    for (size_t i = pieces; i > 0; --i) fn(edges[i - 1], edges[i]);
+  };
+}
+
+TEST(Crc32c, OnThreadsGivesOneThreadsCrc) {
+  for (const size_t n : {size_t{0}, size_t{100}, kCrc32cThreadedBytes - 1, kCrc32cThreadedBytes,
+                         3 * kCrc32cThreadedBytes + 5}) {
+    const std::string data = RandomBytes(n, n + 1);
+    for (const size_t pieces : {1, 2, 3, 7}) {
+      EXPECT_EQ(Crc32cOnThreads(data, UnevenChunksBackwards(pieces)), Crc32c(data))
+          << n << " bytes in " << pieces;
+    }
+    EXPECT_EQ(Crc32cOnThreads(data, nullptr), Crc32c(data));
+  }
+  // A ParallelFor that leaves a range out still gives the bytes' CRC.
+  const std::string data = RandomBytes(2 * kCrc32cThreadedBytes, 9);
+  const ParallelFor drops_the_tail = [](size_t n, const std::function<void(size_t, size_t)>& fn) {
+    fn(0, n / 2);
+  };
+  EXPECT_EQ(Crc32cOnThreads(data, drops_the_tail), Crc32c(data));
+}
+
 v1::Update Encoded(v1::Codec codec, uint64_t count = 300, uint64_t params = 100'000) {
   v1::Update msg;
   msg.mutable_origin()->set_node_id("w0");
