@@ -179,6 +179,23 @@ TEST(Publisher, AQuantaCodecsEmissionIsTakenAppliedAndSent) {
   EXPECT_EQ(publisher.published(), 2u);
 }
 
+// An encoder of the fixture's model for the codec, and a delta to emit.
+struct QuantaEmitter {
+  QuantaEmitter(const Fixture& f, v1::Codec codec) : delta(f.config.shape.param_count()) {
+    options.codec = codec;
+    options.layout = f.config.shape.Layout();
+    options.fraction_bits = f.config.fraction_bits;
+    encoder = *codec::MakeCodec(options);
+    for (uint64_t i = 0; i < delta.size(); ++i) delta[i] = 0.001f * float(int(i % 7) - 3);
+  }
+  void Emit(v1::Update* encoded, std::vector<int64_t>* quanta) {
+    ASSERT_TRUE(codec::EncodeWithFeedback(*encoder, options, delta, encoded, quanta).ok());
+  }
+  codec::CodecOptions options;
+  std::unique_ptr<codec::Codec> encoder;
+  std::vector<float> delta;
+};
+
 // The quanta codecs' self-check: an emission whose payload decodes to
 // anything but the quanta given (an encoder bug: here one value moved by a
 // quantum, or a payload value that is not one) is refused, naming the value,
@@ -189,19 +206,10 @@ TEST_P(QuantaSelfCheck, AnEmissionThatDecodesToOtherQuantaIsNotSent) {
   Fixture f;
   Publisher publisher(f.Options(/*with_sink=*/true));
   const uint64_t n = f.config.shape.param_count();
-  codec::CodecOptions options;
-  options.codec = GetParam();
-  options.layout = f.config.shape.Layout();
-  options.fraction_bits = f.config.fraction_bits;
-  std::unique_ptr<codec::Codec> encoder = *codec::MakeCodec(options);
-  std::vector<float> delta(n);
-  for (uint64_t i = 0; i < n; ++i) delta[i] = 0.001f * float(int(i % 7) - 3);
-  auto emit = [&](v1::Update* encoded, std::vector<int64_t>* quanta) {
-    ASSERT_TRUE(codec::EncodeWithFeedback(*encoder, options, delta, encoded, quanta).ok());
-  };
+  QuantaEmitter emitter(f, GetParam());
   v1::Update encoded;
   std::vector<int64_t> quanta;
-  emit(&encoded, &quanta);
+  emitter.Emit(&encoded, &quanta);
   quanta[n / 2] += 1;
   absl::StatusOr<Published> p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInternal) << p.status();
@@ -212,7 +220,7 @@ TEST_P(QuantaSelfCheck, AnEmissionThatDecodesToOtherQuantaIsNotSent) {
   if (GetParam() == v1::CODEC_DENSE_FP32) {
     // A payload value that is no count of quanta (the CRC made to match, as
     // a buggy encoder would): refused as the receivers would, by index.
-    emit(&encoded, &quanta);
+    emitter.Emit(&encoded, &quanta);
     const float half = 0.5f;
     encoded.mutable_payload()->replace(4 * 3, 4, reinterpret_cast<const char*>(&half), 4);
     encoded.set_crc32c(codec::Crc32c(encoded.payload()));
@@ -223,7 +231,7 @@ TEST_P(QuantaSelfCheck, AnEmissionThatDecodesToOtherQuantaIsNotSent) {
   EXPECT_TRUE(f.sent.empty());
   EXPECT_EQ(publisher.published(), 0u);
   EXPECT_EQ(*f.own->ReadWeights(), f.initial);
-  emit(&encoded, &quanta);
+  emitter.Emit(&encoded, &quanta);
   const std::vector<int64_t> expected = quanta;
   ASSERT_TRUE(publisher.PublishQuanta(f.own.get(), encoded, quanta).ok());
   ASSERT_EQ(f.sent.size(), 1u);
@@ -259,16 +267,10 @@ TEST_P(QuantaSelfCheck, ItRunsOnTheReplicasThreadsAndRefusesTheSame) {
   ASSERT_TRUE(f.own->LoadWeights(f.initial).ok());
   Publisher publisher(f.Options(/*with_sink=*/true));
   const uint64_t n = f.config.shape.param_count();
-  codec::CodecOptions options;
-  options.codec = GetParam();
-  options.layout = f.config.shape.Layout();
-  options.fraction_bits = f.config.fraction_bits;
-  std::unique_ptr<codec::Codec> encoder = *codec::MakeCodec(options);
-  std::vector<float> delta(n);
-  for (uint64_t i = 0; i < n; ++i) delta[i] = 0.001f * float(int(i % 7) - 3);
+  QuantaEmitter emitter(f, GetParam());
   v1::Update encoded;
   std::vector<int64_t> quanta;
-  ASSERT_TRUE(codec::EncodeWithFeedback(*encoder, options, delta, &encoded, &quanta).ok());
+  emitter.Emit(&encoded, &quanta);
   quanta[n - 3] -= 1;  // in the last thread's chunk
   absl::StatusOr<Published> p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInternal) << p.status();
@@ -281,7 +283,7 @@ TEST_P(QuantaSelfCheck, ItRunsOnTheReplicasThreadsAndRefusesTheSame) {
   EXPECT_GE(own.chunks.load(), lent_chunks);
   EXPECT_TRUE(f.sent.empty());
   EXPECT_EQ(*f.own->ReadWeights(), f.initial);
-  ASSERT_TRUE(codec::EncodeWithFeedback(*encoder, options, delta, &encoded, &quanta).ok());
+  emitter.Emit(&encoded, &quanta);
   const std::vector<int64_t> expected = quanta;
   own.chunks = 0;
   ASSERT_TRUE(publisher.PublishQuanta(f.own.get(), encoded, quanta).ok());

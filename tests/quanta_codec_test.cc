@@ -274,9 +274,9 @@ TEST(DynTree, NearestCodeIsTheLowerBoundOverTheMidpoints) {
 // portable body: each value's code and quanta are the scalar definition's,
 // at every length's tail, near every midpoint, and for the values that are
 // no fraction at all (NaN, Inf, 0 and -0, above the abs max, below 2^-22).
+// (Elementwise.BothCopiesGiveTheScalarDefinitionsBits prints whether this
+// CPU runs the AVX-512 copy.)
 TEST(DynTree8, BothCopiesOfTheEncodeLoopGiveTheDefinitionsCodes) {
-  std::printf("FIGURES AVX-512 on this CPU: %s (without it only the portable copy runs)\n",
-              Avx512Available() ? "yes" : "no");
   std::mt19937_64 rng(23);
   std::vector<float> values;
   for (uint32_t m = 0; m < 127; ++m) {
