@@ -49,8 +49,12 @@ class ForwardingBackend : public Backend {
   void SetThresholdStep(const codec::ThresholdStep& step) override {
     real_->SetThresholdStep(step);
   }
+  uint64_t WeightsWrapped() const override { return real_->WeightsWrapped(); }
   absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
     return real_->ApplyUpdates(step_quanta, words);
+  }
+  absl::Status ApplyOwnEmission(int64_t step_quanta, std::span<const uint32_t> words) override {
+    return real_->ApplyOwnEmission(step_quanta, words);
   }
   absl::Status ApplyUpdateBatch(std::span<const UpdateRef> updates) override {
     return real_->ApplyUpdateBatch(updates);

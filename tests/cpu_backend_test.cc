@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -75,6 +76,27 @@ TEST(CpuBackend, LargeMessagesAppliedOnItsThreadsGiveOneThreadsReplica) {
 // The step in halves (the trainer stages the next batch while a step
 // computes) is TrainStep, bit for bit, on the CPU backend's defaults: in
 // threshold mode with momentum and in the dense codec mode.
+// A wrapped backend (a test fault, --fault-* flags, Trainer's wrap_backend)
+// reports what the real one counts and does: the wraps the gossip node turns
+// into `weights_wrapped`, and the threads it lends.
+TEST(CpuBackend, AForwardingWrapperReportsTheRealBackendsWrapsAndThreads) {
+  model::BackendConfig config;
+  config.shape = *model::ModelShape::Parse("6,5,3", "relu");
+  config.threads = 2;
+  std::unique_ptr<model::Backend> real = *MakeCpuBackend(config);
+  model::Backend& inner = *real;
+  model::ForwardingBackend wrapped(std::move(real));
+  std::vector<int64_t> weights(config.shape.param_count(), 0);
+  weights[4] = std::numeric_limits<int64_t>::max() - 1;
+  ASSERT_TRUE(wrapped.LoadWeights(weights).ok());
+  std::vector<int64_t> step(weights.size(), 0);
+  step[4] = 10;  // past the int64 range: wraps
+  ASSERT_TRUE(wrapped.ApplyDense(step).ok());
+  EXPECT_EQ(inner.WeightsWrapped(), 1u);
+  EXPECT_EQ(wrapped.WeightsWrapped(), 1u);
+  EXPECT_NE(wrapped.HostThreads(), nullptr);
+}
+
 TEST(CpuBackend, TheStepInHalvesIsTrainStep) {
   for (const model::UpdateMode mode : {model::UpdateMode::kThreshold, model::UpdateMode::kCodec}) {
     SCOPED_TRACE(mode == model::UpdateMode::kThreshold ? "threshold" : "dense codec");
