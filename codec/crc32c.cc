@@ -158,7 +158,7 @@ namespace {
 
 // Polynomials over GF(2) modulo the CRC's, in the reflected order (the
 // highest bit is x^0): a * b mod P.
-uint32_t MultiplyModP(uint32_t a, uint32_t b) {
+constexpr uint32_t MultiplyModP(uint32_t a, uint32_t b) {
   uint32_t product = 0;
   for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
     if (a & m) product ^= b;
@@ -167,24 +167,19 @@ uint32_t MultiplyModP(uint32_t a, uint32_t b) {
   return product;
 }
 
-// x^(2^k) mod P for k in [0, 64): squaring from x^1.
-constexpr std::array<uint32_t, 64> PowersOfXSquared() {
-  std::array<uint32_t, 64> table{};
+// x^(2^k) mod P for every k a bit of 8 * (a uint64 size) can need: squaring
+// from x^1.
+constexpr std::array<uint32_t, 67> PowersOfXSquared() {
+  std::array<uint32_t, 67> table{};
   uint32_t p = 1u << 30;  // x^1
-  for (int k = 0; k < 64; ++k) {
-    table[k] = p;
-    // p * p mod P, written out for constexpr.
-    uint32_t product = 0, b = p;
-    for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
-      if (p & m) product ^= b;
-      b = (b & 1u) ? (b >> 1) ^ kPolynomial : b >> 1;
-    }
-    p = product;
+  for (uint32_t& power : table) {
+    power = p;
+    p = MultiplyModP(p, p);
   }
   return table;
 }
 
-constexpr std::array<uint32_t, 64> kPowersOfXSquared = PowersOfXSquared();
+constexpr std::array<uint32_t, 67> kPowersOfXSquared = PowersOfXSquared();
 
 }  // namespace
 
@@ -192,7 +187,7 @@ uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t size_b) {
   // x^(8 size_b) = the product of x^(2^(k+3)) over size_b's set bits k.
   uint32_t shift = 1u << 31;  // x^0
   for (int k = 3; size_b != 0; size_b >>= 1, ++k) {
-    if (size_b & 1u) shift = MultiplyModP(kPowersOfXSquared[k & 63], shift);
+    if (size_b & 1u) shift = MultiplyModP(kPowersOfXSquared[k], shift);
   }
   return MultiplyModP(shift, crc_a) ^ crc_b;
 }
