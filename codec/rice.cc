@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "codec/rice_bits.h"
+#include "codec/rice_chains.h"
 #include "codec/update_words.h"
 
 namespace reckon::codec {
@@ -92,69 +94,6 @@ class BitWriter {
   uint64_t pending_ = 0;
   unsigned pending_bits_ = 0;  // < 8 between calls
 };
-
-// Reads 64 bits starting at bit `pos`, zero-filled past the end of the data.
-// At least 57 of them are meaningful (bit pos & 7 is shifted out below).
-class BitReader {
- public:
-  BitReader(const unsigned char* data, size_t size) : data_(data), size_(size) {}
-
-  uint64_t Peek(uint64_t pos) const {
-    const uint64_t byte = pos >> 3;
-    uint64_t v = 0;
-    if (byte + 8 <= size_) [[likely]] {
-      std::memcpy(&v, data_ + byte, 8);
-    } else if (byte < size_) {
-      std::memcpy(&v, data_ + byte, size_ - byte);
-    }
-    if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
-    return v >> (pos & 7);
-  }
-
- private:
-  const unsigned char* data_;
-  size_t size_;
-};
-
-constexpr unsigned kPeekBits = 57;
-
-// Codes at the optimal k average about k + 3 bits, so this many usually fit
-// in the 56 bits the writer takes at once and the 57 the reader sees at once.
-// Encoder and decoder use it to work on groups of codes with one check per
-// group instead of a branch per code; a group that does not fit (rare) goes
-// one code at a time.
-inline size_t GroupSize(uint32_t k) { return std::clamp<size_t>(48 / (k + 3), 1, 8); }
-
-// Calls fn.template operator()<G>() with G == group, a compile-time constant.
-template <typename Fn>
-void DispatchGroupSize(size_t group, Fn& fn) {
-  switch (group) {
-    case 1:
-      fn.template operator()<1>();
-      break;
-    case 2:
-      fn.template operator()<2>();
-      break;
-    case 3:
-      fn.template operator()<3>();
-      break;
-    case 4:
-      fn.template operator()<4>();
-      break;
-    case 5:
-      fn.template operator()<5>();
-      break;
-    case 6:
-      fn.template operator()<6>();
-      break;
-    case 7:
-      fn.template operator()<7>();
-      break;
-    default:
-      fn.template operator()<8>();
-      break;
-  }
-}
 
 absl::Status Corrupt(const std::string& what) {
   return absl::DataLossError(absl::StrCat("rice: ", what));
@@ -329,6 +268,11 @@ absl::Status DecodeOne(const BitReader& reader, uint64_t total_bits, uint32_t k,
 
 absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, uint64_t param_count,
                         std::vector<uint32_t>* words) {
+  return DecodeRice(payload, count, k, param_count, words, RiceDecodeTuning{});
+}
+
+absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, uint64_t param_count,
+                        std::vector<uint32_t>* words, const RiceDecodeTuning& tuning) {
   words->clear();
   if (k > kMaxRiceK) return Corrupt(absl::StrCat("k = ", k, " exceeds 30"));
   if (param_count > kMaxParamCount) {
@@ -357,6 +301,7 @@ absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, ui
   uint64_t next = 0;  // previous index + 1
   uint64_t i = 0;
   absl::Status status;
+  i = DecodeRiceRounds(reader, total_bits, count, k, param_count, tuning, &pos, &next, out);
   auto run_groups = [&]<size_t kGroup>() {
     while (i + kGroup <= count) {
       uint64_t v = reader.Peek(pos);

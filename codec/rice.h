@@ -42,8 +42,32 @@ void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payloa
 // ends before `count` updates, non-zero padding bits, bytes after the padding.
 // (The CRC is the message layer's job: update_message.h.)
 // Time and memory are bounded by the payload size, whatever the header says.
+//
+// How (not what): a message of more than a few rounds of codes is decoded in
+// rounds of two chains at once (docs/architecture.md "The receive path"):
+// the first from where the last round ended, the second from a bit a round
+// further on, guessed to be a code's start. A Rice stream resynchronizes: a
+// walk from a wrong bit meets the true codes' stop bits within a few codes,
+// and from a shared stop bit on the two walks are the same. The first chain
+// walks on until it meets the second's stop bits; from there the second's
+// codes are the true ones. The core overlaps the two chains' serial work (a
+// count of zeros and two shifts a code), and the indices are summed with
+// AVX-512 (1.3-1.4x the one chain's words a second on a Zen 5 core; one
+// chain where the CPU lacks AVX-512 or BMI2). A round whose chains never meet,
+// or that finds anything wrong, is decoded again one code at a time from its
+// start, so the result and every refusal are the one-chain decoder's.
 absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, uint64_t param_count,
                         std::vector<uint32_t>* words);
+
+// The same decode with its split chosen (tests and benches compare the paths).
+struct RiceDecodeTuning {
+  // Codes the first chain decodes in a round (about); 0: one chain only.
+  uint32_t round_codes = 1024;
+  // The indices' sums with AVX-512 where the CPU has it; false: portable.
+  bool vector_indices = true;
+};
+absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, uint64_t param_count,
+                        std::vector<uint32_t>* words, const RiceDecodeTuning& tuning);
 
 }  // namespace reckon::codec
 

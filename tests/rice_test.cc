@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "codec/update_words.h"
 #include "tests/reference_codec.h"
 #include "tests/test_util.h"
@@ -99,6 +102,104 @@ TEST(Rice, OptimalKIsTheBruteForceMinimum) {
     }
   }
   EXPECT_EQ(OptimalRiceK(skewed), best_k);
+}
+
+// --- the two-chain rounds (rice.h) give the one chain's words and refusals ---
+
+// Updates whose gaps change character along the message, as a model's
+// layers do: a dense stretch (quotient 0 at its k), a sparse one (long
+// unary codes that do not fit a group), and a uniform one.
+std::vector<uint32_t> LayeredUpdates(uint64_t param_count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint32_t> words;
+  for (uint64_t index = 0; index < param_count;) {
+    const uint64_t stretch = index * 3 / param_count;  // 0, 1, 2
+    words.push_back(PackUpdate(static_cast<uint32_t>(index), (rng() & 1) != 0));
+    const uint64_t gap = stretch == 0 ? rng() % 3 : stretch == 1 ? rng() % 20'000 : rng() % 400;
+    index += gap + 1;
+  }
+  return words;
+}
+
+// Every tuning against the one chain: the rounds' sizes from a few codes
+// (so that every message is many rounds, and the chains meet near every
+// kind of code) to the default; the indices' sums with AVX-512 (where the
+// CPU has it) and portable.
+const RiceDecodeTuning kTunings[] = {{4, true},   {4, false},   {37, true},
+                                     {37, false}, {1024, true}, {1024, false}};
+
+TEST(RiceTwoChains, EveryTuningGivesTheOneChainsWords) {
+  const RiceDecodeTuning one_chain{0, false};
+  std::vector<std::vector<uint32_t>> sets;
+  for (const double density : {0.5, 0.1, 0.01, 0.003, 1e-3}) {
+    sets.push_back(RandomUpdates(static_cast<uint64_t>(600'000 * density), 600'000, 11));
+  }
+  sets.push_back(LayeredUpdates(3'000'000, 12));
+  for (const std::vector<uint32_t>& words : sets) {
+    const uint32_t best = OptimalRiceK(words);
+    // The optimal k, and others (a sender may choose any k): long unary
+    // codes below it, wide remainders above it.
+    for (const uint32_t k : {best, best > 2 ? best - 3 : 0u, std::min(best + 4, kMaxRiceK)}) {
+      std::string payload;
+      EncodeRice(words, k, &payload);
+      const uint64_t param_count = UpdateIndex(words.back()) + 1;
+      std::vector<uint32_t> expected;
+      ASSERT_TRUE(DecodeRice(payload, words.size(), k, param_count, &expected, one_chain).ok());
+      ASSERT_EQ(expected, words);
+      for (const RiceDecodeTuning& tuning : kTunings) {
+        std::vector<uint32_t> decoded;
+        ASSERT_TRUE(DecodeRice(payload, words.size(), k, param_count, &decoded, tuning).ok())
+            << words.size() << " words, k " << k << ", rounds of " << tuning.round_codes;
+        EXPECT_EQ(decoded, words) << words.size() << " words, k " << k << ", rounds of "
+                                  << tuning.round_codes
+                                  << (tuning.vector_indices ? ", AVX-512" : "");
+      }
+    }
+  }
+}
+
+TEST(RiceTwoChains, EveryTuningRefusesWhatTheOneChainRefusesWithItsWords) {
+  const RiceDecodeTuning one_chain{0, false};
+  const std::vector<uint32_t> words = RandomUpdates(30'000, 3'000'000, 13);
+  const uint32_t k = OptimalRiceK(words);
+  std::string payload;
+  EncodeRice(words, k, &payload);
+  const uint64_t last = UpdateIndex(words.back());
+  std::mt19937_64 rng(14);
+  struct Case {
+    std::string payload;
+    uint64_t count;
+    uint64_t param_count;
+  };
+  std::vector<Case> cases = {
+      {payload, words.size(), last},                        // the last index == param_count
+      {payload, words.size(), UpdateIndex(words[15'000])},  // one mid-message
+      {payload.substr(0, payload.size() - 3), words.size(), 3'000'000},
+      {payload + std::string(1, '\0'), words.size(), 3'000'000},
+      {payload, words.size() - 1, 3'000'000},  // a code after the last
+      {payload, words.size() + 1, 3'000'000},
+      {std::string(payload.size(), '\0'), words.size() / 40, 3'000'000},  // one long zero run
+  };
+  // Flipped bits anywhere (most decode to other words or to a refusal).
+  for (int flip = 0; flip < 300; ++flip) {
+    std::string bad = payload;
+    const uint64_t bit = rng() % (bad.size() * 8);
+    bad[bit / 8] = static_cast<char>(static_cast<unsigned char>(bad[bit / 8]) ^ (1u << (bit % 8)));
+    cases.push_back({bad, words.size(), 3'000'000});
+  }
+  int refused = 0;
+  for (const Case& c : cases) {
+    std::vector<uint32_t> expected;
+    const absl::Status one = DecodeRice(c.payload, c.count, k, c.param_count, &expected, one_chain);
+    refused += !one.ok();
+    for (const RiceDecodeTuning& tuning : kTunings) {
+      std::vector<uint32_t> decoded = {7};
+      const absl::Status s = DecodeRice(c.payload, c.count, k, c.param_count, &decoded, tuning);
+      EXPECT_EQ(s, one) << "rounds of " << tuning.round_codes;
+      EXPECT_EQ(decoded, expected) << "rounds of " << tuning.round_codes;
+    }
+  }
+  EXPECT_GE(refused, 7) << "the cases above are refusals";
 }
 
 // --- every rejection docs/wire.md §3.2 lists, one test each ---
