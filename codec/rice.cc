@@ -103,20 +103,25 @@ absl::Status Corrupt(const std::string& what) {
 // each update's code (unary stop bit at bit q, then r, then the sign) and its
 // length q + k + 2. Codes are only meaningful when that length is <= 56.
 // Branch-free and lane-independent, so it vectorizes (AVX2 has the per-lane
-// 64-bit shifts it needs; the default clone is scalar).
-__attribute__((target_clones("avx2", "default"))) void ComputeCodes(const uint32_t* w, size_t n,
-                                                                    uint32_t prev, uint32_t k,
-                                                                    uint64_t* codes,
-                                                                    uint64_t* lens) {
+// 64-bit shifts it needs, AVX-512 twice the lanes; the default clone is
+// scalar). The first update's neighbour is `prev`: it is done before the
+// loop, whose body then has no condition (with `j == 0 ? prev : ...` in it
+// GCC gave each vector a masked load and a blend, and this stage was half of
+// the encode's time: EncodeRice at density 0.001 went 0.95 -> 0.74 ns an
+// update with that alone, 0.64 with the AVX-512 clone too).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ComputeCodes(
+    const uint32_t* w, size_t n, uint32_t prev, uint32_t k, uint64_t* codes, uint64_t* lens) {
   const uint64_t low_mask = (uint64_t{1} << k) - 1;
-  for (size_t j = 0; j < n; ++j) {
-    const uint32_t before = j == 0 ? prev : (w[j - 1] & kIndexMask);
+  auto one = [&](size_t j, uint32_t before) {
     const uint64_t gap = (w[j] & kIndexMask) - before - 1u;
     const uint64_t q = gap >> k;
     lens[j] = q + k + 2;
     const uint64_t tail = (gap & low_mask) | (uint64_t{w[j] >> 31} << k);
     codes[j] = ((tail << 1) | 1) << (q & 63);
-  }
+  };
+  if (n == 0) return;
+  one(0, prev);
+  for (size_t j = 1; j < n; ++j) one(j, w[j - 1] & kIndexMask);
 }
 
 }  // namespace
