@@ -1,5 +1,6 @@
 #include "codec/rice_chains.h"
 
+#include <algorithm>
 #include <bit>
 #include <memory>
 
@@ -338,26 +339,35 @@ uint64_t DecodeRiceRounds(const BitReader& reader, uint64_t total_bits, uint64_t
                           uint64_t param_count, const RiceDecodeTuning& tuning, uint64_t* pos,
                           uint64_t* next, uint32_t* out) {
   // Rounds while the stream holds three more of them (a code is at least
-  // k + 2 bits, so a round's first chain decodes at most round_codes codes
-  // before the second's start) and the message that many codes more.
+  // k + 2 bits, so a round's first chain decodes at most its round's codes
+  // before the second's start) and the message that many codes more. The
+  // last rounds shrink with what is left (a third of it), down to 64 codes,
+  // so that the one chain decodes only the last few dozen (with rounds of
+  // the full size to the end it decoded up to three rounds: 7% of a Strom
+  // message).
   const uint64_t round_codes = tuning.round_codes;
-  const uint64_t round_bits = round_codes * (k + 2);
+  const uint64_t smallest_round = std::min<uint64_t>(round_codes, 64);
   // Without AVX-512 the indices' portable sums cost more than the second
   // chain saves (0.80-0.87x the one chain): rounds then only when a test
   // asks for them.
   const bool rounds =
       round_codes > 0 && TwoChainsAvailable() && (Avx512Available() || !tuning.vector_indices);
-  if (!rounds || count < 4 * round_codes || k > kMaxRiceK) return 0;
+  if (!rounds || count < 3 * smallest_round || k > kMaxRiceK) return 0;
+  // The largest round this message has (a small message's scratch is small).
+  const uint64_t largest_round = std::min(round_codes, count / 3);
   uint64_t decoded = 0;
   auto run = [&]<size_t kGroup>() {
     Chain c0, c1;
-    c0.cap = 2 * round_codes + 2 * kGroup;  // its region, then the second's
-    c1.cap = round_codes + kGroup;
+    c0.cap = 2 * largest_round + 2 * kGroup;  // its region, then the second's
+    c1.cap = largest_round + kGroup;
     const std::unique_ptr<uint32_t[]> scratch(new uint32_t[2 * (c0.cap + c1.cap)]);
     c0.codes = scratch.get();
     c1.codes = c0.codes + 2 * c0.cap;
     Round round{*pos, *next, out, count};
-    while (count - decoded >= 3 * round_codes && round.pos + 3 * round_bits <= total_bits) {
+    for (;;) {
+      const uint64_t this_round = std::min(largest_round, (count - decoded) / 3);
+      const uint64_t round_bits = this_round * (k + 2);
+      if (this_round < smallest_round || round.pos + 3 * round_bits > total_bits) break;
       const uint64_t codes = TwoChainRound<kGroup>(reader, total_bits, k, param_count, round_bits,
                                                    tuning.vector_indices, &round, &c0, &c1);
       if (codes == 0) break;  // this round and the rest one chain at a time
