@@ -272,11 +272,6 @@ absl::Status DecodeOne(const BitReader& reader, uint64_t total_bits, uint32_t k,
 }  // namespace
 
 absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, uint64_t param_count,
-                        std::vector<uint32_t>* words) {
-  return DecodeRice(payload, count, k, param_count, words, RiceDecodeTuning{});
-}
-
-absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, uint64_t param_count,
                         std::vector<uint32_t>* words, const RiceDecodeTuning& tuning) {
   words->clear();
   if (k > kMaxRiceK) return Corrupt(absl::StrCat("k = ", k, " exceeds 30"));
@@ -304,9 +299,9 @@ absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, ui
   // A failed check redoes the group carefully, which also reports any error.
   uint64_t pos = 0;
   uint64_t next = 0;  // previous index + 1
-  uint64_t i = 0;
+  uint64_t i =
+      DecodeRiceRounds(reader, total_bits, count, k, param_count, tuning, &pos, &next, out);
   absl::Status status;
-  i = DecodeRiceRounds(reader, total_bits, count, k, param_count, tuning, &pos, &next, out);
   auto run_groups = [&]<size_t kGroup>() {
     while (i + kGroup <= count) {
       uint64_t v = reader.Peek(pos);

@@ -36,6 +36,15 @@ uint32_t OptimalRiceK(std::span<const uint32_t> words);
 // REQUIRES: k <= 30; words strictly ascending by index (ValidateUpdateWords).
 void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payload);
 
+// How DecodeRice splits its work (the defaults everywhere but the tests and
+// benches that compare the paths).
+struct RiceDecodeTuning {
+  // Codes the first chain decodes in a round (about); 0: one chain only.
+  uint32_t round_codes = 1024;
+  // The indices' sums with AVX-512 where the CPU has it; false: portable.
+  bool vector_indices = true;
+};
+
 // Decodes `count` updates into `*words` (replaced). Returns kDataLoss, leaving
 // `*words` empty, on any of docs/wire.md §3.2's rejections: k > 30, count >
 // param_count, param_count > 2^31, an index >= param_count, a stream that
@@ -43,7 +52,7 @@ void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payloa
 // (The CRC is the message layer's job: update_message.h.)
 // Time and memory are bounded by the payload size, whatever the header says.
 //
-// How (not what): a message of more than a few rounds of codes is decoded in
+// How (not what): a message of more than a few hundred codes is decoded in
 // rounds of two chains at once (docs/architecture.md "The receive path"):
 // the first from where the last round ended, the second from a bit a round
 // further on, guessed to be a code's start. A Rice stream resynchronizes: a
@@ -52,22 +61,13 @@ void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payloa
 // walks on until it meets the second's stop bits; from there the second's
 // codes are the true ones. The core overlaps the two chains' serial work (a
 // count of zeros and two shifts a code), and the indices are summed with
-// AVX-512 (1.3-1.4x the one chain's words a second on a Zen 5 core; one
+// AVX-512 (1.5x the one chain's words a second on a Zen 5 core; one
 // chain where the CPU lacks AVX-512 or BMI2). A round whose chains never meet,
 // or that finds anything wrong, is decoded again one code at a time from its
 // start, so the result and every refusal are the one-chain decoder's.
+// (`tuning`: the tests and benches that compare the paths.)
 absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, uint64_t param_count,
-                        std::vector<uint32_t>* words);
-
-// The same decode with its split chosen (tests and benches compare the paths).
-struct RiceDecodeTuning {
-  // Codes the first chain decodes in a round (about); 0: one chain only.
-  uint32_t round_codes = 1024;
-  // The indices' sums with AVX-512 where the CPU has it; false: portable.
-  bool vector_indices = true;
-};
-absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, uint64_t param_count,
-                        std::vector<uint32_t>* words, const RiceDecodeTuning& tuning);
+                        std::vector<uint32_t>* words, const RiceDecodeTuning& tuning = {});
 
 }  // namespace reckon::codec
 

@@ -66,17 +66,15 @@ RECKON_BMI2 bool StepOne(const BitReader& reader, uint64_t total_bits, uint32_t 
   return true;
 }
 
-// kGroup codes of `c`: from one window when they fit it and the stream (the
-// one-chain fast path's test, without the index's, which IndicesOf makes),
-// else one at a time. REQUIRES: c->n + kGroup <= c->cap, !c->ended.
+// kGroup codes from `v` (the 64 bits at a chain's pos) into `codes`, with
+// no branch: returns the bits they take (over kPeekBits, or past the
+// stream's end, and they are not to be kept).
 template <size_t kGroup>
-RECKON_BMI2 inline void StepCodes(const BitReader& reader, uint64_t total_bits, uint32_t k,
-                                  uint64_t q_limit, Chain* c) {
-  const unsigned fixed_bits = k + 2;
-  uint64_t v = reader.Peek(c->pos);
+RECKON_BMI2 inline uint64_t GroupFromWindow(uint64_t v, uint64_t fixed_bits, uint32_t* codes) {
   uint64_t consumed = 0;
-  uint32_t* codes = c->codes + 2 * c->n;
   for (size_t g = 0; g < kGroup; ++g) {
+    // The sentinel keeps the shift below 64 when v ran out (the sum then
+    // exceeds the window).
     const uint64_t zeros = std::countr_zero(v | (uint64_t{1} << 63));
     const uint64_t at_stop = v >> zeros;
     codes[2 * g] = static_cast<uint32_t>(zeros);
@@ -84,6 +82,17 @@ RECKON_BMI2 inline void StepCodes(const BitReader& reader, uint64_t total_bits, 
     consumed += zeros + fixed_bits;
     v = at_stop >> fixed_bits;
   }
+  return consumed;
+}
+
+// kGroup codes of `c`: from one window when they fit it and the stream (the
+// one-chain fast path's test, without the index's, which IndicesOf makes),
+// else one at a time. REQUIRES: c->n + kGroup <= c->cap, !c->ended.
+template <size_t kGroup>
+RECKON_BMI2 inline void StepCodes(const BitReader& reader, uint64_t total_bits, uint32_t k,
+                                  uint64_t q_limit, Chain* c) {
+  const uint64_t consumed =
+      GroupFromWindow<kGroup>(reader.Peek(c->pos), k + 2, c->codes + 2 * c->n);
   if (consumed <= kPeekBits && c->pos + consumed <= total_bits) [[likely]] {
     c->pos += consumed;
     c->n += kGroup;
@@ -217,21 +226,8 @@ RECKON_BMI2 void WalkSideBySide(const BitReader& reader, uint64_t total_bits, ui
     const uint32_t* const last1 = c1->codes + 2 * (c1->cap - kGroup);
     bool fitted = true;
     while (pos0 < start1 && codes1 <= last1) {
-      uint64_t v0 = reader.Peek(pos0), v1 = reader.Peek(pos1);
-      uint64_t used0 = 0, used1 = 0;
-      for (size_t g = 0; g < kGroup; ++g) {
-        const uint64_t zeros0 = std::countr_zero(v0 | (uint64_t{1} << 63));
-        const uint64_t zeros1 = std::countr_zero(v1 | (uint64_t{1} << 63));
-        const uint64_t at0 = v0 >> zeros0, at1 = v1 >> zeros1;
-        codes0[2 * g] = static_cast<uint32_t>(zeros0);
-        codes1[2 * g] = static_cast<uint32_t>(zeros1);
-        codes0[2 * g + 1] = static_cast<uint32_t>(at0);
-        codes1[2 * g + 1] = static_cast<uint32_t>(at1);
-        used0 += zeros0 + fixed_bits;
-        used1 += zeros1 + fixed_bits;
-        v0 = at0 >> fixed_bits;
-        v1 = at1 >> fixed_bits;
-      }
+      const uint64_t used0 = GroupFromWindow<kGroup>(reader.Peek(pos0), fixed_bits, codes0);
+      const uint64_t used1 = GroupFromWindow<kGroup>(reader.Peek(pos1), fixed_bits, codes1);
       if (used0 > kPeekBits || used1 > kPeekBits || pos0 + used0 > total_bits ||
           pos1 + used1 > total_bits) [[unlikely]] {
         fitted = false;
@@ -251,11 +247,9 @@ RECKON_BMI2 void WalkSideBySide(const BitReader& reader, uint64_t total_bits, ui
     StepCodes<kGroup>(reader, total_bits, k, param_count, c1);
     if (c0->ended || c1->ended) break;
   }
+  // The second chain full or ended: the first walks on alone to its start.
   while (c0->pos < start1 && !c0->ended && c0->n + kGroup <= c0->cap) {
     StepCodes<kGroup>(reader, total_bits, k, param_count, c0);
-    if (!c1->ended && c1->n + kGroup <= c1->cap) {
-      StepCodes<kGroup>(reader, total_bits, k, param_count, c1);
-    }
   }
 }
 

@@ -202,6 +202,12 @@ struct QuantaEmitter {
 // before anything is applied, sent or numbered; the next good one is seq 1.
 class QuantaSelfCheck : public ::testing::TestWithParam<v1::Codec> {};
 
+// The self-check's refusal of an emission whose value `index` is off.
+void ExpectRefusedNamingValue(const absl::Status& s, uint64_t index) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_NE(s.message().find(absl::StrCat("value ", index, " decodes to")), std::string::npos) << s;
+}
+
 TEST_P(QuantaSelfCheck, AnEmissionThatDecodesToOtherQuantaIsNotSent) {
   Fixture f;
   Publisher publisher(f.Options(/*with_sink=*/true));
@@ -212,10 +218,7 @@ TEST_P(QuantaSelfCheck, AnEmissionThatDecodesToOtherQuantaIsNotSent) {
   emitter.Emit(&encoded, &quanta);
   quanta[n / 2] += 1;
   absl::StatusOr<Published> p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kInternal) << p.status();
-  EXPECT_NE(p.status().message().find(absl::StrCat("value ", n / 2, " decodes to")),
-            std::string::npos)
-      << p.status();
+  ExpectRefusedNamingValue(p.status(), n / 2);
   EXPECT_NE(p.status().message().find("not sent"), std::string::npos) << p.status();
   if (GetParam() == v1::CODEC_DENSE_FP32) {
     // A payload value that is no count of quanta (the CRC made to match, as
@@ -273,10 +276,7 @@ TEST_P(QuantaSelfCheck, ItRunsOnTheReplicasThreadsAndRefusesTheSame) {
   emitter.Emit(&encoded, &quanta);
   quanta[n - 3] -= 1;  // in the last thread's chunk
   absl::StatusOr<Published> p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kInternal) << p.status();
-  EXPECT_NE(p.status().message().find(absl::StrCat("value ", n - 3, " decodes to")),
-            std::string::npos)
-      << p.status();
+  ExpectRefusedNamingValue(p.status(), n - 3);
   // Dense: its CRC and walk split three ways each (onebit's and dyntree8's
   // payloads, 1 and 8 bits a value, are below Crc32cOnThreads' size).
   const int lent_chunks = GetParam() == v1::CODEC_DENSE_FP32 ? 6 : 0;
