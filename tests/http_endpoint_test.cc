@@ -134,19 +134,28 @@ TEST(HttpEndpointDefaults, ProbesAreAnsweredWhileHundredsOfConnectionsIdle) {
   for (int fd : idle) ::close(fd);
 }
 
+// Sixteen clients at once against a cap of 4: each request is answered (200,
+// or 503 when every held connection is being answered), or its connection
+// was evicted, counted, for a newer one before its request arrived (a client
+// slow between connect and send on a loaded machine looks like an idle one:
+// CI saw 1 of 320). Nothing goes unanswered uncounted.
 TEST_F(Endpoint, ManyClientsAtOnceAllGetAnAnswer) {
   std::vector<std::thread> threads;
-  std::atomic<int> ok{0}, busy{0};
+  std::atomic<int> ok{0}, busy{0}, unanswered{0};
   for (int t = 0; t < 16; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 20; ++i) {
         const int s = HttpGet(port_, "/hello").status;
-        (s == 200 ? ok : busy) += (s == 200 || s == 503) ? 1 : 0;
+        (s == 200 ? ok : s == 503 ? busy : unanswered) += 1;
       }
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(ok.load() + busy.load(), 320);  // every one answered: 200, or 503 when full
+  EXPECT_EQ(ok.load() + busy.load() + unanswered.load(), 320);
+  EXPECT_EQ(static_cast<uint64_t>(unanswered.load()),
+            counters_->evicted.load() + counters_->timed_out.load())
+      << "ok " << ok << " busy " << busy << " evicted " << counters_->evicted << " timed out "
+      << counters_->timed_out;
   EXPECT_GT(ok.load(), 0);
 }
 
