@@ -31,6 +31,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -107,6 +108,10 @@ struct Figures {
   double node_cpu_ms_per_message = 0;        // the node thread
   double validation_cpu_ms_per_message = 0;  // the validation threads but the node thread
   double drain_cpu_ms_per_message = 0;
+  // The most messages one of the drain's takes held: how many the node
+  // accepted, and held decoded, between two takes (a slice's worth when
+  // the drain keeps up; docs/benchmarks.md, "The node's slices").
+  uint64_t drain_largest_take = 0;
   double message_bytes = 0;
   double updates_per_s() const { return origins * messages * double(size.updates) / seconds; }
   double messages_per_s() const { return origins * messages / seconds; }
@@ -140,13 +145,17 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   std::atomic<bool> done{false};
   double drain_cpu_ns = 0;
   uint64_t drained = 0;
+  uint64_t largest_take = 0;
   absl::Status drain_status;
   std::string drain_hash;
   uint64_t drain_checksum = 0;   // the drain's replica measured
   uint64_t ledger_checksum = 0;  // what the messages it took give
+  // Made before the messages flow: made in the drain's thread, it took
+  // 0.1-0.3 s at Strom's size, and the node took in every message of the
+  // run meanwhile with no drain (one take of all of them, their 211 MB of
+  // decoded words faulted in afresh: a third of the runs 1.5x slower).
+  codec::FixedPointReplica replica = *codec::FixedPointReplica::Create(size.params, kFractionBits);
   std::thread drain([&] {
-    codec::FixedPointReplica replica =
-        *codec::FixedPointReplica::Create(size.params, kFractionBits);
     const double start = OwnCpuNs();
     while (drained < expected && !done.load()) {
       server::Received got = node->training().TakeReceived(false);
@@ -157,6 +166,7 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
         ++drained;
       }
       ledger_checksum = got.checksum;
+      largest_take = std::max<uint64_t>(largest_take, got.updates.size());
       if (got.updates.empty()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     drain_cpu_ns = OwnCpuNs() - start;
@@ -211,6 +221,7 @@ absl::StatusOr<Figures> Measure(const Size& size, const Path& path,
   out.node_cpu_ms_per_message = node_cpu_ns / 1e6 / double(expected);
   out.validation_cpu_ms_per_message = recv_cpu_ns / 1e6 / double(expected);
   out.drain_cpu_ms_per_message = drain_cpu_ns / 1e6 / double(expected);
+  out.drain_largest_take = largest_take;
   return out;
 }
 
@@ -230,7 +241,8 @@ void Print(const Figures& f, bool json, std::ostream& out) {
                       {"messages_per_s", f.messages_per_s()},
                       {"node_cpu_ms_per_message", f.node_cpu_ms_per_message},
                       {"validation_cpu_ms_per_message", f.validation_cpu_ms_per_message},
-                      {"drain_cpu_ms_per_message", f.drain_cpu_ms_per_message}}
+                      {"drain_cpu_ms_per_message", f.drain_cpu_ms_per_message},
+                      {"drain_largest_take", f.drain_largest_take}}
                .dump()
         << "\n";
     return;

@@ -159,17 +159,22 @@ void GossipNode::Run() {
     Inbox::Batch batch;
     if (!core_.inbox.Take(next_tick, &batch)) return;
     core_.last_loop_ns.store(Clock::now().time_since_epoch().count());
-    // In slices whose decoded form stays under kDecodedSliceBytes: a batch
+    // In slices whose decoded form stays under DecodedSliceBytes(): a batch
     // may hold the inbox's cap of frames, and decoded all at once they
     // could take 64x that. At least one slice, empty when the wait ended
     // for the tick alone: HandleBatch ticks.
     do {
-      Slice slice = TakeSlice(&batch.events, core_.param_count, kDecodedSliceBytes);
+      Slice slice = TakeSlice(&batch.events, core_.param_count, DecodedSliceBytes());
       ValidateUpdates(slice);
       if (!HandleBatch(slice.events, next_tick)) return;
     } while (!batch.events.empty());  // each slice's memory goes before their links read on
     for (const std::shared_ptr<Link>& link : batch.to_resume) link->ResumeReading();
   }
+}
+
+size_t GossipNode::DecodedSliceBytes() const {
+  return std::clamp<size_t>(size_t(validators_->threads()) << 21, size_t{8} << 20,
+                            size_t{64} << 20);
 }
 
 void GossipNode::ValidateUpdates(Slice& slice) {
@@ -201,7 +206,7 @@ void GossipNode::ValidateUpdates(Slice& slice) {
 
 bool GossipNode::HandleBatch(std::deque<Inbox::Event>& batch, Clock::time_point& next_tick) {
   // The node's lock per run of events whose updates decode to at most
-  // kLockedRunBytes, not per slice (up to kDecodedSliceBytes): the
+  // kLockedRunBytes, not per slice (up to DecodedSliceBytes()): the
   // training thread and the service wait at most for one run's
   // bookkeeping. What a run accepted is added to the mirror after the lock
   // (mirror.h): on a node with a mirror, that add is the bulk of the

@@ -110,8 +110,16 @@ class GossipNode final {
   // and the signature's check (with TLS), for every Update in a batch the
   // node thread took: off the lock, on the validation threads.
   void ValidateUpdates(Slice& slice) ABSL_LOCKS_EXCLUDED(core_.mu);
-  // The decoded form a slice of a batch may hold at once (Run).
-  static constexpr size_t kDecodedSliceBytes = size_t{64} << 20;
+  // The decoded form a slice of a batch may hold at once (Run): about 2 MiB
+  // for each validation thread, 8 MiB at least, 64 MiB at most (a larger
+  // message is a slice alone). A slice's decoded messages are all held until
+  // its runs are accepted and taken. At 64 MiB whatever the threads, a
+  // receive thread's decode faulted in 13.7 fresh pages a Strom message (the
+  // allocator's per-thread heaps are 64 MiB; 1.8 at 4 MiB), and one receive
+  // thread took 0.078-0.085 ms of CPU a message against 0.058-0.059 at 8
+  // MiB and 0.059-0.064 at 4 MiB (`reckonctl bench inbound --paths
+  // gpu-host`, 2 cores; docs/benchmarks.md, "The node's slices").
+  size_t DecodedSliceBytes() const;
   // A slice whose decoded form is smaller is validated on the node thread
   // alone (about three Strom-size messages make 512 KiB).
   static constexpr size_t kParallelValidationBytes = size_t{512} << 10;
