@@ -13,6 +13,7 @@
 #include "base/status_macros.h"
 #include "base/thread_pool.h"
 #include "codec/codec.h"
+#include "codec/crc32c.h"
 #include "codec/update_message.h"
 #include "codec/weight_checksum.h"
 #include "cpu/cpu_backend.h"
@@ -45,7 +46,31 @@ struct RoundTrip {
   double check_ms = 0;   // the publisher's self-check, codec::CheckQuantaUpdate
   double apply_ms = 0;   // the replica's dense apply (codec::FixedPointReplica::ApplyDense)
   double total_ms() const { return encode_ms + check_ms + apply_ms; }
+  // The payload's CRC-32C alone on one thread (the encode and the check
+  // each compute one, on the step's threads): as Crc32c chooses, and by
+  // the crc32 instruction's three streams, side by side.
+  uint64_t payload_bytes = 0;
+  double crc32c_ms = 0;
+  double crc32c_three_streams_ms = 0;
 };
+
+// ms a call of `crc` over `bytes`, best of a few rounds of 50 (one flipped
+// byte a call, so that nothing is hoisted out of the loop).
+template <typename Crc>
+double TimeCrc(std::string bytes, Crc crc) {
+  double best = 1e9;
+  uint32_t sink = 0;
+  for (int round = 0; round < 5; ++round) {
+    const Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < 50; ++i) {
+      bytes[size_t(i) % bytes.size()] ^= 1;
+      sink += crc(bytes.data(), bytes.size());
+    }
+    best = std::min(best, 1e3 * Seconds(t0) / 50);
+  }
+  if (sink == 42) bytes.clear();  // keeps the loop
+  return best;
+}
 
 absl::StatusOr<RoundTrip> TimeRoundTrip(const model::BackendConfig& config,
                                         std::span<const int64_t> weights, int threads,
@@ -93,6 +118,15 @@ absl::StatusOr<RoundTrip> TimeRoundTrip(const model::BackendConfig& config,
   t.encode_ms /= double(steps);
   t.check_ms /= double(steps);
   t.apply_ms /= double(steps);
+  const std::string& payload = emission.encoded.payload();
+  t.payload_bytes = payload.size();
+  if (!payload.empty()) {
+    t.crc32c_ms = TimeCrc(payload, [](const char* p, size_t n) { return codec::Crc32c(p, n); });
+    if (codec::Crc32cHardwareAvailable()) {
+      t.crc32c_three_streams_ms =
+          TimeCrc(payload, [](const char* p, size_t n) { return codec::Crc32cHardware(p, n); });
+    }
+  }
   return t;
 }
 
@@ -309,7 +343,11 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
                                 {"round_trip_encode_ms", trip.encode_ms},
                                 {"round_trip_check_ms", trip.check_ms},
                                 {"round_trip_apply_ms", trip.apply_ms},
-                                {"round_trip_share", trip_share}};
+                                {"round_trip_share", trip_share},
+                                {"payload_bytes", trip.payload_bytes},
+                                {"crc32c_ms", trip.crc32c_ms},
+                                {"crc32c_three_streams_ms", trip.crc32c_three_streams_ms},
+                                {"crc32c_folded", codec::Crc32cFoldedAvailable()}};
     out << figures.dump() << "\n";
   } else {
     out << absl::StrFormat(
@@ -338,6 +376,12 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
           "                  %.1f%% of the worker's step (target <= 10%%)  %s\n",
           trip.total_ms(), trip.encode_ms, trip.check_ms, trip.apply_ms, apply_gb_per_s,
           100 * trip_share, trip_share <= 0.10 ? "ok" : "MISSED");
+      out << absl::StrFormat(
+          "  payload CRC     %.3f ms for %d bytes on one thread (%s); the crc32 "
+          "instruction's three streams %.3f ms\n",
+          trip.crc32c_ms, trip.payload_bytes,
+          codec::Crc32cFoldedAvailable() ? "carry-less folding" : "the crc32 instruction",
+          trip.crc32c_three_streams_ms);
     }
   }
   return kExitOk;

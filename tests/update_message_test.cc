@@ -73,6 +73,31 @@ std::string RandomBytes(size_t n, uint64_t seed) {
   return data;
 }
 
+// The carry-less fold (256 bytes a round in sixteen lanes, then 64, then
+// 16, then the crc32 instruction): every length up to four rounds and
+// their tails, at odd offsets, from a continuing crc, and a dense
+// payload's size, give the portable bytes' CRC.
+TEST(Crc32c, FoldedGivesThePortableCrcAtEveryLengthAndOffset) {
+  if (!Crc32cFoldedAvailable()) {
+    GTEST_SKIP() << "this CPU has no VPCLMULQDQ (AVX-512 carry-less multiply): "
+                    "Crc32c uses the crc32 instruction's three streams instead";
+  }
+  const std::string data = RandomBytes(4 * 256 + 200, 11);
+  for (size_t len = 0; len + 3 <= data.size(); ++len) {
+    for (const size_t off : {size_t{0}, size_t{3}}) {
+      for (const uint32_t from : {0u, 0xE3069283u}) {
+        ASSERT_EQ(Crc32cFolded(data.data() + off, len, from),
+                  Crc32cPortable(data.data() + off, len, from))
+            << "length " << len << " offset " << off << " from " << from;
+      }
+    }
+  }
+  const std::string payload = RandomBytes(4 * 669706 + 1, 12);
+  EXPECT_EQ(Crc32cFolded(payload.data(), payload.size()),
+            Crc32cPortable(payload.data(), payload.size()));
+  EXPECT_EQ(Crc32c(payload.data(), payload.size()), Crc32cPortable(payload.data(), payload.size()));
+}
+
 // crc(A B) from crc(A), crc(B) and |B| alone, at every split of a buffer
 // (empty halves included) and for lengths with high bits set.
 TEST(Crc32c, CombineGivesTheCrcOfTheConcatenation) {
