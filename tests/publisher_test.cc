@@ -124,6 +124,33 @@ TEST(Publisher, AloneItNumbersAndAppliesFromWhereTheRunContinues) {
   EXPECT_EQ(*f.own->ReadWeights(), *f.twin->ReadWeights());
 }
 
+// Alone, nothing takes the message away, so the payload buffer of the step
+// before comes back to the encoder at its size: a dense encoder then
+// overwrites it (resized from empty, 2.7 MB were zeroed first each step:
+// 0.6% of a dense worker's samples).
+TEST(Publisher, AloneTheEncodersBuffersComeBackAtTheirSize) {
+  Fixture f;
+  Publisher publisher(f.Options(/*with_sink=*/false));
+  const uint64_t n = f.config.shape.param_count();
+  codec::CodecOptions options;
+  options.codec = v1::CODEC_DENSE_FP32;
+  options.layout = f.config.shape.Layout();
+  std::unique_ptr<codec::Codec> encoder = *codec::MakeCodec(options);
+  std::vector<float> delta(n);
+  v1::Update encoded;
+  std::vector<int64_t> quanta;
+  for (int step = 0; step < 3; ++step) {
+    for (uint64_t i = 0; i < n; ++i) delta[i] = 0.001f * float(int((i + step) % 7) - 3);
+    ASSERT_TRUE(codec::EncodeWithFeedback(*encoder, options, delta, &encoded, &quanta).ok());
+    ASSERT_TRUE(publisher.PublishQuanta(f.own.get(), encoded, quanta).ok());
+    EXPECT_EQ(encoded.codec(), v1::CODEC_UNSPECIFIED) << "step " << step;  // taken
+    if (step > 0) {
+      EXPECT_EQ(encoded.payload().size(), 4 * n) << "step " << step;
+      EXPECT_EQ(quanta.size(), n) << "step " << step;
+    }
+  }
+}
+
 TEST(Publisher, AQuantaCodecsEmissionIsTakenAppliedAndSent) {
   Fixture f;
   Publisher publisher(f.Options(/*with_sink=*/true));

@@ -60,18 +60,20 @@ absl::StatusOr<Published> Publisher::PublishQuanta(model::Replica* own, v1::Upda
                                                    " parameters: not sent"));
   }
   const v1::Codec codec = encoded.codec();
+  // The emission is taken, but buffers at their size go back for the next
+  // step's encoder to overwrite (codec.h Encode): sized afresh each step, a
+  // dense worker zeroed 8 bytes and 4 bytes a parameter it then overwrote,
+  // 3.5% of its samples (docs/benchmarks.md). The payload that goes back
+  // is the last message's: alone it is still here, at its size; a sink
+  // took it with its message, and the encoder's buffer is then new.
+  std::string payload_buffer;
+  payload_buffer.swap(*message_.mutable_payload());
   message_.Clear();
   message_.set_codec(codec);
   message_.set_param_count(encoded.param_count());
   message_.set_count(encoded.count());
   message_.mutable_payload()->swap(*encoded.mutable_payload());
   message_.set_crc32c(encoded.crc32c());
-  // The emission is taken, but its buffers stay at their size for the next
-  // step's encoder to overwrite (codec.h Encode): sized afresh each step, a
-  // dense worker zeroed 8 bytes and 4 bytes a parameter it then overwrote,
-  // 3.5% of its samples (docs/benchmarks.md).
-  std::string payload_buffer;
-  payload_buffer.swap(*encoded.mutable_payload());
   encoded.Clear();
   encoded.mutable_payload()->swap(payload_buffer);
   // The self-check, as for a threshold message: every peer adds what the
