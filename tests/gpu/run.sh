@@ -12,6 +12,7 @@
 #   absorbing_gpu.json  the same bench's training section on the GPU (Strom's
 #                   network absorbing 8 peers)
 #   bench_codec.json  reckonctl bench codec --json (the host's core, no GPU)
+#   bench_train_dense.json  reckonctl bench train --codec dense --json (no GPU)
 #   logs.tar.gz     every step's log, gtest's JSON and the workers' summaries
 #
 # and prints OUT/summary.md last. Without a GPU (or without the pack's
@@ -258,6 +259,16 @@ rows=[json.loads(l) for l in open(sys.argv[1]) if l.startswith(\"{\")]
 print(\"; \".join(\"%g: encode %.2fx, decode %.2fx zstd-1\" % (r[\"density\"], r[\"rice_encode_updates_per_s\"]/r[\"zstd1_compress_updates_per_s\"], r[\"rice_decode_updates_per_s\"]/r[\"zstd1_decompress_updates_per_s\"]) for r in rows))" "$log.json" || tail -2 "$log"' \
   -- bash -c "$bin/reckonctl bench codec --json > $logs/bench_codec.log.json"
 cp "$logs/bench_codec.log.json" "$out/bench_codec.json" 2> /dev/null
+
+# The dense round trip's parts and the payload's CRC both ways on this
+# host's cores (issue 57: the carry-less fold against the crc32
+# instruction's three streams, measured on the AMD VM only). No GPU.
+step bench_train_dense 30 'python3 -c "
+import json,sys
+r=[json.loads(l) for l in open(sys.argv[1]) if l.startswith(\"{\")][0]
+print(\"round trip %.1f%% of a %.2f ms step; payload CRC %.3f ms (folded: %s), three streams %.3f ms\" % (100*r[\"round_trip_share\"], r[\"step_ms\"], r[\"crc32c_ms\"], r[\"crc32c_folded\"], r[\"crc32c_three_streams_ms\"]))" "$log.json" || tail -2 "$log"' \
+  -- bash -c "$bin/reckonctl bench train --codec dense --json > $logs/bench_train_dense.log.json"
+cp "$logs/bench_train_dense.log.json" "$out/bench_train_dense.json" 2> /dev/null
 
 echo "| total | $failed | $(( $(date +%s) - started )) | budget ${budget_s} s |" >> "$summary"
 tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
