@@ -49,6 +49,12 @@ struct Fixture {
     }
     return o;
   }
+  codec::CodecOptions DenseCodec() const {
+    codec::CodecOptions options;
+    options.codec = v1::CODEC_DENSE_FP32;
+    options.layout = config.shape.Layout();
+    return options;
+  }
   model::BackendConfig config;
   std::vector<int64_t> initial;
   std::unique_ptr<model::Backend> own, twin;
@@ -132,9 +138,7 @@ TEST(Publisher, AloneTheEncodersBuffersComeBackAtTheirSize) {
   Fixture f;
   Publisher publisher(f.Options(/*with_sink=*/false));
   const uint64_t n = f.config.shape.param_count();
-  codec::CodecOptions options;
-  options.codec = v1::CODEC_DENSE_FP32;
-  options.layout = f.config.shape.Layout();
+  const codec::CodecOptions options = f.DenseCodec();
   std::unique_ptr<codec::Codec> encoder = *codec::MakeCodec(options);
   std::vector<float> delta(n);
   v1::Update encoded;
@@ -155,9 +159,7 @@ TEST(Publisher, AQuantaCodecsEmissionIsTakenAppliedAndSent) {
   Fixture f;
   Publisher publisher(f.Options(/*with_sink=*/true));
   const uint64_t n = f.config.shape.param_count();
-  codec::CodecOptions options;
-  options.codec = v1::CODEC_DENSE_FP32;
-  options.layout = f.config.shape.Layout();
+  const codec::CodecOptions options = f.DenseCodec();
   std::unique_ptr<codec::Codec> encoder = *codec::MakeCodec(options);
   std::vector<float> delta(n);
   for (uint64_t i = 0; i < n; ++i) delta[i] = 0.001f * float(int(i % 7) - 3);
