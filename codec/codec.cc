@@ -108,12 +108,17 @@ absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
     }
   }
   // The feedback as the encoder finishes each range (Codec::QuantaWritten):
-  // a dense block's residual and quanta are still in the cache then.
+  // a dense block's residual and payload are still in the cache then. The
+  // dense codec's quanta are its payload's values (EmittedQuanta), read
+  // where it wrote them.
   const double quantum = std::ldexp(1.0, -options.fraction_bits);
   float* r = residual.data();
   const bool feedback = options.error_feedback;
+  const bool from_payload = codec.id() == v1::CODEC_DENSE_FP32;
   auto feed_back = [&](size_t begin, size_t end) {
-    if (feedback) {
+    if (feedback && from_payload) {
+      SubtractDenseFp32(r + begin, msg->payload().data() + 4 * begin, end - begin, quantum);
+    } else if (feedback) {
       SubtractQuanta(r + begin, quanta->data() + begin, end - begin, quantum);
     } else {
       std::fill(r + begin, r + end, 0.0f);
@@ -204,7 +209,7 @@ absl::Status DecodeQuantaPayload(const v1::Update& msg, std::vector<int64_t>* qu
   return s;
 }
 
-absl::Status CheckQuantaPayload(const v1::Update& msg, std::span<const int64_t> quanta,
+absl::Status CheckQuantaPayload(const v1::Update& msg, QuantaSpan quanta,
                                 const ParallelFor& parallel_for) {
   if (msg.param_count() != quanta.size()) {
     return absl::InternalError(
@@ -214,12 +219,19 @@ absl::Status CheckQuantaPayload(const v1::Update& msg, std::span<const int64_t> 
     case v1::CODEC_DENSE_FP32:
       return payload::CheckDenseFp32(msg.payload(), quanta, parallel_for);
     case v1::CODEC_ONEBIT:
-      return payload::CheckOneBit(msg.payload(), quanta);
     case v1::CODEC_DYNTREE8:
-      return payload::CheckDynTree8(msg.payload(), quanta);
+      break;
     default:
       return absl::DataLossError(absl::StrCat("codec ", msg.codec(), " is not a quanta codec"));
   }
+  // Their walks compare with int64 quanta (their encoders write them).
+  std::vector<int64_t> converted;
+  if (quanta.is_dense_fp32()) converted = quanta.ToVector();
+  const std::span<const int64_t> expected =
+      quanta.is_dense_fp32() ? std::span<const int64_t>(converted)
+                             : std::span<const int64_t>(quanta.int64s(), quanta.size());
+  return msg.codec() == v1::CODEC_ONEBIT ? payload::CheckOneBit(msg.payload(), expected)
+                                         : payload::CheckDynTree8(msg.payload(), expected);
 }
 
 namespace payload {

@@ -5,7 +5,8 @@
 // Contract shared by all of them:
 // - Encode reads values (the residual: accumulated optimizer deltas, in
 //   weight units) and never changes them; it writes the payload fields of an
-//   Update and `*quanta`, exactly what decoding that Update gives. Error
+//   Update and `*quanta`, exactly what decoding that Update gives (the
+//   dense codec's payload is that itself: EmittedQuanta). Error
 //   feedback is not the codec's business: EncodeWithFeedback (below) wraps
 //   every codec alike.
 // - Decoding (DecodeUpdate in update_message.h) needs nothing but the
@@ -35,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "codec/parallel_for.h"
+#include "codec/quanta_span.h"
 #include "proto/reckon.pb.h"
 
 namespace reckon::codec {
@@ -87,16 +89,19 @@ class Codec {
   // another count or not integral numbers of quanta in [0, 2^52]; any
   // state for a codec that keeps none); the codec is unchanged then.
   virtual absl::Status Restore(const CodecState& state);
-  // Called by an encoder for ranges [begin, end) of the quanta it has
-  // written for good: every index exactly once, on the thread that wrote
-  // it. The encoder reads values[begin, end) no more after the call, so the
-  // callee may rewrite them (EncodeWithFeedback's feedback, which so finds
-  // a dense block's values and quanta still in the cache). An encoder that
-  // fails has reported no range.
+  // Called by an encoder for ranges [begin, end) of the quanta (the dense
+  // codec: the payload's values) it has written for good: every index
+  // exactly once, on the thread that wrote it. The encoder reads
+  // values[begin, end) no more after the call, so the callee may rewrite
+  // them (EncodeWithFeedback's feedback, which so finds a dense block's
+  // values and payload still in the cache). An encoder that fails has
+  // reported no range.
   using QuantaWritten = std::function<void(size_t begin, size_t end)>;
 
   // Fills codec, param_count, count, step_quanta (0), rice_k (0), payload and
-  // crc32c of `*msg` from `values` and writes the decoded quanta. REQUIRES:
+  // crc32c of `*msg` from `values` and writes the decoded quanta (onebit,
+  // dyntree8; the dense codec leaves `*quanta` empty: its payload is its
+  // decoded form, EmittedQuanta below). REQUIRES:
   // every value finite with |value| * 2^fb < 2^62 (EncodeWithFeedback checks
   // this first) and values.size() == the layout's param_count. The payload
   // and `*quanta` may hold anything on entry (a previous emission's buffers,
@@ -138,6 +143,14 @@ absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
                                 std::span<float> residual, v1::Update* msg,
                                 std::vector<int64_t>* quanta,
                                 const ParallelFor& parallel_for = nullptr);
+
+// An encoded message's decoded form: for CODEC_DENSE_FP32 the payload
+// itself (quanta_span.h), else `quanta` as the encoder wrote them. A view
+// of `msg`'s payload or of `quanta`: valid while neither changes.
+inline QuantaSpan EmittedQuanta(const v1::Update& msg, const std::vector<int64_t>& quanta) {
+  if (msg.codec() == v1::CODEC_DENSE_FP32) return QuantaSpan::DenseFp32(msg.payload());
+  return QuantaSpan(quanta);
+}
 
 // --- The pieces the encoders, decoders, kernels and tests share. ---
 
@@ -224,13 +237,15 @@ void FinishDynTree8Message(const TensorLayout& layout, std::span<const float> sc
 absl::Status DecodeQuantaPayload(const v1::Update& msg, std::vector<int64_t>* quanta);
 
 // Whether the payload of such a message decodes to exactly `quanta`
-// (param_count values): OK when it does, DecodeQuantaPayload's kDataLoss
-// when it breaks the format, kInternal naming the first value that differs.
-// Each codec checks in one walk over the payload that compares each value
-// with `quanta` and writes nothing (no decoded vector to fill and compare);
-// the dense codec's walk runs on parallel_for's threads when it is not null
-// (onebit's and dyntree8's are one walk on this thread).
-absl::Status CheckQuantaPayload(const v1::Update& msg, std::span<const int64_t> quanta,
+// (param_count values, either layout: quanta_span.h): OK when it does,
+// DecodeQuantaPayload's kDataLoss when it breaks the format, kInternal
+// naming the first value that differs. Each codec checks in one walk over
+// the payload that compares each value with `quanta` and writes nothing (no
+// decoded vector to fill and compare); the dense codec's walk runs on
+// parallel_for's threads when it is not null (onebit's and dyntree8's are
+// one walk on this thread). A dense message checked against its own
+// payload (QuantaSpan::DenseFp32 of it) is the validity walk alone.
+absl::Status CheckQuantaPayload(const v1::Update& msg, QuantaSpan quanta,
                                 const ParallelFor& parallel_for = nullptr);
 
 }  // namespace reckon::codec

@@ -110,7 +110,7 @@ absl::Status DecodeDynTree8(std::string_view bytes, uint64_t param_count,
                             std::vector<int64_t>* quanta);
 // Whether the payload decodes to exactly `quanta` (CheckQuantaPayload,
 // codec.h): the decoders' checks and walk, comparing instead of storing.
-absl::Status CheckDenseFp32(std::string_view bytes, std::span<const int64_t> quanta,
+absl::Status CheckDenseFp32(std::string_view bytes, QuantaSpan expected,
                             const ParallelFor& parallel_for);
 absl::Status CheckOneBit(std::string_view bytes, std::span<const int64_t> quanta);
 absl::Status CheckDynTree8(std::string_view bytes, std::span<const int64_t> quanta);

@@ -22,20 +22,19 @@ class DenseFp32 final : public Codec {
   absl::Status Encode(std::span<const float> values, v1::Update* msg, std::vector<int64_t>* quanta,
                       const ParallelFor& parallel_for, const QuantaWritten& written) override {
     // Written in place, four little-endian bytes a value (not appended one
-    // value at a time: that was a tenth of the encode).
+    // value at a time: that was a tenth of the encode). The payload is the
+    // decoded form too (quanta_span.h): no int64 quanta are written.
     std::string* out = msg->mutable_payload();
     out->resize(4 * values.size());
     char* bytes = out->data();
-    quanta->resize(values.size());
-    int64_t* q = quanta->data();
+    quanta->clear();
     const int fraction_bits = options_.fraction_bits;
     // Block by block, each reported written at once (the feedback then
-    // reads the block's values and quanta from the L1 cache).
+    // reads the block's values and payload from the L1 cache).
     auto encode = [&](size_t begin, size_t end) {
       for (size_t block = begin; block < end; block += kCacheBlockValues) {
         const size_t len = std::min(kCacheBlockValues, end - block);
-        EncodeDenseFp32Values(values.data() + block, len, fraction_bits, bytes + 4 * block,
-                              q + block);
+        EncodeDenseFp32Values(values.data() + block, len, fraction_bits, bytes + 4 * block);
         if (written) written(block, block + len);
       }
     };
@@ -97,20 +96,27 @@ absl::Status DecodeDenseFp32(std::string_view bytes, uint64_t param_count,
   return absl::InternalError("dense fp32: a value failed one check and passed the other");
 }
 
-absl::Status CheckDenseFp32(std::string_view bytes, std::span<const int64_t> quanta,
+absl::Status CheckDenseFp32(std::string_view bytes, QuantaSpan expected,
                             const ParallelFor& parallel_for) {
-  RECKON_RETURN_IF_ERROR(CheckLength("dense fp32", bytes.size(), 4 * quanta.size()));
+  RECKON_RETURN_IF_ERROR(CheckLength("dense fp32", bytes.size(), 4 * expected.size()));
   // Each chunk on its thread (the publisher's self-check, every step);
   // where one differs, the whole payload walked again one value at a time
-  // for the error's words.
+  // for the error's words. Against the payload itself (a dense emission is
+  // its own decoded form) the pass is the validity walk: 4 bytes a value.
   std::atomic<bool> all_equal{true};
-  ForChunks(parallel_for, quanta.size(), [&](size_t begin, size_t end) {
-    if (!DenseFp32ValuesEqual(bytes.data() + 4 * begin, quanta.data() + begin, end - begin)) {
-      all_equal.store(false, std::memory_order_relaxed);
-    }
+  ForChunks(parallel_for, expected.size(), [&](size_t begin, size_t end) {
+    const char* payload = bytes.data() + 4 * begin;
+    const bool equal =
+        expected.is_dense_fp32()
+            ? DenseFp32PayloadsEqual(payload, expected.dense_fp32_bytes() + 4 * begin, end - begin)
+            : DenseFp32ValuesEqual(payload, expected.int64s() + begin, end - begin);
+    if (!equal) all_equal.store(false, std::memory_order_relaxed);
   });
   if (all_equal.load(std::memory_order_relaxed)) return absl::OkStatus();
-  QuantaCompare compare(quanta);
+  NoSink none;
+  RECKON_RETURN_IF_ERROR(WalkDenseFp32OneByOne(bytes, none));  // names a value that is not one
+  const std::vector<int64_t> expected_quanta = expected.ToVector();
+  QuantaCompare compare(expected_quanta);
   RECKON_RETURN_IF_ERROR(WalkDenseFp32OneByOne(bytes, compare));
   RECKON_RETURN_IF_ERROR(compare.Result("dense fp32"));
   return absl::InternalError("dense fp32: a value failed one check and passed the other");

@@ -103,8 +103,7 @@ const DynTreeSearch& DynTreeSearchTables() {
 // select vectorizes where a branch on each value's magnitude would not.
 
 [[gnu::always_inline]] inline void EncodeDenseBody(const float* __restrict values, size_t n,
-                                                   int fraction_bits, char* __restrict payload,
-                                                   int64_t* __restrict quanta) {
+                                                   int fraction_bits, char* __restrict payload) {
   // values[i] * 2^fb in float is exactly the double product rounded to
   // float (a power of two scales exactly; no underflow since fb >= 0, and
   // an overflow is infinite both ways), as QuantaPayloadValue computes it.
@@ -126,7 +125,6 @@ const DynTreeSearch& DynTreeSearchTables() {
     } else {
       for (int b = 0; b < 4; ++b) payload[4 * i + b] = static_cast<char>(bits >> (8 * b));
     }
-    quanta[i] = static_cast<int64_t>(v);
   }
 }
 
@@ -180,6 +178,52 @@ const DynTreeSearch& DynTreeSearchTables() {
   return all_equal != 0;
 }
 
+// The same test against another dense payload's values (a view of checked
+// bytes, quanta_span.h); `payload` == `expected` is the validity walk alone.
+[[gnu::always_inline]] inline bool DensePayloadsEqualBody(const char* payload, const char* expected,
+                                                          size_t n) {
+  uint32_t all_equal = 1;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t valid, expected_valid;
+    const int64_t q = PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid);
+    const int64_t e = PayloadQuanta(LoadPayloadBits(expected + 4 * i), &expected_valid);
+    all_equal &= valid & expected_valid & uint32_t(q == e);
+  }
+  return all_equal != 0;
+}
+
+// AddWrappingBody with each addend a checked dense payload value.
+[[gnu::always_inline]] inline uint64_t AddDenseWrappingBody(int64_t* __restrict quanta,
+                                                            const char* __restrict payload,
+                                                            size_t n) {
+  uint64_t wraps = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t valid;
+    const uint64_t a = static_cast<uint64_t>(quanta[i]);
+    const uint64_t b =
+        static_cast<uint64_t>(PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid));
+    const uint64_t sum = a + b;
+    wraps += ((a ^ sum) & (b ^ sum)) >> 63;
+    quanta[i] = static_cast<int64_t>(sum);
+  }
+  return wraps;
+}
+
+// SubtractQuantaBody from the payload: a payload value v is an integer
+// below 2^62, so (double)v is (double)(int64_t)v, except that -0 is 0
+// quanta: adding +0 makes it +0 (round to nearest), or a residual of -0
+// would become +0 here and stay -0 from the int64 quanta (and on the
+// device, cuda/device_codec.h). The same bits as SubtractQuanta.
+[[gnu::always_inline]] inline void SubtractDenseBody(float* __restrict residual,
+                                                     const char* __restrict payload, size_t n,
+                                                     double quantum) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = std::bit_cast<float>(LoadPayloadBits(payload + 4 * i));
+    const double quanta = static_cast<double>(v) + 0.0;
+    residual[i] -= static_cast<float>(quanta * quantum);
+  }
+}
+
 // Wrapped when both addends' signs differ from the sum's; with the
 // pointers __restrict, the loop vectorizes (it did not through the
 // replica's lambda: 5.9% of a dense worker's samples, one value at a time).
@@ -211,9 +255,17 @@ const DynTreeSearch& DynTreeSearchTables() {
   }
 }
 
-void EncodeDensePortable(const float* values, size_t n, int fraction_bits, char* payload,
-                         int64_t* quanta) {
-  EncodeDenseBody(values, n, fraction_bits, payload, quanta);
+void EncodeDensePortable(const float* values, size_t n, int fraction_bits, char* payload) {
+  EncodeDenseBody(values, n, fraction_bits, payload);
+}
+bool DensePayloadsEqualPortable(const char* payload, const char* expected, size_t n) {
+  return DensePayloadsEqualBody(payload, expected, n);
+}
+uint64_t AddDenseWrappingPortable(int64_t* quanta, const char* payload, size_t n) {
+  return AddDenseWrappingBody(quanta, payload, n);
+}
+void SubtractDensePortable(float* residual, const char* payload, size_t n, double quantum) {
+  SubtractDenseBody(residual, payload, n, quantum);
 }
 bool DecodeDensePortable(const char* payload, size_t n, int64_t* quanta) {
   return DecodeDenseBody(payload, n, quanta);
@@ -238,8 +290,18 @@ void DynTreeEncodePortable(const float* values, size_t n, double to_normalized,
 #if defined(__x86_64__)
 #define RECKON_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
 RECKON_AVX512 void EncodeDenseAvx512(const float* values, size_t n, int fraction_bits,
-                                     char* payload, int64_t* quanta) {
-  EncodeDenseBody(values, n, fraction_bits, payload, quanta);
+                                     char* payload) {
+  EncodeDenseBody(values, n, fraction_bits, payload);
+}
+RECKON_AVX512 bool DensePayloadsEqualAvx512(const char* payload, const char* expected, size_t n) {
+  return DensePayloadsEqualBody(payload, expected, n);
+}
+RECKON_AVX512 uint64_t AddDenseWrappingAvx512(int64_t* quanta, const char* payload, size_t n) {
+  return AddDenseWrappingBody(quanta, payload, n);
+}
+RECKON_AVX512 void SubtractDenseAvx512(float* residual, const char* payload, size_t n,
+                                       double quantum) {
+  SubtractDenseBody(residual, payload, n, quantum);
 }
 RECKON_AVX512 bool DecodeDenseAvx512(const char* payload, size_t n, int64_t* quanta) {
   return DecodeDenseBody(payload, n, quanta);
@@ -340,11 +402,32 @@ bool Avx512Available() {
 }
 
 void EncodeDenseFp32Values(const float* values, size_t n, int fraction_bits, char* payload,
-                           int64_t* quanta, Isa isa) {
+                           Isa isa) {
 #if defined(__x86_64__)
-  if (UseAvx512(isa)) return EncodeDenseAvx512(values, n, fraction_bits, payload, quanta);
+  if (UseAvx512(isa)) return EncodeDenseAvx512(values, n, fraction_bits, payload);
 #endif
-  EncodeDensePortable(values, n, fraction_bits, payload, quanta);
+  EncodeDensePortable(values, n, fraction_bits, payload);
+}
+
+bool DenseFp32PayloadsEqual(const char* payload, const char* expected, size_t n, Isa isa) {
+#if defined(__x86_64__)
+  if (UseAvx512(isa)) return DensePayloadsEqualAvx512(payload, expected, n);
+#endif
+  return DensePayloadsEqualPortable(payload, expected, n);
+}
+
+uint64_t AddDenseFp32Wrapping(int64_t* quanta, const char* payload, size_t n, Isa isa) {
+#if defined(__x86_64__)
+  if (UseAvx512(isa)) return AddDenseWrappingAvx512(quanta, payload, n);
+#endif
+  return AddDenseWrappingPortable(quanta, payload, n);
+}
+
+void SubtractDenseFp32(float* residual, const char* payload, size_t n, double quantum, Isa isa) {
+#if defined(__x86_64__)
+  if (UseAvx512(isa)) return SubtractDenseAvx512(residual, payload, n, quantum);
+#endif
+  SubtractDensePortable(residual, payload, n, quantum);
 }
 
 bool DecodeDenseFp32Values(const char* payload, size_t n, int64_t* quanta, Isa isa) {

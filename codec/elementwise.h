@@ -34,9 +34,10 @@ bool Avx2Available();
 
 // For i in [0, n): the dense fp32 payload value of values[i]
 // (QuantaPayloadValue, codec.h), stored as four little-endian bytes at
-// payload + 4 i, and as quanta[i].
+// payload + 4 i. The payload is the message's decoded form too
+// (quanta_span.h): nothing else is written.
 void EncodeDenseFp32Values(const float* values, size_t n, int fraction_bits, char* payload,
-                           int64_t* quanta, Isa isa = Isa::kBest);
+                           Isa isa = Isa::kBest);
 
 // The dense fp32 payload's values as quanta: quanta[i] is the value stored
 // as four little-endian bytes at payload + 4 i, truncated. Returns whether
@@ -51,6 +52,22 @@ bool DecodeDenseFp32Values(const char* payload, size_t n, int64_t* quanta, Isa i
 // compare: 12 bytes a value read, not 24 moved).
 bool DenseFp32ValuesEqual(const char* payload, const int64_t* quanta, size_t n,
                           Isa isa = Isa::kBest);
+
+// Whether both payloads' values are valid (DecodeDenseFp32Values would
+// succeed on each) and decode to the same quanta: one pass that writes
+// nothing. With `expected` == `payload` it is the validity walk alone (the
+// publisher's self-check of a dense message, which is its own decoded form).
+bool DenseFp32PayloadsEqual(const char* payload, const char* expected, size_t n,
+                            Isa isa = Isa::kBest);
+
+// The dense apply's sum from a checked dense payload (quanta_span.h): as
+// AddQuantaWrapping with delta[i] the payload's value i.
+uint64_t AddDenseFp32Wrapping(int64_t* quanta, const char* payload, size_t n, Isa isa = Isa::kBest);
+
+// Error feedback from a dense payload: SubtractQuanta with quanta[i] the
+// payload's value i (the same bits: the values are integers below 2^62).
+void SubtractDenseFp32(float* residual, const char* payload, size_t n, double quantum,
+                       Isa isa = Isa::kBest);
 
 // The dense apply's sum: quanta[i] += delta[i] modulo 2^64 (the replica's
 // arithmetic); returns how many of the signed sums left the int64 range.

@@ -167,14 +167,17 @@ absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint3
   return absl::OkStatus();
 }
 
-absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
-                                           const ParallelFor& parallel_for) {
+absl::Status FixedPointReplica::ApplyDense(QuantaSpan delta, const ParallelFor& parallel_for) {
   if (delta.size() != quanta_.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("dense update has ", delta.size(), " values, replica has ", quanta_.size()));
   }
   int64_t* quanta = quanta_.data();
-  if (delta.data() < quanta + quanta_.size() && quanta < delta.data() + delta.size()) {
+  const char* first = delta.is_dense_fp32() ? delta.dense_fp32_bytes()
+                                            : reinterpret_cast<const char*>(delta.int64s());
+  const size_t delta_bytes = delta.size() * (delta.is_dense_fp32() ? 4 : sizeof(int64_t));
+  const char* own = reinterpret_cast<const char*>(quanta);
+  if (first < own + quanta_.size() * sizeof(int64_t) && own < first + delta_bytes) {
     return absl::InvalidArgumentError("a dense update in the replica's own quanta");
   }
   float* weights = weights_.data();
@@ -188,7 +191,9 @@ absl::Status FixedPointReplica::ApplyDense(std::span<const int64_t> delta,
     uint64_t local = 0;
     for (size_t block = begin; block < end; block += kCacheBlockValues) {
       const size_t len = std::min(kCacheBlockValues, end - block);
-      local += AddQuantaWrapping(quanta + block, delta.data() + block, len);
+      local += delta.is_dense_fp32()
+                   ? AddDenseFp32Wrapping(quanta + block, delta.dense_fp32_bytes() + 4 * block, len)
+                   : AddQuantaWrapping(quanta + block, delta.int64s() + block, len);
       if (floats) QuantaToFloats(quanta + block, len, quantum, weights + block);
     }
     if (local != 0) wrapped.fetch_add(local, std::memory_order_relaxed);

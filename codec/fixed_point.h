@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "base/huge_pages.h"
 #include "codec/parallel_for.h"
+#include "codec/quanta_span.h"
 
 namespace reckon::codec {
 
@@ -127,12 +128,12 @@ class FixedPointReplica {
   absl::Status Apply(int64_t step_quanta, std::span<const uint32_t> words,
                      Prefetch prefetch = Prefetch::kOn, const ParallelFor& parallel_for = nullptr);
 
-  // Adds delta[i] quanta to every parameter i (dense updates), modulo 2^64
-  // as Apply does. kInvalidArgument, with the replica unchanged, when the
-  // size differs. `parallel_for` (optional) spreads the pass over the
-  // caller's threads.
-  absl::Status ApplyDense(std::span<const int64_t> delta,
-                          const ParallelFor& parallel_for = nullptr);
+  // Adds delta[i] quanta to every parameter i (a quanta codec's update, in
+  // either layout: quanta_span.h), modulo 2^64 as Apply does.
+  // kInvalidArgument, with the replica unchanged, when the size differs or
+  // the delta lies in the replica's own quanta. `parallel_for` (optional)
+  // spreads the pass over the caller's threads.
+  absl::Status ApplyDense(QuantaSpan delta, const ParallelFor& parallel_for = nullptr);
 
   // Additions that left the int64 range and wrapped, since creation: no
   // training makes one (a weight of 2^63 quanta), so it is a hostile or

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "codec/codec.h"
+#include "codec/codec_payload.h"
 #include "codec/crc32c.h"
 #include "codec/packed32.h"
 #include "codec/rice.h"
@@ -79,7 +80,17 @@ absl::Status CheckQuantaHeader(const v1::Update& msg, const ParallelFor& paralle
 // The header, then the payload.
 absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
   RECKON_RETURN_IF_ERROR(CheckQuantaHeader(msg, /*parallel_for=*/nullptr));
-  RECKON_RETURN_IF_ERROR(DecodeQuantaPayload(msg, &out->quanta));
+  if (msg.codec() == v1::CODEC_DENSE_FP32) {
+    // Its own decoded form: checked in one walk that writes nothing, then
+    // kept as it is (4 bytes a value, not an int64 copy's 8).
+    RECKON_RETURN_IF_ERROR(
+        payload::CheckLength("dense fp32", msg.payload().size(), 4 * msg.param_count()));
+    RECKON_RETURN_IF_ERROR(
+        payload::CheckDenseFp32(msg.payload(), QuantaSpan::DenseFp32(msg.payload()), nullptr));
+    out->dense_fp32.assign(msg.payload());
+  } else {
+    RECKON_RETURN_IF_ERROR(DecodeQuantaPayload(msg, &out->quanta));
+  }
   out->node_id = msg.origin().node_id();
   out->incarnation = msg.origin().incarnation();
   out->seq = msg.seq();
@@ -91,7 +102,7 @@ absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
 
 }  // namespace
 
-absl::Status CheckQuantaUpdate(const v1::Update& msg, std::span<const int64_t> quanta,
+absl::Status CheckQuantaUpdate(const v1::Update& msg, QuantaSpan quanta,
                                const ParallelFor& parallel_for) {
   if (!IsQuantaCodec(msg.codec())) {
     return absl::InternalError(absl::StrCat(v1::Codec_Name(msg.codec()), " is not a quanta codec"));
@@ -103,6 +114,7 @@ absl::Status CheckQuantaUpdate(const v1::Update& msg, std::span<const int64_t> q
 absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {
   out->words.clear();
   out->quanta.clear();
+  out->dense_fp32.clear();
   const int codec = msg.codec();
   switch (codec) {
     case v1::CODEC_THRESHOLD_PACKED32:
@@ -152,12 +164,12 @@ absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {
 absl::Status ApplyDecoded(const DecodedUpdate& update, FixedPointReplica* replica,
                           FixedPointReplica::Prefetch prefetch,
                           const FixedPointReplica::ParallelFor& parallel_for) {
-  if (update.dense()) return replica->ApplyDense(update.quanta, parallel_for);
+  if (update.dense()) return replica->ApplyDense(update.decoded_quanta(), parallel_for);
   return replica->Apply(update.step_quanta, update.words, prefetch, parallel_for);
 }
 
 uint64_t ChecksumContribution(const WeightChecksum& checksum, const DecodedUpdate& update) {
-  if (update.dense()) return checksum.Of(update.quanta);
+  if (update.dense()) return checksum.Of(update.decoded_quanta());
   return checksum.OfUpdate(update.step_quanta, update.words);
 }
 

@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "codec/fixed_point.h"
+#include "codec/quanta_span.h"
 #include "codec/weight_checksum.h"
 #include "proto/reckon.pb.h"
 
@@ -32,8 +34,10 @@ inline bool IsQuantaCodec(v1::Codec codec) {
 }
 
 // A decoded update. Threshold codecs: +-step_quanta at each word's index
-// (`words`); the quanta codecs (codec.h: onebit, dyntree8, dense fp32):
-// `quanta`, one count per parameter. Exactly one of the two is used.
+// (`words`); the quanta codecs (codec.h): one count a parameter, as int64
+// `quanta` (onebit, dyntree8) or as the checked payload `dense_fp32`
+// (dense fp32: its own decoded form, quanta_span.h); decoded_quanta() views
+// either. Exactly one of the three is used.
 struct DecodedUpdate {
   std::string node_id;
   uint64_t incarnation = 0;
@@ -42,9 +46,14 @@ struct DecodedUpdate {
   uint64_t param_count = 0;
   int64_t step_quanta = 0;
   std::vector<uint32_t> words;  // (sign << 31) | index, strictly ascending
-  std::vector<int64_t> quanta;  // quanta codecs: param_count values
+  std::vector<int64_t> quanta;  // onebit, dyntree8: param_count values
+  std::string dense_fp32;       // dense fp32: the checked payload, 4 bytes a value
 
   bool dense() const { return IsQuantaCodec(codec); }
+  // A quanta codec's counts, in whichever layout it holds them.
+  QuantaSpan decoded_quanta() const {
+    return codec == v1::CODEC_DENSE_FP32 ? QuantaSpan::DenseFp32(dense_fp32) : QuantaSpan(quanta);
+  }
 };
 
 // Fills the codec fields of `*msg` (codec, param_count, count, rice_k,
@@ -61,7 +70,7 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes,
                                        size_t max_bytes = kDefaultMaxUpdateBytes);
 
 // Validates `msg` completely and decodes it into `*out` (buffers reused).
-// On error `out->words` and `out->quanta` are empty and nothing should be
+// On error `out->words`, `out->quanta` and `out->dense_fp32` are empty and nothing should be
 // applied: kDataLoss when corrupt. Threshold codecs (docs/wire.md): CRC
 // mismatch, bad payload, step_quanta <= 0, count > param_count, k > 30,
 // param_count > 2^31, unknown codec. Quanta codecs (docs/wire-codecs.md):
@@ -71,12 +80,13 @@ absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out);
 
 // The publisher's self-check of a quanta-codec message (onebit, dyntree8,
 // dense): OK exactly when DecodeUpdate would accept `msg` and give
-// `quanta`. kDataLoss as DecodeUpdate's for a header or payload that breaks
-// docs/wire-codecs.md; kInternal naming the first value that differs (or a
+// `quanta` (a dense emission: the message's own payload, EmittedQuanta,
+// so that the check is DecodeUpdate's validation alone). kDataLoss as DecodeUpdate's for a header
+// or payload that breaks docs/wire-codecs.md; kInternal naming the first value that differs (or a
 // codec that is not a quanta codec). Writes nothing (CheckQuantaPayload,
 // codec.h). The CRC, and the dense payload's walk, run on parallel_for's
 // threads when it is not null (the publisher lends the replica's).
-absl::Status CheckQuantaUpdate(const v1::Update& msg, std::span<const int64_t> quanta,
+absl::Status CheckQuantaUpdate(const v1::Update& msg, QuantaSpan quanta,
                                const ParallelFor& parallel_for = nullptr);
 
 // Applies a decoded update to a replica, all or nothing

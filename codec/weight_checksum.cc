@@ -1,5 +1,7 @@
 #include "codec/weight_checksum.h"
 
+#include <bit>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -29,6 +31,19 @@ namespace {
   return sum;
 }
 
+// OfBody over a checked dense payload's values (quanta_span.h), converted
+// as they are read (vcvttps2qq with AVX-512DQ).
+[[gnu::always_inline]] inline uint64_t OfDenseBody(const WeightChecksum& c,
+                                                   const char* __restrict payload, size_t n) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, payload + 4 * i, 4);  // little-endian hosts only (static_assert below)
+    sum += c.Coefficient(i) * static_cast<uint64_t>(static_cast<int64_t>(v));
+  }
+  return sum;
+}
+
 // sum of +-step C(i) = step x (sum of +-C(i)), mod 2^64: one multiply by the
 // step a message, not one an update, and the sign a branch-free negation
 // (the node validates every peer's message with this: it was 47% of a
@@ -48,6 +63,9 @@ namespace {
 uint64_t OfPortable(const WeightChecksum& c, const int64_t* quanta, size_t n) {
   return OfBody(c, quanta, n);
 }
+uint64_t OfDensePortable(const WeightChecksum& c, const char* payload, size_t n) {
+  return OfDenseBody(c, payload, n);
+}
 uint64_t SignedSumPortable(const WeightChecksum& c, const uint32_t* words, size_t n) {
   return SignedSumBody(c, words, n);
 }
@@ -57,6 +75,10 @@ __attribute__((target("avx2"))) uint64_t OfAvx2(const WeightChecksum& c, const i
                                                 size_t n) {
   return OfBody(c, quanta, n);
 }
+__attribute__((target("avx2"))) uint64_t OfDenseAvx2(const WeightChecksum& c, const char* payload,
+                                                     size_t n) {
+  return OfDenseBody(c, payload, n);
+}
 __attribute__((target("avx2"))) uint64_t SignedSumAvx2(const WeightChecksum& c,
                                                        const uint32_t* words, size_t n) {
   return SignedSumBody(c, words, n);
@@ -64,6 +86,9 @@ __attribute__((target("avx2"))) uint64_t SignedSumAvx2(const WeightChecksum& c,
 #define RECKON_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
 RECKON_AVX512 uint64_t OfAvx512(const WeightChecksum& c, const int64_t* quanta, size_t n) {
   return OfBody(c, quanta, n);
+}
+RECKON_AVX512 uint64_t OfDenseAvx512(const WeightChecksum& c, const char* payload, size_t n) {
+  return OfDenseBody(c, payload, n);
 }
 RECKON_AVX512 uint64_t SignedSumAvx512(const WeightChecksum& c, const uint32_t* words, size_t n) {
   return SignedSumBody(c, words, n);
@@ -73,12 +98,23 @@ RECKON_AVX512 uint64_t SignedSumAvx512(const WeightChecksum& c, const uint32_t* 
 
 }  // namespace
 
-uint64_t WeightChecksum::Of(std::span<const int64_t> quanta, Isa isa) const {
+uint64_t WeightChecksum::Of(QuantaSpan counts, Isa isa) const {
+  static_assert(std::endian::native == std::endian::little,
+                "OfDenseBody reads the payload's little-endian floats as they lie");
+  const size_t n = counts.size();
+  if (counts.is_dense_fp32()) {
+    const char* payload = counts.dense_fp32_bytes();
 #if defined(__x86_64__)
-  if (isa == Isa::kBest && Avx512Available()) return OfAvx512(*this, quanta.data(), quanta.size());
-  if (isa != Isa::kPortable && Avx2Available()) return OfAvx2(*this, quanta.data(), quanta.size());
+    if (isa == Isa::kBest && Avx512Available()) return OfDenseAvx512(*this, payload, n);
+    if (isa != Isa::kPortable && Avx2Available()) return OfDenseAvx2(*this, payload, n);
 #endif
-  return OfPortable(*this, quanta.data(), quanta.size());
+    return OfDensePortable(*this, payload, n);
+  }
+#if defined(__x86_64__)
+  if (isa == Isa::kBest && Avx512Available()) return OfAvx512(*this, counts.int64s(), n);
+  if (isa != Isa::kPortable && Avx2Available()) return OfAvx2(*this, counts.int64s(), n);
+#endif
+  return OfPortable(*this, counts.int64s(), n);
 }
 
 uint64_t WeightChecksum::OfUpdate(int64_t step_quanta, std::span<const uint32_t> words,

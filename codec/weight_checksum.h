@@ -23,6 +23,7 @@
 #include <string>
 
 #include "codec/elementwise.h"  // Isa
+#include "codec/quanta_span.h"
 
 namespace reckon::codec {
 
@@ -37,8 +38,9 @@ class WeightChecksum {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
-  // C(w) of a whole replica: O(param_count).
-  uint64_t Of(std::span<const int64_t> quanta, Isa isa = Isa::kBest) const;
+  // C(w) of a whole replica, or C(d) of a quanta codec's update (either
+  // layout, quanta_span.h): O(param_count).
+  uint64_t Of(QuantaSpan counts, Isa isa = Isa::kBest) const;
   // C(d) of a threshold update (docs/wire.md 3): +-step_quanta at each word's
   // index. Words past param_count are the decoder's business, not checked.
   // The node computes it for every message it takes in: compiled for any

@@ -138,7 +138,7 @@ class CpuBackend final : public model::Backend {
                           });
   }
   uint64_t WeightsWrapped() const override { return replica_.wrapped(); }
-  absl::Status ApplyDense(std::span<const int64_t> quanta) override {
+  absl::Status ApplyDense(codec::QuantaSpan quanta) override {
     return replica_.ApplyDense(quanta, HostThreads());
   }
   codec::ParallelFor HostThreads() override {
@@ -179,9 +179,10 @@ class CpuBackend final : public model::Backend {
   void RecordAfterOwn(const model::Emission& own) {
     const int64_t* now = replica_.quanta().data();
     const bool dense = config_.mode != model::UpdateMode::kThreshold;
+    const codec::QuantaSpan own_quanta = own.quanta();
     pool_.ParallelFor(after_own_.size(), [&](size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i) {
-        after_own_[i] = dense ? WrappingSum(now[i], own.dense[i]) : now[i];
+        after_own_[i] = dense ? WrappingSum(now[i], own_quanta[i]) : now[i];
       }
     });
     if (!dense) {

@@ -130,7 +130,8 @@ absl::StatusOr<TrainingFigures> MeasureTraining(int origins, int steps, int thre
     Clock::time_point at = Clock::now();
     server::Received received = node->training().TakeReceived();
     std::vector<model::UpdateRef> batch;
-    for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words, u->quanta});
+    for (const auto& u : received.updates)
+      batch.push_back({u->step_quanta, u->words, u->decoded_quanta()});
     status = backend->ApplyUpdateBatch(batch);
     out.messages_absorbed += received.updates.size();
     apply_ms += MsSince(at);

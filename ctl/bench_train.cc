@@ -109,10 +109,10 @@ absl::StatusOr<RoundTrip> TimeRoundTrip(const model::BackendConfig& config,
     t.encode_ms += 1e3 * Seconds(t0);
     t0 = Clock::now();
     RECKON_RETURN_IF_ERROR(
-        codec::CheckQuantaUpdate(emission.encoded, emission.dense, parallel_for));
+        codec::CheckQuantaUpdate(emission.encoded, emission.quanta(), parallel_for));
     t.check_ms += 1e3 * Seconds(t0);
     t0 = Clock::now();
-    RECKON_RETURN_IF_ERROR(replica.ApplyDense(emission.dense, parallel_for));
+    RECKON_RETURN_IF_ERROR(replica.ApplyDense(emission.quanta(), parallel_for));
     t.apply_ms += 1e3 * Seconds(t0);
   }
   t.encode_ms /= double(steps);
@@ -212,7 +212,7 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
     } else if (config.mode == model::UpdateMode::kThreshold) {
       step_status = (*backend)->ApplyUpdates(config.step.step_quanta, emission.words);
     } else {
-      step_status = (*backend)->ApplyDense(emission.dense);
+      step_status = (*backend)->ApplyDense(emission.quanta());
     }
   };
   for (int i = 0; i < 5; ++i) step_once();  // warm-up

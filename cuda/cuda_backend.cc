@@ -313,7 +313,7 @@ class CudaBackend final : public model::Backend {
                                              : DeviceReplica::Overlap::kBesideNextCompute);
   }
 
-  absl::Status ApplyDense(std::span<const int64_t> quanta) override {
+  absl::Status ApplyDense(codec::QuantaSpan quanta) override {
     return replica_->ApplyDense(quanta);
   }
 
@@ -401,7 +401,8 @@ class CudaBackend final : public model::Backend {
           replica_->ProjectOwnStep(pass_->device_words(), pass_->finished_count(),
                                    config_.step.step_quanta, {}, after_own_.get()));
     } else {
-      RECKON_RETURN_IF_ERROR(replica_->ProjectOwnStep(nullptr, 0, 0, own.dense, after_own_.get()));
+      RECKON_RETURN_IF_ERROR(
+          replica_->ProjectOwnStep(nullptr, 0, 0, own.quanta(), after_own_.get()));
     }
     after_own_valid_ = true;
     return absl::OkStatus();

@@ -149,7 +149,7 @@ class CudaFlatReplica final : public model::FlatReplica {
     RECKON_ON_DEVICE(device_.ordinal);
     return replica_->ApplyBatch(updates, DeviceReplica::Overlap::kNone);
   }
-  absl::Status ApplyDense(std::span<const int64_t> quanta) override {
+  absl::Status ApplyDense(codec::QuantaSpan quanta) override {
     RECKON_ON_DEVICE(device_.ordinal);
     return replica_->ApplyDense(quanta);
   }

@@ -219,15 +219,26 @@ absl::Status DeviceReplica::ApplyOwnEmission(const ThresholdPass* pass, int64_t 
   return ReadWrappedAndSync();
 }
 
-absl::Status DeviceReplica::ApplyDense(std::span<const int64_t> quanta) {
+absl::Status DeviceReplica::UploadDense(codec::QuantaSpan dense) {
+  RECKON_RETURN_IF_ERROR(dense_in_.Resize(param_count_));
+  const int64_t* host = dense.int64s();
+  if (dense.is_dense_fp32()) {
+    dense_host_.resize(dense.size());
+    dense.CopyTo(0, dense.size(), dense_host_.data());
+    host = dense_host_.data();
+  }
+  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_in_.get(), host, dense.size() * sizeof(int64_t),
+                                              cudaMemcpyHostToDevice, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceReplica::ApplyDense(codec::QuantaSpan quanta) {
   if (quanta.size() != param_count_) {
     return absl::InvalidArgumentError(
         absl::StrCat("dense update has ", quanta.size(), " values, replica has ", param_count_));
   }
-  RECKON_RETURN_IF_ERROR(dense_in_.Resize(param_count_));
   RECKON_RETURN_IF_ERROR(Settle());  // the apply in flight first: LaunchAddDense is no atomic
-  RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_in_.get(), quanta.data(), quanta.size_bytes(),
-                                              cudaMemcpyHostToDevice, stream_));
+  RECKON_RETURN_IF_ERROR(UploadDense(quanta));
   // Modulo 2^64, as every replica adds.
   RECKON_RETURN_IF_ERROR(
       LaunchAddDense(dense_in_.get(), quanta_.get(), param_count_, wrapped_.get(), stream_));
@@ -237,7 +248,7 @@ absl::Status DeviceReplica::ApplyDense(std::span<const int64_t> quanta) {
 }
 
 absl::Status DeviceReplica::ProjectOwnStep(const uint32_t* d_words, uint64_t count,
-                                           int64_t step_quanta, std::span<const int64_t> dense,
+                                           int64_t step_quanta, codec::QuantaSpan dense,
                                            int64_t* into) {
   if (!dense.empty() && dense.size() != param_count_) {
     return absl::InvalidArgumentError(
@@ -252,9 +263,7 @@ absl::Status DeviceReplica::ProjectOwnStep(const uint32_t* d_words, uint64_t cou
                                             1, into, /*wrapped=*/nullptr, stream_));
   }
   if (!dense.empty()) {
-    RECKON_RETURN_IF_ERROR(dense_in_.Resize(param_count_));
-    RECKON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_in_.get(), dense.data(), dense.size_bytes(),
-                                                cudaMemcpyHostToDevice, stream_));
+    RECKON_RETURN_IF_ERROR(UploadDense(dense));
     RECKON_RETURN_IF_ERROR(
         LaunchAddDense(dense_in_.get(), into, param_count_, /*wrapped=*/nullptr, stream_));
   }

@@ -94,15 +94,16 @@ class DeviceReplica {
   // through ApplyBatch).
   absl::Status ApplyOwnEmission(const ThresholdPass* pass, int64_t step_quanta,
                                 std::span<const uint32_t> words);
-  // quanta += `quanta` (a dense message), weights refreshed.
-  absl::Status ApplyDense(std::span<const int64_t> quanta);
+  // quanta += `quanta` (a quanta codec's message, either layout:
+  // codec/quanta_span.h), weights refreshed.
+  absl::Status ApplyDense(codec::QuantaSpan quanta);
   // *into (param_count, device) = the quanta as they will be once this
   // worker's own step is applied: `count` words on the device of
   // +-step_quanta, or `dense` (host; empty for none). The replica is not
   // touched. For AdaGrad on the aggregate: at the next step, quanta - into
   // is what the peers moved (cuda/device_elementwise.h PeerMovement).
   absl::Status ProjectOwnStep(const uint32_t* d_words, uint64_t count, int64_t step_quanta,
-                              std::span<const int64_t> dense, int64_t* into);
+                              codec::QuantaSpan dense, int64_t* into);
 
  private:
   DeviceReplica(uint64_t param_count, double quantum, cudaStream_t stream)
@@ -144,7 +145,14 @@ class DeviceReplica {
   bool staging_busy_ = false;
   uint64_t apply_total_ = 0;
   uint64_t wrapped_before_ = 0;
+  // A dense update's int64 counts on the device (UploadDense), and on the
+  // host where it came as a dense payload: converted here, then uploaded.
+  // Uploading the payload's 4 bytes a value and converting on the device
+  // would halve what crosses PCIe; it wants a GPU session to hold the
+  // kernel to the host's bits.
+  absl::Status UploadDense(codec::QuantaSpan dense);
   DeviceBuffer<int64_t> dense_in_;
+  std::vector<int64_t> dense_host_;
   DeviceBuffer<uint32_t> apply_words_;
   DeviceBuffer<uint64_t> apply_ends_;
   DeviceBuffer<int64_t> apply_steps_;

@@ -90,8 +90,11 @@ inline absl::Status CheckLabels(std::span<const int32_t> labels, int classes) {
 // What one step emits, to be sent to peers and applied locally.
 struct Emission {
   std::vector<uint32_t> words;  // kThreshold: +-step updates, ascending
-  std::vector<int64_t> dense;   // kCodec: the decoded quanta per parameter (param_count)
+  std::vector<int64_t> dense;   // kCodec, onebit and dyntree8: the decoded quanta (param_count)
   v1::Update encoded;           // kCodec: the message's codec fields and payload
+  // kCodec: the decoded form, `dense` or (dense fp32) the payload itself
+  // (codec::EmittedQuanta); a view of this emission.
+  codec::QuantaSpan quanta() const { return codec::EmittedQuanta(encoded, dense); }
 };
 
 // A replica that trains: the cluster's replica (replica.h: load, read,
@@ -160,7 +163,7 @@ class Backend : public Replica {
           "TrainStepLocally is for the quanta codecs' mode; a threshold step's words need its "
           "step_quanta (ApplyUpdates)");
     }
-    if (absl::Status applied = ApplyDense(scratch->dense); !applied.ok()) return applied;
+    if (absl::Status applied = ApplyDense(scratch->quanta()); !applied.ok()) return applied;
     return stats;
   }
 

@@ -43,9 +43,7 @@ class HostFlatReplica final : public FlatReplica {
   absl::Status ApplyUpdates(int64_t step_quanta, std::span<const uint32_t> words) override {
     return replica_.Apply(step_quanta, words);
   }
-  absl::Status ApplyDense(std::span<const int64_t> quanta) override {
-    return replica_.ApplyDense(quanta);
-  }
+  absl::Status ApplyDense(codec::QuantaSpan quanta) override { return replica_.ApplyDense(quanta); }
   absl::StatusOr<std::vector<float>> ReadResidual() const override { return residual_; }
 
  private:

@@ -59,9 +59,7 @@ class ForwardingBackend : public Backend {
   absl::Status ApplyUpdateBatch(std::span<const UpdateRef> updates) override {
     return real_->ApplyUpdateBatch(updates);
   }
-  absl::Status ApplyDense(std::span<const int64_t> quanta) override {
-    return real_->ApplyDense(quanta);
-  }
+  absl::Status ApplyDense(codec::QuantaSpan quanta) override { return real_->ApplyDense(quanta); }
   codec::ParallelFor HostThreads() override { return real_->HostThreads(); }
   absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels,
                                       size_t count) override {

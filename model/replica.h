@@ -21,16 +21,18 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "codec/parallel_for.h"
+#include "codec/quanta_span.h"
 #include "codec/weight_checksum.h"
 
 namespace reckon::model {
 
 // One decoded Update, for batched apply: a threshold update (step_quanta,
-// words) or, when `quanta` is not empty, a quanta codec's (ApplyDense).
+// words) or, when `quanta` is not empty, a quanta codec's (ApplyDense;
+// either layout, codec/quanta_span.h).
 struct UpdateRef {
   int64_t step_quanta = 0;
   std::span<const uint32_t> words;
-  std::span<const int64_t> quanta;
+  codec::QuantaSpan quanta;
 };
 
 class Replica {
@@ -83,8 +85,9 @@ class Replica {
     }
     return absl::OkStatus();
   }
-  // Applies a dense update (quanta per parameter), all or nothing.
-  virtual absl::Status ApplyDense(std::span<const int64_t> quanta) = 0;
+  // Applies a quanta codec's update (a count of quanta per parameter, in
+  // either layout: codec/quanta_span.h), all or nothing.
+  virtual absl::Status ApplyDense(codec::QuantaSpan quanta) = 0;
 
   // The host threads this replica runs its own passes on, lent for a pass
   // its caller makes over a whole emission between two of its calls (the

@@ -158,7 +158,7 @@ size_t HeldBytesOf(const v1::GossipFrame& frame) {
 size_t HeldBytesOf(const codec::DecodedUpdate& decoded) {
   return HeapBytes(kSharedControlBlock + sizeof(codec::DecodedUpdate)) +
          HeapBytesOf(decoded.node_id) + HeapBytes(decoded.words.capacity() * sizeof(uint32_t)) +
-         HeapBytes(decoded.quanta.capacity() * sizeof(int64_t));
+         HeapBytes(decoded.quanta.capacity() * sizeof(int64_t)) + HeapBytesOf(decoded.dense_fp32);
 }
 
 }  // namespace reckon::server

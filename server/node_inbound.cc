@@ -109,7 +109,7 @@ void GossipNode::AcceptWaiting(const OriginKey& origin) {
 
 codec::FixedPointReplica::ParallelFor GossipNode::StripedApply(
     const codec::DecodedUpdate& decoded) const {
-  const size_t updates = decoded.dense() ? decoded.quanta.size() : decoded.words.size();
+  const size_t updates = decoded.dense() ? decoded.decoded_quanta().size() : decoded.words.size();
   if (validators_->threads() < 2 || updates < kStripedApplyUpdates) return nullptr;
   return [this](size_t n, const std::function<void(size_t, size_t)>& stripe) {
     validators_->ParallelFor(n, stripe, /*min_chunk=*/kStripedApplyUpdates / 2);

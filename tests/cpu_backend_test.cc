@@ -179,12 +179,12 @@ TEST(CpuBackend, DenseStepIsWithinFloat32OfTheFloat64Reference) {
       model::Emission out;
       ASSERT_TRUE((*cpu)->TrainStep(images.data(), labels.data(), 100, 0.05f, &out).ok());
       const std::vector<double> exact = reference.Step(images.data(), labels.data(), 100, 0.05f);
-      const double error = ::reckon::testing::RelativeError(out.dense, exact);
+      const double error = ::reckon::testing::RelativeError(out.quanta().ToVector(), exact);
       std::printf("FIGURES cpu %s step %d: ||emitted - float64|| / ||float64|| = %.2e\n",
                   model::OptimizerName(kind).c_str(), step, error);
       EXPECT_LT(error, 1e-4) << "step " << step;
-      ASSERT_TRUE((*cpu)->ApplyDense(out.dense).ok());
-      reference.Apply(out.dense);
+      ASSERT_TRUE((*cpu)->ApplyDense(out.quanta()).ok());
+      reference.Apply(out.quanta().ToVector());
     }
   }
   // The yardstick can fail: a step at another rate is far from it.
@@ -239,7 +239,7 @@ TEST(Optimizer, AggregateAdagradOnTheCpuBackend) {
     model::Emission out;
     const size_t first = size_t(batch_index) * 50;
     ASSERT_TRUE(b.TrainStep(&data->images[first * 784], &data->labels[first], 50, lr, &out).ok());
-    ASSERT_TRUE(b.ApplyDense(out.dense).ok());
+    ASSERT_TRUE(b.ApplyDense(out.quanta()).ok());
   };
   for (int s = 0; s < 3; ++s) {
     step(*local, s);

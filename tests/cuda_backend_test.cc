@@ -605,10 +605,10 @@ TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
           (*gpu)->TrainStep(images.data(), labels.data(), 100, 0.05f, &b);
       ASSERT_TRUE(sa.ok() && sb.ok()) << sb.status();
       EXPECT_NEAR(sb->loss_sum, sa->loss_sum, 1e-4 * std::abs(sa->loss_sum));
-      ASSERT_EQ(a.dense.size(), b.dense.size());
+      ASSERT_EQ(a.quanta().size(), b.quanta().size());
       const std::vector<double> exact = reference.Step(images.data(), labels.data(), 100, 0.05f);
-      const double cpu_error = ::reckon::testing::RelativeError(a.dense, exact);
-      const double gpu_error = ::reckon::testing::RelativeError(b.dense, exact);
+      const double cpu_error = ::reckon::testing::RelativeError(a.quanta().ToVector(), exact);
+      const double gpu_error = ::reckon::testing::RelativeError(b.quanta().ToVector(), exact);
       std::printf("FIGURES %s step %d: ||emitted - float64|| / ||float64||: cpu %.2e, gpu %.2e\n",
                   model::OptimizerName(kind).c_str(), step, cpu_error, gpu_error);
       EXPECT_LT(cpu_error, 1e-3) << "step " << step;
@@ -616,9 +616,9 @@ TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
       // All apply the CPU's emission, so the replicas stay equal and the
       // next step compares the ops again from the same weights (each
       // backend keeps its own sub-quantum rounding remainder).
-      ASSERT_TRUE((*cpu)->ApplyDense(a.dense).ok());
-      ASSERT_TRUE((*gpu)->ApplyDense(a.dense).ok());
-      reference.Apply(a.dense);
+      ASSERT_TRUE((*cpu)->ApplyDense(a.quanta()).ok());
+      ASSERT_TRUE((*gpu)->ApplyDense(a.quanta()).ok());
+      reference.Apply(a.quanta().ToVector());
       EXPECT_EQ((*gpu)->WeightHash().value(), (*cpu)->WeightHash().value());
     }
     const model::BatchStats ea = (*cpu)->Evaluate(images.data(), labels.data(), 100).value();
@@ -677,7 +677,7 @@ TEST(CudaBackend, TrainStepLocallyIsBitExactWithTrainStepThenApplyDense) {
       absl::StatusOr<model::BatchStats> sa =
           (*host)->TrainStep(images.data(), labels.data(), 100, 0.05f, &a);
       ASSERT_TRUE(sa.ok()) << sa.status();
-      ASSERT_TRUE((*host)->ApplyDense(a.dense).ok());
+      ASSERT_TRUE((*host)->ApplyDense(a.quanta()).ok());
       absl::StatusOr<model::BatchStats> sb =
           (*local)->TrainStepLocally(images.data(), labels.data(), 100, 0.05f, &b);
       ASSERT_TRUE(sb.ok()) << sb.status();

@@ -192,7 +192,7 @@ TEST(CudaElementwise, TheDenseCodecIsBitExactWithEncodeWithFeedback) {
     const absl::Status encoded =
         codec::EncodeWithFeedback(**dense, options, residual, &message, &quanta);
     ASSERT_TRUE(encoded.ok()) << encoded;
-    EXPECT_EQ(device_quanta, quanta);
+    EXPECT_EQ(device_quanta, codec::EmittedQuanta(message, quanta).ToVector());
     EXPECT_EQ(std::memcmp(device.data(), residual.data(), residual.size() * sizeof(float)), 0)
         << "residuals differ";
   }
@@ -220,7 +220,7 @@ TEST(CudaElementwise, TheDenseCodecRefusesWhatEncodeWithFeedbackRefuses) {
   EXPECT_FALSE(codec::EncodeWithFeedback(**dense, options, refused, &message, &quanta).ok());
   std::vector<float> taken = {0.0f, below};
   EXPECT_TRUE(codec::EncodeWithFeedback(**dense, options, taken, &message, &quanta).ok());
-  EXPECT_EQ(quanta[1], DenseQuanta(below, fraction_bits));
+  EXPECT_EQ(codec::EmittedQuanta(message, quanta)[1], DenseQuanta(below, fraction_bits));
 }
 
 TEST(CudaElementwise, ANonFiniteValueIsReportedAndKept) {

@@ -56,14 +56,18 @@ void ThreeThreads(size_t n, const std::function<void(size_t, size_t)>& fn) {
 
 struct Encoded {
   v1::Update msg;
-  std::vector<int64_t> quanta;
+  std::vector<int64_t> quanta;  // the decoded form as int64 (EmittedQuanta's)
 };
 
 Encoded EncodeOnce(const CodecOptions& options, const std::vector<float>& values) {
   Encoded e;
   auto codec = MakeCodec(options);
   EXPECT_TRUE(codec.ok()) << codec.status();
-  EXPECT_TRUE((*codec)->Encode(values, &e.msg, &e.quanta).ok());
+  std::vector<int64_t> written = {1, 2, 3};  // a previous emission's, overwritten or cleared
+  EXPECT_TRUE((*codec)->Encode(values, &e.msg, &written).ok());
+  // The dense codec's payload is its decoded form: it writes no quanta.
+  EXPECT_EQ(written.empty(), options.codec == v1::CODEC_DENSE_FP32);
+  e.quanta = EmittedQuanta(e.msg, written).ToVector();
   return e;
 }
 
@@ -81,7 +85,14 @@ TEST(QuantaCodec, DecodingGivesExactlyWhatTheEncoderComputed) {
     ASSERT_TRUE(DecodeUpdate(e.msg, &d).ok());
     EXPECT_TRUE(d.dense());
     EXPECT_TRUE(d.words.empty());
-    EXPECT_EQ(d.quanta, e.quanta);
+    EXPECT_EQ(d.decoded_quanta().ToVector(), e.quanta);
+    // A dense message is its own decoded form: its checked payload, no
+    // int64 copy.
+    EXPECT_EQ(d.decoded_quanta().is_dense_fp32(), c == v1::CODEC_DENSE_FP32);
+    EXPECT_EQ(d.quanta.empty(), c == v1::CODEC_DENSE_FP32);
+    if (c == v1::CODEC_DENSE_FP32) {
+      EXPECT_EQ(d.dense_fp32, e.msg.payload());
+    }
     const auto ref = testing::ReferenceDecodeQuanta(c, e.msg.payload(), values.size());
     ASSERT_TRUE(ref.has_value());
     EXPECT_EQ(*ref, e.quanta);
@@ -128,7 +139,7 @@ TEST(QuantaCodec, EncodersOverwriteTheBuffersOfAnEarlierEmission) {
                                  })
                         .ok());
         EXPECT_EQ(msg.SerializeAsString(), fresh.msg.SerializeAsString());
-        EXPECT_EQ(quanta, fresh.quanta);
+        EXPECT_EQ(EmittedQuanta(msg, quanta).ToVector(), fresh.quanta);
         size_t not_once = 0;
         for (const std::atomic<int>& r : reported) not_once += r.load() != 1;
         EXPECT_EQ(not_once, 0u);
@@ -364,8 +375,11 @@ TEST(ErrorFeedback, TheResidualKeepsExactlyWhatTheMessageDidNotCarry) {
     std::vector<float> residual = Gaussian(LayoutParamCount(layout), 0.01, 3);
     const std::vector<float> before = residual;
     v1::Update msg;
-    std::vector<int64_t> quanta;
-    ASSERT_TRUE(EncodeWithFeedback(*codec, o, residual, &msg, &quanta).ok());
+    std::vector<int64_t> written;
+    ASSERT_TRUE(EncodeWithFeedback(*codec, o, residual, &msg, &written).ok());
+    // What every replica adds: the quanta, or the dense payload's values.
+    QuantaSpan quanta = EmittedQuanta(msg, written);
+    ASSERT_EQ(quanta.size(), residual.size());
     for (size_t i = 0; i < residual.size(); ++i) {
       EXPECT_EQ(residual[i],
                 before[i] - static_cast<float>(double(quanta[i]) * std::ldexp(1.0, -32)));
@@ -377,7 +391,8 @@ TEST(ErrorFeedback, TheResidualKeepsExactlyWhatTheMessageDidNotCarry) {
       const std::vector<float> delta = Gaussian(residual.size(), 0.001, 100 + step);
       for (size_t i = 0; i < residual.size(); ++i) residual[i] += delta[i];
       given += delta[5];
-      ASSERT_TRUE(EncodeWithFeedback(*codec, o, residual, &msg, &quanta).ok());
+      ASSERT_TRUE(EncodeWithFeedback(*codec, o, residual, &msg, &written).ok());
+      quanta = EmittedQuanta(msg, written);
       sent += double(quanta[5]) * std::ldexp(1.0, -32);
     }
     EXPECT_NEAR(sent + residual[5], given + before[5], 1e-6);
@@ -442,6 +457,7 @@ TEST(ErrorFeedback, OnThreadsItIsOneThreadsBitForBit) {
       ASSERT_TRUE(EncodeWithFeedback(*many, o, r2, &m2, &q2, ThreeThreads).ok());
       EXPECT_EQ(m1.SerializeAsString(), m2.SerializeAsString()) << "step " << step;
       EXPECT_EQ(q1, q2) << "step " << step;
+      EXPECT_EQ(q1.empty(), c == v1::CODEC_DENSE_FP32);
       EXPECT_EQ(0, std::memcmp(r1.data(), r2.data(), 4 * r1.size())) << "step " << step;
     }
     std::vector<float> bad = r2;
@@ -523,19 +539,18 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
     SCOPED_TRACE(::testing::Message() << "fraction_bits " << fb);
     const size_t n = values.size();
     std::vector<char> payload[2] = {std::vector<char>(4 * n), std::vector<char>(4 * n)};
-    std::vector<int64_t> quanta[2] = {std::vector<int64_t>(n), std::vector<int64_t>(n)};
-    EncodeDenseFp32Values(values.data(), n, fb, payload[0].data(), quanta[0].data(),
-                          Isa::kPortable);
-    EncodeDenseFp32Values(values.data(), n, fb, payload[1].data(), quanta[1].data(), Isa::kBest);
+    EncodeDenseFp32Values(values.data(), n, fb, payload[0].data(), Isa::kPortable);
+    EncodeDenseFp32Values(values.data(), n, fb, payload[1].data(), Isa::kBest);
+    // The payload's quanta, by the scalar definition (every value the
+    // encoder writes is one: it clamps NaN and Inf too).
+    std::vector<int64_t> quanta[1] = {std::vector<int64_t>(n)};
     for (size_t i = 0; i < n; ++i) {
       const float want = QuantaPayloadValue(values[i], fb);
+      ASSERT_TRUE(PayloadValueToQuanta(want, &quanta[0][i])) << values[i];
       for (int copy = 0; copy < 2; ++copy) {
         uint32_t got;
         std::memcpy(&got, payload[copy].data() + 4 * i, 4);
         ASSERT_EQ(got, std::bit_cast<uint32_t>(want)) << "copy " << copy << " value " << values[i];
-        if (std::isfinite(values[i]) && std::fabs(want) < kMaxPayloadQuanta) {
-          ASSERT_EQ(quanta[copy][i], static_cast<int64_t>(want)) << values[i];
-        }
       }
     }
     // The decode, each value on its own (one bad value fails the whole
@@ -583,6 +598,32 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
         other[at] = int64_t{1} << 30;
         ASSERT_TRUE(DenseFp32ValuesEqual(big.data(), other.data(), n, isa)) << at;
       }
+      // Against a payload (a dense message is its own decoded form): the
+      // payload against itself is the validity walk; -0 and +0 are both 0
+      // quanta; one bad value on either side, or one value that differs,
+      // fails it.
+      ASSERT_TRUE(DenseFp32PayloadsEqual(payload[0].data(), payload[0].data(), n, isa));
+      ASSERT_TRUE(DenseFp32PayloadsEqual(payload[0].data(), payload[1].data(), n, isa));
+      for (const size_t at : {size_t{0}, size_t{7}, size_t{16}, n / 2, n - 1}) {
+        std::vector<char> zeros = payload[0], negative_zeros = payload[0];
+        const float zero = 0.0f, negative_zero = -0.0f;
+        std::memcpy(zeros.data() + 4 * at, &zero, 4);
+        std::memcpy(negative_zeros.data() + 4 * at, &negative_zero, 4);
+        ASSERT_TRUE(DenseFp32PayloadsEqual(zeros.data(), negative_zeros.data(), n, isa)) << at;
+        for (const float bad : {0.5f, NAN, INFINITY, 0x1p62f}) {
+          std::vector<char> one_bad = payload[0];
+          std::memcpy(one_bad.data() + 4 * at, &bad, 4);
+          ASSERT_FALSE(DenseFp32PayloadsEqual(one_bad.data(), one_bad.data(), n, isa))
+              << bad << " at " << at;
+          ASSERT_FALSE(DenseFp32PayloadsEqual(payload[0].data(), one_bad.data(), n, isa))
+              << bad << " at " << at;
+        }
+        std::vector<char> other = payload[0];
+        const float seven = 7.0f, eight = 8.0f;
+        std::memcpy(other.data() + 4 * at, &seven, 4);
+        std::memcpy(zeros.data() + 4 * at, &eight, 4);
+        ASSERT_FALSE(DenseFp32PayloadsEqual(other.data(), zeros.data(), n, isa)) << at;
+      }
     }
     const double quantum = std::ldexp(1.0, -fb);
     std::vector<int64_t> q(n);
@@ -593,6 +634,23 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
     std::vector<float> floats[2] = {std::vector<float>(n), std::vector<float>(n)};
     SubtractQuanta(residual[0].data(), q.data(), n, quantum, Isa::kPortable);
     SubtractQuanta(residual[1].data(), q.data(), n, quantum, Isa::kBest);
+    // From a dense payload, the same bits as from its int64 quanta.
+    std::vector<float> from_payload[2] = {values, values};
+    SubtractDenseFp32(from_payload[0].data(), payload[0].data(), n, quantum, Isa::kPortable);
+    SubtractDenseFp32(from_payload[1].data(), payload[0].data(), n, quantum, Isa::kBest);
+    std::vector<float> from_quanta = values;
+    SubtractQuanta(from_quanta.data(), quanta[0].data(), n, quantum, Isa::kPortable);
+    for (int copy = 0; copy < 2; ++copy) {
+      ASSERT_EQ(0, std::memcmp(from_payload[copy].data(), from_quanta.data(), 4 * n)) << copy;
+    }
+    // The dense apply's sum from a payload: the int64 sum's bits and wraps
+    // (q's values near the int64 range wrap some sums).
+    std::vector<int64_t> sum_of[3] = {q, q, q};
+    const uint64_t wraps = AddQuantaWrapping(sum_of[0].data(), quanta[0].data(), n, Isa::kPortable);
+    ASSERT_EQ(AddDenseFp32Wrapping(sum_of[1].data(), payload[0].data(), n, Isa::kPortable), wraps);
+    ASSERT_EQ(AddDenseFp32Wrapping(sum_of[2].data(), payload[0].data(), n, Isa::kBest), wraps);
+    ASSERT_EQ(sum_of[1], sum_of[0]);
+    ASSERT_EQ(sum_of[2], sum_of[0]);
     QuantaToFloats(q.data(), n, quantum, floats[0].data(), Isa::kPortable);
     QuantaToFloats(q.data(), n, quantum, floats[1].data(), Isa::kBest);
     for (size_t i = 0; i < n; ++i) {
@@ -663,9 +721,11 @@ v1::Update WithPayload(v1::Update msg, std::string payload) {
 void ExpectRejected(const v1::Update& msg, const std::string& why) {
   DecodedUpdate d;
   d.quanta = {1, 2, 3};
+  d.dense_fp32 = "a previous message's";
   const absl::Status s = DecodeUpdate(msg, &d);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << why << ": " << s;
   EXPECT_TRUE(d.quanta.empty()) << why;
+  EXPECT_TRUE(d.dense_fp32.empty()) << why;
   // The publisher's self-check refuses it too, whatever quanta it is given.
   if (msg.param_count() <= (1u << 20)) {
     const std::vector<int64_t> zeros(msg.param_count(), 0);
@@ -762,6 +822,7 @@ TEST(QuantaCodec, PayloadViolationsAreRejected) {
       EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << bad << " at " << at;
       EXPECT_NE(s.message().find(absl::StrCat("value ", at, " is")), std::string::npos) << s;
       EXPECT_TRUE(d.quanta.empty());
+      EXPECT_TRUE(d.dense_fp32.empty());
     }
   }
   const float largest = std::nextafter(std::ldexp(1.0f, 62), 0.0f);
@@ -770,7 +831,7 @@ TEST(QuantaCodec, PayloadViolationsAreRejected) {
     SetF32(&p, 20, edge);
     DecodedUpdate d;
     ASSERT_TRUE(DecodeUpdate(WithPayload(dense, p), &d).ok()) << edge;
-    EXPECT_EQ(d.quanta[5], static_cast<int64_t>(edge)) << edge;
+    EXPECT_EQ(d.decoded_quanta()[5], static_cast<int64_t>(edge)) << edge;
   }
 }
 
@@ -790,7 +851,7 @@ TEST(QuantaCodec, DecodersAgreeWithTheReferenceOnRandomCorruptions) {
       const auto ref = testing::ReferenceDecodeQuanta(c, p, m.param_count());
       ASSERT_EQ(ok, ref.has_value()) << v1::Codec_Name(c) << " trial " << trial;
       if (ok) {
-        ASSERT_EQ(d.quanta, *ref) << v1::Codec_Name(c) << " trial " << trial;
+        ASSERT_EQ(d.decoded_quanta().ToVector(), *ref) << v1::Codec_Name(c) << " trial " << trial;
         ++accepted;
       }
     }
@@ -798,17 +859,35 @@ TEST(QuantaCodec, DecodersAgreeWithTheReferenceOnRandomCorruptions) {
   }
 }
 
+// Both layouts of the decoded form (codec/quanta_span.h): onebit's int64
+// quanta, and the dense payload itself, applied and summed as its values
+// converted, on one thread and on three, through every checksum copy.
 TEST(QuantaCodec, ApplyAndChecksumUseTheDecodedQuanta) {
   const TensorLayout layout = SmallLayout();
-  const std::vector<float> values = Gaussian(LayoutParamCount(layout), 0.01, 10);
-  const Encoded e = EncodeOnce(Options(v1::CODEC_ONEBIT), values);
-  DecodedUpdate d;
-  ASSERT_TRUE(DecodeUpdate(e.msg, &d).ok());
-  auto replica = *FixedPointReplica::Create(values.size(), 32);
-  ASSERT_TRUE(ApplyDecoded(d, &replica).ok());
-  EXPECT_EQ(std::vector<int64_t>(replica.quanta().begin(), replica.quanta().end()), e.quanta);
-  const WeightChecksum checksum(42);
-  EXPECT_EQ(ChecksumContribution(checksum, d), checksum.Of(replica.quanta()));
+  std::vector<float> values = Gaussian(LayoutParamCount(layout), 0.01, 10);
+  values[3] = 3e9f;  // a dense value past 2^62 / 2^32 clamps; one past int32 stays exact
+  values[4] = -1e9f;
+  for (const v1::Codec c : {v1::CODEC_ONEBIT, v1::CODEC_DENSE_FP32}) {
+    SCOPED_TRACE(v1::Codec_Name(c));
+    const Encoded e = EncodeOnce(Options(c), values);
+    DecodedUpdate d;
+    ASSERT_TRUE(DecodeUpdate(e.msg, &d).ok());
+    for (const bool on_threads : {false, true}) {
+      auto replica = *FixedPointReplica::Create(values.size(), 32);
+      ASSERT_TRUE(ApplyDecoded(d, &replica, FixedPointReplica::Prefetch::kOn,
+                               on_threads ? ParallelFor(ThreeThreads) : nullptr)
+                      .ok());
+      EXPECT_EQ(std::vector<int64_t>(replica.quanta().begin(), replica.quanta().end()), e.quanta);
+      for (size_t i = 0; i < values.size(); ++i) {
+        ASSERT_EQ(replica.weights()[i], QuantaToFloat(e.quanta[i], 0x1p-32)) << i;
+      }
+      const WeightChecksum checksum(42);
+      for (const Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kBest}) {
+        EXPECT_EQ(checksum.Of(d.decoded_quanta(), isa), checksum.Of(e.quanta, Isa::kPortable));
+      }
+      EXPECT_EQ(ChecksumContribution(checksum, d), checksum.Of(replica.quanta()));
+    }
+  }
 }
 
 // QuantaPayloadValue as the wire defines it (docs/wire-codecs.md): the weight

@@ -52,8 +52,8 @@ inline void ExpectTheStepInHalvesIsTrainStep(const BackendFactory& make, int ste
     return std::span<const int32_t>(labels).subspan(size_t(k) * batch, size_t(batch));
   };
   const auto apply = [step_quanta](model::Backend& backend, const model::Emission& e) {
-    return e.words.empty() && !e.dense.empty() ? backend.ApplyDense(e.dense)
-                                               : backend.ApplyOwnEmission(step_quanta, e.words);
+    return e.words.empty() && !e.quanta().empty() ? backend.ApplyDense(e.quanta())
+                                                  : backend.ApplyOwnEmission(step_quanta, e.words);
   };
   // What the caller stages from, and overwrites at once.
   std::vector<float> host_images(size_t(batch) * features);
@@ -80,8 +80,9 @@ inline void ExpectTheStepInHalvesIsTrainStep(const BackendFactory& make, int ste
     EXPECT_EQ(stats->loss_sum, expected->loss_sum) << "step " << k;
     EXPECT_EQ(stats->correct, expected->correct) << "step " << k;
     EXPECT_EQ(got.words, want.words) << "step " << k;
-    EXPECT_EQ(got.dense, want.dense) << "step " << k;
-    EXPECT_FALSE(want.words.empty() && want.dense.empty()) << "step " << k << " emitted nothing";
+    EXPECT_EQ(got.quanta().ToVector(), want.quanta().ToVector()) << "step " << k;
+    EXPECT_EQ(got.encoded.SerializeAsString(), want.encoded.SerializeAsString()) << "step " << k;
+    EXPECT_FALSE(want.words.empty() && want.quanta().empty()) << "step " << k << " emitted nothing";
     ASSERT_TRUE(apply(**whole, want).ok());
     ASSERT_TRUE(apply(**halves, got).ok());
     EXPECT_EQ(*(*halves)->WeightHash(), *(*whole)->WeightHash()) << "step " << k;
@@ -94,7 +95,8 @@ inline void ExpectTheStepInHalvesIsTrainStep(const BackendFactory& make, int ste
   ASSERT_TRUE((*halves)->LaunchTrainStep(0.05f, &got).ok());
   ASSERT_TRUE((*halves)->FinishTrainStep().ok());
   EXPECT_EQ(got.words, want.words);
-  EXPECT_EQ(got.dense, want.dense);
+  EXPECT_EQ(got.quanta().ToVector(), want.quanta().ToVector());
+  EXPECT_EQ(got.encoded.SerializeAsString(), want.encoded.SerializeAsString());
 
   // Refusals, each naming what is wrong; none leaves a step behind.
   const absl::Status unstaged = (*halves)->LaunchTrainStep(0.05f, &got);

@@ -113,7 +113,7 @@ absl::StatusOr<double> BatchSizeSearch::Try(int epoch, int batch, const From& fr
     RECKON_RETURN_IF_ERROR(stats.status());
     RECKON_RETURN_IF_ERROR(config_.mode == model::UpdateMode::kThreshold
                                ? trial->ApplyUpdates(from.step.step_quanta, out.words)
-                               : trial->ApplyDense(out.dense));
+                               : trial->ApplyDense(out.quanta()));
   }
   RECKON_ASSIGN_OR_RETURN(const model::BatchStats judged,
                           trial->Evaluate(data_.judge_images().data(), data_.judge_labels().data(),

@@ -317,7 +317,8 @@ absl::Status GossipPeers::Apply(model::Replica& replica, server::Received& recei
   // applies it in a single launch.
   std::vector<model::UpdateRef> batch;
   batch.reserve(received.updates.size());
-  for (const auto& u : received.updates) batch.push_back({u->step_quanta, u->words, u->quanta});
+  for (const auto& u : received.updates)
+    batch.push_back({u->step_quanta, u->words, u->decoded_quanta()});
   RECKON_RETURN_IF_ERROR(replica.ApplyUpdateBatch(batch));
   // The node keeps no mirror: the wraps are the training replica's to see
   // (our own messages' included, as the node counted them).

@@ -99,7 +99,8 @@ class Publisher {
 
   // A quanta codec's emission (onebit, dyntree8, dense): `encoded` holds the
   // codec fields and payload (codec::EncodeWithFeedback's), `quanta` the
-  // values every replica adds. Both are taken: `encoded` is left with no
+  // values every replica adds (empty for the dense codec, whose payload
+  // they are: codec::EmittedQuanta). Both are taken: `encoded` is left with no
   // codec fields, and each keeps a buffer (the payload's and the quanta's,
   // of no meaning) for the next emission's encoder to overwrite (codec.h
   // Encode), not to zero again.

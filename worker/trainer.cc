@@ -262,7 +262,7 @@ absl::Status Trainer::StartFrom(std::span<const int64_t> pretrained) {
       codec::EncodeWithFeedback(*encoder, dense, delta, &emission_.encoded, &emission_.dense));
   // Alone, nothing is numbered or sent (seqs follow the steps, see Run);
   // the replica ends where a cluster's would.
-  if (options_.peers == nullptr) return backend_->ApplyDense(emission_.dense);
+  if (options_.peers == nullptr) return backend_->ApplyDense(emission_.quanta());
   EpochTally sent;
   RECKON_RETURN_IF_ERROR(ApplyAndPublishQuanta(sent));
   summary_.pretrain_start_bytes = sent.wire_bytes;

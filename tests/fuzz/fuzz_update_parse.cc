@@ -2,7 +2,9 @@
 // full validation and apply to a replica, for every codec. Must never crash; whatever is
 // accepted must be applicable and re-encode to a message that decodes alike.
 #include <cstdlib>
+#include <vector>
 
+#include "codec/codec.h"
 #include "codec/fixed_point.h"
 #include "codec/update_message.h"
 
@@ -12,7 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!msg.ok()) return 0;
   reckon::codec::DecodedUpdate decoded;
   if (!reckon::codec::DecodeUpdate(*msg, &decoded).ok()) {
-    if (!decoded.words.empty() || !decoded.quanta.empty()) std::abort();
+    if (!decoded.words.empty() || !decoded.quanta.empty() || !decoded.dense_fp32.empty()) {
+      std::abort();
+    }
     return 0;
   }
   // Apply to a replica of the declared size, when that is small enough here.
@@ -21,10 +25,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!replica.ok()) std::abort();
     if (!reckon::codec::ApplyDecoded(decoded, &*replica).ok()) std::abort();
   }
-  // The quanta codecs: decoding gave one value per parameter; the
-  // threshold codecs re-encode below.
+  // The quanta codecs: decoding gave one value per parameter, the same as
+  // the payload decoder's int64 expansion; the threshold codecs re-encode
+  // below.
   if (decoded.dense()) {
-    if (decoded.quanta.size() != decoded.param_count || !decoded.words.empty()) std::abort();
+    const reckon::codec::QuantaSpan quanta = decoded.decoded_quanta();
+    if (quanta.size() != decoded.param_count || !decoded.words.empty()) std::abort();
+    std::vector<int64_t> expanded;
+    if (!reckon::codec::DecodeQuantaPayload(*msg, &expanded).ok()) std::abort();
+    if (expanded != quanta.ToVector()) std::abort();
     return 0;
   }
   reckon::v1::Update again;
