@@ -203,19 +203,25 @@ const DynTreeSearch& DynTreeSearchTables() {
   return all_equal != 0;
 }
 
-// AddWrappingBody with each addend a checked dense payload value.
+// a + b modulo 2^64 (the replica's arithmetic), counting in `wraps` a
+// signed sum that left the int64 range: both addends' signs differ from
+// the sum's. Branch-free, so the loops below vectorize.
+[[gnu::always_inline]] inline int64_t AddCountingWraps(int64_t a, int64_t b, uint64_t& wraps) {
+  const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+  const uint64_t sum = ua + ub;
+  wraps += ((ua ^ sum) & (ub ^ sum)) >> 63;
+  return static_cast<int64_t>(sum);
+}
+
+// AddWrappingBody (below) with each addend a checked dense payload value.
 [[gnu::always_inline]] inline uint64_t AddDenseWrappingBody(int64_t* __restrict quanta,
                                                             const char* __restrict payload,
                                                             size_t n) {
   uint64_t wraps = 0;
   for (size_t i = 0; i < n; ++i) {
     uint32_t valid;
-    const uint64_t a = static_cast<uint64_t>(quanta[i]);
-    const uint64_t b =
-        static_cast<uint64_t>(PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid));
-    const uint64_t sum = a + b;
-    wraps += ((a ^ sum) & (b ^ sum)) >> 63;
-    quanta[i] = static_cast<int64_t>(sum);
+    quanta[i] =
+        AddCountingWraps(quanta[i], PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid), wraps);
   }
   return wraps;
 }
@@ -235,19 +241,13 @@ const DynTreeSearch& DynTreeSearchTables() {
   }
 }
 
-// Wrapped when both addends' signs differ from the sum's; with the
-// pointers __restrict, the loop vectorizes (it did not through the
-// replica's lambda: 5.9% of a dense worker's samples, one value at a time).
+// With the pointers __restrict, the loop vectorizes (it did not through
+// the replica's lambda: 5.9% of a dense worker's samples, one value at a
+// time).
 [[gnu::always_inline]] inline uint64_t AddWrappingBody(int64_t* __restrict quanta,
                                                        const int64_t* __restrict delta, size_t n) {
   uint64_t wraps = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t a = static_cast<uint64_t>(quanta[i]);
-    const uint64_t b = static_cast<uint64_t>(delta[i]);
-    const uint64_t sum = a + b;
-    wraps += ((a ^ sum) & (b ^ sum)) >> 63;
-    quanta[i] = static_cast<int64_t>(sum);
-  }
+  for (size_t i = 0; i < n; ++i) quanta[i] = AddCountingWraps(quanta[i], delta[i], wraps);
   return wraps;
 }
 
