@@ -299,12 +299,16 @@ absl::Status CheckLength(std::string_view what, size_t actual, uint64_t expected
 
 void FinishMessage(v1::Codec codec, uint64_t param_count, const ParallelFor& parallel_for,
                    v1::Update* msg) {
+  FinishMessageWithCrc(codec, param_count, Crc32cOnThreads(msg->payload(), parallel_for), msg);
+}
+
+void FinishMessageWithCrc(v1::Codec codec, uint64_t param_count, uint32_t crc, v1::Update* msg) {
   msg->set_codec(codec);
   msg->set_param_count(param_count);
   msg->set_count(static_cast<uint32_t>(param_count));
   msg->set_step_quanta(0);
   msg->set_rice_k(0);
-  msg->set_crc32c(Crc32cOnThreads(msg->payload(), parallel_for));
+  msg->set_crc32c(crc);
 }
 
 void ReportAllWritten(const ParallelFor& parallel_for, size_t n,

@@ -120,6 +120,25 @@ absl::Status CheckDynTree8(std::string_view bytes, std::span<const int64_t> quan
 // parallel_for's threads when not null: Crc32cOnThreads).
 void FinishMessage(v1::Codec codec, uint64_t param_count, const ParallelFor& parallel_for,
                    v1::Update* msg);
+// The same with the payload's CRC given (an encoder that computed it block
+// by block as it wrote them).
+void FinishMessageWithCrc(v1::Codec codec, uint64_t param_count, uint32_t crc, v1::Update* msg);
+
+// One pass over a dense payload (4 bytes a value) on parallel_for's
+// threads, kCacheBlockValues values at a time while each block is in the
+// L1 cache: its CRC-32C, whether every value is an integral number of
+// quanta below 2^62 in magnitude, and, where `copy_to` is not null, a copy
+// of the bytes there (bytes.size() of them). Its readers (the publisher's
+// self-check, DecodeUpdate) so read the payload once, not once for the CRC
+// and once for the values (and once more for a copy).
+struct DenseFp32Scan {
+  uint32_t crc = 0;
+  bool valid = false;
+};
+DenseFp32Scan ScanDenseFp32(std::string_view bytes, char* copy_to, const ParallelFor& parallel_for);
+// kDataLoss naming the first value of `bytes` that is not a count of quanta
+// (OK when there is none): the words of a scan that found one.
+absl::Status DenseFp32ValueError(std::string_view bytes);
 
 // For an encoder whose values are read until its end (onebit's signs,
 // dyntree8's tensors): every quanta index reported written at once, on

@@ -311,32 +311,38 @@ uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t size_b) {
   return MultiplyModP(shift, crc_a) ^ crc_b;
 }
 
+void Crc32cPieces::Add(size_t begin, size_t end, uint32_t crc) {
+  absl::MutexLock lock(&mu_);
+  pieces_.push_back({begin, end, crc});
+}
+
+bool Crc32cPieces::Combine(size_t size, uint32_t* crc) {
+  absl::MutexLock lock(&mu_);
+  std::sort(pieces_.begin(), pieces_.end(),
+            [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
+  uint32_t combined = 0;
+  size_t covered = 0;
+  for (const Piece& piece : pieces_) {
+    if (piece.begin != covered) return false;
+    combined = Crc32cCombine(combined, piece.crc, piece.end - piece.begin);
+    covered = piece.end;
+  }
+  if (covered != size) return false;
+  *crc = combined;
+  return true;
+}
+
 uint32_t Crc32cOnThreads(const void* data, size_t size, const ParallelFor& parallel_for) {
   if (!parallel_for || size < kCrc32cThreadedBytes) return Crc32c(data, size);
   const auto* bytes = static_cast<const unsigned char*>(data);
-  struct Piece {
-    size_t begin, end;
-    uint32_t crc;
-  };
-  absl::Mutex mu;
-  std::vector<Piece> pieces;  // one a chunk: a few
+  Crc32cPieces pieces;
   parallel_for(size, [&](size_t begin, size_t end) {
-    const uint32_t crc = Crc32c(bytes + begin, end - begin);
-    absl::MutexLock lock(&mu);
-    pieces.push_back({begin, end, crc});
+    pieces.Add(begin, end, Crc32c(bytes + begin, end - begin));
   });
-  std::sort(pieces.begin(), pieces.end(),
-            [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
-  uint32_t crc = 0;
-  size_t covered = 0;
-  for (const Piece& piece : pieces) {
-    if (piece.begin != covered) break;  // a ParallelFor that broke its contract
-    crc = Crc32cCombine(crc, piece.crc, piece.end - piece.begin);
-    covered = piece.end;
-  }
-  // The contract broken (a gap, an overlap, a range left out): the CRC of
-  // the bytes, not of what the chunks happened to cover.
-  return covered == size ? crc : Crc32c(data, size);
+  uint32_t crc;
+  // The contract broken: the CRC of the bytes, not of what the chunks
+  // happened to cover.
+  return pieces.Combine(size, &crc) ? crc : Crc32c(data, size);
 }
 
 }  // namespace reckon::codec

@@ -6,7 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "codec/parallel_for.h"
 
 namespace reckon::codec {
@@ -33,6 +36,29 @@ inline uint32_t Crc32cOnThreads(std::string_view bytes, const ParallelFor& paral
   return Crc32cOnThreads(bytes.data(), bytes.size(), parallel_for);
 }
 inline constexpr size_t kCrc32cThreadedBytes = 256 * 1024;
+
+// A CRC-32C computed in pieces, each piece's from its own bytes on the
+// thread that has them (Crc32cOnThreads; the dense codec's passes, which
+// compute it block by block beside their other work while each block is in
+// the L1 cache), then combined in order.
+// Threads: Add from any thread; Combine after every Add has returned.
+class Crc32cPieces {
+ public:
+  // The CRC of bytes [begin, end), from 0.
+  void Add(size_t begin, size_t end, uint32_t crc);
+  // The CRC of bytes [0, size) when the pieces cover exactly that; false
+  // when they do not (a ParallelFor that broke its contract: a gap, an
+  // overlap, a range left out), and the caller computes it from the bytes.
+  bool Combine(size_t size, uint32_t* crc);
+
+ private:
+  struct Piece {
+    size_t begin, end;
+    uint32_t crc;
+  };
+  absl::Mutex mu_;
+  std::vector<Piece> pieces_ ABSL_GUARDED_BY(mu_);  // one a chunk: a few
+};
 
 // The hardware path splits a long buffer into rounds of three streams of
 // this many bytes, crc'd side by side (the crc32 instruction's latency is

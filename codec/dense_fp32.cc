@@ -4,10 +4,12 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "codec/codec_payload.h"
+#include "codec/crc32c.h"
 #include "codec/elementwise.h"
 
 namespace reckon::codec::payload {
@@ -30,16 +32,23 @@ class DenseFp32 final : public Codec {
     quanta->clear();
     const int fraction_bits = options_.fraction_bits;
     // Block by block, each reported written at once (the feedback then
-    // reads the block's values and payload from the L1 cache).
+    // reads the block's values and payload from the L1 cache), and its CRC
+    // continued from there too: no pass of its own over the payload.
+    Crc32cPieces pieces;
     auto encode = [&](size_t begin, size_t end) {
+      uint32_t crc = 0;
       for (size_t block = begin; block < end; block += kCacheBlockValues) {
         const size_t len = std::min(kCacheBlockValues, end - block);
         EncodeDenseFp32Values(values.data() + block, len, fraction_bits, bytes + 4 * block);
+        crc = Crc32c(bytes + 4 * block, 4 * len, crc);
         if (written) written(block, block + len);
       }
+      pieces.Add(4 * begin, 4 * end, crc);
     };
     ForChunks(parallel_for, values.size(), encode);
-    FinishMessage(id(), values.size(), parallel_for, msg);
+    uint32_t crc;
+    if (!pieces.Combine(out->size(), &crc)) crc = Crc32c(*out);
+    FinishMessageWithCrc(id(), values.size(), crc, msg);
     return absl::OkStatus();
   }
 
@@ -94,6 +103,43 @@ absl::Status DecodeDenseFp32(std::string_view bytes, uint64_t param_count,
   NoSink none;
   RECKON_RETURN_IF_ERROR(WalkDenseFp32OneByOne(bytes, none));
   return absl::InternalError("dense fp32: a value failed one check and passed the other");
+}
+
+DenseFp32Scan ScanDenseFp32(std::string_view bytes, char* copy_to,
+                            const ParallelFor& parallel_for) {
+  const size_t n = bytes.size() / 4;
+  Crc32cPieces pieces;
+  std::atomic<bool> all_valid{true};
+  ForChunks(parallel_for, n, [&](size_t begin, size_t end) {
+    uint32_t crc = 0;
+    bool valid = true;
+    for (size_t block = begin; block < end; block += kCacheBlockValues) {
+      const char* at = bytes.data() + 4 * block;
+      const size_t len = std::min(kCacheBlockValues, end - block);
+      if (copy_to != nullptr) std::memcpy(copy_to + 4 * block, at, 4 * len);
+      crc = Crc32c(at, 4 * len, crc);
+      valid &= DenseFp32PayloadsEqual(at, at, len);
+    }
+    pieces.Add(4 * begin, 4 * end, crc);
+    if (!valid) all_valid.store(false, std::memory_order_relaxed);
+  });
+  DenseFp32Scan scan;
+  // A ParallelFor that broke its contract (a gap, an overlap, a range
+  // left out): the whole pass again on this thread, not what its chunks
+  // happened to cover.
+  if (!pieces.Combine(4 * n, &scan.crc)) return ScanDenseFp32(bytes, copy_to, nullptr);
+  scan.valid = all_valid.load(std::memory_order_relaxed);
+  // A tail of fewer than 4 bytes (a payload of the wrong length, which
+  // its caller refuses anyway) is in the CRC as the receivers compute it.
+  const std::string_view tail = bytes.substr(4 * n);
+  if (copy_to != nullptr) std::memcpy(copy_to + 4 * n, tail.data(), tail.size());
+  scan.crc = Crc32c(tail.data(), tail.size(), scan.crc);
+  return scan;
+}
+
+absl::Status DenseFp32ValueError(std::string_view bytes) {
+  NoSink none;
+  return WalkDenseFp32OneByOne(bytes, none);
 }
 
 absl::Status CheckDenseFp32(std::string_view bytes, QuantaSpan expected,

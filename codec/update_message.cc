@@ -56,8 +56,15 @@ absl::StatusOr<v1::Update> ParseUpdate(std::string_view bytes, size_t max_bytes)
 
 namespace {
 
-// docs/wire-codecs.md 2: the header of a quanta-codec message.
-absl::Status CheckQuantaHeader(const v1::Update& msg, const ParallelFor& parallel_for) {
+// The refusal of a payload whose CRC-32C is `crc`, where msg says another.
+absl::Status CheckCrc(uint32_t crc, const v1::Update& msg) {
+  if (crc == msg.crc32c()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("CRC-32C mismatch: payload has ", absl::Hex(crc),
+                                          ", header says ", absl::Hex(msg.crc32c())));
+}
+
+// docs/wire-codecs.md 2: the header of a quanta-codec message, but its CRC.
+absl::Status CheckQuantaFields(const v1::Update& msg) {
   const std::string name = v1::Codec_Name(msg.codec());
   if (msg.param_count() > kMaxParamCount) {
     return absl::DataLossError(absl::StrCat("param_count ", msg.param_count(), " exceeds 2^31"));
@@ -69,26 +76,39 @@ absl::Status CheckQuantaHeader(const v1::Update& msg, const ParallelFor& paralle
   if (msg.step_quanta() != 0 || msg.rice_k() != 0) {
     return absl::DataLossError(absl::StrCat(name, ": step_quanta and rice_k must be 0"));
   }
-  const uint32_t crc = Crc32cOnThreads(msg.payload(), parallel_for);
-  if (crc != msg.crc32c()) {
-    return absl::DataLossError(absl::StrCat("CRC-32C mismatch: payload has ", absl::Hex(crc),
-                                            ", header says ", absl::Hex(msg.crc32c())));
-  }
   return absl::OkStatus();
+}
+
+// A dense message's payload in one pass (codec_payload.h ScanDenseFp32):
+// its length, then its CRC, then its values; copied to `copy_to` (4 bytes
+// a parameter) where that is not null.
+absl::Status CheckDensePayload(const v1::Update& msg, char* copy_to,
+                               const ParallelFor& parallel_for) {
+  RECKON_RETURN_IF_ERROR(
+      payload::CheckLength("dense fp32", msg.payload().size(), 4 * msg.param_count()));
+  const payload::DenseFp32Scan scan = payload::ScanDenseFp32(msg.payload(), copy_to, parallel_for);
+  RECKON_RETURN_IF_ERROR(CheckCrc(scan.crc, msg));
+  if (scan.valid) return absl::OkStatus();
+  RECKON_RETURN_IF_ERROR(payload::DenseFp32ValueError(msg.payload()));
+  return absl::InternalError("dense fp32: a value failed one check and passed the other");
 }
 
 // The header, then the payload.
 absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
-  RECKON_RETURN_IF_ERROR(CheckQuantaHeader(msg, /*parallel_for=*/nullptr));
+  RECKON_RETURN_IF_ERROR(CheckQuantaFields(msg));
   if (msg.codec() == v1::CODEC_DENSE_FP32) {
-    // Its own decoded form: checked in one walk that writes nothing, then
-    // kept as it is (4 bytes a value, not an int64 copy's 8).
+    // Its own decoded form: copied as it is checked, in one pass (4 bytes
+    // a value kept, not an int64 copy's 8). Sized only once its length is
+    // known to be the model's.
     RECKON_RETURN_IF_ERROR(
         payload::CheckLength("dense fp32", msg.payload().size(), 4 * msg.param_count()));
-    RECKON_RETURN_IF_ERROR(
-        payload::CheckDenseFp32(msg.payload(), QuantaSpan::DenseFp32(msg.payload()), nullptr));
-    out->dense_fp32.assign(msg.payload());
+    out->dense_fp32.resize(msg.payload().size());
+    if (absl::Status s = CheckDensePayload(msg, out->dense_fp32.data(), nullptr); !s.ok()) {
+      out->dense_fp32.clear();
+      return s;
+    }
   } else {
+    RECKON_RETURN_IF_ERROR(CheckCrc(Crc32c(msg.payload()), msg));
     RECKON_RETURN_IF_ERROR(DecodeQuantaPayload(msg, &out->quanta));
   }
   out->node_id = msg.origin().node_id();
@@ -107,7 +127,19 @@ absl::Status CheckQuantaUpdate(const v1::Update& msg, QuantaSpan quanta,
   if (!IsQuantaCodec(msg.codec())) {
     return absl::InternalError(absl::StrCat(v1::Codec_Name(msg.codec()), " is not a quanta codec"));
   }
-  RECKON_RETURN_IF_ERROR(CheckQuantaHeader(msg, parallel_for));
+  RECKON_RETURN_IF_ERROR(CheckQuantaFields(msg));
+  if (msg.codec() != v1::CODEC_DENSE_FP32) {
+    RECKON_RETURN_IF_ERROR(CheckCrc(Crc32cOnThreads(msg.payload(), parallel_for), msg));
+    return CheckQuantaPayload(msg, quanta, parallel_for);
+  }
+  // A dense message checked against its own payload (the publisher's
+  // self-check) is the receivers' check: one pass. Against other quanta,
+  // a comparing walk follows.
+  RECKON_RETURN_IF_ERROR(CheckDensePayload(msg, /*copy_to=*/nullptr, parallel_for));
+  if (quanta.is_dense_fp32() && quanta.dense_fp32_bytes() == msg.payload().data() &&
+      quanta.size() == msg.param_count()) {
+    return absl::OkStatus();
+  }
   return CheckQuantaPayload(msg, quanta, parallel_for);
 }
 
@@ -140,11 +172,7 @@ absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {
   if (codec == v1::CODEC_THRESHOLD_RICE && msg.rice_k() > kMaxRiceK) {
     return absl::DataLossError(absl::StrCat("rice_k ", msg.rice_k(), " exceeds 30"));
   }
-  const uint32_t crc = Crc32c(msg.payload());
-  if (crc != msg.crc32c()) {
-    return absl::DataLossError(absl::StrCat("CRC-32C mismatch: payload has ", absl::Hex(crc),
-                                            ", header says ", absl::Hex(msg.crc32c())));
-  }
+  RECKON_RETURN_IF_ERROR(CheckCrc(Crc32c(msg.payload()), msg));
   if (codec == v1::CODEC_THRESHOLD_RICE) {
     RECKON_RETURN_IF_ERROR(
         DecodeRice(msg.payload(), msg.count(), msg.rice_k(), msg.param_count(), &out->words));

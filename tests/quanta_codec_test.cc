@@ -664,6 +664,48 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
   }
 }
 
+// The dense payload's one pass (its readers' CRC, validity and copy): the
+// bytes' CRC, their copy and every value's check, on one thread, on three,
+// and with a ParallelFor that leaves a range out; one bad value anywhere
+// (a block's first, a chunk's last, the tail) is found; a length that is
+// no multiple of 4 is in the CRC whole.
+TEST(QuantaCodec, TheDenseScanIsTheCrcTheCopyAndTheCheckInOnePass) {
+  const size_t n = 3 * kCacheBlockValues + 1001;
+  const Encoded e =
+      EncodeOnce(Options(v1::CODEC_DENSE_FP32, {{1, uint32_t(n)}}), Gaussian(n, 0.01, 12));
+  const std::string& good = e.msg.payload();
+  const ParallelFor drops_a_range = [](size_t count,
+                                       const std::function<void(size_t, size_t)>& fn) {
+    fn(0, count / 3);
+    fn(2 * count / 3, count);
+  };
+  for (const ParallelFor& threads :
+       {ParallelFor(nullptr), ParallelFor(ThreeThreads), drops_a_range}) {
+    std::string copy(good.size(), '\0');
+    payload::DenseFp32Scan scan = payload::ScanDenseFp32(good, copy.data(), threads);
+    EXPECT_EQ(scan.crc, Crc32c(good));
+    EXPECT_TRUE(scan.valid);
+    EXPECT_EQ(copy, good);
+    for (const size_t at : {size_t{0}, kCacheBlockValues, n / 3 - 1, n / 2, n - 1}) {
+      std::string bad = good;
+      const float half = 0.5f;
+      std::memcpy(bad.data() + 4 * at, &half, 4);
+      scan = payload::ScanDenseFp32(bad, nullptr, threads);
+      EXPECT_FALSE(scan.valid) << at;
+      EXPECT_EQ(scan.crc, Crc32c(bad)) << at;
+      const absl::Status named = payload::DenseFp32ValueError(bad);
+      EXPECT_NE(named.message().find(absl::StrCat("value ", at, " is 0.5")), std::string::npos)
+          << named;
+    }
+    const std::string odd = good + "xy";
+    std::string odd_copy(odd.size(), '\0');
+    scan = payload::ScanDenseFp32(odd, odd_copy.data(), threads);
+    EXPECT_EQ(scan.crc, Crc32c(odd));
+    EXPECT_EQ(odd_copy, odd);
+  }
+  EXPECT_TRUE(payload::DenseFp32ValueError(good).ok());
+}
+
 // The publisher's self-check on a replica's threads (the CRC in chunks
 // combined, the dense walk in chunks): it accepts what one thread accepts
 // and refuses, with the same words, a value that differs in any chunk, a
