@@ -85,18 +85,23 @@ absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CodecOptions& options) {
 
 absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
                                 std::span<float> residual, v1::Update* msg,
-                                std::vector<int64_t>* quanta, const ParallelFor& parallel_for) {
+                                std::vector<int64_t>* quanta, const ParallelFor& parallel_for,
+                                uint32_t residual_bound) {
   // |r| * 2^fb < 2^62 for every element, compared on the float bits: NaN
   // and Inf sit above every finite limit, so one integer compare catches all.
   const int32_t limit_bits = std::bit_cast<int32_t>(std::ldexp(1.0f, 62 - options.fraction_bits));
   std::atomic<int32_t> any_bad{0};
-  ForChunks(parallel_for, residual.size(), [&](size_t begin, size_t end) {
-    int32_t bad = 0;
-    for (size_t i = begin; i < end; ++i) {
-      bad |= static_cast<int32_t>((std::bit_cast<int32_t>(residual[i]) & 0x7FFFFFFF) >= limit_bits);
-    }
-    if (bad) any_bad.store(1, std::memory_order_relaxed);
-  });
+  const bool bounded = residual_bound < static_cast<uint32_t>(limit_bits);
+  if (!bounded) {
+    ForChunks(parallel_for, residual.size(), [&](size_t begin, size_t end) {
+      int32_t bad = 0;
+      for (size_t i = begin; i < end; ++i) {
+        bad |=
+            static_cast<int32_t>((std::bit_cast<int32_t>(residual[i]) & 0x7FFFFFFF) >= limit_bits);
+      }
+      if (bad) any_bad.store(1, std::memory_order_relaxed);
+    });
+  }
   if (any_bad.load(std::memory_order_relaxed)) {
     for (size_t i = 0; i < residual.size(); ++i) {
       if ((std::bit_cast<int32_t>(residual[i]) & 0x7FFFFFFF) >= limit_bits) {

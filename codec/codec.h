@@ -139,10 +139,18 @@ absl::StatusOr<v1::Codec> CodecFromFlagName(const std::string& name);
 // residual unchanged and nothing emitted.
 // `parallel_for` (may be null): the check, the encoder and the feedback on
 // the caller's threads, bit for bit what one thread gives.
+// `residual_bound`: the largest |residual[i]| as float bits (bits &
+// 0x7FFFFFFF), where its writer took it as it wrote (model::AccumulateDelta);
+// below the grid's limit the check reads nothing (it was a pass of its own
+// over the residual, 2% of a dense step). REQUIRES: it is not below the
+// true one. kResidualBoundUnknown (the default), or a bound at or above the
+// limit: the check scans the residual and names the element.
+inline constexpr uint32_t kResidualBoundUnknown = 0xFFFFFFFFu;
 absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
                                 std::span<float> residual, v1::Update* msg,
                                 std::vector<int64_t>* quanta,
-                                const ParallelFor& parallel_for = nullptr);
+                                const ParallelFor& parallel_for = nullptr,
+                                uint32_t residual_bound = kResidualBoundUnknown);
 
 // An encoded message's decoded form: for CODEC_DENSE_FP32 the payload
 // itself (quanta_span.h), else `quanta` as the encoder wrote them. A view

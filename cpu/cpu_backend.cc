@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <atomic>
 #include <cmath>
 #include <thread>
 
@@ -101,16 +102,23 @@ class CpuBackend final : public model::Backend {
         ForwardBackward(config_.shape, replica_.weights().data(), images, labels, batch, train_ws_,
                         grad_.data(), &gemm_rows_);
     const bool with_peers = aggregate_adagrad_ && after_own_valid_;
+    // The residual's largest magnitude, taken as the optimizer writes it:
+    // the encoder's check then reads nothing (codec::EncodeWithFeedback).
+    std::atomic<uint32_t> residual_bound{0};
     pool_.ParallelFor(grad_.size(), [&](size_t begin, size_t end) {
       const size_t len = end - begin;
       if (with_peers) MeasurePeerStep(begin, end);
-      model::AccumulateDelta(
+      const uint32_t chunk_bound = model::AccumulateDelta(
           config_.optimizer, learning_rate, std::span<const float>(grad_).subspan(begin, len),
           replica_.weights().subspan(begin, len),
           state_.empty() ? std::span<float>() : std::span<float>(state_).subspan(begin, len),
           std::span<float>(residual_).subspan(begin, len),
           with_peers ? std::span<const float>(peer_step_).subspan(begin, len)
                      : std::span<const float>());
+      uint32_t seen = residual_bound.load(std::memory_order_relaxed);
+      while (chunk_bound > seen &&
+             !residual_bound.compare_exchange_weak(seen, chunk_bound, std::memory_order_relaxed)) {
+      }
     });
     if (config_.mode == model::UpdateMode::kThreshold) {
       out->dense.clear();
@@ -118,8 +126,9 @@ class CpuBackend final : public model::Backend {
       if (!s.ok()) return s;
     } else {
       out->words.clear();
-      absl::Status s = codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded,
-                                                 &out->dense, HostThreads());
+      absl::Status s =
+          codec::EncodeWithFeedback(*codec_, config_.codec, residual_, &out->encoded, &out->dense,
+                                    HostThreads(), residual_bound.load(std::memory_order_relaxed));
       if (!s.ok()) return s;
     }
     if (aggregate_adagrad_) RecordAfterOwn(*out);

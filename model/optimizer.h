@@ -94,10 +94,15 @@ MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int m
 // fed the same aggregate. Alone, peer_step is 0 and both placements are the
 // same, bit for bit. Either way the rule runs here, before quantization
 // (docs/design.md step 4).
+// Returns the largest |residual[i]| written, as its float bits (bits &
+// 0x7FFFFFFF: Inf above every finite value, NaN above Inf), taken block by
+// block right after each is written, from the L1 cache: what
+// codec::EncodeWithFeedback's check needs, with no pass of its own over
+// the residual.
 // REQUIRES: equal sizes (state unused for sgd; peer_step empty or full).
-void AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
-                     std::span<const float> weights, std::span<float> state,
-                     std::span<float> residual, std::span<const float> peer_step = {});
+uint32_t AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
+                         std::span<const float> weights, std::span<float> state,
+                         std::span<float> residual, std::span<const float> peer_step = {});
 
 }  // namespace reckon::model
 

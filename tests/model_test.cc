@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -138,6 +139,50 @@ TEST(Optimizer, AggregateAdagradFeedsThePeersStepToTheAccumulator) {
   EXPECT_EQ(model::ParseAdagradPlacement("aggregate").value(), model::AdagradPlacement::kAggregate);
   EXPECT_EQ(model::ParseAdagradPlacement("global").status().message(),
             "--adagrad-placement 'global' is not local or aggregate");
+}
+
+// Every rule returns the largest |residual| it wrote, as float bits, taken
+// as it wrote (the encoder's check then needs no pass of its own): the
+// residual's largest magnitude, a value it already held included, with
+// weight decay or not, and a NaN or Inf above every finite value.
+TEST(Optimizer, EveryRuleReturnsTheLargestResidualItWrote) {
+  const auto magnitude_bits = [](const std::vector<float>& r) {
+    uint32_t largest = 0;
+    for (const float x : r) largest = std::max(largest, std::bit_cast<uint32_t>(x) & 0x7FFFFFFFu);
+    return largest;
+  };
+  std::vector<float> g(1000), w(1000);
+  for (size_t i = 0; i < g.size(); ++i) {
+    g[i] = std::sin(float(i)) * (i == 617 ? 40.0f : 1.0f);
+    w[i] = std::cos(float(i));
+  }
+  for (const auto kind : {model::OptimizerKind::kSgd, model::OptimizerKind::kMomentum,
+                          model::OptimizerKind::kAdagrad}) {
+    for (const bool peers : {false, true}) {
+      for (const double decay : {0.0, 1e-2}) {
+        if (peers && kind != model::OptimizerKind::kAdagrad) continue;
+        SCOPED_TRACE(::testing::Message()
+                     << model::OptimizerName(kind) << " peers " << peers << " decay " << decay);
+        model::OptimizerConfig c;
+        c.kind = kind;
+        c.weight_decay = decay;
+        std::vector<float> state(g.size(), 0.5f), r(g.size(), 0.0f);
+        r[3] = -900.0f;  // held from before, and still the largest
+        const std::vector<float> peer_step(peers ? g.size() : 0, 1e-3f);
+        uint32_t got = model::AccumulateDelta(c, 0.1f, g, w, state, r, peer_step);
+        EXPECT_EQ(got, magnitude_bits(r));
+        r[3] = 0.0f;
+        got = model::AccumulateDelta(c, 0.1f, g, w, state, r, peer_step);
+        EXPECT_EQ(got, magnitude_bits(r));
+        r[10] = INFINITY;
+        got = model::AccumulateDelta(c, 0.1f, g, w, state, r, peer_step);
+        EXPECT_EQ(got, std::bit_cast<uint32_t>(INFINITY));
+        r[11] = std::nanf("");
+        got = model::AccumulateDelta(c, 0.1f, g, w, state, r, peer_step);
+        EXPECT_GT(got, std::bit_cast<uint32_t>(INFINITY));
+      }
+    }
+  }
 }
 
 // N workers applying each other's updates: a per-update decay m whose mean

@@ -399,6 +399,39 @@ TEST(ErrorFeedback, TheResidualKeepsExactlyWhatTheMessageDidNotCarry) {
   }
 }
 
+// A bound from the residual's writer (model::AccumulateDelta) below the
+// grid's limit: the same message, quanta and residual as the check's own
+// scan gives. At or above the limit the scan runs and refuses, naming the
+// element, with nothing emitted.
+TEST(ErrorFeedback, AWritersBoundSkipsTheScanAndChangesNothing) {
+  const TensorLayout layout = SmallLayout();
+  for (const v1::Codec c : kQuantaCodecs) {
+    SCOPED_TRACE(v1::Codec_Name(c));
+    const CodecOptions o = Options(c);
+    auto scanned = *MakeCodec(o);
+    auto bounded = *MakeCodec(o);
+    std::vector<float> r1 = Gaussian(LayoutParamCount(layout), 0.01, 13);
+    std::vector<float> r2 = r1;
+    uint32_t bound = 0;
+    for (const float x : r2) bound = std::max(bound, std::bit_cast<uint32_t>(x) & 0x7FFFFFFFu);
+    v1::Update m1, m2;
+    std::vector<int64_t> q1, q2;
+    ASSERT_TRUE(EncodeWithFeedback(*scanned, o, r1, &m1, &q1).ok());
+    ASSERT_TRUE(EncodeWithFeedback(*bounded, o, r2, &m2, &q2, ThreeThreads, bound).ok());
+    EXPECT_EQ(m1.SerializeAsString(), m2.SerializeAsString());
+    EXPECT_EQ(q1, q2);
+    EXPECT_EQ(0, std::memcmp(r1.data(), r2.data(), 4 * r1.size()));
+    std::vector<float> bad = r2;
+    bad[21] = INFINITY;
+    const std::vector<float> before = bad;
+    const absl::Status s = EncodeWithFeedback(*bounded, o, bad, &m2, &q2, ThreeThreads,
+                                              std::bit_cast<uint32_t>(INFINITY));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("element 21"), std::string::npos) << s;
+    EXPECT_EQ(0, std::memcmp(bad.data(), before.data(), 4 * bad.size()));
+  }
+}
+
 TEST(ErrorFeedback, WithoutFeedbackTheRemainderIsDropped) {
   CodecOptions o = Options(v1::CODEC_DYNTREE8);
   o.error_feedback = false;
