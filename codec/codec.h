@@ -24,6 +24,7 @@
 #ifndef RECKON_CODEC_CODEC_H_
 #define RECKON_CODEC_CODEC_H_
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -146,6 +147,17 @@ absl::StatusOr<v1::Codec> CodecFromFlagName(const std::string& name);
 // true one. kResidualBoundUnknown (the default), or a bound at or above the
 // limit: the check scans the residual and names the element.
 inline constexpr uint32_t kResidualBoundUnknown = 0xFFFFFFFFu;
+// |x| as its float bits, what a residual bound holds: ordered as the
+// magnitudes, Inf above every finite value and NaN above Inf. Signed (the
+// sign bit is clear), so that a max over them vectorizes on SSE2.
+inline int32_t ResidualMagnitudeBits(float x) { return std::bit_cast<int32_t>(x) & 0x7FFFFFFF; }
+// Raises a bound its writer's threads share to `chunk_bound` where it is lower.
+inline void RaiseResidualBound(std::atomic<uint32_t>& bound, uint32_t chunk_bound) {
+  uint32_t seen = bound.load(std::memory_order_relaxed);
+  while (chunk_bound > seen &&
+         !bound.compare_exchange_weak(seen, chunk_bound, std::memory_order_relaxed)) {
+  }
+}
 absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
                                 std::span<float> residual, v1::Update* msg,
                                 std::vector<int64_t>* quanta,

@@ -115,10 +115,7 @@ class CpuBackend final : public model::Backend {
           std::span<float>(residual_).subspan(begin, len),
           with_peers ? std::span<const float>(peer_step_).subspan(begin, len)
                      : std::span<const float>());
-      uint32_t seen = residual_bound.load(std::memory_order_relaxed);
-      while (chunk_bound > seen &&
-             !residual_bound.compare_exchange_weak(seen, chunk_bound, std::memory_order_relaxed)) {
-      }
+      codec::RaiseResidualBound(residual_bound, chunk_bound);
     });
     if (config_.mode == model::UpdateMode::kThreshold) {
       out->dense.clear();

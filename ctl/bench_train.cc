@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -106,15 +105,12 @@ absl::StatusOr<RoundTrip> TimeRoundTrip(const model::BackendConfig& config,
     // its largest magnitude taken as written, as model::AccumulateDelta's.
     std::atomic<uint32_t> bound{0};
     pool.ParallelFor(residual.size(), [&](size_t begin, size_t end) {
-      uint32_t largest = 0;
+      int32_t largest = 0;
       for (size_t k = begin; k < end; ++k) {
         residual[k] += gradient_step[k];
-        largest = std::max(largest, std::bit_cast<uint32_t>(residual[k]) & 0x7FFFFFFFu);
+        largest = std::max(largest, codec::ResidualMagnitudeBits(residual[k]));
       }
-      uint32_t seen = bound.load(std::memory_order_relaxed);
-      while (largest > seen &&
-             !bound.compare_exchange_weak(seen, largest, std::memory_order_relaxed)) {
-      }
+      codec::RaiseResidualBound(bound, static_cast<uint32_t>(largest));
     });
     Clock::time_point t0 = Clock::now();
     RECKON_RETURN_IF_ERROR(codec::EncodeWithFeedback(*encoder, options, residual, &emission.encoded,

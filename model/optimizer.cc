@@ -1,10 +1,10 @@
 #include "model/optimizer.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "codec/codec.h"
 
 namespace reckon::model {
 
@@ -133,7 +133,7 @@ uint32_t AccumulateDelta(const OptimizerConfig& config, float lr, std::span<cons
           config, lr, len, [g, w, wd](size_t i) { return g[i] + wd * w[i]; }, part(state), r,
           part(peer_step));
     }
-    for (const float x : r) largest = std::max(largest, std::bit_cast<int32_t>(x) & 0x7FFFFFFF);
+    for (const float x : r) largest = std::max(largest, codec::ResidualMagnitudeBits(x));
   }
   return static_cast<uint32_t>(largest);
 }
