@@ -122,7 +122,8 @@ absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
   const bool from_payload = codec.id() == v1::CODEC_DENSE_FP32;
   auto feed_back = [&](size_t begin, size_t end) {
     if (feedback && from_payload) {
-      SubtractDenseFp32(r + begin, msg->payload().data() + 4 * begin, end - begin, quantum);
+      SubtractDenseFp32(r + begin, msg->payload().data() + 4 * begin, end - begin,
+                        options.fraction_bits);
     } else if (feedback) {
       SubtractQuanta(r + begin, quanta->data() + begin, end - begin, quantum);
     } else {

@@ -178,14 +178,30 @@ const DynTreeSearch& DynTreeSearchTables() {
   return all_equal != 0;
 }
 
+// PayloadQuanta's *valid alone, in 32-bit lanes: no conversion to int64,
+// which takes two conversions each way for every 16 values (the walk so
+// took 357 ns for a 16 KB block in the L1 cache, twice the encode that
+// wrote it: compute, not bytes). Below 2^62 (as bits, NaN above) and
+// integral: from 2^23 on every float is; below it, adding and taking away
+// 2^23 rounds to the nearest integer (round to nearest, the default mode,
+// as the encoder's rounding), which gives the value back exactly when it
+// is one (-0 is +0's magnitude; a subnormal rounds to 0 and is refused).
+// The three tests are masks combined, not a select on a float, so it
+// vectorizes 16 values an instruction (Elementwise tests hold it to
+// PayloadQuanta).
+[[gnu::always_inline]] inline uint32_t PayloadValueValid(uint32_t bits) {
+  constexpr uint32_t kMaxBits = std::bit_cast<uint32_t>(static_cast<float>(kMaxPayloadQuanta));
+  const uint32_t magnitude_bits = bits & 0x7fffffffu;
+  const float magnitude = std::bit_cast<float>(magnitude_bits);
+  const float rounded = (magnitude + 0x1p23f) - 0x1p23f;
+  return uint32_t(magnitude_bits < kMaxBits) &
+         (uint32_t(magnitude >= 0x1p23f) | uint32_t(rounded == magnitude));
+}
+
 // DecodeDenseBody's test alone: whether every value is one, nothing written.
 [[gnu::always_inline]] inline bool DenseValidBody(const char* __restrict payload, size_t n) {
   uint32_t all_valid = 1;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t valid;
-    PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid);
-    all_valid &= valid;
-  }
+  for (size_t i = 0; i < n; ++i) all_valid &= PayloadValueValid(LoadPayloadBits(payload + 4 * i));
   return all_valid != 0;
 }
 
@@ -203,41 +219,71 @@ const DynTreeSearch& DynTreeSearchTables() {
   return all_equal != 0;
 }
 
-// a + b modulo 2^64 (the replica's arithmetic), counting in `wraps` a
-// signed sum that left the int64 range: both addends' signs differ from
-// the sum's. Branch-free, so the loops below vectorize.
-[[gnu::always_inline]] inline int64_t AddCountingWraps(int64_t a, int64_t b, uint64_t& wraps) {
-  const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
-  const uint64_t sum = ua + ub;
-  wraps += ((ua ^ sum) & (ub ^ sum)) >> 63;
-  return static_cast<int64_t>(sum);
+// a + b modulo 2^64 (the replica's arithmetic). The sum left the signed
+// int64 range (wrapped) exactly when both addends' signs differ from the
+// sum's: bit 63 of WrapBits. Wraps are rare (the grid's range is 2^63
+// quanta), so the loops below OR each sum's bits into one word, three
+// operations for two vectors, and count only a range where that word's
+// bit 63 is set, again from the sums and the addends (a = sum - b modulo
+// 2^64): counting every sum as it was made took a shift and two adds more
+// for every eight, a third of the dense apply's sum in the L1 cache.
+[[gnu::always_inline]] inline uint64_t WrapBits(uint64_t a, uint64_t b, uint64_t sum) {
+  return (a ^ sum) & (b ^ sum);
+}
+
+[[gnu::always_inline]] inline uint64_t CountWraps(const int64_t* __restrict sums,
+                                                  const int64_t* __restrict addends, size_t n) {
+  uint64_t wraps = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t sum = static_cast<uint64_t>(sums[i]), b = static_cast<uint64_t>(addends[i]);
+    wraps += WrapBits(sum - b, b, sum) >> 63;
+  }
+  return wraps;
 }
 
 // AddWrappingBody (below) with each addend a checked dense payload value.
 [[gnu::always_inline]] inline uint64_t AddDenseWrappingBody(int64_t* __restrict quanta,
                                                             const char* __restrict payload,
                                                             size_t n) {
+  uint64_t any_wrap = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t valid;
+    const uint64_t a = static_cast<uint64_t>(quanta[i]);
+    const uint64_t b =
+        static_cast<uint64_t>(PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid));
+    const uint64_t sum = a + b;
+    any_wrap |= WrapBits(a, b, sum);
+    quanta[i] = static_cast<int64_t>(sum);
+  }
+  if ((any_wrap >> 63) == 0) return 0;
   uint64_t wraps = 0;
   for (size_t i = 0; i < n; ++i) {
     uint32_t valid;
-    quanta[i] =
-        AddCountingWraps(quanta[i], PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid), wraps);
+    const uint64_t sum = static_cast<uint64_t>(quanta[i]);
+    const uint64_t b =
+        static_cast<uint64_t>(PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid));
+    wraps += WrapBits(sum - b, b, sum) >> 63;
   }
   return wraps;
 }
 
-// SubtractQuantaBody from the payload: a payload value v is an integer
-// below 2^62, so (double)v is (double)(int64_t)v, except that -0 is 0
-// quanta: adding +0 makes it +0 (round to nearest), or a residual of -0
-// would become +0 here and stay -0 from the int64 quanta (and on the
-// device, cuda/device_codec.h). The same bits as SubtractQuanta.
+// SubtractQuantaBody from the payload, in float: a payload value v is an
+// integer below 2^62 (24 significant bits) and the quantum 2^-fb (fb in
+// [0, 62]) a float, so v * 2^-fb is exact in double and (float) rounds the
+// exact product, as the float multiply does: the same bits as
+// (float)((double)v * quantum), 16 values an instruction instead of eight
+// and no conversions (the double form took 294 ns for a 16 KB block in the
+// L1 cache, more than the encode before it). -0 is 0 quanta: adding +0
+// makes it +0 (round to nearest), or a residual of -0 would become +0 here
+// and stay -0 from the int64 quanta (and on the device,
+// cuda/device_codec.h). The same bits as SubtractQuanta.
 [[gnu::always_inline]] inline void SubtractDenseBody(float* __restrict residual,
                                                      const char* __restrict payload, size_t n,
-                                                     double quantum) {
+                                                     int fraction_bits) {
+  const float quantum = std::bit_cast<float>(static_cast<uint32_t>(127 - fraction_bits) << 23);
   for (size_t i = 0; i < n; ++i) {
     const float v = std::bit_cast<float>(LoadPayloadBits(payload + 4 * i));
-    const double quanta = static_cast<double>(v) + 0.0;
-    residual[i] -= static_cast<float>(quanta * quantum);
+    residual[i] -= (v + 0.0f) * quantum;
   }
 }
 
@@ -246,9 +292,14 @@ const DynTreeSearch& DynTreeSearchTables() {
 // time).
 [[gnu::always_inline]] inline uint64_t AddWrappingBody(int64_t* __restrict quanta,
                                                        const int64_t* __restrict delta, size_t n) {
-  uint64_t wraps = 0;
-  for (size_t i = 0; i < n; ++i) quanta[i] = AddCountingWraps(quanta[i], delta[i], wraps);
-  return wraps;
+  uint64_t any_wrap = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t a = static_cast<uint64_t>(quanta[i]), b = static_cast<uint64_t>(delta[i]);
+    const uint64_t sum = a + b;
+    any_wrap |= WrapBits(a, b, sum);
+    quanta[i] = static_cast<int64_t>(sum);
+  }
+  return (any_wrap >> 63) == 0 ? 0 : CountWraps(quanta, delta, n);
 }
 
 [[gnu::always_inline]] inline void SubtractQuantaBody(float* __restrict residual,
@@ -276,8 +327,8 @@ bool DensePayloadsEqualPortable(const char* payload, const char* expected, size_
 uint64_t AddDenseWrappingPortable(int64_t* quanta, const char* payload, size_t n) {
   return AddDenseWrappingBody(quanta, payload, n);
 }
-void SubtractDensePortable(float* residual, const char* payload, size_t n, double quantum) {
-  SubtractDenseBody(residual, payload, n, quantum);
+void SubtractDensePortable(float* residual, const char* payload, size_t n, int fraction_bits) {
+  SubtractDenseBody(residual, payload, n, fraction_bits);
 }
 bool DecodeDensePortable(const char* payload, size_t n, int64_t* quanta) {
   return DecodeDenseBody(payload, n, quanta);
@@ -313,8 +364,8 @@ RECKON_AVX512 uint64_t AddDenseWrappingAvx512(int64_t* quanta, const char* paylo
   return AddDenseWrappingBody(quanta, payload, n);
 }
 RECKON_AVX512 void SubtractDenseAvx512(float* residual, const char* payload, size_t n,
-                                       double quantum) {
-  SubtractDenseBody(residual, payload, n, quantum);
+                                       int fraction_bits) {
+  SubtractDenseBody(residual, payload, n, fraction_bits);
 }
 RECKON_AVX512 bool DecodeDenseAvx512(const char* payload, size_t n, int64_t* quanta) {
   return DecodeDenseBody(payload, n, quanta);
@@ -436,11 +487,11 @@ uint64_t AddDenseFp32Wrapping(int64_t* quanta, const char* payload, size_t n, Is
   return AddDenseWrappingPortable(quanta, payload, n);
 }
 
-void SubtractDenseFp32(float* residual, const char* payload, size_t n, double quantum, Isa isa) {
+void SubtractDenseFp32(float* residual, const char* payload, size_t n, int fraction_bits, Isa isa) {
 #if defined(__x86_64__)
-  if (UseAvx512(isa)) return SubtractDenseAvx512(residual, payload, n, quantum);
+  if (UseAvx512(isa)) return SubtractDenseAvx512(residual, payload, n, fraction_bits);
 #endif
-  SubtractDensePortable(residual, payload, n, quantum);
+  SubtractDensePortable(residual, payload, n, fraction_bits);
 }
 
 bool DecodeDenseFp32Values(const char* payload, size_t n, int64_t* quanta, Isa isa) {

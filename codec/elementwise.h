@@ -64,9 +64,11 @@ bool DenseFp32PayloadsEqual(const char* payload, const char* expected, size_t n,
 // AddQuantaWrapping with delta[i] the payload's value i.
 uint64_t AddDenseFp32Wrapping(int64_t* quanta, const char* payload, size_t n, Isa isa = Isa::kBest);
 
-// Error feedback from a dense payload: SubtractQuanta with quanta[i] the
-// payload's value i (the same bits: the values are integers below 2^62).
-void SubtractDenseFp32(float* residual, const char* payload, size_t n, double quantum,
+// Error feedback from a checked dense payload: SubtractQuanta with quanta[i]
+// the payload's value i and quantum 2^-fraction_bits, fraction_bits in
+// [0, kMaxFractionBits] (the same bits: the values are integers below
+// 2^62, and the product is computed in float, exactly as rounded).
+void SubtractDenseFp32(float* residual, const char* payload, size_t n, int fraction_bits,
                        Isa isa = Isa::kBest);
 
 // The dense apply's sum: quanta[i] += delta[i] modulo 2^64 (the replica's

@@ -669,8 +669,8 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
     SubtractQuanta(residual[1].data(), q.data(), n, quantum, Isa::kBest);
     // From a dense payload, the same bits as from its int64 quanta.
     std::vector<float> from_payload[2] = {values, values};
-    SubtractDenseFp32(from_payload[0].data(), payload[0].data(), n, quantum, Isa::kPortable);
-    SubtractDenseFp32(from_payload[1].data(), payload[0].data(), n, quantum, Isa::kBest);
+    SubtractDenseFp32(from_payload[0].data(), payload[0].data(), n, fb, Isa::kPortable);
+    SubtractDenseFp32(from_payload[1].data(), payload[0].data(), n, fb, Isa::kBest);
     std::vector<float> from_quanta = values;
     SubtractQuanta(from_quanta.data(), quanta[0].data(), n, quantum, Isa::kPortable);
     for (int copy = 0; copy < 2; ++copy) {
@@ -680,6 +680,9 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
     // (q's values near the int64 range wrap some sums).
     std::vector<int64_t> sum_of[3] = {q, q, q};
     const uint64_t wraps = AddQuantaWrapping(sum_of[0].data(), quanta[0].data(), n, Isa::kPortable);
+    if (fb == 62) {
+      ASSERT_GT(wraps, 0u);  // so the counting of wraps after the sums runs too
+    }
     ASSERT_EQ(AddDenseFp32Wrapping(sum_of[1].data(), payload[0].data(), n, Isa::kPortable), wraps);
     ASSERT_EQ(AddDenseFp32Wrapping(sum_of[2].data(), payload[0].data(), n, Isa::kBest), wraps);
     ASSERT_EQ(sum_of[1], sum_of[0]);
@@ -693,6 +696,52 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
         ASSERT_EQ(std::bit_cast<uint32_t>(residual[copy][i]), std::bit_cast<uint32_t>(left)) << i;
         ASSERT_EQ(std::bit_cast<uint32_t>(floats[copy][i]), std::bit_cast<uint32_t>(step)) << i;
       }
+    }
+  }
+}
+
+// The validity walk (a dense payload against itself, the publisher's
+// self-check and every reader's test) is PayloadValueToQuanta's answer for
+// every kind of float: each binade's integers and halves, the edges of 2^23
+// and 2^62, subnormals, NaN and Inf of both signs, and a strided sweep of
+// all 2^32 bit patterns; each value put in a vector lane (among 31 valid
+// ones) and alone (a tail), in both copies.
+TEST(Elementwise, TheValidityWalkIsPayloadValueToQuantasTest) {
+  std::vector<uint32_t> patterns;
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4099) patterns.push_back(bits);
+  for (uint32_t exponent = 0; exponent < 256; ++exponent) {
+    for (const uint32_t mantissa : {0u, 1u, 2u, 0x400000u, 0x7ffffeu, 0x7fffffu, 0x7ff000u}) {
+      for (const uint32_t sign : {0u, 0x80000000u}) {
+        const uint32_t bits = sign | (exponent << 23) | mantissa;
+        patterns.push_back(bits);
+        patterns.push_back(bits - 1);
+        patterns.push_back(bits + 1);
+      }
+    }
+  }
+  for (const float edge : {0x1p23f, 0x1p23f - 0.5f, 0x1p23f + 1, 0x1p22f + 0.5f, 0x1p62f, 0x1p61f,
+                           std::nextafter(0x1p62f, 0.0f), 0.5f, 1.0f, 1e-45f}) {
+    for (const float v : {edge, -edge}) patterns.push_back(std::bit_cast<uint32_t>(v));
+  }
+  constexpr size_t kLanes = 32;
+  std::vector<char> lanes(4 * kLanes);
+  for (size_t k = 0; k < kLanes; ++k) {
+    const float valid_value = static_cast<float>(int(k) - 16);
+    std::memcpy(lanes.data() + 4 * k, &valid_value, 4);
+  }
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    const uint32_t bits = patterns[i];
+    int64_t quanta;
+    const bool want = PayloadValueToQuanta(std::bit_cast<float>(bits), &quanta);
+    std::vector<char> block = lanes;
+    std::memcpy(block.data() + 4 * (i % kLanes), &bits, 4);
+    for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+      ASSERT_EQ(DenseFp32PayloadsEqual(block.data(), block.data(), kLanes, isa), want)
+          << std::hex << "bits 0x" << bits << " in lane " << std::dec << i % kLanes;
+      ASSERT_EQ(DenseFp32PayloadsEqual(block.data() + 4 * (i % kLanes),
+                                       block.data() + 4 * (i % kLanes), 1, isa),
+                want)
+          << std::hex << "bits 0x" << bits << " alone";
     }
   }
 }
