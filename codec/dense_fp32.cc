@@ -118,7 +118,7 @@ DenseFp32Scan ScanDenseFp32(std::string_view bytes, char* copy_to,
       const size_t len = std::min(kCacheBlockValues, end - block);
       if (copy_to != nullptr) std::memcpy(copy_to + 4 * block, at, 4 * len);
       crc = Crc32c(at, 4 * len, crc);
-      valid &= DenseFp32PayloadsEqual(at, at, len);
+      valid &= DenseFp32ValuesValid(at, len);
     }
     pieces.Add(4 * begin, 4 * end, crc);
     if (!valid) all_valid.store(false, std::memory_order_relaxed);
@@ -147,8 +147,7 @@ absl::Status CheckDenseFp32(std::string_view bytes, QuantaSpan expected,
   RECKON_RETURN_IF_ERROR(CheckLength("dense fp32", bytes.size(), 4 * expected.size()));
   // Each chunk on its thread (the publisher's self-check, every step);
   // where one differs, the whole payload walked again one value at a time
-  // for the error's words. Against the payload itself (a dense emission is
-  // its own decoded form) the pass is the validity walk: 4 bytes a value.
+  // for the error's words.
   std::atomic<bool> all_equal{true};
   ForChunks(parallel_for, expected.size(), [&](size_t begin, size_t end) {
     const char* payload = bytes.data() + 4 * begin;

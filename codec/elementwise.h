@@ -53,16 +53,30 @@ bool DecodeDenseFp32Values(const char* payload, size_t n, int64_t* quanta, Isa i
 bool DenseFp32ValuesEqual(const char* payload, const int64_t* quanta, size_t n,
                           Isa isa = Isa::kBest);
 
+// Whether every value of the payload is one (DecodeDenseFp32Values would
+// succeed): the validity walk, reading 4 bytes a value and writing nothing
+// (every reader's check of a dense message and the publisher's self-check,
+// a dense message being its own decoded form).
+bool DenseFp32ValuesValid(const char* payload, size_t n, Isa isa = Isa::kBest);
+
 // Whether both payloads' values are valid (DecodeDenseFp32Values would
 // succeed on each) and decode to the same quanta: one pass that writes
-// nothing. With `expected` == `payload` it is the validity walk alone (the
-// publisher's self-check of a dense message, which is its own decoded form).
+// nothing.
 bool DenseFp32PayloadsEqual(const char* payload, const char* expected, size_t n,
                             Isa isa = Isa::kBest);
 
+// The float copy a replica keeps beside its quanta (fixed_point.h), for
+// the sums below to write in their loop where `weights` is not null:
+// weights[i] = QuantaToFloats' value of quanta[i] after the sum.
+struct FloatCopyOut {
+  float* weights = nullptr;
+  double quantum = 0;
+};
+
 // The dense apply's sum from a checked dense payload (quanta_span.h): as
 // AddQuantaWrapping with delta[i] the payload's value i.
-uint64_t AddDenseFp32Wrapping(int64_t* quanta, const char* payload, size_t n, Isa isa = Isa::kBest);
+uint64_t AddDenseFp32Wrapping(int64_t* quanta, const char* payload, size_t n,
+                              FloatCopyOut copy = {}, Isa isa = Isa::kBest);
 
 // Error feedback from a checked dense payload: SubtractQuanta with quanta[i]
 // the payload's value i and quantum 2^-fraction_bits, fraction_bits in
@@ -72,9 +86,11 @@ void SubtractDenseFp32(float* residual, const char* payload, size_t n, int fract
                        Isa isa = Isa::kBest);
 
 // The dense apply's sum: quanta[i] += delta[i] modulo 2^64 (the replica's
-// arithmetic); returns how many of the signed sums left the int64 range.
-// `quanta` and `delta` must not overlap.
-uint64_t AddQuantaWrapping(int64_t* quanta, const int64_t* delta, size_t n, Isa isa = Isa::kBest);
+// arithmetic), and the float copy where `copy` has one; returns how many
+// of the signed sums left the int64 range. `quanta`, `delta` and the copy
+// must not overlap.
+uint64_t AddQuantaWrapping(int64_t* quanta, const int64_t* delta, size_t n, FloatCopyOut copy = {},
+                           Isa isa = Isa::kBest);
 
 // Error feedback: residual[i] -= (float)((double)quanta[i] * quantum).
 void SubtractQuanta(float* residual, const int64_t* quanta, size_t n, double quantum,

@@ -184,18 +184,15 @@ absl::Status FixedPointReplica::ApplyDense(QuantaSpan delta, const ParallelFor& 
   const double quantum = quantum_;
   std::atomic<uint64_t> wrapped{0};
   const bool floats = floats_ == FloatCopy::kKept;
-  // Two passes, the float copy after the sum, each vectorized
-  // (elementwise.h); the float copy runs only where one is kept. Block by
-  // block, so that the copy reads the sums from the L1 cache, not memory.
+  // One vectorized pass (elementwise.h): the sum, and the float copy from
+  // it in the same loop where one is kept.
   auto add = [&](size_t begin, size_t end) {
-    uint64_t local = 0;
-    for (size_t block = begin; block < end; block += kCacheBlockValues) {
-      const size_t len = std::min(kCacheBlockValues, end - block);
-      local += delta.is_dense_fp32()
-                   ? AddDenseFp32Wrapping(quanta + block, delta.dense_fp32_bytes() + 4 * block, len)
-                   : AddQuantaWrapping(quanta + block, delta.int64s() + block, len);
-      if (floats) QuantaToFloats(quanta + block, len, quantum, weights + block);
-    }
+    const FloatCopyOut copy{floats ? weights + begin : nullptr, quantum};
+    const size_t len = end - begin;
+    const uint64_t local =
+        delta.is_dense_fp32()
+            ? AddDenseFp32Wrapping(quanta + begin, delta.dense_fp32_bytes() + 4 * begin, len, copy)
+            : AddQuantaWrapping(quanta + begin, delta.int64s() + begin, len, copy);
     if (local != 0) wrapped.fetch_add(local, std::memory_order_relaxed);
   };
   const size_t n = quanta_.size();

@@ -48,6 +48,10 @@ struct RoundTrip {
   double check_ms = 0;   // the publisher's self-check, codec::CheckQuantaUpdate
   double apply_ms = 0;   // the replica's dense apply (codec::FixedPointReplica::ApplyDense)
   double total_ms() const { return encode_ms + check_ms + apply_ms; }
+  // What the apply moves a parameter: it reads the delta (a dense payload's
+  // 4-byte value or an int64) and the replica's quanta, and writes the
+  // quanta and the float copy.
+  double apply_bytes_per_param = 0;
   // The payload's CRC-32C alone on one thread (the encode and the check
   // each compute one, on the step's threads): as Crc32c chooses, and by
   // the crc32 instruction's three streams, side by side.
@@ -124,6 +128,7 @@ absl::StatusOr<RoundTrip> TimeRoundTrip(const model::BackendConfig& config,
     RECKON_RETURN_IF_ERROR(replica.ApplyDense(emission.quanta(), parallel_for));
     t.apply_ms += 1e3 * Seconds(t0);
   }
+  t.apply_bytes_per_param = (emission.quanta().is_dense_fp32() ? 4 : 8) + 8 + 8 + 4;
   t.encode_ms /= double(steps);
   t.check_ms /= double(steps);
   t.apply_ms /= double(steps);
@@ -375,10 +380,8 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
         emission.words.size(), 100 * contribution_us / (1e3 * step_ms), sign_us, verify_us,
         100 * sign_us / (1e3 * step_ms), 100 * verify_us / (1e3 * step_ms));
     if (config.mode == model::UpdateMode::kCodec) {
-      // The apply reads each parameter's quanta and delta and writes the
-      // quanta and the float copy: 28 bytes a parameter.
       const double apply_gb_per_s =
-          28.0 * double(shape->param_count()) / (1e-3 * trip.apply_ms) / 1e9;
+          trip.apply_bytes_per_param * double(shape->param_count()) / (1e-3 * trip.apply_ms) / 1e9;
       out << absl::StrFormat(
           "  round trip      %.3f ms a step: encode and feedback %.3f, self-check %.3f, "
           "apply %.3f (%.1f GB/s)\n"

@@ -547,8 +547,18 @@ TEST(Elementwise, TheDenseSumWrapsAndCountsAsTheDefinition) {
         const __int128 exact = static_cast<__int128>(start[i]) + delta[i];
         wraps_in_n += exact > kMax || exact < kMin;
       }
-      EXPECT_EQ(AddQuantaWrapping(got.data(), delta.data(), n, isa), wraps_in_n) << n;
+      EXPECT_EQ(AddQuantaWrapping(got.data(), delta.data(), n, {}, isa), wraps_in_n) << n;
       EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << n;
+      // With the float copy written in the sum's loop: the same sums and
+      // wraps, and the copy QuantaToFloats makes of the sums.
+      std::vector<int64_t> with_copy(start.begin(), start.begin() + n);
+      std::vector<float> copy(n, -1.0f), want_copy(n);
+      EXPECT_EQ(AddQuantaWrapping(with_copy.data(), delta.data(), n, {copy.data(), 0x1p-40}, isa),
+                wraps_in_n)
+          << n;
+      EXPECT_EQ(with_copy, got) << n;
+      QuantaToFloats(got.data(), n, 0x1p-40, want_copy.data(), Isa::kPortable);
+      EXPECT_EQ(0, std::memcmp(copy.data(), want_copy.data(), 4 * n)) << n;
     }
   }
 }
@@ -631,10 +641,10 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
         other[at] = int64_t{1} << 30;
         ASSERT_TRUE(DenseFp32ValuesEqual(big.data(), other.data(), n, isa)) << at;
       }
-      // Against a payload (a dense message is its own decoded form): the
-      // payload against itself is the validity walk; -0 and +0 are both 0
-      // quanta; one bad value on either side, or one value that differs,
-      // fails it.
+      // The validity walk, and against a payload (a dense message is its
+      // own decoded form): -0 and +0 are both 0 quanta; one bad value on
+      // either side, or one value that differs, fails it.
+      ASSERT_TRUE(DenseFp32ValuesValid(payload[0].data(), n, isa));
       ASSERT_TRUE(DenseFp32PayloadsEqual(payload[0].data(), payload[0].data(), n, isa));
       ASSERT_TRUE(DenseFp32PayloadsEqual(payload[0].data(), payload[1].data(), n, isa));
       for (const size_t at : {size_t{0}, size_t{7}, size_t{16}, n / 2, n - 1}) {
@@ -646,6 +656,7 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
         for (const float bad : {0.5f, NAN, INFINITY, 0x1p62f}) {
           std::vector<char> one_bad = payload[0];
           std::memcpy(one_bad.data() + 4 * at, &bad, 4);
+          ASSERT_FALSE(DenseFp32ValuesValid(one_bad.data(), n, isa)) << bad << " at " << at;
           ASSERT_FALSE(DenseFp32PayloadsEqual(one_bad.data(), one_bad.data(), n, isa))
               << bad << " at " << at;
           ASSERT_FALSE(DenseFp32PayloadsEqual(payload[0].data(), one_bad.data(), n, isa))
@@ -679,14 +690,29 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
     // The dense apply's sum from a payload: the int64 sum's bits and wraps
     // (q's values near the int64 range wrap some sums).
     std::vector<int64_t> sum_of[3] = {q, q, q};
-    const uint64_t wraps = AddQuantaWrapping(sum_of[0].data(), quanta[0].data(), n, Isa::kPortable);
+    const uint64_t wraps =
+        AddQuantaWrapping(sum_of[0].data(), quanta[0].data(), n, {}, Isa::kPortable);
     if (fb == 62) {
       ASSERT_GT(wraps, 0u);  // so the counting of wraps after the sums runs too
     }
-    ASSERT_EQ(AddDenseFp32Wrapping(sum_of[1].data(), payload[0].data(), n, Isa::kPortable), wraps);
-    ASSERT_EQ(AddDenseFp32Wrapping(sum_of[2].data(), payload[0].data(), n, Isa::kBest), wraps);
+    ASSERT_EQ(AddDenseFp32Wrapping(sum_of[1].data(), payload[0].data(), n, {}, Isa::kPortable),
+              wraps);
+    ASSERT_EQ(AddDenseFp32Wrapping(sum_of[2].data(), payload[0].data(), n, {}, Isa::kBest), wraps);
     ASSERT_EQ(sum_of[1], sum_of[0]);
     ASSERT_EQ(sum_of[2], sum_of[0]);
+    // With the replica's float copy written in the sum's loop: the same
+    // sums and wraps, and the copy QuantaToFloats makes of them.
+    std::vector<float> want_copy(n);
+    QuantaToFloats(sum_of[0].data(), n, quantum, want_copy.data(), Isa::kPortable);
+    for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+      std::vector<int64_t> sums = q;
+      std::vector<float> copy(n, -1.0f);
+      ASSERT_EQ(
+          AddDenseFp32Wrapping(sums.data(), payload[0].data(), n, {copy.data(), quantum}, isa),
+          wraps);
+      ASSERT_EQ(sums, sum_of[0]);
+      ASSERT_EQ(0, std::memcmp(copy.data(), want_copy.data(), 4 * n));
+    }
     QuantaToFloats(q.data(), n, quantum, floats[0].data(), Isa::kPortable);
     QuantaToFloats(q.data(), n, quantum, floats[1].data(), Isa::kBest);
     for (size_t i = 0; i < n; ++i) {
@@ -700,7 +726,7 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
   }
 }
 
-// The validity walk (a dense payload against itself, the publisher's
+// The validity walk (DenseFp32ValuesValid: the publisher's
 // self-check and every reader's test) is PayloadValueToQuanta's answer for
 // every kind of float: each binade's integers and halves, the edges of 2^23
 // and 2^62, subnormals, NaN and Inf of both signs, and a strided sweep of
@@ -736,11 +762,9 @@ TEST(Elementwise, TheValidityWalkIsPayloadValueToQuantasTest) {
     std::vector<char> block = lanes;
     std::memcpy(block.data() + 4 * (i % kLanes), &bits, 4);
     for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
-      ASSERT_EQ(DenseFp32PayloadsEqual(block.data(), block.data(), kLanes, isa), want)
+      ASSERT_EQ(DenseFp32ValuesValid(block.data(), kLanes, isa), want)
           << std::hex << "bits 0x" << bits << " in lane " << std::dec << i % kLanes;
-      ASSERT_EQ(DenseFp32PayloadsEqual(block.data() + 4 * (i % kLanes),
-                                       block.data() + 4 * (i % kLanes), 1, isa),
-                want)
+      ASSERT_EQ(DenseFp32ValuesValid(block.data() + 4 * (i % kLanes), 1, isa), want)
           << std::hex << "bits 0x" << bits << " alone";
     }
   }
