@@ -17,88 +17,6 @@ namespace reckon::codec {
 
 namespace {
 
-// Midpoints between consecutive dyntree magnitudes, as doubles, for the
-// nearest-code search (only the encoder uses doubles; decoding is exact
-// integers), padded with two that no number is below.
-struct DynTreeSearch {
-  static constexpr int kLowestExponent = -22;  // 2^-22 < mids[0] = 2.75e-7
-  static constexpr int kMantissaBits = 5;      // sub-buckets of a binade: 32
-  std::array<double, 129> mids;
-  static constexpr size_t kBuckets = size_t{-kLowestExponent} << kMantissaBits;
-  // For each bucket (a binade from 2^-22 to 1, cut in 32 by the top mantissa
-  // bits): how many midpoints lie below its first number (32-bit entries, so
-  // that the AVX-512 copy gathers them), and the next two midpoints
-  // (mids[below], mids[below + 1]), read by the bucket too: three loads side
-  // by side, not a load of `below` and two that wait for it.
-  std::array<uint32_t, kBuckets> below;
-  std::array<double, kBuckets> next_mid, second_mid;
-};
-
-const DynTreeSearch& DynTreeSearchTables() {
-  static const DynTreeSearch tables = [] {
-    DynTreeSearch t{};
-    std::array<double, 128> mag{};
-    for (uint32_t m = 0; m < 128; ++m) {
-      const DynTreeFraction f = DynTreeMagnitude(m);
-      mag[m] = static_cast<double>(f.numerator) / static_cast<double>(f.denominator);
-    }
-    for (int j = 0; j < 127; ++j) t.mids[j] = 0.5 * (mag[j] + mag[j + 1]);
-    t.mids[127] = t.mids[128] = std::numeric_limits<double>::infinity();
-    for (size_t b = 0; b < t.below.size(); ++b) {
-      const int exponent = DynTreeSearch::kLowestExponent + int(b >> DynTreeSearch::kMantissaBits);
-      const double first = std::ldexp(1.0 + double(b & ((1u << DynTreeSearch::kMantissaBits) - 1)) /
-                                                double(1u << DynTreeSearch::kMantissaBits),
-                                      exponent);
-      t.below[b] = static_cast<uint32_t>(
-          std::lower_bound(t.mids.begin(), t.mids.begin() + 127, first) - t.mids.begin());
-      t.next_mid[b] = t.mids[t.below[b]];
-      t.second_mid[b] = t.mids[t.below[b] + 1];
-    }
-    return t;
-  }();
-  return tables;
-}
-
-// How many midpoints lie below `normalized` (std::lower_bound's answer),
-// without a search: the double's exponent and top mantissa bits pick a
-// bucket that holds at most two midpoints (the codes are 0.014 apart at
-// most, in the top decade; a bucket of the top binade is 0.0156 wide), and
-// two compares finish it (a binary search over the 127 midpoints took half
-// a dyntree8 worker's step). Branch-free, in masks: below 2^-22 (NaN too)
-// it is 0, from 1 on 127, and the bucket read for those is bucket 0's.
-[[gnu::always_inline]] inline uint32_t NearestCodeBody(const DynTreeSearch& t, double normalized) {
-  constexpr double kLowest = 1.0 / double(uint64_t{1} << -DynTreeSearch::kLowestExponent);
-  const uint64_t bits = std::bit_cast<uint64_t>(normalized);
-  const uint64_t in_range = uint64_t(normalized >= kLowest) & uint64_t(normalized < 1.0);
-  // The biased exponent and top mantissa bits, from 2^-22's bucket on.
-  constexpr uint64_t kFirstBucket = uint64_t(1023 + DynTreeSearch::kLowestExponent)
-                                    << DynTreeSearch::kMantissaBits;
-  const uint64_t bucket =
-      ((bits >> (52 - DynTreeSearch::kMantissaBits)) - kFirstBucket) & (uint64_t{0} - in_range);
-  const uint32_t found = t.below[bucket] + static_cast<uint32_t>(t.next_mid[bucket] < normalized) +
-                         static_cast<uint32_t>(t.second_mid[bucket] < normalized);
-  return (found & (0u - static_cast<uint32_t>(in_range))) |
-         (127u & (0u - static_cast<uint32_t>(normalized >= 1.0)));
-}
-
-// The sign by a mask, not a branch on each value's sign (a coin toss for the
-// branch predictor).
-[[gnu::always_inline]] inline void DynTreeEncodeBody(const float* __restrict values, size_t n,
-                                                     double to_normalized,
-                                                     const int64_t* __restrict magnitudes,
-                                                     char* __restrict codes,
-                                                     int64_t* __restrict quanta) {
-  const DynTreeSearch& t = DynTreeSearchTables();
-  for (size_t i = 0; i < n; ++i) {
-    const float v = values[i];
-    const uint32_t m = NearestCodeBody(t, std::fabs(double(v)) * to_normalized);
-    const uint32_t negative = static_cast<uint32_t>(v < 0) & static_cast<uint32_t>(m != 0);
-    codes[i] = static_cast<char>((negative << 7) | m);
-    const int64_t sign_mask = -static_cast<int64_t>(negative);
-    quanta[i] = (magnitudes[m] ^ sign_mask) - sign_mask;
-  }
-}
-
 // The bodies, inlined into both copies below. Branch-free on purpose: a
 // select vectorizes where a branch on each value's magnitude would not.
 
@@ -247,6 +165,62 @@ const DynTreeSearch& DynTreeSearchTables() {
   return static_cast<float>(static_cast<double>(quanta) * quantum);
 }
 
+// The replica's sums read and write its quanta, which the GEMMs between two
+// steps push out of the caches: before each kApplyBlock values, the sums
+// ask for the lines kPrefetchValues ahead (quanta, delta, float copy). The
+// hardware's own prefetch left the apply waiting on memory: one core's half
+// of a 669,706-parameter apply with the copy from memory took 140-160 us,
+// 84-129 with these (kApplyBlock 128, kPrefetchValues 1024, of 128-512 and
+// 1024-2048 tried), and a block in the L1 cache 557 -> 605 ns. Requests
+// interleaved with every 16 values were faster from memory (80-97 us) but
+// gcc then checked aliasing and spilled the wrap bits each 16 (840 ns in
+// the L1 cache). A prefetch never faults: the addresses past the end are
+// computed as integers and dropped.
+constexpr size_t kApplyBlock = 128;
+constexpr size_t kPrefetchValues = 1024;
+
+[[gnu::always_inline]] inline void PrefetchAt(const void* base, size_t bytes, bool for_write) {
+  const void* at = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(base) + bytes);
+  if (for_write) {
+    __builtin_prefetch(at, 1, 3);
+  } else {
+    __builtin_prefetch(at, 0, 3);
+  }
+}
+
+// The lines of values [begin, end) moved kPrefetchValues ahead: the
+// quanta's, the delta's (`delta_width` bytes a value) and the float
+// copy's where `weights` is not null; 16 values at a time (a 64-byte line
+// of a 4-byte array).
+[[gnu::always_inline]] inline void PrefetchApplyAhead(const int64_t* quanta, const void* delta,
+                                                      size_t delta_width, const float* weights,
+                                                      size_t begin, size_t end) {
+  for (size_t ahead = begin + kPrefetchValues; ahead < end + kPrefetchValues; ahead += 16) {
+    PrefetchAt(quanta, 8 * ahead, true);
+    PrefetchAt(quanta, 8 * ahead + 64, true);
+    for (size_t line = 0; line < delta_width * 16; line += 64) {
+      PrefetchAt(delta, delta_width * ahead + line, false);
+    }
+    if (weights != nullptr) PrefetchAt(weights, 4 * ahead, true);
+  }
+}
+
+// One value of AddDenseWrappingBody: the sum, and the float copy where
+// kFloats; returns its WrapBits.
+template <bool kFloats>
+[[gnu::always_inline]] inline uint64_t AddDenseValue(int64_t* __restrict quanta,
+                                                     const char* __restrict payload,
+                                                     float* __restrict weights, double quantum,
+                                                     size_t i) {
+  uint32_t valid;
+  const uint64_t a = static_cast<uint64_t>(quanta[i]);
+  const uint64_t b = static_cast<uint64_t>(PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid));
+  const uint64_t sum = a + b;
+  quanta[i] = static_cast<int64_t>(sum);
+  if constexpr (kFloats) weights[i] = FloatOfQuanta(static_cast<int64_t>(sum), quantum);
+  return WrapBits(a, b, sum);
+}
+
 // AddWrappingBody (below) with each addend a checked dense payload value.
 template <bool kFloats>
 [[gnu::always_inline]] inline uint64_t AddDenseWrappingBody(int64_t* __restrict quanta,
@@ -254,15 +228,12 @@ template <bool kFloats>
                                                             size_t n, float* __restrict weights,
                                                             double quantum) {
   uint64_t any_wrap = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t valid;
-    const uint64_t a = static_cast<uint64_t>(quanta[i]);
-    const uint64_t b =
-        static_cast<uint64_t>(PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid));
-    const uint64_t sum = a + b;
-    any_wrap |= WrapBits(a, b, sum);
-    quanta[i] = static_cast<int64_t>(sum);
-    if constexpr (kFloats) weights[i] = FloatOfQuanta(static_cast<int64_t>(sum), quantum);
+  for (size_t block = 0; block < n; block += kApplyBlock) {
+    const size_t end = std::min(n, block + kApplyBlock);
+    PrefetchApplyAhead(quanta, payload, 4, kFloats ? weights : nullptr, block, end);
+    for (size_t i = block; i < end; ++i) {
+      any_wrap |= AddDenseValue<kFloats>(quanta, payload, weights, quantum, i);
+    }
   }
   if ((any_wrap >> 63) == 0) return 0;
   uint64_t wraps = 0;
@@ -299,6 +270,20 @@ template <bool kFloats>
 // With the pointers __restrict, the loop vectorizes (it did not through
 // the replica's lambda: 5.9% of a dense worker's samples, one value at a
 // time).
+// One value of AddWrappingBody: the sum, and the float copy where kFloats;
+// returns its WrapBits.
+template <bool kFloats>
+[[gnu::always_inline]] inline uint64_t AddValue(int64_t* __restrict quanta,
+                                                const int64_t* __restrict delta,
+                                                float* __restrict weights, double quantum,
+                                                size_t i) {
+  const uint64_t a = static_cast<uint64_t>(quanta[i]), b = static_cast<uint64_t>(delta[i]);
+  const uint64_t sum = a + b;
+  quanta[i] = static_cast<int64_t>(sum);
+  if constexpr (kFloats) weights[i] = FloatOfQuanta(static_cast<int64_t>(sum), quantum);
+  return WrapBits(a, b, sum);
+}
+
 // Where `kFloats`, the float copy is written in the same loop, from the sum
 // still in its register: a second pass over the block read the sums back
 // and left the two memory streams (the quanta's and the copy's) one after
@@ -309,12 +294,12 @@ template <bool kFloats>
                                                        const int64_t* __restrict delta, size_t n,
                                                        float* __restrict weights, double quantum) {
   uint64_t any_wrap = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t a = static_cast<uint64_t>(quanta[i]), b = static_cast<uint64_t>(delta[i]);
-    const uint64_t sum = a + b;
-    any_wrap |= WrapBits(a, b, sum);
-    quanta[i] = static_cast<int64_t>(sum);
-    if constexpr (kFloats) weights[i] = FloatOfQuanta(static_cast<int64_t>(sum), quantum);
+  for (size_t block = 0; block < n; block += kApplyBlock) {
+    const size_t end = std::min(n, block + kApplyBlock);
+    PrefetchApplyAhead(quanta, delta, 8, kFloats ? weights : nullptr, block, end);
+    for (size_t i = block; i < end; ++i) {
+      any_wrap |= AddValue<kFloats>(quanta, delta, weights, quantum, i);
+    }
   }
   return (any_wrap >> 63) == 0 ? 0 : CountWraps(quanta, delta, n);
 }
@@ -368,10 +353,6 @@ void SubtractQuantaPortable(float* residual, const int64_t* quanta, size_t n, do
 void QuantaToFloatsPortable(const int64_t* quanta, size_t n, double quantum, float* weights) {
   QuantaToFloatsBody(quanta, n, quantum, weights);
 }
-void DynTreeEncodePortable(const float* values, size_t n, double to_normalized,
-                           const int64_t* magnitudes, char* codes, int64_t* quanta) {
-  DynTreeEncodeBody(values, n, to_normalized, magnitudes, codes, quanta);
-}
 
 #if defined(__x86_64__)
 #define RECKON_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
@@ -414,9 +395,10 @@ RECKON_AVX512 void QuantaToFloatsAvx512(const int64_t* quanta, size_t n, double 
                                         float* weights) {
   QuantaToFloatsBody(quanta, n, quantum, weights);
 }
-// Two copies are written in intrinsics (below). GCC 12 warns that the
-// intrinsics' own _mm512_undefined_*() sources "may be used
-// uninitialized": a false positive from its headers.
+// The validity walk is written in intrinsics (below; so is dyntree8's
+// encode, elementwise_dyntree8.cc). GCC 12 warns that the intrinsics' own
+// _mm512_undefined_*() sources "may be used uninitialized": a false
+// positive from its headers.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -444,60 +426,15 @@ RECKON_AVX512 bool DenseValidAvx512(const char* payload, size_t n) {
   }
   return all_valid == 0xffff && DenseValidBody(payload + 4 * i, n - i);
 }
-// The dyntree8 encode in intrinsics: gcc vectorizes the body above only
-// with its gathers emulated lane by lane (`-fopt-info-vec`; no gather
-// instruction in the object), which was slower than the scalar loop. The
-// same operations, eight values at a time: the float widened to a double
-// exactly, |x| * to_normalized rounded once, the compares ordered (NaN
-// false) as the body's; the tail is the body's.
-RECKON_AVX512 void DynTreeEncodeAvx512(const float* values, size_t n, double to_normalized,
-                                       const int64_t* magnitudes, char* codes, int64_t* quanta) {
-  const DynTreeSearch& t = DynTreeSearchTables();
-  constexpr double kLowest = 1.0 / double(uint64_t{1} << -DynTreeSearch::kLowestExponent);
-  constexpr int64_t kFirstBucket = int64_t{1023 + DynTreeSearch::kLowestExponent}
-                                   << DynTreeSearch::kMantissaBits;
-  const __m512d scale = _mm512_set1_pd(to_normalized);
-  const __m512d lowest = _mm512_set1_pd(kLowest);
-  const __m512d one = _mm512_set1_pd(1.0);
-  const __m512i first_bucket = _mm512_set1_epi64(kFirstBucket);
-  const __m512i int_one = _mm512_set1_epi64(1);
-  const __m512i top_code = _mm512_set1_epi64(127);
-  const __m512i sign_bit = _mm512_set1_epi64(128);
-  const __m512i zero = _mm512_setzero_si512();
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(values + i);
-    const __m512d x = _mm512_mul_pd(_mm512_abs_pd(_mm512_cvtps_pd(v)), scale);
-    const __mmask8 in_range =
-        _mm512_cmp_pd_mask(x, lowest, _CMP_GE_OQ) & _mm512_cmp_pd_mask(x, one, _CMP_LT_OQ);
-    const __mmask8 at_top = _mm512_cmp_pd_mask(x, one, _CMP_GE_OQ);
-    const __m512i bucket = _mm512_maskz_sub_epi64(
-        in_range, _mm512_srli_epi64(_mm512_castpd_si512(x), 52 - DynTreeSearch::kMantissaBits),
-        first_bucket);
-    const __m512i lo = _mm512_cvtepu32_epi64(_mm512_i64gather_epi32(bucket, t.below.data(), 4));
-    const __m512d mid_lo = _mm512_i64gather_pd(bucket, t.next_mid.data(), 8);
-    const __m512d mid_hi = _mm512_i64gather_pd(bucket, t.second_mid.data(), 8);
-    __m512i m = _mm512_mask_add_epi64(lo, _mm512_cmp_pd_mask(mid_lo, x, _CMP_LT_OQ), lo, int_one);
-    m = _mm512_mask_add_epi64(m, _mm512_cmp_pd_mask(mid_hi, x, _CMP_LT_OQ), m, int_one);
-    m = _mm512_mask_mov_epi64(_mm512_maskz_mov_epi64(in_range, m), at_top, top_code);
-    const __mmask8 negative =
-        _mm256_cmp_ps_mask(v, _mm256_setzero_ps(), _CMP_LT_OQ) & _mm512_test_epi64_mask(m, m);
-    const __m128i code_bytes = _mm512_cvtepi64_epi8(_mm512_mask_or_epi64(m, negative, m, sign_bit));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i), code_bytes);
-    const __m512i magnitude = _mm512_i64gather_epi64(m, magnitudes, 8);
-    _mm512_storeu_si512(quanta + i, _mm512_mask_sub_epi64(magnitude, negative, zero, magnitude));
-  }
-  DynTreeEncodeBody(values + i, n - i, to_normalized, magnitudes, codes + i, quanta + i);
-}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 #undef RECKON_AVX512
 #endif
 
-bool UseAvx512(Isa isa) { return isa == Isa::kBest && Avx512Available(); }
-
 }  // namespace
+
+bool UseAvx512(Isa isa) { return isa == Isa::kBest && Avx512Available(); }
 
 bool Avx2Available() {
 #if defined(__x86_64__)
@@ -601,20 +538,5 @@ void QuantaToFloats(const int64_t* quanta, size_t n, double quantum, float* weig
 #endif
   QuantaToFloatsPortable(quanta, n, quantum, weights);
 }
-
-void DynTreeEncodeValues(const float* values, size_t n, double to_normalized,
-                         const int64_t* magnitudes, char* codes, int64_t* quanta, Isa isa) {
-#if defined(__x86_64__)
-  if (UseAvx512(isa))
-    return DynTreeEncodeAvx512(values, n, to_normalized, magnitudes, codes, quanta);
-#endif
-  DynTreeEncodePortable(values, n, to_normalized, magnitudes, codes, quanta);
-}
-
-uint32_t DynTreeNearestCode(double normalized) {
-  return NearestCodeBody(DynTreeSearchTables(), normalized);
-}
-
-const double* DynTreeMidpoints() { return DynTreeSearchTables().mids.data(); }
 
 }  // namespace reckon::codec

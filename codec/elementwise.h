@@ -31,6 +31,9 @@ enum class Isa { kBest, kPortable, kAvx2 };
 constexpr size_t kCacheBlockValues = 4096;
 bool Avx512Available();
 bool Avx2Available();
+// Whether a function's AVX-512 copy runs for `isa` (the CPU has it and
+// kBest asks for it).
+bool UseAvx512(Isa isa);
 
 // For i in [0, n): the dense fp32 payload value of values[i]
 // (QuantaPayloadValue, codec.h), stored as four little-endian bytes at
