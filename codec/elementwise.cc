@@ -149,99 +149,51 @@ namespace {
   return (a ^ sum) & (b ^ sum);
 }
 
-[[gnu::always_inline]] inline uint64_t CountWraps(const int64_t* __restrict sums,
-                                                  const int64_t* __restrict addends, size_t n) {
-  uint64_t wraps = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t sum = static_cast<uint64_t>(sums[i]), b = static_cast<uint64_t>(addends[i]);
-    wraps += WrapBits(sum - b, b, sum) >> 63;
-  }
-  return wraps;
-}
-
 // The float copy of `quanta` quanta (QuantaToFloat, fixed_point.h): one
 // definition for QuantaToFloatsBody and the sums that write the copy.
 [[gnu::always_inline]] inline float FloatOfQuanta(int64_t quanta, double quantum) {
   return static_cast<float>(static_cast<double>(quanta) * quantum);
 }
 
-// The replica's sums read and write its quanta, which the GEMMs between two
-// steps push out of the caches: before each kApplyBlock values, the sums
-// ask for the lines kPrefetchValues ahead (quanta, delta, float copy). The
-// hardware's own prefetch left the apply waiting on memory: one core's half
-// of a 669,706-parameter apply with the copy from memory took 140-160 us,
-// 84-129 with these (kApplyBlock 128, kPrefetchValues 1024, of 128-512 and
-// 1024-2048 tried), and a block in the L1 cache 557 -> 605 ns. Requests
-// interleaved with every 16 values were faster from memory (80-97 us) but
-// gcc then checked aliasing and spilled the wrap bits each 16 (840 ns in
-// the L1 cache). A prefetch never faults: the addresses past the end are
-// computed as integers and dropped.
-constexpr size_t kApplyBlock = 128;
-constexpr size_t kPrefetchValues = 1024;
-
-[[gnu::always_inline]] inline void PrefetchAt(const void* base, size_t bytes, bool for_write) {
-  const void* at = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(base) + bytes);
-  if (for_write) {
-    __builtin_prefetch(at, 1, 3);
-  } else {
-    __builtin_prefetch(at, 0, 3);
-  }
-}
-
-// The lines of values [begin, end) moved kPrefetchValues ahead: the
-// quanta's, the delta's (`delta_width` bytes a value) and the float
-// copy's where `weights` is not null; 16 values at a time (a 64-byte line
-// of a 4-byte array).
-[[gnu::always_inline]] inline void PrefetchApplyAhead(const int64_t* quanta, const void* delta,
-                                                      size_t delta_width, const float* weights,
-                                                      size_t begin, size_t end) {
-  for (size_t ahead = begin + kPrefetchValues; ahead < end + kPrefetchValues; ahead += 16) {
-    PrefetchAt(quanta, 8 * ahead, true);
-    PrefetchAt(quanta, 8 * ahead + 64, true);
-    for (size_t line = 0; line < delta_width * 16; line += 64) {
-      PrefetchAt(delta, delta_width * ahead + line, false);
-    }
-    if (weights != nullptr) PrefetchAt(weights, 4 * ahead, true);
-  }
-}
-
-// One value of AddDenseWrappingBody: the sum, and the float copy where
-// kFloats; returns its WrapBits.
-template <bool kFloats>
-[[gnu::always_inline]] inline uint64_t AddDenseValue(int64_t* __restrict quanta,
-                                                     const char* __restrict payload,
-                                                     float* __restrict weights, double quantum,
-                                                     size_t i) {
+// The delta's value i: a checked dense payload's (4 bytes a value) or an
+// int64's.
+[[gnu::always_inline]] inline uint64_t DeltaAt(const char* __restrict payload, size_t i) {
   uint32_t valid;
-  const uint64_t a = static_cast<uint64_t>(quanta[i]);
-  const uint64_t b = static_cast<uint64_t>(PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid));
-  const uint64_t sum = a + b;
-  quanta[i] = static_cast<int64_t>(sum);
-  if constexpr (kFloats) weights[i] = FloatOfQuanta(static_cast<int64_t>(sum), quantum);
-  return WrapBits(a, b, sum);
+  return static_cast<uint64_t>(PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid));
+}
+[[gnu::always_inline]] inline uint64_t DeltaAt(const int64_t* __restrict delta, size_t i) {
+  return static_cast<uint64_t>(delta[i]);
 }
 
-// AddWrappingBody (below) with each addend a checked dense payload value.
-template <bool kFloats>
-[[gnu::always_inline]] inline uint64_t AddDenseWrappingBody(int64_t* __restrict quanta,
-                                                            const char* __restrict payload,
-                                                            size_t n, float* __restrict weights,
-                                                            double quantum) {
+// The dense apply's sums: quanta[i] += the delta's value i, modulo 2^64,
+// and where kFloats the float copy in the same loop, from the sum still in
+// its register (a second pass over each block read the sums back and left
+// the quanta's and the copy's memory streams one after the other: the
+// apply of one core's half of a 669,706-parameter model from memory 197 ->
+// 168 us, mean of 40). Returns how many sums wrapped. With the pointers
+// __restrict, the loop vectorizes (it did not through the replica's
+// lambda: 5.9% of a dense worker's samples, one value at a time). Software
+// prefetch 1,024 values ahead was tried (a139dd4) and taken out: one core
+// alone applied from memory in 84-129 us instead of 140-160, but a dense
+// worker's two threads applying at once are bound by the bandwidth (its
+// apply's samples 712-869 before, 852-902 with it), and a block in the L1
+// cache took 8% longer.
+template <bool kFloats, typename Delta>
+[[gnu::always_inline]] inline uint64_t AddWrappingBody(int64_t* __restrict quanta,
+                                                       const Delta* __restrict delta, size_t n,
+                                                       float* __restrict weights, double quantum) {
   uint64_t any_wrap = 0;
-  for (size_t block = 0; block < n; block += kApplyBlock) {
-    const size_t end = std::min(n, block + kApplyBlock);
-    PrefetchApplyAhead(quanta, payload, 4, kFloats ? weights : nullptr, block, end);
-    for (size_t i = block; i < end; ++i) {
-      any_wrap |= AddDenseValue<kFloats>(quanta, payload, weights, quantum, i);
-    }
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t a = static_cast<uint64_t>(quanta[i]), b = DeltaAt(delta, i);
+    const uint64_t sum = a + b;
+    quanta[i] = static_cast<int64_t>(sum);
+    if constexpr (kFloats) weights[i] = FloatOfQuanta(static_cast<int64_t>(sum), quantum);
+    any_wrap |= WrapBits(a, b, sum);
   }
   if ((any_wrap >> 63) == 0) return 0;
-  uint64_t wraps = 0;
+  uint64_t wraps = 0;  // a = sum - b modulo 2^64
   for (size_t i = 0; i < n; ++i) {
-    uint32_t valid;
-    const uint64_t sum = static_cast<uint64_t>(quanta[i]);
-    const uint64_t b =
-        static_cast<uint64_t>(PayloadQuanta(LoadPayloadBits(payload + 4 * i), &valid));
+    const uint64_t sum = static_cast<uint64_t>(quanta[i]), b = DeltaAt(delta, i);
     wraps += WrapBits(sum - b, b, sum) >> 63;
   }
   return wraps;
@@ -267,43 +219,6 @@ template <bool kFloats>
   }
 }
 
-// With the pointers __restrict, the loop vectorizes (it did not through
-// the replica's lambda: 5.9% of a dense worker's samples, one value at a
-// time).
-// One value of AddWrappingBody: the sum, and the float copy where kFloats;
-// returns its WrapBits.
-template <bool kFloats>
-[[gnu::always_inline]] inline uint64_t AddValue(int64_t* __restrict quanta,
-                                                const int64_t* __restrict delta,
-                                                float* __restrict weights, double quantum,
-                                                size_t i) {
-  const uint64_t a = static_cast<uint64_t>(quanta[i]), b = static_cast<uint64_t>(delta[i]);
-  const uint64_t sum = a + b;
-  quanta[i] = static_cast<int64_t>(sum);
-  if constexpr (kFloats) weights[i] = FloatOfQuanta(static_cast<int64_t>(sum), quantum);
-  return WrapBits(a, b, sum);
-}
-
-// Where `kFloats`, the float copy is written in the same loop, from the sum
-// still in its register: a second pass over the block read the sums back
-// and left the two memory streams (the quanta's and the copy's) one after
-// the other, not side by side (the dense apply of one core's half of a
-// 669,706-parameter model from memory: 197 -> 168 us, mean of 40).
-template <bool kFloats>
-[[gnu::always_inline]] inline uint64_t AddWrappingBody(int64_t* __restrict quanta,
-                                                       const int64_t* __restrict delta, size_t n,
-                                                       float* __restrict weights, double quantum) {
-  uint64_t any_wrap = 0;
-  for (size_t block = 0; block < n; block += kApplyBlock) {
-    const size_t end = std::min(n, block + kApplyBlock);
-    PrefetchApplyAhead(quanta, delta, 8, kFloats ? weights : nullptr, block, end);
-    for (size_t i = block; i < end; ++i) {
-      any_wrap |= AddValue<kFloats>(quanta, delta, weights, quantum, i);
-    }
-  }
-  return (any_wrap >> 63) == 0 ? 0 : CountWraps(quanta, delta, n);
-}
-
 [[gnu::always_inline]] inline void SubtractQuantaBody(float* __restrict residual,
                                                       const int64_t* __restrict quanta, size_t n,
                                                       double quantum) {
@@ -325,11 +240,11 @@ bool DensePayloadsEqualPortable(const char* payload, const char* expected, size_
   return DensePayloadsEqualBody(payload, expected, n);
 }
 uint64_t AddDenseWrappingPortable(int64_t* quanta, const char* payload, size_t n) {
-  return AddDenseWrappingBody<false>(quanta, payload, n, nullptr, 0);
+  return AddWrappingBody<false>(quanta, payload, n, nullptr, 0);
 }
 uint64_t AddDenseWrappingCopyPortable(int64_t* quanta, const char* payload, size_t n,
                                       float* weights, double quantum) {
-  return AddDenseWrappingBody<true>(quanta, payload, n, weights, quantum);
+  return AddWrappingBody<true>(quanta, payload, n, weights, quantum);
 }
 void SubtractDensePortable(float* residual, const char* payload, size_t n, int fraction_bits) {
   SubtractDenseBody(residual, payload, n, fraction_bits);
@@ -364,11 +279,11 @@ RECKON_AVX512 bool DensePayloadsEqualAvx512(const char* payload, const char* exp
   return DensePayloadsEqualBody(payload, expected, n);
 }
 RECKON_AVX512 uint64_t AddDenseWrappingAvx512(int64_t* quanta, const char* payload, size_t n) {
-  return AddDenseWrappingBody<false>(quanta, payload, n, nullptr, 0);
+  return AddWrappingBody<false>(quanta, payload, n, nullptr, 0);
 }
 RECKON_AVX512 uint64_t AddDenseWrappingCopyAvx512(int64_t* quanta, const char* payload, size_t n,
                                                   float* weights, double quantum) {
-  return AddDenseWrappingBody<true>(quanta, payload, n, weights, quantum);
+  return AddWrappingBody<true>(quanta, payload, n, weights, quantum);
 }
 RECKON_AVX512 void SubtractDenseAvx512(float* residual, const char* payload, size_t n,
                                        int fraction_bits) {
