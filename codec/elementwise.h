@@ -25,9 +25,10 @@ namespace reckon::codec {
 // weight checksum's), else portable.
 enum class Isa { kBest, kPortable, kAvx2 };
 
-// Values a pass takes at a time where a second pass follows on the same
-// values (the dense encode and its feedback, the dense apply's sum and float
-// copy): 32 KiB of int64 quanta, so the second reads them from the L1 cache.
+// Values a pass takes at a time where more work follows on the same values
+// (the dense encode, then its CRC and feedback; a dense scan's CRC, walk
+// and copy): 16 KiB of payload and of residual, so what follows reads them
+// from the L1 cache.
 constexpr size_t kCacheBlockValues = 4096;
 bool Avx512Available();
 bool Avx2Available();
