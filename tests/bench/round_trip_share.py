@@ -54,8 +54,14 @@ def main():
     p.add_argument("--json", action="store_true", help="one JSON line of the counts and shares")
     p.add_argument("--leaves", type=int, default=8, help="the round trip's top leaf functions")
     args = p.parse_args()
-    script = subprocess.run(["perf", "script", "-i", args.perf_data, "-F", "comm,tid,ip,sym"],
-                            capture_output=True, text=True, check=True).stdout
+    try:
+        script = subprocess.run(["perf", "script", "-i", args.perf_data, "-F", "comm,tid,ip,sym"],
+                                capture_output=True, text=True, check=True).stdout
+    except FileNotFoundError:
+        raise SystemExit("round_trip_share.py: perf is not installed (apt-get install linux-perf)")
+    except subprocess.CalledProcessError as e:
+        raise SystemExit(f"round_trip_share.py: perf script could not read {args.perf_data}: "
+                         f"{e.stderr.strip()[-300:]}")
     counts = collections.Counter()
     leaves = collections.Counter()
     for sample in script.split("\n\n"):
