@@ -19,10 +19,11 @@
 
 namespace reckon::codec {
 
-// kBest: AVX-512 where the CPU has it (F, DQ, VL, BW), else the best copy
-// there is. kPortable: the copy for any x86-64 (tests compare the copies).
-// kAvx2: a function's AVX2 copy where it has one and the CPU has AVX2 (the
-// weight checksum's), else portable.
+// kBest: AVX-512 where the CPU has it (F, DQ, VL, BW), else AVX2 where it
+// has that, else portable. kPortable: the copy for any x86-64 (tests
+// compare the copies). kAvx2: a function's AVX2 copy where it has one and
+// the CPU has AVX2 (every dense pass's and the weight checksum's; not
+// dyntree8's encode), else portable.
 enum class Isa { kBest, kPortable, kAvx2 };
 
 // Values a pass takes at a time where more work follows on the same values
@@ -35,6 +36,9 @@ bool Avx2Available();
 // Whether a function's AVX-512 copy runs for `isa` (the CPU has it and
 // kBest asks for it).
 bool UseAvx512(Isa isa);
+// Whether a function's AVX2 copy runs for `isa` (kAvx2, or kBest without
+// AVX-512, on a CPU with AVX2).
+bool UseAvx2(Isa isa);
 
 // For i in [0, n): the dense fp32 payload value of values[i]
 // (QuantaPayloadValue, codec.h), stored as four little-endian bytes at

@@ -28,6 +28,11 @@ namespace {
 
 constexpr v1::Codec kQuantaCodecs[] = {v1::CODEC_ONEBIT, v1::CODEC_DYNTREE8, v1::CODEC_DENSE_FP32};
 
+// Every copy of an elementwise pass: kAvx2 runs the AVX2 copy on a CPU with
+// AVX2, whether or not it has AVX-512 (kBest's there); where a function has
+// no AVX2 copy, or the CPU no AVX2, it is the portable copy again.
+constexpr Isa kEveryCopy[] = {Isa::kPortable, Isa::kAvx2, Isa::kBest};
+
 // A small model's layout: 20-16-3 (W1 16x20, b1 16x1, W2 3x16, b2 3x1).
 TensorLayout SmallLayout() { return {{16, 20}, {16, 1}, {3, 16}, {3, 1}}; }
 
@@ -285,7 +290,7 @@ TEST(DynTree, NearestCodeIsTheLowerBoundOverTheMidpoints) {
 // portable body: each value's code and quanta are the scalar definition's,
 // at every length's tail, near every midpoint, and for the values that are
 // no fraction at all (NaN, Inf, 0 and -0, above the abs max, below 2^-22).
-// (Elementwise.BothCopiesGiveTheScalarDefinitionsBits prints whether this
+// (Elementwise.EveryCopyGivesTheScalarDefinitionsBits prints whether this
 // CPU runs the AVX-512 copy.)
 TEST(DynTree8, BothCopiesOfTheEncodeLoopGiveTheDefinitionsCodes) {
   std::mt19937_64 rng(23);
@@ -506,12 +511,7 @@ TEST(ErrorFeedback, OnThreadsItIsOneThreadsBitForBit) {
   }
 }
 
-// The round trip's per-parameter passes run as an AVX-512 copy where the CPU
-// has it (codec/elementwise.h): both copies give exactly the scalar
-// definitions' bits, on values of every magnitude, ties, the clamp, NaN and
-// Inf, signed zeros and subnormals, at several fraction_bits; so a machine
-// without AVX-512 computes the same replica.
-// The dense apply's sum, both copies, against the definition: modulo 2^64,
+// The dense apply's sum, every copy, against the definition: modulo 2^64,
 // and a wrap counted where the signed sum leaves the int64 range (both
 // ways, at the edges, in a vector's lanes and the tail).
 TEST(Elementwise, TheDenseSumWrapsAndCountsAsTheDefinition) {
@@ -539,7 +539,7 @@ TEST(Elementwise, TheDenseSumWrapsAndCountsAsTheDefinition) {
     want_wraps += exact > kMax || exact < kMin;
   }
   ASSERT_GT(want_wraps, 4u);
-  for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+  for (const Isa isa : kEveryCopy) {
     for (const size_t n : {start.size(), size_t{7}, size_t{12}, size_t{0}}) {
       std::vector<int64_t> got(start.begin(), start.begin() + n);
       uint64_t wraps_in_n = 0;
@@ -565,9 +565,14 @@ TEST(Elementwise, TheDenseSumWrapsAndCountsAsTheDefinition) {
   }
 }
 
-TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
-  std::printf("FIGURES AVX-512 on this CPU: %s (without it only the portable copy runs)\n",
-              Avx512Available() ? "yes" : "no");
+// The round trip's per-parameter passes run as an AVX-512 or an AVX2 copy
+// where the CPU has one (codec/elementwise.h): every copy gives exactly the
+// scalar definitions' bits, on values of every magnitude, ties, the clamp,
+// NaN and Inf, signed zeros and subnormals, at several fraction_bits; so
+// machines with and without either compute the same replica.
+TEST(Elementwise, EveryCopyGivesTheScalarDefinitionsBits) {
+  std::printf("FIGURES AVX-512 on this CPU: %s, AVX2: %s (a copy the CPU cannot run is left out)\n",
+              Avx512Available() ? "yes" : "no", Avx2Available() ? "yes" : "no");
   std::mt19937_64 rng(17);
   std::vector<float> values;
   for (int i = 0; i < 100000; ++i) {
@@ -583,16 +588,19 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
   for (const int fb : {0, 16, 32, 62}) {
     SCOPED_TRACE(::testing::Message() << "fraction_bits " << fb);
     const size_t n = values.size();
-    std::vector<char> payload[2] = {std::vector<char>(4 * n), std::vector<char>(4 * n)};
-    EncodeDenseFp32Values(values.data(), n, fb, payload[0].data(), Isa::kPortable);
-    EncodeDenseFp32Values(values.data(), n, fb, payload[1].data(), Isa::kBest);
+    constexpr int kCopies = std::size(kEveryCopy);
+    std::vector<char> payload[kCopies];
+    for (int copy = 0; copy < kCopies; ++copy) {
+      payload[copy].resize(4 * n);
+      EncodeDenseFp32Values(values.data(), n, fb, payload[copy].data(), kEveryCopy[copy]);
+    }
     // The payload's quanta, by the scalar definition (every value the
     // encoder writes is one: it clamps NaN and Inf too).
     std::vector<int64_t> quanta[1] = {std::vector<int64_t>(n)};
     for (size_t i = 0; i < n; ++i) {
       const float want = QuantaPayloadValue(values[i], fb);
       ASSERT_TRUE(PayloadValueToQuanta(want, &quanta[0][i])) << values[i];
-      for (int copy = 0; copy < 2; ++copy) {
+      for (int copy = 0; copy < kCopies; ++copy) {
         uint32_t got;
         std::memcpy(&got, payload[copy].data() + 4 * i, 4);
         ASSERT_EQ(got, std::bit_cast<uint32_t>(want)) << "copy " << copy << " value " << values[i];
@@ -603,7 +611,7 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
     for (size_t i = 0; i < n; ++i) {
       int64_t want = 0;
       const bool valid = PayloadValueToQuanta(values[i], &want);
-      for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+      for (const Isa isa : kEveryCopy) {
         int64_t got = 0;
         ASSERT_EQ(DecodeDenseFp32Values(reinterpret_cast<const char*>(&values[i]), 1, &got, isa),
                   valid)
@@ -613,7 +621,7 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
         }
       }
     }
-    for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+    for (const Isa isa : kEveryCopy) {
       std::vector<int64_t> decoded(n);
       ASSERT_TRUE(DecodeDenseFp32Values(payload[0].data(), n, decoded.data(), isa));
       ASSERT_EQ(decoded, quanta[0]);
@@ -648,7 +656,7 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
       // either side, or one value that differs, fails it.
       ASSERT_TRUE(DenseFp32ValuesValid(payload[0].data(), n, isa));
       ASSERT_TRUE(DenseFp32PayloadsEqual(payload[0].data(), payload[0].data(), n, isa));
-      ASSERT_TRUE(DenseFp32PayloadsEqual(payload[0].data(), payload[1].data(), n, isa));
+      ASSERT_TRUE(DenseFp32PayloadsEqual(payload[0].data(), payload[2].data(), n, isa));
       for (const size_t at : {size_t{0}, size_t{7}, size_t{16}, n / 2, n - 1}) {
         std::vector<char> zeros = payload[0], negative_zeros = payload[0];
         const float zero = 0.0f, negative_zero = -0.0f;
@@ -676,55 +684,115 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
     for (size_t i = 0; i < n; ++i) {
       q[i] = static_cast<int64_t>(rng() >> (rng() % 64)) * (rng() % 2 ? -1 : 1);
     }
-    std::vector<float> residual[2] = {values, values};
-    std::vector<float> floats[2] = {std::vector<float>(n), std::vector<float>(n)};
-    SubtractQuanta(residual[0].data(), q.data(), n, quantum, Isa::kPortable);
-    SubtractQuanta(residual[1].data(), q.data(), n, quantum, Isa::kBest);
-    // From a dense payload, the same bits as from its int64 quanta.
-    std::vector<float> from_payload[2] = {values, values};
-    SubtractDenseFp32(from_payload[0].data(), payload[0].data(), n, fb, Isa::kPortable);
-    SubtractDenseFp32(from_payload[1].data(), payload[0].data(), n, fb, Isa::kBest);
+    std::vector<float> residual[kCopies], floats[kCopies], from_payload[kCopies];
     std::vector<float> from_quanta = values;
     SubtractQuanta(from_quanta.data(), quanta[0].data(), n, quantum, Isa::kPortable);
-    for (int copy = 0; copy < 2; ++copy) {
+    for (int copy = 0; copy < kCopies; ++copy) {
+      residual[copy] = values;
+      floats[copy].resize(n);
+      SubtractQuanta(residual[copy].data(), q.data(), n, quantum, kEveryCopy[copy]);
+      QuantaToFloats(q.data(), n, quantum, floats[copy].data(), kEveryCopy[copy]);
+      // From a dense payload, the same bits as from its int64 quanta.
+      from_payload[copy] = values;
+      SubtractDenseFp32(from_payload[copy].data(), payload[0].data(), n, fb, kEveryCopy[copy]);
       ASSERT_EQ(0, std::memcmp(from_payload[copy].data(), from_quanta.data(), 4 * n)) << copy;
     }
     // The dense apply's sum from a payload: the int64 sum's bits and wraps
     // (q's values near the int64 range wrap some sums).
-    std::vector<int64_t> sum_of[3] = {q, q, q};
+    std::vector<int64_t> want_sums = q;
     const uint64_t wraps =
-        AddQuantaWrapping(sum_of[0].data(), quanta[0].data(), n, {}, Isa::kPortable);
+        AddQuantaWrapping(want_sums.data(), quanta[0].data(), n, {}, Isa::kPortable);
     if (fb == 62) {
       ASSERT_GT(wraps, 0u);  // so the counting of wraps after the sums runs too
     }
-    ASSERT_EQ(AddDenseFp32Wrapping(sum_of[1].data(), payload[0].data(), n, {}, Isa::kPortable),
-              wraps);
-    ASSERT_EQ(AddDenseFp32Wrapping(sum_of[2].data(), payload[0].data(), n, {}, Isa::kBest), wraps);
-    ASSERT_EQ(sum_of[1], sum_of[0]);
-    ASSERT_EQ(sum_of[2], sum_of[0]);
+    for (const Isa isa : kEveryCopy) {
+      std::vector<int64_t> sums = q;
+      ASSERT_EQ(AddDenseFp32Wrapping(sums.data(), payload[0].data(), n, {}, isa), wraps);
+      ASSERT_EQ(sums, want_sums);
+    }
     // With the replica's float copy written in the sum's loop: the same
     // sums and wraps, and the copy QuantaToFloats makes of them.
     std::vector<float> want_copy(n);
-    QuantaToFloats(sum_of[0].data(), n, quantum, want_copy.data(), Isa::kPortable);
-    for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+    QuantaToFloats(want_sums.data(), n, quantum, want_copy.data(), Isa::kPortable);
+    for (const Isa isa : kEveryCopy) {
       std::vector<int64_t> sums = q;
       std::vector<float> copy(n, -1.0f);
       ASSERT_EQ(
           AddDenseFp32Wrapping(sums.data(), payload[0].data(), n, {copy.data(), quantum}, isa),
           wraps);
-      ASSERT_EQ(sums, sum_of[0]);
+      ASSERT_EQ(sums, want_sums);
       ASSERT_EQ(0, std::memcmp(copy.data(), want_copy.data(), 4 * n));
     }
-    QuantaToFloats(q.data(), n, quantum, floats[0].data(), Isa::kPortable);
-    QuantaToFloats(q.data(), n, quantum, floats[1].data(), Isa::kBest);
     for (size_t i = 0; i < n; ++i) {
       const float step = static_cast<float>(static_cast<double>(q[i]) * quantum);
       const float left = values[i] - step;
-      for (int copy = 0; copy < 2; ++copy) {
+      for (int copy = 0; copy < kCopies; ++copy) {
         ASSERT_EQ(std::bit_cast<uint32_t>(residual[copy][i]), std::bit_cast<uint32_t>(left)) << i;
         ASSERT_EQ(std::bit_cast<uint32_t>(floats[copy][i]), std::bit_cast<uint32_t>(step)) << i;
       }
     }
+  }
+}
+
+// The AVX2 copies convert between int64 and double two ways: by a magic
+// number where all eight values of a vector are below 2^51 in magnitude,
+// and bit by bit otherwise. Vectors whose eight values all sit at one edge
+// of that range (2^51 - 1, 2^51, 2^51 + 1, 2^52 +- 1, 2^53 +- 1, 2^62, the
+// int64 ends), each sign, give every copy the definition's bits: the float
+// copy, the feedback, the sums from int64 quanta and from a payload, and
+// the decode.
+TEST(Elementwise, TheConversionsAreExactAtTheEdgesOfTheirFastRange) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> edges;
+  for (const int64_t e : {int64_t{1} << 51, int64_t{1} << 52, int64_t{1} << 53, int64_t{1} << 62}) {
+    for (const int64_t d : {-1, 0, 1}) edges.push_back(e + d);
+  }
+  edges.push_back(kMax);
+  const size_t n = 8 * 2 * (edges.size() + 1) + 5;  // whole vectors of each, then a tail
+  std::vector<int64_t> q;
+  for (const int64_t e : edges) {
+    for (const int64_t v : {e, -e}) q.insert(q.end(), 8, v);
+  }
+  q.insert(q.end(), 8, std::numeric_limits<int64_t>::min());
+  q.resize(n, int64_t{1} << 51);
+  const double quantum = 0x1p-20;
+  std::vector<float> want_floats(n), want_residual(n, 1.5f);
+  for (size_t i = 0; i < n; ++i) {
+    want_floats[i] = static_cast<float>(static_cast<double>(q[i]) * quantum);
+    want_residual[i] -= want_floats[i];
+  }
+  // Payload values at the same edges, as floats (below 2^51 by one ulp,
+  // 2^51, above it by one ulp, and the others) and the quanta they are.
+  std::vector<float> payload_values;
+  for (const float e : {0x1p51f, 0x1p52f, 0x1p53f, 0x1p61f}) {
+    for (const float v : {std::nextafter(e, 0.0f), e, std::nextafter(e, INFINITY)}) {
+      for (const float s : {v, -v}) payload_values.insert(payload_values.end(), 8, s);
+    }
+  }
+  payload_values.resize(n, 3.0f);
+  std::vector<char> payload(4 * n);
+  std::memcpy(payload.data(), payload_values.data(), 4 * n);
+  std::vector<int64_t> payload_quanta(n);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(PayloadValueToQuanta(payload_values[i], &payload_quanta[i])) << payload_values[i];
+  }
+  for (const Isa isa : kEveryCopy) {
+    std::vector<float> floats(n), residual(n, 1.5f);
+    QuantaToFloats(q.data(), n, quantum, floats.data(), isa);
+    SubtractQuanta(residual.data(), q.data(), n, quantum, isa);
+    ASSERT_EQ(0, std::memcmp(floats.data(), want_floats.data(), 4 * n));
+    ASSERT_EQ(0, std::memcmp(residual.data(), want_residual.data(), 4 * n));
+    // The sums from int64 quanta and from the payload, with the copy.
+    std::vector<int64_t> zeros(n, 0), sums(n, 0), decoded(n);
+    std::vector<float> copy(n);
+    AddQuantaWrapping(sums.data(), q.data(), n, {copy.data(), quantum}, isa);
+    ASSERT_EQ(sums, q);
+    ASSERT_EQ(0, std::memcmp(copy.data(), want_floats.data(), 4 * n));
+    AddDenseFp32Wrapping(zeros.data(), payload.data(), n, {copy.data(), quantum}, isa);
+    ASSERT_EQ(zeros, payload_quanta);
+    ASSERT_TRUE(DecodeDenseFp32Values(payload.data(), n, decoded.data(), isa));
+    ASSERT_EQ(decoded, payload_quanta);
+    ASSERT_TRUE(DenseFp32ValuesEqual(payload.data(), payload_quanta.data(), n, isa));
   }
 }
 
@@ -733,7 +801,7 @@ TEST(Elementwise, BothCopiesGiveTheScalarDefinitionsBits) {
 // every kind of float: each binade's integers and halves, the edges of 2^23
 // and 2^62, subnormals, NaN and Inf of both signs, and a strided sweep of
 // all 2^32 bit patterns; each value put in a vector lane (among 31 valid
-// ones) and alone (a tail), in both copies.
+// ones) and alone (a tail), in every copy.
 TEST(Elementwise, TheValidityWalkIsPayloadValueToQuantasTest) {
   std::vector<uint32_t> patterns;
   for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4099) patterns.push_back(bits);
@@ -763,7 +831,7 @@ TEST(Elementwise, TheValidityWalkIsPayloadValueToQuantasTest) {
     const bool want = PayloadValueToQuanta(std::bit_cast<float>(bits), &quanta);
     std::vector<char> block = lanes;
     std::memcpy(block.data() + 4 * (i % kLanes), &bits, 4);
-    for (const Isa isa : {Isa::kPortable, Isa::kBest}) {
+    for (const Isa isa : kEveryCopy) {
       ASSERT_EQ(DenseFp32ValuesValid(block.data(), kLanes, isa), want)
           << std::hex << "bits 0x" << bits << " in lane " << std::dec << i % kLanes;
       ASSERT_EQ(DenseFp32ValuesValid(block.data() + 4 * (i % kLanes), 1, isa), want)
