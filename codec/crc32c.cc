@@ -180,6 +180,12 @@ bool Crc32cHardwareAvailable() {
 namespace {
 
 #define RECKON_FOLD_TARGET __attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq")))
+// The 32-byte register's fold: VPCLMULQDQ with AVX2, no AVX-512 (AMD's
+// Zen 3, Intel's cores from Alder Lake).
+#define RECKON_FOLD256_TARGET __attribute__((target("sse4.2,pclmul,avx2,vpclmulqdq")))
+// The 16-byte register's fold: PCLMULQDQ alone (any x86-64 since Intel's
+// Westmere and AMD's Bulldozer). Its helpers inline into every fold.
+#define RECKON_FOLD128_TARGET __attribute__((target("sse4.2,pclmul")))
 
 // The fold over `bytes` bytes, as one 16-byte lane's multiplier pair: a lane
 // A of 16 message bytes (its first 8, a0, the low qword; the next 8, a1)
@@ -199,13 +205,32 @@ constexpr FoldPair FoldMultipliers(uint64_t bytes) {
 // Computed once, when compiled.
 constexpr FoldPair kFold16 = FoldMultipliers(16), kFold32 = FoldMultipliers(32),
                    kFold48 = FoldMultipliers(48), kFold64 = FoldMultipliers(64),
-                   kFold256 = FoldMultipliers(256);
+                   kFold80 = FoldMultipliers(80), kFold96 = FoldMultipliers(96),
+                   kFold112 = FoldMultipliers(112), kFold128 = FoldMultipliers(128),
+                   kFold160 = FoldMultipliers(160), kFold192 = FoldMultipliers(192),
+                   kFold224 = FoldMultipliers(224), kFold256 = FoldMultipliers(256);
 
-RECKON_FOLD_TARGET __m128i Lane(FoldPair pair) { return _mm_set_epi64x(pair.high, pair.low); }
+RECKON_FOLD128_TARGET __m128i Lane(FoldPair pair) { return _mm_set_epi64x(pair.high, pair.low); }
 
-RECKON_FOLD_TARGET __m128i FoldLane(__m128i lane, __m128i multipliers) {
+RECKON_FOLD128_TARGET __m128i FoldLane(__m128i lane, __m128i multipliers) {
   return _mm_xor_si128(_mm_clmulepi64_si128(lane, multipliers, 0x00),
                        _mm_clmulepi64_si128(lane, multipliers, 0x11));
+}
+
+// The fold's end, from one lane that holds everything before p: moved on
+// 16 bytes at a time over the rest, then the lane's 16 bytes and the last
+// (fewer than 16) through the crc32 instruction, from 0.
+RECKON_FOLD128_TARGET uint32_t FinishFold(__m128i lane, const unsigned char* p, size_t size) {
+  const __m128i by16 = Lane(kFold16);
+  while (size >= 16) {
+    lane =
+        _mm_xor_si128(FoldLane(lane, by16), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    p += 16;
+    size -= 16;
+  }
+  uint64_t state = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(lane)));
+  state = _mm_crc32_u64(state, static_cast<uint64_t>(_mm_extract_epi64(lane, 1)));
+  return ~static_cast<uint32_t>(HardwareChain(state, p, size));
 }
 
 // The pair for four lanes at once. (Built from its qwords: gcc 12 warns of
@@ -262,27 +287,117 @@ RECKON_FOLD_TARGET uint32_t Crc32cFolded(const void* data, size_t size, uint32_t
     p += 64;
     size -= 64;
   }
-  // Into one lane, then 16 bytes at a time. (Through memory: gcc 12 warns
-  // of an uninitialized value inside _mm512_extracti32x4_epi32.)
+  // Into one lane. (Through memory: gcc 12 warns of an uninitialized value
+  // inside _mm512_extracti32x4_epi32.)
   alignas(64) __m128i four[4];
   _mm512_store_si512(four, last);
-  const __m128i by16 = Lane(kFold16);
   __m128i lane = _mm_xor_si128(four[3], FoldLane(four[0], Lane(kFold48)));
   lane = _mm_xor_si128(lane, FoldLane(four[1], Lane(kFold32)));
-  lane = _mm_xor_si128(lane, FoldLane(four[2], by16));
-  while (size >= 16) {
-    lane =
-        _mm_xor_si128(FoldLane(lane, by16), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    p += 16;
-    size -= 16;
+  lane = _mm_xor_si128(lane, FoldLane(four[2], Lane(kFold16)));
+  return FinishFold(lane, p, size);
+}
+
+bool Crc32cFolded256Available() {
+  static const bool available =
+      __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq");
+  return available;
+}
+
+namespace {
+
+// The pair for both lanes of a 32-byte register.
+RECKON_FOLD256_TARGET __m256i Lanes256(FoldPair pair) {
+  return _mm256_set_epi64x(pair.high, pair.low, pair.high, pair.low);
+}
+
+// Two lanes at once, XORed with the message's 32 bytes at the destination.
+RECKON_FOLD256_TARGET __m256i FoldLanes256(__m256i lanes, __m256i multipliers, __m256i message) {
+  return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(lanes, multipliers, 0x00),
+                                           _mm256_clmulepi64_epi128(lanes, multipliers, 0x11)),
+                          message);
+}
+
+}  // namespace
+
+// Crc32cFolded in 32-byte registers: eight of them (sixteen lanes, 256
+// bytes a round, as the AVX-512 fold), each moved on by x^2048 a round.
+RECKON_FOLD256_TARGET uint32_t Crc32cFolded256(const void* data, size_t size, uint32_t crc) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  if (size < kCrc32cFoldedMinBytes) return Crc32cHardware(data, size, crc);
+  constexpr int kRegisters = 8;
+  __m256i lanes[kRegisters];
+  for (int i = 0; i < kRegisters; ++i) {
+    lanes[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * i));
   }
-  // The lane's 16 bytes and the rest through the crc32 instruction, from 0.
-  uint64_t state = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(lane)));
-  state = _mm_crc32_u64(state, static_cast<uint64_t>(_mm_extract_epi64(lane, 1)));
-  return ~static_cast<uint32_t>(HardwareChain(state, p, size));
+  lanes[0] =
+      _mm256_xor_si256(lanes[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+  p += 32 * kRegisters;
+  size -= 32 * kRegisters;
+  const __m256i by256 = Lanes256(kFold256);
+  while (size >= 32 * kRegisters) {
+    for (int i = 0; i < kRegisters; ++i) {
+      lanes[i] = FoldLanes256(lanes[i], by256,
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * i)));
+    }
+    p += 32 * kRegisters;
+    size -= 32 * kRegisters;
+  }
+  // Into one register (register i moved on by the 32 * (7 - i) bytes after
+  // it), then its two lanes into one.
+  const FoldPair to_last[kRegisters - 1] = {kFold224, kFold192, kFold160, kFold128,
+                                            kFold96,  kFold64,  kFold32};
+  __m256i last = lanes[kRegisters - 1];
+  for (int i = 0; i < kRegisters - 1; ++i) {
+    last = FoldLanes256(lanes[i], Lanes256(to_last[i]), last);
+  }
+  const __m128i lane = _mm_xor_si128(_mm256_extracti128_si256(last, 1),
+                                     FoldLane(_mm256_castsi256_si128(last), Lane(kFold16)));
+  return FinishFold(lane, p, size);
+}
+
+bool Crc32cFolded128Available() {
+  static const bool available =
+      __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
+  return available;
+}
+
+// Crc32cFolded in 16-byte registers: eight lanes (128 bytes a round), each
+// moved on by x^1024 a round, eight independent chains so that the
+// products' latency overlaps.
+RECKON_FOLD128_TARGET uint32_t Crc32cFolded128(const void* data, size_t size, uint32_t crc) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  if (size < kCrc32cFoldedMinBytes) return Crc32cHardware(data, size, crc);
+  constexpr int kLanes = 8;
+  __m128i lanes[kLanes];
+  for (int i = 0; i < kLanes; ++i) {
+    lanes[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
+  }
+  lanes[0] = _mm_xor_si128(lanes[0], _mm_cvtsi32_si128(static_cast<int>(~crc)));
+  p += 16 * kLanes;
+  size -= 16 * kLanes;
+  const __m128i by128 = Lane(kFold128);
+  while (size >= 16 * kLanes) {
+    for (int i = 0; i < kLanes; ++i) {
+      lanes[i] = _mm_xor_si128(FoldLane(lanes[i], by128),
+                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
+    }
+    p += 16 * kLanes;
+    size -= 16 * kLanes;
+  }
+  // Into one lane: lane i moved on by the 16 * (7 - i) bytes after it.
+  const FoldPair to_last[kLanes - 1] = {kFold112, kFold96, kFold80, kFold64,
+                                        kFold48,  kFold32, kFold16};
+  __m128i lane = lanes[kLanes - 1];
+  for (int i = 0; i < kLanes - 1; ++i) {
+    lane = _mm_xor_si128(lane, FoldLane(lanes[i], Lane(to_last[i])));
+  }
+  return FinishFold(lane, p, size);
 }
 
 #undef RECKON_FOLD_TARGET
+#undef RECKON_FOLD256_TARGET
+#undef RECKON_FOLD128_TARGET
 #else
 uint32_t Crc32cHardware(const void* data, size_t size, uint32_t crc) {
   return Crc32cPortable(data, size, crc);
@@ -292,11 +407,28 @@ uint32_t Crc32cFolded(const void* data, size_t size, uint32_t crc) {
   return Crc32cPortable(data, size, crc);
 }
 bool Crc32cFoldedAvailable() { return false; }
+uint32_t Crc32cFolded128(const void* data, size_t size, uint32_t crc) {
+  return Crc32cPortable(data, size, crc);
+}
+bool Crc32cFolded128Available() { return false; }
+uint32_t Crc32cFolded256(const void* data, size_t size, uint32_t crc) {
+  return Crc32cPortable(data, size, crc);
+}
+bool Crc32cFolded256Available() { return false; }
 #endif
 
+const char* Crc32cImplementation() {
+  if (Crc32cFoldedAvailable()) return "AVX-512 VPCLMULQDQ fold";
+  if (Crc32cFolded256Available()) return "AVX2 VPCLMULQDQ fold";
+  if (Crc32cFolded128Available()) return "PCLMULQDQ fold";
+  return Crc32cHardwareAvailable() ? "crc32 instruction" : "portable tables";
+}
+
 uint32_t Crc32c(const void* data, size_t size, uint32_t crc) {
-  if (size >= kCrc32cFoldedMinBytes && Crc32cFoldedAvailable()) {
-    return Crc32cFolded(data, size, crc);
+  if (size >= kCrc32cFoldedMinBytes) {
+    if (Crc32cFoldedAvailable()) return Crc32cFolded(data, size, crc);
+    if (Crc32cFolded256Available()) return Crc32cFolded256(data, size, crc);
+    if (Crc32cFolded128Available()) return Crc32cFolded128(data, size, crc);
   }
   return Crc32cHardwareAvailable() ? Crc32cHardware(data, size, crc)
                                    : Crc32cPortable(data, size, crc);

@@ -74,8 +74,16 @@ inline constexpr size_t kCrc32cStreamBytes = 8192;
 // lane that the crc32 instruction finishes. On an AMD Zen 5 core, 2x the
 // three streams' speed on a dense payload of 2.7 MB (0.040 against 0.080
 // ms), 4x on 98 KB (docs/benchmarks.md "CRC32C by carry-less
-// multiplication").
+// multiplication"). Without AVX-512 the same fold runs in 32-byte
+// registers where the CPU has VPCLMULQDQ with AVX2 (AMD's Zen 3), else in
+// 16-byte ones where it has PCLMULQDQ: on a Zen 3 core a 16 KB block (the
+// dense passes' kCacheBlockValues, where the three streams do not start)
+// at 15-21 and 11 bytes a ns against one chain's 7.7.
 inline constexpr size_t kCrc32cFoldedMinBytes = 256;
+
+// What Crc32c runs from kCrc32cFoldedMinBytes on, in words (benchmarks
+// print it beside their figures).
+const char* Crc32cImplementation();
 
 // The implementations, exposed so that tests can compare them. Crc32c
 // chooses the fastest the CPU has.
@@ -87,6 +95,17 @@ bool Crc32cHardwareAvailable();
 // Crc32cHardware.
 uint32_t Crc32cFolded(const void* data, size_t size, uint32_t crc = 0);
 bool Crc32cFoldedAvailable();
+// The same fold in 32-byte registers (VPCLMULQDQ with AVX2), sixteen lanes
+// (256 bytes) a round. REQUIRES: Crc32cFolded256Available(). Below
+// kCrc32cFoldedMinBytes it is Crc32cHardware.
+uint32_t Crc32cFolded256(const void* data, size_t size, uint32_t crc = 0);
+bool Crc32cFolded256Available();
+// The same fold in 16-byte registers, eight lanes (128 bytes) a round:
+// PCLMULQDQ alone (Intel from Westmere, AMD from Bulldozer; Zen 2 and
+// Skylake's servers among them). REQUIRES: Crc32cFolded128Available().
+// Below kCrc32cFoldedMinBytes it is Crc32cHardware.
+uint32_t Crc32cFolded128(const void* data, size_t size, uint32_t crc = 0);
+bool Crc32cFolded128Available();
 
 }  // namespace reckon::codec
 

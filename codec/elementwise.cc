@@ -142,6 +142,10 @@ bool UseAvx512(Isa isa) { return isa == Isa::kBest && Avx512Available(); }
 
 bool UseAvx2(Isa isa) { return isa != Isa::kPortable && !UseAvx512(isa) && Avx2Available(); }
 
+const char* ElementwiseCopy(Isa isa) {
+  return UseAvx512(isa) ? "AVX-512" : UseAvx2(isa) ? "AVX2" : "portable";
+}
+
 bool Avx2Available() {
 #if defined(__x86_64__)
   static const bool available = __builtin_cpu_supports("avx2");

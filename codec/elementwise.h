@@ -39,6 +39,9 @@ bool UseAvx512(Isa isa);
 // Whether a function's AVX2 copy runs for `isa` (kAvx2, or kBest without
 // AVX-512, on a CPU with AVX2).
 bool UseAvx2(Isa isa);
+// Which copy of the dense passes runs for `isa`, in words ("AVX-512",
+// "AVX2", "portable"; benchmarks print it beside their figures).
+const char* ElementwiseCopy(Isa isa);
 
 // For i in [0, n): the dense fp32 payload value of values[i]
 // (QuantaPayloadValue, codec.h), stored as four little-endian bytes at

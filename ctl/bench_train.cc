@@ -16,6 +16,7 @@
 #include "base/thread_pool.h"
 #include "codec/codec.h"
 #include "codec/crc32c.h"
+#include "codec/elementwise.h"
 #include "codec/update_message.h"
 #include "codec/weight_checksum.h"
 #include "cpu/cpu_backend.h"
@@ -361,7 +362,9 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
                                 {"payload_bytes", trip.payload_bytes},
                                 {"crc32c_ms", trip.crc32c_ms},
                                 {"crc32c_three_streams_ms", trip.crc32c_three_streams_ms},
-                                {"crc32c_folded", codec::Crc32cFoldedAvailable()}};
+                                {"crc32c_folded", codec::Crc32cFoldedAvailable()},
+                                {"crc32c_implementation", codec::Crc32cImplementation()},
+                                {"elementwise_copy", codec::ElementwiseCopy(codec::Isa::kBest)}};
     out << figures.dump() << "\n";
   } else {
     out << absl::StrFormat(
@@ -390,10 +393,10 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
           100 * trip_share, trip_share <= 0.10 ? "ok" : "MISSED");
       out << absl::StrFormat(
           "  payload CRC     %.3f ms for %d bytes on one thread (%s); the crc32 "
-          "instruction's three streams %.3f ms\n",
-          trip.crc32c_ms, trip.payload_bytes,
-          codec::Crc32cFoldedAvailable() ? "carry-less folding" : "the crc32 instruction",
-          trip.crc32c_three_streams_ms);
+          "instruction's three streams %.3f ms\n"
+          "  passes          the %s copies of the elementwise passes\n",
+          trip.crc32c_ms, trip.payload_bytes, codec::Crc32cImplementation(),
+          trip.crc32c_three_streams_ms, codec::ElementwiseCopy(codec::Isa::kBest));
     }
   }
   return kExitOk;
