@@ -420,7 +420,7 @@ bool Crc32cFolded256Available() { return false; }
 const char* Crc32cImplementation() {
   if (Crc32cFoldedAvailable()) return "AVX-512 VPCLMULQDQ fold";
   if (Crc32cFolded256Available()) return "AVX2 VPCLMULQDQ fold";
-  if (Crc32cFolded128Available()) return "PCLMULQDQ fold";
+  if (Crc32cFolded128Available()) return "PCLMULQDQ fold (three crc32 streams past 24 KiB)";
   return Crc32cHardwareAvailable() ? "crc32 instruction" : "portable tables";
 }
 
@@ -428,7 +428,9 @@ uint32_t Crc32c(const void* data, size_t size, uint32_t crc) {
   if (size >= kCrc32cFoldedMinBytes) {
     if (Crc32cFoldedAvailable()) return Crc32cFolded(data, size, crc);
     if (Crc32cFolded256Available()) return Crc32cFolded256(data, size, crc);
-    if (Crc32cFolded128Available()) return Crc32cFolded128(data, size, crc);
+    if (Crc32cFolded128Available() && size < 3 * kCrc32cStreamBytes) {
+      return Crc32cFolded128(data, size, crc);
+    }
   }
   return Crc32cHardwareAvailable() ? Crc32cHardware(data, size, crc)
                                    : Crc32cPortable(data, size, crc);

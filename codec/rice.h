@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "codec/elementwise.h"
 
 namespace reckon::codec {
 
@@ -41,8 +42,11 @@ void EncodeRice(std::span<const uint32_t> words, uint32_t k, std::string* payloa
 struct RiceDecodeTuning {
   // Codes the first chain decodes in a round (about); 0: one chain only.
   uint32_t round_codes = 1024;
-  // The indices' sums with AVX-512 where the CPU has it; false: portable.
-  bool vector_indices = true;
+  // The copy of the indices' sums (elementwise.h's Isa): kBest, AVX-512
+  // where the CPU has it, else AVX2, else no rounds (portable sums cost
+  // more than the second chain saves); kAvx2, the AVX2 copy where the CPU
+  // has AVX2; kPortable, the portable sums (the tests').
+  Isa indices = Isa::kBest;
 };
 
 // Decodes `count` updates into `*words` (replaced). Returns kDataLoss, leaving

@@ -188,12 +188,75 @@ __attribute__((target("avx512f"))) bool IndicesAvx512(const uint32_t* codes, siz
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+__attribute__((target("avx2"))) inline uint64_t LastLanePlusOne(__m256i broadcast) {
+  return uint64_t{static_cast<uint32_t>(_mm256_cvtsi256_si32(broadcast))} + 1;
+}
+
+// IndicesAvx512 eight codes at a time, for a CPU with AVX2 and not AVX-512
+// (AMD's Zen 3 among them): the codes' pairs split into quotients and tails
+// by two lane permutes, the prefix sum in each 16-byte half by two byte
+// shifts and then the low half's total added to the high half, unsigned
+// compares by max_epu32. The same bound on a block's sum, so no lane wraps.
+__attribute__((target("avx2"))) bool IndicesAvx2(const uint32_t* codes, size_t n, uint32_t k,
+                                                 uint64_t param_count, uint64_t* next,
+                                                 uint32_t* out) {
+  if (k > 26) return IndicesPortable(codes, n, k, param_count, next, out);
+  const __m256i pairs_apart = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i low_mask = _mm256_set1_epi32(static_cast<int>((uint32_t{1} << k) - 1));
+  const __m256i q_limit = _mm256_set1_epi32(static_cast<int>(uint32_t{1} << (26 - k)));
+  const __m256i limit = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(param_count - 1)));
+  const __m256i sign_bit = _mm256_set1_epi32(static_cast<int>(kSignBit));
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i lane3 = _mm256_set1_epi32(3), lane7 = _mm256_set1_epi32(7);
+  const __m128i shift_k = _mm_cvtsi32_si128(static_cast<int>(k));
+  const __m128i sign_to_top = _mm_cvtsi32_si128(static_cast<int>(30 - k));  // bit k + 1 -> 31
+  // The last index so far in every lane (mod 2^32: all ones before index 0).
+  __m256i last = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(*next - 1)));
+  __m256i in_range = _mm256_set1_epi32(-1);
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256i lo = _mm256_permutevar8x32_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 2 * j)), pairs_apart);
+    const __m256i hi = _mm256_permutevar8x32_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 2 * j + 8)), pairs_apart);
+    const __m256i quotients = _mm256_permute2x128_si256(lo, hi, 0x20);
+    const __m256i tails = _mm256_permute2x128_si256(lo, hi, 0x31);
+    const __m256i too_long = _mm256_cmpeq_epi32(_mm256_max_epu32(quotients, q_limit), quotients);
+    if (!_mm256_testz_si256(too_long, too_long)) [[unlikely]] {
+      uint64_t following = j == 0 ? *next : LastLanePlusOne(last);
+      if (!IndicesPortable(codes + 2 * j, 8, k, param_count, &following, out + j)) return false;
+      last = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(following - 1)));
+      continue;
+    }
+    const __m256i r = _mm256_and_si256(_mm256_srli_epi32(tails, 1), low_mask);
+    __m256i sum = _mm256_add_epi32(_mm256_or_si256(_mm256_sll_epi32(quotients, shift_k), r), one);
+    sum = _mm256_add_epi32(sum, _mm256_slli_si256(sum, 4));
+    sum = _mm256_add_epi32(sum, _mm256_slli_si256(sum, 8));
+    sum = _mm256_add_epi32(sum, _mm256_blend_epi32(_mm256_setzero_si256(),
+                                                   _mm256_permutevar8x32_epi32(sum, lane3), 0xf0));
+    const __m256i index = _mm256_add_epi32(sum, last);
+    in_range =
+        _mm256_and_si256(in_range, _mm256_cmpeq_epi32(_mm256_max_epu32(index, limit), limit));
+    const __m256i sign = _mm256_and_si256(_mm256_sll_epi32(tails, sign_to_top), sign_bit);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), _mm256_or_si256(index, sign));
+    last = _mm256_permutevar8x32_epi32(index, lane7);
+  }
+  if (_mm256_movemask_epi8(in_range) != -1) return false;
+  uint64_t following = j == 0 ? *next : LastLanePlusOne(last);
+  if (!IndicesPortable(codes + 2 * j, n - j, k, param_count, &following, out + j)) return false;
+  *next = following;
+  return true;
+}
 #endif
 
-bool IndicesOf(bool vector, const uint32_t* codes, size_t n, uint32_t k, uint64_t param_count,
+// The indices' sums in the copy `isa` asks for (Isa::kPortable: the
+// portable one).
+bool IndicesOf(Isa isa, const uint32_t* codes, size_t n, uint32_t k, uint64_t param_count,
                uint64_t* next, uint32_t* out) {
 #if defined(__x86_64__)
-  if (vector && Avx512Available()) return IndicesAvx512(codes, n, k, param_count, next, out);
+  if (UseAvx512(isa)) return IndicesAvx512(codes, n, k, param_count, next, out);
+  if (UseAvx2(isa)) return IndicesAvx2(codes, n, k, param_count, next, out);
 #endif
   return IndicesPortable(codes, n, k, param_count, next, out);
 }
@@ -302,7 +365,7 @@ RECKON_BMI2 bool Meet(const BitReader& reader, uint64_t total_bits, uint32_t k,
 // reached param_count): nothing is then to be kept from r.out.
 template <size_t kGroup>
 RECKON_BMI2 uint64_t TwoChainRound(const BitReader& reader, uint64_t total_bits, uint32_t k,
-                                   uint64_t param_count, uint64_t round_bits, bool vector, Round* r,
+                                   uint64_t param_count, uint64_t round_bits, Isa indices, Round* r,
                                    Chain* c0, Chain* c1) {
   const uint64_t start1 = r->pos + round_bits;
   c0->pos = r->pos;
@@ -316,8 +379,9 @@ RECKON_BMI2 uint64_t TwoChainRound(const BitReader& reader, uint64_t total_bits,
   const uint64_t first = j + 1, second = c1->n - (j1 + 1);
   if (first + second > r->room) return 0;
   uint64_t next = r->next;
-  if (!IndicesOf(vector, c0->codes, first, k, param_count, &next, r->out) ||
-      !IndicesOf(vector, c1->codes + 2 * (j1 + 1), second, k, param_count, &next, r->out + first)) {
+  if (!IndicesOf(indices, c0->codes, first, k, param_count, &next, r->out) ||
+      !IndicesOf(indices, c1->codes + 2 * (j1 + 1), second, k, param_count, &next,
+                 r->out + first)) {
     return 0;
   }
   r->pos = c1->pos;
@@ -341,11 +405,12 @@ uint64_t DecodeRiceRounds(const BitReader& reader, uint64_t total_bits, uint64_t
   // message).
   const uint64_t round_codes = tuning.round_codes;
   const uint64_t smallest_round = std::min<uint64_t>(round_codes, 64);
-  // Without AVX-512 the indices' portable sums cost more than the second
-  // chain saves (0.80-0.87x the one chain): rounds then only when a test
-  // asks for them.
+  // Without AVX-512 or AVX2 the indices' portable sums cost more than the
+  // second chain saves (0.80-0.87x the one chain): rounds then only when a
+  // test asks for them (Isa::kPortable).
   const bool rounds =
-      round_codes > 0 && TwoChainsAvailable() && (Avx512Available() || !tuning.vector_indices);
+      round_codes > 0 && TwoChainsAvailable() &&
+      (UseAvx512(tuning.indices) || UseAvx2(tuning.indices) || tuning.indices == Isa::kPortable);
   if (!rounds || count < 3 * smallest_round || k > kMaxRiceK) return 0;
   // The largest round this message has (a small message's scratch is small).
   const uint64_t largest_round = std::min(round_codes, count / 3);
@@ -363,7 +428,7 @@ uint64_t DecodeRiceRounds(const BitReader& reader, uint64_t total_bits, uint64_t
       const uint64_t round_bits = this_round * (k + 2);
       if (this_round < smallest_round || round.pos + 3 * round_bits > total_bits) break;
       const uint64_t codes = TwoChainRound<kGroup>(reader, total_bits, k, param_count, round_bits,
-                                                   tuning.vector_indices, &round, &c0, &c1);
+                                                   tuning.indices, &round, &c0, &c1);
       if (codes == 0) break;  // this round and the rest one chain at a time
       decoded += codes;
     }

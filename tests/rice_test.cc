@@ -123,13 +123,15 @@ std::vector<uint32_t> LayeredUpdates(uint64_t param_count, uint64_t seed) {
 
 // Every tuning against the one chain: the rounds' sizes from a few codes
 // (so that every message is many rounds, and the chains meet near every
-// kind of code) to the default; the indices' sums with AVX-512 (where the
-// CPU has it) and portable.
-const RiceDecodeTuning kTunings[] = {{4, true},   {4, false},   {37, true},
-                                     {37, false}, {1024, true}, {1024, false}};
+// kind of code) to the default; the indices' sums in every copy (AVX-512
+// and AVX2 where the CPU has them; a copy it lacks decodes one chain).
+const RiceDecodeTuning kTunings[] = {
+    {4, Isa::kBest},    {4, Isa::kAvx2},    {4, Isa::kPortable},
+    {37, Isa::kBest},   {37, Isa::kAvx2},   {37, Isa::kPortable},
+    {1024, Isa::kBest}, {1024, Isa::kAvx2}, {1024, Isa::kPortable}};
 
 TEST(RiceTwoChains, EveryTuningGivesTheOneChainsWords) {
-  const RiceDecodeTuning one_chain{0, false};
+  const RiceDecodeTuning one_chain{0, Isa::kPortable};
   std::vector<std::vector<uint32_t>> sets;
   for (const double density : {0.5, 0.1, 0.01, 0.003, 1e-3}) {
     sets.push_back(RandomUpdates(static_cast<uint64_t>(600'000 * density), 600'000, 11));
@@ -151,15 +153,15 @@ TEST(RiceTwoChains, EveryTuningGivesTheOneChainsWords) {
         ASSERT_TRUE(DecodeRice(payload, words.size(), k, param_count, &decoded, tuning).ok())
             << words.size() << " words, k " << k << ", rounds of " << tuning.round_codes;
         EXPECT_EQ(decoded, words) << words.size() << " words, k " << k << ", rounds of "
-                                  << tuning.round_codes
-                                  << (tuning.vector_indices ? ", AVX-512" : "");
+                                  << tuning.round_codes << ", indices "
+                                  << ElementwiseCopy(tuning.indices);
       }
     }
   }
 }
 
 TEST(RiceTwoChains, EveryTuningRefusesWhatTheOneChainRefusesWithItsWords) {
-  const RiceDecodeTuning one_chain{0, false};
+  const RiceDecodeTuning one_chain{0, Isa::kPortable};
   const std::vector<uint32_t> words = RandomUpdates(30'000, 3'000'000, 13);
   const uint32_t k = OptimalRiceK(words);
   std::string payload;

@@ -31,8 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The two-chain rounds (rice.h), in rounds of a few codes so that small
   // inputs are many rounds: the same words, the same refusal.
   for (const reckon::codec::RiceDecodeTuning tuning :
-       {reckon::codec::RiceDecodeTuning{0, false}, reckon::codec::RiceDecodeTuning{4, true},
-        reckon::codec::RiceDecodeTuning{4, false}, reckon::codec::RiceDecodeTuning{9, true}}) {
+       {reckon::codec::RiceDecodeTuning{0, reckon::codec::Isa::kPortable},
+        reckon::codec::RiceDecodeTuning{4, reckon::codec::Isa::kBest},
+        reckon::codec::RiceDecodeTuning{4, reckon::codec::Isa::kAvx2},
+        reckon::codec::RiceDecodeTuning{4, reckon::codec::Isa::kPortable},
+        reckon::codec::RiceDecodeTuning{9, reckon::codec::Isa::kBest}}) {
     std::vector<uint32_t> again;
     const absl::Status s =
         reckon::codec::DecodeRice(payload, count, k, param_count, &again, tuning);
