@@ -4,9 +4,11 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "codec/elementwise.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -251,9 +253,9 @@ RECKON_FOLD_TARGET __m512i FoldLanes(__m512i lanes, __m512i multipliers, __m512i
 
 bool Crc32cFoldedAvailable() {
   static const bool available =
-      __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("vpclmulqdq");
+      std::string_view(IsaCeilingName()) == "avx512" && __builtin_cpu_supports("sse4.2") &&
+      __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq");
   return available;
 }
 
@@ -299,8 +301,9 @@ RECKON_FOLD_TARGET uint32_t Crc32cFolded(const void* data, size_t size, uint32_t
 
 bool Crc32cFolded256Available() {
   static const bool available =
-      __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq");
+      std::string_view(IsaCeilingName()) != "portable" && __builtin_cpu_supports("sse4.2") &&
+      __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("vpclmulqdq");
   return available;
 }
 
@@ -357,8 +360,9 @@ RECKON_FOLD256_TARGET uint32_t Crc32cFolded256(const void* data, size_t size, ui
 }
 
 bool Crc32cFolded128Available() {
-  static const bool available =
-      __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
+  static const bool available = std::string_view(IsaCeilingName()) != "portable" &&
+                                __builtin_cpu_supports("sse4.2") &&
+                                __builtin_cpu_supports("pclmul");
   return available;
 }
 

@@ -81,7 +81,8 @@ inline constexpr size_t kCrc32cStreamBytes = 8192;
 // at 15-21 and 11 bytes a ns against one chain's 7.7. The 16-byte fold
 // stops where the three streams start (3 * kCrc32cStreamBytes): past it
 // they are the faster (on a Zen 5 core, 2.7 MB at 27 bytes a ns against
-// the 16-byte fold's 14; a 16 KB block 9.5 against 14).
+// the 16-byte fold's 14; a 16 KB block 9.5 against 14). RECKON_CPU_ISA
+// caps which fold runs as it caps every vector copy (codec/elementwise.h).
 inline constexpr size_t kCrc32cFoldedMinBytes = 256;
 
 // What Crc32c runs from kCrc32cFoldedMinBytes on, in words (benchmarks

@@ -4,6 +4,8 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -146,9 +148,44 @@ const char* ElementwiseCopy(Isa isa) {
   return UseAvx512(isa) ? "AVX-512" : UseAvx2(isa) ? "AVX2" : "portable";
 }
 
+namespace {
+
+enum class IsaCeiling { kPortable, kAvx2, kAvx512 };
+
+// RECKON_CPU_ISA, read on first use. A value it does not know stops the
+// process: a benchmark that silently measured another copy than the one
+// asked for would be worse than none.
+IsaCeiling CeilingFromEnvironment() {
+  const char* value = std::getenv("RECKON_CPU_ISA");
+  if (value == nullptr || std::strcmp(value, "avx512") == 0) return IsaCeiling::kAvx512;
+  if (std::strcmp(value, "avx2") == 0) return IsaCeiling::kAvx2;
+  if (std::strcmp(value, "portable") == 0) return IsaCeiling::kPortable;
+  std::fprintf(stderr, "RECKON_CPU_ISA=%s: expected avx512, avx2 or portable\n", value);
+  std::exit(2);
+}
+
+IsaCeiling Ceiling() {
+  static const IsaCeiling ceiling = CeilingFromEnvironment();
+  return ceiling;
+}
+
+}  // namespace
+
+const char* IsaCeilingName() {
+  switch (Ceiling()) {
+    case IsaCeiling::kPortable:
+      return "portable";
+    case IsaCeiling::kAvx2:
+      return "avx2";
+    case IsaCeiling::kAvx512:
+      break;
+  }
+  return "avx512";
+}
+
 bool Avx2Available() {
 #if defined(__x86_64__)
-  static const bool available = __builtin_cpu_supports("avx2");
+  static const bool available = Ceiling() >= IsaCeiling::kAvx2 && __builtin_cpu_supports("avx2");
   return available;
 #else
   return false;
@@ -158,8 +195,9 @@ bool Avx2Available() {
 bool Avx512Available() {
 #if defined(__x86_64__)
   static const bool available =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+      Ceiling() >= IsaCeiling::kAvx512 && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw");
   return available;
 #else
   return false;

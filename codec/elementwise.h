@@ -31,8 +31,19 @@ enum class Isa { kBest, kPortable, kAvx2 };
 // and copy): 16 KiB of payload and of residual, so what follows reads them
 // from the L1 cache.
 constexpr size_t kCacheBlockValues = 4096;
+// Whether the CPU has the instructions and RECKON_CPU_ISA allows them. That
+// environment variable, read once, caps every vector copy the codec chooses
+// (these passes, the weight checksum, the CRC's folds, the Rice coder's):
+// "avx512" (or unset) everything the CPU has; "avx2" as on a CPU without
+// AVX-512 (AMD's Zen 3: AVX2 copies, the CRC folded in 32-byte registers);
+// "portable" the copies for any x86-64 (the CRC in three crc32 streams). It
+// lets one machine measure what another runs (docs/benchmarks.md, "On a
+// core with AVX2 and not AVX-512"); any other value stops the process with
+// a line naming it. It does not reach OpenBLAS (OPENBLAS_CORETYPE does).
 bool Avx512Available();
 bool Avx2Available();
+// What RECKON_CPU_ISA allowed: "avx512", "avx2" or "portable".
+const char* IsaCeilingName();
 // Whether a function's AVX-512 copy runs for `isa` (the CPU has it and
 // kBest asks for it).
 bool UseAvx512(Isa isa);

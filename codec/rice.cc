@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "codec/elementwise.h"
 #include "codec/rice_bits.h"
 #include "codec/rice_chains.h"
 #include "codec/update_words.h"
@@ -23,7 +24,7 @@ inline uint32_t GapAt(const uint32_t* w, size_t i) {
 // pass; see OptimalRiceK. uint32 sums cannot overflow: ceil(x / 2) <=
 // (x + 1) / 2, and gaps plus count sum to last index + 1 <= 2^31, so each sum
 // is at most 2^30. (REQUIRES: words ascending, as for every encoder call.)
-__attribute__((target_clones("avx2", "default"))) std::array<uint64_t, 3> SumHalfQuotients3(
+[[gnu::always_inline]] inline std::array<uint64_t, 3> SumHalfQuotients3Body(
     std::span<const uint32_t> words, std::array<uint32_t, 3> k) {
   uint32_t a = 0, b = 0, c = 0;
   const uint32_t* w = words.data();
@@ -41,6 +42,27 @@ __attribute__((target_clones("avx2", "default"))) std::array<uint64_t, 3> SumHal
     c += ((g >> k[2]) + 1) >> 1;
   }
   return {a, b, c};
+}
+
+// The body compiled for any x86-64 and for AVX2, chosen by Avx2Available()
+// (elementwise.h: RECKON_CPU_ISA caps it as it does every vector copy).
+std::array<uint64_t, 3> SumHalfQuotients3Portable(std::span<const uint32_t> words,
+                                                  std::array<uint32_t, 3> k) {
+  return SumHalfQuotients3Body(words, k);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) std::array<uint64_t, 3> SumHalfQuotients3Avx2(
+    std::span<const uint32_t> words, std::array<uint32_t, 3> k) {
+  return SumHalfQuotients3Body(words, k);
+}
+#endif
+
+std::array<uint64_t, 3> SumHalfQuotients3(std::span<const uint32_t> words,
+                                          std::array<uint32_t, 3> k) {
+#if defined(__x86_64__)
+  if (Avx2Available()) return SumHalfQuotients3Avx2(words, k);
+#endif
+  return SumHalfQuotients3Portable(words, k);
 }
 
 // The gaps sum to at most 2^31, so a uint32 sum cannot overflow.
@@ -103,14 +125,14 @@ absl::Status Corrupt(const std::string& what) {
 // each update's code (unary stop bit at bit q, then r, then the sign) and its
 // length q + k + 2. Codes are only meaningful when that length is <= 56.
 // Branch-free and lane-independent, so it vectorizes (AVX2 has the per-lane
-// 64-bit shifts it needs, AVX-512 twice the lanes; the default clone is
+// 64-bit shifts it needs, AVX-512 twice the lanes; the portable copy is
 // scalar). The first update's neighbour is `prev`: it is done before the
 // loop, whose body then has no condition (with `j == 0 ? prev : ...` in it
 // GCC gave each vector a masked load and a blend, and this stage was half of
 // the encode's time: EncodeRice at density 0.001 went 0.95 -> 0.74 ns an
 // update with that alone, 0.64 with the AVX-512 clone too).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void ComputeCodes(
-    const uint32_t* w, size_t n, uint32_t prev, uint32_t k, uint64_t* codes, uint64_t* lens) {
+[[gnu::always_inline]] inline void ComputeCodesBody(const uint32_t* w, size_t n, uint32_t prev,
+                                                    uint32_t k, uint64_t* codes, uint64_t* lens) {
   const uint64_t low_mask = (uint64_t{1} << k) - 1;
   auto one = [&](size_t j, uint32_t before) {
     const uint64_t gap = (w[j] & kIndexMask) - before - 1u;
@@ -122,6 +144,32 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void ComputeCodes(
   if (n == 0) return;
   one(0, prev);
   for (size_t j = 1; j < n; ++j) one(j, w[j - 1] & kIndexMask);
+}
+
+// The body for any x86-64, AVX2 and AVX-512, chosen as SumHalfQuotients3's.
+void ComputeCodesPortable(const uint32_t* w, size_t n, uint32_t prev, uint32_t k, uint64_t* codes,
+                          uint64_t* lens) {
+  ComputeCodesBody(w, n, prev, k, codes, lens);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void ComputeCodesAvx2(const uint32_t* w, size_t n, uint32_t prev,
+                                                      uint32_t k, uint64_t* codes, uint64_t* lens) {
+  ComputeCodesBody(w, n, prev, k, codes, lens);
+}
+__attribute__((target("avx512f"))) void ComputeCodesAvx512(const uint32_t* w, size_t n,
+                                                           uint32_t prev, uint32_t k,
+                                                           uint64_t* codes, uint64_t* lens) {
+  ComputeCodesBody(w, n, prev, k, codes, lens);
+}
+#endif
+
+void ComputeCodes(const uint32_t* w, size_t n, uint32_t prev, uint32_t k, uint64_t* codes,
+                  uint64_t* lens) {
+#if defined(__x86_64__)
+  if (Avx512Available()) return ComputeCodesAvx512(w, n, prev, k, codes, lens);
+  if (Avx2Available()) return ComputeCodesAvx2(w, n, prev, k, codes, lens);
+#endif
+  ComputeCodesPortable(w, n, prev, k, codes, lens);
 }
 
 }  // namespace

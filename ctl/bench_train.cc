@@ -364,7 +364,8 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
                                 {"crc32c_three_streams_ms", trip.crc32c_three_streams_ms},
                                 {"crc32c_folded", codec::Crc32cFoldedAvailable()},
                                 {"crc32c_implementation", codec::Crc32cImplementation()},
-                                {"elementwise_copy", codec::ElementwiseCopy(codec::Isa::kBest)}};
+                                {"elementwise_copy", codec::ElementwiseCopy(codec::Isa::kBest)},
+                                {"cpu_isa", codec::IsaCeilingName()}};
     out << figures.dump() << "\n";
   } else {
     out << absl::StrFormat(
@@ -394,9 +395,10 @@ int RunBenchTrain(const std::vector<std::string>& args, std::ostream& out, std::
       out << absl::StrFormat(
           "  payload CRC     %.3f ms for %d bytes on one thread (%s); the crc32 "
           "instruction's three streams %.3f ms\n"
-          "  passes          the %s copies of the elementwise passes\n",
+          "  passes          the %s copies of the elementwise passes (RECKON_CPU_ISA: %s)\n",
           trip.crc32c_ms, trip.payload_bytes, codec::Crc32cImplementation(),
-          trip.crc32c_three_streams_ms, codec::ElementwiseCopy(codec::Isa::kBest));
+          trip.crc32c_three_streams_ms, codec::ElementwiseCopy(codec::Isa::kBest),
+          codec::IsaCeilingName());
     }
   }
   return kExitOk;

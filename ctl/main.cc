@@ -7,6 +7,7 @@
 
 #include "base/allocator.h"
 #include "base/flags.h"
+#include "codec/elementwise.h"
 #include "ctl/commands.h"
 
 namespace {
@@ -41,6 +42,9 @@ constexpr char kUsage[] =
 
 int main(int argc, char** argv) {
   reckon::base::TuneAllocatorForLargeFrames();
+  // A bad RECKON_CPU_ISA stops the process here, before anything starts
+  // (codec/elementwise.h), not at the codec's first pass.
+  reckon::codec::IsaCeilingName();
   std::ios::sync_with_stdio(false);
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {

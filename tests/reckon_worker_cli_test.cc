@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -51,6 +52,43 @@ TEST_F(ReckonWorker, ShortRunWritesAFullSummary) {
   EXPECT_EQ(json->at("steps"), 30) << json->dump();      // 3000 samples / 100
   EXPECT_EQ(json->at("codec"), "threshold-rice") << json->dump();
   EXPECT_EQ(json->at("weight_hash").get<std::string>().size(), 64u) << json->dump();
+}
+
+// RECKON_CPU_ISA caps the codec's vector copies (codec/elementwise.h); the
+// replica is the same bits under every cap: a machine with AVX-512 and one
+// without train the same weights. A value it does not know stops the worker
+// before it starts, naming it.
+TEST_F(ReckonWorker, EveryCpuIsaCapTrainsTheSameWeights) {
+  for (const std::string codec : {"dense", "dyntree8", "onebit"}) {
+    SCOPED_TRACE(codec);
+    std::vector<std::string> hashes;
+    for (const char* isa : {"", "avx2", "portable"}) {
+      SCOPED_TRACE(isa);
+      if (*isa == '\0') {
+        unsetenv("RECKON_CPU_ISA");
+      } else {
+        setenv("RECKON_CPU_ISA", isa, 1);
+      }
+      const std::string summary = (dir_ / "summary.json").string();
+      const Result r = Run({"--standalone", "--layers=784,32,10", "--shard=0/60", "--epochs=1",
+                            "--eval-samples=500", "--codec", codec, "--summary-json=" + summary});
+      unsetenv("RECKON_CPU_ISA");
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      absl::StatusOr<::reckon::base::Json> json = ::reckon::base::ReadJsonFile(summary);
+      ASSERT_TRUE(json.ok()) << json.status();
+      hashes.push_back(json->at("weight_hash").get<std::string>());
+    }
+    EXPECT_EQ(hashes[1], hashes[0]) << "avx2 against every copy the CPU has";
+    EXPECT_EQ(hashes[2], hashes[0]) << "portable against every copy the CPU has";
+  }
+  setenv("RECKON_CPU_ISA", "avx1024", 1);
+  const Result bad = Run({"--standalone", "--layers=784,32,10", "--epochs=1"});
+  unsetenv("RECKON_CPU_ISA");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_EQ(bad.out, "");
+  EXPECT_NE(bad.err.find("RECKON_CPU_ISA=avx1024: expected avx512, avx2 or portable"),
+            std::string::npos)
+      << bad.err;
 }
 
 // A user's own data (issue 35): a NumPy folder of 5 features and 3

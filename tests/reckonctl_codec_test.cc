@@ -365,6 +365,48 @@ TEST_F(ReckonctlCodec, BenchTrainTimesAQuantaCodecsRoundTrip) {
   EXPECT_NE(text.out.find("of the worker's step (target <= 10%)"), std::string::npos) << text.out;
 }
 
+// Under RECKON_CPU_ISA the bench names the copies it timed: what a CPU
+// without AVX-512, or without any vector copy, runs (codec/elementwise.h).
+TEST_F(ReckonctlCodec, BenchTrainNamesTheCopiesTheCpuIsaCapAllows) {
+  struct Cap {
+    const char* isa;
+    bool runs;  // this CPU has what the cap allows
+    std::vector<std::string> copies, crcs;
+  };
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+  const Cap caps[] = {
+      {"portable", true, {"portable"}, {"crc32 instruction", "portable tables"}},
+      {"avx2",
+       static_cast<bool>(__builtin_cpu_supports("avx2")),
+       {"AVX2"},
+       {"AVX2 VPCLMULQDQ fold", "PCLMULQDQ fold (three crc32 streams past 24 KiB)"}},
+      {"avx512", avx512, {"AVX-512"}, {"AVX-512 VPCLMULQDQ fold", "AVX2 VPCLMULQDQ fold"}},
+  };
+  for (const Cap& cap : caps) {
+    SCOPED_TRACE(cap.isa);
+    if (!cap.runs) {
+      std::printf("this CPU lacks what RECKON_CPU_ISA=%s allows: not checked\n", cap.isa);
+      continue;
+    }
+    setenv("RECKON_CPU_ISA", cap.isa, 1);
+    const Result r = Run({"bench", "train", "--codec", "dense", "--layers", "64,32,10", "--batch",
+                          "16", "--steps", "2", "--json"});
+    unsetenv("RECKON_CPU_ISA");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const base::Json figures = base::Json::parse(r.out);
+    EXPECT_EQ(figures.at("cpu_isa"), cap.isa) << r.out;
+    const std::string copy = figures.at("elementwise_copy"),
+                      crc = figures.at("crc32c_implementation");
+    EXPECT_NE(std::find(cap.copies.begin(), cap.copies.end(), copy), cap.copies.end()) << copy;
+    EXPECT_NE(std::find(cap.crcs.begin(), cap.crcs.end(), crc), cap.crcs.end()) << crc;
+  }
+  setenv("RECKON_CPU_ISA", "sse9", 1);
+  const Result bad = Run({"bench", "train", "--codec", "dense", "--steps", "2"});
+  unsetenv("RECKON_CPU_ISA");
+  ExpectCleanFailure(bad, 2, "RECKON_CPU_ISA=sse9: expected avx512, avx2 or portable");
+}
+
 // `reckonctl bench gpu` runs to the end on a GPU (on the H100 of
 // 2026-11-22 it stopped at "ThresholdPass::Launch twice without Finish":
 // its timed loop launched the pass again before finishing the last), with

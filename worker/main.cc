@@ -23,6 +23,7 @@
 #include "base/flags.h"
 #include "base/status_macros.h"
 #include "base/stop_signals.h"
+#include "codec/elementwise.h"
 #include "server/node.h"
 #include "worker/daemon_flags.h"
 #include "worker/gossip_peers.h"
@@ -179,6 +180,9 @@ absl::StatusOr<int> Run(DaemonOptions& daemon, Observability* observability) {
 
 int main(int argc, char** argv) {
   reckon::base::TuneAllocatorForLargeFrames();
+  // A bad RECKON_CPU_ISA stops the process here, before anything starts
+  // (codec/elementwise.h), not at the codec's first pass.
+  reckon::codec::IsaCeilingName();
   // Dashes or underscores (base/flags.h).
   absl::StatusOr<reckon::base::FlagScope> flags = WorkerFlags();
   if (!flags.ok()) {
