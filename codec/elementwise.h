@@ -22,8 +22,8 @@ namespace reckon::codec {
 // kBest: AVX-512 where the CPU has it (F, DQ, VL, BW), else AVX2 where it
 // has that, else portable. kPortable: the copy for any x86-64 (tests
 // compare the copies). kAvx2: a function's AVX2 copy where it has one and
-// the CPU has AVX2 (every dense pass's and the weight checksum's; not
-// dyntree8's encode), else portable.
+// the CPU has AVX2 (every function here has one, and the weight checksum),
+// else portable.
 enum class Isa { kBest, kPortable, kAvx2 };
 
 // Values a pass takes at a time where more work follows on the same values
