@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "base/flags.h"
 #include "base/json.h"
+#include "codec/elementwise.h"
 #include "codec/fixed_point.h"
 #include "codec/packed32.h"
 #include "codec/quantizer.h"
@@ -253,7 +254,8 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
   if (!json) {
     out << absl::StrFormat("reckonctl bench codec: %d params, Bernoulli(p) updates, random signs\n",
                            params)
-        << "rates are updates/s (elements/s for quantize and memcpy); best of repeated runs\n\n";
+        << "rates are updates/s (elements/s for quantize and memcpy); best of repeated runs\n"
+        << "vector copies up to " << codec::IsaCeilingName() << " (RECKON_CPU_ISA)\n\n";
   }
   bool all_ok = true;
   for (const double p : {1e-2, 1e-3, 1e-4}) {
@@ -278,7 +280,8 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
                               {"zstd1_decompress_updates_per_s", r->zstd1_decompress},
                               {"quantize_elements_per_s", r->quantize},
                               {"memcpy_elements_per_s", r->memcpy_rate},
-                              {"apply_updates_per_s", r->apply}};
+                              {"apply_updates_per_s", r->apply},
+                              {"cpu_isa", codec::IsaCeilingName()}};
       out << row.dump() << "\n";
       continue;
     }

@@ -392,10 +392,26 @@ TEST_F(ReckonctlCodec, BenchTrainNamesTheCopiesTheCpuIsaCapAllows) {
     setenv("RECKON_CPU_ISA", cap.isa, 1);
     const Result r = Run({"bench", "train", "--codec", "dense", "--layers", "64,32,10", "--batch",
                           "16", "--steps", "2", "--json"});
+    // bench codec names the cap on each density's row and in its text header.
+    const Result codec_rows =
+        Run({"bench", "codec", "--json", "--params", "20000", "--seconds", "0.01"});
+    const Result codec_text = Run({"bench", "codec", "--params", "20000", "--seconds", "0.01"});
     unsetenv("RECKON_CPU_ISA");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const base::Json figures = base::Json::parse(r.out);
     EXPECT_EQ(figures.at("cpu_isa"), cap.isa) << r.out;
+    ASSERT_EQ(codec_rows.exit_code, 0) << codec_rows.err;
+    std::istringstream rows(codec_rows.out);
+    int densities = 0;
+    for (std::string line; std::getline(rows, line); ++densities) {
+      EXPECT_EQ(base::Json::parse(line).at("cpu_isa"), cap.isa) << line;
+    }
+    EXPECT_EQ(densities, 3) << codec_rows.out;
+    ASSERT_EQ(codec_text.exit_code, 0) << codec_text.err;
+    EXPECT_NE(
+        codec_text.out.find(std::string("vector copies up to ") + cap.isa + " (RECKON_CPU_ISA)"),
+        std::string::npos)
+        << codec_text.out;
     const std::string copy = figures.at("elementwise_copy"),
                       crc = figures.at("crc32c_implementation");
     EXPECT_NE(std::find(cap.copies.begin(), cap.copies.end(), copy), cap.copies.end()) << copy;

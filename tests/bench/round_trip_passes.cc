@@ -16,8 +16,10 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "codec/codec.h"
 #include "codec/crc32c.h"
 #include "codec/elementwise.h"
 using namespace reckon::codec;
@@ -71,6 +73,22 @@ int main() {
                 sink += AddDenseFp32Wrapping(quanta.data(), payload.data(), kBlock,
                                              {weights.data(), kQuantum});
               }));
+  // dyntree8's encode loop, each copy this CPU has, on the same block (its
+  // values about 1e-3 of the abs max: codes from the middle of the table).
+  std::vector<int64_t> magnitudes(128);
+  for (uint32_t m = 0; m < 128; ++m) magnitudes[m] = DynTreeQuanta(m, int64_t{1} << 40);
+  std::vector<char> codes(kBlock);
+  for (const auto& [name, isa] :
+       {std::pair{"portable", Isa::kPortable}, {"AVX2", Isa::kAvx2}, {"best", Isa::kBest}}) {
+    std::printf("  dyntree8 encode, %-8s %6.0f (%s)\n", name,
+                MeanNs(kReps / 4,
+                       [&](int) {
+                         DynTreeEncodeValues(residual.data(), kBlock, 30.0, magnitudes.data(),
+                                             codes.data(), quanta.data(), isa);
+                         sink += uint8_t(codes[0]);
+                       }),
+                ElementwiseCopy(isa));
+  }
 
   const size_t half = 669706 / 2;
   std::vector<int64_t> replica(half, 77);
