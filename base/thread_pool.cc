@@ -2,7 +2,9 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 
 namespace reckon::base {
@@ -11,6 +13,12 @@ namespace {
 // Chunk i of n split into `chunks` nearly equal contiguous ranges.
 std::pair<size_t, size_t> Chunk(size_t n, size_t chunks, size_t i) {
   return {n * i / chunks, n * (i + 1) / chunks};
+}
+
+// How many chunks (shares) a call makes: one a thread, fewer where one
+// would hold less than `min_chunk`.
+size_t ChunksFor(size_t n, size_t threads, size_t min_chunk) {
+  return std::max<size_t>(1, std::min<size_t>(threads, n / std::max<size_t>(1, min_chunk)));
 }
 
 // Spins (with a CPU pause) until done() or kSpinMicros have passed.
@@ -29,7 +37,8 @@ bool SpinUntil(Done done) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads, const std::string& name_prefix) {
+ThreadPool::ThreadPool(int threads, const std::string& name_prefix)
+    : next_block_(std::make_unique<NextBlock[]>(static_cast<size_t>(std::max(1, threads)))) {
   for (int i = 1; i < threads; ++i) {
     helpers_.emplace_back([this, i] { HelperLoop(i); });
     const std::string name = (name_prefix + "-" + std::to_string(i)).substr(0, 15);
@@ -48,26 +57,61 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t)>& fn,
                              size_t min_chunk) {
-  const size_t chunks =
-      std::max<size_t>(1, std::min<size_t>(threads(), n / std::max<size_t>(1, min_chunk)));
+  const size_t chunks = ChunksFor(n, threads(), min_chunk);
   if (chunks == 1) {
     fn(0, n);
     return;
   }
+  RunAll(n, chunks, /*blocks=*/false, fn);
+}
+
+void ThreadPool::ParallelForBlocks(size_t n, const std::function<void(size_t, size_t)>& fn,
+                                   size_t min_share) {
+  const size_t shares = ChunksFor(n, threads(), min_share);
+  if (shares == 1) {
+    fn(0, n);
+    return;
+  }
+  RunAll(n, shares, /*blocks=*/true, fn);
+}
+
+void ThreadPool::RunAll(size_t n, size_t chunks, bool blocks,
+                        const std::function<void(size_t, size_t)>& fn) {
   {
     absl::MutexLock lock(&mu_);
     fn_ = &fn;
     n_ = n;
     chunks_ = chunks;
+    blocks_ = blocks;
+    for (size_t s = 0; s < chunks; ++s) next_block_[s].index.store(0, std::memory_order_relaxed);
     pending_.store(static_cast<int>(chunks) - 1, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   work_cv_.SignalAll();
-  const auto [begin, end] = Chunk(n, chunks, 0);
-  fn(begin, end);
+  if (blocks) {
+    RunBlocks(0, fn, n, chunks);
+  } else {
+    const auto [begin, end] = Chunk(n, chunks, 0);
+    fn(begin, end);
+  }
   if (!SpinUntil([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
     absl::MutexLock lock(&mu_);
     while (pending_.load(std::memory_order_acquire) != 0) done_cv_.Wait(&mu_);
+  }
+}
+
+void ThreadPool::RunBlocks(size_t first, const std::function<void(size_t, size_t)>& fn, size_t n,
+                           size_t shares) {
+  for (size_t k = 0; k < shares; ++k) {
+    const size_t share = (first + k) % shares;
+    const auto [share_begin, share_end] = Chunk(n, shares, share);
+    const size_t size = share_end - share_begin;
+    const size_t blocks = std::min<size_t>(kBlocksPerShare, size);
+    for (;;) {
+      const size_t b = next_block_[share].index.fetch_add(1, std::memory_order_relaxed);
+      if (b >= blocks) break;
+      fn(share_begin + size * b / blocks, share_begin + size * (b + 1) / blocks);
+    }
   }
 }
 
@@ -77,6 +121,7 @@ void ThreadPool::HelperLoop(int index) {
     SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; });
     const std::function<void(size_t, size_t)>* fn;
     size_t n, chunks;
+    bool blocks;
     {
       absl::MutexLock lock(&mu_);
       while (!shutdown_ && generation_.load(std::memory_order_acquire) == seen) {
@@ -88,9 +133,14 @@ void ThreadPool::HelperLoop(int index) {
       fn = fn_;
       n = n_;
       chunks = chunks_;
+      blocks = blocks_;
     }
-    const auto [begin, end] = Chunk(n, chunks, static_cast<size_t>(index));
-    (*fn)(begin, end);
+    if (blocks) {
+      RunBlocks(static_cast<size_t>(index), *fn, n, chunks);
+    } else {
+      const auto [begin, end] = Chunk(n, chunks, static_cast<size_t>(index));
+      (*fn)(begin, end);
+    }
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       absl::MutexLock lock(&mu_);  // pairs with the caller's wait
       done_cv_.Signal();

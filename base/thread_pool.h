@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,7 +36,27 @@ class ThreadPool {
   void ParallelFor(size_t n, const std::function<void(size_t, size_t)>& fn,
                    size_t min_chunk = 16384);
 
+  // ParallelFor's shares (`min_share` as its min_chunk), each cut into
+  // kBlocksPerShare contiguous blocks: a thread runs its own share's blocks
+  // in order, then takes the blocks the others have not begun. A thread
+  // that starts late (a helper waking from its condition variable) or is
+  // stopped between blocks (a VM's preempted vCPU) leaves the rest of its
+  // share to the others instead of making them wait; without either, each
+  // thread runs its own share, as ParallelFor. fn runs at most
+  // threads() * kBlocksPerShare times; a caller that combines per-call
+  // results (a CRC's pieces) pays for that many. Same REQUIRES.
+  static constexpr int kBlocksPerShare = 4;
+  void ParallelForBlocks(size_t n, const std::function<void(size_t, size_t)>& fn,
+                         size_t min_share = 16384);
+
  private:
+  // Runs blocks of the shares from `first` on, wrapping, until none is
+  // left untaken (block mode).
+  void RunBlocks(size_t first, const std::function<void(size_t, size_t)>& fn, size_t n,
+                 size_t shares);
+  // Announces a call to the helpers and waits for the chunk or blocks of
+  // the calling thread (share 0) and theirs.
+  void RunAll(size_t n, size_t chunks, bool blocks, const std::function<void(size_t, size_t)>& fn);
   void HelperLoop(int index);
 
   // A helper (or the caller waiting for helpers) spins this long for the
@@ -52,6 +73,14 @@ class ThreadPool {
   const std::function<void(size_t, size_t)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
   size_t n_ ABSL_GUARDED_BY(mu_) = 0;
   size_t chunks_ ABSL_GUARDED_BY(mu_) = 0;
+  bool blocks_ ABSL_GUARDED_BY(mu_) = false;  // ParallelForBlocks's call
+  // Block mode: the next block of each share a thread may take (0 to
+  // kBlocksPerShare; past it, none left). Reset under mu_ before a call's
+  // generation is published, then taken by fetch_add from any thread.
+  struct alignas(64) NextBlock {
+    std::atomic<size_t> index{0};
+  };
+  std::unique_ptr<NextBlock[]> next_block_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   // Written under mu_, also read without it while spinning.
   std::atomic<uint64_t> generation_{0};

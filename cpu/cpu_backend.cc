@@ -147,9 +147,11 @@ class CpuBackend final : public model::Backend {
   absl::Status ApplyDense(codec::QuantaSpan quanta) override {
     return replica_.ApplyDense(quanta, HostThreads());
   }
+  // The codec's passes in blocks: a helper still waking, or a vCPU the VM
+  // stops mid-step, leaves the rest of its share to the other threads.
   codec::ParallelFor HostThreads() override {
     return [this](size_t n, const std::function<void(size_t, size_t)>& fn) {
-      pool_.ParallelFor(n, fn);
+      pool_.ParallelForBlocks(n, fn);
     };
   }
 

@@ -89,8 +89,9 @@ absl::StatusOr<RoundTrip> TimeRoundTrip(const model::BackendConfig& config,
       codec::FixedPointReplica replica,
       codec::FixedPointReplica::Create(config.shape.param_count(), config.fraction_bits));
   RECKON_RETURN_IF_ERROR(replica.Load(weights));
+  // As the CPU backend lends its pool (HostThreads).
   const codec::ParallelFor parallel_for = [&](size_t n, const auto& fn) {
-    pool.ParallelFor(n, fn);
+    pool.ParallelForBlocks(n, fn);
   };
   const codec::CodecOptions options = model::FilledCodecOptions(config);
   RECKON_ASSIGN_OR_RETURN(std::unique_ptr<codec::Codec> encoder, codec::MakeCodec(options));

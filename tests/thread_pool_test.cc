@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <vector>
 
 namespace reckon::base {
@@ -46,6 +50,77 @@ TEST(ThreadPool, ManyBackToBackCallsAndRepeatedConstruction) {
           1);
     }
     for (const int v : data) ASSERT_EQ(v, 200);
+  }
+}
+
+TEST(ThreadPool, BlocksCoverEveryIndexOnceInContiguousRanges) {
+  for (const int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (const size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{100}, size_t{100003}}) {
+      for (const size_t min_share : {size_t{1}, size_t{16384}}) {
+        std::vector<std::atomic<int>> hits(n);
+        std::atomic<int> calls{0};
+        pool.ParallelForBlocks(
+            n,
+            [&](size_t begin, size_t end) {
+              ASSERT_TRUE(begin < end || n == 0) << begin << ", " << end;
+              ++calls;
+              for (size_t i = begin; i < end; ++i) ++hits[i];
+            },
+            min_share);
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "index " << i;
+        EXPECT_LE(calls.load(), std::max(1, threads) * ThreadPool::kBlocksPerShare);
+      }
+    }
+  }
+}
+
+// A thread held inside one block (as a VM holds a preempted vCPU, or a
+// helper still waking) leaves the rest of its share to the others: the
+// held block waits until every other block is done, which only stealing
+// lets happen. Static chunks would leave it waiting out its deadline.
+TEST(ThreadPool, BlocksLeftByAHeldThreadAreTakenByTheOthers) {
+  for (const int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int held_share = 0; held_share < threads; ++held_share) {
+      SCOPED_TRACE(testing::Message() << threads << " threads, share " << held_share << " held");
+      const size_t n = 1200;
+      const size_t held_begin = n * held_share / threads;
+      std::mutex mu;
+      std::vector<std::pair<size_t, std::thread::id>> ran;
+      std::atomic<size_t> done{0};
+      const size_t blocks = size_t(threads) * ThreadPool::kBlocksPerShare;
+      bool released = false;
+      std::thread::id held_by;
+      pool.ParallelForBlocks(
+          n,
+          [&](size_t begin, size_t end) {
+            if (begin == held_begin) {
+              held_by = std::this_thread::get_id();
+              const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+              while (done.load() < blocks - 1 && std::chrono::steady_clock::now() < deadline) {
+                std::this_thread::sleep_for(std::chrono::microseconds(100));
+              }
+              released = done.load() == blocks - 1;
+            }
+            {
+              std::lock_guard lock(mu);
+              ran.push_back({begin, std::this_thread::get_id()});
+            }
+            ++done;
+            (void)end;
+          },
+          1);
+      EXPECT_TRUE(released) << "the held block's share was not taken by the other threads";
+      ASSERT_EQ(ran.size(), blocks);
+      // Every other block of the held share ran on another thread.
+      const size_t held_end = n * (held_share + 1) / threads;
+      for (const auto& [begin, id] : ran) {
+        if (begin > held_begin && begin < held_end) {
+          EXPECT_NE(id, held_by) << begin;
+        }
+      }
+    }
   }
 }
 
