@@ -57,33 +57,30 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t)>& fn,
                              size_t min_chunk) {
+  RunAll(n, min_chunk, /*blocks=*/false, fn);
+}
+
+void ThreadPool::ParallelForBlocks(size_t n, const std::function<void(size_t, size_t)>& fn,
+                                   size_t min_share) {
+  RunAll(n, min_share, /*blocks=*/true, fn);
+}
+
+void ThreadPool::RunAll(size_t n, size_t min_chunk, bool blocks,
+                        const std::function<void(size_t, size_t)>& fn) {
   const size_t chunks = ChunksFor(n, threads(), min_chunk);
   if (chunks == 1) {
     fn(0, n);
     return;
   }
-  RunAll(n, chunks, /*blocks=*/false, fn);
-}
-
-void ThreadPool::ParallelForBlocks(size_t n, const std::function<void(size_t, size_t)>& fn,
-                                   size_t min_share) {
-  const size_t shares = ChunksFor(n, threads(), min_share);
-  if (shares == 1) {
-    fn(0, n);
-    return;
-  }
-  RunAll(n, shares, /*blocks=*/true, fn);
-}
-
-void ThreadPool::RunAll(size_t n, size_t chunks, bool blocks,
-                        const std::function<void(size_t, size_t)>& fn) {
   {
     absl::MutexLock lock(&mu_);
     fn_ = &fn;
     n_ = n;
     chunks_ = chunks;
     blocks_ = blocks;
-    for (size_t s = 0; s < chunks; ++s) next_block_[s].index.store(0, std::memory_order_relaxed);
+    if (blocks) {
+      for (size_t s = 0; s < chunks; ++s) next_block_[s].index.store(0, std::memory_order_relaxed);
+    }
     pending_.store(static_cast<int>(chunks) - 1, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }

@@ -54,9 +54,11 @@ class ThreadPool {
   // left untaken (block mode).
   void RunBlocks(size_t first, const std::function<void(size_t, size_t)>& fn, size_t n,
                  size_t shares);
-  // Announces a call to the helpers and waits for the chunk or blocks of
-  // the calling thread (share 0) and theirs.
-  void RunAll(size_t n, size_t chunks, bool blocks, const std::function<void(size_t, size_t)>& fn);
+  // Both calls: on the caller alone where one chunk would do; otherwise
+  // announces the call to the helpers and runs the caller's chunk (or its
+  // share's blocks first), then waits for theirs.
+  void RunAll(size_t n, size_t min_chunk, bool blocks,
+              const std::function<void(size_t, size_t)>& fn);
   void HelperLoop(int index);
 
   // A helper (or the caller waiting for helpers) spins this long for the

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -94,7 +93,7 @@ TEST(ThreadPool, BlocksLeftByAHeldThreadAreTakenByTheOthers) {
       std::thread::id held_by;
       pool.ParallelForBlocks(
           n,
-          [&](size_t begin, size_t end) {
+          [&](size_t begin, size_t) {
             if (begin == held_begin) {
               held_by = std::this_thread::get_id();
               const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -108,7 +107,6 @@ TEST(ThreadPool, BlocksLeftByAHeldThreadAreTakenByTheOthers) {
               ran.push_back({begin, std::this_thread::get_id()});
             }
             ++done;
-            (void)end;
           },
           1);
       EXPECT_TRUE(released) << "the held block's share was not taken by the other threads";
