@@ -72,10 +72,6 @@ RECKON_AVX512 bool DensePayloadsEqualAvx512(const char* payload, const char* exp
 RECKON_AVX512 uint64_t AddDenseWrappingAvx512(int64_t* quanta, const char* payload, size_t n) {
   return AddWrappingBody<false>(quanta, payload, n, nullptr, 0);
 }
-RECKON_AVX512 uint64_t AddDenseWrappingCopyAvx512(int64_t* quanta, const char* payload, size_t n,
-                                                  float* weights, double quantum) {
-  return AddWrappingBody<true>(quanta, payload, n, weights, quantum);
-}
 RECKON_AVX512 void SubtractDenseAvx512(float* residual, const char* payload, size_t n,
                                        int fraction_bits) {
   SubtractDenseBody(residual, payload, n, fraction_bits);
@@ -88,10 +84,6 @@ RECKON_AVX512 bool DenseEqualAvx512(const char* payload, const int64_t* quanta, 
 }
 RECKON_AVX512 uint64_t AddWrappingAvx512(int64_t* quanta, const int64_t* delta, size_t n) {
   return AddWrappingBody<false>(quanta, delta, n, nullptr, 0);
-}
-RECKON_AVX512 uint64_t AddWrappingCopyAvx512(int64_t* quanta, const int64_t* delta, size_t n,
-                                             float* weights, double quantum) {
-  return AddWrappingBody<true>(quanta, delta, n, weights, quantum);
 }
 RECKON_AVX512 void SubtractQuantaAvx512(float* residual, const int64_t* quanta, size_t n,
                                         double quantum) {
@@ -131,6 +123,60 @@ RECKON_AVX512 bool DenseValidAvx512(const char* payload, size_t n) {
                                          magnitude, _CMP_EQ_OQ);
   }
   return all_valid == 0xffff && DenseValidBody(payload + 4 * i, n - i);
+}
+
+// The delta's values i to i + 7 as int64 lanes: PayloadQuanta's (a value
+// out of its range is 0; a payload the apply takes has been checked, so
+// every value is an integer below 2^62 and converts exactly), or an int64
+// array's.
+RECKON_AVX512 inline __m512i DeltaLanes(const char* payload, size_t i) {
+  constexpr int32_t kMaxBits = std::bit_cast<int32_t>(static_cast<float>(kMaxPayloadQuanta));
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(payload + 4 * i));
+  const __mmask8 in_range = _mm256_cmplt_epi32_mask(
+      _mm256_and_si256(bits, _mm256_set1_epi32(INT32_MAX)), _mm256_set1_epi32(kMaxBits));
+  return _mm512_cvttps_epi64(_mm256_castsi256_ps(_mm256_maskz_mov_epi32(in_range, bits)));
+}
+RECKON_AVX512 inline __m512i DeltaLanes(const int64_t* delta, size_t i) {
+  return _mm512_loadu_si512(delta + i);
+}
+
+// AddWrappingBody<true> eight values at a time with the float copy in
+// streaming stores from its first 32-byte boundary (elementwise.h
+// FloatCopyOut; gcc's vectorized body stores it through the caches): the
+// conversions are the body's, int64 -> double and double -> float rounded
+// to nearest, so the bits are its bits.
+template <typename Delta>
+RECKON_AVX512 uint64_t AddWrappingStreamingCopyAvx512(int64_t* quanta, const Delta* delta,
+                                                      size_t n, float* weights, double quantum) {
+  const size_t head = FloatsBefore32ByteBoundary(weights, n);
+  const uint64_t head_wraps = AddWrappingBody<true>(quanta, delta, head, weights, quantum);
+  const __m512d quantum_lanes = _mm512_set1_pd(quantum);
+  __m512i any_wrap = _mm512_setzero_si512();
+  size_t i = head;
+  for (; i + 8 <= n; i += 8) {
+    const __m512i a = _mm512_loadu_si512(quanta + i);
+    const __m512i b = DeltaLanes(delta, i);
+    const __m512i sum = _mm512_add_epi64(a, b);
+    _mm512_storeu_si512(quanta + i, sum);
+    _mm256_stream_ps(weights + i,
+                     _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtepi64_pd(sum), quantum_lanes)));
+    // WrapBits, OR-ed over the lanes: bit 63 of a lane where a sum wrapped.
+    any_wrap = _mm512_or_si512(
+        any_wrap, _mm512_and_si512(_mm512_xor_si512(a, sum), _mm512_xor_si512(b, sum)));
+  }
+  _mm_sfence();
+  const uint64_t tail =
+      AddWrappingBody<true>(quanta + i, DeltaFrom(delta, i), n - i, weights + i, quantum);
+  if (_mm512_movepi64_mask(any_wrap) == 0) return head_wraps + tail;
+  return head_wraps + tail + CountWrapsBody(quanta + head, DeltaFrom(delta, head), i - head);
+}
+RECKON_AVX512 uint64_t AddDenseWrappingCopyAvx512(int64_t* quanta, const char* payload, size_t n,
+                                                  float* weights, double quantum) {
+  return AddWrappingStreamingCopyAvx512(quanta, payload, n, weights, quantum);
+}
+RECKON_AVX512 uint64_t AddWrappingCopyAvx512(int64_t* quanta, const int64_t* delta, size_t n,
+                                             float* weights, double quantum) {
+  return AddWrappingStreamingCopyAvx512(quanta, delta, n, weights, quantum);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

@@ -163,17 +163,18 @@ RECKON_AVX2 inline void DeltaLanes(const int64_t* delta, size_t i, __m256i* d0, 
   *d0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(delta + i));
   *d1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(delta + i + 4));
 }
-inline const char* From(const char* payload, size_t i) { return payload + 4 * i; }
-inline const int64_t* From(const int64_t* delta, size_t i) { return delta + i; }
-
 // AddWrappingBody eight values at a time (gcc keeps the conversions to and
-// from int64 scalar), its OR of WrapBits in a vector.
+// from int64 scalar), its OR of WrapBits in a vector; the float copy in
+// streaming stores from its first 32-byte boundary (elementwise.h
+// FloatCopyOut), the values before it by the body.
 template <bool kFloats, typename Delta>
 RECKON_AVX2 uint64_t AddWrappingLanes(int64_t* quanta, const Delta* delta, size_t n, float* weights,
                                       double quantum) {
+  const size_t head = kFloats ? FloatsBefore32ByteBoundary(weights, n) : 0;
+  const uint64_t head_wraps = AddWrappingBody<kFloats>(quanta, delta, head, weights, quantum);
   const __m256d quantum_lanes = _mm256_set1_pd(quantum);
   __m256i any_wrap = _mm256_setzero_si256();
-  size_t i = 0;
+  size_t i = head;
   for (; i + 8 <= n; i += 8) {
     __m256i d0, d1;
     DeltaLanes(delta, i, &d0, &d1);
@@ -182,17 +183,18 @@ RECKON_AVX2 uint64_t AddWrappingLanes(int64_t* quanta, const Delta* delta, size_
     const __m256i s0 = _mm256_add_epi64(a0, d0), s1 = _mm256_add_epi64(a1, d1);
     _mm256_storeu_si256(at, s0);
     _mm256_storeu_si256(at + 1, s1);
-    if constexpr (kFloats) _mm256_storeu_ps(weights + i, FloatsOf(s0, s1, quantum_lanes));
+    if constexpr (kFloats) _mm256_stream_ps(weights + i, FloatsOf(s0, s1, quantum_lanes));
     any_wrap = _mm256_or_si256(
         any_wrap,
         _mm256_or_si256(_mm256_and_si256(_mm256_xor_si256(a0, s0), _mm256_xor_si256(d0, s0)),
                         _mm256_and_si256(_mm256_xor_si256(a1, s1), _mm256_xor_si256(d1, s1))));
   }
-  const uint64_t tail = AddWrappingBody<kFloats>(quanta + i, From(delta, i), n - i,
+  if constexpr (kFloats) _mm_sfence();
+  const uint64_t tail = AddWrappingBody<kFloats>(quanta + i, DeltaFrom(delta, i), n - i,
                                                  kFloats ? weights + i : nullptr, quantum);
   // Bit 63 of any lane: the sign bits of the four int64 lanes.
-  if (_mm256_movemask_pd(_mm256_castsi256_pd(any_wrap)) == 0) return tail;
-  return tail + CountWrapsBody(quanta, delta, i);
+  if (_mm256_movemask_pd(_mm256_castsi256_pd(any_wrap)) == 0) return head_wraps + tail;
+  return head_wraps + tail + CountWrapsBody(quanta + head, DeltaFrom(delta, head), i - head);
 }
 
 RECKON_AVX2 uint64_t AddDenseWrapping(int64_t* quanta, const char* payload, size_t n,

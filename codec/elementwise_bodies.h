@@ -169,6 +169,23 @@ namespace reckon::codec::elementwise_bodies {
   return static_cast<uint64_t>(delta[i]);
 }
 
+// The delta from its value i on: a payload's or an int64 array's.
+[[gnu::always_inline]] inline const char* DeltaFrom(const char* payload, size_t i) {
+  return payload + 4 * i;
+}
+[[gnu::always_inline]] inline const int64_t* DeltaFrom(const int64_t* delta, size_t i) {
+  return delta + i;
+}
+
+// The float copy's values before its first 32-byte boundary (at most 7 of
+// n): a vector copy's sums stream the copy (AddWrappingBody) in aligned
+// 32-byte stores from there.
+[[gnu::always_inline]] inline size_t FloatsBefore32ByteBoundary(const float* weights, size_t n) {
+  const size_t misaligned = reinterpret_cast<uintptr_t>(weights) & 31;
+  const size_t head = misaligned == 0 ? 0 : (32 - misaligned) / sizeof(float);
+  return head < n ? head : n;
+}
+
 // How many of the sums quanta[i] (already made) wrapped, from the sums and
 // the addends (a = sum - b modulo 2^64): the sums' second loop, run only
 // where their OR of WrapBits had bit 63 set.
@@ -196,6 +213,9 @@ template <typename Delta>
 // worker's two threads applying at once are bound by the bandwidth (its
 // apply's samples 712-869 before, 852-902 with it), and a block in the L1
 // cache took 8% longer.
+// The vector copies (AVX-512, AVX2) write the float copy with
+// non-temporal stores instead (elementwise.h FloatCopyOut): the same bits;
+// this body is their head and tail, and the portable copy.
 template <bool kFloats, typename Delta>
 [[gnu::always_inline]] inline uint64_t AddWrappingBody(int64_t* __restrict quanta,
                                                        const Delta* __restrict delta, size_t n,

@@ -569,6 +569,70 @@ TEST(Elementwise, TheDenseSumWrapsAndCountsAsTheDefinition) {
   }
 }
 
+// The vector copies stream the float copy in aligned stores from its first
+// 32-byte boundary (elementwise.h FloatCopyOut), with the values before it
+// and after the last whole vector by the body: at every alignment of the
+// copy and length about a vector's, with sums that wrap in the head, the
+// vectors and the tail, each copy gives the definition's sums, wraps and
+// float bits, from int64 deltas and from a dense payload, and writes
+// nothing outside [0, n).
+TEST(Elementwise, TheSumsStreamedFloatCopyIsTheDefinitionsAtEveryAlignment) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr size_t kRoom = 160;
+  constexpr double kQuantum = 0x1p-32;
+  std::mt19937_64 rng(11);
+  std::vector<int64_t> start(kRoom), delta(kRoom);
+  std::vector<char> payload(4 * kRoom);
+  for (size_t i = 0; i < kRoom; ++i) {
+    // Payload values are integers below 2^62 (24 significant bits): every
+    // tenth sum starts at the int64 edge and wraps.
+    const float value = std::ldexp(static_cast<float>(rng() % (1u << 24)), int(rng() % 39)) *
+                        (rng() % 2 ? -1.0f : 1.0f);
+    std::memcpy(payload.data() + 4 * i, &value, 4);
+    delta[i] = static_cast<int64_t>(value);
+    start[i] = i % 10 == 3 ? (value >= 0 ? kMax : -kMax - 1)
+                           : static_cast<int64_t>(rng()) >> (rng() % 40);
+  }
+  for (const Isa isa : kEveryCopy) {
+    for (size_t offset = 0; offset < 9; ++offset) {
+      for (const size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 40, 100, 150}) {
+        uint64_t want_wraps = 0;
+        std::vector<int64_t> want(n);
+        std::vector<float> want_copy(n);
+        for (size_t i = 0; i < n; ++i) {
+          const __int128 exact = static_cast<__int128>(start[i]) + delta[i];
+          want_wraps += exact > kMax || exact < -kMax - 1;
+          want[i] = static_cast<int64_t>(static_cast<uint64_t>(start[i]) +
+                                         static_cast<uint64_t>(delta[i]));
+          want_copy[i] = QuantaToFloat(want[i], kQuantum);
+        }
+        for (const bool from_payload : {false, true}) {
+          // The copy at `offset` floats past a 64-byte boundary, its
+          // neighbours marked.
+          alignas(64) std::array<float, kRoom + 16> room;
+          room.fill(-7.0f);
+          float* copy = room.data() + offset;
+          std::vector<int64_t> sums(start.begin(), start.begin() + n);
+          const uint64_t wraps =
+              from_payload
+                  ? AddDenseFp32Wrapping(sums.data(), payload.data(), n, {copy, kQuantum}, isa)
+                  : AddQuantaWrapping(sums.data(), delta.data(), n, {copy, kQuantum}, isa);
+          const std::string where = absl::StrCat(ElementwiseCopy(isa), " offset ", offset, " n ",
+                                                 n, from_payload ? " payload" : " int64");
+          ASSERT_EQ(wraps, want_wraps) << where;
+          ASSERT_EQ(sums, want) << where;
+          ASSERT_EQ(0, std::memcmp(copy, want_copy.data(), 4 * n)) << where;
+          for (size_t i = 0; i < room.size(); ++i) {
+            if (i < offset || i >= offset + n) {
+              ASSERT_EQ(room[i], -7.0f) << where << " at " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // The round trip's per-parameter passes run as an AVX-512 or an AVX2 copy
 // where the CPU has one (codec/elementwise.h): every copy gives exactly the
 // scalar definitions' bits, on values of every magnitude, ties, the clamp,
