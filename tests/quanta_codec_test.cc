@@ -621,7 +621,9 @@ TEST(Elementwise, TheSumsStreamedFloatCopyIsTheDefinitionsAtEveryAlignment) {
                                                  n, from_payload ? " payload" : " int64");
           ASSERT_EQ(wraps, want_wraps) << where;
           ASSERT_EQ(sums, want) << where;
-          ASSERT_EQ(0, std::memcmp(copy, want_copy.data(), 4 * n)) << where;
+          ASSERT_TRUE(std::equal(copy, copy + n, want_copy.begin(), [](float a, float b) {
+            return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+          })) << where;
           for (size_t i = 0; i < room.size(); ++i) {
             if (i < offset || i >= offset + n) {
               ASSERT_EQ(room[i], -7.0f) << where << " at " << i;
