@@ -89,7 +89,7 @@ absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
                                 uint32_t residual_bound) {
   // |r| * 2^fb < 2^62 for every element, compared on the float bits: NaN
   // and Inf sit above every finite limit, so one integer compare catches all.
-  const int32_t limit_bits = std::bit_cast<int32_t>(std::ldexp(1.0f, 62 - options.fraction_bits));
+  const int32_t limit_bits = ResidualLimitBits(options.fraction_bits);
   std::atomic<int32_t> any_bad{0};
   const bool bounded = residual_bound < static_cast<uint32_t>(limit_bits);
   if (!bounded) {

@@ -36,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "codec/parallel_for.h"
 #include "codec/quanta_span.h"
 #include "proto/reckon.pb.h"
@@ -163,6 +164,85 @@ absl::Status EncodeWithFeedback(Codec& codec, const CodecOptions& options,
                                 std::vector<int64_t>* quanta,
                                 const ParallelFor& parallel_for = nullptr,
                                 uint32_t residual_bound = kResidualBoundUnknown);
+
+// The bits of |r| (ResidualMagnitudeBits) at and above which a residual
+// value is not encoded: |r| * 2^fb >= 2^62, Inf and NaN.
+inline int32_t ResidualLimitBits(int fraction_bits) {
+  return std::bit_cast<int32_t>(std::ldexp(1.0f, 62 - fraction_bits));
+}
+
+// EncodeWithFeedback for the dense codec made inside its caller's own pass
+// over the residual, block by block while each block is in the L1 cache:
+// the CPU backend's optimizer writes a block of the residual and encodes it
+// at once, instead of a second pass that reads the whole residual again and
+// writes it back (docs/benchmarks.md "The encode in the optimizer's pass").
+// The message and the residual it leaves are EncodeWithFeedback's, bit for
+// bit, and so is its all or nothing: a value it cannot encode leaves the
+// residual as the caller's pass wrote it (every block fed back is given its
+// feedback back, exactly: see Finish) and emits nothing.
+//
+// Threads: Chunks on any threads at once, each over values no other chunk
+// has; Finish on one thread once every Chunk is destroyed.
+class DenseFeedbackPass {
+ public:
+  // Blocks of this many values (or fewer at a chunk's end) keep each
+  // block's residual and payload in the L1 cache.
+  static constexpr size_t kBlockValues = 4096;
+  // Whether `options` is the dense codec with its error feedback on: a
+  // residual fed back is exactly undone, one dropped (no feedback) is not.
+  static bool UsableFor(const CodecOptions& options);
+  // REQUIRES UsableFor(options). `options`, `residual` and `*msg` are the pass's until
+  // Finish returns; msg's payload is sized for the residual here (kept at
+  // its size, not zeroed, when it already is: codec.h Encode).
+  DenseFeedbackPass(const CodecOptions& options, std::span<float> residual, v1::Update* msg);
+
+  // The caller's pass over values [begin, ...) on one thread: blocks in
+  // order, each where the last ended.
+  class Chunk {
+   public:
+    Chunk(DenseFeedbackPass& pass, size_t begin) : pass_(pass), begin_(begin), next_(begin) {}
+    // Encodes the chunk's next `len` values and feeds their residual back,
+    // given their largest |value| as float bits (ResidualMagnitudeBits,
+    // as model::AccumulateDelta returns it; REQUIRES it is not below the
+    // true one). A block at or above ResidualLimitBits is not encoded, nor
+    // is any later block of this chunk: Finish reports it.
+    void Encode(size_t len, uint32_t block_bound);
+    // Hands what it encoded (and its CRC) to the pass.
+    ~Chunk();
+    Chunk(const Chunk&) = delete;
+    Chunk& operator=(const Chunk&) = delete;
+
+   private:
+    DenseFeedbackPass& pass_;
+    const size_t begin_;
+    size_t next_;
+    uint32_t crc_ = 0;
+    bool stopped_ = false;
+  };
+
+  // OK with the message's header and CRC filled when the chunks encoded
+  // every value (`quanta` emptied: the dense payload is its own decoded
+  // form). Otherwise every encoded block's feedback is undone, and what
+  // EncodeWithFeedback(residual) then does is returned: its error naming
+  // the value it cannot encode, with the residual as the pass found it
+  // and nothing emitted; or, where the chunks merely left values out (a
+  // ParallelFor that broke its contract), the whole message encoded again
+  // on parallel_for's threads.
+  absl::Status Finish(std::vector<int64_t>* quanta, const ParallelFor& parallel_for);
+
+ private:
+  struct Encoded {
+    size_t begin, end;
+    uint32_t crc;
+  };
+  const CodecOptions& options_;
+  const std::span<float> residual_;
+  v1::Update* const msg_;
+  char* const payload_;
+  const int32_t limit_bits_;
+  absl::Mutex mu_;
+  std::vector<Encoded> encoded_ ABSL_GUARDED_BY(mu_);  // one a chunk (a few)
+};
 
 // An encoded message's decoded form: for CODEC_DENSE_FP32 the payload
 // itself (quanta_span.h), else `quanta` as the encoder wrote them. A view

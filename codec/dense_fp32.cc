@@ -15,6 +15,16 @@
 namespace reckon::codec::payload {
 namespace {
 
+// A block of values into its payload bytes, and the payload's CRC-32C
+// continued from `crc` over them while they are in the L1 cache: the dense
+// encoder's body, in its own pass (DenseFp32::Encode) and in its caller's
+// (DenseFeedbackPass).
+uint32_t EncodeDenseBlock(const float* values, size_t len, int fraction_bits, char* bytes,
+                          uint32_t crc) {
+  EncodeDenseFp32Values(values, len, fraction_bits, bytes);
+  return Crc32c(bytes, 4 * len, crc);
+}
+
 class DenseFp32 final : public Codec {
  public:
   explicit DenseFp32(const CodecOptions& options) : options_(options) {}
@@ -39,8 +49,7 @@ class DenseFp32 final : public Codec {
       uint32_t crc = 0;
       for (size_t block = begin; block < end; block += kCacheBlockValues) {
         const size_t len = std::min(kCacheBlockValues, end - block);
-        EncodeDenseFp32Values(values.data() + block, len, fraction_bits, bytes + 4 * block);
-        crc = Crc32c(bytes + 4 * block, 4 * len, crc);
+        crc = EncodeDenseBlock(values.data() + block, len, fraction_bits, bytes + 4 * block, crc);
         if (written) written(block, block + len);
       }
       pieces.Add(4 * begin, 4 * end, crc);
@@ -168,3 +177,72 @@ absl::Status CheckDenseFp32(std::string_view bytes, QuantaSpan expected,
 }
 
 }  // namespace reckon::codec::payload
+
+namespace reckon::codec {
+
+bool DenseFeedbackPass::UsableFor(const CodecOptions& options) {
+  return options.codec == v1::CODEC_DENSE_FP32 && options.error_feedback;
+}
+
+DenseFeedbackPass::DenseFeedbackPass(const CodecOptions& options, std::span<float> residual,
+                                     v1::Update* msg)
+    : options_(options),
+      residual_(residual),
+      msg_(msg),
+      payload_((msg->mutable_payload()->resize(4 * residual.size()),
+                msg->mutable_payload()->data())),
+      limit_bits_(ResidualLimitBits(options.fraction_bits)) {}
+
+void DenseFeedbackPass::Chunk::Encode(size_t len, uint32_t block_bound) {
+  if (stopped_ || block_bound >= static_cast<uint32_t>(pass_.limit_bits_)) {
+    stopped_ = true;
+    return;
+  }
+  float* r = pass_.residual_.data() + next_;
+  char* bytes = pass_.payload_ + 4 * next_;
+  const int fraction_bits = pass_.options_.fraction_bits;
+  crc_ = payload::EncodeDenseBlock(r, len, fraction_bits, bytes, crc_);
+  SubtractDenseFp32(r, bytes, len, fraction_bits);  // EncodeWithFeedback's feedback
+  next_ += len;
+}
+
+DenseFeedbackPass::Chunk::~Chunk() {
+  if (next_ == begin_) return;
+  absl::MutexLock lock(&pass_.mu_);
+  pass_.encoded_.push_back({begin_, next_, crc_});
+}
+
+absl::Status DenseFeedbackPass::Finish(std::vector<int64_t>* quanta,
+                                       const ParallelFor& parallel_for) {
+  quanta->clear();
+  const size_t n = residual_.size();
+  absl::MutexLock lock(&mu_);  // every chunk is done: uncontended
+  Crc32cPieces pieces;
+  for (const Encoded& e : encoded_) pieces.Add(4 * e.begin, 4 * e.end, e.crc);
+  uint32_t crc = 0;
+  if (pieces.Combine(4 * n, &crc)) {
+    payload::FinishMessageWithCrc(v1::CODEC_DENSE_FP32, n, crc, msg_);
+    return absl::OkStatus();
+  }
+  // Never on a trained step's path: each value's feedback undone, one
+  // value at a time. The encoder's value v is the nearest integer to
+  // s = r * 2^fb (a power of two: exact), so d = v * 2^-fb (exact) lies
+  // within a factor of two of r when v is not 0, and r' = r - d was
+  // exact (Sterbenz): r' + d is r, exactly. A v of ±0 subtracted +0
+  // (SubtractDenseFp32), which left every r as it was, -0 too.
+  const float scale = std::ldexp(1.0f, -options_.fraction_bits);
+  for (const Encoded& e : encoded_) {
+    for (size_t i = e.begin; i < e.end; ++i) {
+      float v;
+      std::memcpy(&v, payload_ + 4 * i, 4);
+      if (v != 0) residual_[i] += v * scale;
+    }
+  }
+  encoded_.clear();
+  msg_->Clear();
+  absl::StatusOr<std::unique_ptr<Codec>> codec = MakeCodec(options_);
+  if (!codec.ok()) return codec.status();
+  return EncodeWithFeedback(**codec, options_, residual_, msg_, quanta, parallel_for);
+}
+
+}  // namespace reckon::codec

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -102,25 +103,47 @@ class CpuBackend final : public model::Backend {
         ForwardBackward(config_.shape, replica_.weights().data(), images, labels, batch, train_ws_,
                         grad_.data(), &gemm_rows_);
     const bool with_peers = aggregate_adagrad_ && after_own_valid_;
-    // The residual's largest magnitude, taken as the optimizer writes it:
-    // the encoder's check then reads nothing (codec::EncodeWithFeedback).
-    std::atomic<uint32_t> residual_bound{0};
-    pool_.ParallelFor(grad_.size(), [&](size_t begin, size_t end) {
+    // The optimizer's rule over residual_[begin, end); returns the largest
+    // |residual| there, taken as it writes it.
+    auto accumulate = [&](size_t begin, size_t end) {
       const size_t len = end - begin;
-      if (with_peers) MeasurePeerStep(begin, end);
-      const uint32_t chunk_bound = model::AccumulateDelta(
+      return model::AccumulateDelta(
           config_.optimizer, learning_rate, std::span<const float>(grad_).subspan(begin, len),
           replica_.weights().subspan(begin, len),
           state_.empty() ? std::span<float>() : std::span<float>(state_).subspan(begin, len),
           std::span<float>(residual_).subspan(begin, len),
           with_peers ? std::span<const float>(peer_step_).subspan(begin, len)
                      : std::span<const float>());
-      codec::RaiseResidualBound(residual_bound, chunk_bound);
+    };
+    // The dense codec with feedback is encoded in the optimizer's pass, each
+    // block as soon as the rule wrote it (codec::DenseFeedbackPass).
+    std::optional<codec::DenseFeedbackPass> dense_pass;
+    if (config_.mode == model::UpdateMode::kCodec &&
+        codec::DenseFeedbackPass::UsableFor(config_.codec)) {
+      dense_pass.emplace(config_.codec, residual_, &out->encoded);
+    }
+    // The residual's largest magnitude, taken as the optimizer writes it:
+    // the encoder's check then reads nothing (codec::EncodeWithFeedback).
+    std::atomic<uint32_t> residual_bound{0};
+    pool_.ParallelFor(grad_.size(), [&](size_t begin, size_t end) {
+      if (with_peers) MeasurePeerStep(begin, end);
+      if (!dense_pass) {
+        codec::RaiseResidualBound(residual_bound, accumulate(begin, end));
+        return;
+      }
+      codec::DenseFeedbackPass::Chunk chunk(*dense_pass, begin);
+      for (size_t block = begin; block < end; block += codec::DenseFeedbackPass::kBlockValues) {
+        const size_t block_end = std::min(end, block + codec::DenseFeedbackPass::kBlockValues);
+        chunk.Encode(block_end - block, accumulate(block, block_end));
+      }
     });
     if (config_.mode == model::UpdateMode::kThreshold) {
       out->dense.clear();
       absl::Status s = codec::QuantizeResidual(residual_, config_.step, &out->words);
       if (!s.ok()) return s;
+    } else if (dense_pass) {
+      out->words.clear();
+      RECKON_RETURN_IF_ERROR(dense_pass->Finish(&out->dense, HostThreads()));
     } else {
       out->words.clear();
       absl::Status s =

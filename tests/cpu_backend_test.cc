@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -201,6 +202,71 @@ TEST(CpuBackend, DenseStepIsWithinFloat32OfTheFloat64Reference) {
   std::vector<int64_t> doubled(exact.size());
   for (size_t i = 0; i < exact.size(); ++i) doubled[i] = std::llround(2 * exact[i]);
   EXPECT_NEAR(::reckon::testing::RelativeError(doubled, exact), 1.0, 1e-6);
+}
+
+// The dense codec is encoded inside the optimizer's pass
+// (codec::DenseFeedbackPass). A residual value it cannot encode (NaN, or
+// too large for the grid) fails the step as the encode in a pass of its own
+// fails it (a twin with the feedback off, which takes that path): the same
+// words, and the residual and the optimizer's state as the optimizer wrote
+// them, bit for bit, though the blocks before it were encoded and fed back
+// first; the replica unchanged. A good step then emits the twin's message.
+TEST(CpuBackend, AResidualTheDenseEncodeRefusesLeavesWhatTheOptimizerWrote) {
+  model::BackendConfig config;
+  config.shape = *model::ModelShape::Parse("784,64,10", "relu");
+  config.mode = model::UpdateMode::kCodec;
+  config.codec.codec = v1::CODEC_DENSE_FP32;
+  config.optimizer.kind = model::OptimizerKind::kMomentum;
+  config.max_batch = 100;
+  config.threads = 2;
+  model::BackendConfig twin_config = config;
+  twin_config.codec.error_feedback = false;
+  const size_t n = config.shape.param_count();
+  codec::FixedPointReplica init = *codec::FixedPointReplica::Create(n, config.fraction_bits);
+  ASSERT_TRUE(model::InitializeModel(config.shape, 3, &init).ok());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  ::reckon::testing::SyntheticBatch(100, 784, &images, &labels);
+  const auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+    return b;
+  };
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), 1e30f}) {
+    std::unique_ptr<model::Backend> dense = *MakeCpuBackend(config);
+    std::unique_ptr<model::Backend> twin = *MakeCpuBackend(twin_config);
+    std::vector<float> residual(n, 0.0f);
+    for (size_t i = 0; i < n; i += 3) residual[i] = std::ldexp(float(i % 7) - 3.0f, -30);
+    residual[n / 2 + 5] = bad;  // in the second thread's chunk, after a block of its own
+    const std::vector<float> momentum(n, 1e-6f);
+    for (model::Backend* b : {dense.get(), twin.get()}) {
+      ASSERT_TRUE(b->LoadWeights(init.quanta()).ok());
+      ASSERT_TRUE(b->LoadTrainingState(residual, momentum).ok());
+    }
+    model::Emission out, twin_out;
+    const absl::Status refused = dense->TrainStep(images.data(), labels.data(), 100, 0.05f, &out)
+                                     .status();
+    const absl::Status twin_refused =
+        twin->TrainStep(images.data(), labels.data(), 100, 0.05f, &twin_out).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    EXPECT_NE(refused.message().find(absl::StrCat("residual element ", n / 2 + 5)),
+              std::string::npos)
+        << refused;
+    EXPECT_EQ(refused, twin_refused);
+    EXPECT_EQ(bits(*dense->ReadResidual()), bits(*twin->ReadResidual())) << bad;
+    EXPECT_EQ(bits(*dense->ReadOptimizerState()), bits(*twin->ReadOptimizerState()));
+    EXPECT_EQ(*dense->ReadWeights(), std::vector<int64_t>(init.quanta().begin(), init.quanta().end()));
+    // The value put right: the same step again, the twin's message.
+    std::vector<float> fixed = *dense->ReadResidual();
+    fixed[n / 2 + 5] = 0;
+    const std::vector<float> state = *dense->ReadOptimizerState();
+    for (model::Backend* b : {dense.get(), twin.get()}) {
+      ASSERT_TRUE(b->LoadTrainingState(fixed, state).ok());
+    }
+    ASSERT_TRUE(dense->TrainStep(images.data(), labels.data(), 100, 0.05f, &out).ok());
+    ASSERT_TRUE(twin->TrainStep(images.data(), labels.data(), 100, 0.05f, &twin_out).ok());
+    EXPECT_EQ(out.encoded.SerializeAsString(), twin_out.encoded.SerializeAsString());
+  }
 }
 
 }  // namespace

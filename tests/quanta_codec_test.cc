@@ -408,6 +408,91 @@ TEST(ErrorFeedback, TheResidualKeepsExactlyWhatTheMessageDidNotCarry) {
   }
 }
 
+// The dense encode in its caller's pass (DenseFeedbackPass, the CPU
+// backend's optimizer) is EncodeWithFeedback: chunks on three threads, each
+// encoding its blocks as it writes them, give its message and leave its
+// residual, bit for bit (values of -0 and +0, on the grid, near its limit
+// among them); a value it cannot encode (Inf, NaN, |r| 2^fb >= 2^62) in any
+// block is refused with EncodeWithFeedback's words and the residual left
+// as the pass found it, bit for bit; chunks that leave values out are
+// encoded again whole.
+TEST(ErrorFeedback, TheDenseEncodeInTheCallersPassIsEncodeWithFeedback) {
+  const size_t n = 3 * DenseFeedbackPass::kBlockValues + 1001;
+  CodecOptions o = Options(v1::CODEC_DENSE_FP32, {{1, uint32_t(n)}});
+  ASSERT_TRUE(DenseFeedbackPass::UsableFor(o));
+  std::vector<float> start = Gaussian(n, 1e-6, 21);
+  for (size_t i = 0; i < n; i += 53) start[i] = -0.0f;
+  for (size_t i = 7; i < n; i += 61) start[i] = 0.0f;
+  for (size_t i = 11; i < n; i += 67) start[i] = std::ldexp(float(i % 9) - 4.0f, -32);
+  start[n - 2] = std::nextafter(std::ldexp(1.0f, 30), 0.0f);  // just below the limit
+  start[n - 3] = -start[n - 2];
+  const auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+    return b;
+  };
+  // The pass over `residual`, on `chunks` threads (a ParallelFor), each
+  // chunk in blocks with their bounds taken as written.
+  const auto in_pass = [&](std::vector<float>& residual, v1::Update* msg,
+                           std::vector<int64_t>* quanta, const ParallelFor& chunks) {
+    DenseFeedbackPass pass(o, residual, msg);
+    chunks(n, [&](size_t begin, size_t end) {
+      DenseFeedbackPass::Chunk chunk(pass, begin);
+      for (size_t block = begin; block < end; block += DenseFeedbackPass::kBlockValues) {
+        const size_t len = std::min(DenseFeedbackPass::kBlockValues, end - block);
+        int32_t bound = 0;
+        for (size_t i = block; i < block + len; ++i) {
+          bound = std::max(bound, ResidualMagnitudeBits(residual[i]));
+        }
+        chunk.Encode(len, uint32_t(bound));
+      }
+    });
+    return pass.Finish(quanta, nullptr);
+  };
+  const ParallelFor drops_a_range = [](size_t count,
+                                       const std::function<void(size_t, size_t)>& fn) {
+    fn(0, count / 3);
+    fn(2 * count / 3, count);
+  };
+  auto codec = *MakeCodec(o);
+  std::vector<float> want_residual = start;
+  v1::Update want;
+  std::vector<int64_t> want_quanta;
+  ASSERT_TRUE(EncodeWithFeedback(*codec, o, want_residual, &want, &want_quanta).ok());
+  for (const ParallelFor& chunks : {ParallelFor(ThreeThreads), drops_a_range}) {
+    std::vector<float> residual = start;
+    v1::Update msg;
+    msg.set_payload("a previous emission's buffer");
+    std::vector<int64_t> quanta = {1, 2};
+    ASSERT_TRUE(in_pass(residual, &msg, &quanta, chunks).ok());
+    EXPECT_EQ(msg.SerializeAsString(), want.SerializeAsString());
+    EXPECT_EQ(bits(residual), bits(want_residual));
+    EXPECT_TRUE(quanta.empty());
+  }
+  for (const size_t at : {size_t{0}, n / 3 - 1, n / 2, n - 1}) {
+    for (const float bad : {INFINITY, -NAN, std::ldexp(1.0f, 30), -std::ldexp(1.0f, 31)}) {
+      std::vector<float> residual = start;
+      residual[at] = bad;
+      const std::vector<float> before = residual;
+      v1::Update unused;
+      std::vector<int64_t> unused_quanta;
+      std::vector<float> scanned = before;
+      const absl::Status refused =
+          EncodeWithFeedback(*codec, o, scanned, &unused, &unused_quanta);
+      ASSERT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+      v1::Update msg;
+      std::vector<int64_t> quanta = {1};
+      EXPECT_EQ(in_pass(residual, &msg, &quanta, ThreeThreads), refused) << at << " " << bad;
+      EXPECT_EQ(bits(residual), bits(before)) << at << " " << bad;
+      EXPECT_TRUE(msg.payload().empty());
+      EXPECT_TRUE(quanta.empty());
+    }
+  }
+  o.error_feedback = false;
+  EXPECT_FALSE(DenseFeedbackPass::UsableFor(o));
+  EXPECT_FALSE(DenseFeedbackPass::UsableFor(Options(v1::CODEC_ONEBIT)));
+}
+
 // A bound from the residual's writer (model::AccumulateDelta) below the
 // grid's limit: the same message, quanta and residual as the check's own
 // scan gives. At or above the limit the scan runs and refuses, naming the

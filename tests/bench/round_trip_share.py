@@ -4,7 +4,8 @@ worker. Each sample is put in one class by its stack:
 
   setup        the trainer's creation (model, replica, dataset load)
   evaluate     the end of an epoch's test pass
-  round trip   the encode and its feedback, the publisher's self-check, the
+  round trip   the encode and its feedback (in a pass of its own, or
+               inside the optimizer's: DenseFeedbackPass), the publisher's self-check, the
                replica's apply: any frame of the codec's passes (those the
                issue names: quantize, encode, decode, apply)
   pool waiting the thread pool's own loop at the top of the stack (a
@@ -26,7 +27,8 @@ import collections
 import json
 import subprocess
 
-ROUND_TRIP = ("EncodeWithFeedback", "CheckQuantaUpdate", "FixedPointReplica::ApplyDense",
+ROUND_TRIP = ("EncodeWithFeedback", "DenseFeedbackPass", "CheckQuantaUpdate",
+              "FixedPointReplica::ApplyDense",
               "ScanDenseFp32", "DenseFp32::Encode", "PublishQuanta", "EncodeDense",
               "SubtractDense", "DenseValid", "DensePayloadsEqual", "AddDenseWrapping",
               "AddWrapping", "QuantaToFloats")
