@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -124,18 +125,42 @@ void FinishMessage(v1::Codec codec, uint64_t param_count, const ParallelFor& par
 // by block as it wrote them).
 void FinishMessageWithCrc(v1::Codec codec, uint64_t param_count, uint32_t crc, v1::Update* msg);
 
-// One pass over a dense payload (4 bytes a value) on parallel_for's
-// threads, kCacheBlockValues values at a time while each block is in the
-// L1 cache: its CRC-32C, whether every value is an integral number of
-// quanta below 2^62 in magnitude, and, where `copy_to` is not null, a copy
-// of the bytes there (bytes.size() of them). Its readers (the publisher's
-// self-check, DecodeUpdate) so read the payload once, not once for the CRC
-// and once for the values (and once more for a copy).
-struct DenseFp32Scan {
-  uint32_t crc = 0;
-  bool valid = false;
+// The refusal of a payload whose CRC-32C is `computed` where its header
+// says `header` (OK when they agree).
+absl::Status CheckPayloadCrc(uint32_t computed, uint32_t header);
+
+// What a dense payload's check (CheckDenseFp32Payload) does with each block
+// of values it has checked, while the block is in the L1 cache: a copy of
+// it (a receiver's decode), or its sum into a replica (the publisher's
+// self-check and its own apply, FixedPointReplica::ApplyCheckedDenseFp32).
+struct DenseFp32BlockSink {
+  // Values [first, first + len), every one a count of quanta, their bytes
+  // at `at`: called on the chunk's thread for its blocks in order, up to
+  // the first block that holds a value that is not (neither that block
+  // nor the chunk's later ones are taken). Null: nothing is done.
+  std::function<void(size_t first, size_t len, const char* at)> take;
+  // Undoes `take` over values [first, first + len), a run of blocks it
+  // took (a check that failed after it took some; a ParallelFor that broke
+  // its contract, whose pass is then made again on the caller's thread).
+  // Called on the caller's thread after every chunk returned. Null where
+  // what was taken may stay (a copy its caller drops on failure, and
+  // writes the same bytes again on a second pass).
+  std::function<void(size_t first, size_t len)> give_back;
 };
-DenseFp32Scan ScanDenseFp32(std::string_view bytes, char* copy_to, const ParallelFor& parallel_for);
+
+// A dense payload (4 bytes a value) checked as every receiver checks one,
+// in one pass on parallel_for's threads, kCacheBlockValues values at a
+// time while each block is in the L1 cache: its CRC-32C (every byte,
+// a tail of fewer than 4 too) must be `crc`, and every value an integral
+// number of quanta below 2^62 in magnitude; `sink` takes each block as it
+// passes. Its readers so read the payload once, not once for the CRC, once
+// for the values and once more for a copy or an apply. All or nothing: OK
+// with every block taken exactly once; otherwise kDataLoss naming the CRC
+// (checked first) or the first value that is not a count of quanta, with
+// everything taken given back.
+absl::Status CheckDenseFp32Payload(std::string_view bytes, uint32_t crc,
+                                   const DenseFp32BlockSink& sink,
+                                   const ParallelFor& parallel_for);
 // kDataLoss naming the first value of `bytes` that is not a count of quanta
 // (OK when there is none): the words of a scan that found one.
 absl::Status DenseFp32ValueError(std::string_view bytes);

@@ -5,8 +5,11 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "codec/codec_payload.h"
 #include "codec/crc32c.h"
@@ -114,36 +117,68 @@ absl::Status DecodeDenseFp32(std::string_view bytes, uint64_t param_count,
   return absl::InternalError("dense fp32: a value failed one check and passed the other");
 }
 
-DenseFp32Scan ScanDenseFp32(std::string_view bytes, char* copy_to,
-                            const ParallelFor& parallel_for) {
+absl::Status CheckPayloadCrc(uint32_t computed, uint32_t header) {
+  if (computed == header) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("CRC-32C mismatch: payload has ", absl::Hex(computed),
+                                          ", header says ", absl::Hex(header)));
+}
+
+absl::Status CheckDenseFp32Payload(std::string_view bytes, uint32_t crc,
+                                   const DenseFp32BlockSink& sink,
+                                   const ParallelFor& parallel_for) {
   const size_t n = bytes.size() / 4;
   Crc32cPieces pieces;
   std::atomic<bool> all_valid{true};
+  // The value ranges taken, one a chunk that took any (a few).
+  absl::Mutex taken_mu;
+  std::vector<std::pair<size_t, size_t>> taken;
   ForChunks(parallel_for, n, [&](size_t begin, size_t end) {
-    uint32_t crc = 0;
+    uint32_t chunk_crc = 0;
     bool valid = true;
+    size_t taken_end = begin;
     for (size_t block = begin; block < end; block += kCacheBlockValues) {
       const char* at = bytes.data() + 4 * block;
       const size_t len = std::min(kCacheBlockValues, end - block);
-      if (copy_to != nullptr) std::memcpy(copy_to + 4 * block, at, 4 * len);
-      crc = Crc32c(at, 4 * len, crc);
-      valid &= DenseFp32ValuesValid(at, len);
+      chunk_crc = Crc32c(at, 4 * len, chunk_crc);
+      if (!valid) continue;  // the CRC still covers the rest
+      valid = DenseFp32ValuesValid(at, len);
+      if (valid && sink.take) {
+        sink.take(block, len, at);
+        taken_end = block + len;
+      }
     }
-    pieces.Add(4 * begin, 4 * end, crc);
+    pieces.Add(4 * begin, 4 * end, chunk_crc);
+    if (taken_end > begin && sink.give_back) {
+      absl::MutexLock lock(&taken_mu);
+      taken.emplace_back(begin, taken_end);
+    }
     if (!valid) all_valid.store(false, std::memory_order_relaxed);
   });
-  DenseFp32Scan scan;
-  // A ParallelFor that broke its contract (a gap, an overlap, a range
-  // left out): the whole pass again on this thread, not what its chunks
-  // happened to cover.
-  if (!pieces.Combine(4 * n, &scan.crc)) return ScanDenseFp32(bytes, copy_to, nullptr);
-  scan.valid = all_valid.load(std::memory_order_relaxed);
+  // Every chunk has returned: `taken` is this thread's alone now.
+  const auto give_back_everything = [&] {
+    for (const auto& [first, end] : taken) sink.give_back(first, end - first);
+  };
+  uint32_t computed = 0;
+  // A ParallelFor that broke its contract (a gap, an overlap, a range left
+  // out): what it took given back (the replica's sums are exact modulo
+  // 2^64 in any order, so an overlap taken twice is undone twice), and the
+  // whole pass again on this thread, not what its chunks happened to cover.
+  if (!pieces.Combine(4 * n, &computed)) {
+    give_back_everything();
+    return CheckDenseFp32Payload(bytes, crc, sink, nullptr);
+  }
   // A tail of fewer than 4 bytes (a payload of the wrong length, which
   // its caller refuses anyway) is in the CRC as the receivers compute it.
-  const std::string_view tail = bytes.substr(4 * n);
-  if (copy_to != nullptr) std::memcpy(copy_to + 4 * n, tail.data(), tail.size());
-  scan.crc = Crc32c(tail.data(), tail.size(), scan.crc);
-  return scan;
+  computed = Crc32c(bytes.data() + 4 * n, bytes.size() - 4 * n, computed);
+  absl::Status status = CheckPayloadCrc(computed, crc);
+  if (status.ok() && !all_valid.load(std::memory_order_relaxed)) {
+    status = DenseFp32ValueError(bytes);
+    if (status.ok()) {
+      status = absl::InternalError("dense fp32: a value failed one check and passed the other");
+    }
+  }
+  if (!status.ok()) give_back_everything();
+  return status;
 }
 
 absl::Status DenseFp32ValueError(std::string_view bytes) {

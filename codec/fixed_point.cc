@@ -4,9 +4,12 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "codec/codec_payload.h"
 #include "codec/elementwise.h"
 #include "codec/sha256.h"
 #include "codec/update_words.h"
@@ -197,6 +200,52 @@ absl::Status FixedPointReplica::ApplyDense(QuantaSpan delta, const ParallelFor& 
   };
   const size_t n = quanta_.size();
   ForChunks(parallel_for, n, add);
+  wrapped_ += wrapped.load();
+  return absl::OkStatus();
+}
+
+absl::Status FixedPointReplica::ApplyCheckedDenseFp32(std::string_view payload, uint32_t crc,
+                                                      const ParallelFor& parallel_for) {
+  if (payload.size() != 4 * quanta_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("dense payload has ", payload.size(),
+                                                   " bytes, replica needs ", 4 * quanta_.size()));
+  }
+  const char* own = reinterpret_cast<const char*>(quanta_.data());
+  if (payload.data() < own + quanta_.size() * sizeof(int64_t) &&
+      own < payload.data() + payload.size()) {
+    return absl::InvalidArgumentError("a dense update in the replica's own quanta");
+  }
+  int64_t* quanta = quanta_.data();
+  float* weights = floats_ == FloatCopy::kKept ? weights_.data() : nullptr;
+  const double quantum = quantum_;
+  std::atomic<uint64_t> wrapped{0};
+  payload::DenseFp32BlockSink add;
+  // Each checked block summed while it is in the L1 cache (ApplyDense's
+  // pass, block by block).
+  add.take = [&](size_t first, size_t len, const char* at) {
+    const FloatCopyOut copy{weights != nullptr ? weights + first : nullptr, quantum};
+    const uint64_t local = AddDenseFp32Wrapping(quanta + first, at, len, copy);
+    if (local != 0) wrapped.fetch_add(local, std::memory_order_relaxed);
+  };
+  // A failed check's undo, one thread, never on a good message's path: the
+  // wrapping difference is exactly the quanta before, and a difference
+  // leaves the int64 range exactly when its sum did, so the count of wraps
+  // is undone too; the float copy is a function of the quanta.
+  add.give_back = [&](size_t first, size_t len) {
+    for (size_t i = first; i < first + len; ++i) {
+      float value;
+      std::memcpy(&value, payload.data() + 4 * i, 4);
+      int64_t delta = 0;
+      PayloadValueToQuanta(value, &delta);  // a block taken: every value is one
+      int64_t before;
+      if (__builtin_sub_overflow(quanta[i], delta, &before)) {
+        wrapped.fetch_sub(1, std::memory_order_relaxed);
+      }
+      quanta[i] = before;
+    }
+    if (weights != nullptr) QuantaToFloats(quanta + first, len, quantum, weights + first);
+  };
+  RECKON_RETURN_IF_ERROR(payload::CheckDenseFp32Payload(payload, crc, add, parallel_for));
   wrapped_ += wrapped.load();
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -134,6 +135,19 @@ class FixedPointReplica {
   // the delta lies in the replica's own quanta. `parallel_for` (optional)
   // spreads the pass over the caller's threads.
   absl::Status ApplyDense(QuantaSpan delta, const ParallelFor& parallel_for = nullptr);
+
+  // ApplyDense of a dense fp32 payload (4 bytes a value, quanta_span.h)
+  // checked in the same pass, block by block while each is in the L1 cache,
+  // as every receiver checks one (codec_payload.h CheckDenseFp32Payload):
+  // its CRC-32C must be `crc` and every value a count of quanta. All or
+  // nothing: a payload that fails either check leaves the replica as it
+  // was (every block already added is subtracted again, modulo 2^64, and
+  // its float copy rewritten from the quanta; wrapped() unchanged), and the
+  // error is the receivers' (kDataLoss naming the CRC or the first bad
+  // value). kInvalidArgument, changing nothing, for a payload of another
+  // size or one in the replica's own memory.
+  absl::Status ApplyCheckedDenseFp32(std::string_view payload, uint32_t crc,
+                                     const ParallelFor& parallel_for = nullptr);
 
   // Additions that left the int64 range and wrapped, since creation: no
   // training makes one (a weight of 2^63 quanta), so it is a hostile or

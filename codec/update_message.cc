@@ -1,5 +1,7 @@
 #include "codec/update_message.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "codec/codec.h"
@@ -58,9 +60,7 @@ namespace {
 
 // The refusal of a payload whose CRC-32C is `crc`, where msg says another.
 absl::Status CheckCrc(uint32_t crc, const v1::Update& msg) {
-  if (crc == msg.crc32c()) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat("CRC-32C mismatch: payload has ", absl::Hex(crc),
-                                          ", header says ", absl::Hex(msg.crc32c())));
+  return payload::CheckPayloadCrc(crc, msg.crc32c());
 }
 
 // docs/wire-codecs.md 2: the header of a quanta-codec message, but its CRC.
@@ -79,18 +79,14 @@ absl::Status CheckQuantaFields(const v1::Update& msg) {
   return absl::OkStatus();
 }
 
-// A dense message's payload in one pass (codec_payload.h ScanDenseFp32):
-// its length, then its CRC, then its values; copied to `copy_to` (4 bytes
-// a parameter) where that is not null.
-absl::Status CheckDensePayload(const v1::Update& msg, char* copy_to,
+// A dense message's payload in one pass (codec_payload.h
+// CheckDenseFp32Payload): its length, then its CRC, then its values, each
+// block handed to `sink` as it passes.
+absl::Status CheckDensePayload(const v1::Update& msg, const payload::DenseFp32BlockSink& sink,
                                const ParallelFor& parallel_for) {
   RECKON_RETURN_IF_ERROR(
       payload::CheckLength("dense fp32", msg.payload().size(), 4 * msg.param_count()));
-  const payload::DenseFp32Scan scan = payload::ScanDenseFp32(msg.payload(), copy_to, parallel_for);
-  RECKON_RETURN_IF_ERROR(CheckCrc(scan.crc, msg));
-  if (scan.valid) return absl::OkStatus();
-  RECKON_RETURN_IF_ERROR(payload::DenseFp32ValueError(msg.payload()));
-  return absl::InternalError("dense fp32: a value failed one check and passed the other");
+  return payload::CheckDenseFp32Payload(msg.payload(), msg.crc32c(), sink, parallel_for);
 }
 
 // The header, then the payload.
@@ -103,7 +99,12 @@ absl::Status DecodeQuantaUpdate(const v1::Update& msg, DecodedUpdate* out) {
     RECKON_RETURN_IF_ERROR(
         payload::CheckLength("dense fp32", msg.payload().size(), 4 * msg.param_count()));
     out->dense_fp32.resize(msg.payload().size());
-    if (absl::Status s = CheckDensePayload(msg, out->dense_fp32.data(), nullptr); !s.ok()) {
+    char* copy = out->dense_fp32.data();
+    payload::DenseFp32BlockSink copy_blocks;
+    copy_blocks.take = [copy](size_t first, size_t len, const char* at) {
+      std::memcpy(copy + 4 * first, at, 4 * len);
+    };
+    if (absl::Status s = CheckDensePayload(msg, copy_blocks, nullptr); !s.ok()) {
       out->dense_fp32.clear();
       return s;
     }
@@ -135,12 +136,24 @@ absl::Status CheckQuantaUpdate(const v1::Update& msg, QuantaSpan quanta,
   // A dense message checked against its own payload (the publisher's
   // self-check) is the receivers' check: one pass. Against other quanta,
   // a comparing walk follows.
-  RECKON_RETURN_IF_ERROR(CheckDensePayload(msg, /*copy_to=*/nullptr, parallel_for));
+  RECKON_RETURN_IF_ERROR(CheckDensePayload(msg, {}, parallel_for));
   if (quanta.is_dense_fp32() && quanta.dense_fp32_bytes() == msg.payload().data() &&
       quanta.size() == msg.param_count()) {
     return absl::OkStatus();
   }
   return CheckQuantaPayload(msg, quanta, parallel_for);
+}
+
+absl::Status CheckAndApplyDenseUpdate(const v1::Update& msg, FixedPointReplica* replica,
+                                      const ParallelFor& parallel_for) {
+  if (msg.codec() != v1::CODEC_DENSE_FP32) {
+    return absl::InternalError(
+        absl::StrCat(v1::Codec_Name(msg.codec()), " is not the dense codec"));
+  }
+  RECKON_RETURN_IF_ERROR(CheckQuantaFields(msg));
+  RECKON_RETURN_IF_ERROR(
+      payload::CheckLength("dense fp32", msg.payload().size(), 4 * msg.param_count()));
+  return replica->ApplyCheckedDenseFp32(msg.payload(), msg.crc32c(), parallel_for);
 }
 
 absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out) {

@@ -89,6 +89,17 @@ absl::Status DecodeUpdate(const v1::Update& msg, DecodedUpdate* out);
 absl::Status CheckQuantaUpdate(const v1::Update& msg, QuantaSpan quanta,
                                const ParallelFor& parallel_for = nullptr);
 
+// The publisher's self-check of a dense message it made (CODEC_DENSE_FP32)
+// and its own replica's apply of it, in one pass: each block of the payload
+// checked as every receiver checks one and added while it is in the L1
+// cache (FixedPointReplica::ApplyCheckedDenseFp32), not a walk for the
+// check and another for the sum. The same as CheckQuantaUpdate(msg,
+// EmittedQuanta(msg, ...), parallel_for) followed, where that is OK, by
+// replica->ApplyDense of the payload: the same errors, and all or nothing
+// (on any error the replica is unchanged). kInternal for another codec.
+absl::Status CheckAndApplyDenseUpdate(const v1::Update& msg, FixedPointReplica* replica,
+                                      const ParallelFor& parallel_for = nullptr);
+
 // Applies a decoded update to a replica, all or nothing
 // (FixedPointReplica::Apply or ApplyDense), in stripes on `parallel_for`'s
 // threads when one is given.

@@ -12,6 +12,7 @@
 #include "base/thread_pool.h"
 #include "codec/codec.h"
 #include "codec/quantizer.h"
+#include "codec/update_message.h"
 #include "codec/update_words.h"
 #include "cpu/mlp_math.h"
 
@@ -169,6 +170,11 @@ class CpuBackend final : public model::Backend {
   uint64_t WeightsWrapped() const override { return replica_.wrapped(); }
   absl::Status ApplyDense(codec::QuantaSpan quanta) override {
     return replica_.ApplyDense(quanta, HostThreads());
+  }
+  // The self-check and the apply in one walk (docs/benchmarks.md "The
+  // self-check in the apply").
+  absl::Status ApplyCheckedDense(const v1::Update& msg) override {
+    return codec::CheckAndApplyDenseUpdate(msg, &replica_, HostThreads());
   }
   // The codec's passes in blocks: a helper still waking, or a vCPU the VM
   // stops mid-step, leaves the rest of its share to the other threads.

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "codec/quantizer.h"
+#include "codec/update_message.h"
 
 namespace reckon::model {
 namespace {
@@ -44,6 +45,9 @@ class HostFlatReplica final : public FlatReplica {
     return replica_.Apply(step_quanta, words);
   }
   absl::Status ApplyDense(codec::QuantaSpan quanta) override { return replica_.ApplyDense(quanta); }
+  absl::Status ApplyCheckedDense(const v1::Update& msg) override {
+    return codec::CheckAndApplyDenseUpdate(msg, &replica_);
+  }
   absl::StatusOr<std::vector<float>> ReadResidual() const override { return residual_; }
 
  private:

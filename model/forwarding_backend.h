@@ -60,6 +60,9 @@ class ForwardingBackend : public Backend {
     return real_->ApplyUpdateBatch(updates);
   }
   absl::Status ApplyDense(codec::QuantaSpan quanta) override { return real_->ApplyDense(quanta); }
+  absl::Status ApplyCheckedDense(const v1::Update& msg) override {
+    return real_->ApplyCheckedDense(msg);
+  }
   codec::ParallelFor HostThreads() override { return real_->HostThreads(); }
   absl::StatusOr<BatchStats> Evaluate(const float* images, const int32_t* labels,
                                       size_t count) override {

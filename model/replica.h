@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/parallel_for.h"
 #include "codec/quanta_span.h"
+#include "codec/update_message.h"
 #include "codec/weight_checksum.h"
 
 namespace reckon::model {
@@ -88,6 +89,23 @@ class Replica {
   // Applies a quanta codec's update (a count of quanta per parameter, in
   // either layout: codec/quanta_span.h), all or nothing.
   virtual absl::Status ApplyDense(codec::QuantaSpan quanta) = 0;
+
+  // Applies this worker's own dense emission (a CODEC_DENSE_FP32 message it
+  // made) with the publisher's self-check of it: OK and applied exactly
+  // when codec::CheckQuantaUpdate accepts `msg` as the emission its payload
+  // is; otherwise that check's error, with the replica unchanged. This
+  // default checks on HostThreads(), then applies (ApplyDense): a device
+  // replica's apply is on the device anyway. A host replica does both in
+  // one walk over the payload (codec::CheckAndApplyDenseUpdate).
+  virtual absl::Status ApplyCheckedDense(const v1::Update& msg) {
+    if (msg.codec() != v1::CODEC_DENSE_FP32) {
+      return absl::InternalError(
+          absl::StrCat(v1::Codec_Name(msg.codec()), " is not the dense codec"));
+    }
+    const codec::QuantaSpan payload = codec::QuantaSpan::DenseFp32(msg.payload());
+    if (absl::Status s = codec::CheckQuantaUpdate(msg, payload, HostThreads()); !s.ok()) return s;
+    return ApplyDense(payload);
+  }
 
   // The host threads this replica runs its own passes on, lent for a pass
   // its caller makes over a whole emission between two of its calls (the

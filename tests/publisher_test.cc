@@ -294,7 +294,8 @@ TEST_P(QuantaSelfCheck, AnEmissionThatDecodesToOtherQuantaIsNotSent) {
   EXPECT_EQ(*f.own->ReadWeights(), *f.twin->ReadWeights());
 }
 
-// A backend whose lent threads count the chunks they run.
+// A backend whose lent threads count the chunks they run, and that counts
+// the dense applies asked of it.
 class CountingHostThreads : public model::ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
@@ -306,11 +307,23 @@ class CountingHostThreads : public model::ForwardingBackend {
       });
     };
   }
+  absl::Status ApplyDense(codec::QuantaSpan quanta) override {
+    ++dense_applies;
+    return ForwardingBackend::ApplyDense(quanta);
+  }
+  absl::Status ApplyCheckedDense(const v1::Update& msg) override {
+    ++checked_dense_applies;
+    return ForwardingBackend::ApplyCheckedDense(msg);
+  }
   std::atomic<int> chunks{0};
+  int dense_applies = 0;
+  int checked_dense_applies = 0;
 };
 
-// The self-check of a dense emission runs on the replica's threads (the
-// CPU backend's pool, three here), and refuses there what it refuses on one.
+// The self-check runs on the replica's threads (the CPU backend's pool,
+// three here), and refuses there what it refuses on one: onebit's and
+// dyntree8's on the threads it lends, a dense emission's inside the
+// replica's apply, in the same walk (ApplyCheckedDense, on the pool).
 TEST_P(QuantaSelfCheck, ItRunsOnTheReplicasThreadsAndRefusesTheSame) {
   Fixture f;
   f.config.shape = *model::ModelShape::Parse("300,256,10", "relu");  // a 300 KiB payload
@@ -329,20 +342,25 @@ TEST_P(QuantaSelfCheck, ItRunsOnTheReplicasThreadsAndRefusesTheSame) {
   SpoilValue(&encoded, &quanta, n - 3);  // in the last thread's chunk
   absl::StatusOr<Published> p = publisher.PublishQuanta(f.own.get(), encoded, quanta);
   ExpectRefusedNamingValue(p.status(), GetParam(), n - 3);
-  // Dense: its CRC and walk in one pass, split three ways (onebit's and
-  // dyntree8's payloads, 1 and 8 bits a value, are below Crc32cOnThreads'
-  // size).
-  const int lent_chunks = GetParam() == v1::CODEC_DENSE_FP32 ? 3 : 0;
-  EXPECT_GE(own.chunks.load(), lent_chunks);
+  // Onebit's and dyntree8's payloads, 1 and 8 bits a value, are below
+  // Crc32cOnThreads' size: nothing is lent. A dense one is checked in its
+  // apply, never applied unchecked.
+  const bool dense = GetParam() == v1::CODEC_DENSE_FP32;
+  EXPECT_EQ(own.chunks.load(), 0);
+  EXPECT_EQ(own.checked_dense_applies, dense ? 1 : 0);
+  EXPECT_EQ(own.dense_applies, 0);
   EXPECT_TRUE(f.sent.empty());
   EXPECT_EQ(*f.own->ReadWeights(), f.initial);
   emitter.Emit(&encoded, &quanta);
   const std::vector<int64_t> expected = codec::EmittedQuanta(encoded, quanta).ToVector();
-  own.chunks = 0;
   ASSERT_TRUE(publisher.PublishQuanta(f.own.get(), encoded, quanta).ok());
-  EXPECT_GE(own.chunks.load(), lent_chunks);
+  EXPECT_EQ(own.checked_dense_applies, dense ? 2 : 0);
+  EXPECT_EQ(own.dense_applies, dense ? 0 : 1);
   ASSERT_EQ(f.sent.size(), 1u);
   EXPECT_EQ(f.sent[0].decoded.decoded_quanta().ToVector(), expected);
+  std::vector<int64_t> applied = f.initial;
+  for (size_t i = 0; i < applied.size(); ++i) applied[i] += expected[i];
+  EXPECT_EQ(*f.own->ReadWeights(), applied);
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, QuantaSelfCheck,

@@ -995,12 +995,14 @@ TEST(Elementwise, TheValidityWalkIsPayloadValueToQuantasTest) {
   }
 }
 
-// The dense payload's one pass (its readers' CRC, validity and copy): the
-// bytes' CRC, their copy and every value's check, on one thread, on three,
-// and with a ParallelFor that leaves a range out; one bad value anywhere
-// (a block's first, a chunk's last, the tail) is found; a length that is
+// The dense payload's one pass (its readers' CRC, validity and what their
+// sink does with each block): on one thread, on three, and with a
+// ParallelFor that leaves a range out, a good payload's every value is
+// taken exactly once and the copy is the payload; a CRC that differs, or
+// one bad value anywhere (a block's first, a chunk's last, the tail), is
+// refused naming it, with every value taken given back; a length that is
 // no multiple of 4 is in the CRC whole.
-TEST(QuantaCodec, TheDenseScanIsTheCrcTheCopyAndTheCheckInOnePass) {
+TEST(QuantaCodec, TheDenseCheckIsTheCrcTheValuesAndTheSinkInOnePass) {
   const size_t n = 3 * kCacheBlockValues + 1001;
   const Encoded e =
       EncodeOnce(Options(v1::CODEC_DENSE_FP32, {{1, uint32_t(n)}}), Gaussian(n, 0.01, 12));
@@ -1012,29 +1014,139 @@ TEST(QuantaCodec, TheDenseScanIsTheCrcTheCopyAndTheCheckInOnePass) {
   };
   for (const ParallelFor& threads :
        {ParallelFor(nullptr), ParallelFor(ThreeThreads), drops_a_range}) {
+    // How many times each value is held: taken minus given back (each
+    // chunk's thread writes its own values).
+    std::vector<int> held(n + 1, 0);
     std::string copy(good.size(), '\0');
-    payload::DenseFp32Scan scan = payload::ScanDenseFp32(good, copy.data(), threads);
-    EXPECT_EQ(scan.crc, Crc32c(good));
-    EXPECT_TRUE(scan.valid);
+    payload::DenseFp32BlockSink sink;
+    sink.take = [&](size_t first, size_t len, const char* at) {
+      ASSERT_EQ(at, good.data() + 4 * first);
+      std::memcpy(copy.data() + 4 * first, at, 4 * len);
+      for (size_t i = first; i < first + len; ++i) ++held[i];
+    };
+    sink.give_back = [&](size_t first, size_t len) {
+      for (size_t i = first; i < first + len; ++i) --held[i];
+    };
+    EXPECT_TRUE(payload::CheckDenseFp32Payload(good, Crc32c(good), sink, threads).ok());
     EXPECT_EQ(copy, good);
+    EXPECT_EQ(std::count(held.begin(), held.begin() + n, 1), ptrdiff_t(n));
+    std::fill(held.begin(), held.end(), 0);
+
+    absl::Status s = payload::CheckDenseFp32Payload(good, Crc32c(good) ^ 1, sink, threads);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_NE(s.message().find("CRC-32C mismatch"), std::string::npos) << s;
+    EXPECT_EQ(std::count(held.begin(), held.end(), 0), ptrdiff_t(n + 1)) << "given back";
+
     for (const size_t at : {size_t{0}, kCacheBlockValues, n / 3 - 1, n / 2, n - 1}) {
       std::string bad = good;
       const float half = 0.5f;
       std::memcpy(bad.data() + 4 * at, &half, 4);
-      scan = payload::ScanDenseFp32(bad, nullptr, threads);
-      EXPECT_FALSE(scan.valid) << at;
-      EXPECT_EQ(scan.crc, Crc32c(bad)) << at;
-      const absl::Status named = payload::DenseFp32ValueError(bad);
-      EXPECT_NE(named.message().find(absl::StrCat("value ", at, " is 0.5")), std::string::npos)
-          << named;
+      sink.take = [&](size_t first, size_t len, const char*) {
+        for (size_t i = first; i < first + len; ++i) ++held[i];
+      };
+      s = payload::CheckDenseFp32Payload(bad, Crc32c(bad), sink, threads);
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << at;
+      EXPECT_NE(s.message().find(absl::StrCat("value ", at, " is 0.5")), std::string::npos) << s;
+      EXPECT_EQ(std::count(held.begin(), held.end(), 0), ptrdiff_t(n + 1)) << at;
+      // A CRC that differs is named first.
+      s = payload::CheckDenseFp32Payload(bad, Crc32c(good), sink, threads);
+      EXPECT_NE(s.message().find("CRC-32C mismatch"), std::string::npos) << s;
+      EXPECT_TRUE(payload::CheckDenseFp32Payload(bad, Crc32c(bad), {}, threads)
+                      .message()
+                      .find(absl::StrCat("value ", at, " is 0.5")) != std::string::npos);
     }
     const std::string odd = good + "xy";
-    std::string odd_copy(odd.size(), '\0');
-    scan = payload::ScanDenseFp32(odd, odd_copy.data(), threads);
-    EXPECT_EQ(scan.crc, Crc32c(odd));
-    EXPECT_EQ(odd_copy, odd);
+    EXPECT_TRUE(payload::CheckDenseFp32Payload(odd, Crc32c(odd), {}, threads).ok());
+    EXPECT_FALSE(payload::CheckDenseFp32Payload(odd, Crc32c(good), {}, threads).ok());
   }
   EXPECT_TRUE(payload::DenseFp32ValueError(good).ok());
+}
+
+// The publisher's self-check in its own apply (CheckAndApplyDenseUpdate) is
+// the check, then the apply: on one thread, on three and with a ParallelFor
+// that leaves a range out, a good message gives the quanta, the float copy
+// and the count of wrapped sums that CheckQuantaUpdate then ApplyDense give;
+// a message either refuses (a header, a CRC, a value in any block) is
+// refused with its words and the replica left as it was, bit for bit, its
+// wrapped sums uncounted.
+TEST(QuantaCodec, TheSelfCheckInTheApplyIsTheCheckThenTheApply) {
+  const size_t n = 3 * kCacheBlockValues + 1001;
+  const CodecOptions o = Options(v1::CODEC_DENSE_FP32, {{1, uint32_t(n)}});
+  const Encoded e = EncodeOnce(o, Gaussian(n, 0.01, 13));
+  // Weights near both ends of the int64 range, so that some sums wrap.
+  std::vector<int64_t> start(n);
+  std::mt19937_64 rng(5);
+  for (size_t i = 0; i < n; ++i) {
+    start[i] = i % 97 == 0   ? std::numeric_limits<int64_t>::max() - int64_t(rng() % 1000)
+               : i % 89 == 0 ? std::numeric_limits<int64_t>::min() + int64_t(rng() % 1000)
+                             : int64_t(rng() % (uint64_t{1} << 40)) - (int64_t{1} << 39);
+  }
+  const auto fresh = [&] {
+    auto r = FixedPointReplica::Create(n, o.fraction_bits, FixedPointReplica::FloatCopy::kKept);
+    EXPECT_TRUE(r.ok());
+    EXPECT_TRUE(r->Load(start).ok());
+    return *std::move(r);
+  };
+  const auto same = [](const FixedPointReplica& a, const FixedPointReplica& b) {
+    return std::equal(a.quanta().begin(), a.quanta().end(), b.quanta().begin(), b.quanta().end()) &&
+           std::equal(a.weights().begin(), a.weights().end(), b.weights().begin(),
+                      b.weights().end(),
+                      [](float x, float y) {
+                        return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y);
+                      }) &&
+           a.wrapped() == b.wrapped();
+  };
+  const ParallelFor drops_a_range = [](size_t count,
+                                       const std::function<void(size_t, size_t)>& fn) {
+    fn(0, count / 3);
+    fn(2 * count / 3, count);
+  };
+  // The same message with its payload's value `at` replaced and its CRC
+  // made again: a value only the value check refuses.
+  const auto with_value = [&](size_t at, float value) {
+    v1::Update m = e.msg;
+    std::memcpy(m.mutable_payload()->data() + 4 * at, &value, 4);
+    m.set_crc32c(Crc32c(m.payload()));
+    return m;
+  };
+  std::vector<v1::Update> refused;
+  for (const size_t at : {size_t{0}, kCacheBlockValues, n / 3 - 1, n / 2, n - 1}) {
+    refused.push_back(with_value(at, 0.5f));
+  }
+  refused.push_back(with_value(n / 2 + 7, std::numeric_limits<float>::quiet_NaN()));
+  refused.push_back(with_value(9, 0x1p62f));
+  refused.push_back(e.msg);
+  refused.back().set_crc32c(e.msg.crc32c() ^ 0x80);
+  refused.push_back(e.msg);
+  refused.back().set_count(n - 1);
+  refused.push_back(e.msg);
+  refused.back().mutable_payload()->resize(4 * n - 4);
+  for (const ParallelFor& threads :
+       {ParallelFor(nullptr), ParallelFor(ThreeThreads), drops_a_range}) {
+    // ApplyDense trusts its ParallelFor: the reference is one thread's.
+    FixedPointReplica checked_then_applied = fresh();
+    ASSERT_TRUE(CheckQuantaUpdate(e.msg, EmittedQuanta(e.msg, {}), threads).ok());
+    ASSERT_TRUE(checked_then_applied.ApplyDense(EmittedQuanta(e.msg, {})).ok());
+    ASSERT_GT(checked_then_applied.wrapped(), 0u) << "the test must wrap some sums";
+    FixedPointReplica in_one = fresh();
+    ASSERT_TRUE(CheckAndApplyDenseUpdate(e.msg, &in_one, threads).ok());
+    EXPECT_TRUE(same(in_one, checked_then_applied));
+
+    for (const v1::Update& bad : refused) {
+      const absl::Status want = CheckQuantaUpdate(bad, EmittedQuanta(bad, {}), threads);
+      ASSERT_FALSE(want.ok());
+      FixedPointReplica replica = fresh();
+      ASSERT_TRUE(replica.ApplyDense(EmittedQuanta(e.msg, {})).ok());  // wraps counted
+      const FixedPointReplica before = replica;
+      const absl::Status got = CheckAndApplyDenseUpdate(bad, &replica, threads);
+      EXPECT_EQ(got, want);
+      EXPECT_TRUE(same(replica, before)) << got;
+    }
+  }
+  v1::Update other = e.msg;
+  other.set_codec(v1::CODEC_ONEBIT);
+  FixedPointReplica replica = fresh();
+  EXPECT_EQ(CheckAndApplyDenseUpdate(other, &replica).code(), absl::StatusCode::kInternal);
 }
 
 // The publisher's self-check on a replica's threads (the CRC in chunks

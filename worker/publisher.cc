@@ -85,18 +85,23 @@ absl::StatusOr<Published> Publisher::PublishQuanta(model::Replica* own, v1::Upda
   // The self-check, as for a threshold message: every peer adds what the
   // payload decodes to, so it must be the emission's quanta; a dense
   // message is its own decoded form, and the check is that every receiver
-  // takes it (CRC, every value an integral number of quanta). The check is
-  // one walk over the payload that writes nothing (codec.h
-  // CheckQuantaPayload), on the replica's threads where it lends them (a
-  // dense step's CRC and walk took 0.18 ms on one core of two); its cost is
-  // in docs/benchmarks.md "The publisher's self-check".
-  const codec::ParallelFor threads = own != nullptr ? own->HostThreads() : nullptr;
-  if (absl::Status s = codec::CheckQuantaUpdate(message_, emitted, threads); !s.ok()) {
+  // takes it (CRC, every value an integral number of quanta). The check
+  // writes nothing (codec.h CheckQuantaPayload) and runs on the replica's
+  // threads where it lends them; a dense message's is made in the walk
+  // that applies it (model::Replica::ApplyCheckedDense, all or nothing),
+  // not in a walk of its own. Its cost is in docs/benchmarks.md "The
+  // publisher's self-check" and "The self-check in the apply".
+  const bool check_in_apply = own != nullptr && emitted.is_dense_fp32();
+  const absl::Status checked =
+      check_in_apply ? own->ApplyCheckedDense(message_)
+                     : codec::CheckQuantaUpdate(message_, emitted,
+                                                own != nullptr ? own->HostThreads() : nullptr);
+  if (!checked.ok()) {
     return absl::InternalError(absl::StrCat("seq ", published_ + 1,
                                             ": the encoded message does not decode to the "
                                             "emission (",
                                             codec::WireCodecLabel(codec),
-                                            " encoder): not sent: ", s.message()));
+                                            " encoder): not sent: ", checked.message()));
   }
   // The sink's decoded form of a dense message is a copy of its payload
   // (the message goes to the sink whole); alone, nobody reads it.
@@ -105,7 +110,7 @@ absl::StatusOr<Published> Publisher::PublishQuanta(model::Replica* own, v1::Upda
   } else {
     decoded_.dense_fp32.clear();
   }
-  if (own != nullptr) RECKON_RETURN_IF_ERROR(own->ApplyDense(emitted));
+  if (own != nullptr && !check_in_apply) RECKON_RETURN_IF_ERROR(own->ApplyDense(emitted));
   return Send(1.0, 0);
 }
 

@@ -28,10 +28,10 @@ import json
 import subprocess
 
 ROUND_TRIP = ("EncodeWithFeedback", "DenseFeedbackPass", "CheckQuantaUpdate",
-              "FixedPointReplica::ApplyDense",
-              "ScanDenseFp32", "DenseFp32::Encode", "PublishQuanta", "EncodeDense",
-              "SubtractDense", "DenseValid", "DensePayloadsEqual", "AddDenseWrapping",
-              "AddWrapping", "QuantaToFloats")
+              "CheckAndApplyDenseUpdate", "ApplyCheckedDense", "CheckDenseFp32Payload",
+              "FixedPointReplica::ApplyDense", "DenseFp32::Encode", "PublishQuanta",
+              "EncodeDense", "SubtractDense", "DenseValid", "DensePayloadsEqual",
+              "AddDenseWrapping", "AddWrapping", "QuantaToFloats")
 SETUP = ("Trainer::Create", "dl_main", "LoadIdx", "_dl_")
 EVALUATE = ("Trainer::EndEpoch", "Evaluate")
 POOL = ("HelperLoop", "ParallelFor", "sched", "yield")
