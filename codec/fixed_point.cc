@@ -170,19 +170,27 @@ absl::Status FixedPointReplica::Apply(int64_t step_quanta, std::span<const uint3
   return absl::OkStatus();
 }
 
-absl::Status FixedPointReplica::ApplyDense(QuantaSpan delta, const ParallelFor& parallel_for) {
-  if (delta.size() != quanta_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dense update has ", delta.size(), " values, replica has ", quanta_.size()));
+absl::Status FixedPointReplica::CheckDenseUpdateBytes(const char* first, size_t bytes,
+                                                      size_t value_bytes) const {
+  if (bytes != value_bytes * quanta_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("dense update has ", bytes, " bytes (",
+                                                   value_bytes, " a value), replica needs ",
+                                                   value_bytes * quanta_.size()));
   }
-  int64_t* quanta = quanta_.data();
-  const char* first = delta.is_dense_fp32() ? delta.dense_fp32_bytes()
-                                            : reinterpret_cast<const char*>(delta.int64s());
-  const size_t delta_bytes = delta.size() * (delta.is_dense_fp32() ? 4 : sizeof(int64_t));
-  const char* own = reinterpret_cast<const char*>(quanta);
-  if (first < own + quanta_.size() * sizeof(int64_t) && own < first + delta_bytes) {
+  const char* own = reinterpret_cast<const char*>(quanta_.data());
+  if (first < own + quanta_.size() * sizeof(int64_t) && own < first + bytes) {
     return absl::InvalidArgumentError("a dense update in the replica's own quanta");
   }
+  return absl::OkStatus();
+}
+
+absl::Status FixedPointReplica::ApplyDense(QuantaSpan delta, const ParallelFor& parallel_for) {
+  const size_t value_bytes = delta.is_dense_fp32() ? 4 : sizeof(int64_t);
+  RECKON_RETURN_IF_ERROR(CheckDenseUpdateBytes(delta.is_dense_fp32()
+                                                   ? delta.dense_fp32_bytes()
+                                                   : reinterpret_cast<const char*>(delta.int64s()),
+                                               delta.size() * value_bytes, value_bytes));
+  int64_t* quanta = quanta_.data();
   float* weights = weights_.data();
   const double quantum = quantum_;
   std::atomic<uint64_t> wrapped{0};
@@ -206,15 +214,7 @@ absl::Status FixedPointReplica::ApplyDense(QuantaSpan delta, const ParallelFor& 
 
 absl::Status FixedPointReplica::ApplyCheckedDenseFp32(std::string_view payload, uint32_t crc,
                                                       const ParallelFor& parallel_for) {
-  if (payload.size() != 4 * quanta_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("dense payload has ", payload.size(),
-                                                   " bytes, replica needs ", 4 * quanta_.size()));
-  }
-  const char* own = reinterpret_cast<const char*>(quanta_.data());
-  if (payload.data() < own + quanta_.size() * sizeof(int64_t) &&
-      own < payload.data() + payload.size()) {
-    return absl::InvalidArgumentError("a dense update in the replica's own quanta");
-  }
+  RECKON_RETURN_IF_ERROR(CheckDenseUpdateBytes(payload.data(), payload.size(), 4));
   int64_t* quanta = quanta_.data();
   float* weights = floats_ == FloatCopy::kKept ? weights_.data() : nullptr;
   const double quantum = quantum_;

@@ -163,6 +163,11 @@ class FixedPointReplica {
   std::string WeightHash() const;
 
  private:
+  // A dense update's `bytes` from `first`, `value_bytes` a value, as
+  // ApplyDense and ApplyCheckedDenseFp32 take it: kInvalidArgument unless it
+  // has one value a parameter and lies outside the replica's own quanta.
+  absl::Status CheckDenseUpdateBytes(const char* first, size_t bytes, size_t value_bytes) const;
+
   FixedPointReplica(uint64_t param_count, int fraction_bits, FloatCopy floats);
 
   int fraction_bits_;

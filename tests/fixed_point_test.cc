@@ -1,11 +1,14 @@
 #include "codec/fixed_point.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "codec/update_words.h"
@@ -221,6 +224,40 @@ TEST(FixedPointReplica, SumsPastTheInt64RangeWrapTheSameInAnyOrder) {
   const std::vector<int64_t> before(a->quanta().begin(), a->quanta().end());
   EXPECT_EQ(a->ApplyDense(a->quanta()).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(std::equal(before.begin(), before.end(), a->quanta().begin()));
+}
+
+// Both dense applies take one value a parameter from memory that is not
+// the replica's own, and refuse anything else by name with nothing moved:
+// the int64 delta, and the fp32 payload checked in the same walk.
+TEST(FixedPointReplica, ADenseUpdateOfAnotherSizeOrInTheReplicasOwnQuantaIsRefused) {
+  constexpr size_t kN = 100;
+  absl::StatusOr<FixedPointReplica> r = FixedPointReplica::Create(kN, 32);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->ApplyDense(std::vector<int64_t>(kN, 3)).ok());
+  const std::vector<int64_t> before(r->quanta().begin(), r->quanta().end());
+  const auto unchanged = [&] {
+    return std::equal(before.begin(), before.end(), r->quanta().begin());
+  };
+
+  absl::Status s = r->ApplyDense(std::vector<int64_t>(kN + 1, 1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("808 bytes (8 a value), replica needs 800"));
+  const std::string fp32(4 * (kN - 1), '\0');  // zeros: a valid value each
+  s = r->ApplyCheckedDenseFp32(fp32, 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("396 bytes (4 a value), replica needs 400"));
+  EXPECT_TRUE(unchanged());
+
+  // The replica's own quanta as an fp32 payload: the first 400 of its bytes.
+  const std::string_view own(reinterpret_cast<const char*>(r->quanta().data()), 4 * kN);
+  s = r->ApplyCheckedDenseFp32(own, 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("own quanta"));
+  s = r->ApplyDense(r->quanta());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("own quanta"));
+  EXPECT_TRUE(unchanged());
+  EXPECT_EQ(r->wrapped(), 0u);
 }
 
 // The heart of dead reckoning: the same messages in any order give
