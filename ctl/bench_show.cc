@@ -1,7 +1,7 @@
 // reckonctl bench show --from FILE: a kept figures file (the JSON a `reckonctl
 // bench ... --json` printed, one object a line, or one JSON document such as
-// `bench gpu`'s) printed again as tables, so that every figure quoted in
-// docs/benchmarks.md can be read back from the file beside it.
+// `bench gpu`'s; or the CSV of `reckonctl compare --csv`) printed again as tables, so that every
+// figure quoted in docs/benchmarks.md can be read back from the file beside it.
 //
 // Rows: each line of a JSON Lines file, or each element of a document's
 // arrays of objects (its other fields, flattened, are printed above them).
@@ -192,20 +192,47 @@ size_t PrintTables(const std::vector<Fields>& rows, const Filter& f, std::ostrea
   return printed;
 }
 
-absl::StatusOr<size_t> Show(const std::string& path, const Filter& f, std::ostream& out) {
-  absl::StatusOr<std::string> text = base::ReadFile(path, kMaxFiguresBytes);
-  if (!text.ok()) return text.status();
-  std::vector<Fields> rows;
+// The rows of a CSV file as `reckonctl compare --csv` writes one: the first
+// line names the fields, every other line is a row of as many fields, split
+// at every comma (compare quotes nothing: no field of its holds a comma).
+absl::Status ReadCsv(const std::string& text, const std::string& path, std::vector<Fields>* rows) {
+  std::vector<std::string> names;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripTrailingAsciiWhitespace(line);  // a CRLF file's \r too
+    if (line.empty()) continue;
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    if (names.empty()) {
+      names = std::move(cells);
+      continue;
+    }
+    if (cells.size() != names.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " line ", line_number, " has ",
+                                                     cells.size(), " fields, its header ",
+                                                     names.size()));
+    }
+    Fields row;
+    for (size_t c = 0; c < cells.size(); ++c) row.emplace_back(names[c], std::move(cells[c]));
+    rows->push_back(std::move(row));
+  }
+  return absl::OkStatus();
+}
+
+// The rows of a JSON document or a JSON Lines file (the document's fields
+// beside its arrays of objects printed on `out` first).
+absl::Status ReadJson(const std::string& text, const std::string& path, std::vector<Fields>* rows,
+                      std::ostream& out) {
   // One JSON document, or JSON Lines: the document is tried first. A
   // document with arrays of objects prints its other fields above their
   // rows; one without is a single row (a JSON Lines file of one line).
-  absl::StatusOr<base::Json> whole = base::ParseJson(*text, path);
+  absl::StatusOr<base::Json> whole = base::ParseJson(text, path);
   if (whole.ok() && whole->is_object()) {
     Fields header;
     std::vector<std::pair<std::string, const base::Json*>> tables;
     RECKON_RETURN_IF_ERROR(Flatten(*whole, "", &header, &tables));
     if (tables.empty()) {
-      rows.push_back(std::move(header));
+      rows->push_back(std::move(header));
     } else {
       for (const auto& [name, value] : header) out << name << ": " << value << "\n";
       out << "\n";
@@ -213,7 +240,7 @@ absl::StatusOr<size_t> Show(const std::string& path, const Filter& f, std::ostre
         for (const base::Json& e : *array) {
           Fields row = {{"table", name}};
           RECKON_RETURN_IF_ERROR(Flatten(e, "", &row, nullptr));
-          rows.push_back(std::move(row));
+          rows->push_back(std::move(row));
         }
       }
     }
@@ -221,7 +248,7 @@ absl::StatusOr<size_t> Show(const std::string& path, const Filter& f, std::ostre
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
   } else {
     int line_number = 0;
-    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
       ++line_number;
       if (absl::StripAsciiWhitespace(line).empty()) continue;
       absl::StatusOr<base::Json> row =
@@ -233,9 +260,18 @@ absl::StatusOr<size_t> Show(const std::string& path, const Filter& f, std::ostre
       }
       Fields fields;
       RECKON_RETURN_IF_ERROR(Flatten(*row, "", &fields, nullptr));
-      rows.push_back(std::move(fields));
+      rows->push_back(std::move(fields));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> Show(const std::string& path, const Filter& f, std::ostream& out) {
+  absl::StatusOr<std::string> text = base::ReadFile(path, kMaxFiguresBytes);
+  if (!text.ok()) return text.status();
+  std::vector<Fields> rows;
+  RECKON_RETURN_IF_ERROR(path.ends_with(".csv") ? ReadCsv(*text, path, &rows)
+                                                : ReadJson(*text, path, &rows, out));
   if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " holds no figures"));
   for (const auto& [name, value] : f.where) {
     bool named = false;

@@ -256,6 +256,20 @@ TEST_F(ReckonctlCodec, BenchShowPrintsAKeptFiguresFileAgain) {
                      "holds no figures");
   ExpectCleanFailure(Run({"bench", "show", "--from", Write("array.json", "[1, 2]").string()}), 1,
                      "not a JSON object");
+  // A CSV (what `reckonctl compare --csv` keeps): its first line names the
+  // fields; a row of another width is refused by its line.
+  const Result csv = Run({"bench", "show", "--from",
+                          Write("compare.csv",
+                                "codec,workers,accuracy\nthreshold,4,0.8778\n"
+                                "dense alone,1,0.879\n")
+                              .string(),
+                          "--where", "workers=1"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(csv.out, "codec        workers  accuracy\ndense alone  1        0.879\n");
+  ExpectCleanFailure(Run({"bench", "show", "--from", Write("short.csv", "a,b\n1,2\n3\n").string()}),
+                     1, "line 3 has 1 fields, its header 2");
+  ExpectCleanFailure(Run({"bench", "show", "--from", Write("header.csv", "a,b\n").string()}), 1,
+                     "holds no figures");
   // A hostile file's nesting is refused, not followed until the stack ends.
   std::string deep;
   for (int i = 0; i < 100'000; ++i) deep += "{\"a\": ";

@@ -248,6 +248,15 @@ TEST(ReckonctlCompare, TableCsvAndChartCoverEveryRun) {
   EXPECT_GT(compression["threshold"], compression["onebit"]);
   EXPECT_GT(compression["onebit"], 8);
   EXPECT_LT(compression["dense alone"], 1.0);
+  // The CSV is a kept figures file (docs/figures/compare.csv): `reckonctl
+  // bench show` prints it again.
+  ::reckon::testing::ProcessResult shown =
+      RunProcess(RECKONCTL_PATH,
+                 {"bench", "show", "--from", csv, "--where", "codec=onebit", "--columns",
+                  "codec,runs,replicas"},
+                 dir.path());
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(shown.out, "codec   runs  replicas\nonebit  2     identical\n");
   std::ifstream chart(svg);
   const std::string text((std::istreambuf_iterator<char>(chart)), {});
   EXPECT_NE(text.find("<svg"), std::string::npos);
