@@ -114,7 +114,9 @@ class CpuBackend final : public model::Backend {
           state_.empty() ? std::span<float>() : std::span<float>(state_).subspan(begin, len),
           std::span<float>(residual_).subspan(begin, len),
           with_peers ? std::span<const float>(peer_step_).subspan(begin, len)
-                     : std::span<const float>());
+                     : std::span<const float>(),
+          config_.mode == model::UpdateMode::kThreshold ? model::ResidualBound::kNotTaken
+                                                        : model::ResidualBound::kTaken);
     };
     // The dense codec with feedback is encoded in the optimizer's pass, each
     // block as soon as the rule wrote it (codec::DenseFeedbackPass).

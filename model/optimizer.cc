@@ -112,7 +112,8 @@ void Accumulate(const OptimizerConfig& config, float lr, size_t n, Grad grad,
 
 uint32_t AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
                          std::span<const float> weights, std::span<float> state,
-                         std::span<float> residual, std::span<const float> peer_step) {
+                         std::span<float> residual, std::span<const float> peer_step,
+                         ResidualBound bound) {
   // Block by block, each block's largest |residual| taken right after it is
   // written, from the L1 cache (in the rules' loops the max kept them from
   // vectorizing on the build's baseline, SSE2).
@@ -133,9 +134,11 @@ uint32_t AccumulateDelta(const OptimizerConfig& config, float lr, std::span<cons
           config, lr, len, [g, w, wd](size_t i) { return g[i] + wd * w[i]; }, part(state), r,
           part(peer_step));
     }
+    if (bound == ResidualBound::kNotTaken) continue;
     for (const float x : r) largest = std::max(largest, codec::ResidualMagnitudeBits(x));
   }
-  return static_cast<uint32_t>(largest);
+  return bound == ResidualBound::kTaken ? static_cast<uint32_t>(largest)
+                                        : codec::kResidualBoundUnknown;
 }
 
 }  // namespace reckon::model

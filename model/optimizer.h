@@ -99,10 +99,17 @@ MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int m
 // block right after each is written, from the L1 cache: what
 // codec::EncodeWithFeedback's check needs, with no pass of its own over
 // the residual.
+// With ResidualBound::kNotTaken the bound is not taken and
+// codec::kResidualBoundUnknown is returned: only an encoder that checks the
+// whole residual needs it (the threshold quantizer checks each element as
+// it reads it), and on the build's SSE2 baseline the max is a scalar pass
+// (2.5% of a threshold worker's samples).
 // REQUIRES: equal sizes (state unused for sgd; peer_step empty or full).
+enum class ResidualBound { kTaken, kNotTaken };
 uint32_t AccumulateDelta(const OptimizerConfig& config, float lr, std::span<const float> grad,
                          std::span<const float> weights, std::span<float> state,
-                         std::span<float> residual, std::span<const float> peer_step = {});
+                         std::span<float> residual, std::span<const float> peer_step = {},
+                         ResidualBound bound = ResidualBound::kTaken);
 
 }  // namespace reckon::model
 

@@ -10,11 +10,13 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "codec/codec.h"
 #include "codec/fixed_point.h"
 #include "cpu/cpu_backend.h"
 #include "model/forwarding_backend.h"
@@ -180,6 +182,15 @@ TEST(Optimizer, EveryRuleReturnsTheLargestResidualItWrote) {
         r[11] = std::nanf("");
         got = model::AccumulateDelta(c, 0.1f, g, w, state, r, peer_step);
         EXPECT_GT(got, std::bit_cast<uint32_t>(INFINITY));
+        // Not asked for (the threshold quantizer checks each element
+        // itself): the same residual and state, the bound unknown.
+        std::vector<float> state_taken = state, r_taken = r;
+        model::AccumulateDelta(c, 0.1f, g, w, state_taken, r_taken, peer_step);
+        got = model::AccumulateDelta(c, 0.1f, g, w, state, r, peer_step,
+                                     model::ResidualBound::kNotTaken);
+        EXPECT_EQ(got, codec::kResidualBoundUnknown);
+        EXPECT_EQ(0, std::memcmp(r.data(), r_taken.data(), r.size() * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(state.data(), state_taken.data(), state.size() * sizeof(float)));
       }
     }
   }
