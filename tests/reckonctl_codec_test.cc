@@ -270,6 +270,9 @@ TEST_F(ReckonctlCodec, BenchShowPrintsAKeptFiguresFileAgain) {
                      1, "line 3 has 1 fields, its header 2");
   ExpectCleanFailure(Run({"bench", "show", "--from", Write("header.csv", "a,b\n").string()}), 1,
                      "holds no figures");
+  ExpectCleanFailure(
+      Run({"bench", "show", "--from", Write("wide.csv", std::string(5000, ',') + "\n").string()}),
+      1, "line 1 has more than 1024 fields");
   // A hostile file's nesting is refused, not followed until the stack ends.
   std::string deep;
   for (int i = 0; i < 100'000; ++i) deep += "{\"a\": ";
