@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,31 @@ TEST(Npy, ReadsWhatNumpyWritesFloat32Float16AndIntegers) {
   absl::StatusOr<NpyFile> two = NpyFile::Open(Write(dir, "v2.npy", v2));
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_EQ(two->IntegerAt(0), -5);
+}
+
+// ReadRowsAsFloats (pread, in pieces of about 1 MiB) gives RowAsFloats'
+// floats (through the mapping), bit for bit, for every type.
+TEST(Npy, RowsReadGiveTheMappedRowsFloatsForEveryType) {
+  ::reckon::testing::ScratchDir dir;
+  constexpr uint64_t kRows = 1500, kElements = 301;  // int64: 2,408 bytes a row, 3.4 MiB
+  std::mt19937_64 rng(9);
+  for (const NpyType type :
+       {NpyType::kFloat32, NpyType::kFloat16, NpyType::kUint8, NpyType::kInt8, NpyType::kInt16,
+        NpyType::kUint16, NpyType::kInt32, NpyType::kUint32, NpyType::kInt64, NpyType::kUint64}) {
+    SCOPED_TRACE(NpyTypeName(type));
+    std::string raw(kRows * kElements * NpyTypeSize(type), '\0');
+    for (char& c : raw) c = static_cast<char>(rng());
+    absl::StatusOr<NpyFile> file =
+        NpyFile::Open(Write(dir, "t.npy", NpyBytes(type, {kRows, kElements}, raw)));
+    ASSERT_TRUE(file.ok()) << file.status();
+    constexpr uint64_t kFirst = 7, kCount = kRows - 9;
+    std::vector<float> read(kCount * kElements), mapped(kCount * kElements);
+    std::vector<uint8_t> scratch;
+    ASSERT_TRUE(file->ReadRowsAsFloats(kFirst, kCount, scratch, read.data()).ok());
+    for (uint64_t r = 0; r < kCount; ++r) file->RowAsFloats(kFirst + r, &mapped[r * kElements]);
+    EXPECT_EQ(std::memcmp(read.data(), mapped.data(), read.size() * sizeof(float)), 0);
+    EXPECT_LE(scratch.size(), size_t{1} << 20) << "read in pieces";
+  }
 }
 
 TEST(Npy, EveryMalformedFileIsRefusedNamingTheFileAndTheFault) {

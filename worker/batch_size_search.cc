@@ -105,7 +105,7 @@ absl::StatusOr<double> BatchSizeSearch::Try(int epoch, int batch, const From& fr
       return absl::CancelledError(absl::StrCat("stopped by a signal while trying batch size ",
                                                batch, " for epoch ", epoch + 1));
     }
-    data_.FillBatch(size_t(k) * batch, batch);
+    RECKON_RETURN_IF_ERROR(data_.FillBatch(size_t(k) * batch, batch));
     absl::StatusOr<model::BatchStats> stats =
         trial->TrainStep(data_.BatchImages(batch).data(), data_.BatchLabels(batch).data(), batch,
                          learning_rate, &out);

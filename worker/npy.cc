@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -184,6 +185,61 @@ T Load(const uint8_t* p) {
   return v;
 }
 
+// The element at `p`, of `type`, converted as NpyFile::FloatAt and
+// IntegerAt say.
+int64_t IntegerOf(const uint8_t* p, NpyType type);
+
+float FloatOf(const uint8_t* p, NpyType type) {
+  switch (type) {
+    case NpyType::kFloat32:
+      return Load<float>(p);
+    case NpyType::kFloat16:
+      return HalfToFloat(Load<uint16_t>(p));
+    default:
+      return static_cast<float>(IntegerOf(p, type));
+  }
+}
+
+int64_t IntegerOf(const uint8_t* p, NpyType type) {
+  switch (type) {
+    case NpyType::kUint8:
+      return *p;
+    case NpyType::kInt8:
+      return Load<int8_t>(p);
+    case NpyType::kInt16:
+      return Load<int16_t>(p);
+    case NpyType::kUint16:
+      return Load<uint16_t>(p);
+    case NpyType::kInt32:
+      return Load<int32_t>(p);
+    case NpyType::kUint32:
+      return Load<uint32_t>(p);
+    case NpyType::kInt64:
+      return Load<int64_t>(p);
+    case NpyType::kUint64:
+      return static_cast<int64_t>(Load<uint64_t>(p));
+    case NpyType::kFloat32:
+    case NpyType::kFloat16:
+      return static_cast<int64_t>(FloatOf(p, type));
+  }
+  return 0;
+}
+
+// `n` elements of `type` at `raw` converted to float: the one conversion
+// of rows, read through the mapping or with pread.
+void ElementsToFloats(const uint8_t* raw, uint64_t n, NpyType type, float* out) {
+  if (type == NpyType::kFloat32) {
+    std::memcpy(out, raw, n * 4);
+    return;
+  }
+  if (type == NpyType::kUint8) {
+    for (uint64_t j = 0; j < n; ++j) out[j] = static_cast<float>(raw[j]);
+    return;
+  }
+  const size_t size = NpyTypeSize(type);
+  for (uint64_t j = 0; j < n; ++j) out[j] = FloatOf(raw + j * size, type);
+}
+
 }  // namespace
 
 const char* NpyTypeName(NpyType type) {
@@ -295,9 +351,11 @@ absl::StatusOr<NpyFile> NpyFile::Open(const std::string& path) {
   if (file.map_bytes_ > 0) {
     file.map_ = ::mmap(nullptr, file.map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
   }
-  ::close(fd);
+  const int map_errno = errno;
+  file.fd_ = fd;  // closed with the file, whatever follows
   if (file.map_ == MAP_FAILED || file.map_ == nullptr) {
     file.map_ = nullptr;
+    errno = map_errno;
     if (file.map_bytes_ == 0) return Bad(path, "not a .npy file (it is empty)");
     return absl::UnavailableError(absl::StrCat(path, ": cannot map it: ", std::strerror(errno)));
   }
@@ -322,16 +380,19 @@ NpyFile::NpyFile(NpyFile&& other) noexcept { *this = std::move(other); }
 NpyFile& NpyFile::operator=(NpyFile&& other) noexcept {
   if (this == &other) return *this;
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
+  if (fd_ >= 0) ::close(fd_);
   path_ = std::move(other.path_);
   header_ = std::move(other.header_);
   map_ = std::exchange(other.map_, nullptr);
   map_bytes_ = std::exchange(other.map_bytes_, 0);
   data_ = std::exchange(other.data_, nullptr);
+  fd_ = std::exchange(other.fd_, -1);
   return *this;
 }
 
 NpyFile::~NpyFile() {
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 uint64_t NpyFile::rows() const { return header_.shape.empty() ? 1 : header_.shape[0]; }
@@ -343,58 +404,93 @@ uint64_t NpyFile::row_elements() const {
 }
 
 float NpyFile::FloatAt(uint64_t i) const {
-  const uint8_t* p = data_ + i * NpyTypeSize(header_.type);
-  switch (header_.type) {
-    case NpyType::kFloat32:
-      return Load<float>(p);
-    case NpyType::kFloat16:
-      return HalfToFloat(Load<uint16_t>(p));
-    default:
-      return static_cast<float>(IntegerAt(i));
-  }
+  return FloatOf(data_ + i * NpyTypeSize(header_.type), header_.type);
 }
 
 int64_t NpyFile::IntegerAt(uint64_t i) const {
-  const uint8_t* p = data_ + i * NpyTypeSize(header_.type);
-  switch (header_.type) {
-    case NpyType::kUint8:
-      return *p;
-    case NpyType::kInt8:
-      return Load<int8_t>(p);
-    case NpyType::kInt16:
-      return Load<int16_t>(p);
-    case NpyType::kUint16:
-      return Load<uint16_t>(p);
-    case NpyType::kInt32:
-      return Load<int32_t>(p);
-    case NpyType::kUint32:
-      return Load<uint32_t>(p);
-    case NpyType::kInt64:
-      return Load<int64_t>(p);
-    case NpyType::kUint64:
-      return static_cast<int64_t>(Load<uint64_t>(p));
-    case NpyType::kFloat32:
-    case NpyType::kFloat16:
-      return static_cast<int64_t>(FloatAt(i));
-  }
-  return 0;
+  return IntegerOf(data_ + i * NpyTypeSize(header_.type), header_.type);
 }
 
 void NpyFile::Advise(int advice) const {
   if (map_ != nullptr) madvise(map_, map_bytes_, advice);
 }
 
+absl::Status NpyFile::CheckUnchangedSize() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    return absl::UnavailableError(absl::StrCat(path_, ": fstat: ", std::strerror(errno)));
+  }
+  if (static_cast<uint64_t>(st.st_size) == map_bytes_) return absl::OkStatus();
+  return Bad(path_, absl::StrCat("now ", st.st_size, " bytes, ", map_bytes_,
+                                 " when it was checked (it was cut or rewritten since)"));
+}
+
+std::pair<uint64_t, uint64_t> NpyFile::ResidentPages() const {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t pages = (map_bytes_ + page - 1) / page;
+  if (map_ == nullptr) return {0, pages};
+  // In pieces of 1 GiB (4 KiB pages): a byte a page, 256 KiB at most.
+  constexpr uint64_t kPiecePages = uint64_t{1} << 18;
+  std::vector<unsigned char> in(std::min(pages, kPiecePages));
+  uint64_t resident = 0;
+  for (uint64_t first = 0; first < pages; first += kPiecePages) {
+    const uint64_t n = std::min(kPiecePages, pages - first);
+    char* at = static_cast<char*>(map_) + first * page;
+    if (mincore(at, std::min<uint64_t>(n * page, map_bytes_ - first * page), in.data()) != 0) {
+      return {0, pages};
+    }
+    for (uint64_t i = 0; i < n; ++i) resident += in[i] & 1;
+  }
+  return {resident, pages};
+}
+
+void NpyFile::AdviseReads(int advice) const {
+  if (fd_ >= 0) posix_fadvise(fd_, 0, 0, advice);
+}
+
 void NpyFile::RowAsFloats(uint64_t row, float* out) const {
-  const uint64_t n = row_elements(), first = row * n;
-  if (header_.type == NpyType::kFloat32) {
-    std::memcpy(out, data_ + first * 4, n * 4);
-    return;
+  const uint64_t n = row_elements();
+  ElementsToFloats(data_ + row * n * NpyTypeSize(header_.type), n, header_.type, out);
+}
+
+absl::Status NpyFile::ReadRowsAsFloats(uint64_t first_row, uint64_t rows, std::vector<uint8_t>& raw,
+                                       float* out) const {
+  const uint64_t n = row_elements(), row_bytes = n * NpyTypeSize(header_.type);
+  // Float32 rows are read into `out` itself; others in pieces of about
+  // 1 MiB through `raw`, converted piece by piece (a test split's chunk is
+  // up to 64 MiB of floats: no second copy of it).
+  const bool in_place = header_.type == NpyType::kFloat32;
+  const uint64_t piece_rows =
+      std::max<uint64_t>(1, (uint64_t{1} << 20) / std::max<uint64_t>(1, row_bytes));
+  for (uint64_t row = first_row; row < first_row + rows;) {
+    const uint64_t take =
+        in_place ? first_row + rows - row : std::min(piece_rows, first_row + rows - row);
+    const uint64_t bytes = take * row_bytes;
+    const off_t offset = off_t(header_.data_offset + row * row_bytes);
+    uint8_t* into = reinterpret_cast<uint8_t*>(out + (row - first_row) * n);
+    if (!in_place) {
+      raw.resize(bytes);
+      into = raw.data();
+    }
+    for (uint64_t done = 0; done < bytes;) {
+      const ssize_t got = ::pread(fd_, into + done, bytes - done, offset + off_t(done));
+      if (got > 0) {
+        done += uint64_t(got);
+      } else if (got == 0) {
+        return Bad(path_, absl::StrCat("rows ", first_row, " to ", first_row + rows - 1,
+                                       ": the file ends ", bytes - done,
+                                       " bytes short of them (it was cut since it was checked)"));
+      } else if (errno != EINTR) {
+        return absl::UnavailableError(absl::StrCat(path_, ": reading rows ", first_row, " to ",
+                                                   first_row + rows - 1, ": ",
+                                                   std::strerror(errno)));
+      }
+    }
+    if (!in_place)
+      ElementsToFloats(raw.data(), take * n, header_.type, out + (row - first_row) * n);
+    row += take;
   }
-  if (header_.type == NpyType::kUint8) {
-    for (uint64_t j = 0; j < n; ++j) out[j] = static_cast<float>(data_[first + j]);
-    return;
-  }
-  for (uint64_t j = 0; j < n; ++j) out[j] = FloatAt(first + j);
+  return absl::OkStatus();
 }
 
 float HalfToFloat(uint16_t half) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -84,13 +85,35 @@ class NpyFile {
   // REQUIRES: i < header().elements().
   float FloatAt(uint64_t i) const;
   int64_t IntegerAt(uint64_t i) const;
-  // Row `row` (row_elements() values) converted to float into `out`.
+  // Row `row` (row_elements() values) converted to float into `out`, read
+  // through the mapping.
   void RowAsFloats(uint64_t row, float* out) const;
+  // Rows [first_row, first_row + rows) converted to float into `out` as
+  // RowAsFloats converts them, read with pread(2) into `raw` (scratch,
+  // resized) instead of through the mapping: their pages stay in the page
+  // cache only, never mapped into the process, where the kernel reclaims a
+  // page with no walk of its mappings and no TLB shootdown (a dataset
+  // larger than memory: samples.h). kDataLoss naming the file and the rows
+  // when the file has become shorter since it was opened; kUnavailable
+  // with the error when the read fails. REQUIRES: first_row + rows <=
+  // rows().
+  absl::Status ReadRowsAsFloats(uint64_t first_row, uint64_t rows, std::vector<uint8_t>& raw,
+                                float* out) const;
   // The mapped data (header().elements() x NpyTypeSize bytes).
   const uint8_t* data() const { return data_; }
-  // madvise(2) on the whole mapping (MADV_RANDOM: no read-around on a
-  // fault, for rows read in a shuffled order).
+  // madvise(2) on the whole mapping (MADV_DONTNEED: its pages unmapped
+  // from the process, kept in the page cache).
   void Advise(int advice) const;
+  // kDataLoss naming the file when it is no longer the size it was
+  // opened at (cut or rewritten since): a read through the mapping past
+  // its new end would be zeros or a SIGBUS.
+  absl::Status CheckUnchangedSize() const;
+  // The mapping's pages in the page cache (mincore(2)), and its pages.
+  std::pair<uint64_t, uint64_t> ResidentPages() const;
+  // posix_fadvise(2) on the whole file, for ReadRowsAsFloats
+  // (POSIX_FADV_RANDOM: no read-ahead around each read, for rows read in a
+  // shuffled order).
+  void AdviseReads(int advice) const;
 
  private:
   NpyFile() = default;
@@ -99,6 +122,7 @@ class NpyFile {
   NpyHeader header_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
+  int fd_ = -1;  // open while mapped: ReadRowsAsFloats' reads
   const uint8_t* data_ = nullptr;
 };
 

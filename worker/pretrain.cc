@@ -45,8 +45,8 @@ absl::StatusOr<std::pair<double, double>> TrainOnePass(const PretrainOptions& op
       return absl::CancelledError(
           absl::StrCat("stopped by a signal after ", step, " of ", steps, " steps"));
     }
-    train.Gather(samples.subspan(size_t(step) * batch, size_t(batch)), images.data(),
-                 labels.data());
+    RECKON_RETURN_IF_ERROR(train.Gather(samples.subspan(size_t(step) * batch, size_t(batch)),
+                                        images.data(), labels.data()));
     RECKON_ASSIGN_OR_RETURN(const model::BatchStats stats,
                             backend.TrainStepLocally(
                                 images.data(), labels.data(), batch,

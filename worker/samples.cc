@@ -1,5 +1,6 @@
 #include "worker/samples.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -11,18 +12,21 @@
 
 namespace reckon::worker {
 
-void InMemorySamples::Gather(std::span<const uint32_t> indices, float* x, int32_t* y) const {
+absl::Status InMemorySamples::Gather(std::span<const uint32_t> indices, float* x,
+                                     int32_t* y) const {
   const size_t width = static_cast<size_t>(data_.features());
   for (size_t b = 0; b < indices.size(); ++b) {
     std::memcpy(x + b * width, &data_.images[size_t(indices[b]) * width], sizeof(float) * width);
     y[b] = data_.labels[indices[b]];
   }
+  return absl::OkStatus();
 }
 
-void InMemorySamples::Range(size_t first, size_t count, float* x, int32_t* y) const {
+absl::Status InMemorySamples::Range(size_t first, size_t count, float* x, int32_t* y) const {
   const size_t width = static_cast<size_t>(data_.features());
   std::memcpy(x, &data_.images[first * width], sizeof(float) * width * count);
   std::memcpy(y, &data_.labels[first], sizeof(int32_t) * count);
+  return absl::OkStatus();
 }
 
 namespace {
@@ -32,6 +36,9 @@ constexpr size_t kPage = 4096;
 // next few batches at each step; past this it has fallen behind, and what
 // it has not reached is dropped (already read, or soon, by the gather).
 constexpr size_t kMaxAheadRanges = size_t{1} << 16;
+// The share of a split's pages in the page cache above which its rows are
+// read through the mapping, not with pread (samples.h).
+constexpr double kCachedEnough = 0.95;
 
 }  // namespace
 
@@ -59,14 +66,16 @@ absl::StatusOr<std::unique_ptr<MappedNpySamples>> MappedNpySamples::Open(
     for (uint64_t r = 0; r < x.rows(); ++r) {
       x.RowAsFloats(r, row.data());
       RECKON_RETURN_IF_ERROR(CheckSample(xs[f], r, row.data(), width));
-      RECKON_RETURN_IF_ERROR(CheckLabel(ys[f], r, y.IntegerAt(r), max_classes));
+      const int64_t label = y.IntegerAt(r);
+      RECKON_RETURN_IF_ERROR(CheckLabel(ys[f], r, label, max_classes));
+      out->labels_.push_back(static_cast<int32_t>(label));
       sums.Add(row.data());
     }
     // The training split is read in a shuffled order from now on: no
-    // read-around on a fault (the read-ahead thread asks for the rows
+    // read-ahead around each read (the read-ahead thread asks for the rows
     // themselves). The test split is read in order: the kernel's default.
-    if (train) x.Advise(MADV_RANDOM);
-    Shard shard{std::move(x), std::move(y), out->total_rows_};
+    if (train) x.AdviseReads(POSIX_FADV_RANDOM);
+    Shard shard{std::move(x), out->total_rows_};
     out->total_rows_ += shard.x.rows();
     out->shards_.push_back(std::move(shard));
   }
@@ -79,7 +88,24 @@ absl::StatusOr<std::unique_ptr<MappedNpySamples>> MappedNpySamples::Open(
     scan->rows = out->total_rows_;
     scan->stats = sums.Stats();
   }
-  out->reader_ = std::thread([p = out.get()] { p->ReadAheadLoop(); });
+  out->size_checked_in_.assign(out->shards_.size(), 0);
+  // The pass read every page: those still in the page cache say whether
+  // the split fits in memory. If nearly all do, the rows are read through
+  // the mapping the pass left; if not, with pread, the pass's pages
+  // unmapped first (kept in the page cache) so that the kernel drops them
+  // without a walk of the mapping (samples.h).
+  uint64_t resident = 0, pages = 0;
+  for (const Shard& shard : out->shards_) {
+    const auto [in, of] = shard.x.ResidentPages();
+    resident += in;
+    pages += of;
+  }
+  const double cached_share = pages == 0 ? 1.0 : double(resident) / double(pages);
+  if (cached_share < kCachedEnough) {
+    for (const Shard& shard : out->shards_) shard.x.Advise(MADV_DONTNEED);
+  }
+  out->read_through_mapping_.store(cached_share >= kCachedEnough);
+  out->reader_ = std::thread([p = out.get(), cached_share] { p->ReadAheadLoop(cached_share); });
   return out;
 }
 
@@ -104,20 +130,53 @@ std::pair<const MappedNpySamples::Shard*, uint64_t> MappedNpySamples::Locate(uin
   return {shard, row - shard->first_row};
 }
 
-void MappedNpySamples::Row(uint64_t row, float* x, int32_t* y) const {
-  const auto [shard, r] = Locate(row);
-  shard->x.RowAsFloats(r, x);
+void MappedNpySamples::StandardizeRows(size_t rows, float* x) const {
+  if (mean_.empty()) return;
   // Standardize's arithmetic, row by row (dataset.cc): the same floats.
-  for (size_t j = 0; j < mean_.size(); ++j) x[j] = (x[j] - mean_[j]) * inv_stddev_[j];
-  *y = static_cast<int32_t>(shard->y.IntegerAt(r));  // checked by Open
+  for (size_t b = 0; b < rows; ++b) {
+    float* row = x + b * features_;
+    for (size_t j = 0; j < features_; ++j) row[j] = (row[j] - mean_[j]) * inv_stddev_[j];
+  }
 }
 
-void MappedNpySamples::Gather(std::span<const uint32_t> indices, float* x, int32_t* y) const {
-  for (size_t b = 0; b < indices.size(); ++b) Row(indices[b], x + b * features_, y + b);
+absl::Status MappedNpySamples::Gather(std::span<const uint32_t> indices, float* x,
+                                      int32_t* y) const {
+  const bool through_mapping = read_through_mapping_.load(std::memory_order_relaxed);
+  if (through_mapping) ++gathers_;
+  for (size_t b = 0; b < indices.size(); ++b) {
+    const auto [shard, r] = Locate(indices[b]);
+    float* row = x + b * features_;
+    if (through_mapping) {
+      // A file cut since the start's check reads as zeros or a SIGBUS
+      // through the mapping (pread says so itself): each shard's size is
+      // checked once a call.
+      uint64_t& checked = size_checked_in_[size_t(shard - shards_.data())];
+      if (checked != gathers_) {
+        RECKON_RETURN_IF_ERROR(shard->x.CheckUnchangedSize());
+        checked = gathers_;
+      }
+      shard->x.RowAsFloats(r, row);
+    } else {
+      RECKON_RETURN_IF_ERROR(shard->x.ReadRowsAsFloats(r, 1, raw_, row));
+    }
+    StandardizeRows(1, row);  // while the row is in the L1 cache
+    y[b] = labels_[indices[b]];
+  }
+  return absl::OkStatus();
 }
 
-void MappedNpySamples::Range(size_t first, size_t count, float* x, int32_t* y) const {
-  for (size_t b = 0; b < count; ++b) Row(first + b, x + b * features_, y + b);
+absl::Status MappedNpySamples::Range(size_t first, size_t count, float* x, int32_t* y) const {
+  // Read, whatever the page cache holds: the rows are in order, one read
+  // a shard the range crosses (not a system call a row).
+  for (size_t done = 0; done < count;) {
+    const auto [shard, r] = Locate(first + done);
+    const size_t rows = std::min<size_t>(count - done, shard->x.rows() - r);
+    RECKON_RETURN_IF_ERROR(shard->x.ReadRowsAsFloats(r, rows, raw_, x + done * features_));
+    done += rows;
+  }
+  std::memcpy(y, labels_.data() + first, sizeof(int32_t) * count);
+  StandardizeRows(count, x);
+  return absl::OkStatus();
 }
 
 void MappedNpySamples::WillNeed(std::span<const uint32_t> indices) const {
@@ -135,21 +194,26 @@ void MappedNpySamples::WillNeed(std::span<const uint32_t> indices) const {
   wake_.notify_one();
 }
 
+bool MappedNpySamples::reads_through_mapping() const {
+  return read_through_mapping_.load(std::memory_order_relaxed);
+}
+
 uint64_t MappedNpySamples::pages_read_ahead() const {
   std::lock_guard<std::mutex> l(mu_);
   return pages_touched_;
 }
 
-void MappedNpySamples::ReadAheadLoop() {
+void MappedNpySamples::ReadAheadLoop(double cached_share) {
   // Whether the rows are in the page cache already, sampled: one range in
   // kSampleEvery is looked up (mincore) and the share found cached kept as
   // a moving average. While nearly all are (the data fits in memory), the
-  // ranges are not asked for: a system call a row would cost more than the
-  // faults it saves (a tiny model on cached data ran at 0.5-0.95x).
+  // ranges are not asked for and the rows are read through the mapping: a
+  // system call a row, madvise or pread, costs more than the faults it
+  // saves there (a tiny model on cached data ran at 0.5-0.95x with
+  // madvise, 0.53x with pread); under memory pressure, mapped pages are
+  // what costs (samples.h).
   constexpr int kSampleEvery = 16;
-  constexpr double kCachedEnough = 0.95;
   int since_sample = 0;
-  double cached_share = 0;
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     wake_.wait(l, [&] { return stop_ || !ahead_.empty(); });
@@ -167,6 +231,7 @@ void MappedNpySamples::ReadAheadLoop() {
                           (resident & 1) != 0;
       cached_share = 0.9 * cached_share + 0.1 * (cached ? 1.0 : 0.0);
       ask = ask || !cached;
+      read_through_mapping_.store(cached_share >= kCachedEnough, std::memory_order_relaxed);
     }
     // The pages asked of the kernel without waiting for them
     // (MADV_WILLNEED starts their reads): many rows' reads in flight at

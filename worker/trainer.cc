@@ -424,7 +424,7 @@ absl::StatusOr<model::BatchStats> Trainer::TrainOn(int epoch, size_t first, int 
   const bool staged_ahead = staged_ == StagedBatch{epoch, first, batch};
   staged_ = StagedBatch{};  // taken by this step, or never
   if (!staged_ahead) {
-    data_->FillBatch(first, batch);
+    RECKON_RETURN_IF_ERROR(data_->FillBatch(first, batch));
     RECKON_RETURN_IF_ERROR(
         backend_->StageBatch(data_->BatchImages(batch), data_->BatchLabels(batch)));
   }
@@ -436,10 +436,11 @@ absl::StatusOr<model::BatchStats> Trainer::TrainOn(int epoch, size_t first, int 
 void Trainer::StageAhead(int epoch, size_t position) {
   const int batch = BatchAt(epoch, position);
   if (batch == 0) return;  // the epoch's last step: the next order is not drawn yet
-  data_->FillBatch(position, batch);
-  // A refusal (a label outside the classes) stages nothing: the step that
-  // trains this batch fills and stages it again and reports it there.
-  if (backend_->StageBatch(data_->BatchImages(batch), data_->BatchLabels(batch)).ok()) {
+  // A refusal (a file cut since it was checked, a label outside the
+  // classes) stages nothing: the step that trains this batch fills and
+  // stages it again and reports it there.
+  if (data_->FillBatch(position, batch).ok() &&
+      backend_->StageBatch(data_->BatchImages(batch), data_->BatchLabels(batch)).ok()) {
     staged_ = StagedBatch{epoch, position, batch};
   }
 }

@@ -118,8 +118,7 @@ absl::Status TrainingData::PickJudges(const TrainerOptions& options) {
   judges.resize(std::min<size_t>(judges.size(), options.auto_batch_eval));
   judge_images_.resize(judges.size() * size_t(features_));
   judge_labels_.resize(judges.size());
-  train_->Gather(judges, judge_images_.data(), judge_labels_.data());
-  return absl::OkStatus();
+  return train_->Gather(judges, judge_images_.data(), judge_labels_.data());
 }
 
 void TrainingData::OrderFor(int epoch) {
@@ -127,9 +126,10 @@ void TrainingData::OrderFor(int epoch) {
   SeededShuffle(order_, seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
 }
 
-void TrainingData::FillBatch(size_t first, int batch) {
+absl::Status TrainingData::FillBatch(size_t first, int batch) {
   const std::span<const uint32_t> order(order_);
-  train_->Gather(order.subspan(first, size_t(batch)), batch_images_.data(), batch_labels_.data());
+  RECKON_RETURN_IF_ERROR(train_->Gather(order.subspan(first, size_t(batch)), batch_images_.data(),
+                                        batch_labels_.data()));
   // The batches after this one, read ahead while it trains (a mapped
   // dataset; in memory, nothing to do): each row asked for once, as it
   // comes within kBatchesReadAhead batches. A new epoch (or a resume)
@@ -142,6 +142,7 @@ void TrainingData::FillBatch(size_t first, int batch) {
     train_->WillNeed(order.subspan(read_ahead_until_, ahead - read_ahead_until_));
     read_ahead_until_ = ahead;
   }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TrainingData::TestResult> TrainingData::Evaluate(model::Backend& backend) const {
@@ -155,7 +156,7 @@ absl::StatusOr<TrainingData::TestResult> TrainingData::Evaluate(model::Backend& 
   double loss_sum = 0;
   for (size_t first = 0; first < eval_count_; first += chunk) {
     const size_t count = std::min(chunk, eval_count_ - first);
-    test_->Range(first, count, images.data(), labels.data());
+    RECKON_RETURN_IF_ERROR(test_->Range(first, count, images.data(), labels.data()));
     RECKON_ASSIGN_OR_RETURN(const model::BatchStats eval,
                             backend.Evaluate(images.data(), labels.data(), count));
     correct += eval.correct;

@@ -49,7 +49,8 @@ class TrainingData {
   void OrderFor(int epoch);
   // Fills the batch buffers with the order's [first, first + batch), and
   // asks a mapped split for the batches after it (in memory: nothing).
-  void FillBatch(size_t first, int batch);
+  // Fails as Samples::Gather does (a mapped file cut since it was checked).
+  absl::Status FillBatch(size_t first, int batch);
   std::span<const float> BatchImages(int batch) const {
     return std::span<const float>(batch_images_).first(size_t(batch) * size_t(features_));
   }

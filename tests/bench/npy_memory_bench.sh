@@ -16,13 +16,16 @@
 # tree (build/worker/reckon-worker). Defaults: 640,512,512,10, 1000, 2.
 # With FIGURES (a fourth argument), each run's figures are appended to that
 # file, one JSON object a line (`reckonctl bench show --from FIGURES`).
+# WORKER=PATH runs another build's worker (BUILD=NAME labels its lines):
+# two builds side by side, alternating, with two calls a round
+# (FIRST_ROUND=N numbers the call's first round).
 set -euo pipefail
 layers=${1:-640,512,512,10}
 steps=${2:-1000}
 rounds=${3:-2}
 figures=${4:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-worker=$root/build/worker/reckon-worker
+worker=${WORKER:-$root/build/worker/reckon-worker}
 data=/tmp/reckon-npy-bench
 [ "$(id -u)" -eq 0 ] || { echo "npy_memory_bench.sh: needs root (drop_caches, a memory cgroup)" >&2; exit 1; }
 [ -x "$worker" ] || { echo "npy_memory_bench.sh: build first ($worker is missing)" >&2; exit 1; }
@@ -54,7 +57,8 @@ cgroup=$memory_cgroup/reckon-npy-bench-$$
 trap 'rmdir "$cgroup" 2> /dev/null || true' EXIT
 
 report() {  # report NAME SUMMARY [EXTRA]
-  FIGURES="$figures" LAYERS="$layers" STEPS="$steps" ROUND="$round" python3 - "$@" << 'PY'
+  FIGURES="$figures" LAYERS="$layers" STEPS="$steps" ROUND="$round" BUILD="${BUILD:-}" \
+    python3 - "$@" << 'PY'
 import json, os, sys
 name, path = sys.argv[1], sys.argv[2]
 extra = sys.argv[3] if len(sys.argv) > 3 else ""
@@ -63,7 +67,8 @@ print(f"{name:8} {j['samples_per_s']:9.0f} samples/s  weights {j['weight_hash'][
       f"peak RSS {j['max_rss_bytes'] / 2**20:5.0f} MiB{extra}")
 if os.environ["FIGURES"]:
     with open(os.environ["FIGURES"], "a") as f:
-        f.write(json.dumps({"way": name, "round": int(os.environ["ROUND"]),
+        line = {"build": os.environ["BUILD"]} if os.environ["BUILD"] else {}
+        f.write(json.dumps({**line, "way": name, "round": int(os.environ["ROUND"]),
                             "layers": os.environ["LAYERS"], "steps": int(os.environ["STEPS"]),
                             "samples_per_s": j["samples_per_s"], "weight_hash": j["weight_hash"],
                             "max_rss_bytes": j["max_rss_bytes"]}) + "\n")
@@ -77,7 +82,8 @@ run() {  # run NAME FLAGS...
 }
 
 echo "layers $layers, $steps steps, $(nproc) cores; 512 MB of features"
-for round in $(seq "$rounds"); do
+first_round=${FIRST_ROUND:-1}
+for round in $(seq "$first_round" $((first_round + rounds - 1))); do
   run memory --data-in-memory
   run mapped
   sync && echo 3 > /proc/sys/vm/drop_caches
