@@ -23,6 +23,13 @@ void PutU64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
 }
 
+}  // namespace
+
+// Named, not anonymous: UpdateSigner::Key and CertificateBook::Entry
+// (declared in the header) hold a Pkey, and a member whose type has
+// internal linkage is a -Wsubobject-linkage error once this file is
+// compiled inside a unity batch.
+namespace update_signature_internal {
 struct PkeyFree {
   void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
 };
@@ -30,8 +37,9 @@ struct MdCtxFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
 using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-
-}  // namespace
+}  // namespace update_signature_internal
+using update_signature_internal::MdCtxFree;
+using update_signature_internal::Pkey;
 
 std::string SignedBytes(const v1::Update& u) {
   std::string out = "reckon-update-v1";

@@ -18,7 +18,7 @@ namespace reckon::worker {
 namespace {
 
 template <typename T>
-std::string Raw(const std::vector<T>& values) {
+std::string RawBytes(const std::vector<T>& values) {
   return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
 }
 
@@ -38,7 +38,7 @@ TEST(Npy, ReadsWhatNumpyWritesFloat32Float16AndIntegers) {
                                    std::string(58, ' ') + "\n";
   ASSERT_EQ(numpy_header.size(), 128u);
   const std::vector<float> f = {0.5f, -1.25f, 3e-8f, 1e30f, -0.0f, 7.0f};
-  absl::StatusOr<NpyFile> x = NpyFile::Open(Write(dir, "x.npy", numpy_header + Raw(f)));
+  absl::StatusOr<NpyFile> x = NpyFile::Open(Write(dir, "x.npy", numpy_header + RawBytes(f)));
   ASSERT_TRUE(x.ok()) << x.status();
   EXPECT_EQ(x->header().type, NpyType::kFloat32);
   EXPECT_EQ(x->header().shape, (std::vector<uint64_t>{2, 3}));
@@ -50,12 +50,12 @@ TEST(Npy, ReadsWhatNumpyWritesFloat32Float16AndIntegers) {
   EXPECT_EQ(row, (std::vector<float>{1e30f, -0.0f, 7.0f}));
   EXPECT_EQ(x->FloatAt(2), 3e-8f);
   // What NpyBytes writes reads back the same.
-  EXPECT_EQ(NpyBytes(NpyType::kFloat32, {2, 3}, Raw(f)).substr(0, 128), numpy_header);
+  EXPECT_EQ(NpyBytes(NpyType::kFloat32, {2, 3}, RawBytes(f)).substr(0, 128), numpy_header);
 
   // float16: 1, -2, the largest half, the smallest subnormal, -inf.
   const std::vector<uint16_t> h = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0xFC00, 0x0000};
   absl::StatusOr<NpyFile> half =
-      NpyFile::Open(Write(dir, "h.npy", NpyBytes(NpyType::kFloat16, {3, 2}, Raw(h))));
+      NpyFile::Open(Write(dir, "h.npy", NpyBytes(NpyType::kFloat16, {3, 2}, RawBytes(h))));
   ASSERT_TRUE(half.ok()) << half.status();
   std::vector<float> halves(6);
   for (uint64_t r = 0; r < 3; ++r) half->RowAsFloats(r, halves.data() + 2 * r);
@@ -80,14 +80,14 @@ TEST(Npy, ReadsWhatNumpyWritesFloat32Float16AndIntegers) {
   // Labels: int64 and uint8, one dimension (numpy writes "(4,)").
   const std::vector<int64_t> labels = {0, 9, 3, 1234567890123};
   absl::StatusOr<NpyFile> y =
-      NpyFile::Open(Write(dir, "y.npy", NpyBytes(NpyType::kInt64, {4}, Raw(labels))));
+      NpyFile::Open(Write(dir, "y.npy", NpyBytes(NpyType::kInt64, {4}, RawBytes(labels))));
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_EQ(y->header().shape, std::vector<uint64_t>{4});
   EXPECT_EQ(y->row_elements(), 1u);
   for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(y->IntegerAt(i), labels[i]);
   const std::vector<uint8_t> bytes = {0, 255, 7};
   absl::StatusOr<NpyFile> u8 =
-      NpyFile::Open(Write(dir, "u.npy", NpyBytes(NpyType::kUint8, {3, 1}, Raw(bytes))));
+      NpyFile::Open(Write(dir, "u.npy", NpyBytes(NpyType::kUint8, {3, 1}, RawBytes(bytes))));
   ASSERT_TRUE(u8.ok()) << u8.status();
   EXPECT_EQ(u8->IntegerAt(1), 255);
   EXPECT_EQ(u8->FloatAt(2), 7.0f);
@@ -95,7 +95,7 @@ TEST(Npy, ReadsWhatNumpyWritesFloat32Float16AndIntegers) {
   std::string v2 = std::string("\x93NUMPY\x02\x00", 8);
   const std::string dict = "{\"descr\": \"<i4\", \"fortran_order\": False, \"shape\": (2,)}\n";
   v2 += std::string({static_cast<char>(dict.size()), 0, 0, 0});
-  v2 += dict + Raw(std::vector<int32_t>{-5, 6});
+  v2 += dict + RawBytes(std::vector<int32_t>{-5, 6});
   absl::StatusOr<NpyFile> two = NpyFile::Open(Write(dir, "v2.npy", v2));
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_EQ(two->IntegerAt(0), -5);
@@ -128,7 +128,8 @@ TEST(Npy, RowsReadGiveTheMappedRowsFloatsForEveryType) {
 
 TEST(Npy, EveryMalformedFileIsRefusedNamingTheFileAndTheFault) {
   ::reckon::testing::ScratchDir dir;
-  const std::string good = NpyBytes(NpyType::kFloat32, {2, 2}, Raw(std::vector<float>(4, 1.0f)));
+  const std::string good =
+      NpyBytes(NpyType::kFloat32, {2, 2}, RawBytes(std::vector<float>(4, 1.0f)));
   auto refusal = [&](const std::string& bytes) {
     const std::string path = Write(dir, "bad.npy", bytes);
     absl::StatusOr<NpyFile> f = NpyFile::Open(path);

@@ -82,7 +82,7 @@ TEST(ThreadPool, BlocksLeftByAHeldThreadAreTakenByTheOthers) {
   for (const int threads : {2, 3}) {
     ThreadPool pool(threads);
     for (int held_share = 0; held_share < threads; ++held_share) {
-      SCOPED_TRACE(testing::Message() << threads << " threads, share " << held_share << " held");
+      SCOPED_TRACE(::testing::Message() << threads << " threads, share " << held_share << " held");
       const size_t n = 1200;
       const size_t held_begin = n * held_share / threads;
       std::mutex mu;

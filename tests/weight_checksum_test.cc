@@ -32,7 +32,7 @@ FixedPointReplica SeededReplica(uint64_t params, uint64_t seed) {
 // Every copy (any x86-64, AVX2, AVX-512 where this CPU has them: the
 // others fall back, and say so) against the definition, at lengths that end
 // inside and on a vector's lanes.
-constexpr Isa kEveryCopy[] = {Isa::kPortable, Isa::kAvx2, Isa::kBest};
+constexpr Isa kEveryChecksumCopy[] = {Isa::kPortable, Isa::kAvx2, Isa::kBest};
 
 TEST(WeightChecksum, MatchesItsDefinition) {
   std::printf("FIGURES AVX2 on this CPU: %s, AVX-512: %s\n", Avx2Available() ? "yes" : "no",
@@ -40,7 +40,7 @@ TEST(WeightChecksum, MatchesItsDefinition) {
   for (const uint64_t params : {1001u, 1u, 7u, 8u, 9u, 64u}) {
     const FixedPointReplica r = SeededReplica(params, 5);
     for (const uint64_t seed : {0ull, 1ull, 0xDEADBEEFull}) {
-      for (const Isa isa : kEveryCopy) {
+      for (const Isa isa : kEveryChecksumCopy) {
         EXPECT_EQ(WeightChecksum(seed).Of(r.quanta(), isa), ReferenceChecksum(seed, r.quanta()))
             << params << " parameters, copy " << static_cast<int>(isa);
       }
@@ -78,13 +78,13 @@ TEST(WeightChecksum, AnUpdatesContributionIsItsSignedStepsTimesTheirCoefficients
             (w >> 31) != 0 ? 0 - static_cast<uint64_t>(step) : static_cast<uint64_t>(step);
         expected += checksum.Coefficient(w & 0x7FFFFFFFu) * signed_step;
       }
-      for (const Isa isa : kEveryCopy) {
+      for (const Isa isa : kEveryChecksumCopy) {
         EXPECT_EQ(checksum.OfUpdate(step, words, isa), expected)
             << "step " << step << ", message " << m << ", copy " << static_cast<int>(isa);
       }
     }
   }
-  for (const Isa isa : kEveryCopy) EXPECT_EQ(checksum.OfUpdate(5, {}, isa), 0u);
+  for (const Isa isa : kEveryChecksumCopy) EXPECT_EQ(checksum.OfUpdate(5, {}, isa), 0u);
 }
 
 TEST(WeightChecksum, SeesOneQuantumAnywhereAndDependsOnTheSeed) {

@@ -132,8 +132,8 @@ TEST(EarlyArrivals, WhatItCountsIsWhatTheAllocatorGaveOut) {
     for (int i = 0; i < 8000; ++i) {
       const std::string id = InventedId(i, shape.id_length);
       for (int k = 0; k < shape.per_origin; ++k) {
-        ASSERT_TRUE(
-            early.Keep(OriginKey{id, 1}, 2 + k, Received(id, 2 + k, shape.updates, rng), false));
+        ASSERT_TRUE(early.Keep(OriginKey{id, 1}, 2 + k,
+                               ArrivalReceived(id, 2 + k, shape.updates, rng), false));
       }
     }
     const double real = double(HeapInUse() - before);

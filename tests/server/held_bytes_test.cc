@@ -59,7 +59,7 @@ TEST(HeldBytes, FramesWithUnknownFieldsAndHeartbeatsAreCountedAsAllocated) {
   const size_t before = HeapInUse();
   for (int i = 0; i < 4000; ++i) {
     v1::GossipFrame wire;
-    *wire.mutable_update() = Received(InventedId(i, 20), 2, 10, rng).frame->update();
+    *wire.mutable_update() = ArrivalReceived(InventedId(i, 20), 2, 10, rng).frame->update();
     // Field 99, a length-delimited unknown one of 100 bytes.
     v1::Update with_unknown = wire.update();
     std::string unknown = std::string("\x9a\x06", 2) + char(100) + std::string(100, 'u');

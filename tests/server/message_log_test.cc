@@ -101,7 +101,7 @@ TEST(MessageLog, WhatItCountsIsWhatTheAllocatorGaveOut) {
     for (int i = 0; i < 8000; ++i) {
       const std::string id = InventedId(i, shape.id_length);
       for (int k = 0; k < shape.per_origin; ++k) {
-        log.Add(OriginKey{id, 1}, Received(id, 1 + k, shape.updates, rng).frame, now);
+        log.Add(OriginKey{id, 1}, ArrivalReceived(id, 1 + k, shape.updates, rng).frame, now);
       }
     }
     const double real = double(HeapInUse() - before);

@@ -48,8 +48,8 @@ inline size_t HeapInUse() {
 // An Update of `node_id` (incarnation 1) at `seq` with `updates` updates,
 // as the node holds one: parsed from the wire, moved into a shared frame,
 // validated (which decodes it).
-inline EarlyArrivals::Arrival Received(const std::string& node_id, uint64_t seq, int updates,
-                                       std::mt19937_64& rng) {
+inline EarlyArrivals::Arrival ArrivalReceived(const std::string& node_id, uint64_t seq, int updates,
+                                              std::mt19937_64& rng) {
   NodeOptions origin;
   origin.node_id = node_id;
   origin.incarnation = 1;
