@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,12 @@ absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int count);
 
 // The directory holding the running executable.
 std::string ExecutableDir();
+
+// Raises this process's soft limit of open files to its hard limit, and
+// returns the soft limit now (0 when it cannot be read). A worker keeps a
+// descriptor open a NumPy feature file (worker/samples.h) beside its
+// sockets; the soft limit is often 1,024 where the hard one is far higher.
+uint64_t RaiseOpenFileLimit();
 
 }  // namespace reckon::base
 

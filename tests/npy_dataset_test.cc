@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <cctype>
 #include <cerrno>
@@ -18,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "base/process.h"
 #include "tests/test_process.h"
 #include "worker/data_identity.h"
 #include "worker/npy.h"
@@ -335,6 +338,46 @@ TEST(NpyDataset, AFileCutAfterItsCheckIsRefusedNamingIt) {
   s = (*test)->Range(40, 20, x.data(), y.data());
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find(test_x + ": rows 40 to 59"), std::string::npos) << s;
+}
+
+// A mapped split keeps a descriptor open a feature file: more shards than
+// the soft limit of open files is refused naming the remedy, and the
+// worker raises its soft limit to the hard one at its start
+// (base::RaiseOpenFileLimit), where they open.
+TEST(NpyDataset, ShardsBeyondTheOpenFileLimitAreRefusedUntilItIsRaised) {
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  const auto fds = std::filesystem::directory_iterator("/proc/self/fd");
+  const int open_now = int(std::distance(begin(fds), end(fds)));
+  constexpr int kShards = 48;
+  if (before.rlim_max < rlim_t(open_now + kShards + 16)) {
+    GTEST_SKIP() << "the hard limit of open files (" << before.rlim_max << ") is too low here";
+  }
+  NpyFolder f;
+  for (int i = 0; i < kShards; ++i) {
+    const std::string n = absl::StrFormat("%05d", i);
+    f.Put<float>("train_x-" + n + ".npy", NpyType::kFloat32, {2, 2}, {0, 1, 2, float(i)});
+    f.Put<int64_t>("train_y-" + n + ".npy", NpyType::kInt64, {2}, {0, 1});
+  }
+  f.Put<float>("test_x.npy", NpyType::kFloat32, {1, 2}, {0, 1});
+  f.Put<int64_t>("test_y.npy", NpyType::kInt64, {1}, {1});
+  absl::StatusOr<NpyDatasetShape> shape = InspectNpyDataset(f.dir());
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  rlimit low = before;
+  low.rlim_cur = rlim_t(open_now + kShards / 2);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  absl::StatusOr<std::unique_ptr<MappedNpySamples>> refused =
+      MappedNpySamples::Open(*shape, "train", 2);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("raise `ulimit -n`"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(base::RaiseOpenFileLimit(), uint64_t(before.rlim_max));
+  absl::StatusOr<std::unique_ptr<MappedNpySamples>> opened =
+      MappedNpySamples::Open(*shape, "train", 2);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->size(), size_t(2 * kShards));
+  opened->reset();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
 }
 
 TEST(NpyDataset, EveryFaultIsRefusedNamingTheFile) {

@@ -21,6 +21,7 @@
 #include "base/exit_codes.h"
 #include "base/files.h"
 #include "base/flags.h"
+#include "base/process.h"
 #include "base/status_macros.h"
 #include "base/stop_signals.h"
 #include "codec/elementwise.h"
@@ -180,6 +181,7 @@ absl::StatusOr<int> Run(DaemonOptions& daemon, Observability* observability) {
 
 int main(int argc, char** argv) {
   reckon::base::TuneAllocatorForLargeFrames();
+  reckon::base::RaiseOpenFileLimit();  // a descriptor a NumPy feature file
   // A bad RECKON_CPU_ISA stops the process here, before anything starts
   // (codec/elementwise.h), not at the codec's first pass.
   reckon::codec::IsaCeilingName();

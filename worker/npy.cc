@@ -338,6 +338,11 @@ absl::StatusOr<NpyFile> NpyFile::Open(const std::string& path) {
   if (fd < 0) {
     const int e = errno;
     if (e == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    if (e == EMFILE) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(path, ": cannot open: ", std::strerror(e),
+                       " (a NumPy dataset keeps one open a feature file: raise `ulimit -n`)"));
+    }
     return absl::UnavailableError(absl::StrCat(path, ": cannot open: ", std::strerror(e)));
   }
   struct stat st {};
