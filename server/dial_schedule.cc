@@ -65,15 +65,29 @@ void DialSchedule::Dialed(const std::string& address, std::shared_ptr<Link> link
   it->second.pending_since = now;
 }
 
-std::string DialSchedule::Handshaken(const std::shared_ptr<Link>& link) {
+std::string DialSchedule::Handshaken(const std::shared_ptr<Link>& link,
+                                     const std::string& node_id) {
   for (auto& [address, target] : targets_) {
     if (target.pending == link) {
       target.pending.reset();
       target.backoff = std::chrono::milliseconds(0);
+      target.member = node_id;
       return address;
     }
   }
   return "";
+}
+
+void DialSchedule::ReachedMember(const std::shared_ptr<Link>& link, const std::string& node_id) {
+  for (auto& [address, target] : targets_) {
+    if (target.pending == link) target.member = node_id;
+  }
+}
+
+const std::string& DialSchedule::MemberAt(const std::string& address) const {
+  static const std::string* const kNone = new std::string();
+  auto it = targets_.find(address);
+  return it == targets_.end() ? *kNone : it->second.member;
 }
 
 std::string DialSchedule::Refused(const std::shared_ptr<Link>& link) {

@@ -70,10 +70,20 @@ class DialSchedule {
   std::vector<std::string> Due(Clock::time_point now,
                                const std::function<bool(const std::string&)>& connected);
   void Dialed(const std::string& address, std::shared_ptr<Link> link, Clock::time_point now);
-  // The link's handshake completed: its address starts again from the
-  // initial backoff next time. Returns the address it was dialed for
-  // (empty for a link this schedule did not dial).
-  std::string Handshaken(const std::shared_ptr<Link>& link);
+  // The link's handshake completed with member `node_id`: its address
+  // starts again from the initial backoff next time, and reaches that
+  // member (MemberAt). Returns the address it was dialed for (empty for a
+  // link this schedule did not dial).
+  std::string Handshaken(const std::shared_ptr<Link>& link, const std::string& node_id);
+  // The link reached member `node_id`, which has a stream with us already
+  // and refused this one for now: its address reaches that member.
+  void ReachedMember(const std::shared_ptr<Link>& link, const std::string& node_id);
+  // The member whose handshake or refusal last came from `address` (empty:
+  // none). A member may be reached at an address other than the one it
+  // advertises (a seed resolved to its IP, its DNS name in its Hello): the
+  // caller's `connected` (Due) says such an address is connected while that
+  // member's stream is up, so it is not dialed only to be refused.
+  const std::string& MemberAt(const std::string& address) const;
   // The peer the link reached refused this node for good: its address is
   // not dialed again, nor learned again, pinned (a seed) or not. Returns
   // the address the link was dialed for (empty for a link this schedule
@@ -105,6 +115,7 @@ class DialSchedule {
     std::chrono::milliseconds backoff{0};
     std::shared_ptr<Link> pending;  // dialed, handshake not finished
     Clock::time_point pending_since;
+    std::string member;  // MemberAt
   };
   const Options options_;
   std::mt19937_64 jitter_;

@@ -288,6 +288,9 @@ void GossipNode::HandleEvent(Inbox::Event& e) {
     if (answer_to_our_hello && f.refusal().permanent()) {
       RefusedByDialed(e.link, absl::StrCat("refused by peer ", e.link->Describe(), ": ",
                                            f.refusal().reason()));
+    } else if (answer_to_our_hello && f.refusal().has_refuser()) {
+      core_.membership.RefusedForNow(
+          e.link, {f.refusal().refuser().node_id(), f.refusal().refuser().incarnation()});
     }
     e.link->Close();
     return;

@@ -26,6 +26,12 @@ void GossipNode::Refuse(const std::shared_ptr<Link>& link, const std::string& pe
     auto frame = std::make_shared<v1::GossipFrame>();
     frame->mutable_refusal()->set_reason(reason);
     frame->mutable_refusal()->set_permanent(permanent);
+    if (!permanent) {
+      // Its Hello passed the fingerprint and token checks: who refused it
+      // tells it where its dial went (Membership::RefusedForNow).
+      frame->mutable_refusal()->mutable_refuser()->set_node_id(core_.self.node_id);
+      frame->mutable_refusal()->mutable_refuser()->set_incarnation(core_.self.incarnation);
+    }
     outbound::SendCounted(core_, *link, frame);
   } else if (permanent) {
     RefusedByDialed(link, absl::StrCat("peer ", link->Describe(), " is not of this cluster: ",

@@ -70,7 +70,8 @@ Member& Membership::Admit(const std::shared_ptr<Link>& link, const v1::Hello& he
     log_(absl::StrCat("peer ", m.node_id, " restarted as incarnation ", m.incarnation));
     if (m.links.connected()) DropLink(m);
   }
-  dial_.Handshaken(link);  // before MoveMember, which may forget the address it was dialed at
+  // Before MoveMember, which may forget the address it was dialed at.
+  dial_.Handshaken(link, m.node_id);
   handshaken_once_ = true;
   if (!hello.listen_address().empty()) MoveMember(m, hello.listen_address(), now);
   return m;
@@ -104,6 +105,13 @@ absl::Status Membership::RefusedByDialed(const std::shared_ptr<Link>& link,
     if (!dial_.IsSelf(s) && !seeds_refused_.count(s)) return absl::OkStatus();  // another may
   }
   return absl::FailedPreconditionError(why);
+}
+
+void Membership::RefusedForNow(const std::shared_ptr<Link>& link, const OriginKey& refuser) {
+  const Member* m = members_.Find(refuser.node_id);
+  if (m != nullptr && m->incarnation == refuser.incarnation && m->links.connected()) {
+    dial_.ReachedMember(link, m->node_id);
+  }
 }
 
 void Membership::LinkClosed(const std::shared_ptr<Link>& link) {
@@ -182,7 +190,10 @@ std::vector<std::shared_ptr<Link>> Membership::DialDue(Clock::time_point now) {
     e.link->Abort();
   }
   auto connected = [this](const std::string& address) {
-    return members_.ConnectedOrLeftAt(address);
+    if (members_.ConnectedOrLeftAt(address)) return true;
+    // A second address of a member (a seed given as its IP): as its own.
+    const Member* m = members_.Find(dial_.MemberAt(address));
+    return m != nullptr && (m->links.connected() || m->state() == MemberState::kLeft);
   };
   for (const std::string& address : dial_.Due(now, connected)) {
     std::shared_ptr<Link> link = dialer_(address);

@@ -88,6 +88,11 @@ class Membership {
   // node cannot be a member at all: no handshake has completed yet and
   // every configured seed has refused it (the node stops with it).
   absl::Status RefusedByDialed(const std::shared_ptr<Link>& link, const std::string& why);
+  // The peer we dialed on `link` refused us for now, naming itself
+  // `refuser`: when that is a member whose stream with us is up, the
+  // address reaches it and is not dialed while the stream lasts
+  // (DialSchedule::MemberAt). Anything else named changes nothing.
+  void RefusedForNow(const std::shared_ptr<Link>& link, const OriginKey& refuser);
   // `link` closed: it waits for no Hello and is no dial in flight.
   void LinkClosed(const std::shared_ptr<Link>& link);
 

@@ -85,6 +85,25 @@ up = {x["metric"]["instance"]: x["value"][1] for x in r}
 assert up == {"worker-0:9464": "1", "worker-1:9464": "1", "worker-2:9464": "1"}, up
 print("Prometheus: up == 1 for", ", ".join(sorted(up)))'
 
+# A healthy cluster refuses nobody. Each worker's seeds resolve to the
+# others' IPs while they advertise their names: those second addresses were
+# dialed and refused every 2 s for ever (reckon_peers_refused_total grew,
+# the ReckonRefusals alert fired). Twice the longest dial backoff.
+refused() {
+  for w in worker-0 worker-1 worker-2; do
+    podman exec "$(container "$w")" curl -fsS http://127.0.0.1:9464/metrics
+  done | awk '/^reckon_peers_refused_total/ { sum += $NF } END { print sum + 0 }'
+}
+refused_before=$(refused)
+sleep 5
+refused_after=$(refused)
+[ "$refused_before" = "$refused_after" ] || {
+  podman logs "$(container worker-0)" 2>&1 | grep -e refus | tail -5
+  echo "peers refused grew from $refused_before to $refused_after in 5 s of a healthy cluster"
+  exit 1
+}
+echo "a healthy cluster refuses nobody: reckon_peers_refused_total $refused_after, steady for 5 s"
+
 # SIGTERM to one worker: it leaves the cluster and exits 0; the others serve on.
 stop_start=$(date +%s%N)
 podman stop -t 60 "$(container worker-2)" > /dev/null
@@ -105,12 +124,19 @@ sys.exit(0 if members.get("worker-2", {}).get("state") == "left" else 1)' && bre
   sleep 0.2
 done
 podman exec "$(container worker-0)" curl -fsS http://127.0.0.1:9464/status > "$work/status.json"
-python3 - "$work/status.json" <<'PY'
+python3 - "$work/status.json" <<'PY' || {
 import json, sys
 states = {m["node_id"]: m["state"] for m in json.load(open(sys.argv[1]))["members"]}
 assert states.get("worker-2") == "left" and states.get("worker-1") == "alive", states
 print("worker-0 and worker-1 serve on; worker-0 sees", states)
 PY
+  # What each side said of the other: the leave, the links, the verdicts.
+  echo "--- worker-0 on worker-2:"
+  podman logs "$(container worker-0)" 2>&1 | grep -e worker-2 | tail -40
+  echo "--- worker-2's last lines:"
+  podman logs "$(container worker-2)" 2>&1 | tail -40
+  exit 1
+}
 
 compose down > /dev/null 2>&1
 

@@ -315,5 +315,44 @@ TEST(GossipNode, MembersPastTheCapAreRefusedAndCounted) {
   }
 }
 
+// A member reached at an address other than the one it advertises (a seed
+// resolved to the member's IP while it announces its DNS name: every
+// Compose cluster, every headless Service) used to be dialed there again
+// every backoff, for ever: each dial refused by the member ("alive here on
+// another stream"), logged on both ends and counted in its peers_refused,
+// so the ReckonRefusals alert fired on every healthy cluster. The address
+// is known to reach that member, by the handshake or by the member's
+// refusal naming itself, and is not dialed while the member's stream is up.
+TEST(GossipNode, AMemberReachedAtASecondAddressIsNotDialedThereWhileConnected) {
+  for (const bool both_dial : {false, true}) {
+    SCOPED_TRACE(both_dial ? "both dial: n0's dials refused" : "only n0 dials");
+    ManualClock clock;
+    Nodes c(2, milliseconds(0), [&](int i, NodeOptions& o) {
+      o.clock = clock.Function();
+      o.seeds.clear();
+      if (i == 0) o.seeds.push_back("inproc:n1-by-ip");
+      if (i == 1 && both_dial) o.seeds.push_back(Address(0));
+    });
+    // With both dialing, n1's stream comes first (the second address
+    // answers nothing until then), as when n0's seed resolved late: n0's
+    // dials there are all refused, but for a dial race.
+    if (!both_dial) c.net().Listen("inproc:n1-by-ip", c.node(1));
+    c.Start();
+    ASSERT_TRUE(StepUntil(
+        c, clock, [&] { return AllAliveNow(c); }, seconds(3)));
+    if (both_dial) c.net().Listen("inproc:n1-by-ip", c.node(1));
+    // Past the dial race's window (a failure timeout, 400 ms).
+    StepFor(c, clock, seconds(1));
+    auto refused = [&] {
+      return c.node(1)->service().counters().peers_refused() +
+             c.node(0)->service().counters().peers_refused();
+    };
+    const uint64_t before = refused();
+    StepFor(c, clock, seconds(4));  // 20 of the longest backoff (200 ms)
+    EXPECT_EQ(refused(), before) << "n0 dialed n1's second address again";
+    EXPECT_TRUE(AllAliveNow(c));
+  }
+}
+
 }  // namespace
 }  // namespace reckon::server

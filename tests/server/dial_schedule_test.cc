@@ -66,7 +66,9 @@ TEST(DialSchedule, BacksOffWithJitterAndResetsOnAHandshake) {
   }
   // A handshake starts it over from the initial backoff.
   dial.Dialed("a:1", link, t);
-  EXPECT_EQ(dial.Handshaken(link), "a:1");
+  EXPECT_EQ(dial.MemberAt("a:1"), "");
+  EXPECT_EQ(dial.Handshaken(link, "a"), "a:1");
+  EXPECT_EQ(dial.MemberAt("a:1"), "a") << "the member its handshake came from";
   t += milliseconds(1000);
   ASSERT_EQ(dial.Due(t, never).size(), 1u);
   EXPECT_EQ(dial.Due(t + milliseconds(126), never).size(), 1u) << "initial backoff again";

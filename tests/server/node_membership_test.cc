@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,52 @@ TEST_F(NodeMembership, ASilentMemberIsDeadUntilHeardAgain) {
   EXPECT_TRUE(m.HeardAgain(b, t0_ + seconds(6)));
   EXPECT_FALSE(m.HeardAgain(b, t0_ + seconds(6))) << "alive already";
   EXPECT_TRUE(m.OriginAlive({"b", 5}));
+}
+
+// A seed that turns out to be a second address of a member (its IP, the
+// member announcing its name): not dialed while the member's stream is up,
+// whether its own handshake said so (s1) or the member's refusal of it,
+// naming itself, while its stream came the other way (s2); dialed again
+// once the member is dead, as a seed must be (a restart answers there). A
+// refusal naming a member we have no stream with, or another incarnation,
+// changes nothing.
+TEST_F(NodeMembership, ASeedThatReachedAMemberIsNotDialedWhileItsStreamIsUp) {
+  Membership& m = Make();
+  auto dialed_at = [](const std::vector<std::shared_ptr<Link>>& links) {
+    std::set<std::string> out;
+    for (const auto& link : links) out.insert(link->Describe());
+    return out;
+  };
+  const std::vector<std::shared_ptr<Link>> first = m.DialDue(t0_);
+  ASSERT_EQ(dialed_at(first), (std::set<std::string>{"dialed s1:1", "dialed s2:1"}));
+  Member& s1 = Connect(m, first[0], HelloFrom("s1", 3, "s1.example:1"), t0_);
+  Member& s2 = Connect(m, std::make_shared<NowhereLink>(), HelloFrom("s2", 4, "s2.example:1"), t0_);
+  m.RefusedForNow(first[1], {"s2", 4});
+  m.LinkClosed(first[1]);
+  Clock::time_point t = t0_ + milliseconds(500);
+  s1.last_heard = s2.last_heard = t;
+  std::set<std::string> again = dialed_at(m.DialDue(t));
+  EXPECT_EQ(again.count("dialed s1:1") + again.count("dialed s2:1"), 0u);
+  EXPECT_EQ(again.size(), 0u) << "their advertised addresses are connected too";
+  // s2's stream gone (dead): its seed address is dialed again.
+  m.DetectFailures(t + milliseconds(1100));
+  EXPECT_EQ(s1.state(), MemberState::kDead);
+  EXPECT_EQ(s2.state(), MemberState::kDead);
+  again = dialed_at(m.DialDue(t + seconds(5)));
+  EXPECT_EQ(again.count("dialed s1:1"), 1u);
+  EXPECT_EQ(again.count("dialed s2:1"), 1u);
+}
+
+TEST_F(NodeMembership, ARefusalNamingNoMemberWeHearDoesNotStopTheDials) {
+  Membership& m = Make();
+  const std::vector<std::shared_ptr<Link>> first = m.DialDue(t0_);
+  ASSERT_EQ(first.size(), 2u);
+  Connect(m, std::make_shared<NowhereLink>(), HelloFrom("s2", 4, "s2.example:1"), t0_);
+  m.RefusedForNow(first[0], {"nobody", 1});
+  m.RefusedForNow(first[1], {"s2", 5});  // another incarnation than the one we hear
+  m.LinkClosed(first[0]);
+  m.LinkClosed(first[1]);
+  EXPECT_EQ(m.DialDue(t0_ + milliseconds(500)).size(), 2u) << "s1:1 and s2:1 again";
 }
 
 // A joiner is recorded once and logged once; an id a Hello could not carry,
