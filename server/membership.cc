@@ -120,6 +120,15 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
     v.over_member_cap = true;
     return v;
   }
+  if (known != c.members->end() && known->second.state() == MemberState::kLeft &&
+      known->second.incarnation == hello.self().incarnation()) {
+    // Its Leave came first; this is a dial it had in flight (on another
+    // connection, so it may arrive after the Leave). Let in, it would make
+    // a member that is gone alive again, then dead.
+    return refuse(absl::StrCat("node '", id, "' incarnation ", hello.self().incarnation(),
+                               " left the cluster: a restart joins as a new incarnation"),
+                  false);
+  }
   if (known != c.members->end() && hello.lane() == 0) {
     if (std::optional<HelloVerdict> wait = ClaimOnAMemberAliveHere(known->second, hello, c)) {
       return *wait;

@@ -354,5 +354,38 @@ TEST(GossipNode, AMemberReachedAtASecondAddressIsNotDialedThereWhileConnected) {
   }
 }
 
+// A member that left is gone, that incarnation for good. Its Leave and a
+// dial of its still in flight (a redial, or a stream to a second address
+// of ours) travel on different connections: the Hello came after the
+// Leave, was let in (a left member is not "alive here"), and the member was
+// alive again until its process had gone, then dead: a worker stopped by
+// SIGTERM showed as dead, not left, on one member of a Compose cluster.
+// That incarnation's Hello is refused; a restart (a new incarnation) joins.
+TEST(GossipNode, AHelloFromAnIncarnationThatLeftIsRefused) {
+  ManualClock clock;
+  Nodes c(
+      1, milliseconds(0), [&](int, NodeOptions& o) { o.clock = clock.Function(); }, {}, &clock);
+  c.Start();
+  auto handled = [&] { StepFor(c, clock, milliseconds(40)); };
+  ScriptedPeer b(c.node(0), "b", 5, "inproc:b");
+  handled();
+  ASSERT_TRUE(SeesAs(c, 0, "b", "alive"));
+  v1::GossipFrame leave;
+  leave.mutable_leave()->set_reason("shutting down");
+  b.Send(leave);
+  handled();
+  ASSERT_TRUE(SeesAs(c, 0, "b", "left"));
+  ScriptedPeer late_dial(c.node(0), "b", 5, "inproc:b");
+  handled();
+  EXPECT_TRUE(late_dial.link().closed()) << "the left incarnation's Hello refused";
+  late_dial.Close();
+  StepFor(c, clock, seconds(1));  // past the failure timeout (400 ms)
+  EXPECT_TRUE(SeesAs(c, 0, "b", "left"));
+  ScriptedPeer restarted(c.node(0), "b", 6, "inproc:b");
+  handled();
+  EXPECT_TRUE(SeesAs(c, 0, "b", "alive")) << "a new incarnation is let in";
+  EXPECT_FALSE(restarted.link().closed());
+}
+
 }  // namespace
 }  // namespace reckon::server
