@@ -60,9 +60,11 @@ std::vector<std::string> MemberTable::LiveAddresses(const std::string& except) c
   return out;
 }
 
-bool MemberTable::ConnectedOrLeftAt(const std::string& address) const {
+bool MemberTable::ConnectedOrLeftAt(const std::string& address,
+                                    const std::string& reached_there) const {
   for (const auto& [id, m] : members_) {
-    if (m.address == address && (m.links.connected() || m.state() == MemberState::kLeft))
+    if ((m.address == address || id == reached_there) &&
+        (m.links.connected() || m.state() == MemberState::kLeft))
       return true;
   }
   return false;

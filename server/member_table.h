@@ -63,9 +63,10 @@ class MemberTable {
   std::vector<std::string> AliveIds() const;
   // The addresses of the members alive now, but `except`.
   std::vector<std::string> LiveAddresses(const std::string& except) const;
-  // Whether a member listening at `address` has its stream up, or left (it
-  // is not to be dialed there).
-  bool ConnectedOrLeftAt(const std::string& address) const;
+  // Whether a member listening at `address`, or `reached_there` (the
+  // member a dial of `address` reached: DialSchedule::MemberAt; empty for
+  // none), has its stream up, or left (it is not to be dialed there).
+  bool ConnectedOrLeftAt(const std::string& address, const std::string& reached_there) const;
 
   // --- handshakes (pending_handshakes.h) ---
   // `link` opened at `now` and waits for its Hello: the links to close to

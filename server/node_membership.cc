@@ -190,10 +190,8 @@ std::vector<std::shared_ptr<Link>> Membership::DialDue(Clock::time_point now) {
     e.link->Abort();
   }
   auto connected = [this](const std::string& address) {
-    if (members_.ConnectedOrLeftAt(address)) return true;
-    // A second address of a member (a seed given as its IP): as its own.
-    const Member* m = members_.Find(dial_.MemberAt(address));
-    return m != nullptr && (m->links.connected() || m->state() == MemberState::kLeft);
+    // A second address of a member (a seed given as its IP) as its own.
+    return members_.ConnectedOrLeftAt(address, dial_.MemberAt(address));
   };
   for (const std::string& address : dial_.Due(now, connected)) {
     std::shared_ptr<Link> link = dialer_(address);

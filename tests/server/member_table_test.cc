@@ -77,7 +77,9 @@ TEST(MemberTable, AdmitsOnceRestartsOnANewerIncarnationAndFindsMembersByStream) 
   EXPECT_EQ(table.AliveIds(), std::vector<std::string>{"b"});
   EXPECT_EQ(table.LiveAddresses("x:1"), std::vector<std::string>{"b:1"});
   EXPECT_TRUE(table.LiveAddresses("b:1").empty());
-  EXPECT_TRUE(table.ConnectedOrLeftAt("b:1"));
+  EXPECT_TRUE(table.ConnectedOrLeftAt("b:1", ""));
+  EXPECT_FALSE(table.ConnectedOrLeftAt("10.0.0.2:1", ""));
+  EXPECT_TRUE(table.ConnectedOrLeftAt("10.0.0.2:1", "b")) << "an address a dial found b at";
   // The same incarnation again (a second stream) adds nothing.
   EXPECT_EQ(table.Admit(std::make_shared<NowhereLink>(), hello, t0 + milliseconds(2)).member,
             b.member);
