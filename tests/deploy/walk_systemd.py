@@ -94,7 +94,9 @@ class Machine:
                       RECKON_PEERS=",".join(peers), RECKON_ADVERTISE=f"{self.address}:7070",
                       RECKON_DATA_DIR=data_dir, RECKON_BACKEND="cpu")
         # The test's short run, after the example's flags (later flags win).
-        values["RECKON_FLAGS"] += (" --layers 784,64,10 --epochs 12 --threads 1"
+        # 40 epochs: 12 took 5 s here, so short that all four were not
+        # always seen training before m2 had ended.
+        values["RECKON_FLAGS"] += (" --layers 784,64,10 --epochs 40 --threads 1"
                                    " --eval-samples 2000 --join-timeout-s 120")
         return values
 
@@ -155,10 +157,22 @@ def main():
         t0 = time.time()
         for m in machines:
             m.start(data)
-        # m2 stopped mid-training, as `systemctl stop reckon-worker@0` would.
+        # m2 stopped mid-training, as `systemctl stop reckon-worker@0` would,
+        # once each machine has been seen training. Seen one by one, not all
+        # in one poll: /status is cached for a second and a short run on a
+        # loaded machine left no poll that caught all four (a CI failure).
         m2 = machines[2]
         steps = lambda m: int((m.status() or {}).get("local_steps", 0) or 0)
-        wait("all four training", lambda: all(steps(m) > 30 for m in machines), 180, m2.log)
+        seen = set()
+
+        def all_seen_training():
+            assert m2.proc.poll() is None, \
+                f"m2 ended (exit {m2.proc.poll()}) before all four were seen training " \
+                f"(seen: {sorted(seen)}): the run is too short to stop it midway\n{m2.log()}"
+            seen.update(m.name for m in machines if m.name not in seen and steps(m) > 30)
+            return len(seen) == MACHINES
+
+        wait("all four training", all_seen_training, 180, m2.log)
         m2.proc.send_signal(signal.SIGTERM)  # to `ip netns exec`: it execs the worker
         code = m2.proc.wait(timeout=60)
         assert code == 3, f"m2 stopped mid-training exited {code}, not 3:\n{m2.log()}"
