@@ -4,21 +4,28 @@
 
 namespace reckon::server {
 
-std::optional<std::string> LaneRefusal(const v1::Hello& hello, const MemberMap& members) {
+std::optional<HelloVerdict> LaneRefusal(const v1::Hello& hello, const MemberMap& members) {
   const std::string& id = hello.self().node_id();
+  auto refuse = [](std::string reason, int counter) {
+    return HelloVerdict{HelloVerdict::kRefuse, std::move(reason), false, counter};
+  };
   if (hello.lane() > kMaxLanes) {
-    return absl::StrCat("lane ", hello.lane(), " is past the most a pair may have, ", kMaxLanes);
+    return refuse(
+        absl::StrCat("lane ", hello.lane(), " is past the most a pair may have, ", kMaxLanes),
+        v1::NodeCounters::kPeersRefusedFieldNumber);
   }
   auto known = members.find(id);
   if (known == members.end() || !known->second.links.connected() ||
       known->second.state() != MemberState::kAlive) {
-    return absl::StrCat("a lane of node '", id.substr(0, 64),
-                        "', whose stream with this node is not up");
+    return refuse(absl::StrCat("a lane of node '", id.substr(0, 64),
+                               "', whose stream with this node is not up"),
+                  v1::NodeCounters::kPeersRefusedForNowFieldNumber);
   }
   if (hello.self().incarnation() != known->second.incarnation) {
-    return absl::StrCat("a lane of incarnation ", hello.self().incarnation(), " of node '", id,
-                        "', whose stream with this node is of incarnation ",
-                        known->second.incarnation);
+    return refuse(absl::StrCat("a lane of incarnation ", hello.self().incarnation(), " of node '",
+                               id, "', whose stream with this node is of incarnation ",
+                               known->second.incarnation),
+                  v1::NodeCounters::kPeersRefusedForNowFieldNumber);
   }
   return std::nullopt;
 }

@@ -25,6 +25,7 @@
 
 #include "proto/reckon.pb.h"
 #include "server/member.h"
+#include "server/membership.h"
 
 namespace reckon::server {
 
@@ -32,9 +33,12 @@ namespace reckon::server {
 constexpr uint32_t kMaxLanes = 16;
 
 // Why the acceptor refuses `hello` (lane() > 0, its fingerprint and token
-// already checked) as a lane; nullopt: it is a lane of a member whose
-// stream with us is up, of the same incarnation.
-std::optional<std::string> LaneRefusal(const v1::Hello& hello, const MemberMap& members);
+// already checked) as a lane, never permanent, with the counter it adds to
+// (peers_refused for a lane past kMaxLanes, which no member dials;
+// peers_refused_for_now for one that raced its stream or a restart);
+// nullopt: it is a lane of a member whose stream with us is up, of the
+// same incarnation.
+std::optional<HelloVerdict> LaneRefusal(const v1::Hello& hello, const MemberMap& members);
 
 // Which link carries an Update frame of `bytes`: 0, the pair's stream, for
 // one under `min_bytes` or when no lane is up; else the one of the stream

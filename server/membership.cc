@@ -62,7 +62,7 @@ std::optional<HelloVerdict> ClaimOnAMemberAliveHere(const Member& m, const v1::H
                         absl::StrCat("node '", id, "' incarnation ", m.incarnation,
                                      " is alive here (heard ", heard_ms, " ms ago): incarnation ",
                                      hello.self().incarnation(), " is let in once it is gone"),
-                        false};
+                        false, v1::NodeCounters::kPeersRefusedForNowFieldNumber};
   }
   const bool dial_race = m.links.stream()->dialed() != c.link_dialed &&
                          c.now - m.links.state().attached <= c.failure_timeout;
@@ -71,7 +71,7 @@ std::optional<HelloVerdict> ClaimOnAMemberAliveHere(const Member& m, const v1::H
                       absl::StrCat("node '", id, "' incarnation ", m.incarnation,
                                    " is alive here on another stream (heard ", heard_ms,
                                    " ms ago): a second stream is let in once that one is gone"),
-                      false};
+                      false, v1::NodeCounters::kPeersRefusedForNowFieldNumber};
 }
 
 }  // namespace
@@ -117,7 +117,7 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
     HelloVerdict v = refuse(
         absl::StrCat("this cluster already has ", c.max_members, " members besides this node"),
         false);
-    v.over_member_cap = true;
+    v.counter = v1::NodeCounters::kMembersRefusedFieldNumber;
     return v;
   }
   if (known != c.members->end() && known->second.state() == MemberState::kLeft &&
@@ -125,9 +125,11 @@ HelloVerdict JudgeHello(const v1::Hello& hello, const HelloContext& c) {
     // Its Leave came first; this is a dial it had in flight (on another
     // connection, so it may arrive after the Leave). Let in, it would make
     // a member that is gone alive again, then dead.
-    return refuse(absl::StrCat("node '", id, "' incarnation ", hello.self().incarnation(),
-                               " left the cluster: a restart joins as a new incarnation"),
-                  false);
+    HelloVerdict v = refuse(absl::StrCat("node '", id, "' incarnation ", hello.self().incarnation(),
+                                         " left the cluster: a restart joins as a new incarnation"),
+                            false);
+    v.counter = v1::NodeCounters::kPeersRefusedForNowFieldNumber;
+    return v;
   }
   if (known != c.members->end() && hello.lane() == 0) {
     if (std::optional<HelloVerdict> wait = ClaimOnAMemberAliveHere(known->second, hello, c)) {

@@ -31,7 +31,13 @@ struct HelloVerdict {
   } kind = kAdmit;
   std::string reason;
   bool permanent = false;
-  bool over_member_cap = false;  // counted in members_refused
+  // The NodeCounters field a refusal adds one to. peers_refused: what no
+  // member of this cluster is sent (another cluster, the token, an
+  // identity, a malformed Hello), so the ReckonRefusals alert fires on it;
+  // peers_refused_for_now: what a healthy cluster meets and outlives (a
+  // restart racing its old incarnation, a second stream, a leaver's late
+  // dial); members_refused: past the member cap.
+  int counter = v1::NodeCounters::kPeersRefusedFieldNumber;
 };
 
 // MemberTable::Judge fills in self, members and max_members from the table.

@@ -74,11 +74,7 @@ void GossipNode::HandleHello(const std::shared_ptr<Link>& link, const v1::Hello&
     return;
   }
   if (verdict.kind == HelloVerdict::kRefuse) {
-    if (verdict.over_member_cap) {
-      core_.counters.Add(Counters::kMembersRefusedFieldNumber);
-    } else {
-      core_.counters.Add(Counters::kPeersRefusedFieldNumber);
-    }
+    core_.counters.Add(verdict.counter);
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }
@@ -153,15 +149,18 @@ void GossipNode::HandleLaneHello(const std::shared_ptr<Link>& link, const v1::He
   const std::string& id = hello.self().node_id();
   HelloVerdict verdict = Judge(*link, hello);
   if (verdict.kind == HelloVerdict::kSelfDial) {
+    // Lanes are dialed to members only, never to a seed: no member dials
+    // its own.
     verdict = {HelloVerdict::kRefuse, "a lane to this node itself", false};
   }
   if (verdict.kind == HelloVerdict::kAdmit) {
-    if (std::optional<std::string> why = LaneRefusal(hello, core_.membership.table().members())) {
-      verdict = {HelloVerdict::kRefuse, *why, false};
+    if (std::optional<HelloVerdict> refused =
+            LaneRefusal(hello, core_.membership.table().members())) {
+      verdict = *std::move(refused);
     }
   }
   if (verdict.kind == HelloVerdict::kRefuse) {
-    core_.counters.Add(Counters::kPeersRefusedFieldNumber);
+    core_.counters.Add(verdict.counter);
     Refuse(link, id, verdict.reason, verdict.permanent);
     return;
   }

@@ -344,13 +344,17 @@ TEST(GossipNode, AMemberReachedAtASecondAddressIsNotDialedThereWhileConnected) {
     // Past the dial race's window (a failure timeout, 400 ms).
     StepFor(c, clock, seconds(1));
     auto refused = [&] {
-      return c.node(1)->service().counters().peers_refused() +
-             c.node(0)->service().counters().peers_refused();
+      return c.node(1)->service().counters().peers_refused_for_now() +
+             c.node(0)->service().counters().peers_refused_for_now();
     };
     const uint64_t before = refused();
     StepFor(c, clock, seconds(4));  // 20 of the longest backoff (200 ms)
     EXPECT_EQ(refused(), before) << "n0 dialed n1's second address again";
     EXPECT_TRUE(AllAliveNow(c));
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(c.node(i)->service().counters().peers_refused(), 0u)
+          << i << ": a healthy cluster's refusals are all for now";
+    }
   }
 }
 
@@ -378,6 +382,9 @@ TEST(GossipNode, AHelloFromAnIncarnationThatLeftIsRefused) {
   ScriptedPeer late_dial(c.node(0), "b", 5, "inproc:b");
   handled();
   EXPECT_TRUE(late_dial.link().closed()) << "the left incarnation's Hello refused";
+  const v1::NodeCounters counters = c.node(0)->service().counters();
+  EXPECT_EQ(counters.peers_refused_for_now(), 1u);
+  EXPECT_EQ(counters.peers_refused(), 0u) << "a leaver's late dial is no misconfiguration";
   late_dial.Close();
   StepFor(c, clock, seconds(1));  // past the failure timeout (400 ms)
   EXPECT_TRUE(SeesAs(c, 0, "b", "left"));

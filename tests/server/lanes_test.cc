@@ -50,29 +50,38 @@ TEST(Lanes, ALaneIsTakenOnlyFromALiveMemberOfTheSameIncarnation) {
   b.links.Attach(std::make_shared<NowhereLink>(), 0, Clock::now());
   v1::Hello lane = HelloFrom("b", 5);
   lane.set_lane(1);
-  EXPECT_EQ(LaneRefusal(lane, members), std::nullopt);
+  EXPECT_FALSE(LaneRefusal(lane, members).has_value());
   lane.set_lane(kMaxLanes);
-  EXPECT_EQ(LaneRefusal(lane, members), std::nullopt);
+  EXPECT_FALSE(LaneRefusal(lane, members).has_value());
   lane.set_lane(kMaxLanes + 1);
-  EXPECT_EQ(LaneRefusal(lane, members), "lane 17 is past the most a pair may have, 16");
+  std::optional<HelloVerdict> refused = LaneRefusal(lane, members);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->reason, "lane 17 is past the most a pair may have, 16");
+  EXPECT_FALSE(refused->permanent);
+  EXPECT_EQ(refused->counter, v1::NodeCounters::kPeersRefusedFieldNumber) << "no member dials it";
   lane.set_lane(2);
   lane.mutable_self()->set_incarnation(4);
-  EXPECT_EQ(LaneRefusal(lane, members),
+  refused = LaneRefusal(lane, members);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->reason,
             "a lane of incarnation 4 of node 'b', whose stream with this node is of "
             "incarnation 5");
+  EXPECT_EQ(refused->counter, v1::NodeCounters::kPeersRefusedForNowFieldNumber);
   lane.mutable_self()->set_incarnation(6);  // a restart's lane before its stream
-  EXPECT_NE(LaneRefusal(lane, members), std::nullopt);
+  EXPECT_TRUE(LaneRefusal(lane, members).has_value());
   lane.mutable_self()->set_incarnation(5);
   lane.mutable_self()->set_node_id("c");
-  EXPECT_EQ(LaneRefusal(lane, members),
-            "a lane of node 'c', whose stream with this node is not up");
+  refused = LaneRefusal(lane, members);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->reason, "a lane of node 'c', whose stream with this node is not up");
+  EXPECT_EQ(refused->counter, v1::NodeCounters::kPeersRefusedForNowFieldNumber);
   lane.mutable_self()->set_node_id("b");
   MemberTestAccess::SetState(b, MemberState::kDead);
-  EXPECT_EQ(LaneRefusal(lane, members),
+  EXPECT_EQ(LaneRefusal(lane, members)->reason,
             "a lane of node 'b', whose stream with this node is not up");
   MemberTestAccess::SetState(b, MemberState::kAlive);
   b.links.StreamClosed();
-  EXPECT_NE(LaneRefusal(lane, members), std::nullopt);
+  EXPECT_TRUE(LaneRefusal(lane, members).has_value());
 }
 
 TEST(Lanes, BigUpdatesGoOnTheLeastQueuedLinkAndTiesGoRound) {

@@ -53,17 +53,25 @@ TEST(Membership, HelloIsJudgedByTheProtocolsRulesInOrder) {
   auto judge = [&](const v1::Hello& h) { return JudgeHello(h, c); };
   EXPECT_EQ(judge(HelloFrom("b", 5)).kind, HelloVerdict::kAdmit);
   EXPECT_EQ(judge(HelloFrom("b", 6)).kind, HelloVerdict::kAdmit);  // a restart
+  // What no member of this cluster is sent counts in peers_refused (the
+  // ReckonRefusals alert's); what a healthy cluster meets, in
+  // peers_refused_for_now.
+  constexpr int kRefused = v1::NodeCounters::kPeersRefusedFieldNumber;
+  constexpr int kForNow = v1::NodeCounters::kPeersRefusedForNowFieldNumber;
   HelloVerdict v = judge(HelloFrom("b c", 1));
   EXPECT_EQ(v.reason, "node id 'b c' is not valid");
   EXPECT_TRUE(v.permanent);
+  EXPECT_EQ(v.counter, kRefused);
   c.fingerprint_and_token = absl::FailedPreconditionError("cluster token does not match");
   EXPECT_EQ(judge(HelloFrom("b", 5)).reason, "cluster token does not match");
+  EXPECT_EQ(judge(HelloFrom("b", 5)).counter, kRefused);
   c.fingerprint_and_token = absl::OkStatus();
   c.require_identity = true;
   c.peer_identity = "c";
   v = judge(HelloFrom("b", 5));
   EXPECT_EQ(v.reason, "node id 'b' is not the identity of its certificate ('c')");
   EXPECT_TRUE(v.permanent);
+  EXPECT_EQ(v.counter, kRefused);
   c.require_identity = false;
   v = judge(HelloFrom("b", 5, ""));
   EXPECT_EQ(v.reason,
@@ -79,7 +87,7 @@ TEST(Membership, HelloIsJudgedByTheProtocolsRulesInOrder) {
   v = judge(HelloFrom("d", 1));
   EXPECT_EQ(v.reason, "this cluster already has 2 members besides this node");
   EXPECT_FALSE(v.permanent);
-  EXPECT_TRUE(v.over_member_cap);
+  EXPECT_EQ(v.counter, v1::NodeCounters::kMembersRefusedFieldNumber);
   EXPECT_EQ(judge(HelloFrom("c", 1)).kind, HelloVerdict::kAdmit) << "known members still come in";
   // Another incarnation of b, older or newer: it takes the id while b is
   // away; while b is alive on its stream, heard within the failure
@@ -97,6 +105,7 @@ TEST(Membership, HelloIsJudgedByTheProtocolsRulesInOrder) {
                                      "incarnation ",
                                      incarnation, " is let in once it is gone"));
     EXPECT_FALSE(v.permanent);
+    EXPECT_EQ(v.counter, kForNow) << "a restart racing its old incarnation";
   }
   // Another stream of b's own incarnation: a dial race (opposite ways, b's
   // stream new, KeepsStream picks), else an impostor or a reconnection b's
@@ -109,6 +118,7 @@ TEST(Membership, HelloIsJudgedByTheProtocolsRulesInOrder) {
             "node 'b' incarnation 5 is alive here on another stream (heard 1500 ms ago): a "
             "second stream is let in once that one is gone");
   EXPECT_FALSE(v.permanent);
+  EXPECT_EQ(v.counter, kForNow);
   members["b"].last_heard = t0 + std::chrono::seconds(3);
   c.now = t0 + std::chrono::milliseconds(3500);  // b heard; its stream 3.5 s old
   c.link_dialed = true;
