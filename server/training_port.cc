@@ -103,12 +103,20 @@ uint64_t TrainingPort::MaxPeerLagLocked() {
 
 bool TrainingPort::WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline) {
   absl::MutexLock l(&core_.mu);
+  const auto start = Clock::now();
+  bool go_on = true;
   while (MaxPeerLagLocked() > max_lag) {
-    const auto now = Clock::now();
-    if (now >= deadline || core_.stopping) return false;
+    if (Clock::now() >= deadline || core_.stopping) {
+      go_on = false;
+      break;
+    }
     core_.changed.WaitWithTimeout(&core_.mu, absl::Milliseconds(20));
   }
-  return true;
+  core_.counters.Add(
+      Counters::kLagWaitMsFieldNumber,
+      static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()));
+  return go_on;
 }
 
 size_t TrainingPort::OwnBacklogBytesLocked() {

@@ -72,7 +72,8 @@ class TrainingPort {
   std::optional<std::string> RejoinSourceAfterFailedCheck();
   void CountRejoinAfterFailedCheck();
   // Blocks while some alive peer has applied fewer than our seq - max_lag
-  // of our messages, up to `deadline`. Returns true when it may go on.
+  // of our messages (as its last heartbeat said), up to `deadline`; the time
+  // spent waiting is counted (lag_wait_ms). Returns true when it may go on.
   bool WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline);
   // Blocks while our backlog (own messages some live peer has not applied)
   // is over NodeOptions::max_backlog_bytes, up to `deadline`; the time

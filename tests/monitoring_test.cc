@@ -164,7 +164,14 @@ TEST_F(Monitoring, RealPrometheusScrapesEveryPanelAndRule) {
       ++loaded;
     }
   }
-  EXPECT_EQ(loaded, 7);
+  // As many as alerts.yml defines (one `- alert:` line each).
+  int defined = 0;
+  std::ifstream alerts(kDashboards / "alerts.yml");
+  for (std::string line; std::getline(alerts, line);) {
+    if (line.find("- alert:") != std::string::npos) ++defined;
+  }
+  EXPECT_GE(defined, 8);
+  EXPECT_EQ(loaded, defined);
 
   // The console page, rendered by Prometheus, shows every worker.
   const HttpResult console = HttpGet(port, "/consoles/reckon.html");

@@ -77,7 +77,8 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "mutual TLS: the certificate's private key (PEM)");
 ABSL_FLAG(std::string, tls_ca, "", "mutual TLS: the cluster CA's certificate (PEM)");
 ABSL_FLAG(uint64_t, max_lag, 0,
-          "pause training while a live peer has not applied our last N messages (0: never)");
+          "pause training while a live peer has not applied our last N messages, as its last "
+          "heartbeat said (0: never)");
 ABSL_FLAG(int32_t, heartbeat_ms, 100, "heartbeat interval on every peer stream");
 ABSL_FLAG(std::string, gossip_overlay, "mesh",
           "how fresh messages travel: mesh (the origin sends to every member) or tree (down a "

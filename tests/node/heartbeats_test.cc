@@ -300,6 +300,29 @@ TEST(GossipNode, TrainingWaitsWhileItsBacklogIsOverTheCap) {
   EXPECT_GE(c.node(0)->service().counters().backpressure_ms(), 600u);
 }
 
+// --max-lag: while a live peer has not applied our last N messages (its
+// heartbeats say what it applied), the training thread waits, and the wait
+// is counted; a bound the peer is within never waits.
+TEST(GossipNode, TrainingWaitsWhileAPeerLagsAndCountsTheWait) {
+  Nodes c(2, milliseconds(300), [](int, NodeOptions& o) { o.failure_timeout = seconds(3); });
+  c.Start();
+  ASSERT_TRUE(PeerAlive(c));
+  c.Publish(0, 1, 3);
+  EXPECT_TRUE(c.node(0)->training().WaitWhileLagging(3, Clock::now()));  // 3 behind at most
+  EXPECT_EQ(c.node(0)->service().counters().lag_wait_ms(), 0u);
+  const auto start = Clock::now();
+  ASSERT_TRUE(c.node(0)->training().WaitWhileLagging(0, start + seconds(20)));
+  const auto waited = Clock::now() - start;
+  EXPECT_EQ(SeqOf(c.node(1)->service().Applied(), {"n0", 1000}), 3u);
+  EXPECT_GE(waited, milliseconds(600));  // out and back over a 300 ms link
+  EXPECT_GE(c.node(0)->service().counters().lag_wait_ms(), 600u);
+  // A deadline before the peer catches up: false, and that wait counted too.
+  c.Publish(0, 4, 1);
+  const uint64_t before = c.node(0)->service().counters().lag_wait_ms();
+  EXPECT_FALSE(c.node(0)->training().WaitWhileLagging(0, Clock::now() + milliseconds(100)));
+  EXPECT_GE(c.node(0)->service().counters().lag_wait_ms(), before + 100);
+}
+
 // The default cap is a share of the log (log_byte_cap / (2 x members)):
 // with 1,000-byte-ish messages and a 1 MiB log nothing waits.
 TEST(GossipNode, DefaultBacklogCapIsAShareOfTheLog) {
