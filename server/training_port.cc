@@ -103,9 +103,16 @@ uint64_t TrainingPort::MaxPeerLagLocked() {
 
 bool TrainingPort::WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline) {
   absl::MutexLock l(&core_.mu);
+  return WaitCountedLocked(
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return MaxPeerLagLocked() > max_lag; },  // mu held
+      deadline, Counters::kLagWaitMsFieldNumber);
+}
+
+bool TrainingPort::WaitCountedLocked(absl::FunctionRef<bool()> hold, Clock::time_point deadline,
+                                     int counter_field) {
   const auto start = Clock::now();
   bool go_on = true;
-  while (MaxPeerLagLocked() > max_lag) {
+  while (hold()) {
     if (Clock::now() >= deadline || core_.stopping) {
       go_on = false;
       break;
@@ -113,7 +120,7 @@ bool TrainingPort::WaitWhileLagging(uint64_t max_lag, Clock::time_point deadline
     core_.changed.WaitWithTimeout(&core_.mu, absl::Milliseconds(20));
   }
   core_.counters.Add(
-      Counters::kLagWaitMsFieldNumber,
+      counter_field,
       static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()));
   return go_on;
@@ -146,20 +153,11 @@ size_t TrainingPort::OwnBacklogBytes() {
 
 bool TrainingPort::WaitWhileBacklogged(Clock::time_point deadline) {
   absl::MutexLock l(&core_.mu);
-  const auto start = Clock::now();
-  bool go_on = true;
-  while (OwnBacklogBytesLocked() > MaxBacklogBytesLocked()) {
-    if (Clock::now() >= deadline || core_.stopping) {
-      go_on = false;
-      break;
-    }
-    core_.changed.WaitWithTimeout(&core_.mu, absl::Milliseconds(20));
-  }
-  core_.counters.Add(
-      Counters::kBackpressureMsFieldNumber,
-      static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()));
-  return go_on;
+  return WaitCountedLocked(
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu held
+        return OwnBacklogBytesLocked() > MaxBacklogBytesLocked();
+      },
+      deadline, Counters::kBackpressureMsFieldNumber);
 }
 
 void TrainingPort::SetTrainingDone(uint64_t local_steps) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "codec/update_message.h"
@@ -130,6 +131,11 @@ class TrainingPort {
   // them (NodeOptions::max_backlog_bytes, else a share of the log's cap).
   size_t OwnBacklogBytesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
   size_t MaxBacklogBytesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
+  // The one wait of WaitWhileLagging and WaitWhileBacklogged: while `hold`
+  // says so, up to `deadline` or the node stopping (false), waking on every
+  // change; the milliseconds waited are added to the counter `counter_field`.
+  bool WaitCountedLocked(absl::FunctionRef<bool()> hold, Clock::time_point deadline,
+                         int counter_field) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu);
 
   NodeCore& core_;
 };

@@ -9,7 +9,7 @@
 # gossip threads are starved").
 #
 # usage: tests/bench/starve_gossip.sh RECKONCTL [reckonctl local flags...]
-# Prints local's own output; the staleness each worker saw is in its log.
+# Prints local's own output (its status lines show each worker's max lag).
 set -u
 reckonctl=$1
 shift
