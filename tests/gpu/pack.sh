@@ -10,8 +10,8 @@
 #     python/reckon/  the Python package, its module built for the device's
 #           Python (3.12: RECKON_GPU_PYTHON, default pyenv's 3.12.1 here)
 #           and tests/torch/ beside it (torch_tests/, with
-#           tests/bench/torch_step_cost.py), for reckon.torch with CUDA
-#           tensors
+#           tests/bench/torch_step_cost.py and examples/torch/lm.py's
+#           transformer), for reckon.torch with CUDA tensors
 #     lib/  every shared library they load that such a machine lacks (gRPC,
 #           protobuf, Abseil, OpenBLAS, ...: what ldd resolves, less the C
 #           library, the C++ runtime and the driver, which it has; cuBLAS
@@ -70,7 +70,8 @@ if [ -x "$python" ]; then
   mkdir -p "$stage/python"
   cp -r "$build/python/reckon" "$stage/python/"
   cp -r "$root/tests/torch" "$stage/python/torch_tests"
-  cp "$root/tests/bench/torch_step_cost.py" "$stage/python/torch_tests/"
+  cp "$root/tests/bench/torch_step_cost.py" "$root/examples/torch/lm.py" \
+     "$root/examples/torch/launch.py" "$stage/python/torch_tests/"
   strip --strip-unneeded "$stage"/python/reckon/_reckon*.so
   libraries_of+=("$stage"/python/reckon/_reckon*.so)
 else

@@ -186,6 +186,16 @@ for l in open(sys.argv[1]):
         r=json.loads(l); print(\"%s %d params: torch %.3f ms, +peer %.3f ms (%.2fx);\" % (r[\"device\"], r[\"params\"], r[\"torch_step_ms\"], r[\"peer_ms\"], r[\"ratio\"]))" "$log"' \
     -- env PYTHONPATH="$unpacked/python" PYTHONUNBUFFERED=1 python3 \
        "$unpacked/python/torch_tests/torch_step_cost.py" --device cuda --params 1e6,1e7,1e8 --steps 50
+  # The transformer LM of examples/torch/lm.py with AdamW, its forward pass
+  # under torch.autocast (bf16), at 25M and 150M parameters (issue 58).
+  step torch_lm_cost 120 'python3 -c "
+import json,sys
+for l in open(sys.argv[1]):
+    if l.startswith(\"{\"):
+        r=json.loads(l); print(\"%s %s %s %d params: torch %.3f ms, +peer %.3f ms (%.2fx);\" % (r[\"device\"], r[\"model\"], r[\"autocast\"], r[\"params\"], r[\"torch_step_ms\"], r[\"peer_ms\"], r[\"ratio\"]))" "$log"' \
+    -- env PYTHONPATH="$unpacked/python" PYTHONUNBUFFERED=1 python3 \
+       "$unpacked/python/torch_tests/torch_step_cost.py" --device cuda --model lm \
+       --lm-shapes 512:8,1024:12 --batch 32 --context 256 --autocast bf16 --steps 30 --tau 0.0012
 fi
 
 train=(--data_dir "$pack/data" --progress=off --backend "$backend" "${short[@]}")
@@ -269,6 +279,21 @@ r=[json.loads(l) for l in open(sys.argv[1]) if l.startswith(\"{\")][0]
 print(\"round trip %.1f%% of a %.2f ms step; payload CRC %.3f ms (folded: %s), three streams %.3f ms\" % (100*r[\"round_trip_share\"], r[\"step_ms\"], r[\"crc32c_ms\"], r[\"crc32c_folded\"], r[\"crc32c_three_streams_ms\"]))" "$log.json" || tail -2 "$log"' \
   -- bash -c "$bin/reckonctl bench train --codec dense --json > $logs/bench_train_dense.log.json"
 cp "$logs/bench_train_dense.log.json" "$out/bench_train_dense.json" 2> /dev/null
+
+# A profile of Strom's step at batch 1,024 (issue 58: before any change aimed
+# at the pass's share): Nsight Compute's duration of each kernel of a few
+# steady steps (the launches after the first 400), where ncu can read the
+# device (not under gVisor: /work/.library/device/KINDS.md). Last: the
+# figures above do not wait for it.
+ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2> /dev/null | head -1)
+if [ -n "$ncu_bin" ]; then
+  step ncu_strom_step 90 'grep -c "Duration" "$log" | sed "s/$/ kernels profiled/"; grep -E "==(ERROR|WARNING)==" "$log" | head -2' \
+    -- "$ncu_bin" --clock-control none --section SpeedOfLight --launch-skip 400 --launch-count 60 \
+       "$bin/reckon-worker" --standalone --recipe strom2015 --batch 1024 --warmup-batch 0 \
+       --pretrain-samples 0 "${train[@]}" --max-steps 40 --http-listen=127.0.0.1:0
+else
+  echo "| ncu_strom_step | - | - | not run: no ncu on this machine |" >> "$summary"
+fi
 
 echo "| total | $failed | $(( $(date +%s) - started )) | budget ${budget_s} s |" >> "$summary"
 tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
