@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -67,6 +68,27 @@ struct DeviceArray {
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Where two arrays' bits differ: how many elements, and the first few with
+// both values (%a: every bit shows), so that a device run's failure says
+// what differs without a second run.
+std::string BitDifferences(const std::vector<float>& actual, const std::vector<float>& expected) {
+  if (actual.size() != expected.size()) {
+    return absl::StrCat("sizes differ: ", actual.size(), " vs ", expected.size());
+  }
+  size_t count = 0;
+  std::string first;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (std::memcmp(&actual[i], &expected[i], sizeof(float)) == 0) continue;
+    if (++count <= 5) {
+      char line[160];
+      std::snprintf(line, sizeof line, " [%zu] %a (%.9g) vs %a (%.9g);", i, actual[i], actual[i],
+                    expected[i], expected[i]);
+      first += line;
+    }
+  }
+  return count == 0 ? "bits equal" : absl::StrCat(count, " elements differ:", first);
 }
 
 // Bits equal, except that where `expected` is a NaN `actual` need only be a
@@ -792,7 +814,10 @@ TEST(CudaBackend, AggregateAdagradPassesAreBitExactWithTheCpu) {
   config.kind = model::OptimizerKind::kAdagrad;
   config.adagrad_placement = model::AdagradPlacement::kAggregate;
   std::vector<float> residual = MakeValues(n, step->tau, Fill::kRandom, 21);
-  const std::vector<float> grad = MakeValues(n, step->tau * 4, Fill::kRandom, 22);
+  std::vector<float> grad = MakeValues(n, step->tau * 4, Fill::kRandom, 22);
+  // Gradients of +0 and -0 too (the normal draws give two; the first device
+  // run found them): the change is then a signed zero.
+  for (size_t i = 5; i < n; i += 1009) grad[i] = (i & 1) ? -0.0f : 0.0f;
   const std::vector<float> weights = MakeValues(n, 1.0f, Fill::kRandom, 23);
   std::vector<float> state = MakeValues(n, step->tau, Fill::kRandom, 24);
   for (float& h : state) h = std::fabs(h);
@@ -830,8 +855,10 @@ TEST(CudaBackend, AggregateAdagradPassesAreBitExactWithTheCpu) {
   ASSERT_TRUE(codec::QuantizeResidual(residual, *step, &cpu_words).ok());
   EXPECT_EQ(gpu_words, cpu_words);
   EXPECT_FALSE(cpu_words.empty());
-  EXPECT_TRUE(SameBits(d_residual.Read(), residual)) << "residuals differ";
-  EXPECT_TRUE(SameBits(d_state.Read(), state)) << "AdaGrad's states differ";
+  EXPECT_TRUE(SameBits(d_residual.Read(), residual))
+      << "residuals differ: " << BitDifferences(d_residual.Read(), residual);
+  EXPECT_TRUE(SameBits(d_state.Read(), state))
+      << "AdaGrad's states differ: " << BitDifferences(d_state.Read(), state);
   // Other rules refuse the movement.
   OptimizerRule momentum = rule;
   momentum.kind = 1;
@@ -841,16 +868,28 @@ TEST(CudaBackend, AggregateAdagradPassesAreBitExactWithTheCpu) {
                 .code(),
             absl::StatusCode::kInvalidArgument);
 
-  // The unfused kernel (the quanta codecs): the delta in place of the
-  // gradient, as AccumulateDelta adds it to a zero residual.
+  // The unfused kernel (the quanta codecs): the change in place of the
+  // gradient, which the backend then adds to its residual as AccumulateDelta
+  // does. Against AccumulateDelta on a zero residual, so the device's change
+  // is added to zero too: the change itself is -0 where the gradient is +-0
+  // (kernels.h: "without the final residual add"), and 0 + -0 is +0.
   DeviceArray<float> d_delta(grad), d_state2(state_before);
   ASSERT_TRUE(
       LaunchOptimizerDelta(rule, d_weights.ptr, d_state2.ptr, d_delta.ptr, n, nullptr, peers).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<float> delta(n, 0.0f), state2 = state_before;
   model::AccumulateDelta(config, lr, grad, weights, state2, delta, peer_step);
-  EXPECT_TRUE(SameBits(d_delta.Read(), delta)) << "deltas differ";
-  EXPECT_TRUE(SameBits(d_state2.Read(), state2)) << "AdaGrad's states differ";
+  std::vector<float> device_delta = d_delta.Read();
+  size_t negative_zeros = 0;
+  for (float& x : device_delta) {
+    negative_zeros += x == 0.0f && std::signbit(x);
+    x = 0.0f + x;
+  }
+  EXPECT_GT(negative_zeros, 0u) << "no change of -0: the signed zeros above were not exercised";
+  EXPECT_TRUE(SameBits(device_delta, delta))
+      << "deltas differ: " << BitDifferences(device_delta, delta);
+  EXPECT_TRUE(SameBits(d_state2.Read(), state2))
+      << "AdaGrad's states differ: " << BitDifferences(d_state2.Read(), state2);
 }
 
 // The CUDA backend with --adagrad-placement aggregate: alone it takes the
