@@ -13,8 +13,9 @@
 //
 // Whether it is faster than the atomic apply is for a GPU to say:
 // `reckonctl bench gpu` times both on 80 peers' Strom-size messages and
-// checks they leave the same replica. The backend keeps the atomic apply
-// until a device run has measured this one faster.
+// checks they leave the same replica. The backend keeps the atomic apply:
+// on an H200 (2026-12-04, docs/benchmarks.md) the merged one was 1.14x
+// faster at 14.6M parameters and 0.91x at 100M.
 //
 // Threading: one thread; enqueues on `stream`. Plain pointers (nvcc).
 #ifndef RECKON_CUDA_MERGED_APPLY_H_

@@ -63,6 +63,7 @@ export RECKON_WORKER=$bin/reckon-worker RECKON_DATA_DIR=$pack/data
   echo
   sed 's/^/    /' "$pack/MANIFEST"
   echo "    machine: $(uname -n), $(nproc) cores, $(. /etc/os-release 2> /dev/null; echo "${PRETTY_NAME:-unknown}")"
+  echo "    cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2> /dev/null | head -1)"
   echo
   echo "| step | exit | seconds | result |"
   echo "| --- | ---: | ---: | --- |"
