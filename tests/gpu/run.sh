@@ -156,6 +156,7 @@ import sys, unittest
 sys.path.insert(0, '$unpacked/python/torch_tests')
 import torch_peers_test as t
 names = ['test_on_a_gpu_and_on_the_cpu_they_end_with_the_same_replica',
+         'test_two_on_a_gpu_and_one_on_the_cpu_end_with_one_replica',
          'test_parameters_on_no_device_reckon_takes_are_refused_by_name']
 r = unittest.TextTestRunner(verbosity=2).run(
     unittest.TestSuite(t.TorchPeers(n) for n in names))

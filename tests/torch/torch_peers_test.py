@@ -22,17 +22,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_two(extra, extra_of=lambda i: []):
-    """Two peer processes t0 (with /metrics) and t1, each with `extra`
-    arguments and its own, extra_of(i); their outputs' last lines as JSON,
-    or the failure."""
-    ports = [free_port(), free_port()]
+def run_peers(n, extra, extra_of=lambda i: []):
+    """n peer processes t0 (with /metrics) to t{n-1}, each on its shard of n,
+    with `extra` arguments and its own, extra_of(i); their outputs' last
+    lines as JSON, or the failure."""
+    ports = [free_port() for _ in range(n)]
     seeds = ",".join(f"127.0.0.1:{p}" for p in ports)
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "peer_process.py"),
-                               f"t{i}", str(ports[i]), seeds, str(i), "2"]
+                               f"t{i}", str(ports[i]), seeds, str(i), str(n)]
                               + (["--metrics"] if i == 0 else []) + extra + extra_of(i),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(2)]
+             for i in range(n)]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -40,6 +40,10 @@ def run_two(extra, extra_of=lambda i: []):
             raise AssertionError(f"exit {p.returncode}: {err[-3000:]}")
         results.append(json.loads(out.strip().splitlines()[-1]))
     return results
+
+
+def run_two(extra, extra_of=lambda i: []):
+    return run_peers(2, extra, extra_of)
 
 
 class TorchPeers(unittest.TestCase):
@@ -108,6 +112,26 @@ class TorchPeers(unittest.TestCase):
         self.assertEqual(a["metrics"]["reckon_updates_applied_total"], b["steps"])
         print(f"FIGURES torch peers on cuda and cpu: accuracy {a['accuracy']:.4f} and "
               f"{b['accuracy']:.4f}, {a['bytes_sent']} and {b['bytes_sent']} bytes sent")
+
+    def test_two_on_a_gpu_and_one_on_the_cpu_end_with_one_replica(self):
+        # t0 and t1 with model.cuda() (each its own replica on the GPU), t2 on
+        # the CPU: the three replicas bit for bit the same at the end.
+        import torch
+        import reckon
+        if not reckon.built_with_cuda:
+            self.skipTest("this reckon was built without CUDA (no nvcc)")
+        if not torch.cuda.is_available():
+            self.skipTest(f"no GPU for torch {torch.__version__} here")
+        results = run_peers(3, [], lambda i: ["--device", "cuda"] if i < 2 else [])
+        self.assertEqual([r["device"] for r in results], ["cuda:0", "cuda:0", "cpu"])
+        self.assertEqual(len({r["weight_hash"] for r in results}), 1, results)
+        for r in results:
+            self.assertEqual(r["steps"], 2 * (6000 // 3 // 64))
+            self.assertGreater(r["accuracy"], 0.70, r)
+        self.assertEqual(results[0]["metrics"]["reckon_updates_applied_total"],
+                         results[1]["steps"] + results[2]["steps"])
+        print("FIGURES torch peers on cuda, cuda and cpu: accuracy "
+              + ", ".join(f"{r['accuracy']:.4f}" for r in results))
 
     def test_parameters_on_no_device_reckon_takes_are_refused_by_name(self):
         import torch
