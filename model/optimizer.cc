@@ -54,13 +54,16 @@ double LearningRate(const OptimizerConfig& config, int epoch, int64_t step) {
   return lr;
 }
 
-MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int members) {
+MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int members,
+                                    double round_trip_steps) {
   if (members <= 1 || !(momentum > 0 && momentum < 1)) return {learning_rate, momentum};
-  const double staleness = 1.5 * (members - 1);
-  const double delay_left = std::max(0.0, momentum / (1 - momentum) - staleness);
+  const double staleness = (1.5 + std::max(0.0, round_trip_steps)) * (members - 1);
+  const double budget = momentum / (1 - momentum);
+  const double delay_left = std::max(0.0, budget - staleness);
   const double per_update = delay_left / (1 + delay_left);
   const double per_own_step = std::pow(per_update, members);
-  return {learning_rate * (1 - per_own_step) / (1 - momentum), per_own_step};
+  const double past_budget = staleness > budget ? (1 + budget) / (1 + staleness) : 1.0;
+  return {learning_rate * (1 - per_own_step) / (1 - momentum) * past_budget, per_own_step};
 }
 
 namespace {

@@ -64,21 +64,32 @@ double LearningRate(const OptimizerConfig& config, int epoch, int64_t step);
 //    per-update decay m.
 // 2. Asynchrony delays every update already: a gradient is computed on
 //    weights read at the start of a step and reaches the peers at their next
-//    step boundary, about 1.5 step times later, while the others add about
+//    step boundary, about 1.5 step times later; over a link with latency it
+//    also missed what was on its way to its worker, and the peers apply it
+//    after what left while it travelled: `round_trip_steps` more (the round
+//    trip in this worker's steps, as measured:
+//    server::TrainingPort::PeerRoundTripSteps). The others add about
 //    (members - 1) updates per step time: a staleness of
-//    s = 1.5 (members - 1) updates. Momentum delays a gradient's effect by
-//    mu / (1 - mu) updates on average; the per-update decay m takes what is
-//    left of that budget: m / (1 - m) = max(0, mu / (1 - mu) - s).
+//    s = (1.5 + round_trip_steps) (members - 1) updates. Momentum delays a
+//    gradient's effect by mu / (1 - mu) updates on average; the per-update
+//    decay m takes what is left of that budget:
+//    m / (1 - m) = max(0, mu / (1 - mu) - s).
 // 3. The rate is scaled so that every gradient still moves the weights
 //    lr / (1 - mu) in all: lr x (1 - m^members) / (1 - mu).
+// 4. Where the staleness alone is past the budget (m = 0), the rate shrinks
+//    by (1 + mu / (1 - mu)) / (1 + s): a gradient's effect times its delay,
+//    lr (1 + s), stays what one worker's is, the stability of delayed
+//    gradient descent (docs/training.md "Momentum in a cluster").
 //
-// At mu 0.9 and 4 workers: m 0.818, 0.448 per own step, lr x5.52.
+// At mu 0.9 and 4 workers on a fast link: m 0.818, 0.448 per own step,
+// lr x5.52; with a round trip of 3 steps: m 0, lr x6.9.
 // members <= 1, or mu outside (0, 1): the rule unchanged.
 struct MomentumRule {
   double learning_rate;
   double momentum;
 };
-MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int members);
+MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int members,
+                                    double round_trip_steps = 0);
 
 // residual[i] += delta[i], with delta from the optimizer on
 // g = grad + weight_decay * weights:

@@ -49,6 +49,13 @@ struct Member {
   bool vouched = false;
   Clock::time_point first_known, last_heard;
   VersionMap applied;  // from its last heartbeat
+  // How many of our own messages behind us it is when its heartbeat lands:
+  // our last seq then less the last of ours that heartbeat says it applied
+  // (a round trip, and what it took to apply them, in our steps), smoothed
+  // over its heartbeats (TrainingPort::PeerRoundTripSteps). Taken from its
+  // heartbeats that say it applied one of ours at least; negative until
+  // the first.
+  double lag_at_heartbeat = -1;
   // Highest seq ever queued to it per origin, on any stream, in this
   // incarnation of it: anti-entropy's sends at or below it are resends
   // (Counters::repairs_resent), those above it first copies sent late.
@@ -95,6 +102,7 @@ struct Member {
   void BeginIncarnation(uint64_t new_incarnation) {
     incarnation = new_incarnation;
     applied.clear();
+    lag_at_heartbeat = -1;
     ever_sent.clear();
     training_done = false;
     settled = false;

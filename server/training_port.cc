@@ -174,6 +174,21 @@ int TrainingPort::TrainingMembers() {
   return members;
 }
 
+double TrainingPort::PeerRoundTripSteps() {
+  absl::MutexLock l(&core_.mu);
+  std::vector<double> round_trips;
+  for (const auto& [id, m] : core_.membership.table()) {
+    if (m.state() != MemberState::kAlive || m.lag_at_heartbeat < 0) continue;
+    round_trips.push_back(std::clamp(m.lag_at_heartbeat - 1, 0.0, kMaxRoundTripSteps));
+  }
+  if (round_trips.empty()) return -1.0;
+  // The median: a member that says it applies nothing of ours moves it no
+  // further than the others let it.
+  const auto middle = round_trips.begin() + static_cast<long>(round_trips.size() / 2);
+  std::nth_element(round_trips.begin(), middle, round_trips.end());
+  return *middle;
+}
+
 void TrainingPort::SetLocalSteps(uint64_t steps) {
   absl::MutexLock l(&core_.mu);
   core_.handoff.SetLocalSteps(steps);

@@ -86,6 +86,16 @@ class TrainingPort {
   // peers that have not said training_done, plus one. A peer not reached
   // yet does not count (it may never come).
   int TrainingMembers();
+  // The round trip to the alive peers in our own steps: the median over
+  // those measured of lag_at_heartbeat - 1 (Member; less the one step a
+  // message is late in any case as the heartbeat is read), within [0,
+  // kMaxRoundTripSteps]. Negative while no peer is measured (none has said
+  // yet that it applied one of ours). What a link's latency adds to the
+  // staleness the momentum rule assumes (model::MatchMomentumToCluster).
+  // The median and the bound: a member's heartbeats are its word
+  // (docs/gossip.md "A member with the cluster token").
+  static constexpr double kMaxRoundTripSteps = 100;
+  double PeerRoundTripSteps();
   void SetLocalSteps(uint64_t steps);
   // Blocks until the cluster is quiescent or `deadline`; `drain` is called
   // with what arrives meanwhile, on the calling thread. Quiescent is a

@@ -198,8 +198,9 @@ TEST(Optimizer, EveryRuleReturnsTheLargestResidualItWrote) {
 
 // N workers applying each other's updates: a per-update decay m whose mean
 // delay m / (1 - m) is one worker's mu / (1 - mu) less the staleness
-// 1.5 (N - 1), raised to the N-th power per own step, and a rate scaled so
-// that a gradient moves the weights lr / (1 - mu) in all.
+// (1.5 + the round trip in steps) (N - 1), raised to the N-th power per
+// own step, and a rate scaled so that a gradient moves the weights
+// lr / (1 - mu) in all, or less where the staleness alone is past the budget.
 TEST(Optimizer, MomentumMatchedToTheCluster) {
   model::MomentumRule one = model::MatchMomentumToCluster(0.02, 0.9, 1);
   EXPECT_EQ(one.learning_rate, 0.02);
@@ -211,15 +212,36 @@ TEST(Optimizer, MomentumMatchedToTheCluster) {
   const model::MomentumRule four = model::MatchMomentumToCluster(0.02, 0.9, 4);
   EXPECT_NEAR(four.momentum, 6561.0 / 14641.0, 1e-12);
   EXPECT_NEAR(four.learning_rate, 0.02 * (1 - 6561.0 / 14641.0) / 0.1, 1e-12);
-  // Staleness past the whole budget: plain SGD at lr / (1 - mu).
+  // Staleness past the whole budget: plain SGD, at lr / (1 - mu) shrunk so
+  // that a gradient's pull times its delay, lr (1 + s), stays one worker's
+  // (1 + 9) x 0.2: eight workers, s = 10.5.
   const model::MomentumRule eight = model::MatchMomentumToCluster(0.02, 0.9, 8);
   EXPECT_EQ(eight.momentum, 0.0);
-  EXPECT_NEAR(eight.learning_rate, 0.2, 1e-12);
-  for (int n : {2, 3, 4, 16, 100}) {
+  EXPECT_NEAR(eight.learning_rate, 0.2 * 10 / 11.5, 1e-12);
+  for (int n : {2, 3, 4, 7, 8, 16, 100}) {
     const model::MomentumRule m = model::MatchMomentumToCluster(0.02, 0.9, n);
-    EXPECT_NEAR(m.learning_rate / (1 - m.momentum), 0.02 / (1 - 0.9), 1e-12) << n;
+    const double staleness = 1.5 * (n - 1);
+    const double pull = m.learning_rate / (1 - m.momentum);
+    if (staleness <= 9) {
+      EXPECT_NEAR(pull, 0.02 / (1 - 0.9), 1e-12) << n;
+    } else {
+      EXPECT_NEAR(pull * (1 + staleness), 0.2 * (1 + 9), 1e-12) << n;
+    }
     EXPECT_LE(m.momentum, std::pow(0.9, n)) << n;  // never more memory than rule 1 alone
   }
+  // A link's round trip adds to the staleness, in steps: four workers 1.5
+  // steps apart (s = 3 x 3 = 9, the whole budget) run plain SGD at 0.2; 3
+  // steps apart (s = 13.5) at 0.2 x 10 / 14.5. A negative round trip is
+  // none.
+  const model::MomentumRule late = model::MatchMomentumToCluster(0.02, 0.9, 4, 1.5);
+  EXPECT_NEAR(late.momentum, 0.0, 1e-12);  // 9 - 9, in floating point
+  EXPECT_NEAR(late.learning_rate, 0.2, 1e-12);
+  const model::MomentumRule later = model::MatchMomentumToCluster(0.02, 0.9, 4, 3);
+  EXPECT_EQ(later.momentum, 0.0);
+  EXPECT_NEAR(later.learning_rate, 0.2 * 10 / 14.5, 1e-12);
+  const model::MomentumRule a_little = model::MatchMomentumToCluster(0.02, 0.9, 4, 0.5);
+  EXPECT_NEAR(a_little.momentum, std::pow(3.0 / 4.0, 4), 1e-12);  // 9 - 6 = 3: m = 3/4
+  EXPECT_EQ(model::MatchMomentumToCluster(0.02, 0.9, 4, -2).momentum, four.momentum);
   // A gradient's pull, summed over a worker's own steps: lr / (1 - mu).
   const model::MomentumRule m =
       model::MatchMomentumToCluster(1.0, 0.95, 3);  // 19 - 3 = 16: m = 16/17

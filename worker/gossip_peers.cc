@@ -508,6 +508,8 @@ void GossipPeers::DescribeInput(const InputTransform& input) {
 
 int GossipPeers::TrainingMembers() { return node_->training().TrainingMembers(); }
 
+double GossipPeers::PeerRoundTripSteps() { return node_->training().PeerRoundTripSteps(); }
+
 bool GossipPeers::HoldsMessages() { return TotalSeqs(node_->service().Applied()) > 0; }
 
 uint64_t GossipPeers::PublishedByEarlierLives() {

@@ -73,6 +73,7 @@ class GossipPeers final : public TrainingPeers {
                      const std::function<absl::Status()>& on_agreement) override;
   void DescribeInput(const InputTransform& input) override;
   int TrainingMembers() override;
+  double PeerRoundTripSteps() override;
   bool HoldsMessages() override;
   uint64_t PublishedByEarlierLives() override;
   // The node, for status and metrics; valid while this object lives.

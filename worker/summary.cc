@@ -37,6 +37,7 @@ base::Json SummaryToJson(const TrainSummary& s) {
   j["node"] = s.node_counters;
   j["momentum_matched"] = s.momentum_matched;
   j["max_training_members"] = s.max_training_members;
+  j["max_peer_round_trip_steps"] = s.max_peer_round_trip_steps;
   j["stopped_early"] = s.stopped_early;
   j["final"] = s.final_replica;
   j["agreements"] = s.agreements;

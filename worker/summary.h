@@ -65,10 +65,12 @@ struct TrainSummary {
   bool pretrained = false;
   double pretrain_seconds = 0;
   uint64_t pretrain_start_bytes = 0;
-  // With peers: whether the momentum rule followed the cluster's size, and
-  // the most workers it was matched to.
+  // With peers: whether the momentum rule followed the cluster's size, the
+  // most workers it was matched to, and the longest round trip to the peers
+  // (in steps, rounded to halves) it was matched to.
   bool momentum_matched = false;
   int max_training_members = 1;
+  double max_peer_round_trip_steps = 0;
   // With peers: every gossip frame this node sent and received (the
   // node's frame_bytes_sent / frame_bytes_received: serialized protobuf,
   // relays and heartbeats included; not gRPC's framing or snapshots).

@@ -393,22 +393,6 @@ absl::Status Trainer::Step(int epoch, size_t first, int batch, EpochTally& tally
   return absl::OkStatus();
 }
 
-void Trainer::RematchMomentum() {
-  const int members = std::max(1, options_.peers->TrainingMembers());
-  if (members == matched_members_) return;
-  const model::MomentumRule rule =
-      model::MatchMomentumToCluster(1.0, config_.optimizer.momentum, members);
-  backend_->SetMomentum(rule.momentum);
-  momentum_now_ = rule.momentum;
-  lr_scale_ = rule.learning_rate;
-  matched_members_ = members;
-  summary_.max_training_members = std::max(summary_.max_training_members, members);
-  log_ << absl::StrFormat(
-      "reckon-worker: %d workers training: momentum %.4g per own step, learning rate x%.3g "
-      "(matched to one worker's momentum %.4g)\n",
-      members, rule.momentum, rule.learning_rate, config_.optimizer.momentum);
-}
-
 double Trainer::BatchSizeFactor(int batch) const {
   return batch == options_.batch
              ? 1.0

@@ -72,6 +72,10 @@ class TrainingPeers {
   // Workers training now, this one included (>= 1): what the momentum
   // rule is matched to (MatchMomentumToCluster).
   virtual int TrainingMembers() = 0;
+  // The round trip to the peers in this worker's own steps
+  // (server::TrainingPort::PeerRoundTripSteps): what the link adds to the
+  // momentum rule's staleness. Negative while nothing is measured yet.
+  virtual double PeerRoundTripSteps() { return 0; }
   // Whether this replica holds any message (applied, or in the snapshot it
   // joined from): false only in a cluster that has not started training.
   virtual bool HoldsMessages() = 0;
@@ -301,9 +305,17 @@ class Trainer {
   std::optional<Publisher> publisher_;
 
   // The momentum rule in force (MatchMomentumToCluster), re-matched when the
-  // number of workers training changes (a join, a death, one finishing).
+  // number of workers training changes (a join, a death, one finishing) or
+  // the round trip to the peers moves by half a step (it is matched to the
+  // round trip rounded to half steps); logged when the members change or the
+  // round trip moved a step from the one last logged. Until a round trip is
+  // measured, the steps since this worker's first with peers stand for it
+  // (no answer yet: the round trip is at least that long).
   bool match_momentum_ = false;
   int matched_members_ = 1;
+  double matched_round_trip_ = 0;
+  double logged_round_trip_ = 0;
+  std::optional<uint64_t> first_step_with_peers_;
   double lr_scale_ = 1;
   double momentum_now_ = 0;  // the backend's momentum coefficient
 

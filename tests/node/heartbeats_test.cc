@@ -339,5 +339,39 @@ TEST(GossipNode, DefaultBacklogCapIsAShareOfTheLog) {
   EXPECT_EQ(c.node(0)->service().counters().backpressure_ms(), 0u);
 }
 
+// The round trip the momentum rule takes (TrainingPort::PeerRoundTripSteps):
+// read as each heartbeat lands, so it is the round trip in our own steps
+// whatever the heartbeat interval, and about nothing on a link with no
+// latency; unmeasured (negative) until the peer applied one of ours.
+TEST(GossipNode, PeerRoundTripIsReadInOwnStepsAsHeartbeatsLand) {
+  for (const int latency_ms : {100, 0}) {
+    SCOPED_TRACE(::testing::Message() << latency_ms << " ms each way");
+    ManualClock clock;
+    Nodes c(2, milliseconds(latency_ms), nullptr, {}, &clock);
+    c.Start();
+    ASSERT_TRUE(StepUntil(
+        c, clock, [&] { return AllAliveNow(c); }, seconds(5)));
+    EXPECT_LT(c.node(0)->training().PeerRoundTripSteps(), 0.0);  // nothing published yet
+    // A step of n0 every 20 ms of protocol time, for 2 s. A heartbeat of n1
+    // lands 100 ms after it left, saying what had reached it by then, sent
+    // 100 ms before that: n0 is 10 steps further, a round trip of 10 - 1 = 9
+    // steps (up to 2 more: the harness delivers and applies on the clock's
+    // 20 ms ticks).
+    for (uint64_t seq = 1; seq <= 100; ++seq) {
+      c.Publish(0, seq, 1);
+      StepFor(c, clock, milliseconds(20));
+    }
+    const double round_trip = c.node(0)->training().PeerRoundTripSteps();
+    if (latency_ms == 100) {
+      EXPECT_GT(round_trip, 8.5);
+      EXPECT_LT(round_trip, 11.5);
+    } else {
+      EXPECT_GE(round_trip, 0.0);
+      EXPECT_LT(round_trip, 1.5);
+    }
+    EXPECT_LT(c.node(1)->training().PeerRoundTripSteps(), 0.0);  // n1 published nothing
+  }
+}
+
 }  // namespace
 }  // namespace reckon::server
