@@ -93,7 +93,7 @@ class TrainingPort {
   // yet that it applied one of ours). What a link's latency adds to the
   // staleness the momentum rule assumes (model::MatchMomentumToCluster).
   // The median and the bound: a member's heartbeats are its word
-  // (docs/gossip.md "A member with the cluster token").
+  // (docs/gossip.md "A member of a token cluster").
   static constexpr double kMaxRoundTripSteps = 100;
   double PeerRoundTripSteps();
   void SetLocalSteps(uint64_t steps);
