@@ -60,9 +60,8 @@ void GossipNode::HandleHeartbeat(Member& m, const v1::Heartbeat& hb, Clock::time
   // Read as the heartbeat lands, not later: the lag between two heartbeats
   // would grow with their interval (MaxPeerLagLocked's does). Only once it
   // applied one of ours: before that, what it lacks is not yet in flight.
-  if (const uint64_t theirs = SeqOf(m.applied, core_.self); theirs > 0) {
-    const double lag =
-        core_.last_published > theirs ? static_cast<double>(core_.last_published - theirs) : 0.0;
+  if (SeqOf(m.applied, core_.self) > 0) {
+    const auto lag = static_cast<double>(core_.OwnMessagesBehindLocked(m));
     m.lag_at_heartbeat =
         m.lag_at_heartbeat < 0 ? lag : m.lag_at_heartbeat + 0.2 * (lag - m.lag_at_heartbeat);
   }

@@ -103,6 +103,11 @@ std::optional<std::string> NodeCore::SettledHashLocked() {
   return std::nullopt;
 }
 
+uint64_t NodeCore::OwnMessagesBehindLocked(const Member& m) {
+  const uint64_t theirs = SeqOf(m.applied, self);
+  return last_published > theirs ? last_published - theirs : 0;
+}
+
 std::optional<std::string> NodeCore::RejoinSourceLocked(const std::string& avoid) {
   const Member* best = nullptr;
   const uint64_t published = last_published;  // lambdas are not seen to hold mu

@@ -82,6 +82,9 @@ struct NodeCore {
   // whose checks agreed with ours, then the most advanced.
   std::optional<std::string> RejoinSourceLocked(const std::string& avoid = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // How many of the messages we published `m` had not applied, as its last
+  // heartbeat said: what --max-lag bounds and the round trip is read from.
+  uint64_t OwnMessagesBehindLocked(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A live member, its address not in `avoid`, whose vector has `origin`
   // at least at `first_retained - 1` (or that is `origin`'s own node): other
   // members first, `sender` last.

@@ -95,8 +95,7 @@ uint64_t TrainingPort::MaxPeerLagLocked() {
   uint64_t lag = 0;
   for (const auto& [id, m] : core_.membership.table()) {
     if (m.state() != MemberState::kAlive) continue;
-    const uint64_t theirs = SeqOf(m.applied, core_.self);
-    if (core_.last_published > theirs) lag = std::max(lag, core_.last_published - theirs);
+    lag = std::max(lag, core_.OwnMessagesBehindLocked(m));
   }
   return lag;
 }
