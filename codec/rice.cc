@@ -356,10 +356,10 @@ absl::Status DecodeRice(std::string_view payload, uint64_t count, uint32_t k, ui
       uint64_t consumed = 0;
       uint64_t group_next = next;
       for (size_t g = 0; g < kGroup; ++g) {
-        // The sentinel bit keeps q <= 63 when v ran out (the sum then exceeds
-        // the window and the check below fails).
-        const uint64_t q = std::countr_zero(v | (uint64_t{1} << 63));
-        const uint64_t at_stop = v >> q;
+        // When v ran out q is 64: the shift by q & 63 leaves v's 0, and the
+        // sum exceeds the window, so the check below fails.
+        const uint64_t q = std::countr_zero(v);
+        const uint64_t at_stop = v >> (q & 63);
         const uint64_t tail = at_stop >> 1;
         const uint64_t index = group_next + ((q << k) | (tail & low_mask));
         out[i + g] = static_cast<uint32_t>(index) | static_cast<uint32_t>(((tail >> k) & 1) << 31);

@@ -73,10 +73,12 @@ template <size_t kGroup>
 RECKON_BMI2 inline uint64_t GroupFromWindow(uint64_t v, uint64_t fixed_bits, uint32_t* codes) {
   uint64_t consumed = 0;
   for (size_t g = 0; g < kGroup; ++g) {
-    // The sentinel keeps the shift below 64 when v ran out (the sum then
-    // exceeds the window).
-    const uint64_t zeros = std::countr_zero(v | (uint64_t{1} << 63));
-    const uint64_t at_stop = v >> zeros;
+    // No sentinel bit (an OR on the chain, whose serial work a code is its
+    // count of zeros and two shifts): when v ran out, zeros is 64, the shift
+    // by zeros & 63 (what shrx does anyway) leaves v's 0, and the sum
+    // exceeds the window.
+    const uint64_t zeros = std::countr_zero(v);
+    const uint64_t at_stop = v >> (zeros & 63);
     codes[2 * g] = static_cast<uint32_t>(zeros);
     codes[2 * g + 1] = static_cast<uint32_t>(at_stop);
     consumed += zeros + fixed_bits;
