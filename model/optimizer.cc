@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "absl/strings/str_cat.h"
 #include "codec/codec.h"
@@ -54,16 +55,66 @@ double LearningRate(const OptimizerConfig& config, int epoch, int64_t step) {
   return lr;
 }
 
+namespace {
+
+// Rule 5's linear model (optimizer.h): one direction of curvature lambda,
+// x(t+1) = x(t) + m (x(t) - x(t-1)) - a x(t - s), a = lr' lambda. Returns
+// the largest a at which it is stable. At the boundary a root of z^(s+1) -
+// (1 + m) z^s + m z^(s-1) + a is on the unit circle, z = e^(i theta), where
+// a = -z^(s-1) (z - 1) (z - m) is real and positive: (s - 1/2) theta +
+// arg(e^(i theta) - m) = pi/2, an equation increasing in theta on (0, pi)
+// for m in [0, 1), so one root, found by bisection; then a = |z - 1| |z - m|.
+// (m = 0: a = 2 sin(pi / (2 (2s + 1))), delayed gradient descent's bound.)
+// For a whole s it is the root-finding answer; between, the same formula.
+double DelayedHeavyBallLimit(double m, double s) {
+  s = std::max(s, 0.5);
+  double lo = 0, hi = std::numbers::pi;
+  for (int i = 0; i < 60; ++i) {
+    const double theta = (lo + hi) / 2;
+    const double phase = (s - 0.5) * theta + std::atan2(std::sin(theta), std::cos(theta) - m);
+    (phase < std::numbers::pi / 2 ? lo : hi) = theta;
+  }
+  const double theta = (lo + hi) / 2;
+  return 2 * std::sin(theta / 2) * std::sqrt(1 - 2 * m * std::cos(theta) + m * m);
+}
+
+// Rules 2-4: the per-update momentum that spends what staleness leaves of
+// one worker's mean delay, and a gradient's pull in all, in units of lr.
+struct DelayBudget {
+  double per_update;
+  double pull;
+};
+DelayBudget SpendDelayBudget(double momentum, double staleness) {
+  const double budget = momentum / (1 - momentum);
+  const double delay_left = std::max(0.0, budget - staleness);
+  const double past_budget = staleness > budget ? (1 + budget) / (1 + staleness) : 1.0;
+  return {delay_left / (1 + delay_left), past_budget / (1 - momentum)};
+}
+
+// The sharpness (times lr) up to which a cluster of `budget`'s rule at
+// `staleness` is stable: a = lr' lambda with lr' = lr pull (1 - m).
+double StableSharpnessTimesRate(const DelayBudget& budget, double staleness) {
+  return DelayedHeavyBallLimit(budget.per_update, staleness) /
+         (budget.pull * (1 - budget.per_update));
+}
+
+// Four workers on a fast link: the staleness of the recipe measured at the
+// default flags (docs/benchmarks.md "Momentum matched to the cluster").
+constexpr double kReferenceStaleness = 1.5 * 3;
+
+}  // namespace
+
 MomentumRule MatchMomentumToCluster(double learning_rate, double momentum, int members,
                                     double round_trip_steps) {
   if (members <= 1 || !(momentum > 0 && momentum < 1)) return {learning_rate, momentum};
   const double staleness = (1.5 + std::max(0.0, round_trip_steps)) * (members - 1);
-  const double budget = momentum / (1 - momentum);
-  const double delay_left = std::max(0.0, budget - staleness);
-  const double per_update = delay_left / (1 + delay_left);
-  const double per_own_step = std::pow(per_update, members);
-  const double past_budget = staleness > budget ? (1 + budget) / (1 + staleness) : 1.0;
-  return {learning_rate * (1 - per_own_step) / (1 - momentum) * past_budget, per_own_step};
+  DelayBudget rule = SpendDelayBudget(momentum, staleness);
+  const double reference = StableSharpnessTimesRate(SpendDelayBudget(momentum, kReferenceStaleness),
+                                                    kReferenceStaleness);
+  const double stable = StableSharpnessTimesRate(rule, staleness);
+  if (stable < reference) rule.pull *= stable / reference;
+  const double per_own_step = std::pow(rule.per_update, members);
+  return {learning_rate * (1 - per_own_step) * rule.pull, per_own_step};
 }
 
 namespace {

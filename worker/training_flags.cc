@@ -60,7 +60,8 @@ ABSL_FLAG(std::string, gemm_precision, "fp32",
 ABSL_FLAG(bool, match_momentum_to_cluster, true,
           "with peers: the N workers training share one worker's momentum (per-update "
           "momentum less the staleness of asynchrony, to the N-th power per own step, lr "
-          "scaled to keep lr / (1 - momentum) per gradient; docs/training.md)");
+          "scaled to keep lr / (1 - momentum) per gradient, less where the cluster would be "
+          "less stable than four workers on a fast link; docs/training.md)");
 ABSL_FLAG(std::string, lr_schedule, "halve",
           "constant, or halve (every epoch after --halve-after, Strom's recipe)");
 ABSL_FLAG(int32_t, halve_after, 6,
