@@ -459,8 +459,21 @@ TEST_P(SyntheticWorkers, MeasureTheGossipLayer) {
   // within the repair timeout) come on top when the machine is slow: under
   // the sanitizers beside another test, arrivals took 300-370 ms at p99 and
   // 130-190 frames more went out; a storm of them is still caught.
+  //
+  // The tree's first copies have a second source: an origin backs its tree
+  // up (anti_entropy.h MayRelayInTree), sending its own message to a member
+  // that has not said it applied it a failure timeout after it was made, so
+  // a tree slower than that (on a loaded machine, not a failed one) gets
+  // the origin's copy as well as its parent's: at most 2x, one of each. The
+  // mesh's first copies were 1,200 exactly in every run measured. Under the
+  // sanitizers on this VM (2026-12-05), the tree with two spinning loads
+  // beside it sent 1.05-1.09x, with four 1.05-1.12x (p99 arrivals 0.5-1.1
+  // s), and CI beside another test once 1.18x (p99 735 ms), where the bound
+  // had been the mesh's 1.1x. 1.35x still catches every member forwarding
+  // to its tree and the origin sending to all (2x).
+  const double first_copies_bound = overlay == "tree" ? 1.35 : 1.1;
   EXPECT_GE(frames_sent, 0.8 * 6 * 40 * 5);
-  EXPECT_LE(frames_sent - resent, 1.1 * 6 * 40 * 5) << resent << " resent";
+  EXPECT_LE(frames_sent - resent, first_copies_bound * 6 * 40 * 5) << resent << " resent";
   EXPECT_LE(resent, 0.3 * 6 * 40 * 5);
   const base::Json& g = json->at("gossip");
   EXPECT_EQ(g.at("overlay"), overlay);
