@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -63,11 +64,34 @@ __global__ void SoftmaxKernel(const float* __restrict__ z, const int32_t* __rest
   }
 }
 
+// The bias gradient, one thread a column, its rows added in order (the
+// CPU backend's loop: every device run since 2026-11-27 ends with the same
+// weights). A column's sum is a chain of dependent adds no two threads can
+// share without changing its bits; what the kernel can change is how long
+// each add waits for its load. Nsight Compute (2026-12-04, docs/benchmarks.md
+// "The profile of Strom's step") put the kernel at 12.8% of Strom's step:
+// blocks of kThreads put the 1,800 columns' 57 warps on 8 of the H200's 132
+// multiprocessors, each add waiting on its row's load. Now a block is one
+// warp (57 multiprocessors, each with its own load units and L1), and each
+// thread issues kBiasRowsAhead rows' loads before it adds them, in order.
+// Not yet timed on a GPU (the device run's ncu step measures it).
+constexpr int kBiasThreads = 32;
+constexpr int kBiasRowsAhead = 16;
+
 __global__ void BiasGradientKernel(const float* __restrict__ d, int rows, int cols,
                                    float* __restrict__ db) {
   RECKON_FOR_EACH(c, uint64_t(cols)) {
+    const float* column = d + c;
     float sum = 0.0f;
-    for (int r = 0; r < rows; ++r) sum = __fadd_rn(sum, d[uint64_t(r) * cols + c]);
+    int r = 0;
+    for (; r + kBiasRowsAhead <= rows; r += kBiasRowsAhead) {
+      float ahead[kBiasRowsAhead];
+#pragma unroll
+      for (int k = 0; k < kBiasRowsAhead; ++k) ahead[k] = column[uint64_t(r + k) * cols];
+#pragma unroll
+      for (int k = 0; k < kBiasRowsAhead; ++k) sum = __fadd_rn(sum, ahead[k]);
+    }
+    for (; r < rows; ++r) sum = __fadd_rn(sum, column[uint64_t(r) * cols]);
     db[c] = sum;
   }
 }
@@ -242,7 +266,9 @@ absl::Status LaunchSoftmaxCrossEntropy(const float* z, const int32_t* labels, in
 absl::Status LaunchBiasGradient(const float* d, int rows, int cols, float* db,
                                 cudaStream_t stream) {
   if (cols == 0) return absl::OkStatus();
-  BiasGradientKernel<<<Blocks(cols), kThreads, 0, stream>>>(d, rows, cols, db);
+  const uint64_t blocks = (uint64_t(cols) + kBiasThreads - 1) / kBiasThreads;
+  BiasGradientKernel<<<unsigned(std::min<uint64_t>(blocks, kMaxBlocks)), kBiasThreads, 0, stream>>>(
+      d, rows, cols, db);
   RECKON_CUDA_RETURN_IF_LAUNCH_FAILED("BiasGradientKernel");
   return absl::OkStatus();
 }

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/json.h"
@@ -594,6 +595,44 @@ TEST(CudaBackend, BatchedApplyIsBitExactWithTheCpuReplica) {
   EXPECT_GE(cpu->wrapped(), wrapped_before + 1);
   EXPECT_EQ((*gpu)->ReadWeights().value(),
             std::vector<int64_t>(cpu->quanta().begin(), cpu->quanta().end()));
+}
+
+// The bias gradient (LaunchBiasGradient) adds each column's rows in order,
+// r = 0, 1, ..., as the CPU backend's loop does (cpu/mlp_math.cc): bit for
+// bit at Strom's width and batch, at a batch that is no multiple of the
+// rows the kernel loads ahead, one row, and no rows. The values span
+// several magnitudes, so that the order shows: the same sums taken from the
+// last row up differ (checked here, so the test can tell).
+TEST(CudaKernels, TheBiasGradientAddsEachColumnsRowsInOrder) {
+  SKIP_WITHOUT_GPU();
+  struct Shape {
+    int rows, cols;
+  };
+  for (const Shape shape :
+       {Shape{1024, 1800}, Shape{100, 10}, Shape{37, 33}, Shape{1, 5}, Shape{0, 7}}) {
+    SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.cols);
+    std::mt19937_64 rng(uint64_t(shape.rows) * 7919 + shape.cols);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_int_distribution<int> exponent(-12, 6);
+    std::vector<float> d(size_t(shape.rows) * shape.cols);
+    for (float& x : d) x = std::ldexp(normal(rng), exponent(rng));
+    std::vector<float> in_order(shape.cols, 0.0f), backwards(shape.cols, 0.0f);
+    for (int r = 0; r < shape.rows; ++r) {
+      for (int c = 0; c < shape.cols; ++c) in_order[c] += d[size_t(r) * shape.cols + c];
+    }
+    for (int r = shape.rows; r-- > 0;) {
+      for (int c = 0; c < shape.cols; ++c) backwards[c] += d[size_t(r) * shape.cols + c];
+    }
+    if (shape.rows >= 100) {
+      EXPECT_FALSE(SameBits(in_order, backwards));
+    }
+    DeviceArray<float> device_d(d), device_db(std::vector<float>(shape.cols, -1.0f));
+    ASSERT_TRUE(
+        LaunchBiasGradient(device_d.ptr, shape.rows, shape.cols, device_db.ptr, nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> got = device_db.Read();
+    EXPECT_TRUE(SameBits(got, in_order)) << BitDifferences(got, in_order);
+  }
 }
 
 TEST(CudaBackend, DenseStepMatchesTheCpuBackend) {
