@@ -71,7 +71,7 @@ __global__ void SoftmaxKernel(const float* __restrict__ z, const int32_t* __rest
 // each add waits for its load. Nsight Compute (2026-12-04, docs/benchmarks.md
 // "The profile of Strom's step") put the kernel at 12.8% of Strom's step:
 // blocks of kThreads put the 1,800 columns' 57 warps on 8 of the H200's 132
-// multiprocessors, each add waiting on its row's load. Now a block is one
+// multiprocessors, each warp with few loads in flight. Now a block is one
 // warp (57 multiprocessors, each with its own load units and L1), and each
 // thread issues kBiasRowsAhead rows' loads before it adds them, in order.
 // Not yet timed on a GPU (the device run's ncu step measures it).
