@@ -105,7 +105,7 @@ absl::StatusOr<CompareRow> RunCluster(const std::string& codec, int run, int wor
   }
   if (base::StopFlag().load() || (code && *code == kExitStopped)) {
     if (!code) code = p.Wait(std::chrono::seconds(60));
-    return absl::CancelledError(absl::StrCat("stopped by a signal during the ", name,
+    return absl::CancelledError(absl::StrCat(base::StoppedBySignal(), " during the ", name,
                                              " cluster (its log: ", dir, "/", name, ".log)"));
   }
   if (!code || *code != 0) {
@@ -308,7 +308,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   }
   out << "compare: the baseline, one dense worker alone...\n" << std::flush;
   if (base::StopFlag().load()) {
-    err << "reckonctl compare: stopped by a signal before the baseline\n";
+    err << "reckonctl compare: " << base::StoppedBySignal() << " before the baseline\n";
     return kExitStopped;
   }
   absl::StatusOr<CompareRow> baseline = RunBaseline(dir, timeout_s, training);

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <iostream>
 #include <span>
 #include <string>
@@ -24,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/stop_signals.h"
 #include "python/flat_peer.h"
 #include "server/cluster_config.h"
 #include "worker/data_identity.h"
@@ -59,23 +59,15 @@ class Stopped : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Set by the SIGTERM handler a Peer installs (handle_sigterm): a C handler,
-// since Python's run only between bytecodes, and a Peer waits in C++ with
-// the GIL released. Every Peer of the process reads it.
-std::atomic<bool> g_sigterm{false};
-extern "C" void OnSigterm(int) { g_sigterm.store(true); }
-
-void InstallSigtermHandler() {
-  struct sigaction action = {};
-  action.sa_handler = OnSigterm;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-}
-
+// A Peer's SIGTERM handler (handle_sigterm) is base's (base/stop_signals.h):
+// a C handler, since Python's run only between bytecodes, and a Peer waits
+// in C++ with the GIL released; it records who sent the signal, which
+// reckon.Stopped's message names. Every Peer of the process reads the one
+// flag. SIGINT stays Python's KeyboardInterrupt.
 void ThrowIfError(const absl::Status& s) {
   if (s.ok()) return;
   const std::string message(s.message());
-  if (s.code() == absl::StatusCode::kCancelled && g_sigterm.load()) throw Stopped(message);
+  if (s.code() == absl::StatusCode::kCancelled && base::StopFlag().load()) throw Stopped(message);
   if (s.code() == absl::StatusCode::kInvalidArgument) throw py::value_error(message);
   throw std::runtime_error(absl::StrCat(absl::StatusCodeToString(s.code()), ": ", message));
 }
@@ -121,8 +113,8 @@ class PyPeer {
     o.peers.join_after_messages = join_after_messages;
     o.http_listen = http_listen;
     if (handle_sigterm) {
-      InstallSigtermHandler();
-      o.stop = &g_sigterm;
+      base::CatchSigterm();
+      o.stop = &base::StopFlag();
     }
     if (join_after_messages > 0) o.peers.join_after_why = "join_after_messages";
     o.threshold = threshold;
@@ -176,7 +168,7 @@ class PyPeer {
   uint64_t bytes_sent() const { return peer_->bytes_sent(); }
   uint64_t param_count() const { return peer_->param_count(); }
   int http_port() const { return peer_->http_port(); }
-  static bool stopping() { return g_sigterm.load(); }
+  static bool stopping() { return base::StopFlag().load(); }
   std::string address() { return peer_->peers().address(); }
   int device() const { return peer_->device(); }
 

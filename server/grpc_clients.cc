@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
+#include "base/stop_signals.h"
 #include "codec/fixed_point.h"
 #include "codec/weight_checksum.h"
 #include "proto/reckon.grpc.pb.h"
@@ -280,7 +281,7 @@ absl::StatusOr<FetchedSnapshot> FetchSnapshot(const std::string& address,
   }
   if (watcher.fired()) {
     return absl::CancelledError(
-        absl::StrCat("stopped by a signal while fetching a snapshot from ", address));
+        absl::StrCat(base::StoppedBySignal(), " while fetching a snapshot from ", address));
   }
   RECKON_RETURN_IF_ERROR(failed);
   out.header = *first;
@@ -326,8 +327,9 @@ absl::Status ConfirmCut(const VersionMap& applied, uint64_t checksum, const std:
     }
     if (Clock::now() >= deadline) break;
     if (stop != nullptr && stop->load()) {
-      return absl::CancelledError(absl::StrCat(
-          "stopped by a signal while asking witnesses to confirm the snapshot from ", source));
+      return absl::CancelledError(
+          absl::StrCat(base::StoppedBySignal(),
+                       " while asking witnesses to confirm the snapshot from ", source));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

@@ -293,8 +293,10 @@ TEST(GossipCluster, SigtermEndsEveryWaitAndAWorkerNotDoneSaysSo) {
   ASSERT_TRUE(c.WaitForOutput(0, "waiting for the seeds to answer")) << c.Out(0) << c.Err(0);
   c.process(0).Signal(SIGTERM);
   EXPECT_EQ(c.Wait(0, seconds(5)), 3) << c.Err(0);
-  EXPECT_NE(c.Out(0).find("stopped by a signal while joining (round "), std::string::npos)
+  EXPECT_NE(c.Out(0).find("stopped by a signal (SIGTERM from pid " + std::to_string(getpid())),
+            std::string::npos)
       << c.Out(0);
+  EXPECT_NE(c.Out(0).find(") while joining (round "), std::string::npos) << c.Out(0);
   EXPECT_TRUE(c.Summary(0).empty());
 
   // Alone (--bootstrap), it trains its 20 steps and then waits for a

@@ -4,6 +4,7 @@
 // identical weights and version vectors, and prints its FIGURES.
 // Needs root and TUN; skipped, saying why, elsewhere.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -191,8 +192,10 @@ TEST_F(GossipNetns, SigtermWhileFetchingASnapshotEndsPromptly) {
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
   EXPECT_LT(took, 10) << "a stop waited for the snapshot";
-  EXPECT_NE(c.Out(1).find("stopped by a signal while fetching a snapshot from"), std::string::npos)
+  EXPECT_NE(c.Out(1).find("stopped by a signal (SIGTERM from pid " + std::to_string(getpid())),
+            std::string::npos)
       << c.Out(1);
+  EXPECT_NE(c.Out(1).find(") while fetching a snapshot from"), std::string::npos) << c.Out(1);
   std::printf("FIGURES SIGTERM during a snapshot fetch at 200 kbit/s: exited in %.2f s\n", took);
   // w0 was stopped while training (3), or on a slow machine had finished its
   // 100 epochs and ended alone once w1 left (0).

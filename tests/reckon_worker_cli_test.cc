@@ -1,6 +1,7 @@
 // The reckon-worker binary as a user runs it: flags, errors, summary JSON.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -473,7 +474,10 @@ TEST_F(ReckonWorker, AfterTrainingServeStaysUpUntilSigterm) {
       << ReadWholeFile(dir_ / "err");
   const std::string out = ReadWholeFile(dir_ / "out");
   EXPECT_NE(out.find("serving until SIGTERM"), std::string::npos) << out;
-  EXPECT_NE(out.find("stopped by a signal"), std::string::npos) << out;
+  // The line names the signal and who sent it: this test.
+  EXPECT_NE(out.find("stopped by a signal (SIGTERM from pid " + std::to_string(getpid()) + " ("),
+            std::string::npos)
+      << out;
 
   Result r = Run({"--standalone", "--after-training=linger"});
   EXPECT_EQ(r.exit_code, 2);

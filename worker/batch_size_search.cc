@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "base/stop_signals.h"
 #include "worker/backend_factory.h"
 #include "worker/trainer.h"
 
@@ -102,7 +103,7 @@ absl::StatusOr<double> BatchSizeSearch::Try(int epoch, int batch, const From& fr
   const int64_t steps = options_.auto_batch_samples / batch;
   for (int64_t k = 0; k < steps; ++k) {
     if (options_.stop != nullptr && options_.stop->load()) {
-      return absl::CancelledError(absl::StrCat("stopped by a signal while trying batch size ",
+      return absl::CancelledError(absl::StrCat(base::StoppedBySignal(), " while trying batch size ",
                                                batch, " for epoch ", epoch + 1));
     }
     RECKON_RETURN_IF_ERROR(data_.FillBatch(size_t(k) * batch, batch));

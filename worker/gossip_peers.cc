@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "base/stop_signals.h"
 #include "server/node_metrics.h"
 #include "server/snapshot_cuts.h"
 #include "server/version_vector.h"
@@ -215,7 +216,8 @@ absl::Status GossipPeers::AwaitReplay() {
       return absl::OkStatus();
     }
     if (Stopped()) {
-      return absl::CancelledError("stopped by a signal while the cut's messages arrived");
+      return absl::CancelledError(
+          absl::StrCat(base::StoppedBySignal(), " while the cut's messages arrived"));
     }
     if (server::Clock::now() >= std::min(until, give_up)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -439,7 +441,8 @@ absl::Status GossipPeers::Finish(model::Replica& replica, uint64_t steps_done,
       // Not OK: the replica is this node's at the stop, not the cluster's
       // final one (it used to be reported as quiescent).
       return absl::CancelledError(
-          "stopped by a signal before the cluster agreed it is done: this replica is not final");
+          absl::StrCat(base::StoppedBySignal(),
+                       " before the cluster agreed it is done: this replica is not final"));
     }
     const auto slice = std::min(deadline, server::Clock::now() + std::chrono::milliseconds(500));
     absl::Status s = ApplyUntilQuiescent(replica, slice);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/stop_signals.h"
 
 namespace reckon::worker {
 
@@ -80,8 +81,8 @@ absl::Status JoinPlanner::Find(const std::vector<std::string>& all_seeds,
     for (auto slept = std::chrono::milliseconds(0); slept < backoff;
          slept += std::chrono::milliseconds(100)) {
       if (Stopped()) {
-        return absl::CancelledError(absl::StrCat("stopped by a signal while joining (round ", round,
-                                                 unanswered, "); nothing trained"));
+        return absl::CancelledError(absl::StrCat(base::StoppedBySignal(), " while joining (round ",
+                                                 round, unanswered, "); nothing trained"));
       }
       std::this_thread::sleep_for(
           std::min<std::chrono::milliseconds>(backoff - slept, std::chrono::milliseconds(100)));

@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<GossipPeers>> JoinCluster(PeerOptions peer_option
 // and --summary-json, from `daemon`).
 absl::Status Report(const TrainSummary& summary, const DaemonOptions& daemon) {
   if (reckon::base::StopFlag().load()) {
-    std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n";
+    std::cout << "reckon-worker: " << reckon::base::StoppedBySignal() << "; leaving the cluster\n";
   }
   if (summary.codec == "synthetic") {
     std::cout << absl::StrFormat(
@@ -173,7 +173,8 @@ absl::StatusOr<int> Run(DaemonOptions& daemon, Observability* observability) {
   std::cout << std::flush;
   RECKON_RETURN_IF_ERROR(
       (*trainer)->Serve([&daemon](const TrainSummary& s) { return Report(s, daemon); }));
-  std::cout << "reckon-worker: stopped by a signal; leaving the cluster\n" << std::flush;
+  std::cout << "reckon-worker: " << reckon::base::StoppedBySignal() << "; leaving the cluster\n"
+            << std::flush;
   return kExitOk;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/stop_signals.h"
 #include "worker/backend_factory.h"
 
 namespace reckon::worker {
@@ -43,7 +44,7 @@ absl::StatusOr<std::pair<double, double>> TrainOnePass(const PretrainOptions& op
   for (int64_t step = 0; step < steps; ++step) {
     if (options.stop != nullptr && options.stop->load()) {
       return absl::CancelledError(
-          absl::StrCat("stopped by a signal after ", step, " of ", steps, " steps"));
+          absl::StrCat(base::StoppedBySignal(), " after ", step, " of ", steps, " steps"));
     }
     RECKON_RETURN_IF_ERROR(train.Gather(samples.subspan(size_t(step) * batch, size_t(batch)),
                                         images.data(), labels.data()));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "base/stop_signals.h"
 #include "codec/codec.h"
 #include "codec/update_message.h"
 #include "worker/backend_factory.h"
@@ -542,10 +543,11 @@ absl::Status Trainer::FinishWithPeers() {
                             100 * summary_.test_accuracy, hash.substr(0, 16));
   } else {
     log_ << absl::StrFormat(
-        "reckon-worker: stopped by a signal before the cluster agreed it is done: this replica "
+        "reckon-worker: %s before the cluster agreed it is done: this replica "
         "(test %.2f%%, weights %s, version vector %s) is not final; a restarted worker re-joins "
         "from a peer\n",
-        100 * summary_.test_accuracy, hash.substr(0, 16), summary_.version_vector.dump());
+        base::StoppedBySignal(), 100 * summary_.test_accuracy, hash.substr(0, 16),
+        summary_.version_vector.dump());
   }
   return absl::OkStatus();
 }

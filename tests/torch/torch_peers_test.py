@@ -217,7 +217,9 @@ class TorchPeers(unittest.TestCase):
             if p.poll() is None:
                 p.kill()
         self.assertEqual(p.returncode, 3, err[-3000:])
-        self.assertIn("stopped", json.loads(out.strip().splitlines()[-1]))
+        stopped = json.loads(out.strip().splitlines()[-1])["stopped"]
+        # reckon.Stopped names the signal and who sent it: this test.
+        self.assertIn(f"stopped by a signal (SIGTERM from pid {os.getpid()} (", stopped)
         self.assertLess(took, 5.0)
         print(f"FIGURES torch peer: SIGTERM in the final wait ended it in {took:.2f} s")
 
