@@ -130,13 +130,15 @@ def train(rank, args):
         torch.distributed.barrier()
     seconds = time.time() - start
     xt, yt = load("test")
+    if args.eval_samples:
+        xt, yt = xt[:args.eval_samples], yt[:args.eval_samples]
     with torch.no_grad():
         accuracy = float((model(xt).argmax(1) == yt).float().mean())
     digest = float(sum(p.double().sum() for p in model.parameters()))
     if args.mode == "ddp":
         torch.distributed.destroy_process_group()
     print(json.dumps({"rank": rank, "samples": samples, "seconds": seconds, "accuracy": accuracy,
-                      "sent": sent, "frames": frames, "replayed": replayed,
+                      "eval_samples": len(yt), "sent": sent, "frames": frames, "replayed": replayed,
                       "digest": digest}), flush=True)
 
 
@@ -155,7 +157,8 @@ def run(args, mode, lab):
                                          ("batch", args.batch), ("lr", args.lr),
                                          ("momentum", args.momentum), ("tau", args.tau),
                                          ("seed", args.seed), ("limit", args.limit),
-                                         ("heartbeat-ms", args.heartbeat_ms), ("model", args.model))]
+                                         ("heartbeat-ms", args.heartbeat_ms), ("model", args.model),
+                                         ("eval-samples", args.eval_samples))]
     procs = [subprocess.Popen(prefixes[r] + [sys.executable, os.path.abspath(__file__),
                                              f"--child={r}", f"--mode={mode}",
                                              f"--addresses={','.join(addresses)}"] + common,
@@ -174,6 +177,7 @@ def run(args, mode, lab):
         "link": args.link or "loopback",
         "accuracy": got[0]["accuracy"],
         "accuracies": [r["accuracy"] for r in got],
+        "eval_samples": got[0]["eval_samples"],
         "replicas_identical": len({r["digest"] for r in got}) == 1,
         "samples_per_s": sum(r["samples"] for r in got) / max(r["seconds"] for r in got),
         "network_bytes": on_network,
@@ -198,6 +202,10 @@ def main():
                    help="the CNN: tiny (18,378 parameters) or small (184,586)")
     p.add_argument("--runs", default="ddp,reckon")
     p.add_argument("--limit", type=int, default=0, help="samples per worker (0: its whole shard)")
+    p.add_argument("--eval-samples", type=int, default=0,
+                   help="test samples the accuracy is measured on, the test set's first N "
+                        "(0: all 10,000; one process's pass over them is about 15 s of CPU for "
+                        "the small CNN)")
     p.add_argument("--link", default="",
                    help="a link shape for `reckonctl lab` (root), e.g. rate=100mbit,delay=1ms; "
                         "empty: loopback")

@@ -19,13 +19,17 @@ class CompareDdp(unittest.TestCase):
         # The small CNN here (184,586 parameters; 30 steps, where 10 reach
         # only 31-33%), the tiny one in the lab.
         out = subprocess.run([sys.executable, SCRIPT, "--workers", "2", "--limit", "1920",
-                              "--model", "small"],
+                              "--model", "small",
+                              # The accuracy on 2,000 test samples: all 10,000 are
+                              # about 15 s of CPU a process, twice a run.
+                              "--eval-samples", "2000"],
                              capture_output=True, text=True, timeout=600)
         self.assertEqual(out.returncode, 0, out.stderr[-3000:])
         rows = {r["run"]: r for r in map(json.loads, out.stdout.strip().splitlines())}
         self.assertEqual(set(rows), {"ddp", "reckon"})
         for r in rows.values():
             self.assertEqual((r["model"], r["params"]), ("small", 184586), r)
+            self.assertEqual(r["eval_samples"], 2000, r)
             self.assertTrue(r["replicas_identical"], r)
             self.assertGreater(r["accuracy"], 0.45, r)  # 30 steps of 64: 56-64%
             self.assertGreater(r["samples_per_s"], 0, r)
@@ -47,7 +51,8 @@ class CompareDdp(unittest.TestCase):
         if os.geteuid() != 0:
             self.skipTest("the network lab needs root (network namespaces, TUN)")
         out = subprocess.run([sys.executable, SCRIPT, "--workers", "2", "--limit", "640",
-                              "--link", "rate=100mbit,delay=1ms", "--reckonctl", ctl],
+                              "--eval-samples", "2000", "--link", "rate=100mbit,delay=1ms",
+                              "--reckonctl", ctl],
                              capture_output=True, text=True, timeout=600)
         self.assertEqual(out.returncode, 0, out.stderr[-3000:])
         rows = {r["run"]: r for r in map(json.loads, out.stdout.strip().splitlines())}
