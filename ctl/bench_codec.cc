@@ -83,7 +83,7 @@ std::vector<uint32_t> BernoulliUpdates(uint64_t params, double p, std::mt19937_6
 
 double BinaryEntropy(double p) { return -p * std::log2(p) - (1 - p) * std::log2(1 - p); }
 
-struct CodecRow {
+struct DensityRow {
   double density = 0;
   uint64_t params = 0;
   uint64_t updates = 0;
@@ -93,9 +93,9 @@ struct CodecRow {
   double quantize = 0, memcpy_rate = 0, apply = 0;
 };
 
-absl::StatusOr<CodecRow> Measure(uint64_t params, double p, const Timer& timer, uint64_t seed) {
+absl::StatusOr<DensityRow> Measure(uint64_t params, double p, const Timer& timer, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  CodecRow row;
+  DensityRow row;
   row.density = p;
   row.params = params;
   const std::vector<uint32_t> words = BernoulliUpdates(params, p, rng);
@@ -259,7 +259,7 @@ int RunBenchCommand(const std::vector<std::string>& args, std::ostream& out, std
   }
   bool all_ok = true;
   for (const double p : {1e-2, 1e-3, 1e-4}) {
-    absl::StatusOr<CodecRow> r =
+    absl::StatusOr<DensityRow> r =
         Measure(static_cast<uint64_t>(params), p, timer, static_cast<uint64_t>(seed));
     if (!r.ok()) {
       err << "reckonctl bench codec: " << r.status().message() << "\n";

@@ -28,7 +28,7 @@ void CheckMirror(GossipNode* node) {
       cut.applied, node->service().weight_checksum().Of(cut.weights), cut.checksum, 0);
 }
 
-GossipNode::Counters Counters(GossipNode* node) { return node->service().counters(); }
+GossipNode::Counters CountersOf(GossipNode* node) { return node->service().counters(); }
 
 // Checks are taken at whatever vector a replica is at while everyone is
 // still publishing, and compared by peers once they got that far: healthy
@@ -52,15 +52,16 @@ TEST(ReplicaCheck, HealthyReplicasAgreeWhileTraining) {
   // Each node's checks, up to 10 of them, reach the two others.
   ASSERT_TRUE(Eventually([&] {
     for (int i = 0; i < 3; ++i) {
-      if (Counters(c.node(i)).peer_checks_agreed() < 6) return false;
+      if (CountersOf(c.node(i)).peer_checks_agreed() < 6) return false;
     }
     return true;
-  })) << Counters(c.node(0)).peer_checks_agreed() << " " << Counters(c.node(1)).peer_checks_agreed()
-      << " " << Counters(c.node(2)).peer_checks_agreed();
+  })) << CountersOf(c.node(0)).peer_checks_agreed()
+      << " " << CountersOf(c.node(1)).peer_checks_agreed() << " "
+      << CountersOf(c.node(2)).peer_checks_agreed();
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(Counters(c.node(i)).divergences(), 0u) << i;
-    EXPECT_EQ(Counters(c.node(i)).replica_checks(), 10u) << i;
-    EXPECT_EQ(Counters(c.node(i)).replica_check_failures(), 0u) << i;
+    EXPECT_EQ(CountersOf(c.node(i)).divergences(), 0u) << i;
+    EXPECT_EQ(CountersOf(c.node(i)).replica_checks(), 10u) << i;
+    EXPECT_EQ(CountersOf(c.node(i)).replica_check_failures(), 0u) << i;
     v1::NodeStatus status;
     c.node(i)->service().FillStatus(&status);
     for (const v1::MemberStatus& m : status.members()) {
@@ -100,14 +101,16 @@ TEST(ReplicaCheck, TwoFacedOriginIsCaughtByComparingChecks) {
   CheckMirror(c.node(0));
   CheckMirror(c.node(1));
   ASSERT_TRUE(Eventually([&] {
-    return Counters(c.node(0)).divergences() >= 1 && Counters(c.node(1)).divergences() >= 1;
+    return CountersOf(c.node(0)).divergences() >= 1 && CountersOf(c.node(1)).divergences() >= 1;
   }));
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  std::printf("FIGURES two-faced origin: divergence seen on both sides %.0f ms after the checks "
-              "(heartbeat 20 ms)\n", ms);
+  std::printf(
+      "FIGURES two-faced origin: divergence seen on both sides %.0f ms after the checks "
+      "(heartbeat 20 ms)\n",
+      ms);
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(Counters(c.node(i)).replica_check_failures(), 0u) << "each replica is what its "
-                                                                 "messages say";
+    EXPECT_EQ(CountersOf(c.node(i)).replica_check_failures(), 0u) << "each replica is what its "
+                                                                     "messages say";
     v1::NodeStatus status;
     c.node(i)->service().FillStatus(&status);
     EXPECT_GE(status.counters().divergences(), 1u);
@@ -139,16 +142,17 @@ TEST(ReplicaCheck, UpdateWhoseContributionDoesNotMatchIsRefused) {
   v1::Update without = m.update;
   without.clear_checksum_delta();
   p.SendUpdate(without);  // no contribution at all
-  ASSERT_TRUE(Eventually([&] { return Counters(c.node(0)).decode_errors() == 2; }));
-  EXPECT_EQ(Counters(c.node(0)).updates_applied(), 0u);
+  ASSERT_TRUE(Eventually([&] { return CountersOf(c.node(0)).decode_errors() == 2; }));
+  EXPECT_EQ(CountersOf(c.node(0)).updates_applied(), 0u);
   EXPECT_EQ(c.node(0)->service().ReplicaHash(), before);
 
   ASSERT_EQ(m.update.checksum_delta(), right);
   p.SendUpdate(m.update);
-  ASSERT_TRUE(Eventually([&] { return Counters(c.node(0)).updates_applied() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return CountersOf(c.node(0)).updates_applied() == 1; }));
   std::vector<int64_t> expected = InitialWeights();
   ASSERT_TRUE(codec::FixedPointReplica::Create(kParams, kFractionBits).ok());
-  codec::FixedPointReplica replica = codec::FixedPointReplica::Create(kParams, kFractionBits).value();
+  codec::FixedPointReplica replica =
+      codec::FixedPointReplica::Create(kParams, kFractionBits).value();
   ASSERT_TRUE(replica.Load(expected).ok());
   ASSERT_TRUE(replica.Apply(kStep, m.decoded.words).ok());
   EXPECT_EQ(c.node(0)->service().ReplicaHash(), replica.WeightHash());
@@ -166,10 +170,10 @@ TEST(ReplicaCheck, SnapshotThatFailsItsChecksumIsNotInstalled) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("inproc:source"), std::string::npos) << s;
   EXPECT_EQ(c.node(0)->service().ReplicaHash(), before);
-  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded(), 0u);
+  EXPECT_EQ(CountersOf(c.node(0)).snapshots_loaded(), 0u);
   weights[500] -= 1;
   EXPECT_TRUE(c.node(0)->InstallSnapshot(weights, {}, checksum, "inproc:source").ok());
-  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded(), 1u);
+  EXPECT_EQ(CountersOf(c.node(0)).snapshots_loaded(), 1u);
 }
 
 // A snapshot that cannot be completed (it lacks our own latest messages and
@@ -193,8 +197,8 @@ TEST(ReplicaCheck, SnapshotThatCannotBeCompletedLeavesTheMirrorAsItWas) {
   const NodeService::Snapshot cut = c.node(0)->service().TakeSnapshot(true);
   EXPECT_TRUE(c.node(0)->service().CheckSnapshotServed(
       cut, c.node(0)->service().weight_checksum().Of(cut.weights)));
-  EXPECT_EQ(Counters(c.node(0)).replica_check_failures(), 0u);
-  EXPECT_EQ(Counters(c.node(0)).snapshots_loaded(), 0u);
+  EXPECT_EQ(CountersOf(c.node(0)).replica_check_failures(), 0u);
+  EXPECT_EQ(CountersOf(c.node(0)).snapshots_loaded(), 0u);
 }
 
 // A node about to serve a snapshot measures it first: a mirror that fails is
@@ -211,7 +215,7 @@ TEST(ReplicaCheck, CorruptMirrorIsNotServedAndRejoins) {
   cut.weights[7] -= 3;
   EXPECT_FALSE(c.node(0)->service().CheckSnapshotServed(
       cut, c.node(0)->service().weight_checksum().Of(cut.weights)));
-  EXPECT_EQ(Counters(c.node(0)).replica_check_failures(), 1u);
+  EXPECT_EQ(CountersOf(c.node(0)).replica_check_failures(), 1u);
   EXPECT_EQ(c.node(0)->training().RejoinSource(), std::optional<std::string>(Address(1)));
 }
 
