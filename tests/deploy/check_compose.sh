@@ -25,8 +25,9 @@ cleanup() {
 trap cleanup EXIT
 
 "$src/deploy/podman-setup.sh"
-(cd "$src" && podman build --format docker -f deploy/Dockerfile -t reckon:cpu . &&
-  podman build --format docker -f deploy/compose/prometheus.Dockerfile \
+# chroot isolation for the RUN steps, as in check_image.sh (why there).
+(cd "$src" && podman build --isolation chroot --format docker -f deploy/Dockerfile -t reckon:cpu . &&
+  podman build --isolation chroot --format docker -f deploy/compose/prometheus.Dockerfile \
     -t reckon-prometheus deploy/compose) > "$work/build.log" 2>&1 ||
   { tail -50 "$work/build.log"; exit 1; }
 
