@@ -215,6 +215,8 @@ def main():
     p.add_argument("--mode", default="", help=argparse.SUPPRESS)
     p.add_argument("--addresses", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.eval_samples < 0:
+        p.error(f"--eval-samples {args.eval_samples}: a count of test samples, 0 for all")
     if args.child >= 0:
         train(args.child, args)
         return

@@ -15,6 +15,13 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e
 
 
 class CompareDdp(unittest.TestCase):
+    def test_a_negative_eval_sample_count_is_refused_before_any_run(self):
+        out = subprocess.run([sys.executable, SCRIPT, "--eval-samples", "-1"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn("--eval-samples -1: a count of test samples, 0 for all", out.stderr)
+        self.assertEqual(out.stdout, "")
+
     def test_both_runs_report_identical_replicas_and_reckon_sends_less(self):
         # The small CNN here (184,586 parameters; 30 steps, where 10 reach
         # only 31-33%), the tiny one in the lab.
