@@ -62,8 +62,9 @@ TEST(GossipNode, OriginsQueuedStreamIsNotDoubledByRelays) {
   // alive before the crossed streams are judged, and n0's first messages on
   // the stream that loses are served again on the one kept (repairs, and
   // right). On a loaded machine that judging came after the first messages
-  // (2 repairs from n0, about 1 run in 100 with four copies on two cores):
-  // the streams settle first, and what n0 sends again is counted from here.
+  // (2 repairs from n0; four copies at once on two cores each failed within
+  // 1,000 runs): the streams settle first, and what n0 sends again is
+  // counted from here.
   StepFor(c, clock, milliseconds(200));
   const uint64_t own_repairs_before = c.node(0)->service().counters().repairs_sent();
   const OriginKey n0{"n0", 1000};
