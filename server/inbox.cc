@@ -13,6 +13,7 @@ namespace reckon::server {
 void Inbox::PushUp(const std::shared_ptr<Link>& link) {
   absl::MutexLock l(&mu_);
   events_.push_back(Event{Event::kUp, link, {}, {}, 0, std::nullopt});
+  ++events_in_;
   cv_.Signal();
 }
 
@@ -26,6 +27,7 @@ bool Inbox::PushFrame(const std::shared_ptr<Link>& link, v1::GossipFrame frame) 
   absl::MutexLock l(&mu_);
   last_arrival_[link.get()] = clock_();
   events_.push_back(Event{Event::kFrame, link, std::move(frame), {}, frame_bytes, std::nullopt});
+  ++events_in_;
   cv_.Signal();
   bytes_ += held;
   size_t& mine = link_bytes_[link.get()];
@@ -41,6 +43,7 @@ void Inbox::PushClosed(const std::shared_ptr<Link>& link, const std::string& why
   absl::MutexLock l(&mu_);
   if (stopped_) closed_since_stop_.insert(link.get());
   events_.push_back(Event{Event::kClosed, link, {}, why, 0, std::nullopt});
+  ++events_in_;
   cv_.Signal();
 }
 
@@ -52,11 +55,14 @@ void Inbox::Wake() {
 
 bool Inbox::Take(Clock::time_point wake, Batch* out) {
   absl::MutexLock l(&mu_);
+  wake_ = wake;
   while (events_.empty() && !stopped_ && !woken_) {
     const auto now = clock_();
     if (now >= wake) break;
+    waiting_ = true;
     cv_.WaitWithTimeout(&mu_, absl::FromChrono(std::min<Clock::duration>(wake - now, max_wait_)));
   }
+  waiting_ = false;
   if (stopped_) return false;
   woken_ = false;
   out->events.swap(events_);
@@ -64,6 +70,13 @@ bool Inbox::Take(Clock::time_point wake, Batch* out) {
   bytes_ = 0;
   link_bytes_.clear();
   return true;
+}
+
+std::optional<uint64_t> Inbox::IdleForTesting() {
+  absl::MutexLock l(&mu_);
+  const bool idle = stopped_ || (waiting_ && events_.empty() && !woken_ && clock_() < wake_);
+  if (!idle) return std::nullopt;
+  return events_in_;
 }
 
 void Inbox::Stop() {

@@ -93,6 +93,14 @@ class Inbox {
   std::map<const Link*, Clock::time_point> LastArrivals();
   void Forget(const Link* link);
 
+  // For a test that moves a manual clock (tests/inproc_cluster.h
+  // StepUntil): the count of events pushed so far when the node thread
+  // waits in Take with nothing queued, not woken, and its `wake` still
+  // ahead on the clock (or once stopped), so that everything that arrived
+  // has been handled; nullopt while it has work. Two looks with the same
+  // count: nothing arrived in between.
+  std::optional<uint64_t> IdleForTesting();
+
   size_t bytes();     // memory of the frames waiting now (MemoryOf)
   uint64_t pauses();  // links paused so far
 
@@ -104,6 +112,10 @@ class Inbox {
   absl::CondVar cv_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
+  // The node thread waits in Take for `wake_` (IdleForTesting).
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  Clock::time_point wake_ ABSL_GUARDED_BY(mu_);
+  uint64_t events_in_ ABSL_GUARDED_BY(mu_) = 0;  // pushed since made
   std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
   // Links whose stream ended since Stop (identity only, never dereferenced).
   std::set<const Link*> closed_since_stop_ ABSL_GUARDED_BY(mu_);

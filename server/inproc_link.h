@@ -17,7 +17,8 @@
 // Threads: Send, Close and Abort may be called from any thread, under the
 // calling node's lock: they only call the receiving nodes' On* reactions,
 // which take nothing but the inbox lock (a leaf), so no lock cycle can form.
-// With a latency, one thread ("reckon-inproc") delivers due frames.
+// With a latency, one thread ("reckon-inproc") delivers due frames, or the
+// caller of DeliverDue.
 //
 // REQUIRES: every node is stopped (GossipNode::Stop) before the network is
 // destroyed, and the network outlives every node's Stop.
@@ -69,6 +70,10 @@ class InProcNetwork {
   // From now on, Update frames `from` sends `to` arrive `delay` later than
   // the others (call it before they talk: a change mid-stream reorders).
   void DelayUpdates(GossipNode* from, GossipNode* to, std::chrono::milliseconds delay);
+  // Every frame due by now on the network's clock is in its receiver's
+  // inbox when this returns (TimedQueue::DeliverDue): a test that moves the
+  // clock makes the move's arrivals before it looks at the nodes.
+  void DeliverDue() { in_flight_->DeliverDue(); }
 
   struct Counters {
     uint64_t frames_delivered = 0, frames_lost = 0, update_frames = 0, update_bytes = 0;

@@ -149,6 +149,8 @@ std::optional<uint64_t> ServicePort::TicksForTesting() const {
   return core_.heartbeats.ticks();
 }
 
+std::optional<uint64_t> ServicePort::IdleForTesting() { return core_.inbox.IdleForTesting(); }
+
 ServicePort::Snapshot ServicePort::TakeSnapshot(bool with_weights, Clock::time_point asked_at) {
   std::shared_ptr<const TrainingCut> cut;
   {

@@ -79,6 +79,10 @@ class ServicePort final : public NodeService {
   // stopping. For tests on a ManualClock: after the clock moves a heartbeat
   // interval, the tick that follows has run once this count grows.
   std::optional<uint64_t> TicksForTesting() const;
+  // Inbox::IdleForTesting of the node's inbox: for tests on a ManualClock,
+  // whether the node has handled all that reached it and ticked for the
+  // clock's time (with the count of events that reached it), or not yet.
+  std::optional<uint64_t> IdleForTesting();
   // A consistent cut. `with_weights` copies the replica (MiBs: a join's
   // probe needs only the vector).
   Snapshot TakeSnapshot(bool with_weights, Clock::time_point asked_at = {}) override;

@@ -7,9 +7,11 @@
 // manual clock holds frames until it is moved past them; the queue looks
 // at it at least every 2 ms).
 //
-// Threads: Push from any thread. `deliver` runs on the queue's thread with
-// no lock of the queue held, so it may Push again. The destructor stops the
-// thread and drops what is still queued.
+// Threads: Push and DeliverDue from any thread. `deliver` runs on the
+// queue's thread (or DeliverDue's caller) with no lock of the queue held
+// but the delivery lock, so it may Push again (not DeliverDue). One
+// delivery at a time: items due together are handed over in their order.
+// The destructor stops the thread and drops what is still queued.
 #ifndef RECKON_SERVER_TIMED_QUEUE_H_
 #define RECKON_SERVER_TIMED_QUEUE_H_
 
@@ -61,19 +63,33 @@ class TimedQueue {
     queue_.emplace(due, std::move(item));
   }
 
+  // Delivers every item due by now on the queue's clock before it returns,
+  // on the caller's thread (those the queue's thread had taken already are
+  // delivered by then too): a test that moves a manual clock calls it so
+  // that what the move made due has arrived before it looks, whenever the
+  // queue's thread next wakes.
+  void DeliverDue() ABSL_LOCKS_EXCLUDED(delivery_mu_, mu_) {
+    absl::MutexLock d(&delivery_mu_);
+    std::vector<T> due;
+    {
+      absl::MutexLock l(&mu_);
+      const auto now = clock_();
+      while (!queue_.empty() && queue_.begin()->first <= now) {
+        due.push_back(std::move(queue_.begin()->second));
+        queue_.erase(queue_.begin());
+      }
+    }
+    for (T& item : due) deliver_(item);
+  }
+
  private:
   void Loop() {
     for (;;) {
-      std::vector<T> due;
       {
         absl::MutexLock l(&mu_);
         if (stopping_) return;
         const auto now = clock_();
-        while (!queue_.empty() && queue_.begin()->first <= now) {
-          due.push_back(std::move(queue_.begin()->second));
-          queue_.erase(queue_.begin());
-        }
-        if (due.empty()) {
+        if (queue_.empty() || queue_.begin()->first > now) {
           // Wakes for the next due item or every 2 ms, whichever is first
           // (a Push does not signal: 2 ms is below any latency simulated).
           auto wake = now + std::chrono::milliseconds(2);
@@ -82,12 +98,15 @@ class TimedQueue {
           continue;
         }
       }
-      for (T& item : due) deliver_(item);
+      DeliverDue();
     }
   }
 
   const std::function<void(T&)> deliver_;
   const std::function<Clock::time_point()> clock_;
+  // Held from taking items out of the queue until they are delivered, so
+  // that two deliveries never interleave (lock order: delivery_mu_, mu_).
+  absl::Mutex delivery_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   std::multimap<Clock::time_point, T> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

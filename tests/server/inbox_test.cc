@@ -5,6 +5,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -12,6 +13,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +42,8 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::Eventually;
+using testing::ManualClock;
 
 // Frames of `bytes` serialized bytes (a Heartbeat padded with a hash).
 v1::GossipFrame FrameOf(size_t bytes) {
@@ -134,6 +138,45 @@ TEST(Inbox, KeepsOrderPausesALinkOverItsShareAndStops) {
   Inbox::Batch after;
   EXPECT_FALSE(inbox.Take(Clock::now() + std::chrono::hours(1), &after));
   EXPECT_TRUE(after.events.empty());
+}
+
+// IdleForTesting (what a test stepping a manual clock waits for): idle only
+// while the node thread waits in Take with nothing queued, not woken, and
+// its wake still ahead on the clock; the count says how many events have
+// arrived. Stopped counts as idle.
+TEST(Inbox, IsIdleOnlyWhileItsThreadWaitsWithNothingToHandle) {
+  ManualClock clock;
+  Inbox inbox(/*byte_cap=*/1 << 20, clock.Function(), /*max_wait=*/milliseconds(1));
+  EXPECT_FALSE(inbox.IdleForTesting()) << "nobody waits in Take";
+  auto link = std::make_shared<NowhereLink>();
+  std::atomic<int> takes{0};
+  std::vector<size_t> taken;  // events a Take handed out (the taker's, read after join)
+  auto take_once = [&] {
+    Inbox::Batch batch;
+    EXPECT_TRUE(inbox.Take(clock.Now() + milliseconds(20), &batch));
+    taken.push_back(batch.events.size());
+    ++takes;
+  };
+  std::thread first(take_once);
+  ASSERT_TRUE(Eventually([&] { return inbox.IdleForTesting() == 0u; }));
+  inbox.PushFrame(link, FrameOf(100));
+  EXPECT_FALSE(inbox.IdleForTesting()) << "a frame arrived: queued, or taken and handled";
+  first.join();
+  EXPECT_FALSE(inbox.IdleForTesting()) << "handled, and nobody waits again yet";
+  std::thread second(take_once);
+  ASSERT_TRUE(Eventually([&] { return inbox.IdleForTesting() == 1u; }));
+  inbox.Wake();
+  EXPECT_FALSE(inbox.IdleForTesting()) << "woken for work of its own";
+  second.join();
+  std::thread third(take_once);
+  ASSERT_TRUE(Eventually([&] { return inbox.IdleForTesting() == 1u; }));
+  clock.Advance(milliseconds(20));
+  EXPECT_FALSE(inbox.IdleForTesting()) << "its wake has come: it is to tick";
+  third.join();
+  EXPECT_EQ(takes.load(), 3);
+  EXPECT_EQ(taken, (std::vector<size_t>{1, 0, 0}));
+  inbox.Stop();
+  EXPECT_EQ(inbox.IdleForTesting(), 1u);
 }
 
 }  // namespace
