@@ -5,11 +5,7 @@
 // best copy the CPU has (AVX-512, else AVX2), and on with them summed
 // portably; ns a word and the ratios, three times; checks every word.
 //
-//   g++ -O2 -std=c++20 -I. -Ibuild/proto/gen tests/bench/rice_chains.cc \
-//     build/codec/libreckon_codec.a build/proto/libreckon_proto.a build/base/libreckon_base.a \
-//     $(pkg-config --libs protobuf absl_strings absl_status absl_statusor absl_str_format \
-//       absl_synchronization absl_flags absl_flags_reflection) -lcrypto -o /tmp/rice_chains && \
-//     /tmp/rice_chains 0.003
+//   cmake --build build --target rice_chains && build/tests/rice_chains 0.003
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

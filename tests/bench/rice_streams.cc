@@ -7,10 +7,7 @@
 // in one loop, so that the out-of-order core could overlap four chains.
 // Prints both times a word and their ratio, three times; checks every word.
 //
-//   g++ -O3 -std=c++20 -I. -Ibuild/proto/gen tests/bench/rice_streams.cc \
-//     build/codec/libreckon_codec.a build/proto/libreckon_proto.a build/base/libreckon_base.a \
-//     $(pkg-config --libs protobuf absl_strings absl_status absl_statusor absl_str_format \
-//       absl_synchronization absl_flags absl_flags_reflection) -lcrypto -o /tmp/rice_streams && /tmp/rice_streams 0.003
+//   cmake --build build --target rice_streams && build/tests/rice_streams 0.003
 #include <algorithm>
 #include <bit>
 #include <chrono>

@@ -6,10 +6,7 @@
 // walked between runs), where it costs its bytes. ns a block and us a half,
 // best and mean; one core.
 //
-//   g++ -O2 -std=c++20 -I. -Ibuild/proto/gen tests/bench/round_trip_passes.cc \
-//     build/codec/libreckon_codec.a build/proto/libreckon_proto.a build/base/libreckon_base.a \
-//     $(pkg-config --libs protobuf absl_strings absl_status absl_statusor absl_str_format \
-//       absl_synchronization absl_flags absl_flags_reflection) -lcrypto -o /tmp/round_trip_passes && /tmp/round_trip_passes
+//   cmake --build build --target round_trip_passes && build/tests/round_trip_passes
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
