@@ -8,15 +8,15 @@
 //   cmake --build build --target rice_chains && build/tests/rice_chains 0.003
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <vector>
 
 #include "codec/rice.h"
+#include "tests/bench/density_arg.h"
 using namespace reckon::codec;
 int main(int argc, char** argv) {
   const uint64_t params = 14'400'000;
-  const double density = argc > 1 ? std::atof(argv[1]) : 0.003;
+  const double density = reckon::bench::DensityArg(argc, argv, 0.003);
   std::mt19937_64 rng(3);
   std::vector<uint32_t> w;
   for (uint64_t p = 0; p < params; ++p) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "codec/rice.h"
+#include "tests/bench/density_arg.h"
 using namespace reckon::codec;
 struct Reader {
   const unsigned char* d;
@@ -84,7 +85,7 @@ void Decode4(const Reader* r, const uint64_t* counts, const uint64_t* first_next
 }
 int main(int argc, char** argv) {
   const uint64_t params = 14'400'000;
-  const double density = argc > 1 ? atof(argv[1]) : 0.003;
+  const double density = reckon::bench::DensityArg(argc, argv, 0.003);
   std::mt19937_64 rng(3);
   std::vector<uint32_t> w;
   for (uint64_t p = 0; p < params; ++p)
